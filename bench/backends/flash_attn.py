@@ -1,0 +1,25 @@
+"""The flash-attn package (Dao-AILab), CUDA only, fp16/bf16. Its layout is (B, S, H, D)."""
+
+from __future__ import annotations
+
+import torch
+
+from bench.backends.base import Unsupported
+
+
+def flash_attn_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool,
+                         window: int | None) -> torch.Tensor:
+    try:
+        from flash_attn import flash_attn_func
+    except ImportError as err:
+        raise Unsupported(f"flash-attn: package not importable ({err}); pip install 'attnbench[flash]' "
+                          "on a CUDA machine") from None
+    if q.device.type != "cuda":
+        raise Unsupported(f"flash-attn: runs only on CUDA, not on {q.device.type}")
+    if q.dtype not in (torch.float16, torch.bfloat16):
+        raise Unsupported(f"flash-attn: supports fp16 and bf16 only, not {q.dtype}")
+    # window w = itself and the w-1 keys before it; flash-attn counts the keys to the left.
+    window_size = (window - 1, 0) if window is not None else (-1, -1)
+    out = flash_attn_func(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),  # (B, S, H, D)
+                          causal=causal or window is not None, window_size=window_size)
+    return out.transpose(1, 2)  # (B, Hq, Sq, D)

@@ -1,0 +1,60 @@
+"""FlexAttention, compiled: block masks for causal and window, GQA native.
+
+torch.compile caches one graph per shape/dtype; the first call for a shape compiles (tens of seconds
+on CPU), so callers must warm up before timing and report that first call apart.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+
+import torch
+
+from bench.backends.base import Unsupported
+
+
+@functools.cache
+def _compiled():
+    import torch._dynamo.config as dynamo_config
+    from torch.nn.attention.flex_attention import flex_attention
+
+    # Past the recompile limit dynamo silently runs eager flex, which materialises the whole score
+    # matrix: a sweep touches many shapes, so raise the limit and make hitting it an error instead.
+    dynamo_config.recompile_limit = max(dynamo_config.recompile_limit, 512)
+    dynamo_config.accumulated_recompile_limit = max(dynamo_config.accumulated_recompile_limit, 4096)
+    dynamo_config.fail_on_recompile_limit_hit = True
+    return torch.compile(flex_attention, dynamic=False)  # one specialised kernel per shape
+
+
+@functools.lru_cache(maxsize=64)
+def _block_mask(seq_q: int, seq_kv: int, window: int | None, device: str):
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    off = seq_kv - seq_q
+
+    def causal(b, h, q_idx, kv_idx):
+        return kv_idx <= q_idx + off
+
+    def sliding(b, h, q_idx, kv_idx):
+        return (kv_idx <= q_idx + off) & (kv_idx > q_idx + off - window)
+
+    return create_block_mask(sliding if window is not None else causal, None, None, seq_q, seq_kv,
+                             device=device)
+
+
+def flex_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool,
+                   window: int | None) -> torch.Tensor:
+    if q.device.type not in ("cpu", "cuda"):
+        raise Unsupported(f"flex: no compiled FlexAttention for device {q.device.type}")
+    Sq, Skv = q.shape[2], k.shape[2]
+    block_mask = _block_mask(Sq, Skv, window, str(q.device)) if (causal or window) else None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            out = _compiled()(q, k, v, block_mask=block_mask, enable_gqa=k.shape[1] != q.shape[1])
+        except (NotImplementedError, AssertionError) as err:
+            raise Unsupported(f"flex: {str(err).splitlines()[0]}") from None
+    if any("without torch.compile" in str(w.message) for w in caught):
+        raise RuntimeError("flex: torch fell back to eager (unfused) flex_attention; refusing to report it")
+    return out

@@ -1,0 +1,22 @@
+"""The textbook formula, as the tutorials write it: it materialises the Sq x Skv score matrix on purpose."""
+
+from __future__ import annotations
+
+import torch
+
+from bench.masks import visible
+
+
+def naive_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool,
+                    window: int | None) -> torch.Tensor:
+    B, Hq, Sq, D = q.shape
+    Hkv, Skv = k.shape[1], k.shape[2]
+    if Hkv != Hq:  # GQA/MQA: query head i reads KV head i // (Hq / Hkv)
+        k = k.repeat_interleave(Hq // Hkv, dim=1)  # (B, Hq, Skv, D)
+        v = v.repeat_interleave(Hq // Hkv, dim=1)  # (B, Hq, Skv, D)
+    scores = (q @ k.transpose(-2, -1)) * D**-0.5  # (B, Hq, Sq, Skv)
+    ok = visible(Sq, Skv, causal, window, q.device)  # (Sq, Skv) or None
+    if ok is not None:
+        scores = scores.masked_fill(~ok, float("-inf"))
+    probs = torch.softmax(scores, dim=-1)  # (B, Hq, Sq, Skv)
+    return probs @ v  # (B, Hq, Sq, D)

@@ -1,0 +1,65 @@
+"""torch.nn.functional.scaled_dot_product_attention: automatic choice, or one kernel forced.
+
+A forced kernel runs alone (sdpa_kernel with one backend), so torch cannot fall back to another;
+GQA goes through enable_gqa and K/V are never expanded behind the caller's back.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.nn.attention.bias import causal_lower_right
+
+from bench.backends.base import Unsupported
+from bench.masks import visible
+
+KERNELS: dict[str, SDPBackend | None] = {
+    "sdpa": None,
+    "sdpa-math": SDPBackend.MATH,
+    "sdpa-flash": SDPBackend.FLASH_ATTENTION,
+    "sdpa-efficient": SDPBackend.EFFICIENT_ATTENTION,
+    "sdpa-cudnn": SDPBackend.CUDNN_ATTENTION,
+}
+CUDA_ONLY = {"sdpa-efficient", "sdpa-cudnn"}
+
+
+def _mask_args(q: torch.Tensor, k: torch.Tensor, causal: bool, window: int | None) -> dict:
+    Sq, Skv = q.shape[2], k.shape[2]
+    if window is not None:
+        return {"attn_mask": visible(Sq, Skv, True, window, q.device)}
+    if not causal or Sq == 1:  # a single query sees the whole cache under a bottom-right causal mask
+        return {}
+    if Sq == Skv:  # torch's is_causal is top-left aligned, which equals bottom-right only here
+        return {"is_causal": True}
+    return {"attn_mask": causal_lower_right(Sq, Skv)}
+
+
+def sdpa_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool, window: int | None,
+                   name: str = "sdpa") -> torch.Tensor:
+    kernel = KERNELS[name]
+    if name in CUDA_ONLY and q.device.type != "cuda":
+        raise Unsupported(f"{name}: torch has this kernel only on CUDA, not on {q.device.type}")
+    kwargs = _mask_args(q, k, causal, window)
+    if k.shape[1] != q.shape[1]:
+        kwargs["enable_gqa"] = True
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            if kernel is None:
+                return F.scaled_dot_product_attention(q, k, v, **kwargs)
+            with sdpa_kernel([kernel]):
+                return F.scaled_dot_product_attention(q, k, v, **kwargs)
+        except RuntimeError as err:
+            if "No viable backend" not in str(err) and "No available kernel" not in str(err):
+                raise
+            # On CUDA torch explains each refusal in a warning; keep those as the reason.
+            why = "; ".join(str(w.message).strip() for w in caught) or str(err).splitlines()[0]
+            raise Unsupported(f"{name}: {why}") from None
+
+
+def make(name: str):
+    return functools.partial(sdpa_attention, name=name)

@@ -1,0 +1,39 @@
+"""`python -m bench <command>`: one module per subcommand under bench/commands/."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# name -> module with `help`, `add_arguments(parser)` and `run(args) -> int`
+COMMANDS: dict[str, str] = {
+    "backends": "bench.commands.backends",
+}
+
+
+class UsageError(ValueError):
+    """Bad input found before any work starts: one line, exit code 2."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m bench", description="attention benchmarks")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, module_name in COMMANDS.items():
+        module = importlib.import_module(module_name)
+        cmd = sub.add_parser(name, help=module.help, description=module.help)
+        module.add_arguments(cmd)
+        cmd.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args._run(args) or 0)
+    except (UsageError, ValueError, OSError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,48 @@
+"""`python -m bench backends`: which backend runs which dtype on this machine, or why not."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import torch
+
+from bench.backends import BACKENDS, Unsupported
+from bench.reference import check_backend
+from bench.shapes import DTYPES, AttentionShape
+
+help = "list each backend x dtype on a device with 'ok' or the reason it cannot run"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--device", choices=["cpu", "cuda"], default=None,
+                        help="default: cuda when present, else cpu")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def probe(backend: str, dtype: str, device: str) -> str:
+    """'ok', or why not: runs a small causal GQA case and checks it against the reference."""
+    shape = AttentionShape(1, 33, 33, 4, 2, 64, dtype, "causal")
+    try:
+        check = check_backend(backend, shape, device)
+    except Unsupported as err:
+        return f"unsupported: {err}"
+    except Exception as err:  # a broken backend is a finding, not a crash
+        return f"error: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+    return "ok" if check.ok else f"incorrect: {check.describe()}"
+
+
+def run(args: argparse.Namespace) -> int:
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("--device cuda: torch sees no CUDA device here")
+    table = {b: {dt: probe(b, dt, device) for dt in DTYPES} for b in BACKENDS}
+    if args.json:
+        print(json.dumps({"device": device, "torch": torch.__version__, "backends": table}, indent=2))
+        return 0
+    print(f"device: {device}  torch {torch.__version__}  (probe: causal GQA, Hq=4 Hkv=2, S=33, D=64)")
+    width = max(map(len, BACKENDS))
+    for backend, row in table.items():
+        for dt, verdict in row.items():
+            print(f"{backend:<{width}}  {dt:<5} {verdict}")
+    return 0

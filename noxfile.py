@@ -1,0 +1,37 @@
+"""Sessions: `nox -s tests`, `nox -s lint`, `nox -s bench`, `nox -s report`, `nox -s regress`."""
+
+from __future__ import annotations
+
+import nox
+
+nox.options.reuse_existing_virtualenvs = True
+nox.options.sessions = ["lint", "tests"]
+
+# Pinned so runs are fast (torch 2.13.0 is a CPU wheel already on these machines) and comparable.
+PINNED = [
+    "torch==2.13.0",
+    "pytest==9.2.0",
+    "pytest-benchmark==5.3.1",
+    "pandas==3.1.1",
+    "matplotlib==3.11.2",
+    "nvidia-ml-py==13.615.71",
+    "scipy==1.17.1",
+]
+
+
+def install(session: nox.Session) -> None:
+    session.install(*PINNED)
+    session.install("--no-deps", "-e", ".")
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """The test suite (slow flex compiles included); extra args go to pytest."""
+    install(session)
+    session.run("pytest", *(session.posargs or ["-q"]))
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    session.install("ruff==0.17.6")
+    session.run("ruff", "check", ".")

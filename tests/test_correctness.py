@@ -1,0 +1,97 @@
+"""Every backend against the float64 reference, over variants x masks x lengths x head dims x dtypes."""
+
+import itertools
+
+import pytest
+import torch
+
+from bench import BACKENDS, Unsupported, attention
+from bench.reference import check_backend, compare_to_reference, make_inputs, reference_attention
+from bench.shapes import AttentionShape
+
+# Backends that must run on any CPU torch build: an Unsupported from them is a failure, not a skip.
+CPU_BACKENDS = {"naive", "sdpa", "sdpa-math", "sdpa-flash", "flex"}
+HEADS = [(8, 8), (8, 2), (8, 1)]  # MHA, GQA, MQA
+MASKS = [("none", None), ("causal", None), ("window", 5)]
+SEQS = [(7, 7), (129, 129), (7, 129), (1, 129)]  # square, Sq < Skv, decode; odd lengths 1, 7, 129
+
+
+def cases(head_dims, dtypes, seqs=SEQS):
+    for (hq, hkv), (mask, w), (sq, skv), d, dt in itertools.product(HEADS, MASKS, seqs, head_dims, dtypes):
+        yield AttentionShape(2, sq, skv, hq, hkv, d, dt, mask, w)
+
+
+def label(s: AttentionShape) -> str:
+    return f"{s.variant}-{s.mask_label}-q{s.seq_q}kv{s.seq_kv}-d{s.head_dim}-{s.dtype}"
+
+
+def run_check(backend, shape, device):
+    try:
+        check = check_backend(backend, shape, device)
+    except Unsupported as err:
+        if device == "cpu" and backend in CPU_BACKENDS:
+            pytest.fail(f"{backend} must run on CPU: {err}")
+        pytest.skip(str(err))
+    assert check.ok, f"{backend} {label(shape)}: {check.describe()}"
+
+
+FAST = [b for b in BACKENDS if b != "flex"]
+ALL_CASES = list(cases([32, 64], ["fp32", "bf16"]))
+
+
+@pytest.mark.parametrize("shape", ALL_CASES, ids=label)
+@pytest.mark.parametrize("backend", FAST)
+def test_backend_matches_reference(backend, shape, device):
+    run_check(backend, shape, device)
+
+
+# Flex compiles one kernel per shape (seconds each on CPU): the full mask x variant x length grid in
+# fp32 at one head dim, and the other head dim in bf16 on the square and decode lengths.
+FLEX_CASES = list(cases([64], ["fp32"])) + list(cases([32], ["bf16"], [(129, 129), (1, 129)]))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shape", FLEX_CASES, ids=label)
+def test_flex_matches_reference(shape, device):
+    run_check("flex", shape, device)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("shape", list(cases([64, 128], ["fp16", "bf16"])), ids=label)
+@pytest.mark.parametrize("backend", list(BACKENDS))
+def test_cuda_half_precision(backend, shape):
+    run_check(backend, shape, "cuda")
+
+
+def test_reference_row_zero_of_causal_is_first_value():
+    # Under a square causal mask query 0 sees only key 0, so its output is exactly v[0].
+    q, k, v = make_inputs(AttentionShape(1, 5, 5, 2, 2, 4, "fp32", "causal"))
+    out = reference_attention(q, k, v, causal=True)
+    assert torch.allclose(out[:, :, 0], v[:, :, 0].double())
+
+
+def test_reference_catches_top_left_causal():
+    # torch's is_causal is top-left aligned when Sq != Skv: the check must reject it.
+    shape = AttentionShape(1, 7, 129, 4, 4, 32, "fp32", "causal")
+    q, k, v = make_inputs(shape)
+    wrong = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    check = compare_to_reference(wrong, reference_attention(q, k, v, causal=True))
+    assert not check.ok and check.max_abs_err > 0.1
+
+
+def test_reference_catches_wrong_kv_head_mapping():
+    shape = AttentionShape(1, 16, 16, 8, 2, 32, "fp32")
+    q, k, v = make_inputs(shape)
+    tiled = attention(q, k.repeat(1, 4, 1, 1), v.repeat(1, 4, 1, 1), backend="naive")  # i % Hkv, not i // g
+    assert not compare_to_reference(tiled, reference_attention(q, k, v)).ok
+
+
+def test_bf16_tolerance_is_not_vacuous():
+    # A bf16 output off by one bf16 step of 0.05 on a single element must fail.
+    shape = AttentionShape(1, 16, 16, 2, 2, 32, "bf16")
+    q, k, v = make_inputs(shape)
+    ref = reference_attention(q, k, v)
+    out = ref.to(torch.bfloat16).clone()
+    out[0, 0, 0, 0] += 0.1
+    assert compare_to_reference(ref.to(torch.bfloat16), ref).ok
+    assert not compare_to_reference(out, ref).ok

@@ -1,0 +1,66 @@
+import pytest
+
+from bench.presets import PRESETS, preset
+from bench.shapes import AttentionShape, ShapeError, head_dim_for, parse_mask
+
+
+def shape(**kw):
+    base = dict(batch=1, seq_q=16, seq_kv=16, n_heads=8, n_kv_heads=8, head_dim=64)
+    return AttentionShape(**(base | kw))
+
+
+@pytest.mark.parametrize("n_kv_heads, variant", [(8, "mha"), (4, "gqa"), (2, "gqa"), (1, "mqa")])
+def test_variant_is_derived(n_kv_heads, variant):
+    assert shape(n_kv_heads=n_kv_heads).variant == variant
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(n_heads=14, n_kv_heads=3), "n_heads=14 is not divisible by n_kv_heads=3"),
+    (dict(n_heads=2, n_kv_heads=4), "n_kv_heads=4 exceeds n_heads=2"),
+    (dict(batch=0), "batch=0 must be a positive integer"),
+    (dict(seq_q=-3), "seq_q=-3 must be a positive integer"),
+    (dict(head_dim=64.0), "head_dim=64.0 must be a positive integer"),
+    (dict(dtype="fp64"), "dtype='fp64' is unknown"),
+    (dict(mask="diagonal"), "mask='diagonal' is unknown"),
+    (dict(mask="window"), "mask='window' needs a positive window size"),
+    (dict(mask="window", window=0), "window=0 must be a positive integer"),
+    (dict(mask="causal", window=4), "use mask='window'"),
+    (dict(mask="causal", seq_q=32, seq_kv=16), "seq_q=32 > seq_kv=16"),
+])
+def test_impossible_shapes_name_field_and_rule(kw, message):
+    with pytest.raises(ShapeError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        shape(**kw)
+
+
+def test_unmasked_shape_may_have_more_queries_than_keys():
+    assert shape(seq_q=32, seq_kv=16).seq_q == 32
+
+
+def test_d_model_must_split_over_heads():
+    assert head_dim_for(896, 14) == 64
+    with pytest.raises(ShapeError, match="d_model=896 is not divisible by n_heads=13"):
+        head_dim_for(896, 13)
+
+
+@pytest.mark.parametrize("text, parsed", [("none", ("none", None)), ("causal", ("causal", None)),
+                                          ("window:256", ("window", 256))])
+def test_parse_mask(text, parsed):
+    assert parse_mask(text) == parsed
+
+
+@pytest.mark.parametrize("text", ["window", "window:0", "window:x", "causal:3", "sliding"])
+def test_parse_mask_rejects(text):
+    with pytest.raises(ShapeError):
+        parse_mask(text)
+
+
+def test_presets_match_design_table():
+    assert len(PRESETS) == 9
+    q = preset("qwen2.5-0.5b")
+    assert (q.layers, q.d_model, q.n_heads, q.n_kv_heads, q.head_dim, q.variant) == (24, 896, 14, 2, 64, "gqa")
+    assert preset("llama-2-70b").variant == "gqa" and preset("gpt-3-175b").variant == "mha"
+    assert preset("mistral-7b-v0.1").window == 4096
+    assert preset("bert-base").encoder_only
+    assert all(p.source for p in PRESETS.values())
+    with pytest.raises(ShapeError, match="unknown model preset 'llama-9'; known: transformer-base"):
+        preset("llama-9")
