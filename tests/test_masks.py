@@ -36,3 +36,21 @@ def test_visible_pairs_counts_exactly(sq, skv, causal, window):
 
 def test_causal_square_pairs_formula():
     assert visible_pairs(1024, 1024, True, None) == 1024 * 1025 // 2
+
+
+def test_flop_and_byte_formulas():
+    from bench.metrics import attention_bytes, attention_flops, kv_cache_bytes, score_matrix_bytes
+    from bench.shapes import AttentionShape
+
+    s = AttentionShape(2, 1024, 1024, 8, 2, 64, "fp32")
+    assert attention_flops(s) == 4 * 2 * 8 * 64 * 1024 * 1024
+    c = AttentionShape(2, 1024, 1024, 8, 2, 64, "fp32", "causal")
+    assert attention_flops(c) == 4 * 2 * 8 * 64 * (1024 * 1025 // 2)
+    assert attention_flops(c, "fwd+bwd") == int(3.5 * attention_flops(c))
+    w = AttentionShape(1, 8, 8, 1, 1, 1, "fp32", "window", 3)
+    assert attention_flops(w) == 4 * (1 + 2 + 3 * 6)  # rows 0 and 1 see 1 and 2 keys, the rest 3
+    assert attention_bytes(AttentionShape(1, 16, 32, 8, 1, 64, "bf16")) == (2 * 8 * 16 * 64 + 2 * 32 * 64) * 2
+    assert score_matrix_bytes(s) == 2 * 8 * 1024 * 1024 * 4
+    # llama-3-8b: 32 layers x 8 KV heads x 128 x 2 bytes x 2 = 128 KiB per token
+    assert kv_cache_bytes(32, 8, 128, tokens=1, dtype="bf16") == 128 * 1024
+    assert kv_cache_bytes(32, 8, 128, tokens=32768, dtype="bf16", window=4096) == 4096 * 128 * 1024
