@@ -7,7 +7,13 @@ Layout (pytest-benchmark's own keys, so `pytest-benchmark compare` reads it, plu
                  RECORD_FIELDS) and stats (pytest-benchmark's statistics of the timed rounds, raw
                  per-round seconds in stats["data"]; null when the case was not timed)
   datetime, version
-  attnbench      {"schema": SCHEMA, "run_id", "profile", "sweep_id", "complete", "calibration": {...}}
+  attnbench      {"schema": SCHEMA, "run_id", "profile", "sweep_id", "complete",
+                  "calibration": {"gemm_flops_per_s", "copy_bytes_per_s"},   (this machine's ceilings)
+                  "fingerprint": {"device", "cpu_model", "gpu_name", "torch", "cuda", "threads"}}
+
+Case record values: status in STATUSES; phase prefill | decode; pass fwd | fwd+bwd; mask none | causal |
+window:<w> (and the int field window); dtype fp32 | bf16 | fp16; device cpu | cuda; seconds and bytes.
+case_id = "<backend>/<variant>/b<B>-hq<Hq>-hkv<Hkv>-q<Sq>-kv<Skv>-d<D>/<dtype>/<mask>/<phase>/<pass>/<device>".
 """
 
 from __future__ import annotations
