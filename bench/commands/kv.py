@@ -1,0 +1,158 @@
+"""`python -m bench kv`: KV cache size for a preset or a custom geometry, MHA vs GQA vs MQA, and what fits."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from bench.cli import UsageError
+from bench.kvcache import (
+    KVModel,
+    check_dtype,
+    estimate,
+    format_bytes,
+    max_batch,
+    max_context,
+    parse_count,
+    parse_memory,
+)
+from bench.metrics import ELEMENT_BYTES
+from bench.presets import PRESETS, preset
+
+help = "KV cache bytes per token and at context x batch, the model as MHA / GQA / MQA, and what fits in --memory"
+
+_CUSTOM = ("layers", "kv_heads", "head_dim", "heads")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    # Sizes are read as text and parsed here, so every bad value gets the same one-line error and exit 2.
+    model = parser.add_argument_group("model: --model PRESET, or --layers, --kv-heads and --head-dim")
+    model.add_argument("--model", metavar="PRESET", help=f"one of: {', '.join(PRESETS)}")
+    model.add_argument("--layers", metavar="L", help="layers that cache K and V")
+    model.add_argument("--kv-heads", metavar="G", help="K/V heads per layer (Hkv)")
+    model.add_argument("--head-dim", metavar="D", help="head dimension")
+    model.add_argument("--heads", metavar="H", help="query heads (Hq); with it the custom config is also shown as "
+                                                    "MHA and MQA, without it only the given config is shown")
+    parser.add_argument("--context", default="8k", metavar="N",
+                        help="tokens per sequence: 8192, 8k, 128k (k = 1024, m = 1024^2); default 8k")
+    parser.add_argument("--batch", default="1", metavar="B", help="sequences; default 1")
+    parser.add_argument("--dtype", default="bf16", metavar="DTYPE",
+                        help="fp32 | bf16 | fp16 | fp8 (4, 2, 2, 1 bytes per element); default bf16")
+    parser.add_argument("--memory", metavar="SIZE",
+                        help="a budget for the KV cache alone (weights and activations not counted): 80GiB, "
+                             "80GB (10^9), 512MiB, 1.5TiB or bytes; prints the largest context at --batch and "
+                             "the largest batch at --context that fit. A sliding-window model fits any context "
+                             "once its window fits")
+    parser.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
+
+
+def model_from_args(args: argparse.Namespace) -> KVModel:
+    custom = [f"--{name.replace('_', '-')}" for name in _CUSTOM if getattr(args, name) is not None]
+    if args.model is not None:
+        if custom:
+            raise UsageError(f"--model cannot be combined with {', '.join(custom)}; give a preset or a custom config")
+        return KVModel.from_preset(preset(args.model))
+    missing = [flag for flag in ("--layers", "--kv-heads", "--head-dim") if flag not in custom]
+    if missing:
+        raise UsageError(f"give --model PRESET, or a custom config (missing {', '.join(missing)})")
+    heads = None if args.heads is None else parse_count(args.heads, "heads")
+    return KVModel("custom", parse_count(args.layers, "layers"), parse_count(args.kv_heads, "kv-heads"),
+                   parse_count(args.head_dim, "head-dim"), heads)
+
+
+def build_report(model: KVModel, context: int, batch: int, dtype: str, memory: int | None) -> dict[str, Any]:
+    """Everything the command prints, as plain data (the --json object)."""
+    est = estimate(model, context, batch, dtype)
+    report: dict[str, Any] = {
+        "model": model.name, "layers": model.layers, "n_heads": model.n_heads, "n_kv_heads": model.n_kv_heads,
+        "head_dim": model.head_dim, "variant": model.variant, "window": model.window,
+        "encoder_only": model.encoder_only, "has_kv_cache": not model.encoder_only,
+        "context": context, "tokens": est.tokens, "batch": batch, "dtype": dtype,
+        "element_bytes": ELEMENT_BYTES[dtype], "bytes_per_token": est.bytes_per_token, "total_bytes": est.total_bytes,
+    }
+    if model.encoder_only:
+        report["note"] = f"{model.name} is encoder-only: no decoding, so no KV cache"
+    rows = [] if model.encoder_only else [(v, model.as_variant(v)) for v in model.variants()] or [(None, model)]
+    report["variants"] = [_variant_row(v, m, m.n_kv_heads == model.n_kv_heads, context, batch, dtype, memory)
+                          for v, m in rows]
+    if memory is not None:
+        fit_context = max_context(model, batch, dtype, memory)
+        report.update(memory_bytes=memory, max_context=fit_context, max_batch=max_batch(model, context, dtype, memory),
+                      any_context_fits=fit_context is None)
+    return report
+
+
+def _variant_row(variant: str | None, m: KVModel, this_model: bool, context: int, batch: int, dtype: str,
+                 memory: int | None) -> dict[str, Any]:
+    est = estimate(m, context, batch, dtype)
+    row: dict[str, Any] = {"variant": variant, "n_kv_heads": m.n_kv_heads, "bytes_per_token": est.bytes_per_token,
+                           "total_bytes": est.total_bytes, "this_model": this_model}
+    if memory is not None:
+        row.update(max_context=max_context(m, batch, dtype, memory), max_batch=max_batch(m, context, dtype, memory))
+    return row
+
+
+def render(r: dict[str, Any]) -> str:
+    if not r["has_kv_cache"]:
+        return f"{r['note']} (0 bytes at any context and batch)."
+    heads = f"Hq={r['n_heads']}, " if r["n_heads"] else ""
+    variant = f" ({r['variant'].upper()})" if r["variant"] else ""
+    window = f", sliding window {r['window']:,}" if r["window"] else ""
+    lines = [
+        f"{r['model']}: {r['layers']} layers, {heads}Hkv={r['n_kv_heads']}{variant}, D={r['head_dim']}{window}, "
+        f"{r['dtype']} ({r['element_bytes']} bytes/element)",
+        f"KV cache per token: {format_bytes(r['bytes_per_token'])} ({r['bytes_per_token']:,} bytes)",
+        f"at context {r['context']:,} x batch {r['batch']}: {format_bytes(r['total_bytes'])} "
+        f"({r['total_bytes']:,} bytes)",
+    ]
+    if r["tokens"] < r["context"]:
+        lines[-1] += f"; the sliding window caps the cache at {r['tokens']:,} tokens"
+    if len(r["variants"]) > 1:
+        lines += ["", *_variant_table(r)]
+    elif r["n_heads"] is None:
+        lines.append("(give --heads to compare MHA / GQA / MQA)")
+    if "memory_bytes" in r:
+        lines += ["", *_memory_lines(r)]
+    return "\n".join(lines)
+
+
+def _variant_table(r: dict[str, Any]) -> list[str]:
+    fits = "memory_bytes" in r
+    head = f"{'variant':<8} {'Hkv':>4} {'per token':>10} {'total':>10}"
+    if fits:
+        head += f" {'max context':>12} {'max batch':>10}"
+    lines = [head]
+    for row in r["variants"]:
+        line = (f"{row['variant'].upper():<8} {row['n_kv_heads']:>4} {format_bytes(row['bytes_per_token']):>10} "
+                f"{format_bytes(row['total_bytes']):>10}")
+        if fits:
+            ctx = "any" if row["max_context"] is None else f"{row['max_context']:,}"
+            line += f" {ctx:>12} {row['max_batch']:>10,}"
+        lines.append(line + ("  <- this model" if row["this_model"] else ""))
+    return lines
+
+
+def _memory_lines(r: dict[str, Any]) -> list[str]:
+    lines = [f"memory {format_bytes(r['memory_bytes'])} ({r['memory_bytes']:,} bytes), KV cache alone "
+             "(weights and activations not counted):"]
+    if r["max_context"] is None:
+        ctx = f"any (the {r['window']:,}-token window fits; a longer context reuses it)"
+    elif r["max_context"] == 0:
+        ctx = f"none (one token needs {format_bytes(r['bytes_per_token'] * r['batch'])})"
+    else:
+        ctx = f"{r['max_context']:,} tokens"
+    lines.append(f"  largest context at batch {r['batch']}: {ctx}")
+    per_sequence = r["bytes_per_token"] * r["tokens"]
+    batch = f"{r['max_batch']:,}" if r["max_batch"] else f"none (one sequence needs {format_bytes(per_sequence)})"
+    lines.append(f"  largest batch at context {r['context']:,}: {batch}")
+    return lines
+
+
+def run(args: argparse.Namespace) -> int:
+    model = model_from_args(args)
+    context, batch = parse_count(args.context, "context"), parse_count(args.batch, "batch")
+    memory = None if args.memory is None else parse_memory(args.memory)
+    report = build_report(model, context, batch, check_dtype(args.dtype), memory)
+    print(json.dumps(report) if args.json else render(report))
+    return 0

@@ -1,0 +1,290 @@
+"""KV cache: its size by DESIGN.md's formula, what fits in a memory budget, and a real cache to measure.
+
+The formula (bench.metrics.kv_cache_bytes) is 2 x layers x Hkv x D x tokens x batch x element size, with
+tokens = min(context, window) under a sliding window and no cache at all for encoder-only models.
+`KVCache` is the gpt-fast-style cache a decoder really allocates; `measure_kv_cache_bytes` allocates one
+per layer and reads back what the allocator handed out, so the formula is checked, not restated.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from fractions import Fraction
+from typing import Literal
+
+import torch
+from torch import nn
+
+from bench.metrics import ELEMENT_BYTES, kv_cache_bytes
+from bench.presets import ModelPreset
+from bench.shapes import DTYPES, ShapeError, Variant, check_heads, variant_of
+
+# fp8 halves bf16's cache; e4m3 is the format KV-cache quantisation uses (vLLM, TensorRT-LLM).
+KV_DTYPES: dict[str, torch.dtype] = {**DTYPES, "fp8": torch.float8_e4m3fn}
+
+MeasureMethod = Literal["allocator", "requested", "storage", "profiler"]
+
+
+class SizeError(ValueError):
+    """A size that does not parse or is not positive; the message quotes it and says what is accepted."""
+
+
+# ---------------------------------------------------------------------------------------------- parsing
+
+_COUNT_RE = re.compile(r"^\s*([-+]?\d+(?:\.\d*)?|[-+]?\.\d+)\s*([a-z]?)\s*$", re.IGNORECASE)
+_COUNT_SUFFIX = {"": 1, "k": 1024, "m": 1024**2}  # token counts are powers of two in practice: 128k = 131072
+
+_MEMORY_RE = re.compile(r"^\s*([-+]?\d+(?:\.\d*)?|[-+]?\.\d+)\s*([a-z]*)\s*$", re.IGNORECASE)
+_MEMORY_UNITS = {
+    "": 1, "b": 1,
+    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,  # SI, as disk and some GPU spec sheets count
+    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,  # binary, as torch.cuda and nvidia-smi count
+}
+
+
+def parse_count(text: str | int, name: str = "context") -> int:
+    """'8192', '8k', '128k', '1m' -> a positive integer (k = 1024, m = 1024**2)."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        return _check_positive(text, name, str(text))
+    match = _COUNT_RE.match(str(text))
+    if not match or match.group(2).lower() not in _COUNT_SUFFIX:
+        raise SizeError(f"{name} {text!r} is not a count; expected e.g. 8192, 8k or 128k (k = 1024, m = 1024^2)")
+    value = Fraction(match.group(1)) * _COUNT_SUFFIX[match.group(2).lower()]
+    if value.denominator != 1:
+        raise SizeError(f"{name} {text!r} is not a whole number of tokens")
+    return _check_positive(int(value), name, text)
+
+
+def parse_memory(text: str | int) -> int:
+    """'80GiB', '80GB' (10^9), '512MiB', '1.5TiB' or plain bytes -> bytes, rounded down to a whole byte."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        return _check_positive(text, "memory", str(text))
+    match = _MEMORY_RE.match(str(text))
+    unit = match.group(2).lower() if match else ""
+    if match and unit in ("k", "m", "g", "t"):
+        raise SizeError(f"memory {text!r} is ambiguous; write {unit.upper()}iB (binary) or {unit.upper()}B (SI)")
+    if not match or unit not in _MEMORY_UNITS:
+        raise SizeError(f"memory {text!r} does not parse; expected e.g. 80GiB, 80GB, 512MiB, 1.5TiB or bytes")
+    return _check_positive(int(Fraction(match.group(1)) * _MEMORY_UNITS[unit]), "memory", text)
+
+
+def _check_positive(value: int, name: str, text: object) -> int:
+    if value <= 0:
+        raise SizeError(f"{name} {text!r} must be positive")
+    return value
+
+
+def check_dtype(name: str) -> str:
+    if name not in ELEMENT_BYTES:
+        raise SizeError(f"dtype {name!r} is unknown; expected one of {', '.join(ELEMENT_BYTES)}")
+    return name
+
+
+def format_bytes(n: int) -> str:
+    """Binary units, at most two decimals: 131072 -> '128 KiB', 4718592 -> '4.5 MiB'."""
+    units, value, i = ("B", "KiB", "MiB", "GiB", "TiB", "PiB"), float(n), 0
+    while abs(value) >= 1024 and i < len(units) - 1:
+        value, i = value / 1024, i + 1
+    text = f"{value:.2f}".rstrip("0").rstrip(".")
+    return f"{text} {units[i]}"
+
+
+# ----------------------------------------------------------------------------------------------- model
+
+@dataclass(frozen=True)
+class KVModel:
+    """What sizes a KV cache: the layers that cache K and V, their KV heads and head dim."""
+
+    name: str
+    layers: int  # layers holding a cache (decoder self-attention only)
+    n_kv_heads: int
+    head_dim: int
+    n_heads: int | None = None  # query heads; None for a custom config whose variant is unknown
+    window: int | None = None  # sliding window: the cache never holds more than this many tokens
+    encoder_only: bool = False  # no decoding, so no cache
+
+    def __post_init__(self) -> None:
+        for field, value in (("layers", self.layers), ("n_kv_heads", self.n_kv_heads),
+                             ("head_dim", self.head_dim), ("n_heads", self.n_heads), ("window", self.window)):
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
+                raise ShapeError(f"{field}={value!r} must be a positive integer")
+        if self.n_heads is not None:
+            check_heads(self.n_heads, self.n_kv_heads)
+
+    @classmethod
+    def from_preset(cls, p: ModelPreset) -> KVModel:
+        return cls(p.name, p.layers, p.n_kv_heads, p.head_dim, p.n_heads, p.window, p.encoder_only)
+
+    @property
+    def variant(self) -> Variant | None:
+        return None if self.n_heads is None else variant_of(self.n_heads, self.n_kv_heads)
+
+    def as_variant(self, variant: Variant) -> KVModel:
+        """The same model with MHA (Hkv = Hq), MQA (Hkv = 1) or its own GQA grouping."""
+        if self.n_heads is None:
+            raise ShapeError(f"{self.name}: the number of query heads is unknown, so {variant} is undefined")
+        if variant == "mha":
+            return replace(self, n_kv_heads=self.n_heads)
+        if variant == "mqa":
+            return replace(self, n_kv_heads=1)
+        if variant == "gqa" and self.variant == "gqa":
+            return self
+        raise ShapeError(f"{self.name} is {self.variant}: it has no GQA grouping of its own; expected mha or mqa")
+
+    def variants(self) -> list[Variant]:
+        """MHA, the model's own GQA if it has one, MQA; empty when Hq is unknown (nothing to compare)."""
+        if self.n_heads is None:
+            return []
+        own = [self.variant] if self.variant == "gqa" else []
+        return ["mha", *own, "mqa"] if self.n_heads > 1 else ["mha"]  # Hq = 1: MHA and MQA coincide
+
+
+@dataclass(frozen=True)
+class KVEstimate:
+    """The formula's answer for one model at context x batch."""
+
+    context: int  # tokens the user asked for
+    tokens: int  # tokens the cache holds: min(context, window); 0 without a cache
+    batch: int
+    dtype: str
+    bytes_per_token: int  # one token of one sequence, all layers, K and V
+    total_bytes: int
+
+
+def cached_tokens(model: KVModel, context: int) -> int:
+    if model.encoder_only:
+        return 0
+    return context if model.window is None else min(context, model.window)
+
+
+def bytes_per_token(model: KVModel, dtype: str = "bf16") -> int:
+    if model.encoder_only:
+        return 0
+    return kv_cache_bytes(model.layers, model.n_kv_heads, model.head_dim, 1, 1, check_dtype(dtype))
+
+
+def estimate(model: KVModel, context: int, batch: int = 1, dtype: str = "bf16") -> KVEstimate:
+    context, batch = parse_count(context, "context"), parse_count(batch, "batch")
+    tokens = cached_tokens(model, context)
+    total = 0 if model.encoder_only else kv_cache_bytes(
+        model.layers, model.n_kv_heads, model.head_dim, context, batch, check_dtype(dtype), model.window)
+    return KVEstimate(context, tokens, batch, dtype, bytes_per_token(model, dtype), total)
+
+
+# ------------------------------------------------------------------------------------------------ fitting
+
+def max_context(model: KVModel, batch: int, dtype: str, memory: int) -> int | None:
+    """Largest context whose cache fits in `memory` at this batch (0: not even one token).
+
+    None means any context fits: no cache at all, or a sliding window whose full cache fits, since
+    longer contexts overwrite the same window-sized buffers.
+    """
+    per_token = bytes_per_token(model, dtype) * batch
+    if per_token == 0:
+        return None
+    if model.window is not None and per_token * model.window <= memory:
+        return None
+    return memory // per_token
+
+
+def max_batch(model: KVModel, context: int, dtype: str, memory: int) -> int | None:
+    """Largest batch whose cache fits in `memory` at this context (0: not even one sequence); None without a cache."""
+    per_sequence = bytes_per_token(model, dtype) * cached_tokens(model, context)
+    return None if per_sequence == 0 else memory // per_sequence
+
+
+# ------------------------------------------------------------------------------------------ the real cache
+
+class KVCache(nn.Module):
+    """gpt-fast's cache: K and V preallocated at (batch, Hkv, max_tokens, D); `update` writes by index.
+
+    With `rolling` (a sliding window) position p lands in slot p % max_tokens, so a window-sized buffer
+    serves any context: the ring holds exactly the last `max_tokens` keys.
+    """
+
+    def __init__(self, batch: int, n_kv_heads: int, max_tokens: int, head_dim: int,
+                 dtype: torch.dtype = torch.bfloat16, device: str | torch.device = "cpu", rolling: bool = False):
+        super().__init__()
+        shape = (batch, n_kv_heads, max_tokens, head_dim)  # (B, Hkv, T, D)
+        self.max_tokens, self.rolling = max_tokens, rolling
+        self.register_buffer("k_cache", torch.zeros(shape, dtype=dtype, device=device), persistent=False)
+        self.register_buffer("v_cache", torch.zeros(shape, dtype=dtype, device=device), persistent=False)
+
+    def update(self, pos: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Write k, v (B, Hkv, S, D) at positions pos (S,); return the whole (B, Hkv, T, D) caches."""
+        if self.rolling and pos.numel() > self.max_tokens:  # only the last window survives; avoid duplicate slots
+            pos, k, v = pos[-self.max_tokens:], k[:, :, -self.max_tokens:], v[:, :, -self.max_tokens:]
+        slots = pos % self.max_tokens if self.rolling else pos
+        self.k_cache[:, :, slots] = k  # (B, Hkv, S, D) into (B, Hkv, T, D); index_put_ also takes fp8 on CPU
+        self.v_cache[:, :, slots] = v
+        return self.k_cache, self.v_cache
+
+
+def allocate_kv_cache(model: KVModel, context: int, batch: int = 1, dtype: str = "bf16",
+                      device: str | torch.device = "cpu") -> list[KVCache]:
+    """One KVCache per layer, sized by the cached tokens (the window caps them); none for encoder-only."""
+    tokens = cached_tokens(model, parse_count(context, "context"))
+    if tokens == 0:
+        return []
+    torch_dtype = KV_DTYPES[check_dtype(dtype)]
+    return [KVCache(parse_count(batch, "batch"), model.n_kv_heads, tokens, model.head_dim, torch_dtype, device,
+                    rolling=model.window is not None) for _ in range(model.layers)]
+
+
+def storage_bytes(caches: list[KVCache]) -> int:
+    """Bytes of the distinct storages the caches hold (a view sharing a storage counts once)."""
+    storages = {}
+    for cache in caches:
+        for buf in cache.buffers():
+            storage = buf.untyped_storage()
+            storages[storage.data_ptr()] = storage.nbytes()
+    return sum(storages.values())
+
+
+def measure_kv_cache_bytes(model: KVModel, context: int, batch: int = 1, dtype: str = "bf16",
+                           device: str | torch.device = "cpu", method: MeasureMethod | None = None) -> int:
+    """Bytes really allocated for a per-layer cache (the caches are freed again before returning).
+
+    allocator (CUDA, the default there): the torch.cuda.memory_allocated delta. The caching allocator rounds
+      each block up to 512 bytes, and a block over 1 MiB may keep up to 1 MiB of unsplit slack, so this equals
+      the formula for 512-byte-multiple buffers under 1 MiB and is otherwise at most that slack above it.
+    requested (CUDA): the delta of memory_stats' requested_bytes, what the tensors asked for before rounding.
+    storage (the CPU default): the sum of the distinct storages the caches hold, as torch allocated them.
+    profiler (CPU): net bytes of the allocation events torch.profiler records while the caches are built.
+    """
+    dev = torch.device(device)
+    method = method or ("allocator" if dev.type == "cuda" else "storage")
+    if method in ("allocator", "requested"):
+        if dev.type != "cuda":
+            raise ValueError(f"method={method!r} reads the CUDA caching allocator; use storage or profiler on CPU")
+        return _cuda_delta(model, context, batch, dtype, dev, method)
+    if method == "storage":
+        return storage_bytes(allocate_kv_cache(model, context, batch, dtype, dev))
+    if method == "profiler":
+        if dev.type != "cpu":
+            raise ValueError("method='profiler' reads CPU memory events; use allocator or requested on CUDA")
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+            caches = allocate_kv_cache(model, context, batch, dtype, dev)  # kept alive: frees would net out
+        measured = sum(event.self_cpu_memory_usage for event in prof.events())
+        del caches
+        return measured
+    raise ValueError(f"unknown method {method!r}; expected allocator, requested, storage or profiler")
+
+
+def _cuda_delta(model: KVModel, context: int, batch: int, dtype: str, dev: torch.device, method: str) -> int:
+    def read() -> int:
+        if method == "allocator":
+            return torch.cuda.memory_allocated(dev)
+        return torch.cuda.memory_stats(dev).get("requested_bytes.all.current", 0)
+
+    torch.cuda.synchronize(dev)
+    torch.cuda.empty_cache()  # fresh segments: a cached oversized block would otherwise inflate the delta
+    before = read()
+    caches = allocate_kv_cache(model, context, batch, dtype, dev)
+    torch.cuda.synchronize(dev)
+    measured = read() - before
+    del caches
+    return measured
