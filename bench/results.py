@@ -34,7 +34,7 @@ RECORD_FIELDS = (
     "head_dim", "dtype", "mask", "window", "phase", "pass", "device", "flops", "bytes", "tflops",
     "tokens_per_s", "gb_per_s", "peak_mem_bytes", "model_mem_bytes", "max_abs_err", "pct_gemm_ceiling",
     "pct_copy_ceiling", "pct_spec_flops", "median_s", "ci_low_s", "ci_high_s", "iqr_s", "rounds", "noisy",
-    "first_call_s", "timer", "calls_per_round", "kv_cache_bytes", "threads",
+    "first_call_s", "timer", "calls_per_round", "kv_cache_bytes", "kv_bytes_per_s", "threads",
 )
 
 

@@ -1,0 +1,44 @@
+"""Peak memory of one call above what was allocated before it: measured, never computed.
+
+CUDA: torch's allocator statistics (max_memory_allocated, peaks reset per case).
+CPU: the profiler's allocation events, whose 'Total Allocated' is the running total of torch's CPU
+allocations; the peak of that series above its starting level is the call's peak.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+
+def peak_cuda(fn: Callable[[], object]) -> int:
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    fn()
+    torch.cuda.synchronize()
+    return torch.cuda.max_memory_allocated() - base
+
+
+def peak_cpu(fn: Callable[[], object]) -> int:
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    with tempfile.TemporaryDirectory() as tmp:
+        trace = os.path.join(tmp, "trace.json")
+        prof.export_chrome_trace(trace)
+        with open(trace) as f:
+            events = json.load(f)["traceEvents"]
+    cpu = [e["args"] for e in events if e.get("name") == "[memory]" and e["args"].get("Device Type") == 0]
+    if not cpu:
+        return 0
+    start = cpu[0]["Total Allocated"] - cpu[0]["Bytes"]
+    return max(0, max(a["Total Allocated"] for a in cpu) - start)
+
+
+def peak_bytes(fn: Callable[[], object], device: str) -> int:
+    return peak_cuda(fn) if device == "cuda" else peak_cpu(fn)

@@ -1,0 +1,227 @@
+"""One case, start to end: support and correctness check, warm-up, timing, memory -> one record.
+
+Every case ends in exactly one status: ok | unsupported | oom | error | incorrect. Nothing here raises
+for a backend's failure; a broken backend becomes a record, so one backend cannot kill a sweep.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from bench.backends import Unsupported, attention
+from bench.measure.calibrate import spec_flops
+from bench.measure.memory import peak_bytes
+from bench.measure.stats import summarize
+from bench.measure.timer import time_cpu, time_cuda
+from bench.metrics import ELEMENT_BYTES, attention_bytes, attention_flops, kv_cache_bytes, score_matrix_bytes
+from bench.reference import TOLERANCES, Check, compare_to_reference, make_inputs, reference_attention
+from bench.shapes import AttentionShape
+from bench.suite.spec import Case
+
+# Shapes up to this many score elements are checked as they are; larger ones on a shorter copy of the
+# same case (same heads, dims, dtype, mask and offset semantics), since the float64 oracle is O(S^2).
+EXACT_CHECK_ELEMENTS = 1 << 25
+MATERIALISING = {"naive", "sdpa-math"}
+
+
+@dataclass
+class Outcome:
+    record: dict[str, Any]
+    samples: list[float] = field(default_factory=list)
+
+
+def check_shape(shape: AttentionShape) -> AttentionShape:
+    """The shape the correctness check runs on: the case itself, or a shorter one with the same structure."""
+    if shape.batch * shape.n_heads * shape.seq_q * shape.seq_kv <= EXACT_CHECK_ELEMENTS:
+        return shape
+    seq_q = min(shape.seq_q, 256)
+    seq_kv = seq_q if shape.seq_q == shape.seq_kv else min(shape.seq_kv, 4096)
+    window = min(shape.window, seq_kv) if shape.window else None
+    return AttentionShape(1, seq_q, seq_kv, shape.n_heads, shape.n_kv_heads, shape.head_dim, shape.dtype,
+                          shape.mask, window)
+
+
+class ReferenceCache:
+    """The float64 reference of the last shape checked: consecutive backends on one shape share it."""
+
+    def __init__(self) -> None:
+        self._key: tuple | None = None
+        self._ref: torch.Tensor | None = None
+
+    def get(self, shape: AttentionShape, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        key = (shape, str(q.device))
+        if key != self._key:
+            self._ref = None  # free the old one before building the next
+            self._ref = reference_attention(q, k, v, causal=shape.causal, window=shape.window)
+            self._key = key
+        return self._ref
+
+
+def model_mem_bytes(case: Case) -> int | None:
+    """Analytic peak memory of one forward call above its inputs (None where we have no model)."""
+    s = case.shape
+    if case.pass_ != "fwd":
+        return None
+    e = ELEMENT_BYTES[s.dtype]
+    out = s.batch * s.n_heads * s.seq_q * s.head_dim * e
+    explicit_mask = s.seq_q * s.seq_kv if (s.mask == "window" or (s.causal and 1 < s.seq_q < s.seq_kv)) else 0
+    if case.backend in MATERIALISING:
+        # scores and probabilities alive together; the bool mask and its negation; K/V expanded for GQA
+        expanded = 2 * s.batch * s.n_heads * s.seq_kv * s.head_dim * e if s.n_kv_heads != s.n_heads else 0
+        return 2 * score_matrix_bytes(s) + (2 * s.seq_q * s.seq_kv if s.causal else 0) + expanded
+    # flash-style kernels: output and a float32 log-sum-exp per query row, O(S)
+    return out + s.batch * s.n_heads * s.seq_q * 4 + explicit_mask
+
+
+def _is_oom(err: BaseException) -> bool:
+    return isinstance(err, torch.OutOfMemoryError) or "can't allocate memory" in str(err) or \
+        "out of memory" in str(err).lower()
+
+
+def _free(device: str) -> None:
+    gc.collect()
+    if device == "cuda":
+        torch.cuda.empty_cache()
+
+
+def _available_cpu_bytes() -> int | None:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def _sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+class Runner:
+    def __init__(self, calibration: dict[str, float], gpu_name: str | None = None, budget_s: float = 1.0) -> None:
+        self.calibration = calibration
+        self.budget_s = budget_s
+        self.spec_flops = spec_flops(gpu_name)
+        self.references = ReferenceCache()
+
+    def run(self, case: Case) -> Outcome:
+        record = base_record(case)
+        record["model_mem_bytes"] = model_mem_bytes(case)
+        try:
+            return self._run(case, record)
+        except Unsupported as err:
+            return Outcome(dict(record, status="unsupported", reason=str(err)))
+        except Exception as err:
+            status = "oom" if _is_oom(err) else "error"
+            first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+            return Outcome(dict(record, status=status, reason=f"{type(err).__name__}: {first}"[:500]))
+        finally:
+            _free(case.device)
+
+    def _predicted_oom(self, case: Case) -> str | None:
+        if case.device != "cpu":
+            return None
+        need = (model_mem_bytes(case) or 0) * (4 if case.pass_ != "fwd" else 1)
+        available = _available_cpu_bytes()
+        if available and need > 0.7 * available:
+            return f"predicted: needs ~{need / 2**30:.1f} GiB, {available / 2**30:.1f} GiB available; not run"
+        return None
+
+    def _run(self, case: Case, record: dict[str, Any]) -> Outcome:
+        shape, device = case.shape, case.device
+        if why := self._predicted_oom(case):
+            return Outcome(dict(record, status="oom", reason=why))
+        check = self._check(case)
+        record["max_abs_err"] = check.max_abs_err
+        if not check.ok:
+            return Outcome(dict(record, status="incorrect", reason=check.describe()))
+
+        grad = case.pass_ == "fwd+bwd"
+        q, k, v = make_inputs(shape, device, seed=1, requires_grad=grad)
+        fn = self._callable(case, q, k, v)
+        t0 = time.perf_counter()
+        fn()  # first call: compiles flex, builds plans; reported apart, never timed
+        _sync(device)
+        record["first_call_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        fn()
+        _sync(device)
+        one_call = time.perf_counter() - t0
+        timer = time_cuda if device == "cuda" else time_cpu
+        timing = timer(fn, one_call, budget_s=self.budget_s)
+        record["peak_mem_bytes"] = peak_bytes(fn, device)
+        stats = summarize(timing.samples)
+        record.update(status="ok", reason="noisy: CI wider than +-3% after the time budget" if timing.noisy else "",
+                      timer=timing.timer, calls_per_round=timing.calls_per_round, noisy=timing.noisy,
+                      **derived(record, stats.median, self.calibration, self.spec_flops),
+                      median_s=stats.median, ci_low_s=stats.ci_low, ci_high_s=stats.ci_high, iqr_s=stats.iqr,
+                      rounds=stats.rounds)
+        return Outcome(record, timing.samples)
+
+    def _check(self, case: Case) -> Check:
+        shape = check_shape(case.shape)
+        q, k, v = make_inputs(shape, case.device, seed=0)
+        with torch.no_grad():
+            out = attention(q, k, v, backend=case.backend, causal=shape.causal, window=shape.window)
+        if out.shape != q.shape:
+            return Check(False, float("inf"), *TOLERANCES[q.dtype])
+        return compare_to_reference(out, self.references.get(shape, q, k, v))
+
+    @staticmethod
+    def _callable(case: Case, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
+        s = case.shape
+        if case.pass_ == "fwd":
+            def forward():
+                with torch.no_grad():
+                    return attention(q, k, v, backend=case.backend, causal=s.causal, window=s.window)
+            return forward
+        grad_out = torch.randn(s.q_shape, device=q.device, dtype=q.dtype)
+
+        def forward_backward():
+            out = attention(q, k, v, backend=case.backend, causal=s.causal, window=s.window)
+            return torch.autograd.grad(out, (q, k, v), grad_out)
+        return forward_backward
+
+
+def base_record(case: Case) -> dict[str, Any]:
+    s = case.shape
+    decode = case.phase == "decode"
+    return {
+        "case_id": case.id, "status": None, "reason": "", "backend": case.backend, "variant": s.variant,
+        "n_heads": s.n_heads, "n_kv_heads": s.n_kv_heads, "seq_q": s.seq_q, "seq_kv": s.seq_kv, "batch": s.batch,
+        "head_dim": s.head_dim, "dtype": s.dtype, "mask": s.mask_label, "window": s.window, "phase": case.phase,
+        "pass": case.pass_, "device": case.device, "flops": attention_flops(s, case.pass_),
+        "bytes": attention_bytes(s),
+        # one layer's K and V cache, which a decode step reads whole
+        "kv_cache_bytes": kv_cache_bytes(1, s.n_kv_heads, s.head_dim, s.seq_kv, s.batch, s.dtype) if decode else None,
+        "threads": torch.get_num_threads(), "tflops": None, "tokens_per_s": None, "gb_per_s": None,
+        "peak_mem_bytes": None, "model_mem_bytes": None, "max_abs_err": None, "pct_gemm_ceiling": None,
+        "pct_copy_ceiling": None, "pct_spec_flops": None, "median_s": None, "ci_low_s": None, "ci_high_s": None,
+        "iqr_s": None, "rounds": 0, "noisy": None, "first_call_s": None, "timer": None, "calls_per_round": None,
+        "kv_bytes_per_s": None,
+    }
+
+
+def derived(record: dict[str, Any], median_s: float, calibration: dict[str, float],
+            spec: float | None) -> dict[str, Any]:
+    """Throughput metrics from the median time and this run's measured ceilings."""
+    flops_s = record["flops"] / median_s
+    bytes_s = record["bytes"] / median_s
+    tokens = record["batch"] * record["seq_q"]
+    return {
+        "tflops": flops_s / 1e12,
+        "tokens_per_s": tokens / median_s,
+        "gb_per_s": bytes_s / 1e9,
+        "pct_gemm_ceiling": 100 * flops_s / calibration["gemm_flops_per_s"],
+        "pct_copy_ceiling": 100 * bytes_s / calibration["copy_bytes_per_s"],
+        "pct_spec_flops": 100 * flops_s / spec if spec else None,
+        "kv_bytes_per_s": record["kv_cache_bytes"] / median_s if record["kv_cache_bytes"] else None,
+    }
