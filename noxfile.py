@@ -35,3 +35,19 @@ def tests(session: nox.Session) -> None:
 def lint(session: nox.Session) -> None:
     session.install("ruff==0.17.6")
     session.run("ruff", "check", ".")
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """The main job: the default sweep on the best device here, then the report. Extra args go to `bench run`."""
+    install(session)
+    args = session.posargs or ["--profile", "default"]
+    # exit 1 means some case was incorrect or errored: still worth a report that shows it
+    session.run("python", "-m", "bench", "run", *args, "--report", success_codes=[0, 1])
+
+
+@nox.session
+def report(session: nox.Session) -> None:
+    """Report from results files (default: every run under results/)."""
+    install(session)
+    session.run("python", "-m", "bench", "report", *(session.posargs or ["results"]))

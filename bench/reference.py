@@ -31,6 +31,10 @@ def reference_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, ca
                         window: int | None = None) -> torch.Tensor:
     """Float64 attention on the CPU, written independently of the backends' tricks."""
     q, k, v = (t.detach().to("cpu", torch.float64) for t in (q, k, v))
+    return _attention64(q, k, v, causal, window)
+
+
+def _attention64(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, window: int | None) -> torch.Tensor:
     B, Hq, Sq, D = q.shape
     Hkv, Skv = k.shape[1], k.shape[2]
     group = Hq // Hkv
@@ -72,6 +76,29 @@ def compare_to_reference(out: torch.Tensor, ref: torch.Tensor) -> Check:
     ok = finite and bool((diff <= atol + rtol * ref.abs()).all())
     err = float(diff.max()) if finite else float("inf")
     return Check(ok, err, atol, rtol)
+
+
+# Gradients are compared relative to the largest reference gradient (they are sums over a whole
+# row or column of the score matrix, so their scale grows with the sequence length). Measured worst
+# case in bf16 on CPU: 1e-2; fp32: 5e-7.
+GRAD_TOLERANCES: dict[torch.dtype, float] = {torch.float32: 1e-4, torch.bfloat16: 3e-2, torch.float16: 4e-3}
+
+
+def check_gradients(backend: str, shape: AttentionShape, device: torch.device | str = "cpu", seed: int = 0) -> Check:
+    """Backward of `backend` against float64 autograd through the reference: dq, dk, dv."""
+    q, k, v = make_inputs(shape, device, seed, requires_grad=True)
+    grad_out = torch.randn(shape.q_shape, generator=torch.Generator().manual_seed(seed + 1), dtype=torch.float64)
+    out = attention(q, k, v, backend=backend, causal=shape.causal, window=shape.window)
+    grads = torch.autograd.grad(out, (q, k, v), grad_out.to(device, q.dtype))
+    q64, k64, v64 = (t.detach().to("cpu", torch.float64).requires_grad_() for t in (q, k, v))
+    ref_out = _attention64(q64, k64, v64, shape.causal, shape.window)
+    refs = torch.autograd.grad(ref_out, (q64, k64, v64), grad_out)
+    tol = GRAD_TOLERANCES[q.dtype]
+    worst = 0.0
+    for grad, ref in zip(grads, refs, strict=True):
+        err = float((grad.to("cpu", torch.float64) - ref).abs().max() / max(1.0, float(ref.abs().max())))
+        worst = max(worst, err if err == err else float("inf"))  # NaN counts as failure
+    return Check(worst <= tol, worst, tol, 0.0)
 
 
 def check_backend(backend: str, shape: AttentionShape, device: torch.device | str = "cpu",

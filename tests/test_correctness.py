@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from bench import BACKENDS, Unsupported, attention
-from bench.reference import check_backend, compare_to_reference, make_inputs, reference_attention
+from bench.reference import check_backend, check_gradients, compare_to_reference, make_inputs, reference_attention
 from bench.shapes import AttentionShape
 
 # Backends that must run on any CPU torch build: an Unsupported from them is a failure, not a skip.
@@ -95,3 +95,37 @@ def test_bf16_tolerance_is_not_vacuous():
     out[0, 0, 0, 0] += 0.1
     assert compare_to_reference(ref.to(torch.bfloat16), ref).ok
     assert not compare_to_reference(out, ref).ok
+
+
+@pytest.mark.parametrize("backend", ["naive", "sdpa", "sdpa-math", "sdpa-flash"])
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+@pytest.mark.parametrize("shape_args", [(129, 129, 2, "causal", None), (7, 129, 1, "window", 5),
+                                        (64, 64, 8, "none", None)])
+def test_gradients_match_reference(backend, dtype, shape_args, device):
+    sq, skv, hkv, mask, window = shape_args
+    check = check_gradients(backend, AttentionShape(2, sq, skv, 8, hkv, 64, dtype, mask, window), device)
+    assert check.ok, check.describe()
+
+
+def test_gradient_check_catches_wrong_backward():
+    class ScaledGrad(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.clone()
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 1.05
+
+    def wrong(q, k, v, *, causal, window):
+        return ScaledGrad.apply(BACKENDS["naive"].fn(q, k, v, causal=causal, window=window))
+
+    from bench.backends.base import Backend
+
+    BACKENDS["wrong-grad"] = Backend("wrong-grad", wrong, "test only")
+    try:
+        shape = AttentionShape(1, 33, 33, 4, 2, 32, "fp32", "causal")
+        assert check_backend("wrong-grad", shape).ok  # forward is right...
+        assert not check_gradients("wrong-grad", shape).ok  # ...backward is not
+    finally:
+        del BACKENDS["wrong-grad"]

@@ -52,6 +52,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--resume", action="store_true", help="continue the sweep in --out, skipping finished cases")
     p.add_argument("--shard", help="K/N: run every N-th case starting at the K-th (1-based)")
     p.add_argument("--list", action="store_true", help="print the case ids and exit")
+    p.add_argument("--report", action="store_true", help="build the report from the results file at the end")
 
 
 def build_sweep(args: argparse.Namespace, device: str) -> sweeps.Sweep:
@@ -129,6 +130,10 @@ def run(args: argparse.Namespace) -> int:
         spec_path.write_text(json.dumps(spec))
         code = _pytest(spec_path)
     print(f"results: {out}")
+    if args.report and code in (0, 1):
+        from bench.report import build_report
+
+        print(f"report: {build_report([out], None)}")
     return code
 
 

@@ -19,7 +19,7 @@ from bench.measure.memory import peak_bytes
 from bench.measure.stats import summarize
 from bench.measure.timer import time_cpu, time_cuda
 from bench.metrics import ELEMENT_BYTES, attention_bytes, attention_flops, kv_cache_bytes, score_matrix_bytes
-from bench.reference import TOLERANCES, Check, compare_to_reference, make_inputs, reference_attention
+from bench.reference import TOLERANCES, Check, check_gradients, compare_to_reference, make_inputs, reference_attention
 from bench.shapes import AttentionShape
 from bench.suite.spec import Case
 
@@ -143,6 +143,11 @@ class Runner:
         record["max_abs_err"] = check.max_abs_err
         if not check.ok:
             return Outcome(dict(record, status="incorrect", reason=check.describe()))
+        if case.pass_ == "fwd+bwd":
+            grads = check_gradients(case.backend, check_shape(case.shape), case.device)
+            if not grads.ok:
+                reason = f"gradients: max relative error {grads.max_abs_err:.3g} > {grads.atol:g}"
+                return Outcome(dict(record, status="incorrect", reason=reason))
 
         grad = case.pass_ == "fwd+bwd"
         q, k, v = make_inputs(shape, device, seed=1, requires_grad=grad)
