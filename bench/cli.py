@@ -9,6 +9,7 @@ import sys
 # name -> module with `help`, `add_arguments(parser)` and `run(args) -> int`
 COMMANDS: dict[str, str] = {
     "backends": "bench.commands.backends",
+    "report": "bench.commands.report",
     "run": "bench.commands.run",
     "kv": "bench.commands.kv",
 }

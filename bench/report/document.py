@@ -1,0 +1,237 @@
+"""What the report says, as format-free blocks (headings, paragraphs, tables, figures).
+
+render.py turns the same blocks into HTML and Markdown, so both say the same thing. Cells are plain text
+taken partly from results files: escaping is the renderer's job, never done (or skipped) here.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from bench.report import claims
+from bench.report.figures import FIGURES
+from bench.report.load import Loaded, RunInfo
+from bench.report.style import fmt_bandwidth, fmt_bytes, fmt_flops, fmt_seconds
+
+
+@dataclass(frozen=True)
+class Heading:
+    text: str
+    level: int = 2
+
+
+@dataclass(frozen=True)
+class Para:
+    text: str
+    kind: str = "text"  # text | warning | caption
+
+
+@dataclass(frozen=True)
+class Table:
+    headers: list[str]
+    rows: list[list[str]]
+    verdict_column: int | None = None  # colour this column's holds / does not hold in HTML
+
+
+@dataclass(frozen=True)
+class Image:
+    file: str  # PNG file name in the report folder (ours, never from a results file)
+    title: str
+    caption: str
+
+
+Block = Heading | Para | Table | Image
+
+
+def text(value: Any) -> str:
+    """A table cell: missing -> an em dash, floats short."""
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def _times(x: float | None) -> str:
+    return "—" if x is None or not math.isfinite(x) else f"{x:.2f}×"
+
+
+def env_text(key: str, value: Any) -> str:
+    """Environment values as one readable cell; nested ones (allocator settings, NVML) flattened."""
+    if key == "device_memory_bytes" and isinstance(value, (int, float)):
+        return fmt_bytes(value)
+    if key == "allocator" and isinstance(value, dict):
+        return ", ".join(f"{k}={v}" for k, v in value.items()) or "default (no MALLOC_* or LD_PRELOAD set)"
+    if key == "nvml" and isinstance(value, dict):
+        if not value.get("available"):
+            return f"unavailable ({value.get('reason', 'no reason given')})"
+        gpus = value.get("gpus") if isinstance(value.get("gpus"), list) else []
+        return f"driver {value.get('driver')}; " + "; ".join(
+            f"{g.get('name')}: SM {g.get('sm_clock_mhz')}/{g.get('sm_clock_max_mhz')} MHz, "
+            f"{g.get('power_w')}/{g.get('power_limit_w')} W, {g.get('temperature_c')} °C, "
+            f"clock event reasons {g.get('clock_event_reasons')}" for g in gpus if isinstance(g, dict))
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={text(v)}" for k, v in value.items()) or "—"
+    if isinstance(value, list):
+        return ", ".join(text(v) for v in value) or "—"
+    return text(value)
+
+
+ENV_FIELDS = ("torch", "cuda", "cpu_model", "gpu_name", "threads", "device_memory_bytes", "allocator", "git_commit")
+
+
+def environment(runs: list[RunInfo], frame: pd.DataFrame) -> list[Block]:
+    rows: list[list[str]] = []
+
+    def add(label: str, values: list[str]) -> None:
+        rows.append([label, *values])
+
+    add("run", [r.run_id for r in runs])
+    add("machine", [r.machine for r in runs])
+    add("device", [r.device for r in runs])
+    add("profile", [text(r.profile) for r in runs])
+    add("complete", [text(r.complete) for r in runs])
+    add("written", [text(r.datetime) for r in runs])
+    for key in ENV_FIELDS:
+        add(key, [env_text(key, r.env.get(key)) for r in runs])
+    add("GEMM ceiling (measured)", [fmt_flops(r.calibration["gemm_flops_per_s"])
+                                    if isinstance(r.calibration.get("gemm_flops_per_s"), (int, float)) else "—"
+                                    for r in runs])
+    add("copy ceiling (measured)", [fmt_bandwidth(r.calibration["copy_bytes_per_s"])
+                                    if isinstance(r.calibration.get("copy_bytes_per_s"), (int, float)) else "—"
+                                    for r in runs])
+    counts = frame.groupby("run_id")["status"].agg(lambda s: f"{(s == 'ok').sum()} ok of {len(s)}")
+    add("cases", [counts.get(r.run_id, "0") for r in runs])
+    shown = set(ENV_FIELDS) | {"device", "profile"}
+    for key in sorted({k for r in runs for k in r.env if k not in shown}):  # whatever else the engine recorded
+        add(key, [env_text(key, r.env.get(key)) for r in runs])
+    add("results file", [r.source for r in runs])
+    return [Heading("Environment"), Table(["", *[f"run {i + 1}" for i in range(len(runs))]], rows)]
+
+
+def summary(run: RunInfo, df: pd.DataFrame) -> list[Block]:
+    blocks: list[Block] = []
+    head = claims.headline_speedups(df)
+    not_ok = int((df["status"] != "ok").sum())
+    sentences = []
+    for phase in dict.fromkeys(h["phase"] for h in head):
+        top = next(h for h in head if h["phase"] == phase)
+        sentences.append(f"{phase.capitalize()}: the fastest against naive is {top['backend']}, "
+                         f"{_times(top['geomean'])} on average (geometric mean over {top['shapes']} shapes) and up "
+                         f"to {_times(top['max'])} ({top['at']}).")
+    if not sentences:
+        sentences.append("No speedups over naive to report (naive or the other backends did not run).")
+    if not_ok:
+        sentences.append(f"{not_ok} of {len(df)} cases did not run; they are listed under 'Cases that did not run'.")
+    else:
+        sentences.append(f"All {len(df)} cases ran.")
+    noisy = int((df["noisy"].fillna(False) & (df["status"] == "ok")).sum())
+    if noisy:
+        sentences.append(f"{noisy} of {int((df['status'] == 'ok').sum())} timings are flagged noisy (their "
+                         "confidence interval stayed wide): read small differences with care.")
+    blocks.append(Para(" ".join(sentences)))
+    if run.complete is False:
+        blocks.append(Para(f"Run {run.run_id} is incomplete: the sweep stopped before its end.", "warning"))
+    best = sorted(claims.best_backends(df), key=lambda b: (not b["family"].startswith("prefill"), b["family"]))
+    if best:
+        blocks.append(Para("Best backend per shape family: the one fastest at the most shapes of the family "
+                           "(lengths, head counts), with its geometric-mean speedup over naive."))
+        blocks.append(Table(["shape family", "best backend", "fastest at", "runner-up", "best vs naive"],
+                            [[b["family"], b["best"], f"{b['wins']} of {b['shapes']} shapes", text(b["runner_up"]),
+                              _times(b["speedup_vs_naive"])] for b in best]))
+    if head:
+        blocks.append(Para("Speedup over naive per backend, over the shapes both ran."))
+        blocks.append(Table(["phase", "backend", "speedup over naive (geomean)", "largest", "at", "shapes"],
+                            [[h["phase"], h["backend"], _times(h["geomean"]), _times(h["max"]), h["at"],
+                              str(h["shapes"])] for h in head]))
+    return blocks
+
+
+def figure_blocks(files: dict[str, str]) -> list[Block]:
+    return [Image(file, FIGURES[name].title, FIGURES[name].how_to_read) for name, file in files.items()]
+
+
+def claims_table(df: pd.DataFrame) -> Table:
+    rows = [[c["claim"], c["verdict"], c["numbers"]] for c in claims.evaluate_claims(df)]
+    return Table(["claim (from the tutorials)", "verdict on this run", "the numbers behind it"], rows,
+                 verdict_column=1)
+
+
+def not_run(df: pd.DataFrame) -> list[Block]:
+    bad = df[df["status"] != "ok"]
+    if bad.empty:
+        return [Para("Every case ran and passed the correctness check.")]
+    rows = []
+    for (backend, status, reason), grp in bad.groupby(["backend", "status", "reason"], dropna=False):
+        rows.append([str(backend), str(status), str(reason)[:300], str(len(grp)), str(grp["case_id"].iloc[0])])
+    return [Table(["backend", "status", "reason", "cases", "for example"], rows)]
+
+
+def comparison(runs: list[RunInfo], frame: pd.DataFrame) -> list[Block]:
+    """Median per case per run, and each run's ratio to the first (oldest) run; cases matched without device."""
+    keys = ["backend", *claims.SHAPE_KEYS]
+    base = runs[0].run_id
+    wide = frame.pivot_table(index=keys, columns="run_id", values="median_s", aggfunc="first", dropna=False)
+    status = frame.pivot_table(index=keys, columns="run_id", values="status", aggfunc="first", dropna=False)
+    present = status.notna().sum(axis=1) >= 2
+    wide, status = wide[present], status[present]
+    if wide.empty:
+        return [Heading("Comparison of runs"), Para("The runs share no case to compare.")]
+    headers = ["case"] + [f"{r.run_id} ({r.machine})" for r in runs]
+    headers += [f"{r.run_id} / {base}" for r in runs[1:]]
+    rows, ratios = [], {r.run_id: [] for r in runs[1:]}
+    for key in wide.index:
+        row = dict(zip(keys, key, strict=True))
+        cells = [f"{row['backend']}: {claims.shape_label(row)}"]
+        for r in runs:
+            t = wide.at[key, r.run_id] if r.run_id in wide.columns else None
+            s = status.at[key, r.run_id] if r.run_id in status.columns else None
+            cells.append(fmt_seconds(t) if isinstance(t, float) and math.isfinite(t) else text(s))
+        for r in runs[1:]:
+            b = wide.at[key, base] if base in wide.columns else None
+            t = wide.at[key, r.run_id] if r.run_id in wide.columns else None
+            ok = all(isinstance(v, float) and math.isfinite(v) and v > 0 for v in (b, t))
+            cells.append(_times(t / b) if ok else "—")
+            if ok:
+                ratios[r.run_id].append(t / b)
+        rows.append(cells)
+    overall = "; ".join(f"{rid} / {base}: geometric mean {_times(claims.geomean(v))} over {len(v)} cases"
+                        for rid, v in ratios.items())
+    return [Heading("Comparison of runs"),
+            Para(f"Median time per case in each run; ratios above 1× mean slower than {base}. {overall}."),
+            Table(headers, rows)]
+
+
+def build(loaded: Loaded, figures: dict[str, dict[str, str]]) -> list[Block]:
+    """The whole report; `figures` maps run_id -> {figure name: PNG file} of the figures drawn for that run."""
+    runs, frame = loaded.runs, loaded.frame
+    several = len(runs) > 1
+    title = runs[0].run_id if not several else " vs ".join(r.run_id for r in runs)
+    blocks: list[Block] = [Heading(f"attnbench report: {title}", 1)]
+    if loaded.errors:
+        blocks.append(Para("Inputs that could not be read and were left out: " + " | ".join(loaded.errors),
+                           "warning"))
+    blocks += environment(runs, frame)
+    for run in runs:
+        df = frame[frame["run_id"] == run.run_id]
+        blocks.append(Heading("Summary" + (f": {run.run_id} on {run.machine}" if several else "")))
+        blocks += summary(run, df)
+    for run in runs:
+        files = figures.get(run.run_id, {})
+        blocks.append(Heading("Figures" + (f": {run.run_id}" if several else "")))
+        blocks += figure_blocks(files) if files else [Para("No figure has data in this run.")]
+    for run in runs:
+        df = frame[frame["run_id"] == run.run_id]
+        blocks.append(Heading("Claims" + (f": {run.run_id}" if several else "")))
+        blocks.append(claims_table(df))
+    for run in runs:
+        df = frame[frame["run_id"] == run.run_id]
+        blocks.append(Heading("Cases that did not run" + (f": {run.run_id}" if several else "")))
+        blocks += not_run(df)
+    if several:
+        blocks += comparison(runs, frame)
+    return blocks

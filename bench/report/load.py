@@ -1,0 +1,257 @@
+"""Results files and folders -> one tidy DataFrame: one row per case and run, one column per variable.
+
+The edge of the report package: everything after this reads the frame (and the run list), never JSON.
+Files are parsed with json.loads only (through bench.results.read_run), never pickle or eval.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from bench.results import ResultsError, read_run, records
+
+# The tidy columns, in order: the one place they are documented (the README's table is rendered from this).
+COLUMNS: dict[str, str] = {
+    "run_id": "id of the run (one results file); several runs can share a frame",
+    "machine": "CPU model on CPU runs, GPU name on CUDA runs",
+    "device": "cpu / cuda",
+    "profile": "sweep profile of the run (quick, default, heads, decode, full)",
+    "case_id": "stable case id: backend/variant/shape/dtype/mask/phase/pass/device",
+    "backend": "attention implementation (naive, sdpa, sdpa-flash, ..., flex, flash-attn)",
+    "variant": "mha / gqa / mqa (from n_heads and n_kv_heads)",
+    "batch": "batch size B",
+    "n_heads": "query heads Hq",
+    "n_kv_heads": "key/value heads Hkv",
+    "group_size": "query heads per KV head, Hq / Hkv",
+    "head_dim": "head dimension D",
+    "d_model": "Hq x D (fixed across a heads sweep)",
+    "seq_q": "query length Sq (1 or 4 when decoding)",
+    "seq_kv": "key/value length Skv (the context, or KV-cache length when decoding)",
+    "dtype": "fp32 / bf16 / fp16",
+    "mask": "none / causal / window:<w>",
+    "window": "sliding-window size in keys (empty without a window)",
+    "phase": "prefill (Sq = Skv) / decode (Sq = 1 or 4 against Skv)",
+    "pass": "fwd / fwd+bwd",
+    "status": "ok / unsupported / oom / error / incorrect",
+    "reason": "why a case is not ok; on an ok case a note, e.g. why it is flagged noisy",
+    "median_s": "median time of one call, seconds (empty unless ok)",
+    "ci_low_s": "lower end of the 95% confidence interval of the median, seconds",
+    "ci_high_s": "upper end of the 95% confidence interval of the median, seconds",
+    "iqr_s": "interquartile range of the per-call times, seconds",
+    "rounds": "number of timed rounds",
+    "noisy": "true when the engine flagged the timing as noisy",
+    "first_call_s": "time of the first (untimed: compile, autotune) call, seconds",
+    "timer": "which timer measured the case",
+    "calls_per_round": "calls averaged in one timed round",
+    "flops": "useful FLOPs of one call (masked-out pairs not counted; fwd+bwd = 3.5 x fwd)",
+    "bytes": "minimum memory traffic of one forward call: Q, O at Hq heads + K, V at Hkv heads",
+    "intensity": "arithmetic intensity, flops / bytes (FLOP per byte)",
+    "flops_per_s": "achieved FLOP/s, flops / median_s",
+    "tflops": "achieved TFLOP/s as the engine recorded it",
+    "tokens_per_s": "query tokens per second, B x Sq / median_s",
+    "gb_per_s": "achieved bandwidth as the engine recorded it, GB/s (bytes / median_s / 1e9)",
+    "peak_mem_bytes": "measured peak memory above the inputs, bytes",
+    "model_mem_bytes": "analytic model of that peak, bytes (naive: score matrix; flash-style: O(S))",
+    "kv_cache_bytes": "one layer's K and V cache that a decode step reads, bytes (decode cases)",
+    "kv_bytes_per_s": "KV-cache bytes read per second, kv_cache_bytes / median_s (decode cases)",
+    "max_abs_err": "largest absolute error against the float64 reference",
+    "pct_gemm_ceiling": "achieved FLOP/s as % of the run's measured GEMM FLOP/s",
+    "pct_copy_ceiling": "achieved bandwidth as % of the run's measured copy bandwidth",
+    "pct_spec_flops": "achieved FLOP/s as % of the device's spec-sheet peak (GPU only)",
+    "threads": "CPU threads torch used",
+    "gemm_flops_per_s": "the run's measured GEMM ceiling, FLOP/s (calibration)",
+    "copy_bytes_per_s": "the run's measured memory-copy ceiling, bytes/s (calibration)",
+    "device_memory_bytes": "memory of the device the run used (RAM on CPU, GPU memory on CUDA), bytes",
+    "run_datetime": "when the run was written (ISO 8601)",
+    "source": "the results file the row came from",
+}
+
+INT_COLUMNS = ("batch", "n_heads", "n_kv_heads", "group_size", "head_dim", "d_model", "seq_q", "seq_kv", "window",
+               "rounds", "calls_per_round", "threads", "flops", "bytes", "peak_mem_bytes", "model_mem_bytes",
+               "kv_cache_bytes", "device_memory_bytes")
+FLOAT_COLUMNS = ("median_s", "ci_low_s", "ci_high_s", "iqr_s", "first_call_s", "intensity", "flops_per_s", "tflops",
+                 "tokens_per_s", "gb_per_s", "kv_bytes_per_s", "max_abs_err", "pct_gemm_ceiling", "pct_copy_ceiling",
+                 "pct_spec_flops", "gemm_flops_per_s", "copy_bytes_per_s")
+# Without these a row cannot be placed on any figure or table: a file lacking them is rejected.
+REQUIRED = ("case_id", "status", "backend", "variant", "batch", "n_heads", "n_kv_heads", "head_dim", "seq_q", "seq_kv",
+            "dtype", "phase")
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """What a report says about one run besides its cases."""
+
+    run_id: str
+    source: str
+    profile: str | None
+    complete: bool | None
+    datetime: str | None
+    machine: str
+    device: str
+    env: dict[str, Any]
+    calibration: dict[str, Any]
+    n_cases: int
+
+
+@dataclass
+class Loaded:
+    frame: pd.DataFrame
+    runs: list[RunInfo] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # one line per bad input, naming it and what is wrong
+
+
+def expand(paths: Iterable[str | Path]) -> tuple[list[Path], list[str]]:
+    """Files as given; folders -> every *.json below them, skipping baselines/ and hidden entries."""
+    files: list[Path] = []
+    errors: list[str] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            found = [p for p in sorted(path.rglob("*.json"))
+                     if not any(part == "baselines" or part.startswith(".") for part in p.relative_to(path).parts)]
+            if not found:
+                errors.append(f"{path}: folder holds no results files (*.json)")
+            files.extend(found)
+        elif path.exists():
+            files.append(path)
+        else:
+            errors.append(f"{path}: no such file or folder")
+    seen: set[Path] = set()
+    unique = []
+    for f in files:  # the same file reached twice (as itself and through its folder) loads once
+        key = f.resolve()
+        if key not in seen:
+            seen.add(key)
+            unique.append(f)
+    return unique, errors
+
+
+def _number(path: Path, case: str, name: str, value: Any) -> float | int | None:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ResultsError(f"{path}: case {case!r}: field {name!r} is {value!r}, expected a number")
+    return value
+
+
+def _fill_from_samples(rec: dict) -> None:
+    """Stats the record left empty but its raw rounds can give (median, IQR, rounds)."""
+    samples = [s for s in rec.get("samples") or [] if isinstance(s, (int, float)) and not isinstance(s, bool)]
+    if rec.get("status") != "ok" or not samples:
+        return
+    q1, med, q3 = np.percentile(samples, [25, 50, 75])
+    if rec.get("median_s") is None:
+        rec["median_s"] = float(med)
+    if rec.get("iqr_s") is None:
+        rec["iqr_s"] = float(q3 - q1)
+    if rec.get("rounds") is None:
+        rec["rounds"] = len(samples)
+
+
+def _row(path: Path, rec: dict, run: dict) -> dict:
+    case = str(rec.get("case_id"))
+    missing = [k for k in REQUIRED if rec.get(k) is None]
+    if missing:
+        raise ResultsError(f"{path}: case {case!r} lacks {', '.join(missing)}")
+    _fill_from_samples(rec)
+    row: dict[str, Any] = {}
+    for name, value in rec.items():
+        if name == "samples" or isinstance(value, (dict, list)):
+            continue  # raw rounds stay in the results file; the frame holds one value per cell
+        if name in INT_COLUMNS or name in FLOAT_COLUMNS:
+            value = _number(path, case, name, value)
+        row[name] = value
+    for name in ("n_heads", "n_kv_heads", "head_dim", "seq_q", "seq_kv", "batch"):
+        if not isinstance(row[name], int) or row[name] <= 0:
+            raise ResultsError(f"{path}: case {case!r}: {name}={row[name]!r} is not a positive integer")
+    row.update(run)
+    row["device"] = rec.get("device") or run["device"]
+    row["group_size"] = row["n_heads"] // row["n_kv_heads"]
+    row["d_model"] = row["n_heads"] * row["head_dim"]
+    for name in ("case_id", "status", "backend", "variant", "dtype", "phase", "mask", "pass", "timer"):
+        if row.get(name) is not None:
+            row[name] = str(row[name])  # text from a file stays text; render escapes it
+    row["reason"] = str(row.get("reason") or "")
+    flops, nbytes, median = row.get("flops"), row.get("bytes"), row.get("median_s")
+    row["intensity"] = flops / nbytes if flops and nbytes else None
+    ok = row["status"] == "ok" and median and median > 0
+    row["flops_per_s"] = flops / median if ok and flops else None
+    if row.get("tflops") is None and row["flops_per_s"]:
+        row["tflops"] = row["flops_per_s"] / 1e12
+    if row.get("gb_per_s") is None and ok and nbytes:
+        row["gb_per_s"] = nbytes / median / 1e9
+    return row
+
+
+def read_results(path: str | Path, run_id: str | None = None) -> tuple[pd.DataFrame, RunInfo]:
+    """One results file -> (tidy frame, run info); raises ResultsError naming the file and the problem."""
+    path = Path(path)
+    doc = read_run(path)
+    meta = doc["attnbench"]
+    fingerprint = meta.get("fingerprint") if isinstance(meta.get("fingerprint"), dict) else {}
+    machine_info = doc.get("machine_info") if isinstance(doc.get("machine_info"), dict) else {}
+    ours = machine_info.get("attnbench") if isinstance(machine_info.get("attnbench"), dict) else {}
+    env = {**fingerprint, **{k: v for k, v in ours.items() if v is not None}}
+    calibration = meta.get("calibration") if isinstance(meta.get("calibration"), dict) else {}
+    device = str(env.get("device") or "cpu")
+    machine = env.get("gpu_name") if device == "cuda" and env.get("gpu_name") else env.get("cpu_model")
+    run_id = run_id or str(meta.get("run_id") or path.stem)
+    run = {
+        "run_id": run_id, "machine": str(machine or "unknown machine"), "device": device,
+        "profile": meta.get("profile"),
+        "gemm_flops_per_s": _number(path, "-", "gemm_flops_per_s", calibration.get("gemm_flops_per_s")),
+        "copy_bytes_per_s": _number(path, "-", "copy_bytes_per_s", calibration.get("copy_bytes_per_s")),
+        "device_memory_bytes": _number(path, "-", "device_memory_bytes", env.get("device_memory_bytes")),
+        "run_datetime": str(doc["datetime"]) if doc.get("datetime") else None, "source": str(path),
+    }
+    rows = [_row(path, rec, run) for rec in records(doc)]
+    frame = tidy(rows)
+    info = RunInfo(run_id=run_id, source=str(path), profile=meta.get("profile"), complete=meta.get("complete"),
+                   datetime=run["run_datetime"], machine=run["machine"], device=device, env=env,
+                   calibration=dict(calibration), n_cases=len(frame))
+    return frame, info
+
+
+def tidy(rows: list[dict]) -> pd.DataFrame:
+    """Rows -> frame with the documented columns first (typed), any extra engine fields after them."""
+    frame = pd.DataFrame(rows)
+    for name in COLUMNS:
+        if name not in frame:
+            frame[name] = None
+    extra = [c for c in frame.columns if c not in COLUMNS]
+    frame = frame[list(COLUMNS) + extra]
+    for name in INT_COLUMNS:
+        # nullable integers: a missing value stays empty instead of turning 512 into 512.0
+        frame[name] = pd.to_numeric(frame[name], errors="coerce").round().astype("Int64")
+    for name in FLOAT_COLUMNS:
+        frame[name] = pd.to_numeric(frame[name], errors="coerce").astype("float64")
+    frame["noisy"] = frame["noisy"].astype("boolean")
+    return frame.drop_duplicates(["run_id", "case_id"], keep="last").reset_index(drop=True)
+
+
+def load_results(paths: Iterable[str | Path]) -> Loaded:
+    """Any number of files and folders -> one frame; bad inputs are listed in .errors, good ones still load."""
+    files, errors = expand(paths)
+    frames: list[pd.DataFrame] = []
+    runs: list[RunInfo] = []
+    for path in files:
+        try:
+            frame, info = read_results(path)
+            if any(r.run_id == info.run_id for r in runs):  # two files claiming one run id: keep both, apart
+                frame, info = read_results(path, run_id=f"{info.run_id}@{path.name}")
+        except ResultsError as err:
+            errors.append(str(err))
+            continue
+        frames.append(frame)
+        runs.append(info)
+    order = sorted(range(len(runs)), key=lambda i: (runs[i].datetime or "", runs[i].run_id))  # oldest first
+    runs = [runs[i] for i in order]
+    frame = pd.concat([frames[i] for i in order], ignore_index=True) if frames else tidy([])
+    return Loaded(frame=frame, runs=runs, errors=errors)

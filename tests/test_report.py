@@ -1,0 +1,535 @@
+"""Reports: results files -> tidy frame -> claims and figures -> index.html / report.md / tidy.csv."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from bench.report.claims import FAILS, HOLDS, NOT_MEASURED, evaluate_claims, fit_exponent
+from bench.report.load import COLUMNS, load_results, read_results
+from tests.results_factory import make_record, make_run
+
+E = {"fp32": 4, "bf16": 2}
+PREFILL_RATE = {"naive": 20e9, "sdpa": 95e9, "sdpa-math": 24e9, "sdpa-flash": 100e9, "flex": 75e9}
+RATE_GROWTH = {"naive": 0.0, "sdpa": 0.25, "sdpa-math": 0.05, "sdpa-flash": 0.25, "flex": 0.3}  # rate ∝ S^growth
+CUDA_ONLY = ("sdpa-efficient", "sdpa-cudnn", "flash-attn")
+
+
+def _prefill(backend: str, hq: int, hkv: int, seq: int, dtype: str, head_dim: int = 64, **kw) -> dict:
+    """A plausible CPU prefill case: rate grows with S, naive holds the S x S matrix, flash-style holds O(S)."""
+    e = E[dtype]
+    if backend in CUDA_ONLY:
+        return make_record(backend, hq, hkv, seq, "unsupported", dtype=dtype, head_dim=head_dim,
+                           reason="unsupported: needs a CUDA device", **kw)
+    rate = PREFILL_RATE[backend] * (seq / 4096) ** RATE_GROWTH[backend]
+    rate *= (0.7 if dtype == "bf16" else 1.0) * min(1, head_dim / 64)
+    rate *= (0.7 if dtype == "bf16" else 1.0) * min(1, head_dim / 64)
+    flops = 4 * hq * head_dim * seq * seq
+    median = flops / rate + 20e-6 + 3e-6 * hq
+    if backend in ("naive", "sdpa-math"):
+        model = hq * seq * seq * e
+        peak = model * (2 if backend == "naive" else 3)
+    else:
+        model = hq * seq * (head_dim * e + 4)
+        peak = int(model * 1.1)
+    return make_record(backend, hq, hkv, seq, dtype=dtype, head_dim=head_dim, median_s=median, flops=flops,
+                       bytes=e * head_dim * (2 * hq * seq + 2 * hkv * seq),
+                       tflops=flops / median / 1e12, peak_mem_bytes=peak, model_mem_bytes=model,
+                       kv_cache_bytes=2 * hkv * seq * head_dim * e, ci_low_s=median * 0.98, ci_high_s=median * 1.02,
+                       iqr_s=median * 0.03, **kw)
+
+
+def _decode(backend: str, hkv: int, kv: int, dtype: str) -> dict:
+    """A decode step: a fixed overhead plus reading the KV cache at 12 GB/s."""
+    kv_bytes = 2 * hkv * kv * 64 * E[dtype]
+    median = 15e-6 + kv_bytes / 12e9 + (10e-6 if backend == "naive" else 0)
+    return make_record(backend, 8, hkv, kv, phase="decode", dtype=dtype, median_s=median, kv_cache_bytes=kv_bytes,
+                       bytes=kv_bytes + 2 * 8 * 64 * E[dtype],
+                       peak_mem_bytes=8 * kv * E[dtype], model_mem_bytes=8 * kv * E[dtype])
+
+
+def realistic_records() -> list[dict]:
+    """Many backends, 3 variants, 2 dtypes, 6 lengths, failures of every kind, decode and a heads sweep."""
+    recs = []
+    for dtype in ("fp32", "bf16"):
+        for hkv in (8, 2, 1):
+            for seq in (256, 512, 1024, 2048, 4096, 8192):
+                for backend in (*PREFILL_RATE, *CUDA_ONLY):
+                    if backend == "naive" and seq == 8192:
+                        rec = make_record(backend, 8, hkv, seq, "oom", dtype=dtype, reason="oom: 4 GiB score matrix")
+                    elif backend == "flex" and dtype == "bf16" and hkv == 1 and seq == 256:
+                        rec = make_record(backend, 8, hkv, seq, "error", dtype=dtype, reason="error: InductorError")
+                    elif backend == "sdpa-math" and dtype == "bf16" and seq == 8192 and hkv == 2:
+                        rec = make_record(backend, 8, hkv, seq, "incorrect", dtype=dtype,
+                                          reason="incorrect: max abs error 0.31")
+                    else:
+                        rec = _prefill(backend, 8, hkv, seq, dtype)
+                    recs.append(rec)
+            for kv in (512, 1024, 2048, 4096, 8192, 16384):
+                for backend in ("naive", "sdpa", "sdpa-flash"):
+                    recs.append(_decode(backend, hkv, kv, dtype))
+    for heads in (1, 2, 4, 16, 32):  # heads 8 (D=64) is already in the sweep above
+        for seq in (1024, 4096):
+            for backend in ("naive", "sdpa", "sdpa-flash"):
+                recs.append(_prefill(backend, heads, heads, seq, "fp32", head_dim=512 // heads))
+    return recs
+
+
+def realistic_run(run_id: str = "synthetic", **kw) -> dict:
+    doc = make_run(realistic_records(), run_id=run_id, **kw)
+    doc["machine_info"]["attnbench"].update(device="cpu", threads=2, device_memory_bytes=16 * 2**30,
+                                            allocator="glibc", git_commit="abc1234")
+    return doc
+
+
+def write(path: Path, doc: dict) -> Path:
+    path.write_text(json.dumps(doc))
+    return path
+
+
+@pytest.fixture(scope="module")
+def realistic(tmp_path_factory) -> tuple[Path, object]:
+    path = write(tmp_path_factory.mktemp("run") / "synthetic.json", realistic_run())
+    return path, load_results([path]).frame
+
+
+@pytest.fixture(scope="module")
+def figures(realistic) -> dict:
+    from bench.report.figures import make_figures
+
+    return make_figures(realistic[1])
+
+
+# ---- loading -------------------------------------------------------------------------------------------------
+
+def test_tidy_frame_holds_the_values_of_the_records(tmp_path):
+    recs = [make_record("naive", 8, 2, 1024, median_s=0.02, kv_cache_bytes=2 * 2 * 1024 * 64 * 4),
+            make_record("flex", 8, 2, 1024, status="oom", reason="oom: <32 GiB>")]
+    path = write(tmp_path / "a.json", make_run(recs, run_id="r1", fingerprint={"cpu_model": "Xeon 9"}))
+    df, info = read_results(path)
+    assert len(df) == 2 and info.run_id == "r1" and info.machine == "Xeon 9"
+    ok = df[df["backend"] == "naive"].iloc[0]
+    assert (ok["run_id"], ok["machine"], ok["device"], ok["variant"], ok["status"]) == ("r1", "Xeon 9", "cpu", "gqa",
+                                                                                        "ok")
+    assert (ok["n_heads"], ok["n_kv_heads"], ok["group_size"], ok["head_dim"], ok["d_model"]) == (8, 2, 4, 64, 512)
+    assert (ok["seq_q"], ok["seq_kv"], ok["batch"], ok["dtype"], ok["mask"], ok["phase"]) == (
+        1024, 1024, 1, "fp32", "causal", "prefill")
+    assert ok["median_s"] == 0.02 and ok["rounds"] == 20 and ok["reason"] == ""
+    flops = 4 * 8 * 64 * 1024 * 1024
+    assert ok["flops"] == flops and ok["flops_per_s"] == pytest.approx(flops / 0.02)
+    assert ok["intensity"] == pytest.approx(flops / ok["bytes"])
+    assert ok["tflops"] == pytest.approx(flops / 0.02 / 1e12)
+    assert ok["kv_cache_bytes"] == 2 * 2 * 1024 * 64 * 4
+    assert ok["gemm_flops_per_s"] == 1.95e11 and ok["copy_bytes_per_s"] == 6.3e10
+    bad = df[df["backend"] == "flex"].iloc[0]
+    assert bad["status"] == "oom" and bad["reason"] == "oom: <32 GiB>"
+    assert math.isnan(bad["median_s"]) and math.isnan(bad["flops_per_s"])
+
+
+def test_columns_are_documented_in_one_place_and_cover_every_record_field(tmp_path):
+    from bench.results import RECORD_FIELDS
+
+    df, _ = read_results(write(tmp_path / "a.json", make_run([make_record()])))
+    assert list(df.columns) == list(COLUMNS)  # a record with exactly RECORD_FIELDS adds no undocumented column
+    assert set(RECORD_FIELDS) <= set(COLUMNS)
+    assert all(COLUMNS.values())
+
+
+def test_missing_stats_are_computed_from_the_raw_rounds(tmp_path):
+    rec = make_record()
+    rec.update(samples=[1.0, 2.0, 3.0, 4.0, 5.0], rounds=None, median_s=None, iqr_s=None)
+    df, _ = read_results(write(tmp_path / "a.json", make_run([rec])))
+    assert df["median_s"].iloc[0] == 3.0 and df["iqr_s"].iloc[0] == 2.0 and df["rounds"].iloc[0] == 5
+
+
+def test_two_runs_share_one_frame_oldest_first(tmp_path):
+    a = make_run([make_record(median_s=1e-3)], run_id="old", fingerprint={"cpu_model": "CPU A"})
+    b = make_run([make_record(median_s=2e-3)], run_id="new", fingerprint={"cpu_model": "GPU box", "device": "cuda",
+                                                                          "gpu_name": "H200"})
+    b["datetime"] = "2026-12-01T00:00:00"
+    loaded = load_results([write(tmp_path / "b.json", b), write(tmp_path / "a.json", a)])
+    assert loaded.errors == []
+    assert [r.run_id for r in loaded.runs] == ["old", "new"]
+    by_run = loaded.frame.set_index("run_id")
+    assert by_run.loc["old", "median_s"] == 1e-3 and by_run.loc["new", "median_s"] == 2e-3
+    assert by_run.loc["old", "machine"] == "CPU A" and by_run.loc["new", "machine"] == "H200"
+
+
+def test_folders_are_searched_recursively_skipping_baselines(tmp_path):
+    (tmp_path / "results").mkdir()
+    write(tmp_path / "results" / "a.json", make_run([make_record()], run_id="a"))
+    (tmp_path / "results" / "nightly").mkdir()
+    write(tmp_path / "results" / "nightly" / "b.json", make_run([make_record()], run_id="b"))
+    (tmp_path / "results" / "baselines").mkdir()
+    write(tmp_path / "results" / "baselines" / "base.json", make_run([make_record()], run_id="base"))
+    loaded = load_results([tmp_path / "results", tmp_path / "results" / "a.json"])  # a.json twice: loaded once
+    assert sorted(r.run_id for r in loaded.runs) == ["a", "b"] and loaded.errors == []
+
+
+def test_bad_inputs_are_named_and_the_good_ones_still_load(tmp_path):
+    good = write(tmp_path / "good.json", make_run([make_record()], run_id="good"))
+    text = json.dumps(make_run([make_record()]))
+    (tmp_path / "corrupt.json").write_text("\x00\x01 not json at all")
+    (tmp_path / "truncated.json").write_text(text[: len(text) // 2])
+    foreign = {"machine_info": {"node": "x"}, "commit_info": {}, "datetime": "2024-01-01", "version": "4.0.0",
+               "benchmarks": [{"name": "test_sort", "fullname": "t.py::test_sort", "params": None,
+                               "stats": {"median": 0.1, "data": [0.1]}, "extra_info": {}}]}
+    write(tmp_path / "foreign.json", foreign)
+    broken = make_run([make_record()])
+    del broken["benchmarks"][0]["extra_info"]["seq_kv"]
+    write(tmp_path / "broken.json", broken)
+    loaded = load_results([good, tmp_path / "corrupt.json", tmp_path / "truncated.json", tmp_path / "foreign.json",
+                           tmp_path / "broken.json", tmp_path / "missing.json"])
+    assert [r.run_id for r in loaded.runs] == ["good"] and len(loaded.frame) == 1
+    assert len(loaded.errors) == 5
+    errors = {name: next(e for e in loaded.errors if f"{name}.json:" in e)
+              for name in ("corrupt", "truncated", "foreign", "broken", "missing")}
+    assert "corrupt.json" in errors["corrupt"] and "not valid JSON" in errors["corrupt"]
+    assert "truncated.json" in errors["truncated"] and "truncated or corrupt" in errors["truncated"]
+    assert "foreign.json" in errors["foreign"] and "another project" in errors["foreign"]
+    assert "broken.json" in errors["broken"] and "seq_kv" in errors["broken"]
+    assert "missing.json" in errors["missing"] and "no such file" in errors["missing"]
+
+
+def test_a_non_number_where_a_number_belongs_is_an_error_naming_the_file(tmp_path):
+    run = make_run([make_record(median_s=0.001)])
+    run["benchmarks"][0]["extra_info"]["median_s"] = "__import__('os')"
+    loaded = load_results([write(tmp_path / "evil.json", run)])
+    assert not loaded.runs and "evil.json" in loaded.errors[0] and "median_s" in loaded.errors[0]
+
+
+# ---- claims --------------------------------------------------------------------------------------------------
+
+def _frame(recs: list[dict], tmp_path: Path):
+    return read_results(write(tmp_path / "c.json", make_run(recs)))[0]
+
+
+def test_fit_exponent():
+    assert fit_exponent([256, 512, 1024], [256**2, 512**2, 1024**2]) == pytest.approx(2.0)
+    assert fit_exponent([1, 10, 100], [3, 30, 300]) == pytest.approx(1.0)
+    assert fit_exponent([512, 512], [1, 2]) is None
+
+
+def test_memory_claim_fits_s_squared_for_naive_and_s_for_flash(tmp_path):
+    seqs = (256, 512, 1024, 2048)
+    recs = [make_record("naive", seq=s, peak_mem_bytes=8 * s * s * 4) for s in seqs]
+    recs += [make_record("sdpa-flash", seq=s, peak_mem_bytes=8 * s * 64 * 4 + 4096) for s in seqs]
+    memory = evaluate_claims(_frame(recs, tmp_path))[1]
+    assert memory["verdict"] == HOLDS
+    exps = {d["backend"]: d["exponent"] for d in memory["detail"]}
+    assert exps["naive"] == pytest.approx(2.0, abs=1e-9) and exps["sdpa-flash"] == pytest.approx(1.0, abs=0.02)
+    assert "naive S^2.00" in memory["numbers"]
+
+
+def test_memory_claim_fails_when_a_flash_kernel_grows_quadratically(tmp_path):
+    seqs = (256, 512, 1024, 2048)
+    recs = [make_record("naive", seq=s, peak_mem_bytes=s * s) for s in seqs]
+    recs += [make_record("sdpa-flash", seq=s, peak_mem_bytes=s * s) for s in seqs]
+    assert evaluate_claims(_frame(recs, tmp_path))[1]["verdict"] == FAILS
+
+
+def test_heads_claim(tmp_path):
+    flat = [make_record("sdpa", h, h, 1024, head_dim=512 // h, median_s=1e-3 * (1 + 0.01 * h)) for h in (1, 2, 4, 8)]
+    steep = [make_record("sdpa", h, h, 1024, head_dim=512 // h, median_s=1e-3 * h) for h in (1, 2, 4, 8)]
+    assert evaluate_claims(_frame(flat, tmp_path))[0]["verdict"] == HOLDS
+    lunch = evaluate_claims(_frame(steep, tmp_path))[0]
+    assert lunch["verdict"] == FAILS and lunch["detail"][0]["spread"] == pytest.approx(8.0)
+    assert evaluate_claims(_frame([make_record()], tmp_path))[0]["verdict"] == NOT_MEASURED
+
+
+def test_kv_cache_claim_from_formula_and_records(tmp_path):
+    def rec(hkv, kv_bytes):
+        return make_record("sdpa", 8, hkv, 2048, phase="decode", kv_cache_bytes=kv_bytes)
+
+    exact = [rec(8, 2 * 8 * 2048 * 64 * 4), rec(2, 2 * 2 * 2048 * 64 * 4), rec(1, 2 * 1 * 2048 * 64 * 4)]
+    claim = evaluate_claims(_frame(exact, tmp_path))[2]
+    assert claim["verdict"] == HOLDS and "2 of 2" in claim["numbers"] and "llama-3-8b 4×" in claim["numbers"]
+    wrong = [rec(8, 2 * 8 * 2048 * 64 * 4), rec(2, 2 * 8 * 2048 * 64 * 4)]  # GQA holding MHA-sized K/V
+    assert evaluate_claims(_frame(wrong, tmp_path))[2]["verdict"] == FAILS
+
+
+def test_decode_claim_measures_mha_over_gqa_at_equal_hq(tmp_path):
+    def rec(hkv, kv, t):
+        return make_record("sdpa", 8, hkv, kv, phase="decode", median_s=t)
+
+    fast = [rec(8, 1024, 1e-4), rec(2, 1024, 0.9e-4), rec(8, 8192, 8e-4), rec(2, 8192, 2.5e-4), rec(1, 8192, 2e-4)]
+    claim = evaluate_claims(_frame(fast, tmp_path))[3]
+    assert claim["verdict"] == HOLDS
+    speedups = {(d["variant"], d["seq_kv"]): d["speedup"] for d in claim["detail"]}
+    assert speedups[("gqa", 8192)] == pytest.approx(3.2) and speedups[("mqa", 8192)] == pytest.approx(4.0)
+    assert speedups[("gqa", 1024)] == pytest.approx(1 / 0.9)
+    slow = [rec(8, 8192, 1e-4), rec(2, 8192, 0.9e-4)]
+    assert evaluate_claims(_frame(slow, tmp_path))[3]["verdict"] == FAILS
+    assert evaluate_claims(_frame([make_record()], tmp_path))[3]["verdict"] == NOT_MEASURED
+
+
+def test_claims_on_the_realistic_run(realistic):
+    verdicts = [c["verdict"] for c in evaluate_claims(realistic[1])]
+    assert verdicts == [FAILS, HOLDS, HOLDS, HOLDS]  # its per-head cost grows below D=64
+
+
+def test_best_backend_and_headline_speedups(realistic):
+    from bench.report.claims import best_backends, headline_speedups
+
+    best = {b["family"]: b for b in best_backends(realistic[1])}
+    fam = best["prefill · MHA · fp32 · causal · fwd"]
+    assert fam["best"] == "sdpa-flash" and fam["wins"] == fam["shapes"] and fam["runner_up"] == "sdpa"
+    head = headline_speedups(realistic[1])
+    assert head[0]["phase"] == "prefill" and head[0]["backend"] == "sdpa-flash" and head[0]["geomean"] > 3
+
+
+# ---- figures -------------------------------------------------------------------------------------------------
+
+def _data_lines(ax) -> dict[str, object]:
+    return {line.get_label(): line for line in ax.lines if not line.get_label().startswith("_")}
+
+
+def _statuses(fig) -> set[str]:
+    return {line.get_gid() for ax in fig.axes for line in ax.lines if str(line.get_gid()).startswith("status:")}
+
+
+def test_every_figure_is_drawn_from_the_realistic_run(figures):
+    from bench.report.figures import FIGURES
+
+    assert list(figures) == list(FIGURES)
+    for fig in figures.values():
+        assert fig._suptitle is not None and fig._suptitle.get_text()
+
+
+def test_throughput_figure(figures):
+    from bench.report.style import BACKEND_COLORS
+
+    fig = figures["throughput"]
+    panels = [ax for ax in fig.axes if ax.get_title()]
+    assert len(panels) == 6  # 2 dtypes x 3 variants
+    assert {ax.get_title().split("\n")[0] for ax in panels} == {f"{v} · {d}" for v in ("MHA", "GQA", "MQA")
+                                                                for d in ("fp32", "bf16")}
+    lines = _data_lines(panels[0])
+    assert set(lines) == {"naive", "sdpa", "sdpa-math", "sdpa-flash", "flex"}
+    for name, line in lines.items():
+        assert line.get_color() == BACKEND_COLORS[name]
+    assert list(lines["naive"].get_xdata()) == [256, 512, 1024, 2048, 4096]  # 8192 was OOM
+    assert panels[0].get_ylabel() == "achieved GFLOP/s"
+    assert {"status:oom:naive", "status:error:flex", "status:incorrect:sdpa-math"} <= _statuses(fig)
+    title = fig.legends[0].get_title().get_text()
+    assert "sdpa-efficient" in title and "flash-attn" in title and "needs a CUDA device" in title
+    assert "out of memory (grey band at the bottom)" in [t.get_text() for t in fig.legends[0].get_texts()]
+
+
+def test_latency_figure_carries_fitted_exponents(figures):
+    ax = [a for a in figures["latency"].axes if a.get_title().startswith("MHA · fp32")][0]
+    labels = {label.split()[0]: label for label in _data_lines(ax)}
+    k = float(labels["naive"].split("k=")[1])
+    assert k == pytest.approx(2.0, abs=0.02)  # naive's rate is flat in the synthetic run: time ∝ S^2
+    assert float(labels["sdpa-flash"].split("k=")[1]) == pytest.approx(1.75, abs=0.03)
+    assert ax.get_yscale() == "log" and ax.get_xscale() == "log"
+
+
+def test_peak_memory_figure_has_measured_points_and_model_lines(figures):
+    ax = [a for a in figures["peak_memory"].axes if a.get_title().startswith("MHA · fp32")][0]
+    lines = _data_lines(ax)
+    assert {"measured:naive", "model:naive", "measured:sdpa-flash", "model:sdpa-flash"} <= set(lines)
+    assert lines["measured:naive"].get_linestyle() == "None" and lines["model:naive"].get_linestyle() == "-"
+    assert ax.get_yscale() == "log"
+
+
+def test_heads_figure(figures):
+    fig = figures["heads_sweep"]
+    panels = [ax for ax in fig.axes if ax.get_title()]
+    assert [ax.get_title().split(" ")[0] for ax in panels] == ["S=1k", "S=4k"]
+    lines = _data_lines(panels[0])
+    assert set(lines) == {"naive", "sdpa", "sdpa-flash"}
+    assert list(lines["sdpa"].get_xdata()) == [1, 2, 4, 8, 16, 32]
+    assert "d_model=512" in fig._suptitle.get_text()
+
+
+def test_kv_cache_figure(figures):
+    from bench.presets import PRESETS
+
+    left, right = figures["kv_cache"].axes[:2]
+    labels = " ".join(_data_lines(left))
+    for p in PRESETS.values():
+        assert (p.name in labels) != p.encoder_only
+    assert any("device memory (16 GiB)" in label for label in _data_lines(right))
+    mha, gqa, mqa = (line for label, line in _data_lines(right).items() if "Hkv=" in label)
+    assert mha.get_ydata()[0] / gqa.get_ydata()[0] == 4 and mha.get_ydata()[0] / mqa.get_ydata()[0] == 32
+
+
+def test_decode_figure(figures):
+    panels = [ax for ax in figures["decode"].axes if ax.get_title()]
+    assert len(panels) == 6
+    lines = _data_lines(panels[0])
+    assert set(lines) == {"naive", "sdpa", "sdpa-flash"}
+    assert list(lines["sdpa"].get_xdata()) == [512, 1024, 2048, 4096, 8192, 16384]
+
+
+def test_speedup_heatmap(figures):
+    fig = figures["speedup"]
+    panels = [ax for ax in fig.axes if ax.get_title()]
+    assert len(panels) == 6
+    ax = [a for a in panels if a.get_title().startswith("GQA · bf16")][0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["sdpa", "sdpa-math", "sdpa-flash", "flex"]
+    texts = [t.get_text() for t in ax.texts]
+    assert "wrong" in texts and "naive\nOOM" in texts and "1.2×" in texts
+    assert "sdpa-efficient" in fig._supxlabel.get_text()
+
+
+def test_roofline(figures):
+    ax = figures["roofline"].axes[0]
+    lines = _data_lines(ax)
+    assert lines["ceiling:gemm"].get_ydata()[0] == pytest.approx(195)  # GFLOP/s
+    assert {"sdpa-flash:prefill", "sdpa-flash:decode", "naive:prefill"} <= set(lines)
+    assert ax.get_xscale() == "log" and "GFLOP/s" in ax.get_ylabel()
+
+
+def test_figures_without_their_data_are_skipped(tmp_path):
+    from bench.report.figures import make_figures
+
+    only_prefill = _frame([make_record("naive", seq=s) for s in (256, 512)], tmp_path)
+    made = make_figures(only_prefill)
+    assert "decode" not in made and "heads_sweep" not in made and "kv_cache" in made and "throughput" in made
+    assert "speedup" not in made  # nothing but naive: no speedup to show
+    nothing_ran = _frame([make_record("flex", status="unsupported")], tmp_path)
+    assert set(make_figures(nothing_ran)) == {"kv_cache"}
+
+
+# ---- rendering -----------------------------------------------------------------------------------------------
+
+EVIL = "<script>alert(1)</script>"
+
+
+def test_report_folder_from_a_realistic_run(realistic, tmp_path):
+    from bench.report import build_report
+
+    index = build_report([realistic[0]], tmp_path / "out")
+    out = index.parent
+    assert index == tmp_path / "out" / "index.html"
+    page = index.read_text()
+    md = (out / "report.md").read_text()
+    pngs = sorted(p.name for p in out.glob("*.png"))
+    assert len(pngs) == 8
+    assert page.count('src="data:image/png;base64,') == 8 and "http" not in page.replace("http-equiv", "")
+    for name in pngs:  # GitHub shows the Markdown with the PNGs beside it
+        assert f"]({name})" in md
+    # opens with environment and summary, then figures, then claims
+    order = [md.index(h) for h in ("## Environment", "## Summary", "## Figures", "## Claims")]
+    assert order == sorted(order)
+    assert "| Heads are a free lunch" in md and "**holds**" in md
+    import pandas as pd
+
+    tidy = pd.read_csv(out / "tidy.csv")
+    assert len(tidy) == len(realistic[1]) and list(tidy.columns) == list(COLUMNS)
+
+
+def test_results_text_cannot_inject_markup(tmp_path):
+    from bench.report import build_report
+
+    recs = [make_record("naive", seq=s, median_s=1e-3 * s / 256) for s in (256, 1024)]
+    recs += [make_record(EVIL, seq=s, median_s=5e-4 * s / 256, reason=EVIL) for s in (256, 1024)]
+    recs += [make_record("sdpa", seq=1024, status="error", reason=f"error: {EVIL} $x^$ \" ' & |")]
+    run = make_run(recs, run_id=f"../../{EVIL}", fingerprint={"cpu_model": EVIL})
+    run["machine_info"]["attnbench"]["allocator"] = {"LD_PRELOAD": EVIL}
+    index = build_report([write(tmp_path / "evil.json", run)], tmp_path / "out")
+    page = index.read_text()
+    assert "<script" not in page.lower()  # the report itself has no script, so any would come from the data
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "Content-Security-Policy" in page and "default-src 'none'" in page
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "<script" not in md.lower() and "&lt;script&gt;" in md
+    assert all(line.count("|") >= 2 for line in md.splitlines() if line.startswith("| error"))
+
+
+def test_default_folder_is_reports_run_id_and_never_escapes_it(tmp_path, monkeypatch):
+    from bench.report import build_report
+
+    monkeypatch.chdir(tmp_path)
+    path = write(tmp_path / "a.json", make_run([make_record()], run_id="../../etc/x y"))
+    index = build_report([path])
+    assert index.resolve().parent.parent == (tmp_path / "reports").resolve()
+    assert index.parent.name == "etc-x-y"
+
+
+def test_several_runs_get_a_comparison_and_a_combined_id(tmp_path, monkeypatch):
+    from bench.report import build_report
+
+    monkeypatch.chdir(tmp_path)
+    a = write(tmp_path / "a.json", make_run([make_record(median_s=1e-3), make_record("naive", median_s=4e-3)],
+                                            run_id="cpu-run", fingerprint={"cpu_model": "EPYC"}))
+    b_doc = make_run([make_record(median_s=2e-3), make_record("naive", median_s=4e-3)], run_id="new-run",
+                     fingerprint={"cpu_model": "EPYC 2"})
+    b_doc["datetime"] = "2026-12-01T00:00:00"
+    b = write(tmp_path / "b.json", b_doc)
+    index = build_report([b, a])
+    assert index.parent == Path("reports") / "compare-cpu-run-new-run"
+    md = (index.parent / "report.md").read_text()
+    assert "## Comparison of runs" in md and "new-run / cpu-run" in md
+    row = next(line for line in md.splitlines() if line.startswith("| sdpa: prefill"))
+    assert "1 ms" in row and "2 ms" in row and "2.00×" in row
+    assert (index.parent / "run1-throughput.png").exists() and (index.parent / "run2-throughput.png").exists()
+
+
+def test_cli(tmp_path, capsys):
+    from bench.cli import main
+
+    good = write(tmp_path / "good.json", make_run([make_record()]))
+    (tmp_path / "bad.json").write_text("{")
+    assert main(["report", str(good), str(tmp_path / "bad.json"), "--out", str(tmp_path / "r")]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.strip() == str(tmp_path / "r" / "index.html")
+    assert "bad.json" in captured.err and "not valid JSON" in captured.err
+    assert main(["report", str(tmp_path / "bad.json"), str(tmp_path / "none.json"), "--out", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err
+    assert "bad.json" in err and "none.json" in err and not (tmp_path / "x").exists()
+
+
+# ---- in a browser --------------------------------------------------------------------------------------------
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs /usr/bin/chromium")
+def test_report_renders_in_a_browser(realistic, tmp_path):
+    import subprocess
+
+    from bench.report import build_report
+
+    index = build_report([realistic[0]], tmp_path / "out")
+    shot = tmp_path / "shot.png"
+    subprocess.run([str(CHROMIUM), *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}",
+                    f"--screenshot={shot}", "--window-size=1280,4000", index.as_uri()],
+                   check=True, capture_output=True, timeout=120)
+    assert shot.exists() and shot.stat().st_size > 50_000  # a blank page compresses to a few kB
+
+    # The report allows no script (CSP); a copy without the CSP gets a probe that writes every image's
+    # decoded width into the DOM, which --dump-dom then prints.
+    page = index.read_text()
+    page = page.replace(page[page.index('<meta http-equiv="Content-Security-Policy"'):page.index('<meta name=')], "")
+    probe = ("<script>window.addEventListener('load', () => { document.body.dataset.widths = "
+             "[...document.images].map(i => i.complete ? i.naturalWidth : 0).join(','); });</script>")
+    probed = tmp_path / "probe.html"
+    probed.write_text(page.replace("</body>", probe + "</body>"))
+    dom = subprocess.run([str(CHROMIUM), *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile2'}",
+                          "--virtual-time-budget=5000", "--dump-dom", probed.as_uri()],
+                         check=True, capture_output=True, text=True, timeout=120).stdout
+    widths = [int(w) for w in re.search(r'data-widths="([\d,]*)"', dom).group(1).split(",")]
+    assert len(widths) == 8 and all(w > 0 for w in widths)
+
+
+def test_noisy_timings_are_drawn_hollow_and_counted_in_the_claims(tmp_path):
+    from bench.report.figures import make_figures
+
+    recs = [make_record("sdpa", 8, hkv, 4096, phase="decode", median_s=t, noisy=hkv == 2)
+            for hkv, t in ((8, 3e-3), (2, 1e-3))]
+    recs += [make_record("sdpa", seq=s, median_s=1e-3 * s / 256, noisy=s == 512) for s in (256, 512, 1024)]
+    df = _frame(recs, tmp_path)
+    fig = make_figures(df)["throughput"]
+    assert {line.get_gid() for ax in fig.axes for line in ax.lines} >= {"noisy:sdpa"}
+    assert "hollow: timing flagged noisy" in [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "1 of 2 timings behind this are flagged noisy" in evaluate_claims(df)[3]["numbers"]
