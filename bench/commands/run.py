@@ -16,6 +16,10 @@ from bench.results import ResultsError, read_run
 from bench.shapes import DTYPES, ShapeError, parse_mask
 from bench.suite import spec as sweeps
 
+# glibc malloc returns big blocks to the OS on free and page-faults them in again on the next call, which
+# makes naive/math attention's S x S intermediates bimodally slow; these settings keep them in the heap.
+TUNED_MALLOC = {"MALLOC_MMAP_THRESHOLD_": "4294967296", "MALLOC_TRIM_THRESHOLD_": "68719476736"}
+
 help = "run a benchmark sweep (a named profile, axes overridable) and write a results file"
 SUITE = Path(__file__).resolve().parent.parent / "suite"
 
@@ -51,6 +55,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, help="results file (default: results/<run-id>.json)")
     p.add_argument("--resume", action="store_true", help="continue the sweep in --out, skipping finished cases")
     p.add_argument("--shard", help="K/N: run every N-th case starting at the K-th (1-based)")
+    p.add_argument("--malloc", choices=["default", "tuned"], default="default",
+                   help="tuned: restart with glibc malloc kept from returning large blocks to the OS (CPU)")
     p.add_argument("--list", action="store_true", help="print the case ids and exit")
     p.add_argument("--report", action="store_true", help="build the report from the results file at the end")
 
@@ -92,6 +98,8 @@ def run(args: argparse.Namespace) -> int:
         raise ShapeError("--device cuda: torch sees no CUDA device here")
     if args.threads is not None and args.threads < 1:
         raise ShapeError(f"--threads {args.threads} must be at least 1")
+    if args.malloc == "tuned" and any(os.environ.get(k) != v for k, v in TUNED_MALLOC.items()):
+        _restart_with(TUNED_MALLOC)
     sweep = build_sweep(args, device)
     cases = sweeps.cases(sweep, device)
     if args.shard:
@@ -135,6 +143,15 @@ def run(args: argparse.Namespace) -> int:
 
         print(f"report: {build_report([out], None)}")
     return code
+
+
+def _restart_with(env: dict[str, str]) -> None:
+    """glibc reads MALLOC_* only at start-up, so the process restarts itself with them set."""
+    if not sys.argv[0].endswith("__main__.py"):
+        raise ShapeError("--malloc tuned restarts `python -m bench`; from Python, set "
+                         + " ".join(f"{k}={v}" for k, v in env.items()) + " before starting it")
+    sys.stdout.flush()
+    os.execve(sys.executable, [sys.executable, "-m", "bench", *sys.argv[1:]], {**os.environ, **env})
 
 
 def _pytest(spec_path: Path) -> int:
