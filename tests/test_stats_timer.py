@@ -1,0 +1,224 @@
+"""Timer statistics (bench.measure.stats), adaptive rounds (bench.measure.timer) and the replay clock."""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+import types
+from math import comb
+
+import pytest
+
+from bench.measure import timer
+from bench.measure.stats import Summary, median_ci, summarize
+from bench.suite import replay
+
+
+def _coverage(n: int, lo: int, hi: int) -> float:
+    """Exact coverage of [x_(lo), x_(hi)] (0-based order statistics) for the median of a continuous law."""
+    return sum(comb(n, k) for k in range(lo + 1, hi + 1)) / 2**n
+
+
+# --- summarize ---------------------------------------------------------------------------------------
+
+def test_summarize_known_data_even():
+    s = summarize([8.0, 1.0, 7.0, 2.0, 6.0, 3.0, 5.0, 4.0])  # unsorted on purpose
+    assert s.median == 4.5
+    assert s.q1 == pytest.approx(2.75)  # position 0.25 * 7 = 1.75 -> 2 + 0.75
+    assert s.q3 == pytest.approx(6.25)  # position 5.25 -> 6 + 0.25
+    assert s.iqr == pytest.approx(3.5)
+    assert s.rounds == 8
+    assert (s.ci_low, s.ci_high) == (1.0, 8.0)  # n = 8: the whole range
+
+
+def test_summarize_known_data_odd_matches_numpy_percentiles():
+    data = [0.3, 0.1, 0.9, 0.5, 0.7, 0.2, 0.4, 0.8, 0.6, 1.0, 0.05]
+    s = summarize(data)
+    ordered = sorted(data)
+    assert s.median == 0.5
+    # numpy's default linear interpolation, written out: position p * (n - 1)
+    assert s.q1 == pytest.approx(ordered[2] + 0.5 * (ordered[3] - ordered[2]))
+    assert s.q3 == pytest.approx(ordered[7] + 0.5 * (ordered[8] - ordered[7]))
+    assert s.ci_low <= s.median <= s.ci_high
+
+
+def test_summarize_single_sample_and_empty():
+    s = summarize([2.0])
+    assert (s.median, s.q1, s.q3, s.ci_low, s.ci_high, s.rounds) == (2.0, 2.0, 2.0, 2.0, 2.0, 1)
+    assert s.iqr == 0.0
+    with pytest.raises(ValueError, match="no samples"):
+        summarize([])
+
+
+# --- median_ci ---------------------------------------------------------------------------------------
+
+def test_median_ci_n50_uses_order_statistics_18_and_33():
+    # Binomial tables: for n = 50 the 95% CI of the median is [x_(18), x_(33)] (1-based), coverage 0.967.
+    lo, hi = median_ci(list(range(50)))
+    assert (lo, hi) == (17, 32)
+    assert _coverage(50, lo, hi) == pytest.approx(0.967, abs=1e-3)
+
+
+def test_median_ci_small_n_is_the_whole_range():
+    assert median_ci([3.0, 1.0, 2.0]) == (1.0, 3.0)
+    assert median_ci([5.0, 4.0, 3.0, 2.0, 1.0]) == (1.0, 5.0)
+
+
+@pytest.mark.parametrize("n", range(6, 301))
+def test_median_ci_exact_coverage_is_at_least_nominal(n):
+    lo, hi = median_ci([float(i) for i in range(n)])
+    assert 0 <= lo < n // 2 <= hi <= n - 1
+    cov = _coverage(n, int(lo), int(hi))
+    assert cov >= 0.95
+    if n >= 50:  # large n: the normal approximation must not be grossly conservative either
+        assert cov <= 0.985
+
+
+def test_median_ci_99_is_wider_than_95():
+    data = [float(i) for i in range(100)]
+    lo95, hi95 = median_ci(data, 0.95)
+    lo99, hi99 = median_ci(data, 0.99)
+    assert lo99 < lo95 and hi99 > hi95
+
+
+def test_median_ci_simulated_coverage():
+    """400 samples of n = 50 from Exp(1) (true median ln 2): the 95% CI covers it in about 96.7% of them."""
+    rng = random.Random(1234)
+    true_median = math.log(2)
+    trials = 400
+    covered = 0
+    for _ in range(trials):
+        lo, hi = median_ci([rng.expovariate(1.0) for _ in range(50)])
+        covered += lo <= true_median <= hi
+    assert 0.935 <= covered / trials <= 0.99
+
+
+def test_rel_ci_half_width():
+    s = Summary(median=10.0, q1=9.0, q3=11.0, ci_low=9.0, ci_high=12.0, rounds=20)
+    assert s.rel_ci_half_width == pytest.approx(0.15)
+    assert s.iqr == pytest.approx(2.0)
+    assert Summary(0.0, 0.0, 0.0, 0.0, 1.0, 7).rel_ci_half_width == math.inf
+    tight = summarize([1.0] * 20)
+    assert tight.rel_ci_half_width == 0.0
+
+
+# --- adaptive rounds ---------------------------------------------------------------------------------
+
+class FakeClock:
+    """Stands in for time.perf_counter in bench.measure.timer: time passes only when a round 'runs'."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch) -> FakeClock:
+    fake = FakeClock()
+    monkeypatch.setattr(timer, "time", types.SimpleNamespace(perf_counter=fake.perf_counter))
+    return fake
+
+
+def test_adaptive_stops_at_min_rounds_when_samples_are_tight(clock):
+    calls_seen = []
+
+    def measure_round(calls: int) -> float:
+        calls_seen.append(calls)
+        clock.now += calls * 1e-4
+        return calls * 1e-4  # every call exactly 100 us
+
+    t = timer._adaptive(measure_round, one_call_s=1e-4, budget_s=10.0, target=0.03, timer="fake")
+    assert len(t.samples) == timer.MIN_ROUNDS
+    assert t.noisy is False
+    assert t.calls_per_round == 20  # MIN_ROUND_S / one call = 2 ms / 100 us
+    assert set(calls_seen) == {20}
+    assert t.samples == pytest.approx([1e-4] * timer.MIN_ROUNDS)  # per call, not per round
+    assert t.timer == "fake"
+
+
+def test_adaptive_marks_noisy_when_budget_runs_out(clock):
+    rng = random.Random(7)
+
+    def measure_round(calls: int) -> float:
+        clock.now += 0.01  # each round costs 10 ms of (fake) time
+        return calls * rng.choice([1e-3, 3e-3])  # bimodal: the median is never known to 3%
+
+    t = timer._adaptive(measure_round, one_call_s=1e-3, budget_s=0.1, target=0.03, timer="fake")
+    assert t.noisy is True
+    # the budget check runs after each round from MIN_ROUNDS on: it trips once more than 0.1 s has passed
+    assert timer.MIN_ROUNDS <= len(t.samples) <= 12
+    assert summarize(t.samples).rel_ci_half_width > 0.03
+
+
+def test_adaptive_noise_settles_before_budget(clock):
+    """Noisy at first, then tight: keeps going past MIN_ROUNDS and stops as soon as the CI is narrow."""
+    values = iter([1e-3, 5e-3, 1e-3, 5e-3, 1e-3, 5e-3, 1e-3] + [2e-3] * 1000)
+
+    def measure_round(calls: int) -> float:
+        clock.now += 1e-3
+        return calls * next(values)
+
+    t = timer._adaptive(measure_round, one_call_s=2e-3, budget_s=10.0, target=0.03, timer="fake")
+    assert t.noisy is False
+    assert timer.MIN_ROUNDS < len(t.samples) < 100
+    s = summarize(t.samples)
+    assert s.median == pytest.approx(2e-3)
+    assert s.rel_ci_half_width <= 0.03
+
+
+def test_adaptive_caps_rounds(clock):
+    # a clock that never advances and samples that never agree: MAX_ROUNDS is the only way out
+    rng = random.Random(3)
+    t = timer._adaptive(lambda calls: calls * rng.choice([1e-3, 4e-3]), one_call_s=1e-3,
+                        budget_s=1.0, target=0.0, timer="fake")
+    assert len(t.samples) == timer.MAX_ROUNDS
+    assert t.noisy is True
+
+
+def test_calls_per_round_bounds():
+    assert timer._calls_per_round(1.0) == 1  # slow calls: one per round
+    assert timer._calls_per_round(1e-3) == 2
+    assert timer._calls_per_round(1e-9) == 1000  # capped
+    assert timer._calls_per_round(0.0) == 1000
+
+
+def test_time_cpu_returns_per_call_seconds():
+    def fn():
+        time.sleep(0)
+
+    t = timer.time_cpu(fn, one_call_s=1e-6, budget_s=0.05)
+    assert t.timer == "perf_counter"
+    assert len(t.samples) >= timer.MIN_ROUNDS
+    assert t.calls_per_round == 1000
+    assert all(0 < s < 1e-3 for s in t.samples)
+
+
+# --- replay clock ------------------------------------------------------------------------------------
+
+def test_replay_clock_returns_zero_then_sample_in_pairs():
+    with replay.replaying([0.5, 0.25, 0.125]):
+        got = [replay.clock() for _ in range(6)]
+        assert got == [0.0, 0.5, 0.0, 0.25, 0.0, 0.125]
+        after = replay.clock()  # samples exhausted: the real clock again
+        assert after == pytest.approx(time.perf_counter(), abs=1.0)
+        assert after > 1.0  # not 0.0 nor a sample
+
+
+def test_replay_clock_outside_replaying_is_perf_counter():
+    a = replay.clock()
+    b = replay.clock()
+    assert 0 < a <= b
+    assert b == pytest.approx(time.perf_counter(), abs=1.0)
+
+
+def test_replay_clears_pending_samples_on_exit():
+    with pytest.raises(RuntimeError), replay.replaying([7.0, 8.0]):
+        assert replay.clock() == 0.0  # a round opened, then the block fails
+        raise RuntimeError("boom")
+    with replay.replaying([3.0]):  # a fresh replay starts at the opening of a round, not mid-pair
+        assert replay.clock() == 0.0
+        assert replay.clock() == 3.0
+    assert replay.clock() > 1.0
