@@ -3,11 +3,13 @@
 Layout (pytest-benchmark's own keys, so `pytest-benchmark compare` reads it, plus one of ours):
   machine_info   pytest-benchmark's machine info; ours under machine_info["attnbench"] (environment)
   commit_info    pytest-benchmark's git info
-  benchmarks     one entry per case, EVERY case: name, fullname, params, extra_info (our record, see
+  benchmarks     one entry per TIMED case: name, fullname, params, extra_info (our record, see
                  RECORD_FIELDS) and stats (pytest-benchmark's statistics of the timed rounds, raw
-                 per-round seconds in stats["data"]; null when the case was not timed)
+                 per-round seconds in stats["data"])
   datetime, version
   attnbench      {"schema": SCHEMA, "run_id", "profile", "sweep_id", "complete",
+                  "untimed": [entries of the cases that were not timed (unsupported, oom, error,
+                              incorrect): same shape, "stats": null],
                   "calibration": {"gemm_flops_per_s", "copy_bytes_per_s"},   (this machine's ceilings)
                   "fingerprint": {"device", "cpu_model", "gpu_name", "torch", "cuda", "threads"}}
 
@@ -63,6 +65,9 @@ def write_atomic(path: str | Path, doc: dict) -> None:
             json.dump(_clean(doc), f, indent=1, allow_nan=False)
             f.flush()
             os.fsync(f.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a results file is as readable as any other
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -89,17 +94,30 @@ def read_run(path: str | Path) -> dict:
         raise ResultsError(f"{path}: a pytest-benchmark file from another project (no 'attnbench' section)")
     if meta.get("schema") != SCHEMA:
         raise ResultsError(f"{path}: results schema {meta.get('schema')!r}, this attnbench reads {SCHEMA}")
-    for i, entry in enumerate(doc["benchmarks"]):
+    if not isinstance(meta.get("untimed", []), list):
+        raise ResultsError(f"{path}: 'attnbench.untimed' is not a list")
+    for i, entry in enumerate(entries(doc)):
         info = entry.get("extra_info") if isinstance(entry, dict) else None
         if not isinstance(info, dict) or "case_id" not in info or info.get("status") not in STATUSES:
-            raise ResultsError(f"{path}: benchmark #{i} has no valid attnbench record (case_id, status)")
+            raise ResultsError(f"{path}: case #{i} has no valid attnbench record (case_id, status)")
+        if info["status"] == "ok" and not isinstance(entry.get("stats"), dict):
+            raise ResultsError(f"{path}: case {info['case_id']} is ok but has no timing statistics")
     return doc
+
+
+def entries(doc: dict) -> list[dict]:
+    """Every case entry of a run: the timed ones (pytest-benchmark's list), then the untimed ones.
+
+    Untimed cases live apart because pytest-benchmark drops a whole file when one of its entries has
+    no statistics; keeping them out of 'benchmarks' keeps `pytest-benchmark compare` working.
+    """
+    return list(doc["benchmarks"]) + list(doc.get("attnbench", {}).get("untimed", []))
 
 
 def records(doc: dict) -> list[dict]:
     """The case records of a run, each with its raw round times (seconds) as 'samples'."""
     out = []
-    for entry in doc["benchmarks"]:
+    for entry in entries(doc):
         rec = dict(entry["extra_info"])
         stats = entry.get("stats") or {}
         rec["samples"] = list(stats.get("data") or [])

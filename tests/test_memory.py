@@ -122,8 +122,5 @@ def test_flex_causal_peak_grows_linearly():
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="bench/backends/flex.py passes block_mask=None for mask 'none'; torch's "
-                   "compiled CPU flex path then materialises O(S^2) memory (3.4x per doubling; a full BlockMask "
-                   "stays O(S))")
 def test_flex_no_mask_peak_grows_linearly():
     assert_linear("flex", "none", (1024, 2048))

@@ -17,7 +17,7 @@ import torch
 
 from bench.cli import build_parser, main
 from bench.commands import run as run_cmd
-from bench.results import read_run, write_atomic
+from bench.results import entries, read_run, write_atomic
 from bench.shapes import ShapeError
 from bench.suite import spec
 from tests.results_factory import make_record, make_run
@@ -181,7 +181,7 @@ def test_sweep_writes_a_complete_results_file(sweep):
     doc = read_run(out)
     cases = expected_cases(SWEEP_ARGS)
     assert len(cases) == 6
-    ids = [b["extra_info"]["case_id"] for b in doc["benchmarks"]]
+    ids = [b["extra_info"]["case_id"] for b in entries(doc)]
     assert sorted(ids) == sorted(c.id for c in cases)
     assert len(set(ids)) == len(ids)
     meta = doc["attnbench"]
@@ -193,7 +193,7 @@ def test_sweep_writes_a_complete_results_file(sweep):
     assert doc["machine_info"]["attnbench"]["device"] == "cpu"
     assert doc["machine_info"]["attnbench"]["profile"] == "quick"
     assert "allocator" in doc["machine_info"]["attnbench"]
-    for b in doc["benchmarks"]:
+    for b in entries(doc):
         rec = b["extra_info"]
         assert b["params"] == {"case": rec["case_id"]}
         if rec["backend"] == "sdpa-efficient":
@@ -210,23 +210,7 @@ def test_sweep_writes_a_complete_results_file(sweep):
     assert "6 cases (6 to run)" in proc.stdout
 
 
-@pytest.mark.slow  # runs a sweep
-def test_timed_entries_are_readable_by_pytest_benchmark_compare(sweep, tmp_path):
-    _, out = sweep
-    doc = json.loads(out.read_text())
-    doc["benchmarks"] = [b for b in doc["benchmarks"] if b["stats"]]
-    timed = tmp_path / "timed.json"
-    timed.write_text(json.dumps(doc))
-    proc = subprocess.run([*COMPARE, str(timed)], cwd=tmp_path,
-                          env=_env(), capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    assert "Failed to load" not in proc.stderr
-    assert "naive/mqa/b1-hq8-hkv1-q32-kv32-d64/fp32/causal/prefill/fwd/cpu" in proc.stdout
-
-
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="bench/suite/plugin.py writes 'stats': null for untimed cases; "
-                   "pytest-benchmark compare calls normalize_stats(None) and drops the whole file with a warning")
 def test_pytest_benchmark_compare_reads_the_results_file(sweep, tmp_path):
     _, out = sweep
     proc = subprocess.run([*COMPARE, str(out)], cwd=tmp_path,
@@ -237,8 +221,6 @@ def test_pytest_benchmark_compare_reads_the_results_file(sweep, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="bench/results.py write_atomic keeps mkstemp's 0600 mode: results files "
-                   "are unreadable by other users, unlike a file written with open()")
 def test_results_file_has_umask_permissions(sweep):
     _, out = sweep
     umask = os.umask(0)
@@ -256,7 +238,7 @@ def test_resume_of_a_complete_file_runs_nothing(sweep, tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "6 cases (0 to run)" in proc.stdout
     after = read_run(copy)
-    assert after["benchmarks"] == before["benchmarks"]
+    assert entries(after) == entries(before)
     assert after["attnbench"]["complete"] is True
 
 
@@ -361,7 +343,7 @@ PROGRESS = re.compile(r"^\[\d+/\d+ eta [^\]]*\] (\S+)  ", re.M)
 
 def _count(path: Path) -> int:
     try:
-        return len(json.loads(path.read_text())["benchmarks"])
+        return len(entries(json.loads(path.read_text())))
     except (OSError, ValueError, KeyError):
         return 0
 
@@ -401,7 +383,7 @@ def test_interrupted_run_keeps_finished_cases_and_resumes(tmp_path):
     assert code == 130, stderr[-2000:]
     first = read_run(out)  # still valid JSON in the engine's format
     assert first["attnbench"]["complete"] is False
-    done = [b["extra_info"]["case_id"] for b in first["benchmarks"]]
+    done = [b["extra_info"]["case_id"] for b in entries(first)]
     assert 2 <= len(done) <= total - 4, "interrupted too late to test anything"
     assert len(set(done)) == len(done) and set(done) <= all_ids
     reported = PROGRESS.findall(stdout)
@@ -416,10 +398,10 @@ def test_interrupted_run_keeps_finished_cases_and_resumes(tmp_path):
     assert f"{total} cases ({total - len(done)} to run)" in stdout
     second = read_run(out)
     assert second["attnbench"]["complete"] is False
-    done2 = [b["extra_info"]["case_id"] for b in second["benchmarks"]]
+    done2 = [b["extra_info"]["case_id"] for b in entries(second)]
     assert len(done) + 2 <= len(done2) < total, "killed too late to test anything"
     assert len(set(done2)) == len(done2) and set(done2) <= all_ids
-    assert second["benchmarks"][:len(done)] == first["benchmarks"]
+    assert entries(second)[:len(done)] == entries(first)
 
     # 3. resume to the end
     resumed = bench_run([*INTERRUPT_ARGS, "--out", str(out), "--resume"], tmp_path)
@@ -428,11 +410,11 @@ def test_interrupted_run_keeps_finished_cases_and_resumes(tmp_path):
     assert set(PROGRESS.findall(resumed.stdout)) == all_ids - set(done2)  # nothing run twice
 
     final = read_run(out)
-    ids = [b["extra_info"]["case_id"] for b in final["benchmarks"]]
+    ids = [b["extra_info"]["case_id"] for b in entries(final)]
     assert len(ids) == len(set(ids)) == total
     assert set(ids) == all_ids
     assert final["attnbench"]["complete"] is True
-    assert final["benchmarks"][:len(done2)] == second["benchmarks"]  # the earlier entries, unchanged
+    assert entries(final)[:len(done2)] == entries(second)  # the earlier entries, unchanged
     assert final["machine_info"] == first["machine_info"]
     assert final["attnbench"]["calibration"] == first["attnbench"]["calibration"]
     assert final["attnbench"]["sweep_id"] == first["attnbench"]["sweep_id"]

@@ -120,8 +120,6 @@ def test_base_record_kv_cache_of_a_decode_step():
     assert base_record(case("sdpa", tiny()))["kv_cache_bytes"] is None  # prefill has no cache to read
 
 
-@pytest.mark.xfail(strict=True, reason="runner.base_record calls kv_cache_bytes without window=s.window, so a "
-                   "sliding-window decode records the whole context instead of min(context, w) (DESIGN.md)")
 def test_base_record_kv_cache_with_sliding_window():
     s = AttentionShape(1, 1, 4096, 32, 8, 128, "bf16", "window", 256)
     r = base_record(case("sdpa", s, phase="decode"))
@@ -307,8 +305,6 @@ def test_no_predicted_oom_with_plenty_of_memory(monkeypatch):
     assert make_runner().run(case("naive")).record["status"] == "ok"
 
 
-@pytest.mark.xfail(strict=True, reason="runner._predicted_oom multiplies model_mem_bytes by 4 for backward, but "
-                   "model_mem_bytes is None for every pass but fwd, so fwd+bwd is never predicted")
 def test_predicted_oom_covers_fwd_bwd(monkeypatch):
     calls = counting_backend(monkeypatch, "guarded", naive_attention)
     monkeypatch.setattr(runner, "_available_cpu_bytes", lambda: 1000)

@@ -28,7 +28,7 @@ def _compiled():
 
 
 @functools.lru_cache(maxsize=64)
-def _block_mask(seq_q: int, seq_kv: int, window: int | None, device: str):
+def _block_mask(seq_q: int, seq_kv: int, is_causal: bool, window: int | None, device: str):
     from torch.nn.attention.flex_attention import create_block_mask
 
     off = seq_kv - seq_q
@@ -39,8 +39,11 @@ def _block_mask(seq_q: int, seq_kv: int, window: int | None, device: str):
     def sliding(b, h, q_idx, kv_idx):
         return (kv_idx <= q_idx + off) & (kv_idx > q_idx + off - window)
 
-    return create_block_mask(sliding if window is not None else causal, None, None, seq_q, seq_kv,
-                             device=device)
+    def everything(b, h, q_idx, kv_idx):
+        return q_idx >= 0
+
+    mask_mod = sliding if window is not None else causal if is_causal else everything
+    return create_block_mask(mask_mod, None, None, seq_q, seq_kv, device=device)
 
 
 def flex_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool,
@@ -48,7 +51,9 @@ def flex_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal:
     if q.device.type not in ("cpu", "cuda"):
         raise Unsupported(f"flex: no compiled FlexAttention for device {q.device.type}")
     Sq, Skv = q.shape[2], k.shape[2]
-    block_mask = _block_mask(Sq, Skv, window, str(q.device)) if (causal or window) else None
+    # Even without a mask, a (full) block mask: with block_mask=None compiled flex on CPU keeps O(S^2)
+    # intermediates alive, which is not what FlexAttention users pay.
+    block_mask = _block_mask(Sq, Skv, causal, window, str(q.device))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:

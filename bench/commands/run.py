@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from bench.results import ResultsError, read_run
+from bench.results import ResultsError, entries, read_run
 from bench.shapes import DTYPES, ShapeError, parse_mask
 from bench.suite import spec as sweeps
 
@@ -123,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
             theirs = previous["attnbench"].get("sweep_id")
             raise ShapeError(f"--resume: {out} is from another sweep (sweep_id {theirs} != {sweep_id}); "
                              "run the same profile, axes and shard")
-        done = [b["extra_info"]["case_id"] for b in previous["benchmarks"]]
+        done = [e["extra_info"]["case_id"] for e in entries(previous)]
     elif out.exists():
         raise ShapeError(f"{out} exists; pass --resume to continue it, or another --out")
     _check_writable(out)

@@ -129,7 +129,8 @@ class Runner:
     def _predicted_oom(self, case: Case) -> str | None:
         if case.device != "cpu":
             return None
-        need = (model_mem_bytes(case) or 0) * (4 if case.pass_ != "fwd" else 1)
+        forward = model_mem_bytes(Case(case.backend, case.shape, case.phase, "fwd", case.device)) or 0
+        need = forward * (4 if case.pass_ != "fwd" else 1)  # backward keeps more alive; a rough bound
         available = _available_cpu_bytes()
         if available and need > 0.7 * available:
             return f"predicted: needs ~{need / 2**30:.1f} GiB, {available / 2**30:.1f} GiB available; not run"
@@ -206,7 +207,8 @@ def base_record(case: Case) -> dict[str, Any]:
         "pass": case.pass_, "device": case.device, "flops": attention_flops(s, case.pass_),
         "bytes": attention_bytes(s),
         # one layer's K and V cache, which a decode step reads whole
-        "kv_cache_bytes": kv_cache_bytes(1, s.n_kv_heads, s.head_dim, s.seq_kv, s.batch, s.dtype) if decode else None,
+        "kv_cache_bytes": kv_cache_bytes(1, s.n_kv_heads, s.head_dim, s.seq_kv, s.batch, s.dtype,
+                                         window=s.window) if decode else None,
         "threads": torch.get_num_threads(), "tflops": None, "tokens_per_s": None, "gb_per_s": None,
         "peak_mem_bytes": None, "model_mem_bytes": None, "max_abs_err": None, "pct_gemm_ceiling": None,
         "pct_copy_ceiling": None, "pct_spec_flops": None, "median_s": None, "ci_low_s": None, "ci_high_s": None,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bench.results import SCHEMA, read_run, write_atomic
+from bench.results import SCHEMA, entries, read_run, write_atomic
 
 
 class ResultsStore:
@@ -18,15 +18,16 @@ class ResultsStore:
         else:
             self.doc = {"machine_info": machine_info, "commit_info": commit_info, "benchmarks": [],
                         "datetime": started, "version": version,
-                        "attnbench": {"schema": SCHEMA, "complete": False, **meta}}
+                        "attnbench": {"schema": SCHEMA, "complete": False, **meta, "untimed": []}}
         self.save()
 
     @property
     def done(self) -> set[str]:
-        return {b["extra_info"]["case_id"] for b in self.doc["benchmarks"]}
+        return {e["extra_info"]["case_id"] for e in entries(self.doc)}
 
     def add(self, entry: dict[str, Any]) -> None:
-        self.doc["benchmarks"].append(entry)
+        timed = entry.get("stats") is not None
+        (self.doc["benchmarks"] if timed else self.doc["attnbench"]["untimed"]).append(entry)
         self.save()
 
     def finish(self, complete: bool) -> None:
