@@ -10,6 +10,8 @@ import sys
 COMMANDS: dict[str, str] = {
     "backends": "bench.commands.backends",
     "report": "bench.commands.report",
+    "compare": "bench.commands.compare",
+    "baseline": "bench.commands.baseline",
     "run": "bench.commands.run",
     "kv": "bench.commands.kv",
 }

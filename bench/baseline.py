@@ -1,0 +1,212 @@
+"""Baselines: one saved results file per machine, under results/baselines/<fingerprint-key>.json.
+
+A machine is its fingerprint (FINGERPRINT_FIELDS); runs of different machines are not compared unless
+normalized. A baseline may pool several runs ("passes") of one machine: the between-run noise that a single
+run's rounds never show (DESIGN.md: cases bimodal between processes) is then visible to `compare`.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import math
+import platform
+import re
+import statistics
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from bench.results import ResultsError, read_run, records, write_atomic
+
+FINGERPRINT_FIELDS = ("device", "cpu_model", "gpu_name", "torch", "cuda", "threads")
+DEFAULT_DIR = Path("results/baselines")
+
+# Throughput fields are inversely proportional to the median time: rescaled when passes are pooled.
+_PER_SECOND_FIELDS = ("tflops", "tokens_per_s", "gb_per_s", "pct_gemm_ceiling", "pct_copy_ceiling", "pct_spec_flops")
+
+
+class BaselineError(ValueError):
+    """A baseline that cannot be saved or found: exit code 2."""
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def current_fingerprint(device: str) -> dict[str, str | int | None]:
+    """This machine as results files record it (attnbench.fingerprint): the six things that must match for two
+    runs' times to be comparable. gpu_name only for cuda runs: a CPU run does not depend on the GPU."""
+    import torch  # lazy: reading and comparing results needs no torch
+
+    if device not in ("cpu", "cuda"):
+        raise BaselineError(f"device {device!r}: use cpu or cuda")
+    gpu_name = None
+    if device == "cuda":
+        if not torch.cuda.is_available():
+            raise BaselineError("device cuda: torch sees no CUDA device here")
+        gpu_name = torch.cuda.get_device_name(torch.cuda.current_device())
+    return {"device": device, "cpu_model": _cpu_model(), "gpu_name": gpu_name, "torch": str(torch.__version__),
+            "cuda": torch.version.cuda, "threads": torch.get_num_threads()}
+
+
+def default_device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def fingerprint_key(fp: dict) -> str:
+    """A readable slug plus a short hash of the six fields, e.g. cpu-intel-xeon-...-torch2.13.0-cpu-t2-1a2b3c4d."""
+    core = {k: fp.get(k) for k in FINGERPRINT_FIELDS}
+    digest = hashlib.sha256(json.dumps(core, sort_keys=True, default=str).encode()).hexdigest()[:8]
+    hardware = core["gpu_name"] if core["device"] == "cuda" and core["gpu_name"] else core["cpu_model"]
+    words = [core["device"], hardware, f"torch{core['torch']}", f"t{core['threads']}"]
+    slug = re.sub(r"\((r|tm)\)", "", "-".join(str(w) for w in words if w).lower())
+    slug = re.sub(r"[^a-z0-9.]+", "-", slug).strip("-.")[:60].rstrip("-.")
+    return f"{slug}-{digest}"
+
+
+def fingerprint_diff(baseline: dict | None, current: dict | None) -> list[str]:
+    """One line per differing field, naming both values; empty when the machines match."""
+    if not isinstance(baseline, dict) or not isinstance(current, dict):
+        which = " and ".join(n for n, fp in (("baseline", baseline), ("current", current)) if not isinstance(fp, dict))
+        return [f"the {which} run records no machine fingerprint"]
+    return [f"{k}: {baseline.get(k)!r} (baseline) vs {current.get(k)!r} (current)"
+            for k in FINGERPRINT_FIELDS if baseline.get(k) != current.get(k)]
+
+
+def _entries(doc: dict) -> list[dict]:
+    """Timed entries (pytest-benchmark's list) and untimed ones (attnbench.untimed), as bench.results reads them."""
+    return list(doc["benchmarks"]) + list(doc["attnbench"].get("untimed") or [])
+
+
+def _stats(samples: list[float], iterations: int) -> dict:
+    ordered = sorted(samples)
+    q1, median, q3 = statistics.quantiles(ordered, n=4) if len(ordered) > 1 else (ordered[0],) * 3
+    mean = statistics.fmean(ordered)
+    return {"min": ordered[0], "max": ordered[-1], "mean": mean,
+            "stddev": statistics.stdev(ordered) if len(ordered) > 1 else 0.0, "median": statistics.median(ordered),
+            "q1": q1, "q3": q3, "iqr": q3 - q1, "rounds": len(ordered), "iterations": iterations,
+            "total": sum(ordered), "ops": 1 / mean if mean > 0 else None, "data": samples}
+
+
+def _pool(entries: list[dict]) -> dict:
+    """One benchmark entry from the same case in several passes: rounds pooled, pass boundaries kept."""
+    ok = [e for e in entries if e["extra_info"]["status"] == "ok" and (e.get("stats") or {}).get("data")]
+    statuses = [e["extra_info"]["status"] for e in entries]
+    if len(ok) != len(entries):
+        # flaky across passes: keep a non-ok pass so that the same failure later is not read as ok -> oom
+        out = copy.deepcopy(next(e for e in entries if e["extra_info"]["status"] != "ok"))
+        if len(set(statuses)) > 1:
+            out["extra_info"]["reason"] = f"status differs across baseline passes: {', '.join(statuses)}"
+        return out
+    out = copy.deepcopy(ok[0])
+    info, old_median = out["extra_info"], ok[0]["extra_info"].get("median_s")
+    samples = [s for e in ok for s in e["stats"]["data"]]
+    out["stats"] = _stats(samples, int(ok[0]["stats"].get("iterations") or 1))
+    median = out["stats"]["median"]
+    info.update(median_s=median, rounds=len(samples), iqr_s=out["stats"]["iqr"], ci_low_s=None, ci_high_s=None,
+                pass_rounds=[len(e["stats"]["data"]) for e in ok],
+                pass_medians_s=[statistics.median(e["stats"]["data"]) for e in ok])
+    if isinstance(old_median, (int, float)) and old_median > 0 and median > 0:
+        for name in _PER_SECOND_FIELDS:
+            if isinstance(info.get(name), (int, float)):
+                info[name] = info[name] * old_median / median
+    mems = [e["extra_info"].get("peak_mem_bytes") for e in ok]
+    if all(isinstance(m, (int, float)) for m in mems):
+        info["peak_mem_bytes"] = max(mems)  # the highest pass: memory noise must not fail a later run
+    return out
+
+
+def merge_passes(docs: list[dict], labels: list[str] | None = None) -> dict:
+    """One baseline document from one or more runs of the same machine and sweep."""
+    labels = labels or [f"run #{i + 1}" for i in range(len(docs))]
+    first = docs[0]["attnbench"].get("fingerprint")
+    if not isinstance(first, dict):
+        raise BaselineError(f"{labels[0]}: no machine fingerprint recorded; cannot file it under a machine")
+    for doc, label in zip(docs, labels, strict=True):
+        if doc["attnbench"].get("complete") is False:
+            raise BaselineError(f"{label}: the run is incomplete; a baseline must cover its whole sweep")
+        diffs = fingerprint_diff(first, doc["attnbench"].get("fingerprint"))
+        if diffs:
+            raise BaselineError(f"{label}: another machine than {labels[0]}: " + "; ".join(diffs).replace(
+                "(baseline)", "(first)").replace("(current)", "(this)"))
+    merged = copy.deepcopy(docs[0])
+    by_case: dict[str, list[dict]] = {}
+    for doc in docs:
+        for entry in _entries(doc):
+            by_case.setdefault(entry["extra_info"]["case_id"], []).append(entry)
+    pooled = [_pool(entries) if len(docs) > 1 else copy.deepcopy(entries[0]) for entries in by_case.values()]
+    # timed cases in pytest-benchmark's list, the others beside it (the results file layout)
+    merged["benchmarks"] = [e for e in pooled if e.get("stats")]
+    merged["attnbench"]["untimed"] = [e for e in pooled if not e.get("stats")]
+    gemms = [(d["attnbench"].get("calibration") or {}).get("gemm_flops_per_s") for d in docs]
+    if len(docs) > 1 and all(isinstance(g, (int, float)) and math.isfinite(g) for g in gemms):
+        merged["attnbench"].setdefault("calibration", {})["gemm_flops_per_s"] = statistics.median(gemms)
+    merged["attnbench"]["baseline"] = {"passes": len(docs),
+                                       "run_ids": [d["attnbench"].get("run_id") for d in docs],
+                                       "saved": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    return merged
+
+
+def save(paths: list[str | Path], directory: str | Path = DEFAULT_DIR) -> Path:
+    """Store the run(s) as this fingerprint's baseline, replacing the previous one; returns the file."""
+    docs = [read_run(p) for p in paths]
+    merged = merge_passes(docs, [str(p) for p in paths])
+    target = Path(directory) / f"{fingerprint_key(merged['attnbench']['fingerprint'])}.json"
+    write_atomic(target, merged)
+    return target
+
+
+def find(fingerprint: dict, directory: str | Path = DEFAULT_DIR) -> Path | None:
+    path = Path(directory) / f"{fingerprint_key(fingerprint)}.json"
+    return path if path.is_file() else None
+
+
+@dataclass(frozen=True)
+class Stored:
+    """A baseline file as `baseline show` lists it; error is set when the file cannot be read."""
+
+    path: Path
+    fingerprint: dict | None = None
+    profile: str | None = None
+    n_cases: int = 0
+    passes: int = 1
+    run_ids: tuple[str, ...] = ()
+    saved: str | None = None
+    error: str | None = None
+
+
+def stored(directory: str | Path = DEFAULT_DIR) -> list[Stored]:
+    out = []
+    for path in sorted(Path(directory).glob("*.json")):
+        try:
+            doc = read_run(path)
+        except ResultsError as err:
+            out.append(Stored(path, error=str(err)))
+            continue
+        meta = doc["attnbench"]
+        info = meta.get("baseline") or {}
+        run_ids = tuple(str(r) for r in info.get("run_ids") or [meta.get("run_id")])
+        out.append(Stored(path, meta.get("fingerprint"), meta.get("profile"), len(records(doc)),
+                          int(info.get("passes") or 1), run_ids, info.get("saved")))
+    return out
+
+
+def closest(fingerprint: dict, directory: str | Path = DEFAULT_DIR) -> tuple[Path, list[str]] | None:
+    """The stored baseline of the same device differing in the fewest fields (for --normalize on CI runners)."""
+    candidates = [(len(fingerprint_diff(s.fingerprint, fingerprint)), s) for s in stored(directory)
+                  if s.error is None and isinstance(s.fingerprint, dict)
+                  and s.fingerprint.get("device") == fingerprint.get("device")]
+    if not candidates:
+        return None
+    _, best = min(candidates, key=lambda c: (c[0], str(c[1].path)))
+    return best.path, fingerprint_diff(best.fingerprint, fingerprint)

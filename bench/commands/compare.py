@@ -1,0 +1,35 @@
+"""`python -m bench compare BASELINE CURRENT`: verdict per case; exit 0 no regression, 1 regression, 2 bad input."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from bench.compare import METRICS, Rule, compare_runs, parse_threshold
+from bench.compare_render import RENDERERS
+from bench.results import read_run
+
+help = "compare a run with a baseline case by case; exit 1 on a regression, 2 on unusable input"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("baseline", help="results file of the baseline (e.g. from `baseline path`)")
+    parser.add_argument("current", help="results file of the run to check")
+    parser.add_argument("--metric", choices=list(METRICS), default="median", help="statistic of the rounds compared")
+    # parsed in run(), not by argparse: a bad value must give one 'error:' line and exit 2 like other bad input
+    parser.add_argument("--threshold", default="10%", help="smallest change that counts: 10%% or 0.1 (default 10%%)")
+    parser.add_argument("--format", choices=list(RENDERERS), default="text", help="text table, markdown, or json")
+    parser.add_argument("--normalize", action="store_true",
+                        help="compare times in GEMM units (time x the run's own GEMM FLOP/s); allows other machines")
+    parser.add_argument("--output", metavar="FILE", help="also write the report to FILE (e.g. for a CI job summary)")
+
+
+def run(args: argparse.Namespace) -> int:
+    rule = Rule(metric=args.metric, threshold=parse_threshold(args.threshold))
+    comparison = compare_runs(read_run(args.baseline), read_run(args.current), rule, normalize=args.normalize)
+    report = RENDERERS[args.format](comparison)
+    print(report, end="")
+    if args.output:
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.output).write_text(report)
+    return comparison.summary.exit_code

@@ -1,0 +1,387 @@
+"""Regression verdicts: two runs compared case by case. Pure analysis; compare_render.py turns it into text.
+
+The rule. For a case timed in both runs, l = ln(current / baseline) of the chosen metric (median by default) of
+the raw rounds (with --normalize, times x the GEMM FLOP/s each run measured of itself); thr = ln(1 + threshold).
+  1. |l| <= thr: unchanged, whatever the statistics say.
+  2. Otherwise the move is confirmed only if ALL of a-d hold; if any fails the case is "noisy" (the reason says which):
+     a. significance: one-sided Mann-Whitney U on the two runs' raw rounds, p < alpha (0.01).
+     b. own spread: the middle 60% of the rounds (20th-80th percentile) of the two runs do not overlap, so rounds
+        that mix two modes, or scatter wider than the move, cannot make it.
+     c. between runs (within-run statistics understate run-to-run noise; the cases themselves measure it). With m
+        the median of all cases' l and sigma = 1.4826 x their median absolute deviation, ONE of:
+        - alone: the case stands out, |l - m| > k * sigma (k = 4);
+        - group: it is past the threshold from 0 and from m, and the "clean" cases (a and b hold) that are past it
+          lean to its side: one-sided Wilcoxon signed-rank on their l - m, p < alpha. Unchanged code moves cases
+          past the threshold as much one way as the other; a lean is a (partial) regression;
+        - global: m itself is past the threshold on the case's side, and the clean cases past the threshold lean
+          that way (signed-rank on their l, p < alpha): the whole run moved.
+     d. pooled baseline: when the baseline pooled several runs, the current value differs by more than the
+        threshold from the value of EVERY pass (a value some pass already showed is not a change).
+     All hold: regressed (slower) or improved (faster).
+Memory is deterministic enough to need no statistics: peak_mem_bytes up by more than the threshold -> regressed.
+Status: ok -> oom | incorrect | error is always a failure; other status changes are reported, not failed.
+Fewer than min_cases (8) timed cases: sigma is taken as prior_sigma (5%), m as 0, and group/global do not apply.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.stats import mannwhitneyu, wilcoxon
+
+from bench.baseline import fingerprint_diff
+from bench.results import records
+
+VERDICTS = ("regressed", "status changed", "noisy", "improved", "missing", "new", "unchanged")  # by severity
+FAILING_STATUSES = ("oom", "incorrect", "error")
+METRICS = {"median": np.median, "mean": np.mean, "min": np.min}
+
+
+class CompareError(ValueError):
+    """Two runs that cannot be compared (other machine, nothing in common, bad threshold): exit code 2."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    """The knobs of the verdict; the defaults are what `python -m bench compare` uses."""
+
+    metric: str = "median"
+    threshold: float = 0.10  # practical significance: smaller changes are 'unchanged' whatever the statistics say
+    alpha: float = 0.01  # for each test (rounds, group, global); strict because a CI run tests many cases at once
+    k: float = 4.0  # how many run-to-run sigmas a case must stand out of the others to count on its own
+    min_rounds: int = 5  # with fewer, Mann-Whitney U cannot reach alpha (5 vs 5 rounds: p >= 1/252)
+    min_cases: int = 8  # with fewer timed cases the spread across cases is not estimated: prior_sigma is used
+    prior_sigma: float = 0.05
+    sigma_floor: float = 0.01  # identical synthetic runs have zero spread; never claim under 1% noise
+
+
+@dataclass(frozen=True)
+class NoiseModel:
+    """Run-to-run noise of this comparison, read off the per-case log ratios of all cases timed in both runs."""
+
+    kind: str  # "cross-case" (estimated from the cases) | "prior" (too few cases to estimate)
+    n_cases: int  # cases timed in both runs
+    center: float  # median log ratio: how much the run as a whole moved
+    sigma: float  # run-to-run sigma of one case's log ratio (from the MAD of all cases' log ratios)
+    k: float
+    n_slower: int  # clean cases slower by more than the threshold, from 0 and from the center ...
+    n_faster: int  # ... and faster; for unchanged code both are equally likely
+    group_p: float  # signed-rank test that those moves lean to the side with more cases (one-sided)
+    group_shift: int  # +1: they lean slower (a partial regression); -1 faster; 0 no lean
+    global_p: float  # signed-rank test that the clean moves past the threshold from 0 lean to the center's side
+    global_shift: int  # +1: the whole run is slower past the threshold; -1 faster; 0 neither
+    geomean_ratio: float | None  # geometric mean of the ratios of all timed cases (information only)
+
+    @property
+    def center_ratio(self) -> float:
+        return math.exp(self.center)
+
+    @property
+    def floor_ratio(self) -> float:
+        """How far (as a ratio) a case must stand out of the others to count on its own."""
+        return math.exp(self.k * self.sigma)
+
+
+@dataclass(frozen=True)
+class CaseVerdict:
+    case_id: str
+    verdict: str  # one of VERDICTS
+    failing: bool  # counts towards exit code 1
+    reason: str
+    base_status: str | None
+    cur_status: str | None
+    base_value: float | None  # the metric over the rounds: seconds, or GEMM FLOP-equivalents with --normalize
+    cur_value: float | None
+    ratio: float | None  # current / baseline time
+    p_value: float | None
+    mem_ratio: float | None  # current / baseline peak_mem_bytes
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    run_id: str | None
+    profile: str | None
+    complete: bool | None
+    passes: int  # how many runs a saved baseline pooled (1 for a plain run)
+    fingerprint: dict | None
+    gemm_flops_per_s: float | None
+
+
+@dataclass(frozen=True)
+class Summary:
+    baseline: RunInfo
+    current: RunInfo
+    rule: Rule
+    noise: NoiseModel
+    normalized: bool  # times were divided into GEMM units by each run's own calibration
+    fingerprint_diffs: tuple[str, ...]  # what differs between the machines (only possible with normalized)
+    counts: dict[str, int]
+    n_failing: int  # regressed cases plus failing status changes
+    n_matched: int
+    warnings: tuple[str, ...]
+    exit_code: int  # 0 no regression, 1 regression
+
+
+@dataclass(frozen=True)
+class Comparison:
+    summary: Summary
+    cases: tuple[CaseVerdict, ...] = field(default_factory=tuple)
+
+
+def parse_threshold(text: str) -> float:
+    """'10%' or '0.1' -> 0.1. A bare number >= 1 is refused: '10' could mean 10% or 1000%."""
+    raw = str(text).strip()
+    try:
+        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+    except ValueError:
+        raise CompareError(f"threshold {text!r} is not a number: write e.g. 10% or 0.1") from None
+    if not math.isfinite(value) or value <= 0:
+        raise CompareError(f"threshold {text!r} must be a positive amount, e.g. 10% or 0.1")
+    if not raw.endswith("%") and value >= 1:
+        raise CompareError(f"threshold {text!r} is ambiguous: write {raw}% for percent, or a fraction like 0.1")
+    return value
+
+
+def median_mad(values: Sequence[float]) -> tuple[float, float]:
+    """Median and MAD-based sigma (1.4826 MAD, small-sample corrected) of the values."""
+    x = np.asarray(values, dtype=float)
+    center = float(np.median(x))
+    n = len(x)
+    return center, 1.4826 * n / (n - 0.8) * float(np.median(np.abs(x - center)))
+
+
+def _lean_p(moves: np.ndarray, direction: int) -> float:
+    """One-sided Wilcoxon signed-rank p that the moves lean to `direction` (more of them, and larger), not 0/0."""
+    moves = moves[moves != 0]
+    if not len(moves):
+        return 1.0
+    return float(wilcoxon(moves, alternative="greater" if direction > 0 else "less").pvalue)
+
+
+def noise_model(log_ratios: Sequence[float], clean: Sequence[bool], rule: Rule) -> NoiseModel:
+    """Between-run noise from the cases themselves: within-run CIs understate it (see DESIGN.md).
+
+    clean[i]: case i's own rounds show its move clearly (steps a and b); only such cases count in the group and
+    global tests, so that cases with wide or bimodal rounds cannot make or hide a lean.
+    """
+    x = np.asarray(log_ratios, dtype=float)
+    ok = np.asarray(clean, dtype=bool)
+    n = len(x)
+    thr = math.log1p(rule.threshold)
+    geomean = math.exp(float(np.mean(x))) if n else None
+    if n < rule.min_cases:
+        return NoiseModel("prior", n, 0.0, rule.prior_sigma, rule.k, 0, 0, 1.0, 0, 1.0, 0, geomean)
+    # Robust, but a regression of a third of the cases still doubles sigma: the group test below covers that.
+    center, sigma = median_mad(x)
+    sigma = max(sigma, rule.sigma_floor)
+    # group: moves past the threshold from 0 and from the center (a drift of the whole run is not a group)
+    past = ok & (np.abs(x) > thr) & (np.abs(x - center) > thr) & (np.sign(x) == np.sign(x - center))
+    slower, faster = int(np.sum(past & (x > 0))), int(np.sum(past & (x < 0)))
+    lean = 1 if slower >= faster else -1
+    group_p = _lean_p(x[past] - center, lean)
+    group = lean if group_p < rule.alpha else 0
+    # global: the center itself moved past the threshold, and the clean cases past it lean the same way
+    global_p = _lean_p(x[ok & (np.abs(x) > thr)], 1 if center > 0 else -1)
+    moved = abs(center) > thr and global_p < rule.alpha
+    return NoiseModel("cross-case", n, center, sigma, rule.k, slower, faster, group_p, group, global_p,
+                      int(np.sign(center)) if moved else 0, geomean)
+
+
+@dataclass(frozen=True)
+class _Timed:
+    """One case's rounds in both runs (already scaled), before the noise model is known."""
+
+    base: np.ndarray
+    cur: np.ndarray
+    base_value: float
+    cur_value: float
+    base_passes: tuple[float, ...]  # the metric of each pooled baseline pass; one entry for a plain run
+
+    @property
+    def log_ratio(self) -> float:
+        return math.log(self.cur_value / self.base_value)
+
+
+def _timed(base: dict, cur: dict, metric: str, base_scale: float, cur_scale: float) -> _Timed | None:
+    fn = METRICS[metric]
+    b = np.asarray(base.get("samples") or [], dtype=float) * base_scale
+    c = np.asarray(cur.get("samples") or [], dtype=float) * cur_scale
+    if not len(b) or not len(c):
+        return None
+    bv, cv = float(fn(b)), float(fn(c))
+    if not (bv > 0 and cv > 0 and math.isfinite(bv) and math.isfinite(cv)):
+        return None
+    passes: tuple[float, ...] = (bv,)
+    split = base.get("pass_rounds")
+    if isinstance(split, list) and len(split) > 1 and sum(split) == len(b):
+        bounds = np.cumsum([0, *split])
+        passes = tuple(float(fn(b[lo:hi])) for lo, hi in zip(bounds[:-1], bounds[1:], strict=True) if hi > lo)
+    return _Timed(b, c, bv, cv, passes)
+
+
+def _pct(ratio: float) -> str:
+    return f"{abs(ratio - 1) * 100:.0f}%"
+
+
+def _within(t: _Timed, rule: Rule) -> tuple[float | None, list[str]]:
+    """(p, doubts) from the case's own rounds, for a move in the direction of its ratio (steps a and b)."""
+    d = 1 if t.log_ratio > 0 else -1
+    doubts = []
+    p = None
+    if min(len(t.base), len(t.cur)) < rule.min_rounds:
+        doubts.append(f"too few rounds to test ({len(t.base)} vs {len(t.cur)})")
+    else:
+        test = mannwhitneyu(t.cur, t.base, alternative="greater" if d > 0 else "less")
+        p = float(test.pvalue)
+        if p >= rule.alpha:
+            doubts.append(f"not significant (p={p:.2g})")
+        # middle 60%: wide enough to catch two modes mixed in one run, narrow enough to ignore a few preempted rounds
+        b20, b80 = np.quantile(t.base, [0.2, 0.8])
+        c20, c80 = np.quantile(t.cur, [0.2, 0.8])
+        if (c20 <= b80) if d > 0 else (c80 >= b20):
+            doubts.append("the middle 60% of the two runs' rounds overlap")
+    return p, doubts
+
+
+def _time_verdict(t: _Timed, within: tuple[float | None, list[str]], noise: NoiseModel,
+                  rule: Rule) -> tuple[str, str, float | None]:
+    """(verdict, reason, p) for the timing of one case, following the rule in the module docstring."""
+    thr = math.log1p(rule.threshold)
+    ratio = t.cur_value / t.base_value
+    l = t.log_ratio
+    if abs(l) <= thr:
+        return "unchanged", "", None
+    d = 1 if l > 0 else -1
+    said = f"{'slower' if d > 0 else 'faster'} by {_pct(ratio)}"
+    p, doubts = within[0], list(within[1])
+    apart = d * (l - noise.center)
+    alone = apart > noise.k * noise.sigma
+    in_group = noise.group_shift == d and apart > thr
+    if not (alone or in_group or noise.global_shift == d):
+        doubts.append(f"within run-to-run noise (alone a case must stand out of the others by x{noise.floor_ratio:.2f},"
+                      f" and the cases past the threshold do not lean {'slower' if d > 0 else 'faster'})")
+    if len(t.base_passes) > 1:
+        nearest = max(t.base_passes) if d > 0 else min(t.base_passes)
+        if d * math.log(t.cur_value / nearest) <= thr:
+            doubts.append(f"within the range of the {len(t.base_passes)} baseline passes")
+    if doubts:
+        return "noisy", f"{said}, but " + "; ".join(doubts), p
+    return ("regressed" if d > 0 else "improved"), said, p
+
+
+def _mem_ratio(base: dict, cur: dict) -> float | None:
+    mb, mc = base.get("peak_mem_bytes"), cur.get("peak_mem_bytes")
+    if isinstance(mb, (int, float)) and isinstance(mc, (int, float)) and mb > 0 and mc >= 0:
+        return mc / mb
+    return None
+
+
+def _by_case(doc: dict, label: str) -> dict[str, dict]:
+    out: dict[str, dict] = {}
+    for rec in records(doc):
+        if rec["case_id"] in out:
+            raise CompareError(f"{label}: case {rec['case_id']} appears twice")
+        out[rec["case_id"]] = rec
+    return out
+
+
+def _run_info(doc: dict) -> RunInfo:
+    meta = doc["attnbench"]
+    gemm = (meta.get("calibration") or {}).get("gemm_flops_per_s")
+    gemm = float(gemm) if isinstance(gemm, (int, float)) and math.isfinite(gemm) and gemm > 0 else None
+    return RunInfo(meta.get("run_id"), meta.get("profile"), meta.get("complete"),
+                   int((meta.get("baseline") or {}).get("passes") or 1), meta.get("fingerprint"), gemm)
+
+
+def compare_runs(baseline: dict, current: dict, rule: Rule | None = None, normalize: bool = False) -> Comparison:
+    """Verdict per case (matched by case_id) plus a summary; raises CompareError when the runs are not comparable.
+
+    baseline and current are documents as read by bench.results.read_run.
+    """
+    rule = rule or Rule()
+    if rule.metric not in METRICS:
+        raise CompareError(f"metric {rule.metric!r}: choose one of {', '.join(METRICS)}")
+    binfo, cinfo = _run_info(baseline), _run_info(current)
+    diffs = tuple(fingerprint_diff(binfo.fingerprint, cinfo.fingerprint))
+    if diffs and not normalize:
+        raise CompareError("the runs come from different machines: " + "; ".join(diffs)
+                           + " (compare runs of one machine, or pass --normalize to compare in GEMM units)")
+    base_scale = cur_scale = 1.0
+    if normalize:
+        missing = [name for name, info in (("baseline", binfo), ("current", cinfo)) if info.gemm_flops_per_s is None]
+        if missing:
+            raise CompareError(f"--normalize needs attnbench.calibration.gemm_flops_per_s; missing in the "
+                               f"{' and '.join(missing)} run")
+        # time x GEMM speed of the same run: the share of the machine's speed a case needs, comparable across machines
+        base_scale, cur_scale = binfo.gemm_flops_per_s, cinfo.gemm_flops_per_s
+    bcases, ccases = _by_case(baseline, "baseline"), _by_case(current, "current")
+    common = [cid for cid in bcases if cid in ccases]
+    if not common:
+        raise CompareError(f"no case in common: the baseline has {len(bcases)} cases (profile {binfo.profile}), "
+                           f"the current run {len(ccases)} (profile {cinfo.profile})")
+
+    timed = {}
+    for cid in common:
+        b, c = bcases[cid], ccases[cid]
+        if b["status"] == "ok" and c["status"] == "ok":
+            t = _timed(b, c, rule.metric, base_scale, cur_scale)
+            if t is not None:
+                timed[cid] = t
+    within = {cid: _within(t, rule) for cid, t in timed.items()}
+    noise = noise_model([t.log_ratio for t in timed.values()], [not within[cid][1] for cid in timed], rule)
+
+    verdicts = [_case_verdict(cid, bcases[cid], ccases[cid], timed.get(cid), within.get(cid), noise, rule)
+                for cid in common]
+    verdicts += [CaseVerdict(cid, "missing", False, "in the baseline, not in the current run", bcases[cid]["status"],
+                             None, None, None, None, None, None) for cid in bcases if cid not in ccases]
+    verdicts += [CaseVerdict(cid, "new", False, "not in the baseline", None, ccases[cid]["status"], None, None,
+                             None, None, None) for cid in ccases if cid not in bcases]
+    verdicts.sort(key=lambda v: (not v.failing, VERDICTS.index(v.verdict), -(v.ratio or 0), v.case_id))
+
+    warnings = []
+    for name, info in (("baseline", binfo), ("current", cinfo)):
+        if info.complete is False:
+            warnings.append(f"the {name} run is incomplete (it stopped before the end of its sweep)")
+    counts = {name: sum(v.verdict == name for v in verdicts) for name in VERDICTS}
+    n_failing = sum(v.failing for v in verdicts)
+    summary = Summary(binfo, cinfo, rule, noise, normalize, diffs, counts, n_failing, len(common), tuple(warnings),
+                      1 if n_failing else 0)
+    return Comparison(summary, tuple(verdicts))
+
+
+def _case_verdict(cid: str, b: dict, c: dict, t: _Timed | None, within: tuple[float | None, list[str]] | None,
+                  noise: NoiseModel, rule: Rule) -> CaseVerdict:
+    bs, cs = b["status"], c["status"]
+    if bs != cs:
+        failing = bs == "ok" and cs in FAILING_STATUSES
+        why = (c.get("reason") or "").strip()
+        return CaseVerdict(cid, "status changed", failing, f"{bs} -> {cs}" + (f": {why}" if why else ""), bs, cs,
+                           None, None, None, None, None)
+    if bs != "ok":
+        return CaseVerdict(cid, "unchanged", False, f"{bs} in both runs", bs, cs, None, None, None, None, None)
+    mem = _mem_ratio(b, c)
+    if t is None or within is None:
+        time_v, time_why, p, ratio = "noisy", "no usable rounds in one of the runs", None, None
+    else:
+        time_v, time_why, p = _time_verdict(t, within, noise, rule)
+        ratio = t.cur_value / t.base_value
+    mem_v, mem_why = "unchanged", ""
+    if mem is not None and mem > 1 + rule.threshold:
+        mem_v, mem_why = "regressed", f"peak memory +{_pct(mem)}"
+    elif mem is not None and mem < 1 / (1 + rule.threshold):  # symmetric in log, like the times
+        mem_v, mem_why = "improved", f"peak memory -{_pct(mem)}"
+    # one verdict per case: a regression of either kind wins, then doubt, then gains
+    if "regressed" in (time_v, mem_v):
+        verdict = "regressed"
+    elif time_v == "noisy":
+        verdict = "noisy"
+    elif "improved" in (time_v, mem_v):
+        verdict = "improved"
+    else:
+        verdict = "unchanged"
+    reason = "; ".join(s for s in (time_why, mem_why) if s)
+    return CaseVerdict(cid, verdict, verdict == "regressed", reason, bs, cs,
+                       t.base_value if t else None, t.cur_value if t else None, ratio, p, mem)

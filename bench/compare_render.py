@@ -1,0 +1,132 @@
+"""Renderers of a Comparison: a text table for terminals, markdown for CI summaries, one JSON object for tools."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Callable
+
+from bench.compare import VERDICTS, CaseVerdict, Comparison, Summary
+
+
+def _time(value: float | None, normalized: bool) -> str:
+    if value is None:
+        return "-"
+    if normalized:  # seconds x FLOP/s: the GEMM work the machine could have done meanwhile
+        return f"{value / 1e9:.3g} GFLOP-eq"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if value >= scale:
+            return f"{value / scale:.3g} {unit}"
+    return f"{value / 1e-9:.3g} ns"
+
+
+def _ratio(value: float | None) -> str:
+    return "-" if value is None else f"x{value:.2f}"
+
+
+def _p(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1g}"
+
+
+def _counts(s: Summary) -> str:
+    failing = f"{s.n_failing} failing; " if s.n_failing else ""
+    return failing + ", ".join(f"{s.counts[v]} {v}" for v in VERDICTS if s.counts[v]) + f" ({s.n_matched} matched)"
+
+
+def _noise_line(s: Summary) -> str:
+    n = s.noise
+    if n.kind == "prior":
+        return (f"run-to-run noise: only {n.n_cases} cases timed in both runs, too few to measure it; assumed sigma "
+                f"{n.sigma:.0%} per case, so a case must move by {_ratio(n.floor_ratio)} to count")
+    text = (f"run-to-run noise (from {n.n_cases} cases): sigma {n.sigma:.1%} per case; the run as a whole moved "
+            f"{_ratio(n.center_ratio)}; alone a case must stand out of the others by {_ratio(n.floor_ratio)}; past the "
+            f"threshold: {n.n_slower} clean cases slower, {n.n_faster} faster (lean p={n.group_p:.2g})")
+    if n.group_shift:
+        text += f"; GROUP: the cases lean {'slower' if n.group_shift > 0 else 'faster'}"
+    if n.global_shift:
+        text += f"; GLOBAL: the whole run is {'slower' if n.global_shift > 0 else 'faster'} ({_ratio(n.center_ratio)})"
+    return text
+
+
+def _context_lines(s: Summary) -> list[str]:
+    lines = [_noise_line(s)]
+    if s.normalized:
+        gb, gc = s.baseline.gemm_flops_per_s / 1e9, s.current.gemm_flops_per_s / 1e9
+        lines.append(f"normalized: times x each run's own GEMM speed (baseline {gb:.4g}, current {gc:.4g} GFLOP/s), "
+                     "i.e. compared in GEMM units")
+        lines += [f"machines differ: {d}" for d in s.fingerprint_diffs]
+    lines += [f"warning: {w}" for w in s.warnings]
+    return lines
+
+
+def _title(s: Summary) -> str:
+    b, c = s.baseline, s.current
+    passes = f", {b.passes} passes" if b.passes > 1 else ""
+    return (f"baseline {b.run_id} ({b.profile}{passes}) vs current {c.run_id} ({c.profile}); metric {s.rule.metric}, "
+            f"threshold {s.rule.threshold:.0%}, alpha {s.rule.alpha}")
+
+
+def _row(v: CaseVerdict, normalized: bool) -> list[str]:
+    status = v.cur_status if v.base_status == v.cur_status else f"{v.base_status or '-'} -> {v.cur_status or '-'}"
+    return [v.verdict + (" (fails)" if v.failing and v.verdict != "regressed" else ""), _ratio(v.ratio), _p(v.p_value),
+            _ratio(v.mem_ratio), _time(v.base_value, normalized), _time(v.cur_value, normalized), status or "-",
+            v.case_id, v.reason]
+
+
+_HEAD = ["verdict", "time", "p", "memory", "baseline", "current", "status", "case", "note"]
+
+
+def render_text(cmp: Comparison) -> str:
+    s = cmp.summary
+    rows = [_HEAD] + [_row(v, s.normalized) for v in cmp.cases]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(_HEAD) - 1)]
+    table = ["  ".join(cell.ljust(w) for cell, w in zip(r[:-1], widths, strict=True)) + "  " + r[-1] for r in rows]
+    verdict = "REGRESSION" if s.exit_code else "no regression"
+    return "\n".join([f"attnbench compare: {_title(s)}", *_context_lines(s), f"result: {verdict}: {_counts(s)}", "",
+                      *(line.rstrip() for line in table)]) + "\n"
+
+
+def _md(cell: str) -> str:
+    return cell.replace("|", "\\|")
+
+
+def render_markdown(cmp: Comparison) -> str:
+    s = cmp.summary
+    mark = ":x: **regression**" if s.exit_code else ":white_check_mark: no regression"
+    lines = [f"### attnbench: {mark}: {_counts(s)}", "", _title(s) + "  ", *(line + "  " for line in _context_lines(s)),
+             ""]
+    shown = [v for v in cmp.cases if v.verdict != "unchanged"]
+    if not shown:
+        lines.append(f"All {s.n_matched} cases are within the threshold of the baseline.")
+        return "\n".join(lines) + "\n"
+    lines += ["| " + " | ".join(_HEAD) + " |", "|" + "---|" * len(_HEAD)]
+    for v in shown:
+        cells = _row(v, s.normalized)
+        cells[7] = f"`{cells[7]}`"
+        lines.append("| " + " | ".join(_md(c) for c in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _finite(value):
+    """JSON has no NaN/inf: null, as in results files."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def render_json(cmp: Comparison) -> str:
+    s = cmp.summary
+    noise = {**dataclasses.asdict(s.noise), "center_ratio": s.noise.center_ratio, "floor_ratio": s.noise.floor_ratio}
+    doc = {"result": "regression" if s.exit_code else "ok", "exit_code": s.exit_code, **dataclasses.asdict(s),
+           "noise": noise, "cases": [dataclasses.asdict(v) for v in cmp.cases]}
+    return json.dumps(_finite(doc), indent=1, allow_nan=False) + "\n"
+
+
+RENDERERS: dict[str, Callable[[Comparison], str]] = {
+    "text": render_text, "markdown": render_markdown, "json": render_json,
+}
