@@ -150,7 +150,7 @@ def test_median_mad_estimates_sigma():
 
 def test_too_few_cases_use_the_prior_noise_and_say_so():
     few = CASES[:3]
-    cmp = compare_runs(sweep(1, cases=few), sweep(2, cases=few, slowdown=2.0))
+    cmp = compare_runs(sweep(1, cases=few), sweep(2, cases=few, slowdown=2.5))
     assert cmp.summary.noise.kind == "prior"
     assert cmp.summary.counts["regressed"] == 3
     assert "only 3 cases timed in both runs, too few to measure it" in render_text(cmp)
