@@ -387,8 +387,13 @@ def test_baseline_save_path_show(tmp_path, capsys, this_machine):
     assert shown.count("<- this machine") == 1 and f"{saved}  <- this machine" in shown
     assert "'Other CPU'" in shown and "24 cases" in shown
 
-    # the saved baseline is an ordinary results file: compare reads it
-    assert main(["compare", saved, write(tmp_path, "cur.json", sweep(3))]) == 0
+    # the saved baseline is an ordinary results file: compare reads it, or finds it in the folder
+    cur = write(tmp_path, "cur.json", sweep(3))
+    assert main(["compare", saved, cur]) == 0
+    assert main(["compare", folder, cur]) == 0
+    assert "baseline run-1 (quick) vs current run-3" in capsys.readouterr().out
+    assert main(["compare", folder, write(tmp_path, "t8.json", sweep(3, fingerprint={"threads": 8}))]) == 2
+    assert "no baseline for the machine of" in capsys.readouterr().err
 
 
 def test_baseline_path_closest(tmp_path, capsys, this_machine):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from bench.baseline import BaselineError, find, fingerprint_key
 from bench.compare import METRICS, Rule, compare_runs, parse_threshold
 from bench.compare_render import RENDERERS
 from bench.results import read_run
@@ -13,7 +14,8 @@ help = "compare a run with a baseline case by case; exit 1 on a regression, 2 on
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("baseline", help="results file of the baseline (e.g. from `baseline path`)")
+    parser.add_argument("baseline", help="results file of the baseline, or a baseline folder (results/baselines): "
+                        "then the baseline of the machine that ran CURRENT")
     parser.add_argument("current", help="results file of the run to check")
     parser.add_argument("--metric", choices=list(METRICS), default="median", help="statistic of the rounds compared")
     # parsed in run(), not by argparse: a bad value must give one 'error:' line and exit 2 like other bad input
@@ -26,7 +28,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     rule = Rule(metric=args.metric, threshold=parse_threshold(args.threshold))
-    comparison = compare_runs(read_run(args.baseline), read_run(args.current), rule, normalize=args.normalize)
+    current = read_run(args.current)
+    base_path = Path(args.baseline)
+    if base_path.is_dir():
+        fp = current["attnbench"].get("fingerprint")
+        found = find(fp, base_path) if isinstance(fp, dict) else None
+        if found is None:
+            key = fingerprint_key(fp) if isinstance(fp, dict) else "no fingerprint recorded"
+            raise BaselineError(f"{base_path}: no baseline for the machine of {args.current} ({key}); save one with "
+                                f"`python -m bench baseline save RESULTS`")
+        base_path = found
+    comparison = compare_runs(read_run(base_path), current, rule, normalize=args.normalize)
     report = RENDERERS[args.format](comparison)
     print(report, end="")
     if args.output:
