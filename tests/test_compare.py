@@ -392,8 +392,11 @@ def test_baseline_save_path_show(tmp_path, capsys, this_machine):
     assert main(["compare", saved, cur]) == 0
     assert main(["compare", folder, cur]) == 0
     assert "baseline run-1 (quick) vs current run-3" in capsys.readouterr().out
-    assert main(["compare", folder, write(tmp_path, "t8.json", sweep(3, fingerprint={"threads": 8}))]) == 2
+    t8 = write(tmp_path, "t8.json", sweep(3, fingerprint={"threads": 8}))
+    assert main(["compare", folder, t8]) == 2
     assert "no baseline for the machine of" in capsys.readouterr().err
+    assert main(["compare", folder, t8, "--normalize"]) == 0  # the nearest machine, named in the report
+    assert "machines differ: threads: 2 (baseline) vs 8 (current)" in capsys.readouterr().out
 
 
 def test_baseline_path_closest(tmp_path, capsys, this_machine):

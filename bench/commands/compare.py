@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from bench.baseline import BaselineError, find, fingerprint_key
+from bench.baseline import BaselineError, closest, find, fingerprint_key
 from bench.compare import METRICS, Rule, compare_runs, parse_threshold
 from bench.compare_render import RENDERERS
 from bench.results import read_run
@@ -15,7 +15,7 @@ help = "compare a run with a baseline case by case; exit 1 on a regression, 2 on
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("baseline", help="results file of the baseline, or a baseline folder (results/baselines): "
-                        "then the baseline of the machine that ran CURRENT")
+                        "then the baseline of the machine that ran CURRENT (with --normalize: the nearest one)")
     parser.add_argument("current", help="results file of the run to check")
     parser.add_argument("--metric", choices=list(METRICS), default="median", help="statistic of the rounds compared")
     # parsed in run(), not by argparse: a bad value must give one 'error:' line and exit 2 like other bad input
@@ -33,6 +33,9 @@ def run(args: argparse.Namespace) -> int:
     if base_path.is_dir():
         fp = current["attnbench"].get("fingerprint")
         found = find(fp, base_path) if isinstance(fp, dict) else None
+        if found is None and args.normalize and isinstance(fp, dict):
+            # other machines are acceptable once normalized: take the nearest one (the report lists what differs)
+            found = (closest(fp, base_path) or (None,))[0]
         if found is None:
             key = fingerprint_key(fp) if isinstance(fp, dict) else "no fingerprint recorded"
             raise BaselineError(f"{base_path}: no baseline for the machine of {args.current} ({key}); save one with "
