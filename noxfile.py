@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import nox
 
 nox.options.reuse_existing_virtualenvs = True
@@ -51,3 +53,18 @@ def report(session: nox.Session) -> None:
     """Report from results files (default: every run under results/)."""
     install(session)
     session.run("python", "-m", "bench", "report", *(session.posargs or ["results"]))
+
+
+@nox.session
+def regress(session: nox.Session) -> None:
+    """CI regression check: the quick sweep against this machine's stored baseline (reports/regress.md).
+
+    Extra args go to `bench compare` (e.g. --normalize, --threshold 15%).
+    """
+    install(session)
+    out = Path("results/regress-current.json")
+    out.unlink(missing_ok=True)  # bench run refuses to overwrite a results file
+    # exit 1 (a case incorrect or errored) still yields a file; compare fails on that status change
+    session.run("python", "-m", "bench", "run", "--profile", "quick", "--out", str(out), success_codes=[0, 1])
+    session.run("python", "-m", "bench", "compare", "results/baselines", str(out), "--format", "markdown",
+                "--output", "reports/regress.md", *session.posargs)

@@ -11,7 +11,6 @@ import copy
 import hashlib
 import json
 import math
-import platform
 import re
 import statistics
 from dataclasses import dataclass
@@ -31,30 +30,18 @@ class BaselineError(ValueError):
     """A baseline that cannot be saved or found: exit code 2."""
 
 
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.lower().startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def current_fingerprint(device: str) -> dict[str, str | int | None]:
     """This machine as results files record it (attnbench.fingerprint): the six things that must match for two
     runs' times to be comparable. gpu_name only for cuda runs: a CPU run does not depend on the GPU."""
     import torch  # lazy: reading and comparing results needs no torch
 
+    from bench.measure.environment import fingerprint  # the engine writes the same function's answer
+
     if device not in ("cpu", "cuda"):
         raise BaselineError(f"device {device!r}: use cpu or cuda")
-    gpu_name = None
-    if device == "cuda":
-        if not torch.cuda.is_available():
-            raise BaselineError("device cuda: torch sees no CUDA device here")
-        gpu_name = torch.cuda.get_device_name(torch.cuda.current_device())
-    return {"device": device, "cpu_model": _cpu_model(), "gpu_name": gpu_name, "torch": str(torch.__version__),
-            "cuda": torch.version.cuda, "threads": torch.get_num_threads()}
+    if device == "cuda" and not torch.cuda.is_available():
+        raise BaselineError("device cuda: torch sees no CUDA device here")
+    return fingerprint(device)
 
 
 def default_device() -> str:
