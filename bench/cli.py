@@ -8,12 +8,12 @@ import sys
 
 # name -> module with `help`, `add_arguments(parser)` and `run(args) -> int`
 COMMANDS: dict[str, str] = {
-    "backends": "bench.commands.backends",
+    "run": "bench.commands.run",
     "report": "bench.commands.report",
     "compare": "bench.commands.compare",
     "baseline": "bench.commands.baseline",
-    "run": "bench.commands.run",
     "kv": "bench.commands.kv",
+    "backends": "bench.commands.backends",
 }
 
 
