@@ -85,9 +85,11 @@ def _stats(samples: list[float], iterations: int) -> dict:
             "total": sum(ordered), "ops": 1 / mean if mean > 0 else None, "data": samples}
 
 
-def _pool(entries: list[dict]) -> dict:
+def _pool(entries: list[dict], gemms: list[float | None]) -> dict:
     """One benchmark entry from the same case in several passes: rounds pooled, pass boundaries kept."""
-    ok = [e for e in entries if e["extra_info"]["status"] == "ok" and (e.get("stats") or {}).get("data")]
+    ok_pairs = [(e, g) for e, g in zip(entries, gemms, strict=True)
+                if e["extra_info"]["status"] == "ok" and (e.get("stats") or {}).get("data")]
+    ok = [e for e, _ in ok_pairs]
     statuses = [e["extra_info"]["status"] for e in entries]
     if len(ok) != len(entries):
         # flaky across passes: keep a non-ok pass so that the same failure later is not read as ok -> oom
@@ -102,7 +104,8 @@ def _pool(entries: list[dict]) -> dict:
     median = out["stats"]["median"]
     info.update(median_s=median, rounds=len(samples), iqr_s=out["stats"]["iqr"], ci_low_s=None, ci_high_s=None,
                 pass_rounds=[len(e["stats"]["data"]) for e in ok],
-                pass_medians_s=[statistics.median(e["stats"]["data"]) for e in ok])
+                pass_medians_s=[statistics.median(e["stats"]["data"]) for e in ok],
+                pass_gemm=[g for _, g in ok_pairs])  # each pass's own in-run control (bench.compare)
     if isinstance(old_median, (int, float)) and old_median > 0 and median > 0:
         for name in _PER_SECOND_FIELDS:
             if isinstance(info.get(name), (int, float)):
@@ -111,6 +114,14 @@ def _pool(entries: list[dict]) -> dict:
     if all(isinstance(m, (int, float)) for m in mems):
         info["peak_mem_bytes"] = max(mems)  # the highest pass: memory noise must not fail a later run
     return out
+
+
+def control_gemm(doc: dict) -> float | None:
+    """A run's in-run control: its GEMM FLOP/s, the geometric mean of the start and end calibrations."""
+    meta = doc.get("attnbench") or {}
+    values = [(meta.get(k) or {}).get("gemm_flops_per_s") for k in ("calibration", "calibration_end")]
+    values = [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v) and v > 0]
+    return math.exp(sum(map(math.log, values)) / len(values)) if values else None
 
 
 def merge_passes(docs: list[dict], labels: list[str] | None = None) -> dict:
@@ -128,10 +139,14 @@ def merge_passes(docs: list[dict], labels: list[str] | None = None) -> dict:
                 "(baseline)", "(first)").replace("(current)", "(this)"))
     merged = copy.deepcopy(docs[0])
     by_case: dict[str, list[dict]] = {}
+    gemm_of: dict[str, list[float | None]] = {}
     for doc in docs:
         for entry in _entries(doc):
-            by_case.setdefault(entry["extra_info"]["case_id"], []).append(entry)
-    pooled = [_pool(entries) if len(docs) > 1 else copy.deepcopy(entries[0]) for entries in by_case.values()]
+            cid = entry["extra_info"]["case_id"]
+            by_case.setdefault(cid, []).append(entry)
+            gemm_of.setdefault(cid, []).append(control_gemm(doc))
+    pooled = [_pool(entries, gemm_of[cid]) if len(docs) > 1 else copy.deepcopy(entries[0])
+              for cid, entries in by_case.items()]
     # timed cases in pytest-benchmark's list, the others beside it (the results file layout)
     merged["benchmarks"] = [e for e in pooled if e.get("stats")]
     merged["attnbench"]["untimed"] = [e for e in pooled if not e.get("stats")]

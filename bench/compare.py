@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.stats import mannwhitneyu, wilcoxon
 
-from bench.baseline import fingerprint_diff
+from bench.baseline import control_gemm, fingerprint_diff
 from bench.results import records
 
 VERDICTS = ("regressed", "status changed", "noisy", "improved", "missing", "new", "unchanged")  # by severity
@@ -124,6 +124,7 @@ class Summary:
     n_matched: int
     warnings: tuple[str, ...]
     exit_code: int  # 0 no regression, 1 regression
+    controlled: bool = False  # timing verdicts also had to hold in GEMM units of each run (the in-run control)
 
 
 @dataclass(frozen=True)
@@ -200,27 +201,47 @@ class _Timed:
     base_value: float
     cur_value: float
     base_passes: tuple[float, ...]  # the metric of each pooled baseline pass; one entry for a plain run
+    cur_passes: tuple[float, ...]  # likewise for the current side (several current runs pooled)
 
     @property
     def log_ratio(self) -> float:
         return math.log(self.cur_value / self.base_value)
 
 
-def _timed(base: dict, cur: dict, metric: str, base_scale: float, cur_scale: float) -> _Timed | None:
+def _segments(rec: dict) -> list[tuple[int, int, float | None]]:
+    """(start, end, own control) of each pooled pass in a record's samples; one segment for a plain run."""
+    n = len(rec.get("samples") or [])
+    split, gemms = rec.get("pass_rounds"), rec.get("pass_gemm")
+    if not (isinstance(split, list) and len(split) > 1 and sum(split) == n):
+        return [(0, n, None)]
+    if not (isinstance(gemms, list) and len(gemms) == len(split)):
+        gemms = [None] * len(split)
+    bounds = np.cumsum([0, *split])
+    return [(int(lo), int(hi), g) for lo, hi, g in zip(bounds[:-1], bounds[1:], gemms, strict=True) if hi > lo]
+
+
+def _scaled(rec: dict, scale: float | None, per_pass: bool) -> tuple[np.ndarray, list[tuple[int, int]]]:
+    """The rounds, each pass multiplied by its own control (per_pass) or all by the run's `scale`."""
+    x = np.asarray(rec.get("samples") or [], dtype=float)
+    segments = _segments(rec)
+    for lo, hi, own in segments:
+        factor = own if (per_pass and isinstance(own, (int, float)) and own > 0) else scale
+        x[lo:hi] *= factor if factor else 1.0
+    return x, [(lo, hi) for lo, hi, _ in segments]
+
+
+def _timed(base: dict, cur: dict, metric: str, base_scale: float | None, cur_scale: float | None,
+           per_pass: bool = False) -> _Timed | None:
     fn = METRICS[metric]
-    b = np.asarray(base.get("samples") or [], dtype=float) * base_scale
-    c = np.asarray(cur.get("samples") or [], dtype=float) * cur_scale
+    b, b_parts = _scaled(base, base_scale, per_pass)
+    c, c_parts = _scaled(cur, cur_scale, per_pass)
     if not len(b) or not len(c):
         return None
     bv, cv = float(fn(b)), float(fn(c))
     if not (bv > 0 and cv > 0 and math.isfinite(bv) and math.isfinite(cv)):
         return None
-    passes: tuple[float, ...] = (bv,)
-    split = base.get("pass_rounds")
-    if isinstance(split, list) and len(split) > 1 and sum(split) == len(b):
-        bounds = np.cumsum([0, *split])
-        passes = tuple(float(fn(b[lo:hi])) for lo, hi in zip(bounds[:-1], bounds[1:], strict=True) if hi > lo)
-    return _Timed(b, c, bv, cv, passes)
+    return _Timed(b, c, bv, cv, tuple(float(fn(b[lo:hi])) for lo, hi in b_parts),
+                  tuple(float(fn(c[lo:hi])) for lo, hi in c_parts))
 
 
 def _pct(ratio: float) -> str:
@@ -264,10 +285,14 @@ def _time_verdict(t: _Timed, within: tuple[float | None, list[str]], noise: Nois
     if not (alone or in_group or noise.global_shift == d):
         doubts.append(f"within run-to-run noise (alone a case must stand out of the others by x{noise.floor_ratio:.2f},"
                       f" and the cases past the threshold do not lean {'slower' if d > 0 else 'faster'})")
-    if len(t.base_passes) > 1:
-        nearest = max(t.base_passes) if d > 0 else min(t.base_passes)
-        if d * math.log(t.cur_value / nearest) <= thr:
-            doubts.append(f"within the range of the {len(t.base_passes)} baseline passes")
+    if len(t.base_passes) > 1 or len(t.cur_passes) > 1:
+        # every current pass must be past the threshold from every baseline pass: a stall or a slow spell
+        # of the machine during one pass is not a change of the code
+        nearest_base = max(t.base_passes) if d > 0 else min(t.base_passes)
+        nearest_cur = min(t.cur_passes) if d > 0 else max(t.cur_passes)
+        if d * math.log(nearest_cur / nearest_base) <= thr:
+            doubts.append(f"within the range of the passes ({len(t.base_passes)} baseline, "
+                          f"{len(t.cur_passes)} current)")
     if doubts:
         return "noisy", f"{said}, but " + "; ".join(doubts), p
     return ("regressed" if d > 0 else "improved"), said, p
@@ -291,16 +316,18 @@ def _by_case(doc: dict, label: str) -> dict[str, dict]:
 
 def _run_info(doc: dict) -> RunInfo:
     meta = doc["attnbench"]
-    gemm = (meta.get("calibration") or {}).get("gemm_flops_per_s")
-    gemm = float(gemm) if isinstance(gemm, (int, float)) and math.isfinite(gemm) and gemm > 0 else None
+    gemm = control_gemm(doc)
     return RunInfo(meta.get("run_id"), meta.get("profile"), meta.get("complete"),
                    int((meta.get("baseline") or {}).get("passes") or 1), meta.get("fingerprint"), gemm)
 
 
-def compare_runs(baseline: dict, current: dict, rule: Rule | None = None, normalize: bool = False) -> Comparison:
+def compare_runs(baseline: dict, current: dict, rule: Rule | None = None, normalize: bool = False,
+                 control: bool = True) -> Comparison:
     """Verdict per case (matched by case_id) plus a summary; raises CompareError when the runs are not comparable.
 
-    baseline and current are documents as read by bench.results.read_run.
+    baseline and current are documents as read by bench.results.read_run (or pooled by baseline.merge_passes).
+    control: on one machine too, express each time in GEMM units of the same run (pass), measured at the
+    run's start and end: a machine that is slower today is slower at the GEMM too, slower code is not.
     """
     rule = rule or Rule()
     if rule.metric not in METRICS:
@@ -310,12 +337,12 @@ def compare_runs(baseline: dict, current: dict, rule: Rule | None = None, normal
     if diffs and not normalize:
         raise CompareError("the runs come from different machines: " + "; ".join(diffs)
                            + " (compare runs of one machine, or pass --normalize to compare in GEMM units)")
-    base_scale = cur_scale = 1.0
+    base_scale = cur_scale = None
+    missing = [name for name, info in (("baseline", binfo), ("current", cinfo)) if info.gemm_flops_per_s is None]
+    if normalize and missing:
+        raise CompareError(f"--normalize needs attnbench.calibration.gemm_flops_per_s; missing in the "
+                           f"{' and '.join(missing)} run")
     if normalize:
-        missing = [name for name, info in (("baseline", binfo), ("current", cinfo)) if info.gemm_flops_per_s is None]
-        if missing:
-            raise CompareError(f"--normalize needs attnbench.calibration.gemm_flops_per_s; missing in the "
-                               f"{' and '.join(missing)} run")
         # time x GEMM speed of the same run: the share of the machine's speed a case needs, comparable across machines
         base_scale, cur_scale = binfo.gemm_flops_per_s, cinfo.gemm_flops_per_s
     bcases, ccases = _by_case(baseline, "baseline"), _by_case(current, "current")
@@ -324,18 +351,14 @@ def compare_runs(baseline: dict, current: dict, rule: Rule | None = None, normal
         raise CompareError(f"no case in common: the baseline has {len(bcases)} cases (profile {binfo.profile}), "
                            f"the current run {len(ccases)} (profile {cinfo.profile})")
 
-    timed = {}
-    for cid in common:
-        b, c = bcases[cid], ccases[cid]
-        if b["status"] == "ok" and c["status"] == "ok":
-            t = _timed(b, c, rule.metric, base_scale, cur_scale)
-            if t is not None:
-                timed[cid] = t
-    within = {cid: _within(t, rule) for cid, t in timed.items()}
-    noise = noise_model([t.log_ratio for t in timed.values()], [not within[cid][1] for cid in timed], rule)
-
-    verdicts = [_case_verdict(cid, bcases[cid], ccases[cid], timed.get(cid), within.get(cid), noise, rule)
-                for cid in common]
+    noise, verdicts = _judge(bcases, ccases, common, rule, base_scale, cur_scale, per_pass=normalize)
+    use_control = control and not normalize and not missing
+    if use_control:
+        # The in-run control: the same verdicts in GEMM units of each run (pass). A move that disappears there
+        # was the machine's speed (a slow spell of a shared host), not the code: it is demoted to noisy.
+        _, in_gemm = _judge(bcases, ccases, common, rule, binfo.gemm_flops_per_s, cinfo.gemm_flops_per_s,
+                            per_pass=True)
+        verdicts = [_controlled(v, w, rule) for v, w in zip(verdicts, in_gemm, strict=True)]
     verdicts += [CaseVerdict(cid, "missing", False, "in the baseline, not in the current run", bcases[cid]["status"],
                              None, None, None, None, None, None) for cid in bcases if cid not in ccases]
     verdicts += [CaseVerdict(cid, "new", False, "not in the baseline", None, ccases[cid]["status"], None, None,
@@ -348,9 +371,41 @@ def compare_runs(baseline: dict, current: dict, rule: Rule | None = None, normal
             warnings.append(f"the {name} run is incomplete (it stopped before the end of its sweep)")
     counts = {name: sum(v.verdict == name for v in verdicts) for name in VERDICTS}
     n_failing = sum(v.failing for v in verdicts)
+    if control and not normalize and missing:
+        warnings.append(f"no GEMM calibration in the {' and '.join(missing)} run: no in-run control")
     summary = Summary(binfo, cinfo, rule, noise, normalize, diffs, counts, n_failing, len(common), tuple(warnings),
-                      1 if n_failing else 0)
+                      1 if n_failing else 0, use_control)
     return Comparison(summary, tuple(verdicts))
+
+
+def _judge(bcases: dict, ccases: dict, common: list[str], rule: Rule, base_scale: float | None,
+           cur_scale: float | None, per_pass: bool) -> tuple[NoiseModel, list[CaseVerdict]]:
+    """The noise model and a verdict per common case, with times scaled as given."""
+    timed = {}
+    for cid in common:
+        b, c = bcases[cid], ccases[cid]
+        if b["status"] == "ok" and c["status"] == "ok":
+            t = _timed(b, c, rule.metric, base_scale, cur_scale, per_pass=per_pass)
+            if t is not None:
+                timed[cid] = t
+    within = {cid: _within(t, rule) for cid, t in timed.items()}
+    noise = noise_model([t.log_ratio for t in timed.values()], [not within[cid][1] for cid in timed], rule)
+    return noise, [_case_verdict(cid, bcases[cid], ccases[cid], timed.get(cid), within.get(cid), noise, rule)
+                   for cid in common]
+
+
+def _controlled(raw: CaseVerdict, in_gemm: CaseVerdict, rule: Rule) -> CaseVerdict:
+    """A timing verdict must hold in seconds AND against the in-run control; memory and statuses are kept."""
+    if raw.verdict not in ("regressed", "improved") or in_gemm.verdict == raw.verdict:
+        return raw
+    mem = raw.mem_ratio
+    if raw.verdict == "regressed" and mem is not None and mem > 1 + rule.threshold:
+        return raw  # a memory regression needs no control
+    moved = in_gemm.ratio if in_gemm.ratio is not None else float("nan")
+    reason = (f"{raw.reason}, but not against the in-run control (x{moved:.2f} in GEMM units of each run: "
+              "the machine's speed moved, not the code)")
+    return CaseVerdict(raw.case_id, "noisy", False, reason, raw.base_status, raw.cur_status, raw.base_value,
+                       raw.cur_value, raw.ratio, raw.p_value, raw.mem_ratio)
 
 
 def _case_verdict(cid: str, b: dict, c: dict, t: _Timed | None, within: tuple[float | None, list[str]] | None,

@@ -56,6 +56,10 @@ def _context_lines(s: Summary) -> list[str]:
         lines.append(f"normalized: times x each run's own GEMM speed (baseline {gb:.4g}, current {gc:.4g} GFLOP/s), "
                      "i.e. compared in GEMM units")
         lines += [f"machines differ: {d}" for d in s.fingerprint_diffs]
+    if s.controlled:
+        gb, gc = s.baseline.gemm_flops_per_s / 1e9, s.current.gemm_flops_per_s / 1e9
+        lines.append(f"in-run control: each run's GEMM speed at its start and end (baseline {gb:.4g}, current "
+                     f"{gc:.4g} GFLOP/s); a timing change must hold in seconds and in GEMM units")
     lines += [f"warning: {w}" for w in s.warnings]
     return lines
 

@@ -441,3 +441,54 @@ def test_flaky_status_across_passes_is_kept_non_ok():
     assert first["extra_info"]["status"] == "oom" and "ok, oom" in first["extra_info"]["reason"]
     # so the same OOM in a later run is not an ok -> oom failure
     assert compare_runs(pooled, make_run(oom)).summary.exit_code == 0
+
+
+# --- the in-run control and several current passes ---------------------------------------------------------------
+
+
+def _gemm(flops_per_s: float) -> dict:
+    return {"gemm_flops_per_s": flops_per_s, "copy_bytes_per_s": 3e10}
+
+
+def test_machine_wide_slow_spell_is_explained_by_the_in_run_control():
+    # Every case 30% slower AND the run's own GEMM 30% slower: the machine was slower, not the code.
+    base = sweep(1, calibration=_gemm(2e11))
+    slow_machine = sweep(2, slowdown=1.3, calibration=_gemm(2e11 / 1.3))
+    cmp = compare_runs(base, slow_machine)
+    assert cmp.summary.controlled and cmp.summary.exit_code == 0
+    assert cmp.summary.counts["regressed"] == 0
+    assert all("in-run control" in v.reason for v in cmp.cases if v.verdict == "noisy" and v.ratio > 1.2)
+    # without the control the same runs look like a regression of every case
+    assert compare_runs(base, slow_machine, control=False).summary.exit_code == 1
+
+
+def test_slower_code_on_an_unchanged_machine_is_still_caught_with_the_control():
+    base = sweep(1, calibration=_gemm(2e11))
+    slow_code = sweep(2, slowdown=1.3, calibration=_gemm(2e11))
+    cmp = compare_runs(base, slow_code)
+    assert cmp.summary.exit_code == 1 and cmp.summary.counts["regressed"] >= 0.95 * len(CASES)
+
+
+def test_a_stall_in_one_current_pass_is_not_a_regression_when_the_other_pass_is_clean():
+    stalled_key = CASES[5]
+    base = sweep(1)
+    stalled = sweep(2, slowdown=3.0, slowed=lambda key: key == stalled_key)  # one case hit by a stall
+    clean = sweep(3)
+    alone = compare_runs(base, stalled)
+    assert verdicts(alone)[case_id(stalled_key)] == "regressed"  # one pass cannot tell a stall from a change
+    pooled = compare_runs(base, baseline.merge_passes([stalled, clean]))
+    assert verdicts(pooled)[case_id(stalled_key)] == "noisy"
+    assert pooled.summary.exit_code == 0
+    # a real slowdown shows in every pass and stays a regression
+    both = baseline.merge_passes([sweep(4, slowdown=3.0, slowed=lambda key: key == stalled_key),
+                                  sweep(5, slowdown=3.0, slowed=lambda key: key == stalled_key)])
+    assert verdicts(compare_runs(base, both))[case_id(stalled_key)] == "regressed"
+
+
+def test_compare_cli_pools_several_current_files(tmp_path, capsys):
+    base = write(tmp_path, "base.json", sweep(1))
+    cur1 = write(tmp_path, "c1.json", sweep(2))
+    cur2 = write(tmp_path, "c2.json", sweep(3))
+    assert main(["compare", base, cur1, cur2, "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["current"]["passes"] == 2 and out["n_matched"] == len(CASES) and out["controlled"] is True

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from bench.baseline import BaselineError, closest, find, fingerprint_key
+from bench.baseline import BaselineError, closest, find, fingerprint_key, merge_passes
 from bench.compare import METRICS, Rule, compare_runs, parse_threshold
 from bench.compare_render import RENDERERS
 from bench.results import read_run
@@ -16,19 +16,24 @@ help = "compare a run with a baseline case by case; exit 1 on a regression, 2 on
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("baseline", help="results file of the baseline, or a baseline folder (results/baselines): "
                         "then the baseline of the machine that ran CURRENT (with --normalize: the nearest one)")
-    parser.add_argument("current", help="results file of the run to check")
+    parser.add_argument("current", nargs="+",
+                        help="results file(s) of the run to check; several passes of one sweep are pooled, and a "
+                             "case then regresses only when every pass is past the threshold")
     parser.add_argument("--metric", choices=list(METRICS), default="median", help="statistic of the rounds compared")
     # parsed in run(), not by argparse: a bad value must give one 'error:' line and exit 2 like other bad input
     parser.add_argument("--threshold", default="10%", help="smallest change that counts: 10%% or 0.1 (default 10%%)")
     parser.add_argument("--format", choices=list(RENDERERS), default="text", help="text table, markdown, or json")
     parser.add_argument("--normalize", action="store_true",
                         help="compare times in GEMM units (time x the run's own GEMM FLOP/s); allows other machines")
+    parser.add_argument("--no-control", dest="control", action="store_false",
+                        help="compare raw seconds, without the in-run GEMM control (same machine only)")
     parser.add_argument("--output", metavar="FILE", help="also write the report to FILE (e.g. for a CI job summary)")
 
 
 def run(args: argparse.Namespace) -> int:
     rule = Rule(metric=args.metric, threshold=parse_threshold(args.threshold))
-    current = read_run(args.current)
+    docs = [read_run(p) for p in args.current]
+    current = merge_passes(docs, list(args.current)) if len(docs) > 1 else docs[0]
     base_path = Path(args.baseline)
     if base_path.is_dir():
         fp = current["attnbench"].get("fingerprint")
@@ -38,10 +43,10 @@ def run(args: argparse.Namespace) -> int:
             found = (closest(fp, base_path) or (None,))[0]
         if found is None:
             key = fingerprint_key(fp) if isinstance(fp, dict) else "no fingerprint recorded"
-            raise BaselineError(f"{base_path}: no baseline for the machine of {args.current} ({key}); save one with "
+            raise BaselineError(f"{base_path}: no baseline for the machine of {args.current[0]} ({key}); save one with "
                                 f"`python -m bench baseline save RESULTS`")
         base_path = found
-    comparison = compare_runs(read_run(base_path), current, rule, normalize=args.normalize)
+    comparison = compare_runs(read_run(base_path), current, rule, normalize=args.normalize, control=args.control)
     report = RENDERERS[args.format](comparison)
     print(report, end="")
     if args.output:

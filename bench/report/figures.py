@@ -167,8 +167,9 @@ def never_ran(rows: pd.DataFrame) -> dict[str, str]:
     for backend, grp in _by_backend(rows):
         if not (grp["status"] == "ok").any():
             reasons = grp["reason"].replace("", np.nan).dropna()
-            reason = reasons.mode().iloc[0] if len(reasons) else grp["status"].mode().iloc[0]
-            out[backend] = str(reason)[:70]
+            reason = str(reasons.mode().iloc[0] if len(reasons) else grp["status"].mode().iloc[0])
+            reason = reason.removeprefix(f"{backend}: ")  # backends' reasons start with their own name
+            out[backend] = reason[:70]
     return out
 
 
@@ -176,7 +177,8 @@ def _never_ran_text(never: dict[str, str]) -> str:
     by_reason: dict[str, list[str]] = {}
     for backend, reason in never.items():
         by_reason.setdefault(reason, []).append(backend)
-    return "Did not run at any size: " + "; ".join(f"{', '.join(b)} ({r})" for r, b in by_reason.items())
+    text = "Did not run at any size: " + "; ".join(f"{', '.join(b)} ({r})" for r, b in by_reason.items())
+    return textwrap.fill(text, 150)  # ~7 px per 9 pt character: wrap inside the narrowest figure
 
 
 def _series(ax: Axes, grp: pd.DataFrame, x: str, y: pd.Series, backend: str, label: str) -> bool:
@@ -593,7 +595,8 @@ def roofline(df: pd.DataFrame) -> Figure | None:
     handles += [Patch(color=backend_color(b), label=b) for b in _sorted_backends(ok["backend"])]
     handles += [Line2D([], [], color="grey", marker=m, ls="none", label=p) for p, m in phase_marker.items()
                 if p in set(ok["phase"])]
-    fig.legend(handles=handles, loc="outside right center", fontsize=8.5, frameon=False)
+    # below the axes, like every other figure: a legend at the side squeezed the plot and clipped its x label
+    fig.legend(handles=handles, loc="outside lower center", ncols=4, fontsize=8.5, frameon=False)
     return fig
 
 
