@@ -15,9 +15,13 @@ the raw rounds (with --normalize, times x the GEMM FLOP/s each run measured of i
           past the threshold as much one way as the other; a lean is a (partial) regression;
         - global: m itself is past the threshold on the case's side, and the clean cases past the threshold lean
           that way (signed-rank on their l, p < alpha): the whole run moved.
-     d. pooled baseline: when the baseline pooled several runs, the current value differs by more than the
-        threshold from the value of EVERY pass (a value some pass already showed is not a change).
+     d. passes: when either side pooled several runs, every current pass is past the threshold from every
+        baseline pass (a value some pass already showed is not a change).
+     When the move is global (c, third form), b and d are waived: the run as a whole is established to have moved,
+     and each case past the threshold with significantly different rounds (a) is part of it.
      All hold: regressed (slower) or improved (faster).
+With the in-run control (default on one machine) every timing verdict must also hold in GEMM units of each run
+(time x that run's GEMM FLOP/s, measured at its start and end); otherwise the case is noisy.
 Memory is deterministic enough to need no statistics: peak_mem_bytes up by more than the threshold -> regressed.
 Status: ok -> oom | incorrect | error is always a failure; other status changes are reported, not failed.
 Fewer than min_cases (8) timed cases: sigma is taken as prior_sigma (20%, as DESIGN.md measured on a 2-core CPU),
@@ -39,6 +43,7 @@ from bench.results import records
 VERDICTS = ("regressed", "status changed", "noisy", "improved", "missing", "new", "unchanged")  # by severity
 FAILING_STATUSES = ("oom", "incorrect", "error")
 METRICS = {"median": np.median, "mean": np.mean, "min": np.min}
+OVERLAP = "the middle 60% of the two runs' rounds overlap"
 
 
 class CompareError(ValueError):
@@ -264,7 +269,7 @@ def _within(t: _Timed, rule: Rule) -> tuple[float | None, list[str]]:
         b20, b80 = np.quantile(t.base, [0.2, 0.8])
         c20, c80 = np.quantile(t.cur, [0.2, 0.8])
         if (c20 <= b80) if d > 0 else (c80 >= b20):
-            doubts.append("the middle 60% of the two runs' rounds overlap")
+            doubts.append(OVERLAP)
     return p, doubts
 
 
@@ -285,7 +290,12 @@ def _time_verdict(t: _Timed, within: tuple[float | None, list[str]], noise: Nois
     if not (alone or in_group or noise.global_shift == d):
         doubts.append(f"within run-to-run noise (alone a case must stand out of the others by x{noise.floor_ratio:.2f},"
                       f" and the cases past the threshold do not lean {'slower' if d > 0 else 'faster'})")
-    if len(t.base_passes) > 1 or len(t.cur_passes) > 1:
+    if noise.global_shift == d:
+        # The whole run moved this way, past the threshold, with the clean cases leaning the same way (and, with
+        # the in-run control, not explained by the machine): a case past the threshold with significantly
+        # different rounds is part of that move even when its own rounds or passes overlap.
+        doubts = [x for x in doubts if x != OVERLAP]
+    elif len(t.base_passes) > 1 or len(t.cur_passes) > 1:
         # every current pass must be past the threshold from every baseline pass: a stall or a slow spell
         # of the machine during one pass is not a change of the code
         nearest_base = max(t.base_passes) if d > 0 else min(t.base_passes)

@@ -1,13 +1,15 @@
-"""`python tests/injected_slowdown.py run ...`: `bench run` with every backend doing ~30% more work.
+"""`python tests/injected_slowdown.py run ...`: `bench run` with every backend ~30% slower.
 
-Test-only evidence for the regression check: each call also runs the same backend on the first 30% of
-the query heads (rounded), so a sweep made this way should be flagged as regressed against a normal one.
+Test-only evidence for the regression check (CPU): after each call the backend keeps the core busy for
+30% of that call's own duration, so every case, compute- or memory-bound, costs 1.3x its normal time. A
+sweep made this way should be flagged as regressed against a normal one.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import sys
+import time
 
 from bench.backends import BACKENDS
 from bench.cli import main
@@ -17,9 +19,11 @@ EXTRA = 0.3
 
 def slowed(fn):
     def attention_and_more(q, k, v, *, causal, window):
+        t0 = time.perf_counter()
         out = fn(q, k, v, causal=causal, window=window)
-        m = max(1, round(EXTRA * q.shape[1]))
-        fn(q[:, :m], k[:, :1], v[:, :1], causal=causal, window=window)  # extra work, result dropped
+        until = time.perf_counter() + EXTRA * (time.perf_counter() - t0)
+        while time.perf_counter() < until:  # extra work in proportion to the call's own
+            pass
         return out
 
     return attention_and_more
