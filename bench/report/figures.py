@@ -169,7 +169,7 @@ def never_ran(rows: pd.DataFrame) -> dict[str, str]:
             reasons = grp["reason"].replace("", np.nan).dropna()
             reason = str(reasons.mode().iloc[0] if len(reasons) else grp["status"].mode().iloc[0])
             reason = reason.removeprefix(f"{backend}: ")  # backends' reasons start with their own name
-            out[backend] = reason[:70]
+            out[backend] = reason[:110]
     return out
 
 
