@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from bench.results import ResultsError, read_run, records, write_atomic
+from bench.measure.stats import summarize
+from bench.results import ResultsError, entries, read_run, records, write_atomic
 
 FINGERPRINT_FIELDS = ("device", "cpu_model", "gpu_name", "torch", "cuda", "threads")
 DEFAULT_DIR = Path("results/baselines")
@@ -70,14 +71,10 @@ def fingerprint_diff(baseline: dict | None, current: dict | None) -> list[str]:
             for k in FINGERPRINT_FIELDS if baseline.get(k) != current.get(k)]
 
 
-def _entries(doc: dict) -> list[dict]:
-    """Timed entries (pytest-benchmark's list) and untimed ones (attnbench.untimed), as bench.results reads them."""
-    return list(doc["benchmarks"]) + list(doc["attnbench"].get("untimed") or [])
-
-
 def _stats(samples: list[float], iterations: int) -> dict:
     ordered = sorted(samples)
-    q1, median, q3 = statistics.quantiles(ordered, n=4) if len(ordered) > 1 else (ordered[0],) * 3
+    summary = summarize(ordered)  # the same quartiles as a plain run's record
+    q1, q3 = summary.q1, summary.q3
     mean = statistics.fmean(ordered)
     return {"min": ordered[0], "max": ordered[-1], "mean": mean,
             "stddev": statistics.stdev(ordered) if len(ordered) > 1 else 0.0, "median": statistics.median(ordered),
@@ -141,7 +138,7 @@ def merge_passes(docs: list[dict], labels: list[str] | None = None) -> dict:
     by_case: dict[str, list[dict]] = {}
     gemm_of: dict[str, list[float | None]] = {}
     for doc in docs:
-        for entry in _entries(doc):
+        for entry in entries(doc):
             cid = entry["extra_info"]["case_id"]
             by_case.setdefault(cid, []).append(entry)
             gemm_of.setdefault(cid, []).append(control_gemm(doc))

@@ -18,13 +18,6 @@ class ShapeError(ValueError):
     """An impossible shape; the message names the field and the rule it breaks."""
 
 
-def dtype_name(dtype: torch.dtype) -> str:
-    for name, dt in DTYPES.items():
-        if dt == dtype:
-            return name
-    raise ShapeError(f"dtype {dtype} is not one of {sorted(DTYPES)}")
-
-
 def variant_of(n_heads: int, n_kv_heads: int) -> Variant:
     """MHA iff Hkv == Hq; MQA iff Hkv == 1; GQA otherwise (Hq % Hkv == 0 is checked by the caller)."""
     if n_kv_heads == n_heads:

@@ -94,7 +94,7 @@ def test_attention_bytes_decode_is_dominated_by_kv():
 # --- derived metrics ---------------------------------------------------------------------------------
 
 def test_derived_arithmetic():
-    record = {"flops": 2e9, "bytes": 1e8, "batch": 2, "seq_q": 16, "kv_cache_bytes": 5e7}
+    record = {"flops": 2e9, "bytes": 1e8, "batch": 2, "seq_q": 16, "kv_cache_bytes": 5e7, "dtype": "bf16"}
     d = derived(record, 0.01, CALIBRATION, spec=1e12)
     assert d["tflops"] == pytest.approx(0.2)  # 2e11 FLOP/s
     assert d["tokens_per_s"] == pytest.approx(3200)
@@ -103,10 +103,12 @@ def test_derived_arithmetic():
     assert d["pct_copy_ceiling"] == pytest.approx(100)  # 1e10 / 1e10
     assert d["pct_spec_flops"] == pytest.approx(20)
     assert d["kv_bytes_per_s"] == pytest.approx(5e9)
+    # the spec sheet's peak is a bf16/fp16 tensor-core figure: no percentage of it for fp32
+    assert derived(dict(record, dtype="fp32"), 0.01, CALIBRATION, spec=1e12)["pct_spec_flops"] is None
 
 
 def test_derived_without_spec_or_kv_cache():
-    record = {"flops": 1e6, "bytes": 1e6, "batch": 1, "seq_q": 1, "kv_cache_bytes": None}
+    record = {"flops": 1e6, "bytes": 1e6, "batch": 1, "seq_q": 1, "kv_cache_bytes": None, "dtype": "fp32"}
     d = derived(record, 1e-3, CALIBRATION, spec=None)
     assert d["pct_spec_flops"] is None
     assert d["kv_bytes_per_s"] is None
@@ -139,13 +141,22 @@ def test_check_shape_shortens_large_prefill_keeping_structure():
     assert c.batch * c.n_heads * c.seq_q * c.seq_kv <= EXACT_CHECK_ELEMENTS
     assert (c.seq_q, c.seq_kv) == (256, 256)
     assert (c.n_heads, c.n_kv_heads, c.head_dim, c.dtype, c.mask) == (8, 2, 64, "bf16", "window")
-    assert c.window == 256  # clamped to the shorter cache
+    assert c.window == 256  # longer than the case's context: stays as long as the shorter one (causal either way)
+
+
+def test_check_shape_keeps_a_real_window_cutting():
+    from bench.masks import visible
+
+    s = AttentionShape(4, 4096, 4096, 8, 2, 64, "bf16", "window", 256)
+    c = check_shape(s)
+    assert c.batch == 2 and c.window == 128
+    assert not torch.equal(visible(c.seq_q, c.seq_kv, True, c.window), visible(c.seq_q, c.seq_kv, True, None))
 
 
 def test_check_shape_shortens_decode_keeping_one_query():
     s = AttentionShape(16, 1, 131072, 32, 8, 128, "bf16", "causal")
     c = check_shape(s)
-    assert (c.batch, c.seq_q, c.seq_kv) == (1, 1, 4096)
+    assert (c.batch, c.seq_q, c.seq_kv) == (2, 1, 4096)
     assert c.causal and c.variant == "gqa"
 
 

@@ -54,12 +54,20 @@ def flex_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal:
     # Even without a mask, a (full) block mask: with block_mask=None compiled flex on CPU keeps O(S^2)
     # intermediates alive, which is not what FlexAttention users pay.
     block_mask = _block_mask(Sq, Skv, causal, window, str(q.device))
+    gqa = k.shape[1] != q.shape[1]
+    key = (q.shape, k.shape, q.dtype, str(q.device), q.requires_grad, causal, window)
+    if key in _COMPILED_OK:  # checked once per shape below: keep the warnings machinery off the timed path
+        return _compiled()(q, k, v, block_mask=block_mask, enable_gqa=gqa)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            out = _compiled()(q, k, v, block_mask=block_mask, enable_gqa=k.shape[1] != q.shape[1])
+            out = _compiled()(q, k, v, block_mask=block_mask, enable_gqa=gqa)
         except (NotImplementedError, AssertionError) as err:
             raise Unsupported(f"flex: {str(err).splitlines()[0]}") from None
     if any("without torch.compile" in str(w.message) for w in caught):
         raise RuntimeError("flex: torch fell back to eager (unfused) flex_attention; refusing to report it")
+    _COMPILED_OK.add(key)
     return out
+
+
+_COMPILED_OK: set[tuple] = set()  # shapes whose call ran the compiled kernel (no eager fallback warning)

@@ -6,6 +6,7 @@ GQA goes through enable_gqa and K/V are never expanded behind the caller's back.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import warnings
 
@@ -46,19 +47,26 @@ def sdpa_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal:
     kwargs = _mask_args(q, k, causal, window)
     if k.shape[1] != q.shape[1]:
         kwargs["enable_gqa"] = True
+    try:
+        return _call(kernel, q, k, v, kwargs)
+    except RuntimeError as err:
+        if "No viable backend" not in str(err) and "No available kernel" not in str(err):
+            raise
+        first = str(err).splitlines()[0]
+    # On CUDA torch explains each refusal in a warning: ask again, listening (kept off the hot path).
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        try:
-            if kernel is None:
-                return F.scaled_dot_product_attention(q, k, v, **kwargs)
-            with sdpa_kernel([kernel]):
-                return F.scaled_dot_product_attention(q, k, v, **kwargs)
-        except RuntimeError as err:
-            if "No viable backend" not in str(err) and "No available kernel" not in str(err):
-                raise
-            # On CUDA torch explains each refusal in a warning; keep those as the reason.
-            why = "; ".join(str(w.message).strip() for w in caught) or str(err).splitlines()[0]
-            raise Unsupported(f"{name}: {why}") from None
+        with contextlib.suppress(RuntimeError):
+            _call(kernel, q, k, v, kwargs)
+    why = "; ".join(str(w.message).strip() for w in caught) or first
+    raise Unsupported(f"{name}: {why}")
+
+
+def _call(kernel: SDPBackend | None, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kwargs: dict) -> torch.Tensor:
+    if kernel is None:
+        return F.scaled_dot_product_attention(q, k, v, **kwargs)
+    with sdpa_kernel([kernel]):
+        return F.scaled_dot_product_attention(q, k, v, **kwargs)
 
 
 def make(name: str):

@@ -146,9 +146,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _restart_with(env: dict[str, str]) -> None:
-    """glibc reads MALLOC_* only at start-up, so the process restarts itself with them set."""
-    if not sys.argv[0].endswith("__main__.py"):
-        raise ShapeError("--malloc tuned restarts `python -m bench`; from Python, set "
+    """glibc reads MALLOC_* only at start-up, so the process restarts itself (as `python -m bench`) with them set."""
+    if not sys.argv[0].endswith(("__main__.py", "attnbench")):  # `python -m bench` or the console script
+        raise ShapeError("--malloc tuned restarts the process; from Python, set "
                          + " ".join(f"{k}={v}" for k, v in env.items()) + " before starting it")
     sys.stdout.flush()
     os.execve(sys.executable, [sys.executable, "-m", "bench", *sys.argv[1:]], {**os.environ, **env})

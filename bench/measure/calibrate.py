@@ -8,7 +8,7 @@ import torch
 from bench.measure.timer import time_cpu, time_cuda
 
 # Published dense peaks (no sparsity), FLOP/s for bf16/fp16 tensor cores, by substring of the GPU name.
-SPEC_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12, "A10G": 70e12}
+SPEC_FLOPS = {"H200": 989e12, "H100 PCIe": 756e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12, "A10G": 70e12}
 
 
 def _time(fn, device: str) -> float:

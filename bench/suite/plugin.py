@@ -7,6 +7,7 @@ the file format is bench.results.
 from __future__ import annotations
 
 import datetime as dt
+import gc
 import json
 import time
 from pathlib import Path
@@ -16,7 +17,7 @@ import pytest
 import torch
 
 from bench.measure.calibrate import calibrate
-from bench.measure.environment import environment, fingerprint
+from bench.measure.environment import environment, fingerprint, gpu_name
 from bench.suite.replay import noop, replaying
 from bench.suite.runner import Runner
 from bench.suite.spec import Case, case_from_dict
@@ -123,8 +124,8 @@ class AttnSession:
 
             self.store = ResultsStore(out, meta, machine_info, commit_info, pytest_benchmark.__version__,
                                       dt.datetime.now().isoformat(timespec="seconds"))
-        gpu = torch.cuda.get_device_name() if self.device == "cuda" else None
-        self.runner = Runner(calibration, gpu, budget_s=self.spec["budget_s"])
+        self.runner = Runner(calibration, gpu_name(self.device), budget_s=self.spec["budget_s"])
+        gc.freeze()  # what is alive now lives to the end: keep the collector from rescanning it between rounds
         self.t0 = time.perf_counter()
 
     def measure(self, case: Case, benchmark) -> None:

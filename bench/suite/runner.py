@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from bench.backends import Unsupported, attention
+from bench.backends import Unsupported, attention, get_backend
 from bench.measure.calibrate import spec_flops
 from bench.measure.memory import peak_bytes
 from bench.measure.stats import summarize
@@ -41,9 +41,14 @@ def check_shape(shape: AttentionShape) -> AttentionShape:
         return shape
     seq_q = min(shape.seq_q, 256)
     seq_kv = seq_q if shape.seq_q == shape.seq_kv else min(shape.seq_kv, 4096)
-    window = min(shape.window, seq_kv) if shape.window else None
-    return AttentionShape(1, seq_q, seq_kv, shape.n_heads, shape.n_kv_heads, shape.head_dim, shape.dtype,
-                          shape.mask, window)
+    window = shape.window
+    if window is not None:
+        # A window that really cuts the case's keys must cut the shorter ones too, or the check could not tell
+        # it from plain causal; one as long as the context stays that long.
+        window = min(window, seq_kv) if window >= shape.seq_kv else min(window, max(1, seq_kv // 2))
+    # two sequences, so that batch strides are checked too
+    return AttentionShape(min(shape.batch, 2), seq_q, seq_kv, shape.n_heads, shape.n_kv_heads, shape.head_dim,
+                          shape.dtype, shape.mask, window)
 
 
 class ReferenceCache:
@@ -83,8 +88,11 @@ def _is_oom(err: BaseException) -> bool:
         "out of memory" in str(err).lower()
 
 
-def _free(device: str) -> None:
-    gc.collect()
+def _free(device: str, failed: bool) -> None:
+    """Give memory back between cases. Tensors go with their last reference; only a failure's traceback holds
+    them in cycles, so a full (100+ ms) collection runs only then."""
+    if failed:
+        gc.collect()
     if device == "cuda":
         torch.cuda.empty_cache()
 
@@ -116,15 +124,19 @@ class Runner:
         record = base_record(case)
         record["model_mem_bytes"] = model_mem_bytes(case)
         try:
-            return self._run(case, record)
+            outcome = self._run(case, record)
         except Unsupported as err:
-            return Outcome(dict(record, status="unsupported", reason=str(err)))
+            outcome = Outcome(dict(record, status="unsupported", reason=str(err)))
         except Exception as err:
             status = "oom" if _is_oom(err) else "error"
             first = str(err).strip().splitlines()[0] if str(err).strip() else ""
-            return Outcome(dict(record, status=status, reason=f"{type(err).__name__}: {first}"[:500]))
-        finally:
-            _free(case.device)
+            outcome = Outcome(dict(record, status=status, reason=f"{type(err).__name__}: {first}"[:500]))
+        try:
+            _free(case.device, failed=outcome.record["status"] != "ok")
+        except Exception as err:  # e.g. a CUDA context broken by the kernel: keep this case's record all the same
+            outcome.record["reason"] = (outcome.record["reason"] + f"; cleanup failed: {type(err).__name__}: "
+                                        f"{str(err).splitlines()[0] if str(err) else ''}").lstrip("; ")
+        return outcome
 
     def _predicted_oom(self, case: Case) -> str | None:
         if case.device != "cpu":
@@ -189,16 +201,19 @@ class Runner:
 
     @staticmethod
     def _callable(case: Case, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
+        """The timed call: the backend itself. The inputs were validated by the check, so `bench.attention`'s
+        checks would only add their microseconds to a decode step's."""
         s = case.shape
+        fn = get_backend(case.backend).fn
         if case.pass_ == "fwd":
             def forward():
                 with torch.no_grad():
-                    return attention(q, k, v, backend=case.backend, causal=s.causal, window=s.window)
+                    return fn(q, k, v, causal=s.causal, window=s.window)
             return forward
         grad_out = torch.randn(s.q_shape, device=q.device, dtype=q.dtype)
 
         def forward_backward():
-            out = attention(q, k, v, backend=case.backend, causal=s.causal, window=s.window)
+            out = fn(q, k, v, causal=s.causal, window=s.window)
             return torch.autograd.grad(out, (q, k, v), grad_out)
         return forward_backward
 
@@ -235,6 +250,7 @@ def derived(record: dict[str, Any], median_s: float, calibration: dict[str, floa
         "gb_per_s": bytes_s / 1e9,
         "pct_gemm_ceiling": 100 * flops_s / calibration["gemm_flops_per_s"],
         "pct_copy_ceiling": 100 * bytes_s / calibration["copy_bytes_per_s"],
-        "pct_spec_flops": 100 * flops_s / spec if spec else None,
+        # the spec sheet's figure is for bf16/fp16 tensor cores: other dtypes have no honest percentage of it
+        "pct_spec_flops": 100 * flops_s / spec if spec and record["dtype"] in ("bf16", "fp16") else None,
         "kv_bytes_per_s": record["kv_cache_bytes"] / median_s if record["kv_cache_bytes"] else None,
     }
