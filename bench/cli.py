@@ -9,6 +9,7 @@ import sys
 # name -> module with `help`, `add_arguments(parser)` and `run(args) -> int`
 COMMANDS: dict[str, str] = {
     "run": "bench.commands.run",
+    "merge": "bench.commands.merge",
     "report": "bench.commands.report",
     "compare": "bench.commands.compare",
     "baseline": "bench.commands.baseline",
