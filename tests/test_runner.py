@@ -322,3 +322,36 @@ def test_predicted_oom_covers_fwd_bwd(monkeypatch):
     out = make_runner().run(case("guarded", pass_="fwd+bwd"))
     assert out.record["status"] == "oom"
     assert calls == []
+
+
+def test_nvml_readings_survive_unsupported_fields(monkeypatch):
+    """A GPU that cannot report power (MIG, virtual GPUs) still reports its clocks; no NVML: None, no crash."""
+    import sys
+    import types
+
+    from bench.measure import environment
+
+    class NotSupported(Exception):
+        pass
+
+    def unsupported(*_):
+        raise NotSupported("Not Supported")
+
+    fake = types.SimpleNamespace(
+        nvmlInit=lambda: None, nvmlShutdown=lambda: None, nvmlDeviceGetCount=lambda: 1,
+        nvmlDeviceGetHandleByIndex=lambda i: i, NVML_CLOCK_SM=0, NVML_CLOCK_MEM=1, NVML_TEMPERATURE_GPU=0,
+        nvmlDeviceGetName=lambda h: b"NVIDIA H200", nvmlDeviceGetMemoryInfo=lambda h: types.SimpleNamespace(total=1),
+        nvmlDeviceGetClockInfo=lambda h, c: 1980 if c == 0 else 3201, nvmlDeviceGetMaxClockInfo=lambda h, c: 1980,
+        nvmlDeviceGetEnforcedPowerLimit=unsupported, nvmlDeviceGetPowerUsage=unsupported,
+        nvmlDeviceGetTemperature=lambda h, s: 41, nvmlDeviceGetCurrentClocksEventReasons=lambda h: 0,
+        nvmlSystemGetDriverVersion=lambda: "580.1",
+    )
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    state = environment.nvml_state()
+    assert state["available"] and state["driver"] == "580.1"
+    gpu = state["gpus"][0]
+    assert gpu["name"] == "NVIDIA H200" and gpu["sm_clock_mhz"] == 1980 and gpu["power_w"] is None
+    reading = environment.gpu_reading(0)
+    assert reading["mem_clock_mhz"] == 3201 and reading["clock_event_reasons"] == 0 and "name" not in reading
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # import fails: no NVML library
+    assert environment.nvml_state()["available"] is False and environment.gpu_reading(0) is None

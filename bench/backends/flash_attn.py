@@ -18,6 +18,8 @@ def flash_attn_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, c
         raise Unsupported(f"flash-attn: runs only on CUDA, not on {q.device.type}")
     if q.dtype not in (torch.float16, torch.bfloat16):
         raise Unsupported(f"flash-attn: supports fp16 and bf16 only, not {q.dtype}")
+    if q.shape[-1] > 256 or q.shape[-1] % 8:
+        raise Unsupported(f"flash-attn: head_dim must be a multiple of 8 up to 256, not {q.shape[-1]}")
     # window w = itself and the w-1 keys before it; flash-attn counts the keys to the left.
     window_size = (window - 1, 0) if window is not None else (-1, -1)
     out = flash_attn_func(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),  # (B, S, H, D)

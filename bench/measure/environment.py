@@ -45,39 +45,73 @@ def git_commit() -> str | None:
     return out.stdout.strip() or None
 
 
-def nvml_state() -> dict[str, Any]:
-    """GPU name, driver, memory, clocks (current and max), power limit, temperature, throttle reasons.
+def _nvml() -> Any:
+    import pynvml
 
-    No NVML library or no GPU: {'available': False, 'reason': ...}, never an exception.
+    pynvml.nvmlInit()
+    return pynvml
+
+
+def _field(fn, *args) -> Any:
+    """One NVML reading; None where this GPU or driver does not support it (MIG, virtual GPUs, old drivers)."""
+    try:
+        value = fn(*args)
+    except Exception:
+        return None
+    return _str(value) if isinstance(value, (bytes, str)) else value
+
+
+def _gpu_reading(nv: Any, index: int) -> dict[str, Any]:
+    h = nv.nvmlDeviceGetHandleByIndex(index)
+    sm, mem = nv.NVML_CLOCK_SM, nv.NVML_CLOCK_MEM
+    power_limit, power = _field(nv.nvmlDeviceGetEnforcedPowerLimit, h), _field(nv.nvmlDeviceGetPowerUsage, h)
+    memory = _field(nv.nvmlDeviceGetMemoryInfo, h)
+    return {
+        "name": _field(nv.nvmlDeviceGetName, h),
+        "memory_bytes": getattr(memory, "total", None),
+        "sm_clock_mhz": _field(nv.nvmlDeviceGetClockInfo, h, sm),
+        "mem_clock_mhz": _field(nv.nvmlDeviceGetClockInfo, h, mem),
+        "sm_clock_max_mhz": _field(nv.nvmlDeviceGetMaxClockInfo, h, sm),
+        "mem_clock_max_mhz": _field(nv.nvmlDeviceGetMaxClockInfo, h, mem),
+        "power_limit_w": power_limit / 1000 if power_limit is not None else None,
+        "power_w": power / 1000 if power is not None else None,
+        "temperature_c": _field(nv.nvmlDeviceGetTemperature, h, nv.NVML_TEMPERATURE_GPU),
+        "clock_event_reasons": _field(nv.nvmlDeviceGetCurrentClocksEventReasons, h),
+    }
+
+
+def nvml_state() -> dict[str, Any]:
+    """GPU name, driver, memory, clocks (current and max), power limit, temperature, clock-event reasons.
+
+    No NVML library or no GPU: {'available': False, 'reason': ...}, never an exception; a reading this GPU
+    does not support is None.
     """
     try:
-        import pynvml
-
-        pynvml.nvmlInit()
+        nv = _nvml()
     except Exception as err:  # ImportError, or NVMLError when no driver is present
         return {"available": False, "reason": f"{type(err).__name__}: {err}"}
     try:
-        gpus = []
-        for i in range(pynvml.nvmlDeviceGetCount()):
-            h = pynvml.nvmlDeviceGetHandleByIndex(i)
-            clk = pynvml.NVML_CLOCK_SM, pynvml.NVML_CLOCK_MEM
-            gpus.append({
-                "name": _str(pynvml.nvmlDeviceGetName(h)),
-                "memory_bytes": pynvml.nvmlDeviceGetMemoryInfo(h).total,
-                "sm_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, clk[0]),
-                "mem_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, clk[1]),
-                "sm_clock_max_mhz": pynvml.nvmlDeviceGetMaxClockInfo(h, clk[0]),
-                "mem_clock_max_mhz": pynvml.nvmlDeviceGetMaxClockInfo(h, clk[1]),
-                "power_limit_w": pynvml.nvmlDeviceGetEnforcedPowerLimit(h) / 1000,
-                "power_w": pynvml.nvmlDeviceGetPowerUsage(h) / 1000,
-                "temperature_c": pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU),
-                "clock_event_reasons": pynvml.nvmlDeviceGetCurrentClocksEventReasons(h),
-            })
-        return {"available": True, "driver": _str(pynvml.nvmlSystemGetDriverVersion()), "gpus": gpus}
+        gpus = [_gpu_reading(nv, i) for i in range(nv.nvmlDeviceGetCount())]
+        return {"available": True, "driver": _field(nv.nvmlSystemGetDriverVersion), "gpus": gpus}
     except Exception as err:
         return {"available": False, "reason": f"{type(err).__name__}: {err}"}
     finally:
-        pynvml.nvmlShutdown()
+        _field(nv.nvmlShutdown)
+
+
+def gpu_reading(index: int = 0) -> dict[str, Any] | None:
+    """Clocks, power, temperature and clock-event reasons of one GPU now (before and after a case), or None."""
+    try:
+        nv = _nvml()
+    except Exception:
+        return None
+    try:
+        reading = _gpu_reading(nv, index)
+    except Exception:
+        return None
+    finally:
+        _field(nv.nvmlShutdown)
+    return {k: v for k, v in reading.items() if k not in ("name", "memory_bytes", "power_limit_w")}
 
 
 def _str(value: bytes | str) -> str:

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from bench.measure.calibrate import calibrate
-from bench.measure.environment import environment, fingerprint, gpu_name
+from bench.measure.environment import environment, fingerprint, gpu_name, nvml_state
 from bench.suite.replay import noop, replaying
 from bench.suite.runner import Runner
 from bench.suite.spec import Case, case_from_dict
@@ -75,6 +75,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             # The machine's speed again, after the cases: with the start's, the in-run control that lets a
             # regression check tell "this machine was slower today" from "the code got slower".
             attn.store.doc["attnbench"]["calibration_end"] = calibrate(attn.device)
+            if attn.device == "cuda":
+                attn.store.doc["machine_info"].setdefault("attnbench", {})["nvml_end"] = nvml_state()
         attn.store.finish(complete=complete)
 
 

@@ -15,6 +15,7 @@ import torch
 
 from bench.backends import Unsupported, attention, get_backend
 from bench.measure.calibrate import spec_flops
+from bench.measure.environment import gpu_reading
 from bench.measure.memory import peak_bytes
 from bench.measure.stats import summarize
 from bench.measure.timer import time_cpu, time_cuda
@@ -162,6 +163,8 @@ class Runner:
                 reason = f"gradients: max relative error {grads.max_abs_err:.3g} > {grads.atol:g}"
                 return Outcome(dict(record, status="incorrect", reason=reason))
 
+        if device == "cuda":  # throttling during the case shows as clock-event reasons and lower clocks after it
+            record["gpu_before"] = gpu_reading(torch.cuda.current_device())
         grad = case.pass_ == "fwd+bwd"
         q, k, v = make_inputs(shape, device, seed=1, requires_grad=grad)
         fn = self._callable(case, q, k, v)
@@ -178,6 +181,8 @@ class Runner:
         timer = time_cuda if device == "cuda" else time_cpu
         timing = timer(fn, one_call, budget_s=self.budget_s)
         record["peak_mem_bytes"] = peak_bytes(fn, device)
+        if device == "cuda":
+            record["gpu_after"] = gpu_reading(torch.cuda.current_device())
         stats = summarize(timing.samples)
         record.update(status="ok", reason="noisy: CI wider than +-3% after the time budget" if timing.noisy else "",
                       timer=timing.timer, calls_per_round=timing.calls_per_round, noisy=timing.noisy,
