@@ -5,25 +5,16 @@ from __future__ import annotations
 
 import torch
 
-from bench.measure.timer import time_cpu, time_cuda
+from bench.measure.stats import summarize
+from bench.measure.timer import measure
 
 # Published dense peaks (no sparsity), FLOP/s for bf16/fp16 tensor cores, by substring of the GPU name.
 SPEC_FLOPS = {"H200": 989e12, "H100 PCIe": 756e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12, "A10G": 70e12}
 
 
 def _time(fn, device: str) -> float:
-    fn()
-    if device == "cuda":
-        torch.cuda.synchronize()
-    timer = time_cuda if device == "cuda" else time_cpu
-    import time
-
-    t0 = time.perf_counter()
-    fn()
-    if device == "cuda":
-        torch.cuda.synchronize()
-    timing = timer(fn, time.perf_counter() - t0, budget_s=2.0)
-    return sorted(timing.samples)[len(timing.samples) // 2]
+    _, timing = measure(fn, device, budget_s=2.0)
+    return summarize(timing.samples).median
 
 
 def gemm_flops_per_s(device: str) -> float:

@@ -81,3 +81,21 @@ def time_cuda(fn: Callable[[], object], one_call_s: float, budget_s: float = 2.0
     timing = _adaptive(measure_round, one_call_s, budget_s, target, "cuda_events")
     label = "cuda_events+l2_flush" + (f", {timing.calls_per_round} calls/round" if timing.calls_per_round > 1 else "")
     return Timing(timing.samples, timing.calls_per_round, timing.noisy, label)
+
+
+def sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def measure(fn: Callable[[], object], device: str, budget_s: float) -> tuple[float, Timing]:
+    """Warm-up call (its seconds returned apart: compiles, plans), one call to size the rounds, then the timer."""
+    t0 = time.perf_counter()
+    fn()
+    sync(device)
+    first_call_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    fn()
+    sync(device)
+    timer = time_cuda if device == "cuda" else time_cpu
+    return first_call_s, timer(fn, time.perf_counter() - t0, budget_s=budget_s)

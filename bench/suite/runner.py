@@ -18,7 +18,7 @@ from bench.measure.calibrate import spec_flops
 from bench.measure.environment import gpu_reading
 from bench.measure.memory import peak_bytes
 from bench.measure.stats import summarize
-from bench.measure.timer import time_cpu, time_cuda
+from bench.measure.timer import measure, sync
 from bench.metrics import ELEMENT_BYTES, attention_bytes, attention_flops, kv_cache_bytes, score_matrix_bytes
 from bench.reference import TOLERANCES, Check, check_gradients, compare_to_reference, make_inputs, reference_attention
 from bench.shapes import AttentionShape
@@ -109,11 +109,6 @@ def _available_cpu_bytes() -> int | None:
     return None
 
 
-def _sync(device: str) -> None:
-    if device == "cuda":
-        torch.cuda.synchronize()
-
-
 class Runner:
     def __init__(self, calibration: dict[str, float], gpu_name: str | None = None, budget_s: float = 1.0) -> None:
         self.calibration = calibration
@@ -168,18 +163,10 @@ class Runner:
         grad = case.pass_ == "fwd+bwd"
         q, k, v = make_inputs(shape, device, seed=1, requires_grad=grad)
         fn = self._callable(case, q, k, v)
-        t0 = time.perf_counter()
-        fn()  # warm-up: compiles flex, builds plans; reported apart, never timed
-        _sync(device)
+        warm_up_s, timing = measure(fn, device, self.budget_s)  # the warm-up compiles flex, builds plans
         # The first call of this backend on this shape: the check's, when it ran the case's own shape forward.
         exact_fwd = check_shape(shape) == shape and case.pass_ == "fwd"
-        record["first_call_s"] = check_call_s if exact_fwd else time.perf_counter() - t0
-        t0 = time.perf_counter()
-        fn()
-        _sync(device)
-        one_call = time.perf_counter() - t0
-        timer = time_cuda if device == "cuda" else time_cpu
-        timing = timer(fn, one_call, budget_s=self.budget_s)
+        record["first_call_s"] = check_call_s if exact_fwd else warm_up_s
         record["peak_mem_bytes"] = peak_bytes(fn, device)
         if device == "cuda":
             record["gpu_after"] = gpu_reading(torch.cuda.current_device())
@@ -198,7 +185,7 @@ class Runner:
         t0 = time.perf_counter()
         with torch.no_grad():
             out = attention(q, k, v, backend=case.backend, causal=shape.causal, window=shape.window)
-        _sync(case.device)
+        sync(case.device)
         seconds = time.perf_counter() - t0
         if out.shape != q.shape:
             return Check(False, float("inf"), *TOLERANCES[q.dtype]), seconds
