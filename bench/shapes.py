@@ -7,14 +7,17 @@ from typing import Literal
 
 import torch
 
+from bench.errors import InputError
+
 Variant = Literal["mha", "gqa", "mqa"]
 MaskKind = Literal["none", "causal", "window"]
 
 DTYPES: dict[str, torch.dtype] = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+DTYPE_NAMES: dict[torch.dtype, str] = {v: k for k, v in DTYPES.items()}
 MASKS: tuple[str, ...] = ("none", "causal", "window")
 
 
-class ShapeError(ValueError):
+class ShapeError(InputError):
     """An impossible shape; the message names the field and the rule it breaks."""
 
 

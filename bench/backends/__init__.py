@@ -1,4 +1,9 @@
-"""The registry of attention backends and the one public entry point, `attention`."""
+"""The registry of attention backends and the one public entry point, `attention`.
+
+Adding a backend: one module with its function (q, k, v, *, causal, window) -> out, and one line in BACKENDS
+with its traits. Everything else (the sweeps' CPU lists, the memory model, the claims, the figures' colours)
+reads the traits here.
+"""
 
 from __future__ import annotations
 
@@ -9,28 +14,47 @@ from bench.backends.base import Backend, Unsupported
 from bench.backends.flash_attn import flash_attn_attention
 from bench.backends.flex import flex_attention
 from bench.backends.naive import naive_attention
-from bench.shapes import ShapeError, check_heads
+from bench.errors import InputError
+from bench.shapes import DTYPE_NAMES, ShapeError, check_heads
+
+CUDA = ("cuda",)
+HALF = ("bf16", "fp16")
 
 BACKENDS: dict[str, Backend] = {
     b.name: b
     for b in [
-        Backend("naive", naive_attention, "textbook softmax(QK^T/sqrt(D))V, materialises the score matrix"),
-        Backend("sdpa", sdpa.make("sdpa"), "torch SDPA, torch's automatic kernel choice"),
-        Backend("sdpa-math", sdpa.make("sdpa-math"), "torch SDPA forced to the math (reference) kernel"),
-        Backend("sdpa-flash", sdpa.make("sdpa-flash"), "torch SDPA forced to its FlashAttention kernel"),
-        Backend("sdpa-efficient", sdpa.make("sdpa-efficient"), "torch SDPA forced to memory-efficient"),
-        Backend("sdpa-cudnn", sdpa.make("sdpa-cudnn"), "torch SDPA forced to cuDNN attention"),
-        Backend("flex", flex_attention, "torch.compile(flex_attention) with block masks"),
-        Backend("flash-attn", flash_attn_attention, "flash_attn.flash_attn_func (CUDA only)"),
+        Backend("naive", naive_attention, "textbook softmax(QK^T/sqrt(D))V, materialises the score matrix",
+                "materialising", "#555555", "o"),
+        Backend("sdpa", sdpa.make("sdpa"), "torch SDPA, torch's automatic kernel choice", "tiled", "#1f77b4", "s"),
+        Backend("sdpa-math", sdpa.make("sdpa-math"), "torch SDPA forced to the math (reference) kernel",
+                "materialising", "#9467bd", "D"),
+        Backend("sdpa-flash", sdpa.make("sdpa-flash"), "torch SDPA forced to its FlashAttention kernel", "tiled",
+                "#d62728", "^"),
+        Backend("sdpa-efficient", sdpa.make("sdpa-efficient"), "torch SDPA forced to memory-efficient", "tiled",
+                "#ff7f0e", "v", devices=CUDA),
+        Backend("sdpa-cudnn", sdpa.make("sdpa-cudnn"), "torch SDPA forced to cuDNN attention", "tiled", "#8c564b",
+                "P", devices=CUDA),
+        Backend("flex", flex_attention, "torch.compile(flex_attention) with block masks", "tiled", "#2ca02c", "*"),
+        Backend("flash-attn", flash_attn_attention, "flash_attn.flash_attn_func (CUDA only)", "tiled", "#e377c2",
+                "h", devices=CUDA, dtypes=HALF),
     ]
 }
+
+
+class UnknownBackend(InputError):
+    """A backend name the registry does not know."""
 
 
 def get_backend(name: str) -> Backend:
     try:
         return BACKENDS[name]
     except KeyError:
-        raise ValueError(f"unknown backend {name!r}; known: {', '.join(BACKENDS)}") from None
+        raise UnknownBackend(f"unknown backend {name!r}; known: {', '.join(BACKENDS)}") from None
+
+
+def backends_for(device: str) -> tuple[str, ...]:
+    """The registered backends that can run on `device`, in registry order."""
+    return tuple(name for name, b in BACKENDS.items() if device in b.devices)
 
 
 def check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
@@ -66,7 +90,9 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, backend: str
     if causal and q.shape[2] > k.shape[2]:
         raise ShapeError(f"seq_q={q.shape[2]} > seq_kv={k.shape[2]} with a causal mask leaves queries "
                          "with no visible key")
+    if why := impl.unsupported_reason(q.device.type, DTYPE_NAMES.get(q.dtype, str(q.dtype))):
+        raise Unsupported(why)
     return impl.fn(q, k, v, causal=causal, window=window)
 
 
-__all__ = ["BACKENDS", "Backend", "Unsupported", "attention", "get_backend"]
+__all__ = ["BACKENDS", "Backend", "Unsupported", "attention", "backends_for", "get_backend"]

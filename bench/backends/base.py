@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Literal, Protocol
 
 import torch
 
@@ -17,8 +17,28 @@ class AttentionFn(Protocol):
                  window: int | None) -> torch.Tensor: ...
 
 
+Memory = Literal["materialising", "tiled"]
+ALL_DTYPES = ("fp32", "bf16", "fp16")
+
+
 @dataclass(frozen=True)
 class Backend:
+    """A backend's registry entry: its function and every trait the rest of the project reads."""
+
     name: str
     fn: AttentionFn
     summary: str
+    # materialising: builds the Sq x Skv score matrix (O(S^2) memory); tiled: flash-style, O(S) above the output
+    memory: Memory
+    color: str  # one colour in every figure of every report
+    marker: str  # matplotlib marker, same reason
+    devices: tuple[str, ...] = ("cpu", "cuda")
+    dtypes: tuple[str, ...] = ALL_DTYPES
+
+    def unsupported_reason(self, device: str, dtype: str) -> str | None:
+        """Why this backend cannot run on `device` in `dtype` by its traits alone, or None."""
+        if device not in self.devices:
+            return f"{self.name}: runs only on {' and '.join(self.devices)}, not on {device}"
+        if dtype not in self.dtypes:
+            return f"{self.name}: supports {', '.join(self.dtypes)} only, not {dtype}"
+        return None

@@ -1,4 +1,4 @@
-"""The flash-attn package (Dao-AILab), CUDA only, fp16/bf16. Its layout is (B, S, H, D)."""
+"""The flash-attn package (Dao-AILab), CUDA only, fp16/bf16 (its registry traits). Its layout is (B, S, H, D)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,6 @@ def flash_attn_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, c
     except ImportError as err:
         raise Unsupported(f"flash-attn: package not importable ({err}); pip install 'attnbench[flash]' "
                           "on a CUDA machine") from None
-    if q.device.type != "cuda":
-        raise Unsupported(f"flash-attn: runs only on CUDA, not on {q.device.type}")
-    if q.dtype not in (torch.float16, torch.bfloat16):
-        raise Unsupported(f"flash-attn: supports fp16 and bf16 only, not {q.dtype}")
     if q.shape[-1] > 256 or q.shape[-1] % 8:
         raise Unsupported(f"flash-attn: head_dim must be a multiple of 8 up to 256, not {q.shape[-1]}")
     # window w = itself and the w-1 keys before it; flash-attn counts the keys to the left.
