@@ -1,10 +1,16 @@
-"""`python -m bench <command>`: one module per subcommand under bench/commands/."""
+"""`python -m bench <command>`: one module per subcommand under bench/commands/.
+
+Exit codes: 0 done, 1 a finding (a regression, a failing case) or a bug (with its traceback), 2 bad input
+(bench.errors.InputError and files that cannot be opened: one line naming the problem), 130 interrupted.
+"""
 
 from __future__ import annotations
 
 import argparse
 import importlib
 import sys
+
+from bench.errors import InputError
 
 # name -> module with `help`, `add_arguments(parser)` and `run(args) -> int`
 COMMANDS: dict[str, str] = {
@@ -16,10 +22,6 @@ COMMANDS: dict[str, str] = {
     "kv": "bench.commands.kv",
     "backends": "bench.commands.backends",
 }
-
-
-class UsageError(ValueError):
-    """Bad input found before any work starts: one line, exit code 2."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -37,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args._run(args) or 0)
-    except (UsageError, ValueError, OSError) as err:
+    except (InputError, OSError) as err:  # OSError: a path the user gave cannot be read or written
         print(f"error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -24,7 +24,8 @@ With the in-run control (default on one machine) every timing verdict must also 
 (time x that run's GEMM FLOP/s, measured at its start and end); otherwise the case is noisy.
 Memory is deterministic enough to need no statistics: peak_mem_bytes up by more than the threshold -> regressed.
 Status: ok -> oom | incorrect | error is always a failure; other status changes are reported, not failed.
-Fewer than min_cases (8) timed cases: sigma is taken as prior_sigma (20%, as DESIGN.md measured on a 2-core CPU),
+Fewer than min_cases (8) timed cases: sigma is taken as prior_sigma (20%: on a 2-core CPU, per-case ratios between two
+identical sweeps spread 0.71-1.75, 5th-95th percentile; README, Reference: noise on shared CPU machines),
 m as 0, and group/global do not apply.
 """
 
@@ -37,8 +38,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.stats import mannwhitneyu, wilcoxon
 
-from bench.baseline import control_gemm, fingerprint_diff
-from bench.results import records
+from bench.errors import InputError
+from bench.measure.environment import fingerprint_diff
+from bench.results import RunDocument, as_run
 
 VERDICTS = ("regressed", "status changed", "noisy", "improved", "missing", "new", "unchanged")  # by severity
 FAILING_STATUSES = ("oom", "incorrect", "error")
@@ -46,7 +48,7 @@ METRICS = {"median": np.median, "mean": np.mean, "min": np.min}
 OVERLAP = "the middle 60% of the two runs' rounds overlap"
 
 
-class CompareError(ValueError):
+class CompareError(InputError):
     """Two runs that cannot be compared (other machine, nothing in common, bad threshold): exit code 2."""
 
 
@@ -60,7 +62,7 @@ class Rule:
     k: float = 4.0  # how many run-to-run sigmas a case must stand out of the others to count on its own
     min_rounds: int = 5  # with fewer, Mann-Whitney U cannot reach alpha (5 vs 5 rounds: p >= 1/252)
     min_cases: int = 8  # with fewer timed cases the spread across cases is not estimated: prior_sigma is used
-    prior_sigma: float = 0.2  # DESIGN.md: A/A ratios on a 2-core CPU spread 0.71-1.75 (5th-95th pct)
+    prior_sigma: float = 0.2  # A/A per-case ratios on a 2-core CPU spread 0.71-1.75 (5th-95th pct; README)
     sigma_floor: float = 0.01  # identical synthetic runs have zero spread; never claim under 1% noise
 
 
@@ -169,7 +171,7 @@ def _lean_p(moves: np.ndarray, direction: int) -> float:
 
 
 def noise_model(log_ratios: Sequence[float], clean: Sequence[bool], rule: Rule) -> NoiseModel:
-    """Between-run noise from the cases themselves: within-run CIs understate it (see DESIGN.md).
+    """Between-run noise from the cases themselves: within-run CIs understate it (README: noise on shared CPUs).
 
     clean[i]: case i's own rounds show its move clearly (steps a and b); only such cases count in the group and
     global tests, so that cases with wide or bimodal rounds cannot make or hide a lean.
@@ -315,24 +317,23 @@ def _mem_ratio(base: dict, cur: dict) -> float | None:
     return None
 
 
-def _by_case(doc: dict, label: str) -> dict[str, dict]:
+def _by_case(doc: RunDocument, label: str) -> dict[str, dict]:
     out: dict[str, dict] = {}
-    for rec in records(doc):
+    for rec in doc.records():
         if rec["case_id"] in out:
             raise CompareError(f"{label}: case {rec['case_id']} appears twice")
         out[rec["case_id"]] = rec
     return out
 
 
-def _run_info(doc: dict) -> RunInfo:
-    meta = doc["attnbench"]
-    gemm = control_gemm(doc)
-    return RunInfo(meta.get("run_id"), meta.get("profile"), meta.get("complete"),
-                   int((meta.get("baseline") or {}).get("passes") or 1), meta.get("fingerprint"), gemm)
+def _run_info(doc: RunDocument) -> RunInfo:
+    meta = doc.meta
+    return RunInfo(meta.run_id, meta.profile, meta.complete, int((meta.baseline or {}).get("passes") or 1),
+                   doc.fingerprint, doc.control_gemm())
 
 
-def compare_runs(baseline: dict, current: dict, rule: Rule | None = None, normalize: bool = False,
-                 control: bool = True) -> Comparison:
+def compare_runs(baseline: RunDocument | dict, current: RunDocument | dict, rule: Rule | None = None,
+                 normalize: bool = False, control: bool = True) -> Comparison:
     """Verdict per case (matched by case_id) plus a summary; raises CompareError when the runs are not comparable.
 
     baseline and current are documents as read by bench.results.read_run (or pooled by baseline.merge_passes).
@@ -340,6 +341,7 @@ def compare_runs(baseline: dict, current: dict, rule: Rule | None = None, normal
     run's start and end: a machine that is slower today is slower at the GEMM too, slower code is not.
     """
     rule = rule or Rule()
+    baseline, current = as_run(baseline), as_run(current)
     if rule.metric not in METRICS:
         raise CompareError(f"metric {rule.metric!r}: choose one of {', '.join(METRICS)}")
     binfo, cinfo = _run_info(baseline), _run_info(current)

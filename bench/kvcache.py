@@ -1,4 +1,4 @@
-"""KV cache: its size by DESIGN.md's formula, what fits in a memory budget, and a real cache to measure.
+"""KV cache: its size by the formula below, what fits in a memory budget, and a real cache to measure.
 
 The formula (bench.metrics.kv_cache_bytes) is 2 x layers x Hkv x D x tokens x batch x element size, with
 tokens = min(context, window) under a sliding window and no cache at all for encoder-only models.
@@ -16,6 +16,7 @@ from typing import Literal
 import torch
 from torch import nn
 
+from bench.errors import InputError
 from bench.metrics import ELEMENT_BYTES, kv_cache_bytes
 from bench.presets import ModelPreset
 from bench.shapes import DTYPES, ShapeError, Variant, check_heads, variant_of
@@ -26,7 +27,7 @@ KV_DTYPES: dict[str, torch.dtype] = {**DTYPES, "fp8": torch.float8_e4m3fn}
 MeasureMethod = Literal["allocator", "requested", "storage", "profiler"]
 
 
-class SizeError(ValueError):
+class SizeError(InputError):
     """A size that does not parse or is not positive; the message quotes it and says what is accepted."""
 
 

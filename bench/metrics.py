@@ -1,4 +1,10 @@
-"""FLOP, byte and memory models as pure functions (DESIGN.md's conventions)."""
+"""FLOP, byte and memory models as pure functions.
+
+Conventions (the README's Reference states them too): FLOPs count query heads and only the visible (query, key)
+pairs of the mask, 4 per pair and head dim (QK^T and PV, a multiply and an add each); backward is 2.5x forward.
+Bytes are the minimum forward traffic: Q and O at Hq heads, K and V at Hkv heads, once each.
+KV cache = 2 (K and V) x layers x Hkv x head_dim x tokens x batch x element size, tokens capped by a sliding window.
+"""
 
 from __future__ import annotations
 
@@ -39,3 +45,22 @@ def kv_cache_bytes(layers: int, n_kv_heads: int, head_dim: int, tokens: int, bat
     if window is not None:
         tokens = min(tokens, window)
     return 2 * layers * n_kv_heads * head_dim * tokens * batch * ELEMENT_BYTES[dtype]
+
+
+def model_mem_bytes(shape: AttentionShape, memory: str, pass_: str = "fwd") -> int | None:
+    """Analytic peak memory of one forward call above its inputs; None for fwd+bwd, which has no model here.
+
+    memory is the backend's trait: "materialising" (the Sq x Skv scores and probabilities alive together, the
+    bool mask and its negation, K/V expanded to Hq heads for GQA) or "tiled" (flash-style: the output and a
+    float32 log-sum-exp per query row, O(S), plus an explicit mask where the kernel needs one).
+    """
+    if pass_ != "fwd":
+        return None
+    s = shape
+    e = ELEMENT_BYTES[s.dtype]
+    if memory == "materialising":
+        expanded = 2 * s.batch * s.n_heads * s.seq_kv * s.head_dim * e if s.n_kv_heads != s.n_heads else 0
+        return 2 * score_matrix_bytes(s) + (2 * s.seq_q * s.seq_kv if s.causal else 0) + expanded
+    out = s.batch * s.n_heads * s.seq_q * s.head_dim * e
+    explicit_mask = s.seq_q * s.seq_kv if (s.mask == "window" or (s.causal and 1 < s.seq_q < s.seq_kv)) else 0
+    return out + s.batch * s.n_heads * s.seq_q * 4 + explicit_mask

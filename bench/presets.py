@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bench.errors import UsageError
 from bench.shapes import ShapeError, check_heads, head_dim_for, variant_of
 
 
@@ -51,4 +52,4 @@ def preset(name: str) -> ModelPreset:
     try:
         return PRESETS[name]
     except KeyError:
-        raise ShapeError(f"unknown model preset {name!r}; known: {', '.join(PRESETS)}") from None
+        raise UsageError(f"unknown model preset {name!r}; known: {', '.join(PRESETS)}") from None

@@ -1,47 +1,161 @@
-"""Results files: one pytest-benchmark-compatible JSON per run, written atomically after every case.
+"""Results files: one pytest-benchmark-compatible JSON per run, and the typed run document it holds.
 
 Layout (pytest-benchmark's own keys, so `pytest-benchmark compare` reads it, plus one of ours):
   machine_info   pytest-benchmark's machine info; ours under machine_info["attnbench"] (environment)
   commit_info    pytest-benchmark's git info
-  benchmarks     one entry per TIMED case: name, fullname, params, extra_info (our record, see
-                 RECORD_FIELDS) and stats (pytest-benchmark's statistics of the timed rounds, raw
-                 per-round seconds in stats["data"])
+  benchmarks     one entry per TIMED case: name, fullname, params, extra_info (the case's record, see
+                 bench.record) and stats (pytest-benchmark's statistics of the timed rounds, raw per-round
+                 seconds in stats["data"])
   datetime, version
-  attnbench      {"schema": SCHEMA, "run_id", "profile", "sweep_id", "complete",
-                  "untimed": [entries of the cases that were not timed (unsupported, oom, error,
-                              incorrect): same shape, "stats": null],
-                  "calibration": {"gemm_flops_per_s", "copy_bytes_per_s"},   (this machine's ceilings)
-                  "fingerprint": {"device", "cpu_model", "gpu_name", "torch", "cuda", "threads"}}
+  attnbench      RunMeta: {"schema", "run_id", "profile", "sweep_id", "complete", "axes", "cases",
+                  "untimed": [entries of the cases that were not timed (unsupported, oom, error, incorrect):
+                              same layout, "stats": null],
+                  "calibration" / "calibration_end": {"gemm_flops_per_s", "copy_bytes_per_s"},
+                  "fingerprint": {"device", "cpu_model", "gpu_name", "torch", "cuda", "threads"},
+                  "baseline": {...} when pooled from several runs, "shards": [...] when merged}
 
-Case record values: status in STATUSES; phase prefill | decode; pass fwd | fwd+bwd; mask none | causal |
-window:<w> (and the int field window); dtype fp32 | bf16 | fp16; device cpu | cuda; seconds and bytes.
-case_id = "<backend>/<variant>/b<B>-hq<Hq>-hkv<Hkv>-q<Sq>-kv<Skv>-d<D>/<dtype>/<mask>/<phase>/<pass>/<device>".
+Untimed cases live apart because pytest-benchmark drops a whole file when one of its entries has no statistics.
+Every reader and writer goes through RunDocument (from_dict / to_dict); nothing else edits the raw keys.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import os
 import tempfile
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from bench.errors import InputError
+from bench.status import STATUSES
+
 SCHEMA = 1
-STATUSES = ("ok", "unsupported", "oom", "error", "incorrect")
-
-# Fields of every case record (benchmarks[i]["extra_info"]); documented in the README's results schema.
-RECORD_FIELDS = (
-    "case_id", "status", "reason", "backend", "variant", "n_heads", "n_kv_heads", "seq_q", "seq_kv", "batch",
-    "head_dim", "dtype", "mask", "window", "phase", "pass", "device", "flops", "bytes", "tflops",
-    "tokens_per_s", "gb_per_s", "peak_mem_bytes", "model_mem_bytes", "max_abs_err", "pct_gemm_ceiling",
-    "pct_copy_ceiling", "pct_spec_flops", "median_s", "ci_low_s", "ci_high_s", "iqr_s", "rounds", "noisy",
-    "first_call_s", "timer", "calls_per_round", "kv_cache_bytes", "kv_bytes_per_s", "threads",
-)
 
 
-class ResultsError(ValueError):
+class ResultsError(InputError):
     """A results file that cannot be used; the message names the file and what is wrong."""
+
+
+@dataclass
+class RunMeta:
+    """The run's own section (`attnbench`): what the run was and what it measured of the machine."""
+
+    schema: int = SCHEMA
+    run_id: str | None = None
+    profile: str | None = None
+    sweep_id: str | None = None
+    complete: bool | None = False
+    axes: dict | None = None
+    cases: int | None = None  # cases of the sweep (or shard), finished or not
+    calibration: dict = field(default_factory=dict)  # this machine's ceilings at the start of the run
+    calibration_end: dict | None = None  # and at its end: the regression check's in-run control
+    fingerprint: dict | None = None  # what must match for two runs' times to be comparable
+    baseline: dict | None = None  # set when pooled from several runs (bench.baseline)
+    shards: list | None = None  # set when merged from shards
+    other: dict = field(default_factory=dict)  # keys of other versions, kept as they were
+
+    @classmethod
+    def from_dict(cls, d: dict) -> RunMeta:
+        known = {f.name for f in fields(cls)} - {"other"}
+        kwargs = {k: copy.deepcopy(v) for k, v in d.items() if k in known}
+        if not isinstance(kwargs.get("calibration"), dict):
+            kwargs["calibration"] = {}
+        return cls(**kwargs, other={k: copy.deepcopy(v) for k, v in d.items() if k not in known | {"untimed"}})
+
+    def to_dict(self) -> dict:
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "other"}
+        out = {k: v for k, v in out.items() if v is not None or k in ("run_id", "profile", "sweep_id", "complete")}
+        return out | self.other
+
+
+@dataclass
+class RunDocument:
+    """One run: its entries (timed ones in pytest-benchmark's list, the others apart) and its metadata."""
+
+    meta: RunMeta = field(default_factory=RunMeta)
+    benchmarks: list[dict] = field(default_factory=list)  # timed entries, pytest-benchmark's format
+    untimed: list[dict] = field(default_factory=list)  # same layout with "stats": None
+    machine_info: dict = field(default_factory=dict)
+    commit_info: dict = field(default_factory=dict)
+    datetime: str | None = None
+    version: str | None = None
+    other: dict = field(default_factory=dict)  # top-level keys of other tools, kept as they were
+
+    @classmethod
+    def from_dict(cls, d: dict) -> RunDocument:
+        """From the JSON layout (validate first with `validate` when it comes from outside)."""
+        meta = d.get("attnbench") or {}
+        return cls(meta=RunMeta.from_dict(meta), benchmarks=copy.deepcopy(list(d.get("benchmarks") or [])),
+                   untimed=copy.deepcopy(list(meta.get("untimed") or [])),
+                   machine_info=copy.deepcopy(d.get("machine_info") or {}),
+                   commit_info=copy.deepcopy(d.get("commit_info") or {}), datetime=d.get("datetime"),
+                   version=d.get("version"),
+                   other={k: copy.deepcopy(v) for k, v in d.items() if k not in _TOP_KEYS})
+
+    def to_dict(self) -> dict:
+        return {"machine_info": self.machine_info, "commit_info": self.commit_info, "benchmarks": self.benchmarks,
+                "datetime": self.datetime, "version": self.version,
+                "attnbench": self.meta.to_dict() | {"untimed": self.untimed}} | self.other
+
+    def entries(self) -> list[dict]:
+        """Every case entry: the timed ones, then the untimed ones."""
+        return self.benchmarks + self.untimed
+
+    def add(self, entry: dict) -> None:
+        """File an entry where it belongs: timed (it has statistics) or untimed."""
+        (self.benchmarks if entry.get("stats") else self.untimed).append(entry)
+
+    def replace_entries(self, entries: list[dict]) -> None:
+        self.benchmarks, self.untimed = [], []
+        for entry in entries:
+            self.add(entry)
+
+    def case_ids(self) -> list[str]:
+        return [e["extra_info"]["case_id"] for e in self.entries()]
+
+    def records(self) -> list[dict]:
+        """The case records, each with its raw round times (seconds per call) as 'samples'."""
+        out = []
+        for entry in self.entries():
+            rec = dict(entry["extra_info"])
+            rec["samples"] = list((entry.get("stats") or {}).get("data") or [])
+            out.append(rec)
+        return out
+
+    @property
+    def environment(self) -> dict:
+        """Our environment record (machine_info["attnbench"]): versions, CPU, allocator, NVML."""
+        env = self.machine_info.get("attnbench")
+        return env if isinstance(env, dict) else {}
+
+    @property
+    def fingerprint(self) -> dict | None:
+        return self.meta.fingerprint if isinstance(self.meta.fingerprint, dict) else None
+
+    def control_gemm(self) -> float | None:
+        """The in-run control: GEMM FLOP/s, the geometric mean of the start and end calibrations."""
+        values = [(c or {}).get("gemm_flops_per_s") for c in (self.meta.calibration, self.meta.calibration_end)]
+        values = [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v) and v > 0]
+        return math.exp(sum(map(math.log, values)) / len(values)) if values else None
+
+
+_TOP_KEYS = {"machine_info", "commit_info", "benchmarks", "datetime", "version", "attnbench"}
+
+
+def as_run(doc: RunDocument | dict) -> RunDocument:
+    """A RunDocument from either form (tests and pytest-benchmark hand us dicts)."""
+    return doc if isinstance(doc, RunDocument) else RunDocument.from_dict(doc)
+
+
+def records(doc: RunDocument | dict) -> list[dict]:
+    return as_run(doc).records()
+
+
+def entries(doc: RunDocument | dict) -> list[dict]:
+    return as_run(doc).entries()
 
 
 def _clean(value: Any) -> Any:
@@ -55,14 +169,15 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def write_atomic(path: str | Path, doc: dict) -> None:
+def write_atomic(path: str | Path, doc: RunDocument | dict) -> None:
     """Write to a temp file in the same folder, fsync, then rename: readers see the old or the new file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    data = doc.to_dict() if isinstance(doc, RunDocument) else doc
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w") as f:
-            json.dump(_clean(doc), f, indent=1, allow_nan=False)
+            json.dump(_clean(data), f, indent=1, allow_nan=False)
             f.flush()
             os.fsync(f.fileno())
         umask = os.umask(0)
@@ -74,52 +189,41 @@ def write_atomic(path: str | Path, doc: dict) -> None:
         raise
 
 
-def read_run(path: str | Path) -> dict:
+def validate(doc: Any, label: str) -> None:
+    """Raise ResultsError naming `label` when the JSON layout is not an attnbench results file."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("benchmarks"), list):
+        raise ResultsError(f"{label}: not a results file (no 'benchmarks' list)")
+    meta = doc.get("attnbench")
+    if not isinstance(meta, dict):
+        raise ResultsError(f"{label}: a pytest-benchmark file from another project (no 'attnbench' section)")
+    if meta.get("schema") != SCHEMA:
+        raise ResultsError(f"{label}: results schema {meta.get('schema')!r}, this attnbench reads {SCHEMA}")
+    if not isinstance(meta.get("untimed", []), list):
+        raise ResultsError(f"{label}: 'attnbench.untimed' is not a list")
+    for i, entry in enumerate(list(doc["benchmarks"]) + list(meta.get("untimed", []))):
+        info = entry.get("extra_info") if isinstance(entry, dict) else None
+        if not isinstance(info, dict) or "case_id" not in info or info.get("status") not in STATUSES:
+            raise ResultsError(f"{label}: case #{i} has no valid attnbench record (case_id, status)")
+        if info["status"] == "ok" and not isinstance(entry.get("stats"), dict):
+            raise ResultsError(f"{label}: case {info['case_id']} is ok but has no timing statistics")
+
+
+def read_run(path: str | Path) -> RunDocument:
     """Load and validate one results file; raises ResultsError naming the file and the problem."""
     path = Path(path)
     try:
         text = path.read_text()
     except FileNotFoundError:
         raise ResultsError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise ResultsError(f"{path}: is a folder, not a results file") from None
     except OSError as err:
         raise ResultsError(f"{path}: cannot read ({err.strerror})") from None
+    except UnicodeDecodeError:
+        raise ResultsError(f"{path}: not a text file; truncated or corrupt?") from None
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as err:
         raise ResultsError(f"{path}: not valid JSON ({err.msg} at line {err.lineno}); truncated or corrupt?") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("benchmarks"), list):
-        raise ResultsError(f"{path}: not a results file (no 'benchmarks' list)")
-    meta = doc.get("attnbench")
-    if not isinstance(meta, dict):
-        raise ResultsError(f"{path}: a pytest-benchmark file from another project (no 'attnbench' section)")
-    if meta.get("schema") != SCHEMA:
-        raise ResultsError(f"{path}: results schema {meta.get('schema')!r}, this attnbench reads {SCHEMA}")
-    if not isinstance(meta.get("untimed", []), list):
-        raise ResultsError(f"{path}: 'attnbench.untimed' is not a list")
-    for i, entry in enumerate(entries(doc)):
-        info = entry.get("extra_info") if isinstance(entry, dict) else None
-        if not isinstance(info, dict) or "case_id" not in info or info.get("status") not in STATUSES:
-            raise ResultsError(f"{path}: case #{i} has no valid attnbench record (case_id, status)")
-        if info["status"] == "ok" and not isinstance(entry.get("stats"), dict):
-            raise ResultsError(f"{path}: case {info['case_id']} is ok but has no timing statistics")
-    return doc
-
-
-def entries(doc: dict) -> list[dict]:
-    """Every case entry of a run: the timed ones (pytest-benchmark's list), then the untimed ones.
-
-    Untimed cases live apart because pytest-benchmark drops a whole file when one of its entries has
-    no statistics; keeping them out of 'benchmarks' keeps `pytest-benchmark compare` working.
-    """
-    return list(doc["benchmarks"]) + list(doc.get("attnbench", {}).get("untimed", []))
-
-
-def records(doc: dict) -> list[dict]:
-    """The case records of a run, each with its raw round times (seconds) as 'samples'."""
-    out = []
-    for entry in entries(doc):
-        rec = dict(entry["extra_info"])
-        stats = entry.get("stats") or {}
-        rec["samples"] = list(stats.get("data") or [])
-        out.append(rec)
-    return out
+    validate(doc, str(path))
+    return RunDocument.from_dict(doc)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 import torch
 
@@ -71,19 +72,29 @@ def _positive(**sizes: object) -> None:
             raise ShapeError(f"{name}={value!r} must be a positive integer")
 
 
+def _dim(doc: str, default: object = dataclasses.MISSING) -> Any:
+    """A shape field; its doc is the column's doc in results records and the report's tidy table."""
+    return field(default=default, metadata={"doc": doc})
+
+
 @dataclass(frozen=True)
 class AttentionShape:
-    """One attention call: q (B, Hq, Sq, D), k and v (B, Hkv, Skv, D)."""
+    """One attention call: q (B, Hq, Sq, D), k and v (B, Hkv, Skv, D).
 
-    batch: int
-    seq_q: int
-    seq_kv: int
-    n_heads: int
-    n_kv_heads: int
-    head_dim: int
-    dtype: str = "fp32"  # fp32 | bf16 | fp16
-    mask: MaskKind = "none"
-    window: int | None = None  # keys a query sees, itself included; only with mask="window"
+    Every field is a column of a case's record (bench.record) and of the report's tidy table, with its doc:
+    a new shape field reaches the results files, the loader and the report's shape keys on its own. Fields
+    after `window` are left out of the case id while they hold their default, so old case ids stay valid.
+    """
+
+    batch: int = _dim("batch size B")
+    seq_q: int = _dim("query length Sq (1 or 4 when decoding)")
+    seq_kv: int = _dim("key/value length Skv (the context, or KV-cache length when decoding)")
+    n_heads: int = _dim("query heads Hq")
+    n_kv_heads: int = _dim("key/value heads Hkv")
+    head_dim: int = _dim("head dimension D")
+    dtype: str = _dim("fp32 / bf16 / fp16", "fp32")
+    mask: MaskKind = _dim("none / causal / window:<w>", "none")
+    window: int | None = _dim("sliding-window size in keys, itself included (empty without a window)", None)
 
     def __post_init__(self) -> None:
         _positive(batch=self.batch, seq_q=self.seq_q, seq_kv=self.seq_kv, head_dim=self.head_dim)
@@ -127,3 +138,16 @@ class AttentionShape:
     @property
     def kv_shape(self) -> tuple[int, int, int, int]:
         return (self.batch, self.n_kv_heads, self.seq_kv, self.head_dim)
+
+
+def shape_fields(shape: AttentionShape) -> dict[str, Any]:
+    """The shape as record columns: every field, the mask as its label (window:256), and the derived variant."""
+    out = {f.name: getattr(shape, f.name) for f in dataclasses.fields(shape)}
+    out["mask"] = shape.mask_label
+    out["variant"] = shape.variant
+    return out
+
+
+# column -> doc for every shape field (in order) and the derived variant
+SHAPE_DOCS: dict[str, str] = {"variant": "mha / gqa / mqa (from n_heads and n_kv_heads)"} | {
+    f.name: f.metadata["doc"] for f in dataclasses.fields(AttentionShape)}

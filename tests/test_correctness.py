@@ -122,7 +122,7 @@ def test_gradient_check_catches_wrong_backward():
 
     from bench.backends.base import Backend
 
-    BACKENDS["wrong-grad"] = Backend("wrong-grad", wrong, "test only")
+    BACKENDS["wrong-grad"] = Backend("wrong-grad", wrong, "test only", "tiled", "#000000", "o")
     try:
         shape = AttentionShape(1, 33, 33, 4, 2, 32, "fp32", "causal")
         assert check_backend("wrong-grad", shape).ok  # forward is right...

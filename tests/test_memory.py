@@ -1,4 +1,4 @@
-"""Measured peak memory on the CPU (bench.measure.memory) against the analytic model (runner.model_mem_bytes)."""
+"""Measured peak memory on the CPU (bench.measure.memory) against the analytic model (bench.metrics.model_mem_bytes)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ from bench.backends import attention
 from bench.measure.memory import peak_bytes, peak_cpu
 from bench.reference import make_inputs
 from bench.shapes import AttentionShape
-from bench.suite.runner import Runner, model_mem_bytes
+from bench.backends import BACKENDS
+from bench.metrics import model_mem_bytes
+from bench.suite.runner import Runner
 from bench.suite.spec import Case
 
 MiB = 1 << 20
@@ -36,7 +38,7 @@ def measured_peak(backend: str, seq: int, mask: str = "causal", n_kv_heads: int 
 
 
 def modelled(backend: str, seq: int, mask: str = "causal", n_kv_heads: int = 8) -> int:
-    return model_mem_bytes(Case(backend, shape(seq, mask, n_kv_heads), "prefill", "fwd", "cpu"))
+    return model_mem_bytes(shape(seq, mask, n_kv_heads), BACKENDS[backend].memory, "fwd")
 
 
 # --- the probe itself --------------------------------------------------------------------------------

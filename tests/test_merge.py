@@ -15,8 +15,8 @@ def test_shards_merge_by_case_id():
     merged = merge_shards([shard([256, 512]), shard([1024])], ["a", "b"])
     ids = [r["case_id"] for r in records(merged)]
     assert len(ids) == len(set(ids)) == 5
-    assert all(e["stats"] for e in merged["benchmarks"]) and len(merged["attnbench"]["untimed"]) == 2
-    assert merged["attnbench"]["complete"] is True
+    assert all(e["stats"] for e in merged.benchmarks) and len(merged.untimed) == 2
+    assert merged.meta.complete is True
 
 
 def test_a_case_in_two_shards_is_refused():
@@ -37,6 +37,6 @@ def test_merge_cli(tmp_path, capsys):
     write_atomic(b, shard([512], complete=False))
     assert main(["merge", str(a), str(b), "--out", str(out)]) == 0
     assert "4 cases from 2 shards (some shard is incomplete)" in capsys.readouterr().out
-    assert read_run(out)["attnbench"]["complete"] is False
+    assert read_run(out).meta.complete is False
     assert main(["merge", str(a), str(b), "--out", str(out)]) == 2  # never overwrites
     assert "exists" in capsys.readouterr().err

@@ -10,10 +10,12 @@ import torch
 from bench.backends import BACKENDS, Backend
 from bench.backends.naive import naive_attention
 from bench.metrics import attention_bytes, attention_flops, kv_cache_bytes
-from bench.results import RECORD_FIELDS, STATUSES
+from bench.metrics import model_mem_bytes as model_mem
+from bench.record import RECORD_FIELDS, derived, new_record
 from bench.shapes import AttentionShape
+from bench.status import STATUSES
 from bench.suite import runner
-from bench.suite.runner import EXACT_CHECK_ELEMENTS, Runner, base_record, check_shape, derived, model_mem_bytes
+from bench.suite.runner import EXACT_CHECK_ELEMENTS, Runner, check_shape
 from bench.suite.spec import Case
 
 CALIBRATION = {"gemm_flops_per_s": 1e11, "copy_bytes_per_s": 1e10}
@@ -30,6 +32,15 @@ def tiny(mask="causal", n_heads=4, n_kv_heads=2, seq_q=32, seq_kv=32, window=Non
 
 def case(backend="naive", shape=None, pass_="fwd", phase="prefill") -> Case:
     return Case(backend, shape or tiny(), phase, pass_, "cpu")
+
+
+def base_record(c: Case) -> dict:
+    return new_record(c, BACKENDS[c.backend].memory)
+
+
+def model_mem_bytes(c: Case) -> int | None:
+    """The model as the runner applies it: the case's shape and its backend's memory trait."""
+    return model_mem(c.shape, BACKENDS[c.backend].memory, c.pass_)
 
 
 # --- FLOP and byte formulas --------------------------------------------------------------------------
@@ -181,7 +192,7 @@ def counting_backend(monkeypatch, name, fn):
         calls.append(q.shape)
         return fn(q, k, v, causal=causal, window=window)
 
-    monkeypatch.setitem(BACKENDS, name, Backend(name, wrapped, "test backend"))
+    monkeypatch.setitem(BACKENDS, name, Backend(name, wrapped, "test backend", "materialising", "#000000", "o"))
     return calls
 
 
@@ -302,7 +313,7 @@ def test_oom_after_the_check_is_oom_and_untimed(monkeypatch):
 
 def test_predicted_oom_is_not_run(monkeypatch):
     calls = counting_backend(monkeypatch, "guarded", naive_attention)
-    monkeypatch.setattr(runner, "_available_cpu_bytes", lambda: 1000)
+    monkeypatch.setattr(runner, "available_cpu_bytes", lambda: 1000)
     out = make_runner().run(case("guarded"))
     assert out.record["status"] == "oom"
     assert out.record["reason"].startswith("predicted")
@@ -312,13 +323,13 @@ def test_predicted_oom_is_not_run(monkeypatch):
 
 
 def test_no_predicted_oom_with_plenty_of_memory(monkeypatch):
-    monkeypatch.setattr(runner, "_available_cpu_bytes", lambda: 1 << 40)
+    monkeypatch.setattr(runner, "available_cpu_bytes", lambda: 1 << 40)
     assert make_runner().run(case("naive")).record["status"] == "ok"
 
 
 def test_predicted_oom_covers_fwd_bwd(monkeypatch):
     calls = counting_backend(monkeypatch, "guarded", naive_attention)
-    monkeypatch.setattr(runner, "_available_cpu_bytes", lambda: 1000)
+    monkeypatch.setattr(runner, "available_cpu_bytes", lambda: 1000)
     out = make_runner().run(case("guarded", pass_="fwd+bwd"))
     assert out.record["status"] == "oom"
     assert calls == []

@@ -1,5 +1,6 @@
 import pytest
 
+from bench.errors import UsageError
 from bench.presets import PRESETS, preset
 from bench.shapes import AttentionShape, ShapeError, head_dim_for, parse_mask
 
@@ -54,7 +55,7 @@ def test_parse_mask_rejects(text):
         parse_mask(text)
 
 
-def test_presets_match_design_table():
+def test_presets_match_their_published_configs():
     assert len(PRESETS) == 9
     q = preset("qwen2.5-0.5b")
     assert (q.layers, q.d_model, q.n_heads, q.n_kv_heads, q.head_dim, q.variant) == (24, 896, 14, 2, 64, "gqa")
@@ -62,5 +63,5 @@ def test_presets_match_design_table():
     assert preset("mistral-7b-v0.1").window == 4096
     assert preset("bert-base").encoder_only
     assert all(p.source for p in PRESETS.values())
-    with pytest.raises(ShapeError, match="unknown model preset 'llama-9'; known: transformer-base"):
+    with pytest.raises(UsageError, match="unknown model preset 'llama-9'; known: transformer-base"):
         preset("llama-9")

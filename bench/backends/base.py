@@ -38,7 +38,7 @@ class Backend:
     def unsupported_reason(self, device: str, dtype: str) -> str | None:
         """Why this backend cannot run on `device` in `dtype` by its traits alone, or None."""
         if device not in self.devices:
-            return f"{self.name}: runs only on {' and '.join(self.devices)}, not on {device}"
+            return f"{self.name}: runs only on {' and '.join(d.upper() for d in self.devices)}, not on {device.upper()}"
         if dtype not in self.dtypes:
             return f"{self.name}: supports {', '.join(self.dtypes)} only, not {dtype}"
         return None

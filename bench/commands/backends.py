@@ -8,6 +8,7 @@ import json
 import torch
 
 from bench.backends import BACKENDS, Unsupported
+from bench.errors import UsageError
 from bench.reference import check_backend
 from bench.shapes import DTYPES, AttentionShape
 
@@ -35,7 +36,7 @@ def probe(backend: str, dtype: str, device: str) -> str:
 def run(args: argparse.Namespace) -> int:
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if device == "cuda" and not torch.cuda.is_available():
-        raise ValueError("--device cuda: torch sees no CUDA device here")
+        raise UsageError("--device cuda: torch sees no CUDA device here")
     table = {b: {dt: probe(b, dt, device) for dt in DTYPES} for b in BACKENDS}
     if args.json:
         print(json.dumps({"device": device, "torch": torch.__version__, "backends": table}, indent=2))

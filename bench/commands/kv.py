@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from bench.cli import UsageError
+from bench.errors import UsageError
 from bench.kvcache import (
     KVModel,
     check_dtype,

@@ -6,7 +6,7 @@ import argparse
 import copy
 from pathlib import Path
 
-from bench.results import ResultsError, entries, read_run, write_atomic
+from bench.results import ResultsError, RunDocument, as_run, read_run, write_atomic
 
 help = "merge the results files of a sharded sweep into one, matching cases by case_id"
 
@@ -16,30 +16,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, required=True, help="the merged results file (must not exist)")
 
 
-def merge_shards(docs: list[dict], labels: list[str]) -> dict:
+def merge_shards(docs: list[RunDocument | dict], labels: list[str]) -> RunDocument:
     """One run from shards of one profile on one kind of machine; a case in two shards must agree."""
-    first = docs[0]["attnbench"]
+    docs = [as_run(d) for d in docs]
+    first = docs[0].meta
     merged = copy.deepcopy(docs[0])
-    merged["benchmarks"], merged["attnbench"]["untimed"] = [], []
+    merged.replace_entries([])
     seen: dict[str, str] = {}
     for doc, label in zip(docs, labels, strict=True):
-        meta = doc["attnbench"]
         for key in ("profile", "fingerprint", "axes"):
-            if meta.get(key) != first.get(key):
+            if getattr(doc.meta, key) != getattr(first, key):
                 raise ResultsError(f"{label}: its {key} differs from {labels[0]}'s; not shards of one sweep")
-        for entry in entries(doc):
+        for entry in doc.entries():
             case_id = entry["extra_info"]["case_id"]
             if case_id in seen:
                 raise ResultsError(f"{label}: case {case_id} is also in {seen[case_id]}")
             seen[case_id] = label
-            timed = entry.get("stats") is not None
-            (merged["benchmarks"] if timed else merged["attnbench"]["untimed"]).append(copy.deepcopy(entry))
-    merged["attnbench"].update(
-        complete=all(d["attnbench"].get("complete") for d in docs),
-        run_id=f"{first.get('run_id')}-merged{len(docs)}",
-        shards=[d["attnbench"].get("run_id") for d in docs],
-        sweep_id=None,  # the merged case list is no single shard's: --resume works on the shards
-    )
+            merged.add(copy.deepcopy(entry))
+    merged.meta.complete = all(d.meta.complete for d in docs)
+    merged.meta.run_id = f"{first.run_id}-merged{len(docs)}"
+    merged.meta.shards = [d.meta.run_id for d in docs]
+    merged.meta.sweep_id = None  # the merged case list is no single shard's: --resume works on the shards
     return merged
 
 
@@ -49,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     docs = [read_run(p) for p in args.shards]
     merged = merge_shards(docs, [str(p) for p in args.shards])
     write_atomic(args.out, merged)
-    n = len(entries(merged))
-    print(f"{args.out}: {n} cases from {len(docs)} shards" + ("" if merged["attnbench"]["complete"] else
+    n = len(merged.entries())
+    print(f"{args.out}: {n} cases from {len(docs)} shards" + ("" if merged.meta.complete else
                                                              " (some shard is incomplete)"))
     return 0

@@ -1,14 +1,21 @@
-"""What the numbers depend on: software versions, CPU, threads, allocator, GPU clocks and power."""
+"""What the numbers depend on: software versions, CPU, threads, allocator, GPU clocks and power; and the machine
+fingerprint, the six fields that must match for two runs' times to be comparable.
+
+torch is imported inside the functions that read it: comparing fingerprints of results files needs no torch.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
+import json
 import os
 import platform
+import re
 import subprocess
 from typing import Any
 
-import torch
+FINGERPRINT_FIELDS = ("device", "cpu_model", "gpu_name", "torch", "cuda", "threads")
 
 
 def _version(package: str) -> str | None:
@@ -119,16 +126,22 @@ def _str(value: bytes | str) -> str:
 
 
 def gpu_name(device: str) -> str | None:
+    import torch
+
     return torch.cuda.get_device_name() if device == "cuda" and torch.cuda.is_available() else None
 
 
 def fingerprint(device: str) -> dict[str, Any]:
-    """What must match for two runs' times to be comparable."""
+    """What must match for two runs' times to be comparable (FINGERPRINT_FIELDS)."""
+    import torch
+
     return {"device": device, "cpu_model": cpu_model(), "gpu_name": gpu_name(device), "torch": torch.__version__,
             "cuda": torch.version.cuda, "threads": torch.get_num_threads()}
 
 
 def environment(device: str, profile: str) -> dict[str, Any]:
+    import torch
+
     cuda = device == "cuda" and torch.cuda.is_available()
     return {
         "device": device,
@@ -151,3 +164,23 @@ def environment(device: str, profile: str) -> dict[str, Any]:
         "git_commit": git_commit(),
         "python": platform.python_version(),
     }
+
+
+def fingerprint_key(fp: dict) -> str:
+    """A readable slug plus a short hash of the six fields, e.g. cpu-intel-xeon-...-torch2.13.0-cpu-t2-1a2b3c4d."""
+    core = {k: fp.get(k) for k in FINGERPRINT_FIELDS}
+    digest = hashlib.sha256(json.dumps(core, sort_keys=True, default=str).encode()).hexdigest()[:8]
+    hardware = core["gpu_name"] if core["device"] == "cuda" and core["gpu_name"] else core["cpu_model"]
+    words = [core["device"], hardware, f"torch{core['torch']}", f"t{core['threads']}"]
+    slug = re.sub(r"\((r|tm)\)", "", "-".join(str(w) for w in words if w).lower())
+    slug = re.sub(r"[^a-z0-9.]+", "-", slug).strip("-.")[:60].rstrip("-.")
+    return f"{slug}-{digest}"
+
+
+def fingerprint_diff(baseline: dict | None, current: dict | None) -> list[str]:
+    """One line per differing field, naming both values; empty when the machines match."""
+    if not isinstance(baseline, dict) or not isinstance(current, dict):
+        which = " and ".join(n for n, fp in (("baseline", baseline), ("current", current)) if not isinstance(fp, dict))
+        return [f"the {which} run records no machine fingerprint"]
+    return [f"{k}: {baseline.get(k)!r} (baseline) vs {current.get(k)!r} (current)"
+            for k in FINGERPRINT_FIELDS if baseline.get(k) != current.get(k)]

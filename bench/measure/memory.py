@@ -42,3 +42,15 @@ def peak_cpu(fn: Callable[[], object]) -> int:
 
 def peak_bytes(fn: Callable[[], object], device: str) -> int:
     return peak_cuda(fn) if device == "cuda" else peak_cpu(fn)
+
+
+def available_cpu_bytes() -> int | None:
+    """MemAvailable from /proc/meminfo: what the kernel can give without swapping (None off Linux)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None

@@ -1,11 +1,13 @@
 """Results files and folders -> one tidy DataFrame: one row per case and run, one column per variable.
 
 The edge of the report package: everything after this reads the frame (and the run list), never JSON.
-Files are parsed with json.loads only (through bench.results.read_run), never pickle or eval.
+Files are parsed with json.loads only (through bench.results.read_run), never pickle or eval. The columns are
+the record's fields (bench.record.FIELDS) plus the run's and a few derived ones: nothing here lists shape fields.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -15,67 +17,38 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench.results import ResultsError, read_run, records
+from bench.record import FIELDS
+from bench.results import ResultsError, read_run
+from bench.shapes import AttentionShape
 
-# The tidy columns, in order: the one place they are documented (the README's table is rendered from this).
-COLUMNS: dict[str, str] = {
+RUN_COLUMNS: dict[str, str] = {
     "run_id": "id of the run (one results file); several runs can share a frame",
     "machine": "CPU model on CPU runs, GPU name on CUDA runs",
     "device": "cpu / cuda",
     "profile": "sweep profile of the run (quick, default, heads, decode, full)",
-    "case_id": "stable case id: backend/variant/shape/dtype/mask/phase/pass/device",
-    "backend": "attention implementation (naive, sdpa, sdpa-flash, ..., flex, flash-attn)",
-    "variant": "mha / gqa / mqa (from n_heads and n_kv_heads)",
-    "batch": "batch size B",
-    "n_heads": "query heads Hq",
-    "n_kv_heads": "key/value heads Hkv",
+}
+DERIVED_COLUMNS: dict[str, str] = {
     "group_size": "query heads per KV head, Hq / Hkv",
-    "head_dim": "head dimension D",
     "d_model": "Hq x D (fixed across a heads sweep)",
-    "seq_q": "query length Sq (1 or 4 when decoding)",
-    "seq_kv": "key/value length Skv (the context, or KV-cache length when decoding)",
-    "dtype": "fp32 / bf16 / fp16",
-    "mask": "none / causal / window:<w>",
-    "window": "sliding-window size in keys (empty without a window)",
-    "phase": "prefill (Sq = Skv) / decode (Sq = 1 or 4 against Skv)",
-    "pass": "fwd / fwd+bwd",
-    "status": "ok / unsupported / oom / error / incorrect",
-    "reason": "why a case is not ok; on an ok case a note, e.g. why it is flagged noisy",
-    "median_s": "median time of one call, seconds (empty unless ok)",
-    "ci_low_s": "lower end of the 95% confidence interval of the median, seconds",
-    "ci_high_s": "upper end of the 95% confidence interval of the median, seconds",
-    "iqr_s": "interquartile range of the per-call times, seconds",
-    "rounds": "number of timed rounds",
-    "noisy": "true when the engine flagged the timing as noisy",
-    "first_call_s": "time of the first (untimed: compile, autotune) call, seconds",
-    "timer": "which timer measured the case",
-    "calls_per_round": "calls averaged in one timed round",
-    "flops": "useful FLOPs of one call (masked-out pairs not counted; fwd+bwd = 3.5 x fwd)",
-    "bytes": "minimum memory traffic of one forward call: Q, O at Hq heads + K, V at Hkv heads",
     "intensity": "arithmetic intensity, flops / bytes (FLOP per byte)",
     "flops_per_s": "achieved FLOP/s, flops / median_s",
-    "tflops": "achieved TFLOP/s as the engine recorded it",
-    "tokens_per_s": "query tokens per second, B x Sq / median_s",
-    "gb_per_s": "achieved bandwidth as the engine recorded it, GB/s (bytes / median_s / 1e9)",
-    "peak_mem_bytes": "measured peak memory above the inputs, bytes",
-    "model_mem_bytes": "analytic model of that peak, bytes (naive: score matrix; flash-style: O(S))",
-    "kv_cache_bytes": "one layer's K and V cache that a decode step reads, bytes (decode cases)",
-    "kv_bytes_per_s": "KV-cache bytes read per second, kv_cache_bytes / median_s (decode cases)",
-    "max_abs_err": "largest absolute error against the float64 reference",
-    "pct_gemm_ceiling": "achieved FLOP/s as % of the run's measured GEMM FLOP/s",
-    "pct_copy_ceiling": "achieved bandwidth as % of the run's measured copy bandwidth",
-    "pct_spec_flops": "achieved FLOP/s as % of the device's spec-sheet peak (GPU only)",
-    "threads": "CPU threads torch used",
+}
+RUN_DETAIL_COLUMNS: dict[str, str] = {
     "gemm_flops_per_s": "the run's measured GEMM ceiling, FLOP/s (calibration)",
     "copy_bytes_per_s": "the run's measured memory-copy ceiling, bytes/s (calibration)",
     "device_memory_bytes": "memory of the device the run used (RAM on CPU, GPU memory on CUDA), bytes",
     "run_datetime": "when the run was written (ISO 8601)",
     "source": "the results file the row came from",
 }
+# The tidy columns, in order, with their meaning: the run's, then every record field (bench.record owns them, the
+# shape's included), then what the loader derives. The README's table is rendered from this.
+COLUMNS: dict[str, str] = RUN_COLUMNS | FIELDS | DERIVED_COLUMNS | RUN_DETAIL_COLUMNS
 
-INT_COLUMNS = ("batch", "n_heads", "n_kv_heads", "group_size", "head_dim", "d_model", "seq_q", "seq_kv", "window",
-               "rounds", "calls_per_round", "threads", "flops", "bytes", "peak_mem_bytes", "model_mem_bytes",
-               "kv_cache_bytes", "device_memory_bytes")
+_INT_RECORD = ("rounds", "calls_per_round", "threads", "flops", "bytes", "peak_mem_bytes", "model_mem_bytes",
+               "kv_cache_bytes")
+# integer shape fields come from the shape's own annotations, so a new int axis is typed without an edit here
+INT_COLUMNS = tuple(f.name for f in dataclasses.fields(AttentionShape) if str(f.type).startswith("int")) + (
+    "group_size", "d_model", *_INT_RECORD, "device_memory_bytes")
 FLOAT_COLUMNS = ("median_s", "ci_low_s", "ci_high_s", "iqr_s", "first_call_s", "intensity", "flops_per_s", "tflops",
                  "tokens_per_s", "gb_per_s", "kv_bytes_per_s", "max_abs_err", "pct_gemm_ceiling", "pct_copy_ceiling",
                  "pct_spec_flops", "gemm_flops_per_s", "copy_bytes_per_s")
@@ -194,26 +167,23 @@ def read_results(path: str | Path, run_id: str | None = None) -> tuple[pd.DataFr
     """One results file -> (tidy frame, run info); raises ResultsError naming the file and the problem."""
     path = Path(path)
     doc = read_run(path)
-    meta = doc["attnbench"]
-    fingerprint = meta.get("fingerprint") if isinstance(meta.get("fingerprint"), dict) else {}
-    machine_info = doc.get("machine_info") if isinstance(doc.get("machine_info"), dict) else {}
-    ours = machine_info.get("attnbench") if isinstance(machine_info.get("attnbench"), dict) else {}
-    env = {**fingerprint, **{k: v for k, v in ours.items() if v is not None}}
-    calibration = meta.get("calibration") if isinstance(meta.get("calibration"), dict) else {}
+    meta = doc.meta
+    env = {**(doc.fingerprint or {}), **{k: v for k, v in doc.environment.items() if v is not None}}
+    calibration = meta.calibration
     device = str(env.get("device") or "cpu")
     machine = env.get("gpu_name") if device == "cuda" and env.get("gpu_name") else env.get("cpu_model")
-    run_id = run_id or str(meta.get("run_id") or path.stem)
+    run_id = run_id or str(meta.run_id or path.stem)
     run = {
         "run_id": run_id, "machine": str(machine or "unknown machine"), "device": device,
-        "profile": meta.get("profile"),
+        "profile": meta.profile,
         "gemm_flops_per_s": _number(path, "-", "gemm_flops_per_s", calibration.get("gemm_flops_per_s")),
         "copy_bytes_per_s": _number(path, "-", "copy_bytes_per_s", calibration.get("copy_bytes_per_s")),
         "device_memory_bytes": _number(path, "-", "device_memory_bytes", env.get("device_memory_bytes")),
-        "run_datetime": str(doc["datetime"]) if doc.get("datetime") else None, "source": str(path),
+        "run_datetime": str(doc.datetime) if doc.datetime else None, "source": str(path),
     }
-    rows = [_row(path, rec, run) for rec in records(doc)]
+    rows = [_row(path, rec, run) for rec in doc.records()]
     frame = tidy(rows)
-    info = RunInfo(run_id=run_id, source=str(path), profile=meta.get("profile"), complete=meta.get("complete"),
+    info = RunInfo(run_id=run_id, source=str(path), profile=meta.profile, complete=meta.complete,
                    datetime=run["run_datetime"], machine=run["machine"], device=device, env=env,
                    calibration=dict(calibration), n_cases=len(frame))
     return frame, info

@@ -1,57 +1,77 @@
-"""pytest glue for the engine: parametrizes the benchmark from a sweep spec and records every case.
+"""pytest glue for the engine: options, parametrization and recording. `bench run` drives pytest through it, and
+so can anyone: `python -m pytest --pyargs bench.suite --attn-profile quick --benchmark-json=OUT.json`.
 
-Only glue lives here: the spec file is written by `python -m bench run`; measuring is bench.suite.runner;
-the file format is bench.results.
+Only glue lives here: the options and their checks are bench.suite.options; measuring is bench.suite.runner;
+records are bench.record; the file is bench.results through bench.suite.store. The plugin stays inert unless an
+--attn-* option is given, so it can be installed as a pytest11 entry point without touching other test suites.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import gc
-import json
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
 
-from bench.measure.calibrate import calibrate
-from bench.measure.environment import environment, fingerprint, gpu_name, nvml_state
-from bench.suite.replay import noop, replaying
-from bench.suite.runner import Runner
-from bench.suite.spec import Case, case_from_dict
-from bench.suite.store import ResultsStore
+from bench.errors import InputError
+from bench.status import PROGRESS_LABELS
+from bench.suite.options import Plan, add_options, option_names, plan
 
-STATUS_WORD = {"ok": "ok", "unsupported": "unsupported", "oom": "OOM", "error": "ERROR", "incorrect": "INCORRECT"}
+REPLAY_TIMER = "bench.suite.replay.clock"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--attn-spec", default=None, help="sweep spec written by `python -m bench run`")
+    group = parser.getgroup("attnbench", "attention benchmarks (python -m bench run's options)")
+    add_options(group.addoption, flag_prefix="attn-", dest_prefix="attn_")
+    group.addoption("--attn-run-id", dest="attn_run_id", default=None, help="id of the run (default: time-profile-device)")
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-benchmark reads its timer option
 def pytest_configure(config: pytest.Config) -> None:
-    path = config.getoption("--attn-spec")
-    if path:
-        config.stash[SESSION_KEY] = AttnSession(config, json.loads(Path(path).read_text()))
+    values = {name: config.getoption(f"attn_{name}") for name in option_names()}
+    if not any(v not in (None, False) for v in values.values()):
+        return
+    try:
+        checked = plan(values, default_out=False)
+    except InputError as err:
+        raise pytest.UsageError(str(err)) from None
+    run_id = config.getoption("attn_run_id") or checked.run_id
+    # Rounds are measured by our timers, then replayed into pytest-benchmark's fixture (bench.suite.replay).
+    config.option.benchmark_timer = REPLAY_TIMER
+    config.stash[SESSION_KEY] = AttnSession(config, checked, run_id)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if "attn_case" in metafunc.fixturenames:
+    if "case" in metafunc.fixturenames and "attn_session" in metafunc.fixturenames:
         session = metafunc.config.stash.get(SESSION_KEY, None)
         pending = session.pending if session else []
-        metafunc.parametrize("attn_case", pending, ids=[c.id for c in pending])
+        # the id itself is the parameter: it is what pytest-benchmark stores in `params`, and it is JSON
+        metafunc.parametrize("case", [c.id for c in pending], ids=[c.id for c in pending])
 
 
 @pytest.fixture
 def attn_session(request: pytest.FixtureRequest) -> AttnSession:
+    if SESSION_KEY not in request.config.stash:
+        pytest.skip("no sweep: pass --attn-profile (and other --attn-* options) to run attention benchmarks")
     return request.config.stash[SESSION_KEY]
 
 
 def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict) -> None:
     session = config.stash.get(SESSION_KEY, None)
     if session:
-        machine_info["attnbench"] = environment(session.device, session.spec["profile"])
+        from bench.measure.environment import environment
+
+        machine_info["attnbench"] = environment(session.plan.device, session.plan.profile)
+
+
+def pytest_benchmark_update_json(config: pytest.Config, benchmarks: list, output_json: dict) -> None:
+    """pytest-benchmark's own files (--benchmark-json, --benchmark-autosave) become attnbench results files."""
+    session = config.stash.get(SESSION_KEY, None)
+    if session and session.store is not None:
+        doc = session.store.doc
+        output_json["attnbench"] = doc.meta.to_dict() | {"untimed": doc.untimed}
 
 
 def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config):
@@ -61,40 +81,35 @@ def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config):
     return None
 
 
-def pytest_sessionstart(session: pytest.Session) -> None:
+def pytest_collection_finish(session: pytest.Session) -> None:
     attn = session.config.stash.get(SESSION_KEY, None)
     if attn:
-        attn.start()
+        selected = {item.callspec.params["case"] for item in session.items
+                    if hasattr(item, "callspec") and "case" in item.callspec.params}
+        attn.start(selected)
 
 
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)  # before pytest-benchmark's wrapper writes its JSON
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int):
     attn = session.config.stash.get(SESSION_KEY, None)
-    if attn and attn.store is not None:
-        complete = not attn.pending_left() and exitstatus != pytest.ExitCode.INTERRUPTED
-        if complete and attn.pending:
-            # The machine's speed again, after the cases: with the start's, the in-run control that lets a
-            # regression check tell "this machine was slower today" from "the code got slower".
-            attn.store.doc["attnbench"]["calibration_end"] = calibrate(attn.device)
-            if attn.device == "cuda":
-                attn.store.doc["machine_info"].setdefault("attnbench", {})["nvml_end"] = nvml_state()
-        attn.store.finish(complete=complete)
+    if attn:
+        attn.finish(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
+    yield
 
 
 class AttnSession:
-    def __init__(self, config: pytest.Config, spec: dict[str, Any]) -> None:
+    def __init__(self, config: pytest.Config, checked: Plan, run_id: str) -> None:
         self.config = config
-        self.spec = spec
-        self.device: str = spec["device"]
-        self.cases = [case_from_dict(d) for d in spec["cases"]]
-        self.skip = set(spec.get("done", []))
-        self.pending = [c for c in self.cases if c.id not in self.skip]
-        self.store: ResultsStore | None = None
-        self.runner: Runner | None = None
+        self.plan = checked
+        self.run_id = run_id
+        self.by_id = {c.id: c for c in checked.cases}
+        done = set(checked.done)
+        self.pending = [c for c in checked.cases if c.id not in done]
+        self.selected: set[str] = set()
+        self.store: Any = None
+        self.runner: Any = None
         self.finished = 0
         self.t0 = time.perf_counter()
-
-    def pending_left(self) -> bool:
-        return self.store is None or bool({c.id for c in self.cases} - self.store.done)
 
     def _say(self, line: str) -> None:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
@@ -103,35 +118,69 @@ class AttnSession:
             with capture.global_and_fixture_disabled():  # progress must reach the terminal mid-test
                 reporter.write_line(line)
 
-    def start(self) -> None:
+    def start(self, selected: set[str]) -> None:
+        """After collection: calibrate and open the results document, only when some case is to run."""
+        import torch
+
+        from bench.measure.calibrate import calibrate
+        from bench.measure.environment import fingerprint, gpu_name
+        from bench.results import RunMeta
+        from bench.suite.runner import Runner
+        from bench.suite.store import ResultsStore
+
+        self.selected = selected
+        if not selected and not self.plan.resume:
+            return
         torch.manual_seed(0)
-        if self.spec.get("threads"):
-            torch.set_num_threads(self.spec["threads"])
-        out = Path(self.spec["out"])
-        if self.spec.get("resume"):
-            self.store = ResultsStore(out, {}, {}, {}, "", "", resume=True)
-            calibration = self.store.doc["attnbench"]["calibration"]
-            self._say(f"resuming {out}: {len(self.skip)} cases done, {len(self.pending)} to go")
+        if self.plan.threads:
+            torch.set_num_threads(self.plan.threads)
+        if self.plan.resume:
+            self.store = ResultsStore.resume(self.plan.out)
+            calibration = self.store.doc.meta.calibration
+            self._say(f"resuming {self.plan.out}: {len(self.plan.done)} cases done, {len(selected)} to go")
         else:
-            self._say(f"calibrating {self.device} (GEMM and copy ceilings)...")
-            calibration = calibrate(self.device)
+            self._say(f"calibrating {self.plan.device} (GEMM and copy ceilings)...")
+            calibration = calibrate(self.plan.device)
             self._say(f"  GEMM {calibration['gemm_flops_per_s'] / 1e9:.1f} GFLOP/s, "
                       f"copy {calibration['copy_bytes_per_s'] / 1e9:.1f} GB/s")
             machine_info = self.config.hook.pytest_benchmark_generate_machine_info(config=self.config)
             self.config.hook.pytest_benchmark_update_machine_info(config=self.config, machine_info=machine_info)
             commit_info = self.config.hook.pytest_benchmark_generate_commit_info(config=self.config)
-            meta = {k: self.spec[k] for k in ("run_id", "profile", "sweep_id", "axes")}
-            meta |= {"calibration": calibration, "fingerprint": fingerprint(self.device), "cases": len(self.cases)}
+            import dataclasses
+
             import pytest_benchmark
 
-            self.store = ResultsStore(out, meta, machine_info, commit_info, pytest_benchmark.__version__,
-                                      dt.datetime.now().isoformat(timespec="seconds"))
-        self.runner = Runner(calibration, gpu_name(self.device), budget_s=self.spec["budget_s"])
+            meta = RunMeta(run_id=self.run_id, profile=self.plan.profile, sweep_id=self.plan.sweep_id,
+                           axes=dataclasses.asdict(self.plan.sweep), calibration=calibration,
+                           fingerprint=fingerprint(self.plan.device), cases=len(self.plan.cases))
+            self.store = ResultsStore.new(self.plan.out, meta, machine_info, commit_info,
+                                          pytest_benchmark.__version__,
+                                          dt.datetime.now().isoformat(timespec="seconds"))
+        self.runner = Runner(calibration, gpu_name(self.plan.device), budget_s=self.plan.sweep.budget_s)
         gc.freeze()  # what is alive now lives to the end: keep the collector from rescanning it between rounds
         self.t0 = time.perf_counter()
 
-    def measure(self, case: Case, benchmark) -> None:
-        assert self.runner is not None and self.store is not None
+    def finish(self, interrupted: bool) -> None:
+        if self.store is None:
+            return
+        complete = not interrupted and set(self.by_id) <= set(self.store.doc.case_ids())
+        if complete and self.finished:
+            # The machine's speed again, after the cases: with the start's, the in-run control that lets a
+            # regression check tell "this machine was slower today" from "the code got slower".
+            from bench.measure.calibrate import calibrate
+
+            self.store.doc.meta.calibration_end = calibrate(self.plan.device)
+            if self.plan.device == "cuda":
+                from bench.measure.environment import nvml_state
+
+                self.store.doc.machine_info.setdefault("attnbench", {})["nvml_end"] = nvml_state()
+        self.store.finish(complete=complete)
+
+    def measure(self, case_id: str, benchmark: Any) -> None:
+        from bench.record import untimed_entry
+        from bench.suite.replay import noop, replaying
+
+        case = self.by_id[case_id]
         outcome = self.runner.run(case)
         record = outcome.record
         s = case.shape
@@ -144,10 +193,7 @@ class AttnSession:
             if entry["stats"]["data"] != outcome.samples:
                 raise RuntimeError("pytest-benchmark did not store the measured rounds; timer replay is broken")
         else:
-            entry = {"group": benchmark.group, "name": benchmark.name, "fullname": benchmark.fullname,
-                     "params": benchmark.params, "param": benchmark.param, "extra_info": dict(record),
-                     "options": {}, "stats": None}
-        entry["params"] = {"case": case.id}  # the Case object itself is not JSON
+            entry = untimed_entry(record, benchmark.name, benchmark.fullname, benchmark.group)
         self.store.add(entry)
         self._progress(case, record)
         if record["status"] in ("unsupported", "oom"):
@@ -155,11 +201,11 @@ class AttnSession:
         if record["status"] in ("error", "incorrect"):
             pytest.fail(f"{case.id}: {record['status']}: {record['reason']}", pytrace=False)
 
-    def _progress(self, case: Case, record: dict[str, Any]) -> None:
+    def _progress(self, case: Any, record: dict[str, Any]) -> None:
         self.finished += 1
-        total = len(self.pending)
+        total = len(self.selected)
         elapsed = time.perf_counter() - self.t0
-        eta = elapsed / self.finished * (total - self.finished)
+        eta = elapsed / self.finished * max(0, total - self.finished)
         status = record["status"]
         if status == "ok":
             ci = (record["ci_high_s"] - record["ci_low_s"]) / 2 / record["median_s"] * 100
@@ -168,7 +214,7 @@ class AttnSession:
         else:
             detail = record["reason"][:90]
         self._say(f"[{self.finished}/{total} eta {int(eta) // 60}m{int(eta) % 60:02d}s] {case.id}  "
-                  f"{STATUS_WORD[status]}  {detail}")
+                  f"{PROGRESS_LABELS[status]}  {detail}")
 
 
 SESSION_KEY = pytest.StashKey[AttnSession]()

@@ -16,10 +16,11 @@ import torch
 from bench.backends import Unsupported, attention, get_backend
 from bench.measure.calibrate import spec_flops
 from bench.measure.environment import gpu_reading
-from bench.measure.memory import peak_bytes
+from bench.measure.memory import available_cpu_bytes, peak_bytes
 from bench.measure.stats import summarize
 from bench.measure.timer import measure, sync
-from bench.metrics import ELEMENT_BYTES, attention_bytes, attention_flops, kv_cache_bytes, score_matrix_bytes
+from bench.metrics import model_mem_bytes
+from bench.record import new_record, timed
 from bench.reference import TOLERANCES, Check, check_gradients, compare_to_reference, make_inputs, reference_attention
 from bench.shapes import AttentionShape
 from bench.suite.spec import Case
@@ -27,7 +28,6 @@ from bench.suite.spec import Case
 # Shapes up to this many score elements are checked as they are; larger ones on a shorter copy of the
 # same case (same heads, dims, dtype, mask and offset semantics), since the float64 oracle is O(S^2).
 EXACT_CHECK_ELEMENTS = 1 << 25
-MATERIALISING = {"naive", "sdpa-math"}
 
 
 @dataclass
@@ -68,22 +68,6 @@ class ReferenceCache:
         return self._ref
 
 
-def model_mem_bytes(case: Case) -> int | None:
-    """Analytic peak memory of one forward call above its inputs (None where we have no model)."""
-    s = case.shape
-    if case.pass_ != "fwd":
-        return None
-    e = ELEMENT_BYTES[s.dtype]
-    out = s.batch * s.n_heads * s.seq_q * s.head_dim * e
-    explicit_mask = s.seq_q * s.seq_kv if (s.mask == "window" or (s.causal and 1 < s.seq_q < s.seq_kv)) else 0
-    if case.backend in MATERIALISING:
-        # scores and probabilities alive together; the bool mask and its negation; K/V expanded for GQA
-        expanded = 2 * s.batch * s.n_heads * s.seq_kv * s.head_dim * e if s.n_kv_heads != s.n_heads else 0
-        return 2 * score_matrix_bytes(s) + (2 * s.seq_q * s.seq_kv if s.causal else 0) + expanded
-    # flash-style kernels: output and a float32 log-sum-exp per query row, O(S)
-    return out + s.batch * s.n_heads * s.seq_q * 4 + explicit_mask
-
-
 def _is_oom(err: BaseException) -> bool:
     return isinstance(err, torch.OutOfMemoryError) or "can't allocate memory" in str(err) or \
         "out of memory" in str(err).lower()
@@ -98,17 +82,6 @@ def _free(device: str, failed: bool) -> None:
         torch.cuda.empty_cache()
 
 
-def _available_cpu_bytes() -> int | None:
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
-
-
 class Runner:
     def __init__(self, calibration: dict[str, float], gpu_name: str | None = None, budget_s: float = 1.0) -> None:
         self.calibration = calibration
@@ -117,8 +90,7 @@ class Runner:
         self.references = ReferenceCache()
 
     def run(self, case: Case) -> Outcome:
-        record = base_record(case)
-        record["model_mem_bytes"] = model_mem_bytes(case)
+        record = new_record(case, get_backend(case.backend).memory)
         try:
             outcome = self._run(case, record)
         except Unsupported as err:
@@ -137,9 +109,9 @@ class Runner:
     def _predicted_oom(self, case: Case) -> str | None:
         if case.device != "cpu":
             return None
-        forward = model_mem_bytes(Case(case.backend, case.shape, case.phase, "fwd", case.device)) or 0
+        forward = model_mem_bytes(case.shape, get_backend(case.backend).memory, "fwd") or 0
         need = forward * (4 if case.pass_ != "fwd" else 1)  # backward keeps more alive; a rough bound
-        available = _available_cpu_bytes()
+        available = available_cpu_bytes()
         if available and need > 0.7 * available:
             return f"predicted: needs ~{need / 2**30:.1f} GiB, {available / 2**30:.1f} GiB available; not run"
         return None
@@ -170,12 +142,7 @@ class Runner:
         record["peak_mem_bytes"] = peak_bytes(fn, device)
         if device == "cuda":
             record["gpu_after"] = gpu_reading(torch.cuda.current_device())
-        stats = summarize(timing.samples)
-        record.update(status="ok", reason="noisy: CI wider than +-3% after the time budget" if timing.noisy else "",
-                      timer=timing.timer, calls_per_round=timing.calls_per_round, noisy=timing.noisy,
-                      **derived(record, stats.median, self.calibration, self.spec_flops),
-                      median_s=stats.median, ci_low_s=stats.ci_low, ci_high_s=stats.ci_high, iqr_s=stats.iqr,
-                      rounds=stats.rounds)
+        record = timed(record, summarize(timing.samples), timing, self.calibration, self.spec_flops)
         return Outcome(record, timing.samples)
 
     def _check(self, case: Case) -> tuple[Check, float]:
@@ -208,41 +175,3 @@ class Runner:
             out = fn(q, k, v, causal=s.causal, window=s.window)
             return torch.autograd.grad(out, (q, k, v), grad_out)
         return forward_backward
-
-
-def base_record(case: Case) -> dict[str, Any]:
-    s = case.shape
-    decode = case.phase == "decode"
-    return {
-        "case_id": case.id, "status": None, "reason": "", "backend": case.backend, "variant": s.variant,
-        "n_heads": s.n_heads, "n_kv_heads": s.n_kv_heads, "seq_q": s.seq_q, "seq_kv": s.seq_kv, "batch": s.batch,
-        "head_dim": s.head_dim, "dtype": s.dtype, "mask": s.mask_label, "window": s.window, "phase": case.phase,
-        "pass": case.pass_, "device": case.device, "flops": attention_flops(s, case.pass_),
-        "bytes": attention_bytes(s),
-        # one layer's K and V cache, which a decode step reads whole
-        "kv_cache_bytes": kv_cache_bytes(1, s.n_kv_heads, s.head_dim, s.seq_kv, s.batch, s.dtype,
-                                         window=s.window) if decode else None,
-        "threads": torch.get_num_threads(), "tflops": None, "tokens_per_s": None, "gb_per_s": None,
-        "peak_mem_bytes": None, "model_mem_bytes": None, "max_abs_err": None, "pct_gemm_ceiling": None,
-        "pct_copy_ceiling": None, "pct_spec_flops": None, "median_s": None, "ci_low_s": None, "ci_high_s": None,
-        "iqr_s": None, "rounds": 0, "noisy": None, "first_call_s": None, "timer": None, "calls_per_round": None,
-        "kv_bytes_per_s": None,
-    }
-
-
-def derived(record: dict[str, Any], median_s: float, calibration: dict[str, float],
-            spec: float | None) -> dict[str, Any]:
-    """Throughput metrics from the median time and this run's measured ceilings."""
-    flops_s = record["flops"] / median_s
-    bytes_s = record["bytes"] / median_s
-    tokens = record["batch"] * record["seq_q"]
-    return {
-        "tflops": flops_s / 1e12,
-        "tokens_per_s": tokens / median_s,
-        "gb_per_s": bytes_s / 1e9,
-        "pct_gemm_ceiling": 100 * flops_s / calibration["gemm_flops_per_s"],
-        "pct_copy_ceiling": 100 * bytes_s / calibration["copy_bytes_per_s"],
-        # the spec sheet's figure is for bf16/fp16 tensor cores: other dtypes have no honest percentage of it
-        "pct_spec_flops": 100 * flops_s / spec if spec and record["dtype"] in ("bf16", "fp16") else None,
-        "kv_bytes_per_s": record["kv_cache_bytes"] / median_s if record["kv_cache_bytes"] else None,
-    }

@@ -1,17 +1,60 @@
-"""Sweeps: named profiles of axes, expanded into an ordered list of cases with stable ids."""
+"""Sweeps: named profiles of axes, expanded into an ordered list of cases with stable ids.
+
+An axis is declared once, as a field of Sweep with `axis(...)`: its command-line flag (`bench run --FLAG` and
+`pytest --attn-FLAG`), how its text is parsed and checked, and its help. Adding one touches that declaration,
+the shape (a field of AttentionShape, which carries it into case ids, records, the loader and the report) and
+the backends that support it; the expansion in `cases()` passes simple axes through `_shape_axes` on its own.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
-from bench.backends import BACKENDS
-from bench.shapes import AttentionShape, ShapeError, head_dim_for, parse_mask
+from bench.backends import BACKENDS, backends_for, get_backend
+from bench.errors import UsageError
+from bench.shapes import DTYPES, AttentionShape, ShapeError, head_dim_for, parse_mask
 
 PHASES = ("prefill", "decode")
 PASSES = ("fwd", "fwd+bwd")
+# shape fields that were in every case id from the start; later ones are appended only when not at their default
+_LEGACY_SHAPE_FIELDS = {"batch", "seq_q", "seq_kv", "n_heads", "n_kv_heads", "head_dim", "dtype", "mask", "window"}
+
+
+def ints(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise UsageError(f"expected comma-separated integers, got {text!r}") from None
+
+
+def words(text: str) -> tuple[str, ...]:
+    return tuple(x.strip() for x in text.split(",") if x.strip())
+
+
+def one_of(name: str, known: tuple[str, ...] | dict) -> Callable[[str], None]:
+    def check(value: str) -> None:
+        if value not in known:
+            raise UsageError(f"unknown {name} {value!r}; known: {', '.join(known)}")
+    return check
+
+
+def _positive_int(name: str) -> Callable[[int], None]:
+    def check(value: int) -> None:
+        if value <= 0:
+            raise ShapeError(f"{name}={value!r} must be a positive integer")
+    return check
+
+
+def axis(default: Any, flag: str, help: str, parse: Callable[[str], Any] = ints,
+         check: Callable[[Any], None] | None = None, clears: str | None = None) -> Any:
+    """A sweep axis. clears: a field a profile may derive this axis from, dropped when the user sets it."""
+    return field(default=default, metadata={"flag": flag, "help": help, "parse": parse, "check": check,
+                                            "clears": clears})
 
 
 @dataclass(frozen=True)
@@ -25,79 +68,94 @@ class Case:
     @property
     def id(self) -> str:
         s = self.shape
+        extra = "".join(f"-{f.name}{getattr(s, f.name)}" for f in dataclasses.fields(s)
+                        if f.name not in _LEGACY_SHAPE_FIELDS and getattr(s, f.name) != f.default)
         return (f"{self.backend}/{s.variant}/b{s.batch}-hq{s.n_heads}-hkv{s.n_kv_heads}-q{s.seq_q}-kv{s.seq_kv}"
-                f"-d{s.head_dim}/{s.dtype}/{s.mask_label}/{self.phase}/{self.pass_}/{self.device}")
-
-
-def case_to_dict(case: Case) -> dict:
-    s = case.shape
-    return {"backend": case.backend, "phase": case.phase, "pass": case.pass_, "device": case.device,
-            "shape": [s.batch, s.seq_q, s.seq_kv, s.n_heads, s.n_kv_heads, s.head_dim, s.dtype, s.mask, s.window]}
-
-
-def case_from_dict(d: dict) -> Case:
-    return Case(d["backend"], AttentionShape(*d["shape"]), d["phase"], d["pass"], d["device"])
+                f"-d{s.head_dim}{extra}/{s.dtype}/{s.mask_label}/{self.phase}/{self.pass_}/{self.device}")
 
 
 @dataclass(frozen=True)
 class Sweep:
     """Axes of a sweep. Every combination is a case; decode has its own query and KV lengths."""
 
-    backends: tuple[str, ...] = tuple(BACKENDS)
-    heads: tuple[int, ...] = (8,)
-    kv_heads: tuple[int, ...] | None = (8, 2, 1)  # None: equal to n_heads (MHA only)
-    seqs: tuple[int, ...] = (256, 512, 1024, 2048)
-    batches: tuple[int, ...] = (1,)
-    head_dims: tuple[int, ...] = (64,)
+    backends: tuple[str, ...] = axis(tuple(BACKENDS), "backend", "comma-separated backends, e.g. naive,sdpa-flash",
+                                     words, check=lambda name: get_backend(name))
+    heads: tuple[int, ...] = axis((8,), "heads", "query heads, e.g. 8 or 8,16", check=_positive_int("n_heads"))
+    kv_heads: tuple[int, ...] | None = axis((8, 2, 1), "kv-heads", "KV heads, e.g. 8,2,1 (MHA, GQA, MQA); "
+                                            "a profile's None means equal to the query heads",
+                                            check=_positive_int("n_kv_heads"))
+    seqs: tuple[int, ...] = axis((256, 512, 1024, 2048), "seq", "prefill sequence lengths",
+                                 check=_positive_int("seq_q"))
+    batches: tuple[int, ...] = axis((1,), "batch", "batch sizes", check=_positive_int("batch"),
+                                    clears="tokens_per_batch")
+    head_dims: tuple[int, ...] = axis((64,), "head-dim", "head dims", check=_positive_int("head_dim"),
+                                      clears="d_model")
+    dtypes: tuple[str, ...] = axis(("fp32",), "dtype", "fp32,bf16,fp16", words, one_of("dtype", DTYPES))
+    masks: tuple[str, ...] = axis(("causal",), "mask", "none,causal,window:256", words, parse_mask)
+    phases: tuple[str, ...] = axis(("prefill",), "phase", "prefill,decode", words, one_of("phase", PHASES))
+    passes: tuple[str, ...] = axis(("fwd",), "pass", "fwd,fwd+bwd", words, one_of("pass", PASSES))
+    decode_q: tuple[int, ...] = axis((1,), "decode-q", "queries per decode step (1; 4 for speculative decoding)",
+                                     check=_positive_int("decode_q"))
+    decode_kv: tuple[int, ...] = axis((1024, 4096, 16384), "decode-kv", "KV-cache lengths for decode",
+                                      check=_positive_int("decode_kv"))
+    budget_s: float = axis(1.0, "budget", "seconds of timing per case before it is marked noisy", float)
     d_model: int | None = None  # when set, head_dim = d_model / n_heads (the heads sweep)
     tokens_per_batch: int | None = None  # when set, batch = tokens / seq (GPU sweeps at fixed tokens)
-    dtypes: tuple[str, ...] = ("fp32",)
-    masks: tuple[str, ...] = ("causal",)
-    phases: tuple[str, ...] = ("prefill",)
-    passes: tuple[str, ...] = ("fwd",)
-    decode_q: tuple[int, ...] = (1,)
-    decode_kv: tuple[int, ...] = (1024, 4096, 16384)
-    budget_s: float = 1.0  # timing budget per case before it is marked noisy
-    notes: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        if self.budget_s <= 0:
+            raise UsageError(f"--budget {self.budget_s:g} must be positive")
+        for f in axis_fields():
+            check = f.metadata["check"]
+            values = getattr(self, f.name)
+            if check and isinstance(values, tuple):
+                for value in values:
+                    check(value)
 
     def with_axes(self, **axes: object) -> Sweep:
-        return dataclasses.replace(self, **{k: v for k, v in axes.items() if v is not None})
+        """This sweep with the given axes replaced (None: keep); an axis set by hand drops what derived it."""
+        given = {k: v for k, v in axes.items() if v is not None}
+        for f in axis_fields():
+            if f.name in given and f.metadata["clears"]:
+                given[f.metadata["clears"]] = None
+        return dataclasses.replace(self, **given)
 
 
-CPU_BACKENDS = ("naive", "sdpa", "sdpa-math", "sdpa-flash", "flex")
+def axis_fields() -> list[dataclasses.Field]:
+    """The declared axes, in order: each has a flag, a parser, a check and a help text."""
+    return [f for f in dataclasses.fields(Sweep) if "flag" in f.metadata]
+
 
 PROFILES: dict[str, dict[str, Sweep]] = {
     "cpu": {
-        "quick": Sweep(backends=CPU_BACKENDS, seqs=(256, 512), phases=("prefill", "decode"), decode_kv=(2048,),
-                       budget_s=0.4, notes="about 2 minutes on a 2-core machine; CI's regression check"),
+        # CI's regression check
+        "quick": Sweep(backends=backends_for("cpu"), seqs=(256, 512), phases=("prefill", "decode"),
+                       decode_kv=(2048,), budget_s=0.4),
+        # every backend x MHA/GQA/MQA x 4 lengths x fp32/bf16 x none/causal, plus decode
         "default": Sweep(seqs=(256, 512, 1024, 2048), dtypes=("fp32", "bf16"), masks=("none", "causal"),
-                         phases=("prefill", "decode"), decode_kv=(1024, 4096, 16384), budget_s=0.6,
-                         notes="every backend x MHA/GQA/MQA x 4 lengths x fp32/bf16 x none/causal, plus decode"),
+                         phases=("prefill", "decode"), decode_kv=(1024, 4096, 16384), budget_s=0.6),
         "heads": Sweep(backends=("naive", "sdpa-math", "sdpa-flash", "flex"), heads=(1, 2, 4, 8, 16, 32),
-                       kv_heads=None, d_model=512, seqs=(1024,), notes="d_model 512 split into 1..32 heads"),
-        "decode": Sweep(phases=("decode",), decode_q=(1, 4), decode_kv=(1024, 4096, 16384),
-                        notes="decode and speculative decode (4 queries) against growing KV caches"),
+                       kv_heads=None, d_model=512, seqs=(1024,)),
+        "decode": Sweep(phases=("decode",), decode_q=(1, 4), decode_kv=(1024, 4096, 16384)),
         "full": Sweep(kv_heads=(8, 4, 2, 1), seqs=(256, 512, 1024, 2048, 4096), batches=(1, 4), head_dims=(64, 128),
                       dtypes=("fp32", "bf16"), masks=("none", "causal", "window:256"), phases=PHASES,
-                      passes=PASSES, decode_q=(1, 4), notes="every axis; hours on a small CPU"),
+                      passes=PASSES, decode_q=(1, 4)),
     },
     "cuda": {
-        "quick": Sweep(backends=tuple(BACKENDS), heads=(16,), kv_heads=(16, 4, 1), seqs=(1024, 4096),
-                       head_dims=(128,), dtypes=("bf16",), phases=("prefill", "decode"), decode_kv=(32768,),
-                       budget_s=0.4),
-        "default": Sweep(backends=tuple(BACKENDS), heads=(16,), kv_heads=(16, 4, 1),
-                         seqs=(1024, 2048, 4096, 8192, 16384),
+        "quick": Sweep(heads=(16,), kv_heads=(16, 4, 1), seqs=(1024, 4096), head_dims=(128,), dtypes=("bf16",),
+                       phases=("prefill", "decode"), decode_kv=(32768,), budget_s=0.4),
+        # 16k tokens per batch, as the FlashAttention papers measure
+        "default": Sweep(heads=(16,), kv_heads=(16, 4, 1), seqs=(1024, 2048, 4096, 8192, 16384),
                          tokens_per_batch=16384, head_dims=(64, 128), dtypes=("bf16",), masks=("none", "causal"),
                          phases=("prefill", "decode"), passes=PASSES, decode_kv=(8192, 32768, 131072),
-                         budget_s=0.5, notes="16k tokens per batch, as the FlashAttention papers measure"),
-        "heads": Sweep(backends=tuple(BACKENDS), heads=(1, 2, 4, 8, 16, 32), kv_heads=None, d_model=2048,
-                       seqs=(4096,), dtypes=("bf16",)),
-        "decode": Sweep(backends=tuple(BACKENDS), heads=(32,), kv_heads=(32, 8, 1), head_dims=(128,), dtypes=("bf16",),
-                        phases=("decode",), decode_q=(1, 4), decode_kv=(8192, 32768, 131072), batches=(1, 8)),
-        "full": Sweep(backends=tuple(BACKENDS), heads=(16, 32), kv_heads=(16, 8, 4, 1),
-                      seqs=(1024, 2048, 4096, 8192, 16384), tokens_per_batch=16384, head_dims=(64, 128),
-                      dtypes=("bf16", "fp16"), masks=("none", "causal", "window:256"), phases=PHASES,
-                      passes=PASSES, decode_q=(1, 4), decode_kv=(8192, 32768, 131072)),
+                         budget_s=0.5),
+        "heads": Sweep(heads=(1, 2, 4, 8, 16, 32), kv_heads=None, d_model=2048, seqs=(4096,), dtypes=("bf16",)),
+        "decode": Sweep(heads=(32,), kv_heads=(32, 8, 1), head_dims=(128,), dtypes=("bf16",), phases=("decode",),
+                        decode_q=(1, 4), decode_kv=(8192, 32768, 131072), batches=(1, 8)),
+        "full": Sweep(heads=(16, 32), kv_heads=(16, 8, 4, 1), seqs=(1024, 2048, 4096, 8192, 16384),
+                      tokens_per_batch=16384, head_dims=(64, 128), dtypes=("bf16", "fp16"),
+                      masks=("none", "causal", "window:256"), phases=PHASES, passes=PASSES, decode_q=(1, 4),
+                      decode_kv=(8192, 32768, 131072)),
     },
 }
 
@@ -106,7 +164,7 @@ def profile(name: str, device: str) -> Sweep:
     try:
         return PROFILES[device][name]
     except KeyError:
-        raise ShapeError(f"unknown profile {name!r}; known: {', '.join(PROFILES['cpu'])}") from None
+        raise UsageError(f"unknown profile {name!r}; known: {', '.join(PROFILES['cpu'])}") from None
 
 
 def _kv_heads(sweep: Sweep, n_heads: int) -> tuple[int, ...]:
@@ -115,9 +173,6 @@ def _kv_heads(sweep: Sweep, n_heads: int) -> tuple[int, ...]:
 
 def cases(sweep: Sweep, device: str) -> list[Case]:
     """Every case of the sweep, ordered so that cases sharing a shape are adjacent (one reference each)."""
-    for name in sweep.backends:
-        if name not in BACKENDS:
-            raise ShapeError(f"unknown backend {name!r}; known: {', '.join(BACKENDS)}")
     out: list[Case] = []
     for n_heads in sweep.heads:
         d_list = (head_dim_for(sweep.d_model, n_heads),) if sweep.d_model else sweep.head_dims
@@ -134,10 +189,10 @@ def cases(sweep: Sweep, device: str) -> list[Case]:
                     shape = AttentionShape(batch, sq, kv, n_heads, n_kv, head_dim, dtype, mask, window)
                     out += [Case(b, shape, "decode", "fwd", device) for b in sweep.backends]
     if "decode" in sweep.phases and "prefill" not in sweep.phases and not out:
-        raise ShapeError("decode needs a causal or window mask")
+        raise UsageError("decode needs a causal or window mask")
     ids = [c.id for c in out]
     if len(set(ids)) != len(ids):
-        raise ShapeError("the sweep lists the same case twice; check for repeated axis values")
+        raise UsageError("the sweep lists the same case twice; check for repeated axis values")
     return out
 
 
@@ -153,9 +208,9 @@ def shard(all_cases: list[Case], spec: str) -> list[Case]:
         k_text, n_text = spec.split("/")
         k, n = int(k_text), int(n_text)
     except ValueError:
-        raise ShapeError(f"--shard {spec!r}: expected K/N with integers, e.g. 2/4") from None
+        raise UsageError(f"--shard {spec!r}: expected K/N with integers, e.g. 2/4") from None
     if n < 1 or not 1 <= k <= n:
-        raise ShapeError(f"--shard {spec}: K must be between 1 and N (N >= 1)")
+        raise UsageError(f"--shard {spec}: K must be between 1 and N (N >= 1)")
     return all_cases[k - 1::n]
 
 

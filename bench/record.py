@@ -1,0 +1,107 @@
+"""A case's record: the one module that builds it, and the one list of its fields with their meaning.
+
+A record is a flat dict, stored as a results entry's `extra_info`. Its shape columns come from the shape itself
+(bench.shapes.shape_fields), so a new shape field reaches the files, the loader and the report without edits
+here. Seconds and bytes only; human units belong to reports.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.metrics import attention_bytes, attention_flops, kv_cache_bytes, model_mem_bytes
+from bench.shapes import SHAPE_DOCS, shape_fields
+
+CASE_DOCS: dict[str, str] = {
+    "case_id": "stable case id: backend/variant/shape/dtype/mask/phase/pass/device",
+    "status": "ok / unsupported / oom / error / incorrect",
+    "reason": "why a case is not ok; on an ok case a note, e.g. why it is flagged noisy",
+    "backend": "attention implementation (naive, sdpa, sdpa-flash, ..., flex, flash-attn)",
+}
+RUN_OF_CASE_DOCS: dict[str, str] = {
+    "phase": "prefill (Sq = Skv) / decode (Sq = 1 or 4 against Skv)",
+    "pass": "fwd / fwd+bwd",
+    "device": "cpu / cuda",
+}
+MEASURED_DOCS: dict[str, str] = {
+    "flops": "useful FLOPs of one call (masked-out pairs not counted; fwd+bwd = 3.5 x fwd)",
+    "bytes": "minimum memory traffic of one forward call: Q, O at Hq heads + K, V at Hkv heads",
+    "tflops": "achieved TFLOP/s, flops / median_s / 1e12",
+    "tokens_per_s": "query tokens per second, B x Sq / median_s",
+    "gb_per_s": "achieved bandwidth, GB/s (bytes / median_s / 1e9)",
+    "peak_mem_bytes": "measured peak memory above the inputs, bytes",
+    "model_mem_bytes": "analytic model of that peak, bytes (materialising: score matrix; tiled: O(S))",
+    "max_abs_err": "largest absolute error against the float64 reference",
+    "pct_gemm_ceiling": "achieved FLOP/s as % of the run's measured GEMM FLOP/s",
+    "pct_copy_ceiling": "achieved bandwidth as % of the run's measured copy bandwidth",
+    "pct_spec_flops": "achieved FLOP/s as % of the device's spec-sheet peak (GPU, bf16/fp16 only)",
+    "median_s": "median time of one call, seconds (empty unless ok)",
+    "ci_low_s": "lower end of the 95% confidence interval of the median, seconds",
+    "ci_high_s": "upper end of the 95% confidence interval of the median, seconds",
+    "iqr_s": "interquartile range of the per-call times, seconds",
+    "rounds": "number of timed rounds",
+    "noisy": "true when the engine flagged the timing as noisy (CI target missed within the budget)",
+    "first_call_s": "time of the first (untimed: compile, autotune) call, seconds",
+    "timer": "which timer measured the case",
+    "calls_per_round": "calls averaged in one timed round",
+    "kv_cache_bytes": "one layer's K and V cache that a decode step reads, bytes (decode cases)",
+    "kv_bytes_per_s": "KV-cache bytes read per second, kv_cache_bytes / median_s (decode cases)",
+    "threads": "CPU threads torch used",
+}
+# Every field of a record, in order, with its meaning: the README's results schema and the report's columns.
+FIELDS: dict[str, str] = CASE_DOCS | SHAPE_DOCS | RUN_OF_CASE_DOCS | MEASURED_DOCS
+RECORD_FIELDS: tuple[str, ...] = tuple(FIELDS)
+# Everything that makes two cases the same measurement except the backend.
+SHAPE_KEYS: list[str] = [k for k in (*SHAPE_DOCS, "phase", "pass") if k != "window"]
+
+
+def new_record(case: Any, memory: str) -> dict[str, Any]:
+    """The record of a case before it runs: identity, shape, and what the formulas say (FLOPs, bytes, memory).
+
+    case is a bench.suite.spec.Case; memory the backend's trait ("materialising" or "tiled").
+    """
+    import torch  # lazy: reading records needs no torch
+
+    s = case.shape
+    rec: dict[str, Any] = dict.fromkeys(RECORD_FIELDS)
+    rec.update(case_id=case.id, reason="", backend=case.backend, **shape_fields(s), phase=case.phase,
+               device=case.device, flops=attention_flops(s, case.pass_), bytes=attention_bytes(s),
+               model_mem_bytes=model_mem_bytes(s, memory, case.pass_), rounds=0, threads=torch.get_num_threads())
+    rec["pass"] = case.pass_
+    if case.phase == "decode":  # one layer's K and V cache, which a decode step reads whole
+        rec["kv_cache_bytes"] = kv_cache_bytes(1, s.n_kv_heads, s.head_dim, s.seq_kv, s.batch, s.dtype,
+                                               window=s.window)
+    return rec
+
+
+def derived(record: dict[str, Any], median_s: float, calibration: dict[str, float],
+            spec: float | None) -> dict[str, Any]:
+    """Throughput metrics from the median time and this run's measured ceilings."""
+    flops_s = record["flops"] / median_s
+    bytes_s = record["bytes"] / median_s
+    tokens = record["batch"] * record["seq_q"]
+    return {
+        "tflops": flops_s / 1e12,
+        "tokens_per_s": tokens / median_s,
+        "gb_per_s": bytes_s / 1e9,
+        "pct_gemm_ceiling": 100 * flops_s / calibration["gemm_flops_per_s"],
+        "pct_copy_ceiling": 100 * bytes_s / calibration["copy_bytes_per_s"],
+        # the spec sheet's figure is for bf16/fp16 tensor cores: other dtypes have no honest percentage of it
+        "pct_spec_flops": 100 * flops_s / spec if spec and record["dtype"] in ("bf16", "fp16") else None,
+        "kv_bytes_per_s": record["kv_cache_bytes"] / median_s if record["kv_cache_bytes"] else None,
+    }
+
+
+def timed(record: dict[str, Any], stats: Any, timing: Any, calibration: dict[str, float],
+          spec: float | None) -> dict[str, Any]:
+    """The record of a case that was timed: the statistics (bench.measure.stats.Summary) and what derives from them."""
+    return dict(record, status="ok", reason="noisy: CI wider than +-3% after the time budget" if timing.noisy else "",
+                timer=timing.timer, calls_per_round=timing.calls_per_round, noisy=timing.noisy,
+                **derived(record, stats.median, calibration, spec), median_s=stats.median, ci_low_s=stats.ci_low,
+                ci_high_s=stats.ci_high, iqr_s=stats.iqr, rounds=stats.rounds)
+
+
+def untimed_entry(record: dict[str, Any], name: str, fullname: str, group: str | None) -> dict[str, Any]:
+    """A results entry for a case without timings, in pytest-benchmark's layout with "stats": None."""
+    return {"group": group, "name": name, "fullname": fullname, "params": {"case": record["case_id"]},
+            "param": record["case_id"], "extra_info": dict(record), "options": {}, "stats": None}

@@ -1,0 +1,156 @@
+"""The run's options, declared once for both front ends: `bench run --FLAG` and `pytest --attn-FLAG`.
+
+The sweep axes come from bench.suite.spec's declarations; the few options that are not axes (profile, device,
+threads, output, resume, shard) are listed here. `plan()` turns the values into the checked list of cases,
+so both front ends accept, refuse and expand exactly the same input.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.errors import UsageError
+from bench.results import ResultsError, read_run
+from bench.suite import spec
+
+
+def _threads(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise UsageError(f"--threads {text!r}: expected an integer") from None
+    if value < 1:
+        raise UsageError(f"--threads {value} must be at least 1")
+    return value
+
+
+@dataclass(frozen=True)
+class Option:
+    name: str  # attribute name (argparse dest; pytest's dest is attn_<name>)
+    flag: str
+    help: str
+    kwargs: dict = field(default_factory=dict)  # more argparse keywords: choices, action, default
+
+
+# Not axes: what to sweep from (profile), where (device, threads), and what to do with the results.
+RUN_OPTIONS = (
+    Option("profile", "profile", "quick | default | heads | decode | full (default: default)",
+           {"default": "default"}),
+    Option("device", "device", "cpu or cuda (default: cuda when present, else cpu)", {"choices": ["cpu", "cuda"]}),
+    Option("threads", "threads", "torch CPU threads (default: torch's choice, recorded)"),
+    Option("out", "out", "results file (bench run's default: results/<run-id>.json)", {"type": Path}),
+    Option("resume", "resume", "continue the sweep in --out, skipping finished cases", {"action": "store_true"}),
+    Option("shard", "shard", "K/N: run every N-th case starting at the K-th (1-based)"),
+)
+
+
+def add_options(add: Callable[..., Any], flag_prefix: str = "", dest_prefix: str = "") -> None:
+    """Declare every option through `add` (argparse's add_argument or pytest's addoption).
+
+    Values stay text until `plan()` parses them: argparse would replace our messages (which name the value
+    and the rule) with its own "invalid value".
+    """
+    for opt in RUN_OPTIONS:
+        add(f"--{flag_prefix}{opt.flag}", dest=f"{dest_prefix}{opt.name}", help=opt.help, **opt.kwargs)
+    for f in spec.axis_fields():
+        add(f"--{flag_prefix}{f.metadata['flag']}", dest=f"{dest_prefix}{f.name}", help=f.metadata["help"],
+            default=None)
+
+
+def option_names() -> list[str]:
+    return [o.name for o in RUN_OPTIONS] + [f.name for f in spec.axis_fields()]
+
+
+def as_flags(values: Mapping[str, Any], flag_prefix: str) -> list[str]:
+    """The values back as command-line flags (for handing a checked `bench run` to pytest)."""
+    out: list[str] = []
+    flags = {o.name: o.flag for o in RUN_OPTIONS} | {f.name: f.metadata["flag"] for f in spec.axis_fields()}
+    for name, value in values.items():
+        if value is None or value is False or name not in flags:
+            continue
+        if value is True:
+            out.append(f"--{flag_prefix}{flags[name]}")
+        else:
+            text = ",".join(map(str, value)) if isinstance(value, tuple) else str(value)
+            out.append(f"--{flag_prefix}{flags[name]}={text}")
+    return out
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A checked run: the sweep, its cases (after sharding), and where the results go."""
+
+    device: str
+    profile: str
+    sweep: spec.Sweep
+    cases: list[spec.Case]
+    run_id: str
+    sweep_id: str
+    out: Path | None
+    resume: bool
+    threads: int | None
+    done: list[str]  # case ids already in the --resume file
+
+
+def default_device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def plan(values: Mapping[str, Any], default_out: bool = True) -> Plan:
+    """Check every option and expand the sweep; raises an InputError naming the first problem."""
+    import torch
+
+    device = values.get("device") or default_device()
+    if device == "cuda" and not torch.cuda.is_available():
+        raise UsageError("--device cuda: torch sees no CUDA device here")
+    name = values.get("profile") or "default"
+    base = spec.profile(name, device)
+    given = {f.name: f.metadata["parse"](v) if isinstance(v, str) else v
+             for f in spec.axis_fields() if (v := values.get(f.name)) is not None}
+    sweep = base.with_axes(**given)
+    threads = values.get("threads")
+    threads = _threads(threads) if isinstance(threads, str) else threads
+    cases = spec.cases(sweep, device)
+    shard = values.get("shard")
+    if shard:
+        cases = spec.shard(cases, shard)
+    run_id = f"{dt.datetime.now():%Y%m%d-%H%M%S}-{name}-{device}" + (
+        f"-shard{shard.replace('/', 'of')}" if shard else "")
+    out = values.get("out")
+    if out is None and default_out:
+        out = Path("results") / f"{run_id}.json"
+    sid = spec.sweep_id(cases)
+    done: list[str] = []
+    if values.get("resume"):
+        if out is None or values.get("out") is None:
+            raise UsageError("--resume needs --out, the results file to continue")
+        try:
+            previous = read_run(out)
+        except ResultsError as err:
+            raise UsageError(f"--resume: {err}") from None
+        if previous.meta.sweep_id != sid:
+            raise UsageError(f"--resume: {out} is from another sweep (sweep_id {previous.meta.sweep_id} != {sid}); "
+                             "run the same profile, axes and shard")
+        done = previous.case_ids()
+    elif out is not None and Path(out).exists():
+        raise UsageError(f"{out} exists; pass --resume to continue it, or another --out")
+    if out is not None:
+        _check_writable(Path(out))
+    return Plan(device, name, sweep, cases, run_id, sid, Path(out) if out is not None else None,
+                bool(values.get("resume")), threads, done)
+
+
+def _check_writable(path: Path) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".probe-"):
+            pass
+    except OSError as err:
+        raise UsageError(f"cannot write results to {path}: {err.strerror or err}") from None

@@ -1,0 +1,34 @@
+"""The few lines `bench run` ends with: statuses, the best backend per shape family, the claims' verdicts, and
+where the results and the report are. pytest-benchmark's per-case tables stay one flag away (--tables)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+from bench.status import STATUSES
+
+
+def summary_lines(results: Path, report: Path | None = None) -> list[str]:
+    # imported here: pandas loads once the sweep is over, not before it
+    from bench.report.claims import best_backends, evaluate_claims
+    from bench.report.load import read_results
+
+    frame, info = read_results(results)
+    counts = Counter(frame["status"])
+    lines = ["", f"== {info.n_cases} cases: " + ", ".join(f"{counts[s]} {s}" for s in STATUSES if counts[s])
+             + ("" if info.complete else " (incomplete)")]
+    best = best_backends(frame)
+    if best:
+        lines.append("best backend per shape family (shapes won):")
+        width = max(len(b["family"]) for b in best)
+        for b in best:
+            vs = f", {b['speedup_vs_naive']:.1f}x naive" if b.get("speedup_vs_naive") else ""
+            lines.append(f"  {b['family']:<{width}}  {b['best']} ({b['wins']}/{b['shapes']}{vs})")
+    lines.append("claims:")
+    for c in evaluate_claims(frame):
+        lines.append(f"  {c['verdict']:<13}  {c['claim']}")
+    lines.append(f"results: {results}")
+    if report is not None:
+        lines.append(f"report:  {report}")
+    return lines
