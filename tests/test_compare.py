@@ -18,18 +18,18 @@ from tests.results_factory import FINGERPRINT, make_record, make_run
 
 # 24 cases: 3 backends x 4 lengths x (MHA, GQA)
 CASES = [(b, s, hkv) for b in ("sdpa", "naive", "flex") for s in (256, 512, 1024, 2048) for hkv in (8, 2)]
-BIMODAL = {("naive", 512, 8), ("naive", 1024, 2), ("sdpa", 512, 2)}  # like DESIGN.md's naive/math at S=512
+BIMODAL = {("naive", 512, 8), ("naive", 1024, 2), ("sdpa", 512, 2)}  # like naive/math at S=512 on a 2-core CPU
 
 
 def sweep(seed, slowdown=1.0, slowed=lambda key: True, bimodal="within", modes=None, case_sigma=0.03,
           run_sigma=0.02, cases=CASES, run_id=None, rounds=20, **run_kw) -> dict:
-    """One synthetic run with the noise DESIGN.md measured, scaled down to a quiet machine by default.
+    """One synthetic run with a shared 2-core CPU's noise (see the README), scaled down to a quiet machine by default.
 
     Per round: lognormal 3% jitter and 5% outliers at x1.5 (preemption). Per case and run: a drift of case_sigma
     (flash-CPU was +-3% between processes) and a whole-run drift of run_sigma. BIMODAL cases sit at x1.0 or x1.3:
     bimodal="within" mixes both modes inside each run, 35-65% of the rounds in the slow one, so the median jumps
     between runs; "between" puts a whole run in one mode (modes[key], else a coin flip) with tight rounds, as
-    DESIGN.md saw between processes.
+    naive and sdpa-math at S=512 did between processes there (5.6 vs 12.2 ms).
     """
     rng = random.Random(seed)
     run_drift = math.exp(rng.gauss(0, run_sigma))
@@ -112,7 +112,7 @@ def test_single_case_regression_is_flagged_and_exit_1():
 
 
 def test_noisy_machine_aa_is_rarely_a_regression():
-    # DESIGN.md's machine: per-case ratios between identical sweeps spread 0.71-1.75; here sigma 0.2 per run.
+    # A shared 2-core CPU: per-case ratios between identical sweeps spread 0.71-1.75 (README); here sigma 0.2 per run.
     # Most cases move past 10% by noise alone; they must come out noisy, not regressed. On 24 cases the
     # noise estimate itself is rough, so an occasional false alarm remains (about 1 in 20 in simulation).
     results = [compare_runs(sweep(10 + seed, case_sigma=0.2), sweep(100 + seed, case_sigma=0.2)) for seed in range(20)]
@@ -123,7 +123,7 @@ def test_noisy_machine_aa_is_rarely_a_regression():
 
 
 def test_between_run_bimodality_needs_a_pooled_baseline():
-    # The trap of DESIGN.md: a case flips between x1.0 and x1.3 from one process to the next, tight rounds each time.
+    # The trap of a shared CPU: a case flips between x1.0 and x1.3 from one process to the next, tight rounds each time.
     low = {k: 1.0 for k in BIMODAL}
     high = {k: 1.3 for k in BIMODAL}
     current = sweep(9, bimodal="between", modes=high)
