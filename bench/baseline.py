@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from bench.measure.stats import summarize
+from pytest_benchmark.stats import Stats
+
 from bench.results import ResultsError, entries, read_run, records, write_atomic
 
 FINGERPRINT_FIELDS = ("device", "cpu_model", "gpu_name", "torch", "cuda", "threads")
@@ -72,14 +73,17 @@ def fingerprint_diff(baseline: dict | None, current: dict | None) -> list[str]:
 
 
 def _stats(samples: list[float], iterations: int) -> dict:
-    ordered = sorted(samples)
-    summary = summarize(ordered)  # the same quartiles as a plain run's record
-    q1, q3 = summary.q1, summary.q3
-    mean = statistics.fmean(ordered)
-    return {"min": ordered[0], "max": ordered[-1], "mean": mean,
-            "stddev": statistics.stdev(ordered) if len(ordered) > 1 else 0.0, "median": statistics.median(ordered),
-            "q1": q1, "q3": q3, "iqr": q3 - q1, "rounds": len(ordered), "iterations": iterations,
-            "total": sum(ordered), "ops": 1 / mean if mean > 0 else None, "data": samples}
+    """pytest-benchmark's own stats entry for the pooled rounds (Stats.as_dict plus the raw data and iterations, as
+    its Metadata.as_dict(include_data=True) writes them): exactly its keys, so `pytest-benchmark compare` reads a
+    baseline like any file it wrote itself; its q1/q3/iqr are those summarize() gives a plain run's record (up
+    to float rounding)."""
+    stats = Stats()
+    for sample in samples:
+        stats.update(sample)  # already per call: Stats does not divide by iterations (Metadata.update does)
+    out = stats.as_dict()
+    out["data"] = list(samples)
+    out["iterations"] = iterations
+    return out
 
 
 def _pool(entries: list[dict], gemms: list[float | None]) -> dict:
@@ -101,7 +105,6 @@ def _pool(entries: list[dict], gemms: list[float | None]) -> dict:
     median = out["stats"]["median"]
     info.update(median_s=median, rounds=len(samples), iqr_s=out["stats"]["iqr"], ci_low_s=None, ci_high_s=None,
                 pass_rounds=[len(e["stats"]["data"]) for e in ok],
-                pass_medians_s=[statistics.median(e["stats"]["data"]) for e in ok],
                 pass_gemm=[g for _, g in ok_pairs])  # each pass's own in-run control (bench.compare)
     if isinstance(old_median, (int, float)) and old_median > 0 and median > 0:
         for name in _PER_SECOND_FIELDS:
