@@ -131,7 +131,7 @@ def test_tidy_frame_holds_the_values_of_the_records(tmp_path):
 
 
 def test_columns_are_documented_in_one_place_and_cover_every_record_field(tmp_path):
-    from bench.results import RECORD_FIELDS
+    from bench.record import RECORD_FIELDS
 
     df, _ = read_results(write(tmp_path / "a.json", make_run([make_record()])))
     assert list(df.columns) == list(COLUMNS)  # a record with exactly RECORD_FIELDS adds no undocumented column
@@ -301,7 +301,7 @@ def test_every_figure_is_drawn_from_the_realistic_run(figures):
 
 
 def test_throughput_figure(figures):
-    from bench.report.style import BACKEND_COLORS
+    from bench.backends import BACKENDS
 
     fig = figures["throughput"]
     panels = [ax for ax in fig.axes if ax.get_title()]
@@ -311,7 +311,7 @@ def test_throughput_figure(figures):
     lines = _data_lines(panels[0])
     assert set(lines) == {"naive", "sdpa", "sdpa-math", "sdpa-flash", "flex"}
     for name, line in lines.items():
-        assert line.get_color() == BACKEND_COLORS[name]
+        assert line.get_color() == BACKENDS[name].color
     assert list(lines["naive"].get_xdata()) == [256, 512, 1024, 2048, 4096]  # 8192 was OOM
     assert panels[0].get_ylabel() == "achieved GFLOP/s"
     assert {"status:oom:naive", "status:error:flex", "status:incorrect:sdpa-math"} <= _statuses(fig)

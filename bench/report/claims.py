@@ -11,6 +11,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from bench.backends import BACKENDS
 from bench.metrics import kv_cache_bytes
 from bench.presets import PRESETS
 
@@ -21,8 +22,9 @@ SHAPE_KEYS = ["variant", "batch", "n_heads", "n_kv_heads", "head_dim", "seq_q", 
               "pass"]
 FAMILY_KEYS = ["phase", "variant", "dtype", "mask", "pass"]
 
-MATERIALISING = ("naive", "sdpa-math")  # build the Sq x Skv score matrix
-FLASH_STYLE = ("sdpa-flash", "sdpa-efficient", "sdpa-cudnn", "flex", "flash-attn")  # tile it: O(S) memory
+# The backends' memory trait: materialising ones build the Sq x Skv score matrix, tiled (flash-style) ones O(S).
+MATERIALISING = tuple(name for name, b in BACKENDS.items() if b.memory == "materialising")
+FLASH_STYLE = tuple(name for name, b in BACKENDS.items() if b.memory == "tiled")
 LUNCH_TOLERANCE = 1.5  # heads are "free" when time across head counts stays within this factor
 QUADRATIC_MIN, LINEAR_MAX = 1.7, 1.3  # fitted exponents that count as ~S^2 and ~S
 DECODE_CLAIM = (2.0, 4.0)

@@ -13,9 +13,9 @@ from typing import Any
 import pandas as pd
 
 from bench.report import claims
-from bench.report.figures import FIGURES
+from bench.report.catalogue import FIGURES
 from bench.report.load import Loaded, RunInfo
-from bench.report.style import fmt_bandwidth, fmt_bytes, fmt_flops, fmt_seconds
+from bench.report.units import fmt_bandwidth, fmt_bytes, fmt_flops, fmt_seconds
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
+from bench.report.catalogue import FIGURES
 from bench.report.document import Block, Heading, Image, Para, Table, build
 from bench.report.figures import make_figures
 from bench.report.load import Loaded, RunInfo, load_results
@@ -66,7 +67,7 @@ def render_figures(loaded: Loaded) -> tuple[dict[str, dict[str, str]], dict[str,
         df = loaded.frame[loaded.frame["run_id"] == run.run_id]
         files[run.run_id] = {}
         for name, fig in make_figures(df).items():
-            file = f"run{i + 1}-{name}.png" if several else f"{name}.png"
+            file = f"run{i + 1}-{FIGURES[name].file}" if several else FIGURES[name].file
             buf = io.BytesIO()
             fig.savefig(buf, format="png")
             pngs[file] = buf.getvalue()

@@ -1,0 +1,238 @@
+"""What the figures share: picking a panel's rows, the dtype x variant grid of panels, one backend's line, the
+band of cases that did not run, and the legend under the panels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Rectangle
+
+from bench.report import claims
+from bench.report.figures.axes import SEQ_LABEL, seq_axis
+from bench.report.figures.layout import PANEL, fit_legend, grid
+from bench.report.style import (
+    STATUS_MARKERS,
+    VARIANT_ORDER,
+    backend_color,
+    backend_marker,
+    backend_sort_key,
+    variant_label,
+)
+from bench.status import LABELS, NOT_OK
+
+# Axes a figure does not plot are held at their most common value (the figure says which).
+CONFIG_KEYS = ["batch", "n_heads", "n_kv_heads", "head_dim", "mask", "pass", "seq_q"]
+WIDE = 30.0  # data spanning more than this factor gets a log axis
+BAND = 0.1  # fraction of an axis' height kept free at the bottom for the cases that did not run
+NOTE_SIZE = 9  # legends and notes under the panels
+
+
+# ---- rows ----------------------------------------------------------------------------------------------------
+
+def sorted_backends(values) -> list[str]:
+    return sorted({str(v) for v in values}, key=backend_sort_key)
+
+
+def by_backend(rows: pd.DataFrame) -> Iterator[tuple[str, pd.DataFrame]]:
+    """(backend, rows) in the fixed backend order, so every legend lists backends the same way."""
+    for backend in sorted_backends(rows["backend"]):
+        yield backend, rows[rows["backend"] == backend]
+
+
+def variants(values) -> list[str]:
+    present = {str(v) for v in values}
+    return [v for v in VARIANT_ORDER if v in present] + sorted(present - set(VARIANT_ORDER))
+
+
+def modal_slice(df: pd.DataFrame, free: tuple[str, ...]) -> tuple[pd.DataFrame, str]:
+    """Rows at the most common configuration of CONFIG_KEYS not in `free`, and a short description of it."""
+    keys = [k for k in CONFIG_KEYS if k not in free]
+    if df.empty or not keys:
+        return df, ""
+    counts = df.groupby(keys, dropna=False).size()
+    top = counts.idxmax()
+    top = top if isinstance(top, tuple) else (top,)
+    chosen = pd.DataFrame([top], columns=keys).astype({k: df[k].dtype for k in keys})
+    rows = df.merge(chosen, on=keys, how="inner")  # merge, not ==: a missing value matches a missing value
+    names = {"batch": "B", "n_heads": "Hq", "n_kv_heads": "Hkv", "head_dim": "D", "seq_q": "Sq"}
+    parts = [f"{names[k]}={v}" if k in names else str(v) for k, v in zip(keys, top, strict=True)]
+    return rows, " ".join(parts)
+
+
+def never_ran(rows: pd.DataFrame) -> dict[str, str]:
+    """Backends with no ok case at all in a figure's rows -> their (most common) reason."""
+    out = {}
+    for backend, grp in by_backend(rows):
+        if not (grp["status"] == "ok").any():
+            reasons = grp["reason"].replace("", np.nan).dropna()
+            reason = str(reasons.mode().iloc[0] if len(reasons) else grp["status"].mode().iloc[0])
+            reason = reason.removeprefix(f"{backend}: ")  # backends' reasons start with their own name
+            out[backend] = reason[:110]
+    return out
+
+
+def never_ran_text(never: dict[str, str]) -> str:
+    """One line naming the backends that never ran, grouped by reason (the caller wraps it to its width)."""
+    by_reason: dict[str, list[str]] = {}
+    for backend, reason in never.items():
+        by_reason.setdefault(reason, []).append(backend)
+    return "Did not run at any size: " + "; ".join(f"{', '.join(b)} ({r})" for r, b in by_reason.items())
+
+
+# ---- lines and the band of cases that did not run ------------------------------------------------------------
+
+def series(ax: Axes, grp: pd.DataFrame, x: str, y: pd.Series, backend: str, label: str) -> bool:
+    """One backend's timed cases as a line; timings the engine flagged noisy get hollow markers."""
+    xs = grp[x].astype(float).to_numpy()
+    ys = np.asarray(y, dtype=float)
+    color, marker = backend_color(backend), backend_marker(backend)
+    ax.plot(xs, ys, color=color, marker=marker, label=label)
+    flagged = grp["noisy"].fillna(False).to_numpy(dtype=bool)
+    if flagged.any():
+        hollow, = ax.plot(xs[flagged], ys[flagged], ls="none", marker=marker, color=color, mfc="white", mew=1.5,
+                          zorder=4)
+        hollow.set_gid(f"noisy:{backend}")
+    return bool(flagged.any())
+
+
+def backend_lines(ax: Axes, rows: pd.DataFrame, x: str, y: Callable[[pd.DataFrame], pd.Series],
+                  label: Callable[[str, pd.DataFrame], str] = lambda backend, _: backend) -> bool:
+    """A line per backend through its ok cases, sorted along `x`; True when a timing is flagged noisy."""
+    noisy = False
+    for backend, grp in by_backend(claims.ok_rows(rows)):
+        grp = grp.sort_values(x)
+        noisy |= series(ax, grp, x, y(grp), backend, label(backend, grp))
+    return noisy
+
+
+def jitter(backends: list[str], spread: float = 0.05) -> dict[str, float]:
+    """Small multiplicative x offsets so markers of several backends at one length do not hide each other."""
+    n = len(backends)
+    return {b: 2 ** (spread * (i - (n - 1) / 2)) for i, b in enumerate(backends)}
+
+
+def mark_not_ok(ax: Axes, rows: pd.DataFrame, x: str, offsets: dict[str, float] | None = None,
+                skip: frozenset[str] = frozenset()) -> set[str]:
+    """Cases without a time, drawn in a band at the axis bottom in their backend's colour; returns the statuses.
+
+    Backends in `skip` never ran in the whole figure: the figure lists them in a note instead of markers."""
+    bad = rows[rows["status"].isin(NOT_OK) & ~rows["backend"].isin(skip)]
+    for (backend, status), grp in bad.groupby(["backend", "status"]):
+        xs = grp[x].astype("float64").to_numpy() * (offsets or {}).get(backend, 1.0)
+        line, = ax.plot(xs, np.full(len(xs), BAND / 2), ls="none", marker=STATUS_MARKERS[status], ms=7, mew=1.8,
+                        color=backend_color(backend), transform=ax.get_xaxis_transform(), clip_on=False, zorder=5)
+        line.set_gid(f"status:{status}:{backend}")
+    return set(bad["status"])
+
+
+def reserve_bands(axes: np.ndarray) -> None:
+    """Push the data up so the not-run markers sit in their own shaded band (limits once per shared y axis)."""
+    moved: set[int] = set()
+    for ax in axes.ravel():
+        if not any(str(line.get_gid()).startswith("status:") for line in ax.lines):
+            continue
+        ax.add_patch(Rectangle((0, 0), 1, BAND, transform=ax.transAxes, facecolor="#f0f0f0", edgecolor="none",
+                               zorder=0))
+        group = ax.get_shared_y_axes().get_siblings(ax)
+        if not moved.isdisjoint(id(a) for a in group):
+            continue
+        moved.update(id(a) for a in group)
+        lo, hi = ax.get_ylim()
+        if ax.get_yscale() == "log":
+            ax.set_ylim(lo / (hi / lo) ** (BAND / (1 - BAND)), hi)
+        else:
+            ticks = [t for t in ax.get_yticks() if lo <= t <= hi]
+            ax.set_ylim(lo - (hi - lo) * BAND / (1 - BAND), hi)
+            ax.set_yticks(ticks)  # no negative ticks inside the band
+
+
+def empty_note(ax: Axes, text: str = "no cases") -> None:
+    ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", color="grey")
+
+
+# ---- legend --------------------------------------------------------------------------------------------------
+
+def backend_handles(backends: list[str], line: bool = True, hollow: bool = False) -> list[Line2D]:
+    return [Line2D([], [], color=backend_color(b), marker=backend_marker(b), ls="-" if line else "none", label=b,
+                   **({"mfc": "white", "mew": 1.5} if hollow else {})) for b in backends]
+
+
+def status_handles(statuses: set[str]) -> list[Line2D]:
+    return [Line2D([], [], color="black", marker=STATUS_MARKERS[s], ls="none", mew=1.8,
+                   label=f"{LABELS[s]} (grey band at the bottom)") for s in NOT_OK if s in statuses]
+
+
+def noisy_handles(noisy: bool) -> list[Line2D]:
+    return [Line2D([], [], color="black", marker="o", mfc="white", ls="none",
+                   label="hollow: timing flagged noisy")] if noisy else []
+
+
+def legend_below(fig: Figure, handles: list, never: dict[str, str] | None = None, fontsize: float = NOTE_SIZE) -> None:
+    """One legend under the panels, as many columns as fit the figure's width; backends that never ran are named
+    in its title, not silently dropped."""
+    if not (handles or never):
+        return
+    legend = fit_legend(lambda **kw: fig.legend(handles=handles, loc="outside lower center", fontsize=fontsize,
+                                                frameon=False, title_fontsize=NOTE_SIZE, **kw),
+                        handles, fig, title=never_ran_text(never) if never else None, grow=True)
+    legend.get_title().set_color("#444444")
+
+
+# ---- the dtype x variant grid --------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Panel:
+    """Where a panel sits in the grid; `offsets` are the figure's x jitter per backend."""
+
+    dtype: str
+    variant: str
+    column: int
+    offsets: dict[str, float]
+
+
+@dataclass
+class Facets:
+    """A drawn grid: what its legend needs to say."""
+
+    fig: Figure
+    backends: list[str]  # backends with a case that ran, in legend order
+    never: dict[str, str]  # backends that ran nowhere -> why
+    statuses: set[str] = field(default_factory=set)  # statuses drawn in the bands
+    noisy: bool = False  # a timing flagged noisy was drawn hollow
+
+    def with_legend(self, handles: list) -> Figure:
+        legend_below(self.fig, handles, self.never)
+        return self.fig
+
+
+def facet_grid(df: pd.DataFrame, title: str, draw: Callable[[Axes, pd.DataFrame, Panel], bool | None], *,
+               free: tuple[str, ...] = ("seq_q",), x_label: str = SEQ_LABEL, sharey: bool | str = False,
+               panel: tuple[float, float] = PANEL) -> Facets:
+    """One panel per dtype (rows) and variant (columns) against seq_kv, each at its most common configuration
+    of the keys not in `free`. `draw(ax, rows, panel)` draws the panel's data and y axis, and returns True when
+    it drew a timing flagged noisy; cases that did not run, the x axis and the grid are drawn here."""
+    dtypes, names = sorted({str(d) for d in df["dtype"]}), variants(df["variant"])
+    fig, axes = grid(len(dtypes), len(names), title, sharey=sharey, panel=panel)
+    never = never_ran(df)
+    out = Facets(fig, [b for b in sorted_backends(df["backend"]) if b not in never], never)
+    offsets = jitter(out.backends)
+    for r, dtype in enumerate(dtypes):
+        for c, variant in enumerate(names):
+            ax = axes[r, c]
+            rows, desc = modal_slice(df[(df["dtype"] == dtype) & (df["variant"] == variant)], free)
+            ax.set_title(f"{variant_label(variant)} · {dtype}\n{desc}", fontsize=9)
+            out.noisy |= bool(draw(ax, rows, Panel(dtype, variant, c, offsets)))
+            out.statuses |= mark_not_ok(ax, rows, "seq_kv", offsets, frozenset(never))
+            seq_axis(ax, rows["seq_kv"] if len(rows) else df["seq_kv"], x_label)
+            ax.grid(alpha=0.3)
+            if rows.empty:
+                empty_note(ax)
+    reserve_bands(axes)
+    return out
