@@ -2,16 +2,14 @@
 
 A machine is its fingerprint (FINGERPRINT_FIELDS); runs of different machines are not compared unless
 normalized. A baseline may pool several runs ("passes") of one machine: the between-run noise that a single
-run's rounds never show (DESIGN.md: cases bimodal between processes) is then visible to `compare`.
+run's rounds never show (on shared CPU machines some cases flip between two speeds from one process to the
+next; see the README's Reference) is then visible to `compare`.
 """
 
 from __future__ import annotations
 
 import copy
-import hashlib
-import json
 import math
-import re
 import statistics
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -19,16 +17,17 @@ from pathlib import Path
 
 from pytest_benchmark.stats import Stats
 
-from bench.results import ResultsError, entries, read_run, records, write_atomic
+from bench.errors import InputError
+from bench.measure.environment import fingerprint_diff, fingerprint_key
+from bench.results import ResultsError, RunDocument, as_run, read_run, write_atomic
 
-FINGERPRINT_FIELDS = ("device", "cpu_model", "gpu_name", "torch", "cuda", "threads")
 DEFAULT_DIR = Path("results/baselines")
 
 # Throughput fields are inversely proportional to the median time: rescaled when passes are pooled.
 _PER_SECOND_FIELDS = ("tflops", "tokens_per_s", "gb_per_s", "pct_gemm_ceiling", "pct_copy_ceiling", "pct_spec_flops")
 
 
-class BaselineError(ValueError):
+class BaselineError(InputError):
     """A baseline that cannot be saved or found: exit code 2."""
 
 
@@ -50,26 +49,6 @@ def default_device() -> str:
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def fingerprint_key(fp: dict) -> str:
-    """A readable slug plus a short hash of the six fields, e.g. cpu-intel-xeon-...-torch2.13.0-cpu-t2-1a2b3c4d."""
-    core = {k: fp.get(k) for k in FINGERPRINT_FIELDS}
-    digest = hashlib.sha256(json.dumps(core, sort_keys=True, default=str).encode()).hexdigest()[:8]
-    hardware = core["gpu_name"] if core["device"] == "cuda" and core["gpu_name"] else core["cpu_model"]
-    words = [core["device"], hardware, f"torch{core['torch']}", f"t{core['threads']}"]
-    slug = re.sub(r"\((r|tm)\)", "", "-".join(str(w) for w in words if w).lower())
-    slug = re.sub(r"[^a-z0-9.]+", "-", slug).strip("-.")[:60].rstrip("-.")
-    return f"{slug}-{digest}"
-
-
-def fingerprint_diff(baseline: dict | None, current: dict | None) -> list[str]:
-    """One line per differing field, naming both values; empty when the machines match."""
-    if not isinstance(baseline, dict) or not isinstance(current, dict):
-        which = " and ".join(n for n, fp in (("baseline", baseline), ("current", current)) if not isinstance(fp, dict))
-        return [f"the {which} run records no machine fingerprint"]
-    return [f"{k}: {baseline.get(k)!r} (baseline) vs {current.get(k)!r} (current)"
-            for k in FINGERPRINT_FIELDS if baseline.get(k) != current.get(k)]
 
 
 def _stats(samples: list[float], iterations: int) -> dict:
@@ -116,24 +95,17 @@ def _pool(entries: list[dict], gemms: list[float | None]) -> dict:
     return out
 
 
-def control_gemm(doc: dict) -> float | None:
-    """A run's in-run control: its GEMM FLOP/s, the geometric mean of the start and end calibrations."""
-    meta = doc.get("attnbench") or {}
-    values = [(meta.get(k) or {}).get("gemm_flops_per_s") for k in ("calibration", "calibration_end")]
-    values = [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v) and v > 0]
-    return math.exp(sum(map(math.log, values)) / len(values)) if values else None
-
-
-def merge_passes(docs: list[dict], labels: list[str] | None = None) -> dict:
+def merge_passes(docs: list[RunDocument | dict], labels: list[str] | None = None) -> RunDocument:
     """One baseline document from one or more runs of the same machine and sweep."""
+    docs = [as_run(d) for d in docs]
     labels = labels or [f"run #{i + 1}" for i in range(len(docs))]
-    first = docs[0]["attnbench"].get("fingerprint")
-    if not isinstance(first, dict):
+    first = docs[0].fingerprint
+    if first is None:
         raise BaselineError(f"{labels[0]}: no machine fingerprint recorded; cannot file it under a machine")
     for doc, label in zip(docs, labels, strict=True):
-        if doc["attnbench"].get("complete") is False:
+        if doc.meta.complete is False:
             raise BaselineError(f"{label}: the run is incomplete; a baseline must cover its whole sweep")
-        diffs = fingerprint_diff(first, doc["attnbench"].get("fingerprint"))
+        diffs = fingerprint_diff(first, doc.fingerprint)
         if diffs:
             raise BaselineError(f"{label}: another machine than {labels[0]}: " + "; ".join(diffs).replace(
                 "(baseline)", "(first)").replace("(current)", "(this)"))
@@ -141,21 +113,17 @@ def merge_passes(docs: list[dict], labels: list[str] | None = None) -> dict:
     by_case: dict[str, list[dict]] = {}
     gemm_of: dict[str, list[float | None]] = {}
     for doc in docs:
-        for entry in entries(doc):
+        for entry in doc.entries():
             cid = entry["extra_info"]["case_id"]
             by_case.setdefault(cid, []).append(entry)
-            gemm_of.setdefault(cid, []).append(control_gemm(doc))
-    pooled = [_pool(entries, gemm_of[cid]) if len(docs) > 1 else copy.deepcopy(entries[0])
-              for cid, entries in by_case.items()]
-    # timed cases in pytest-benchmark's list, the others beside it (the results file layout)
-    merged["benchmarks"] = [e for e in pooled if e.get("stats")]
-    merged["attnbench"]["untimed"] = [e for e in pooled if not e.get("stats")]
-    gemms = [(d["attnbench"].get("calibration") or {}).get("gemm_flops_per_s") for d in docs]
+            gemm_of.setdefault(cid, []).append(doc.control_gemm())
+    merged.replace_entries([_pool(entries, gemm_of[cid]) if len(docs) > 1 else copy.deepcopy(entries[0])
+                            for cid, entries in by_case.items()])
+    gemms = [d.meta.calibration.get("gemm_flops_per_s") for d in docs]
     if len(docs) > 1 and all(isinstance(g, (int, float)) and math.isfinite(g) for g in gemms):
-        merged["attnbench"].setdefault("calibration", {})["gemm_flops_per_s"] = statistics.median(gemms)
-    merged["attnbench"]["baseline"] = {"passes": len(docs),
-                                       "run_ids": [d["attnbench"].get("run_id") for d in docs],
-                                       "saved": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+        merged.meta.calibration["gemm_flops_per_s"] = statistics.median(gemms)
+    merged.meta.baseline = {"passes": len(docs), "run_ids": [d.meta.run_id for d in docs],
+                            "saved": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     return merged
 
 
@@ -163,7 +131,7 @@ def save(paths: list[str | Path], directory: str | Path = DEFAULT_DIR) -> Path:
     """Store the run(s) as this fingerprint's baseline, replacing the previous one; returns the file."""
     docs = [read_run(p) for p in paths]
     merged = merge_passes(docs, [str(p) for p in paths])
-    target = Path(directory) / f"{fingerprint_key(merged['attnbench']['fingerprint'])}.json"
+    target = Path(directory) / f"{fingerprint_key(merged.fingerprint)}.json"
     write_atomic(target, merged)
     return target
 
@@ -195,10 +163,9 @@ def stored(directory: str | Path = DEFAULT_DIR) -> list[Stored]:
         except ResultsError as err:
             out.append(Stored(path, error=str(err)))
             continue
-        meta = doc["attnbench"]
-        info = meta.get("baseline") or {}
-        run_ids = tuple(str(r) for r in info.get("run_ids") or [meta.get("run_id")])
-        out.append(Stored(path, meta.get("fingerprint"), meta.get("profile"), len(records(doc)),
+        info = doc.meta.baseline or {}
+        run_ids = tuple(str(r) for r in info.get("run_ids") or [doc.meta.run_id])
+        out.append(Stored(path, doc.fingerprint, doc.meta.profile, len(doc.entries()),
                           int(info.get("passes") or 1), run_ids, info.get("saved")))
     return out
 

@@ -13,6 +13,7 @@ from bench import baseline
 from bench.cli import main
 from bench.compare import CompareError, Rule, compare_runs, median_mad, parse_threshold
 from bench.compare_render import render_text
+from bench.measure import environment
 from bench.results import read_run, write_atomic
 from tests.results_factory import FINGERPRINT, make_record, make_run
 
@@ -343,10 +344,10 @@ def this_machine(monkeypatch):
 
 def test_current_fingerprint_has_the_six_fields():
     fp = baseline.current_fingerprint("cpu")
-    assert tuple(fp) == baseline.FINGERPRINT_FIELDS
+    assert tuple(fp) == environment.FINGERPRINT_FIELDS
     assert fp["device"] == "cpu" and fp["gpu_name"] is None and isinstance(fp["threads"], int)
     assert isinstance(fp["torch"], str) and fp["cpu_model"]
-    assert baseline.fingerprint_key(fp) == baseline.fingerprint_key(dict(fp))
+    assert environment.fingerprint_key(fp) == environment.fingerprint_key(dict(fp))
 
 
 def test_current_fingerprint_is_what_the_engine_records():
@@ -356,9 +357,9 @@ def test_current_fingerprint_is_what_the_engine_records():
 
 
 def test_fingerprint_key_is_readable_and_distinct():
-    key = baseline.fingerprint_key(FINGERPRINT)
+    key = environment.fingerprint_key(FINGERPRINT)
     assert key.startswith("cpu-test-cpu-torch2.13.0-cpu-t2-") and len(key.rsplit("-", 1)[1]) == 8
-    assert baseline.fingerprint_key(dict(FINGERPRINT, threads=4)) != key
+    assert environment.fingerprint_key(dict(FINGERPRINT, threads=4)) != key
 
 
 def test_baseline_save_path_show(tmp_path, capsys, this_machine):
@@ -369,7 +370,7 @@ def test_baseline_save_path_show(tmp_path, capsys, this_machine):
     run = write(tmp_path, "run.json", sweep(1))
     assert main(["baseline", "save", run, "--dir", folder]) == 0
     saved = capsys.readouterr().out.strip()
-    assert saved.endswith(f"{baseline.fingerprint_key(FINGERPRINT)}.json")
+    assert saved.endswith(f"{environment.fingerprint_key(FINGERPRINT)}.json")
 
     assert main(["baseline", "path", "--dir", folder]) == 0
     assert capsys.readouterr().out.strip() == saved
@@ -416,9 +417,9 @@ def test_baseline_pools_passes(tmp_path):
     paths = [write(tmp_path, f"p{s}.json", doc) for s, doc in enumerate(passes)]
     target = baseline.save(paths, tmp_path / "b")
     doc = read_run(target)
-    assert doc["attnbench"]["baseline"]["passes"] == 3
-    assert doc["attnbench"]["baseline"]["run_ids"] == ["pass-1", "pass-2", "pass-3"]
-    entry = doc["benchmarks"][0]
+    assert doc.meta.baseline["passes"] == 3
+    assert doc.meta.baseline["run_ids"] == ["pass-1", "pass-2", "pass-3"]
+    entry = doc.benchmarks[0]
     assert entry["extra_info"]["pass_rounds"] == [20, 20, 20] and entry["stats"]["rounds"] == 60
     assert entry["extra_info"]["median_s"] == pytest.approx(statistics.median(entry["stats"]["data"]))
 
@@ -437,7 +438,7 @@ def test_flaky_status_across_passes_is_kept_non_ok():
     oom = [make_record(backend=b, seq=s, n_kv_heads=h, status="oom" if (b, s, h) == CASES[0] else "ok")
            for b, s, h in CASES]
     pooled = baseline.merge_passes([make_run(_recs(1)), make_run(oom)])
-    first = next(e for e in pooled["attnbench"]["untimed"] if e["extra_info"]["case_id"] == case_id(CASES[0]))
+    first = next(e for e in pooled.untimed if e["extra_info"]["case_id"] == case_id(CASES[0]))
     assert first["extra_info"]["status"] == "oom" and "ok, oom" in first["extra_info"]["reason"]
     # so the same OOM in a later run is not an ok -> oom failure
     assert compare_runs(pooled, make_run(oom)).summary.exit_code == 0

@@ -7,12 +7,11 @@ import functools
 import pytest
 import torch
 
-from bench.backends import attention
+from bench.backends import BACKENDS, attention
 from bench.measure.memory import peak_bytes, peak_cpu
+from bench.metrics import model_mem_bytes
 from bench.reference import make_inputs
 from bench.shapes import AttentionShape
-from bench.backends import BACKENDS
-from bench.metrics import model_mem_bytes
 from bench.suite.runner import Runner
 from bench.suite.spec import Case
 

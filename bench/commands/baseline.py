@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from bench import baseline
+from bench.measure.environment import FINGERPRINT_FIELDS, fingerprint_diff, fingerprint_key
 from bench.results import read_run
 
 help = "save, list or locate the baseline that `compare` checks this machine against"
@@ -39,8 +40,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.action == "path":
         if args.like:
-            fp = read_run(args.like)["attnbench"].get("fingerprint")
-            if not isinstance(fp, dict):
+            fp = read_run(args.like).fingerprint
+            if fp is None:
                 raise baseline.BaselineError(f"{args.like}: records no machine fingerprint")
         else:
             fp = baseline.current_fingerprint(args.device or baseline.default_device())
@@ -50,24 +51,24 @@ def run(args: argparse.Namespace) -> int:
             return 0
         near = baseline.closest(fp, args.dir) if args.closest else None
         if near is None:
-            raise baseline.BaselineError(f"no baseline for this machine ({baseline.fingerprint_key(fp)}) in "
+            raise baseline.BaselineError(f"no baseline for this machine ({fingerprint_key(fp)}) in "
                                          f"{args.dir}; save one with `python -m bench baseline save RESULTS`")
         print(f"note: no exact baseline; closest differs in {'; '.join(near[1])} (compare with --normalize)",
               file=sys.stderr)
         print(near[0])
         return 0
     items = baseline.stored(args.dir)
-    mine = {baseline.fingerprint_key(fp): fp for fp in _machines()}
+    mine = {fingerprint_key(fp): fp for fp in _machines()}
     if not items:
         print(f"no baselines in {args.dir}; save one with `python -m bench baseline save RESULTS`")
     for item in items:
         if item.error:
             print(f"{item.path}  (unreadable: {item.error})")
             continue
-        here = item.fingerprint is not None and any(not baseline.fingerprint_diff(item.fingerprint, fp)
+        here = item.fingerprint is not None and any(not fingerprint_diff(item.fingerprint, fp)
                                                     for fp in mine.values())
         print(f"{item.path}{'  <- this machine' if here else ''}")
-        print("  " + ", ".join(f"{k} {item.fingerprint.get(k)!r}" for k in baseline.FINGERPRINT_FIELDS)
+        print("  " + ", ".join(f"{k} {item.fingerprint.get(k)!r}" for k in FINGERPRINT_FIELDS)
               if item.fingerprint else "  no fingerprint")
         print(f"  profile {item.profile}, {item.n_cases} cases, {item.passes} pass(es): {', '.join(item.run_ids)}"
               + (f", saved {item.saved}" if item.saved else ""))

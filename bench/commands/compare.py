@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from bench.baseline import BaselineError, closest, find, fingerprint_key, merge_passes
+from bench.baseline import BaselineError, closest, find, merge_passes
 from bench.compare import METRICS, Rule, compare_runs, parse_threshold
 from bench.compare_render import RENDERERS
+from bench.measure.environment import fingerprint_key
 from bench.results import read_run
 
 help = "compare a run with a baseline case by case; exit 1 on a regression, 2 on unusable input"
@@ -36,13 +37,13 @@ def run(args: argparse.Namespace) -> int:
     current = merge_passes(docs, list(args.current)) if len(docs) > 1 else docs[0]
     base_path = Path(args.baseline)
     if base_path.is_dir():
-        fp = current["attnbench"].get("fingerprint")
-        found = find(fp, base_path) if isinstance(fp, dict) else None
-        if found is None and args.normalize and isinstance(fp, dict):
+        fp = current.fingerprint
+        found = find(fp, base_path) if fp is not None else None
+        if found is None and args.normalize and fp is not None:
             # other machines are acceptable once normalized: take the nearest one (the report lists what differs)
             found = (closest(fp, base_path) or (None,))[0]
         if found is None:
-            key = fingerprint_key(fp) if isinstance(fp, dict) else "no fingerprint recorded"
+            key = fingerprint_key(fp) if fp is not None else "no fingerprint recorded"
             raise BaselineError(f"{base_path}: no baseline for the machine of {args.current[0]} ({key}); save one with "
                                 f"`python -m bench baseline save RESULTS`")
         base_path = found

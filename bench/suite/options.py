@@ -39,8 +39,7 @@ class Option:
 
 # Not axes: what to sweep from (profile), where (device, threads), and what to do with the results.
 RUN_OPTIONS = (
-    Option("profile", "profile", "quick | default | heads | decode | full (default: default)",
-           {"default": "default"}),
+    Option("profile", "profile", "quick | default | heads | decode | full (default: default)"),
     Option("device", "device", "cpu or cuda (default: cuda when present, else cpu)", {"choices": ["cpu", "cuda"]}),
     Option("threads", "threads", "torch CPU threads (default: torch's choice, recorded)"),
     Option("out", "out", "results file (bench run's default: results/<run-id>.json)", {"type": Path}),
@@ -112,8 +111,7 @@ def plan(values: Mapping[str, Any], default_out: bool = True) -> Plan:
         raise UsageError("--device cuda: torch sees no CUDA device here")
     name = values.get("profile") or "default"
     base = spec.profile(name, device)
-    given = {f.name: f.metadata["parse"](v) if isinstance(v, str) else v
-             for f in spec.axis_fields() if (v := values.get(f.name)) is not None}
+    given = {f.name: _parse(f, v) for f in spec.axis_fields() if (v := values.get(f.name)) is not None}
     sweep = base.with_axes(**given)
     threads = values.get("threads")
     threads = _threads(threads) if isinstance(threads, str) else threads
@@ -145,6 +143,15 @@ def plan(values: Mapping[str, Any], default_out: bool = True) -> Plan:
         _check_writable(Path(out))
     return Plan(device, name, sweep, cases, run_id, sid, Path(out) if out is not None else None,
                 bool(values.get("resume")), threads, done)
+
+
+def _parse(axis: Any, value: Any) -> Any:
+    if not isinstance(value, str):
+        return value
+    try:
+        return axis.metadata["parse"](value)
+    except UsageError as err:
+        raise UsageError(f"--{axis.metadata['flag']}: {err}") from None
 
 
 def _check_writable(path: Path) -> None:

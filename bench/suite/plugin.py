@@ -25,7 +25,8 @@ REPLAY_TIMER = "bench.suite.replay.clock"
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("attnbench", "attention benchmarks (python -m bench run's options)")
     add_options(group.addoption, flag_prefix="attn-", dest_prefix="attn_")
-    group.addoption("--attn-run-id", dest="attn_run_id", default=None, help="id of the run (default: time-profile-device)")
+    group.addoption("--attn-run-id", dest="attn_run_id", default=None,
+                    help="id of the run (default: time-profile-device)")
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-benchmark reads its timer option

@@ -32,6 +32,13 @@ def ints(text: str) -> tuple[int, ...]:
         raise UsageError(f"expected comma-separated integers, got {text!r}") from None
 
 
+def seconds(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise UsageError(f"expected a number of seconds, got {text!r}") from None
+
+
 def words(text: str) -> tuple[str, ...]:
     return tuple(x.strip() for x in text.split(",") if x.strip())
 
@@ -98,7 +105,7 @@ class Sweep:
                                      check=_positive_int("decode_q"))
     decode_kv: tuple[int, ...] = axis((1024, 4096, 16384), "decode-kv", "KV-cache lengths for decode",
                                       check=_positive_int("decode_kv"))
-    budget_s: float = axis(1.0, "budget", "seconds of timing per case before it is marked noisy", float)
+    budget_s: float = axis(1.0, "budget", "seconds of timing per case before it is marked noisy", seconds)
     d_model: int | None = None  # when set, head_dim = d_model / n_heads (the heads sweep)
     tokens_per_batch: int | None = None  # when set, batch = tokens / seq (GPU sweeps at fixed tokens)
 
