@@ -32,14 +32,14 @@ m as 0, and group/global do not apply.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.stats import mannwhitneyu, wilcoxon
+from scipy.stats import mannwhitneyu
 
 from bench.errors import InputError
 from bench.measure.environment import fingerprint_diff
+from bench.noise import NoiseModel, Rule, noise_model
 from bench.results import RunDocument, as_run
 
 VERDICTS = ("regressed", "status changed", "noisy", "improved", "missing", "new", "unchanged")  # by severity
@@ -50,47 +50,6 @@ OVERLAP = "the middle 60% of the two runs' rounds overlap"
 
 class CompareError(InputError):
     """Two runs that cannot be compared (other machine, nothing in common, bad threshold): exit code 2."""
-
-
-@dataclass(frozen=True)
-class Rule:
-    """The knobs of the verdict; the defaults are what `python -m bench compare` uses."""
-
-    metric: str = "median"
-    threshold: float = 0.10  # practical significance: smaller changes are 'unchanged' whatever the statistics say
-    alpha: float = 0.01  # for each test (rounds, group, global); strict because a CI run tests many cases at once
-    k: float = 4.0  # how many run-to-run sigmas a case must stand out of the others to count on its own
-    min_rounds: int = 5  # with fewer, Mann-Whitney U cannot reach alpha (5 vs 5 rounds: p >= 1/252)
-    min_cases: int = 8  # with fewer timed cases the spread across cases is not estimated: prior_sigma is used
-    prior_sigma: float = 0.2  # A/A per-case ratios on a 2-core CPU spread 0.71-1.75 (5th-95th pct; README)
-    sigma_floor: float = 0.01  # identical synthetic runs have zero spread; never claim under 1% noise
-
-
-@dataclass(frozen=True)
-class NoiseModel:
-    """Run-to-run noise of this comparison, read off the per-case log ratios of all cases timed in both runs."""
-
-    kind: str  # "cross-case" (estimated from the cases) | "prior" (too few cases to estimate)
-    n_cases: int  # cases timed in both runs
-    center: float  # median log ratio: how much the run as a whole moved
-    sigma: float  # run-to-run sigma of one case's log ratio (from the MAD of all cases' log ratios)
-    k: float
-    n_slower: int  # clean cases slower by more than the threshold, from 0 and from the center ...
-    n_faster: int  # ... and faster; for unchanged code both are equally likely
-    group_p: float  # signed-rank test that those moves lean to the side with more cases (one-sided)
-    group_shift: int  # +1: they lean slower (a partial regression); -1 faster; 0 no lean
-    global_p: float  # signed-rank test that the clean moves past the threshold from 0 lean to the center's side
-    global_shift: int  # +1: the whole run is slower past the threshold; -1 faster; 0 neither
-    geomean_ratio: float | None  # geometric mean of the ratios of all timed cases (information only)
-
-    @property
-    def center_ratio(self) -> float:
-        return math.exp(self.center)
-
-    @property
-    def floor_ratio(self) -> float:
-        """How far (as a ratio) a case must stand out of the others to count on its own."""
-        return math.exp(self.k * self.sigma)
 
 
 @dataclass(frozen=True)
@@ -152,51 +111,6 @@ def parse_threshold(text: str) -> float:
     if not raw.endswith("%") and value >= 1:
         raise CompareError(f"threshold {text!r} is ambiguous: write {raw}% for percent, or a fraction like 0.1")
     return value
-
-
-def median_mad(values: Sequence[float]) -> tuple[float, float]:
-    """Median and MAD-based sigma (1.4826 MAD, small-sample corrected) of the values."""
-    x = np.asarray(values, dtype=float)
-    center = float(np.median(x))
-    n = len(x)
-    return center, 1.4826 * n / (n - 0.8) * float(np.median(np.abs(x - center)))
-
-
-def _lean_p(moves: np.ndarray, direction: int) -> float:
-    """One-sided Wilcoxon signed-rank p that the moves lean to `direction` (more of them, and larger), not 0/0."""
-    moves = moves[moves != 0]
-    if not len(moves):
-        return 1.0
-    return float(wilcoxon(moves, alternative="greater" if direction > 0 else "less").pvalue)
-
-
-def noise_model(log_ratios: Sequence[float], clean: Sequence[bool], rule: Rule) -> NoiseModel:
-    """Between-run noise from the cases themselves: within-run CIs understate it (README: noise on shared CPUs).
-
-    clean[i]: case i's own rounds show its move clearly (steps a and b); only such cases count in the group and
-    global tests, so that cases with wide or bimodal rounds cannot make or hide a lean.
-    """
-    x = np.asarray(log_ratios, dtype=float)
-    ok = np.asarray(clean, dtype=bool)
-    n = len(x)
-    thr = math.log1p(rule.threshold)
-    geomean = math.exp(float(np.mean(x))) if n else None
-    if n < rule.min_cases:
-        return NoiseModel("prior", n, 0.0, rule.prior_sigma, rule.k, 0, 0, 1.0, 0, 1.0, 0, geomean)
-    # Robust, but a regression of a third of the cases still doubles sigma: the group test below covers that.
-    center, sigma = median_mad(x)
-    sigma = max(sigma, rule.sigma_floor)
-    # group: moves past the threshold from 0 and from the center (a drift of the whole run is not a group)
-    past = ok & (np.abs(x) > thr) & (np.abs(x - center) > thr) & (np.sign(x) == np.sign(x - center))
-    slower, faster = int(np.sum(past & (x > 0))), int(np.sum(past & (x < 0)))
-    lean = 1 if slower >= faster else -1
-    group_p = _lean_p(x[past] - center, lean)
-    group = lean if group_p < rule.alpha else 0
-    # global: the center itself moved past the threshold, and the clean cases past it lean the same way
-    global_p = _lean_p(x[ok & (np.abs(x) > thr)], 1 if center > 0 else -1)
-    moved = abs(center) > thr and global_p < rule.alpha
-    return NoiseModel("cross-case", n, center, sigma, rule.k, slower, faster, group_p, group, global_p,
-                      int(np.sign(center)) if moved else 0, geomean)
 
 
 @dataclass(frozen=True)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from collections.abc import Callable
 
 from bench.compare import VERDICTS, CaseVerdict, Comparison, Summary
+from bench.results import json_safe
 
 
 def _time(value: float | None, normalized: bool) -> str:
@@ -112,23 +112,12 @@ def render_markdown(cmp: Comparison) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _finite(value):
-    """JSON has no NaN/inf: null, as in results files."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value
-
-
 def render_json(cmp: Comparison) -> str:
     s = cmp.summary
     noise = {**dataclasses.asdict(s.noise), "center_ratio": s.noise.center_ratio, "floor_ratio": s.noise.floor_ratio}
     doc = {"result": "regression" if s.exit_code else "ok", "exit_code": s.exit_code, **dataclasses.asdict(s),
            "noise": noise, "cases": [dataclasses.asdict(v) for v in cmp.cases]}
-    return json.dumps(_finite(doc), indent=1, allow_nan=False) + "\n"
+    return json.dumps(json_safe(doc), indent=1, allow_nan=False) + "\n"
 
 
 RENDERERS: dict[str, Callable[[Comparison], str]] = {

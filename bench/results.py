@@ -158,14 +158,14 @@ def entries(doc: RunDocument | dict) -> list[dict]:
     return as_run(doc).entries()
 
 
-def _clean(value: Any) -> Any:
+def json_safe(value: Any) -> Any:
     """JSON has no NaN/inf: write them as null so every reader can parse the file."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
+        return {k: json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
+        return [json_safe(v) for v in value]
     return value
 
 
@@ -177,7 +177,7 @@ def write_atomic(path: str | Path, doc: RunDocument | dict) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w") as f:
-            json.dump(_clean(data), f, indent=1, allow_nan=False)
+            json.dump(json_safe(data), f, indent=1, allow_nan=False)
             f.flush()
             os.fsync(f.fileno())
         umask = os.umask(0)

@@ -21,25 +21,26 @@ from bench.record import FIELDS
 from bench.results import ResultsError, read_run
 from bench.shapes import AttentionShape
 
-RUN_COLUMNS: dict[str, str] = {
-    "run_id": "id of the run (one results file); several runs can share a frame",
-    "machine": "CPU model on CPU runs, GPU name on CUDA runs",
-    "device": "cpu / cuda",
-    "profile": "sweep profile of the run (quick, default, heads, decode, full)",
-}
-DERIVED_COLUMNS: dict[str, str] = {
-    "group_size": "query heads per KV head, Hq / Hkv",
-    "d_model": "Hq x D (fixed across a heads sweep)",
-    "intensity": "arithmetic intensity, flops / bytes (FLOP per byte)",
-    "flops_per_s": "achieved FLOP/s, flops / median_s",
-}
-RUN_DETAIL_COLUMNS: dict[str, str] = {
-    "gemm_flops_per_s": "the run's measured GEMM ceiling, FLOP/s (calibration)",
-    "copy_bytes_per_s": "the run's measured memory-copy ceiling, bytes/s (calibration)",
-    "device_memory_bytes": "memory of the device the run used (RAM on CPU, GPU memory on CUDA), bytes",
-    "run_datetime": "when the run was written (ISO 8601)",
-    "source": "the results file the row came from",
-}
+# Columns the loader adds to the record's: the run's own, and what it derives from the record.
+RUN_COLUMNS: dict[str, str] = dict(
+    run_id="id of the run (one results file); several runs can share a frame",
+    machine="CPU model on CPU runs, GPU name on CUDA runs",
+    device="cpu / cuda",
+    profile="sweep profile of the run (quick, default, heads, decode, full)",
+)
+DERIVED_COLUMNS: dict[str, str] = dict(
+    group_size="query heads per KV head, Hq / Hkv",
+    d_model="Hq x D (fixed across a heads sweep)",
+    intensity="arithmetic intensity, flops / bytes (FLOP per byte)",
+    flops_per_s="achieved FLOP/s, flops / median_s",
+)
+RUN_DETAIL_COLUMNS: dict[str, str] = dict(
+    gemm_flops_per_s="the run's measured GEMM ceiling, FLOP/s (calibration)",
+    copy_bytes_per_s="the run's measured memory-copy ceiling, bytes/s (calibration)",
+    device_memory_bytes="memory of the device the run used (RAM on CPU, GPU memory on CUDA), bytes",
+    run_datetime="when the run was written (ISO 8601)",
+    source="the results file the row came from",
+)
 # The tidy columns, in order, with their meaning: the run's, then every record field (bench.record owns them, the
 # shape's included), then what the loader derives. The README's table is rendered from this.
 COLUMNS: dict[str, str] = RUN_COLUMNS | FIELDS | DERIVED_COLUMNS | RUN_DETAIL_COLUMNS
