@@ -143,3 +143,11 @@ def test_pytest_benchmark_compare_opens_a_baseline_pooled_from_real_runs(tmp_pat
     case_ids = _case_ids(saved)
     assert sorted(case_ids) == sorted(_case_ids(runs[0]))
     _assert_compare_lists(_compare(saved, runs[0], cwd=tmp_path), case_ids)
+
+
+@pytest.mark.parametrize("path", sorted((Path(__file__).resolve().parents[1] / "results").rglob("*.json")),
+                         ids=lambda p: p.name)
+def test_every_committed_results_file_opens_in_pytest_benchmark_compare(path):
+    proc = subprocess.run([*COMPARE, str(path)], cwd=path.parent, env=_env(), capture_output=True, text=True,
+                          timeout=300)
+    _assert_compare_lists(proc, _case_ids(path)[:3])
