@@ -3,7 +3,9 @@
 An axis is declared once, as a field of Sweep with `axis(...)`: its command-line flag (`bench run --FLAG` and
 `pytest --attn-FLAG`), how its text is parsed and checked, and its help. Adding one touches that declaration,
 the shape (a field of AttentionShape, which carries it into case ids, records, the loader and the report) and
-the backends that support it; the expansion in `cases()` passes simple axes through `_shape_axes` on its own.
+the backends that support it. An axis whose values map one to one onto a shape field is declared with
+`shape_field=`, and `cases()` sweeps it with no edit; the axes whose expansion is special (lengths, decode, heads
+at fixed d_model) are written out there.
 """
 
 from __future__ import annotations
@@ -58,10 +60,11 @@ def _positive_int(name: str) -> Callable[[int], None]:
 
 
 def axis(default: Any, flag: str, help: str, parse: Callable[[str], Any] = ints,
-         check: Callable[[Any], None] | None = None, clears: str | None = None) -> Any:
-    """A sweep axis. clears: a field a profile may derive this axis from, dropped when the user sets it."""
+         check: Callable[[Any], None] | None = None, clears: str | None = None, shape_field: str | None = None) -> Any:
+    """A sweep axis. clears: a field a profile may derive this axis from, dropped when the user sets it.
+    shape_field: each value goes straight into that AttentionShape field (cases() needs no edit for it)."""
     return field(default=default, metadata={"flag": flag, "help": help, "parse": parse, "check": check,
-                                            "clears": clears})
+                                            "clears": clears, "shape_field": shape_field})
 
 
 @dataclass(frozen=True)
@@ -181,19 +184,22 @@ def _kv_heads(sweep: Sweep, n_heads: int) -> tuple[int, ...]:
 def cases(sweep: Sweep, device: str) -> list[Case]:
     """Every case of the sweep, ordered so that cases sharing a shape are adjacent (one reference each)."""
     out: list[Case] = []
+    simple = [(f.metadata["shape_field"], getattr(sweep, f.name)) for f in axis_fields() if f.metadata["shape_field"]]
     for n_heads in sweep.heads:
         d_list = (head_dim_for(sweep.d_model, n_heads),) if sweep.d_model else sweep.head_dims
-        axes = itertools.product(_kv_heads(sweep, n_heads), d_list, sweep.dtypes, sweep.masks)
-        for n_kv, head_dim, dtype, mask_text in axes:
+        axes = itertools.product(_kv_heads(sweep, n_heads), d_list, sweep.dtypes, sweep.masks,
+                                 *(values for _, values in simple))
+        for n_kv, head_dim, dtype, mask_text, *more in axes:
             mask, window = parse_mask(mask_text)
+            extra = {name: value for (name, _), value in zip(simple, more, strict=True)}
             if "prefill" in sweep.phases:
                 for seq in sweep.seqs:
                     for batch in _batches(sweep, seq):
-                        shape = AttentionShape(batch, seq, seq, n_heads, n_kv, head_dim, dtype, mask, window)
+                        shape = AttentionShape(batch, seq, seq, n_heads, n_kv, head_dim, dtype, mask, window, **extra)
                         out += [Case(b, shape, "prefill", p, device) for p in sweep.passes for b in sweep.backends]
             if "decode" in sweep.phases and mask != "none":  # decoding is causal: 'none' would repeat 'causal'
                 for sq, kv, batch in itertools.product(sweep.decode_q, sweep.decode_kv, sweep.batches):
-                    shape = AttentionShape(batch, sq, kv, n_heads, n_kv, head_dim, dtype, mask, window)
+                    shape = AttentionShape(batch, sq, kv, n_heads, n_kv, head_dim, dtype, mask, window, **extra)
                     out += [Case(b, shape, "decode", "fwd", device) for b in sweep.backends]
     if "decode" in sweep.phases and "prefill" not in sweep.phases and not out:
         raise UsageError("decode needs a causal or window mask")
