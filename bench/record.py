@@ -47,6 +47,8 @@ MEASURED_DOCS: dict[str, str] = {
     "kv_cache_bytes": "one layer's K and V cache that a decode step reads, bytes (decode cases)",
     "kv_bytes_per_s": "KV-cache bytes read per second, kv_cache_bytes / median_s (decode cases)",
     "threads": "CPU threads torch used",
+    "gpu_before": "CUDA: NVML clocks, power, temperature and clock-event reasons just before the case (else empty)",
+    "gpu_after": "CUDA: the same just after the case, so throttling during it shows",
 }
 # Every field of a record, in order, with its meaning: the README's results schema and the report's columns.
 FIELDS: dict[str, str] = CASE_DOCS | SHAPE_DOCS | RUN_OF_CASE_DOCS | MEASURED_DOCS
