@@ -41,9 +41,9 @@ from bench.errors import InputError
 from bench.measure.environment import fingerprint_diff
 from bench.noise import NoiseModel, Rule, noise_model
 from bench.results import RunDocument, as_run
+from bench.status import FAILING
 
 VERDICTS = ("regressed", "status changed", "noisy", "improved", "missing", "new", "unchanged")  # by severity
-FAILING_STATUSES = ("oom", "incorrect", "error")
 METRICS = {"median": np.median, "mean": np.mean, "min": np.min}
 OVERLAP = "the middle 60% of the two runs' rounds overlap"
 
@@ -338,7 +338,7 @@ def _case_verdict(cid: str, b: dict, c: dict, t: _Timed | None, within: tuple[fl
                   noise: NoiseModel, rule: Rule) -> CaseVerdict:
     bs, cs = b["status"], c["status"]
     if bs != cs:
-        failing = bs == "ok" and cs in FAILING_STATUSES
+        failing = bs == "ok" and cs in FAILING
         why = (c.get("reason") or "").strip()
         return CaseVerdict(cid, "status changed", failing, f"{bs} -> {cs}" + (f": {why}" if why else ""), bs, cs,
                            None, None, None, None, None)

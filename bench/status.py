@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
-Status = Literal["ok", "unsupported", "oom", "error", "incorrect"]
 STATUSES: tuple[str, ...] = ("ok", "unsupported", "oom", "error", "incorrect")
 NOT_OK: tuple[str, ...] = STATUSES[1:]
 FAILING: tuple[str, ...] = ("oom", "incorrect", "error")  # ok -> one of these is a regression
