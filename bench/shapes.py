@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -16,6 +17,7 @@ MaskKind = Literal["none", "causal", "window"]
 DTYPES: dict[str, torch.dtype] = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 DTYPE_NAMES: dict[torch.dtype, str] = {v: k for k, v in DTYPES.items()}
 MASKS: tuple[str, ...] = ("none", "causal", "window")
+SCOPES: tuple[str, ...] = ("attention", "layer")
 
 
 class ShapeError(InputError):
@@ -95,6 +97,10 @@ class AttentionShape:
     dtype: str = _dim("fp32 / bf16 / fp16", "fp32")
     mask: MaskKind = _dim("none / causal / window:<w>", "none")
     window: int | None = _dim("sliding-window size in keys, itself included (empty without a window)", None)
+    scope: str = _dim("what is timed: attention (the call alone) or layer (W_Q, W_K, W_V, W_O around it)",
+                      "attention")
+    model: str | None = _dim("the model whose attention geometry this is (run --model-config), empty otherwise",
+                             None)
 
     def __post_init__(self) -> None:
         _positive(batch=self.batch, seq_q=self.seq_q, seq_kv=self.seq_kv, head_dim=self.head_dim)
@@ -109,6 +115,13 @@ class AttentionShape:
             _positive(window=self.window)
         elif self.window is not None:
             raise ShapeError(f"window={self.window} given with mask={self.mask!r}; use mask='window'")
+        if self.scope not in SCOPES:
+            raise ShapeError(f"scope={self.scope!r} is unknown; expected one of {', '.join(SCOPES)}")
+        if self.scope == "layer" and self.seq_q != self.seq_kv:
+            raise ShapeError(f"scope='layer' times self-attention prefill (seq_q == seq_kv), not seq_q={self.seq_q} "
+                             f"against seq_kv={self.seq_kv}")
+        if self.model is not None and not re.fullmatch(r"[A-Za-z0-9._+-]+", self.model):
+            raise ShapeError(f"model={self.model!r}: a name of letters, digits and . _ + - (it goes into case ids)")
         if self.causal and self.seq_q > self.seq_kv:
             raise ShapeError(
                 f"seq_q={self.seq_q} > seq_kv={self.seq_kv} with a {self.mask} mask leaves the first "

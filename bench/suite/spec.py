@@ -19,7 +19,7 @@ from typing import Any
 
 from bench.backends import BACKENDS, backends_for, get_backend
 from bench.errors import UsageError
-from bench.shapes import DTYPES, AttentionShape, ShapeError, head_dim_for, parse_mask
+from bench.shapes import DTYPES, SCOPES, AttentionShape, ShapeError, head_dim_for, parse_mask
 
 PHASES = ("prefill", "decode")
 PASSES = ("fwd", "fwd+bwd")
@@ -78,7 +78,7 @@ class Case:
     @property
     def id(self) -> str:
         s = self.shape
-        extra = "".join(f"-{f.name}{getattr(s, f.name)}" for f in dataclasses.fields(s)
+        extra = "".join(f"-{f.name}={getattr(s, f.name)}" for f in dataclasses.fields(s)
                         if f.name not in _LEGACY_SHAPE_FIELDS and getattr(s, f.name) != f.default)
         return (f"{self.backend}/{s.variant}/b{s.batch}-hq{s.n_heads}-hkv{s.n_kv_heads}-q{s.seq_q}-kv{s.seq_kv}"
                 f"-d{s.head_dim}{extra}/{s.dtype}/{s.mask_label}/{self.phase}/{self.pass_}/{self.device}")
@@ -108,6 +108,12 @@ class Sweep:
                                      check=_positive_int("decode_q"))
     decode_kv: tuple[int, ...] = axis((1024, 4096, 16384), "decode-kv", "KV-cache lengths for decode",
                                       check=_positive_int("decode_kv"))
+    scopes: tuple[str, ...] = axis(("attention",), "scope", "attention,layer: time attention alone, and/or the "
+                                   "whole layer (W_Q, W_K, W_V, W_O around it; prefill only)", words,
+                                   one_of("scope", SCOPES))
+    models: tuple[str, ...] | None = axis(None, "model-config", "config.json paths or preset names: sweep these "
+                                          "models' attention shapes (Hq, Hkv, D, mask per layer kind) instead of "
+                                          "--heads/--kv-heads/--head-dim/--mask", words)
     budget_s: float = axis(1.0, "budget", "seconds of timing per case before it is marked noisy", seconds)
     d_model: int | None = None  # when set, head_dim = d_model / n_heads (the heads sweep)
     tokens_per_batch: int | None = None  # when set, batch = tokens / seq (GPU sweeps at fixed tokens)
@@ -181,25 +187,52 @@ def _kv_heads(sweep: Sweep, n_heads: int) -> tuple[int, ...]:
     return (n_heads,) if sweep.kv_heads is None else sweep.kv_heads
 
 
+@dataclass(frozen=True)
+class Geometry:
+    """The heads of one attention shape, the masks it is swept with, and the model it comes from (if any)."""
+
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    masks: tuple[str, ...]
+    model: str | None = None
+
+
+def geometries(sweep: Sweep) -> list[Geometry]:
+    """The sweep's head geometries: its heads x KV heads x head dims, or each model's attention kinds."""
+    if sweep.models:
+        from bench.models import attention_shapes, load_config  # config files are read only for model sweeps
+
+        out = []
+        for name in sweep.models:
+            cfg = load_config(name)
+            for shape in attention_shapes(cfg):
+                mask = "none" if cfg.encoder_only else f"window:{shape.window}" if shape.window else "causal"
+                out.append(Geometry(shape.n_heads, shape.n_kv_heads, shape.head_dim, (mask,), cfg.name))
+        return out
+    return [Geometry(n_heads, n_kv, head_dim, sweep.masks)
+            for n_heads in sweep.heads
+            for n_kv in _kv_heads(sweep, n_heads)
+            for head_dim in ((head_dim_for(sweep.d_model, n_heads),) if sweep.d_model else sweep.head_dims)]
+
+
 def cases(sweep: Sweep, device: str) -> list[Case]:
     """Every case of the sweep, ordered so that cases sharing a shape are adjacent (one reference each)."""
     out: list[Case] = []
     simple = [(f.metadata["shape_field"], getattr(sweep, f.name)) for f in axis_fields() if f.metadata["shape_field"]]
-    for n_heads in sweep.heads:
-        d_list = (head_dim_for(sweep.d_model, n_heads),) if sweep.d_model else sweep.head_dims
-        axes = itertools.product(_kv_heads(sweep, n_heads), d_list, sweep.dtypes, sweep.masks,
-                                 *(values for _, values in simple))
-        for n_kv, head_dim, dtype, mask_text, *more in axes:
+    for g in geometries(sweep):
+        for dtype, mask_text, *more in itertools.product(sweep.dtypes, g.masks, *(values for _, values in simple)):
             mask, window = parse_mask(mask_text)
-            extra = {name: value for (name, _), value in zip(simple, more, strict=True)}
+            fixed = dict(n_heads=g.n_heads, n_kv_heads=g.n_kv_heads, head_dim=g.head_dim, dtype=dtype, mask=mask,
+                         window=window, model=g.model, **{name: v for (name, _), v in zip(simple, more, strict=True)})
             if "prefill" in sweep.phases:
-                for seq in sweep.seqs:
+                for seq, scope in itertools.product(sweep.seqs, sweep.scopes):
                     for batch in _batches(sweep, seq):
-                        shape = AttentionShape(batch, seq, seq, n_heads, n_kv, head_dim, dtype, mask, window, **extra)
+                        shape = AttentionShape(batch=batch, seq_q=seq, seq_kv=seq, scope=scope, **fixed)
                         out += [Case(b, shape, "prefill", p, device) for p in sweep.passes for b in sweep.backends]
             if "decode" in sweep.phases and mask != "none":  # decoding is causal: 'none' would repeat 'causal'
                 for sq, kv, batch in itertools.product(sweep.decode_q, sweep.decode_kv, sweep.batches):
-                    shape = AttentionShape(batch, sq, kv, n_heads, n_kv, head_dim, dtype, mask, window, **extra)
+                    shape = AttentionShape(batch=batch, seq_q=sq, seq_kv=kv, **fixed)  # attention alone
                     out += [Case(b, shape, "decode", "fwd", device) for b in sweep.backends]
     if "decode" in sweep.phases and "prefill" not in sweep.phases and not out:
         raise UsageError("decode needs a causal or window mask")
