@@ -1,6 +1,10 @@
 """The tutorials' multi-head attention layer: W_Q, W_K, W_V, W_O around one `bench.attention` call.
 
-GQA and MQA come from smaller K/V projections (n_kv_heads * head_dim outputs instead of d_model).
+GQA and MQA come from smaller K/V projections (n_kv_heads * head_dim outputs instead of n_heads * head_dim).
+head_dim defaults to the tutorials' d_model / n_heads; models such as Qwen3 set it apart (head_dim * n_heads !=
+d_model), and then W_Q is d_model -> Hq*D, W_K and W_V d_model -> Hkv*D, and W_O Hq*D -> d_model.
+
+`make_layer` and `make_layer_input` build the layer a `scope="layer"` benchmark case times (bench.suite.runner).
 """
 
 from __future__ import annotations
@@ -9,7 +13,7 @@ import torch
 from torch import nn
 
 from bench.backends import attention, get_backend
-from bench.shapes import check_heads, head_dim_for
+from bench.shapes import AttentionShape, ShapeError, check_heads, head_dim_for
 
 
 def split_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
@@ -25,20 +29,25 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
 
 
 class MultiHeadAttention(nn.Module):
-    def __init__(self, d_model: int, n_heads: int, n_kv_heads: int | None = None, *, bias: bool = True,
-                 backend: str = "sdpa") -> None:
+    def __init__(self, d_model: int, n_heads: int, n_kv_heads: int | None = None, *, head_dim: int | None = None,
+                 bias: bool = True, backend: str = "sdpa") -> None:
         super().__init__()
+        self.d_model = d_model
         self.n_heads = n_heads
         self.n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
         check_heads(n_heads, self.n_kv_heads)
-        self.head_dim = head_dim_for(d_model, n_heads)
+        if head_dim is None:
+            head_dim = head_dim_for(d_model, n_heads)
+        elif not isinstance(head_dim, int) or isinstance(head_dim, bool) or head_dim <= 0:
+            raise ShapeError(f"head_dim={head_dim!r} must be a positive integer")
+        self.head_dim = head_dim
         get_backend(backend)  # fail at construction on an unknown name
         self.backend = backend
-        kv_dim = self.n_kv_heads * self.head_dim
-        self.W_Q = nn.Linear(d_model, d_model, bias=bias)
+        q_dim, kv_dim = n_heads * head_dim, self.n_kv_heads * head_dim
+        self.W_Q = nn.Linear(d_model, q_dim, bias=bias)
         self.W_K = nn.Linear(d_model, kv_dim, bias=bias)
         self.W_V = nn.Linear(d_model, kv_dim, bias=bias)
-        self.W_O = nn.Linear(d_model, d_model, bias=bias)
+        self.W_O = nn.Linear(q_dim, d_model, bias=bias)
 
     def forward(self, x: torch.Tensor, memory: torch.Tensor | None = None, *, causal: bool = False,
                 window: int | None = None) -> torch.Tensor:
@@ -51,9 +60,50 @@ class MultiHeadAttention(nn.Module):
         return self.W_O(merge_heads(y))  # (B, T, d_model)
 
 
-def parameter_count(d_model: int, n_heads: int, n_kv_heads: int, bias: bool = True) -> int:
-    """W_Q and W_O are d x d; W_K and W_V are d x (Hkv * d/Hq)."""
-    kv_dim = n_kv_heads * head_dim_for(d_model, n_heads)
-    weights = 2 * d_model * d_model + 2 * d_model * kv_dim
-    biases = 2 * d_model + 2 * kv_dim if bias else 0
+def parameter_count(d_model: int, n_heads: int, n_kv_heads: int, bias: bool = True, head_dim: int | None = None) -> int:
+    """W_Q and W_O are d x (Hq * D); W_K and W_V are d x (Hkv * D); D = d/Hq unless given."""
+    head_dim = head_dim_for(d_model, n_heads) if head_dim is None else head_dim
+    q_dim, kv_dim = n_heads * head_dim, n_kv_heads * head_dim
+    weights = 2 * d_model * q_dim + 2 * d_model * kv_dim
+    biases = q_dim + d_model + 2 * kv_dim if bias else 0  # W_Q's, W_O's (d_model outputs), W_K's and W_V's
     return weights + biases
+
+
+def layer_d_model(shape: AttentionShape) -> int:
+    """The d_model of a layer-scope case: Hq * D.
+
+    A shape carries no d_model of its own. Hq * D is the tutorials' d_model and that of every preset here
+    (Llama, Mistral, GPT, BERT, Qwen2.5: head_dim = d_model / n_heads); a model with head_dim != d_model / Hq
+    (Qwen3) would need a d_model field on the shape before its layer could be benchmarked at its own width.
+    """
+    return shape.n_heads * shape.head_dim
+
+
+def make_layer(shape: AttentionShape, backend: str, device: torch.device | str = "cpu",
+               seed: int = 0) -> MultiHeadAttention:
+    """The layer a layer-scope case times: d_model = layer_d_model(shape), no biases (Llama, Mistral, Qwen3 have
+    none), weights in the case's dtype on its device, reproducible from `seed`.
+
+    Weights are N(0, 1/fan_in) (LeCun normal): Q, K, V from a standard-normal x then have unit variance, as the
+    attention-alone check's inputs do, so the layer's check exercises the softmax as hard as that one does.
+    """
+    with torch.device("meta"):  # no default init: it would cost as much as drawing the weights twice
+        layer = MultiHeadAttention(layer_d_model(shape), shape.n_heads, shape.n_kv_heads, head_dim=shape.head_dim,
+                                   bias=False, backend=backend)
+    layer = layer.to_empty(device=device).to(shape.torch_dtype)
+    gen = torch.Generator(device=device).manual_seed(seed)
+    with torch.no_grad():
+        for linear in (layer.W_Q, layer.W_K, layer.W_V, layer.W_O):
+            out_features, in_features = linear.weight.shape
+            w = torch.randn(out_features, in_features, generator=gen, device=device, dtype=torch.float32)
+            linear.weight.copy_(w * in_features**-0.5)
+    return layer
+
+
+def make_layer_input(shape: AttentionShape, device: torch.device | str = "cpu", seed: int = 0,
+                     requires_grad: bool = False) -> torch.Tensor:
+    """Standard-normal x (B, S, d_model) for a layer-scope case, reproducible from `seed`."""
+    gen = torch.Generator(device=device).manual_seed(seed)
+    x = torch.randn(shape.batch, shape.seq_q, layer_d_model(shape), generator=gen, device=device,
+                    dtype=shape.torch_dtype)
+    return x.requires_grad_(requires_grad)

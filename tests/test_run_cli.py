@@ -417,3 +417,23 @@ def test_interrupted_run_keeps_finished_cases_and_resumes(tmp_path):
     assert final.machine_info == first.machine_info
     assert final.meta.calibration == first.meta.calibration
     assert final.meta.sweep_id == first.meta.sweep_id
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_default_profile_carries_a_heads_sweep_for_the_heads_claim(device):
+    cases = spec.cases(spec.profile("default", device), device)
+    by_d_model: dict[tuple, set[int]] = {}
+    for c in cases:
+        s = c.shape
+        if c.phase == "prefill" and s.variant == "mha":
+            by_d_model.setdefault((c.backend, s.n_heads * s.head_dim, s.seq_kv, s.dtype, s.mask), set()).add(s.n_heads)
+    assert max(len(h) for h in by_d_model.values()) >= 3  # what the claim needs: >= 3 head counts at one d_model
+    ids = [c.id for c in cases]
+    assert len(ids) == len(set(ids))  # the parts' shared cases are swept once
+
+
+def test_axes_set_by_hand_drop_the_profiles_extra_sweeps():
+    default = spec.profile("default", "cpu")
+    assert default.also
+    assert not default.with_axes(seqs=(256,)).also
+    assert default.with_axes(budget_s=0.1).also  # the budget changes no case

@@ -14,12 +14,13 @@ import pandas as pd
 from bench.backends import BACKENDS
 from bench.metrics import kv_cache_bytes
 from bench.presets import PRESETS
+from bench.record import SHAPE_KEYS as RECORD_SHAPE_KEYS
 
 HOLDS, FAILS, NOT_MEASURED = "holds", "does not hold", "not measured"
 
-# Everything that makes two cases the same shape except the backend.
-SHAPE_KEYS = ["variant", "batch", "n_heads", "n_kv_heads", "head_dim", "seq_q", "seq_kv", "dtype", "mask", "phase",
-              "pass"]
+# Everything that makes two cases the same shape except the backend: bench.record owns the list (shape fields
+# included, so a new axis keeps its cases apart here without an edit).
+SHAPE_KEYS = list(RECORD_SHAPE_KEYS)
 FAMILY_KEYS = ["phase", "variant", "dtype", "mask", "pass"]
 
 # The backends' memory trait: materialising ones build the Sq x Skv score matrix, tiled (flash-style) ones O(S).

@@ -45,6 +45,8 @@ RUN_DETAIL_COLUMNS: dict[str, str] = dict(
 # shape's included), then what the loader derives. The README's table is rendered from this.
 COLUMNS: dict[str, str] = RUN_COLUMNS | FIELDS | DERIVED_COLUMNS | RUN_DETAIL_COLUMNS
 
+# shape fields that have a default, and so may be absent from files older than the field
+SHAPE_DEFAULTS = {f.name: f.default for f in dataclasses.fields(AttentionShape) if f.default is not dataclasses.MISSING}
 _INT_RECORD = ("rounds", "calls_per_round", "threads", "flops", "bytes", "peak_mem_bytes", "model_mem_bytes",
                "kv_cache_bytes")
 # integer shape fields come from the shape's own annotations, so a new int axis is typed without an edit here
@@ -135,6 +137,8 @@ def _row(path: Path, rec: dict, run: dict) -> dict:
     if missing:
         raise ResultsError(f"{path}: case {case!r} lacks {', '.join(missing)}")
     _fill_from_samples(rec)
+    for name, default in SHAPE_DEFAULTS.items():  # files written before a shape field existed hold its default
+        rec.setdefault(name, default)
     row: dict[str, Any] = {}
     for name, value in rec.items():
         if name == "samples" or isinstance(value, (dict, list)):

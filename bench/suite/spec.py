@@ -117,6 +117,9 @@ class Sweep:
     budget_s: float = axis(1.0, "budget", "seconds of timing per case before it is marked noisy", seconds)
     d_model: int | None = None  # when set, head_dim = d_model / n_heads (the heads sweep)
     tokens_per_batch: int | None = None  # when set, batch = tokens / seq (GPU sweeps at fixed tokens)
+    # More sweeps of the profile, run after this one (a case already swept is not repeated): e.g. the compact
+    # heads sweep the default profile needs for the "heads are a free lunch" claim. Axes set by hand drop them.
+    also: tuple[Sweep, ...] = ()
 
     def __post_init__(self) -> None:
         if self.budget_s <= 0:
@@ -134,6 +137,8 @@ class Sweep:
         for f in axis_fields():
             if f.name in given and f.metadata["clears"]:
                 given[f.metadata["clears"]] = None
+        if any(name not in ("budget_s",) for name in given):
+            given["also"] = ()  # the user chose the axes: the profile's extra sweeps no longer apply
         return dataclasses.replace(self, **given)
 
 
@@ -149,7 +154,10 @@ PROFILES: dict[str, dict[str, Sweep]] = {
                        decode_kv=(2048,), budget_s=0.4),
         # every backend x MHA/GQA/MQA x 4 lengths x fp32/bf16 x none/causal, plus decode
         "default": Sweep(seqs=(256, 512, 1024, 2048), dtypes=("fp32", "bf16"), masks=("none", "causal"),
-                         phases=("prefill", "decode"), decode_kv=(1024, 4096, 16384), budget_s=0.6),
+                         phases=("prefill", "decode"), decode_kv=(1024, 4096, 16384), budget_s=0.6,
+                         # a compact heads sweep, for the "heads are a free lunch" claim
+                         also=(Sweep(backends=("naive", "sdpa-math", "sdpa-flash"), heads=(2, 4, 8, 16, 32),
+                                     kv_heads=None, d_model=512, seqs=(1024,), budget_s=0.6),)),
         "heads": Sweep(backends=("naive", "sdpa-math", "sdpa-flash", "flex"), heads=(1, 2, 4, 8, 16, 32),
                        kv_heads=None, d_model=512, seqs=(1024,)),
         "decode": Sweep(phases=("decode",), decode_q=(1, 4), decode_kv=(1024, 4096, 16384)),
@@ -164,7 +172,9 @@ PROFILES: dict[str, dict[str, Sweep]] = {
         "default": Sweep(heads=(16,), kv_heads=(16, 4, 1), seqs=(1024, 2048, 4096, 8192, 16384),
                          tokens_per_batch=16384, head_dims=(64, 128), dtypes=("bf16",), masks=("none", "causal"),
                          phases=("prefill", "decode"), passes=PASSES, decode_kv=(8192, 32768, 131072),
-                         budget_s=0.5),
+                         budget_s=0.5, also=(Sweep(heads=(4, 8, 16, 32), kv_heads=None, d_model=2048, seqs=(4096,),
+                                                   tokens_per_batch=16384,
+                                                   dtypes=("bf16",), budget_s=0.5),)),
         "heads": Sweep(heads=(1, 2, 4, 8, 16, 32), kv_heads=None, d_model=2048, seqs=(4096,), dtypes=("bf16",)),
         "decode": Sweep(heads=(32,), kv_heads=(32, 8, 1), head_dims=(128,), dtypes=("bf16",), phases=("decode",),
                         decode_q=(1, 4), decode_kv=(8192, 32768, 131072), batches=(1, 8)),
@@ -239,6 +249,12 @@ def cases(sweep: Sweep, device: str) -> list[Case]:
     ids = [c.id for c in out]
     if len(set(ids)) != len(ids):
         raise UsageError("the sweep lists the same case twice; check for repeated axis values")
+    seen = set(ids)
+    for part in sweep.also:
+        for case in cases(part, device):
+            if case.id not in seen:
+                seen.add(case.id)
+                out.append(case)
     return out
 
 
