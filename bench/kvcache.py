@@ -1,15 +1,18 @@
 """KV cache: its size by the formula below, what fits in a memory budget, and a real cache to measure.
 
-The formula (bench.metrics.kv_cache_bytes) is 2 x layers x Hkv x D x tokens x batch x element size, with
-tokens = min(context, window) under a sliding window and no cache at all for encoder-only models.
+The model is a bench.models.ModelConfig (a config.json, a preset, or a geometry given by hand), whose docstring
+states the rules. Per token and sequence a layer caches 2 (K and V) x Hkv x D x element size, or under MLA one
+latent of kv_lora_rank + qk_rope_head_dim elements; a full layer holds every token of the context, a sliding
+layer min(context, window); encoder-only models cache nothing.
 `KVCache` is the gpt-fast-style cache a decoder really allocates; `measure_kv_cache_bytes` allocates one
-per layer and reads back what the allocator handed out, so the formula is checked, not restated.
+per layer (a rolling window-sized one for a sliding layer, a `LatentKVCache` under MLA) and reads back what
+the allocator handed out, so the formula is checked, not restated.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Literal
 
@@ -17,9 +20,16 @@ import torch
 from torch import nn
 
 from bench.errors import InputError
-from bench.metrics import ELEMENT_BYTES, kv_cache_bytes
-from bench.presets import ModelPreset
-from bench.shapes import DTYPES, ShapeError, Variant, check_heads, variant_of
+from bench.metrics import ELEMENT_BYTES
+from bench.models import (
+    KVLayerGroup,
+    ModelConfig,
+    kv_bytes_per_token,
+    kv_cached_tokens,
+    kv_layer_groups,
+    kv_total_bytes,
+)
+from bench.shapes import DTYPES
 
 # fp8 halves bf16's cache; e4m3 is the format KV-cache quantisation uses (vLLM, TensorRT-LLM).
 KV_DTYPES: dict[str, torch.dtype] = {**DTYPES, "fp8": torch.float8_e4m3fn}
@@ -94,104 +104,68 @@ def format_bytes(n: int) -> str:
 # ----------------------------------------------------------------------------------------------- model
 
 @dataclass(frozen=True)
-class KVModel:
-    """What sizes a KV cache: the layers that cache K and V, their KV heads and head dim."""
-
-    name: str
-    layers: int  # layers holding a cache (decoder self-attention only)
-    n_kv_heads: int
-    head_dim: int
-    n_heads: int | None = None  # query heads; None for a custom config whose variant is unknown
-    window: int | None = None  # sliding window: the cache never holds more than this many tokens
-    encoder_only: bool = False  # no decoding, so no cache
-
-    def __post_init__(self) -> None:
-        for field, value in (("layers", self.layers), ("n_kv_heads", self.n_kv_heads),
-                             ("head_dim", self.head_dim), ("n_heads", self.n_heads), ("window", self.window)):
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
-                raise ShapeError(f"{field}={value!r} must be a positive integer")
-        if self.n_heads is not None:
-            check_heads(self.n_heads, self.n_kv_heads)
-
-    @classmethod
-    def from_preset(cls, p: ModelPreset) -> KVModel:
-        return cls(p.name, p.layers, p.n_kv_heads, p.head_dim, p.n_heads, p.window, p.encoder_only)
-
-    @property
-    def variant(self) -> Variant | None:
-        return None if self.n_heads is None else variant_of(self.n_heads, self.n_kv_heads)
-
-    def as_variant(self, variant: Variant) -> KVModel:
-        """The same model with MHA (Hkv = Hq), MQA (Hkv = 1) or its own GQA grouping."""
-        if self.n_heads is None:
-            raise ShapeError(f"{self.name}: the number of query heads is unknown, so {variant} is undefined")
-        if variant == "mha":
-            return replace(self, n_kv_heads=self.n_heads)
-        if variant == "mqa":
-            return replace(self, n_kv_heads=1)
-        if variant == "gqa" and self.variant == "gqa":
-            return self
-        raise ShapeError(f"{self.name} is {self.variant}: it has no GQA grouping of its own; expected mha or mqa")
-
-    def variants(self) -> list[Variant]:
-        """MHA, the model's own GQA if it has one, MQA; empty when Hq is unknown (nothing to compare)."""
-        if self.n_heads is None:
-            return []
-        own = [self.variant] if self.variant == "gqa" else []
-        return ["mha", *own, "mqa"] if self.n_heads > 1 else ["mha"]  # Hq = 1: MHA and MQA coincide
-
-
-@dataclass(frozen=True)
 class KVEstimate:
     """The formula's answer for one model at context x batch."""
 
     context: int  # tokens the user asked for
-    tokens: int  # tokens the cache holds: min(context, window); 0 without a cache
+    tokens: int  # most tokens a layer holds: the context, or min(context, window) if every layer slides; 0 w/o cache
     batch: int
     dtype: str
-    bytes_per_token: int  # one token of one sequence, all layers, K and V
+    bytes_per_token: int  # one token of one sequence, all layers (K and V, or MLA's latent)
     total_bytes: int
+    groups: tuple[KVLayerGroup, ...] = ()  # per layer kind (full, sliding): layers, heads or latent, bytes/token
 
 
-def cached_tokens(model: KVModel, context: int) -> int:
-    if model.encoder_only:
-        return 0
-    return context if model.window is None else min(context, model.window)
+def cached_tokens(model: ModelConfig, context: int) -> int:
+    return kv_cached_tokens(model, context)
 
 
-def bytes_per_token(model: KVModel, dtype: str = "bf16") -> int:
-    if model.encoder_only:
-        return 0
-    return kv_cache_bytes(model.layers, model.n_kv_heads, model.head_dim, 1, 1, check_dtype(dtype))
+def bytes_per_token(model: ModelConfig, dtype: str | None = None) -> int:
+    return kv_bytes_per_token(model, check_dtype(dtype or model.dtype))
 
 
-def estimate(model: KVModel, context: int, batch: int = 1, dtype: str = "bf16") -> KVEstimate:
+def estimate(model: ModelConfig, context: int, batch: int = 1, dtype: str | None = None) -> KVEstimate:
+    """Bytes at context x batch; dtype defaults to the model's (its config's torch_dtype, else bf16)."""
     context, batch = parse_count(context, "context"), parse_count(batch, "batch")
-    tokens = cached_tokens(model, context)
-    total = 0 if model.encoder_only else kv_cache_bytes(
-        model.layers, model.n_kv_heads, model.head_dim, context, batch, check_dtype(dtype), model.window)
-    return KVEstimate(context, tokens, batch, dtype, bytes_per_token(model, dtype), total)
+    dtype = check_dtype(dtype or model.dtype)
+    groups = tuple(kv_layer_groups(model, dtype))
+    return KVEstimate(context, kv_cached_tokens(model, context), batch, dtype, sum(g.bytes_per_token for g in groups),
+                      sum(g.total_bytes(context, batch) for g in groups), groups)
 
 
 # ------------------------------------------------------------------------------------------------ fitting
 
-def max_context(model: KVModel, batch: int, dtype: str, memory: int) -> int | None:
+def max_context(model: ModelConfig, batch: int, dtype: str, memory: int) -> int | None:
     """Largest context whose cache fits in `memory` at this batch (0: not even one token).
 
-    None means any context fits: no cache at all, or a sliding window whose full cache fits, since
-    longer contexts overwrite the same window-sized buffers.
+    None means any context fits: no cache at all, or only sliding layers whose full windows fit, since longer
+    contexts overwrite the same window-sized buffers. A model with any full layer always has a limit.
     """
-    per_token = bytes_per_token(model, dtype) * batch
-    if per_token == 0:
+    groups = kv_layer_groups(model, check_dtype(dtype))
+    if not groups:
         return None
-    if model.window is not None and per_token * model.window <= memory:
-        return None
-    return memory // per_token
+
+    def total(context: int) -> int:
+        return sum(g.total_bytes(context, batch) for g in groups)
+
+    growing = sum(g.bytes_per_token for g in groups if g.window is None) * batch  # bytes per token past every window
+    if growing == 0:  # every layer slides
+        longest = max(g.window for g in groups)  # type: ignore[type-var]
+        if total(longest) <= memory:
+            return None
+        hi = longest
+    else:
+        hi = memory // growing  # total(context) >= context x growing
+    lo = 0  # total(0) = 0 fits; total is non-decreasing, so bisect for the last context that fits
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if total(mid) <= memory else (lo, mid - 1)
+    return lo
 
 
-def max_batch(model: KVModel, context: int, dtype: str, memory: int) -> int | None:
+def max_batch(model: ModelConfig, context: int, dtype: str, memory: int) -> int | None:
     """Largest batch whose cache fits in `memory` at this context (0: not even one sequence); None without a cache."""
-    per_sequence = bytes_per_token(model, dtype) * cached_tokens(model, context)
+    per_sequence = kv_total_bytes(model, context, 1, check_dtype(dtype))
     return None if per_sequence == 0 else memory // per_sequence
 
 
@@ -222,18 +196,47 @@ class KVCache(nn.Module):
         return self.k_cache, self.v_cache
 
 
-def allocate_kv_cache(model: KVModel, context: int, batch: int = 1, dtype: str = "bf16",
-                      device: str | torch.device = "cpu") -> list[KVCache]:
-    """One KVCache per layer, sized by the cached tokens (the window caps them); none for encoder-only."""
-    tokens = cached_tokens(model, parse_count(context, "context"))
-    if tokens == 0:
+class LatentKVCache(nn.Module):
+    """MLA's cache (DeepSeek-V2/V3): one (batch, max_tokens, kv_lora_rank + qk_rope_head_dim) latent per layer,
+    shared by all heads; `update` writes by index like KVCache."""
+
+    def __init__(self, batch: int, max_tokens: int, latent_dim: int, dtype: torch.dtype = torch.bfloat16,
+                 device: str | torch.device = "cpu", rolling: bool = False):
+        super().__init__()
+        self.max_tokens, self.rolling = max_tokens, rolling
+        self.register_buffer("latent_cache", torch.zeros((batch, max_tokens, latent_dim), dtype=dtype, device=device),
+                             persistent=False)
+
+    def update(self, pos: torch.Tensor, latent: torch.Tensor) -> torch.Tensor:
+        """Write latent (B, S, latent_dim) at positions pos (S,); return the whole (B, T, latent_dim) cache."""
+        if self.rolling and pos.numel() > self.max_tokens:
+            pos, latent = pos[-self.max_tokens:], latent[:, -self.max_tokens:]
+        self.latent_cache[:, pos % self.max_tokens if self.rolling else pos] = latent
+        return self.latent_cache
+
+
+def allocate_kv_cache(model: ModelConfig, context: int, batch: int = 1, dtype: str | None = None,
+                      device: str | torch.device = "cpu") -> list[KVCache | LatentKVCache]:
+    """One cache per layer, in layer order: a full layer holds the context, a sliding layer a rolling buffer of
+    min(context, window) tokens; MLA layers hold a LatentKVCache; none for encoder-only models."""
+    context, batch = parse_count(context, "context"), parse_count(batch, "batch")
+    if model.encoder_only:
         return []
-    torch_dtype = KV_DTYPES[check_dtype(dtype)]
-    return [KVCache(parse_count(batch, "batch"), model.n_kv_heads, tokens, model.head_dim, torch_dtype, device,
-                    rolling=model.window is not None) for _ in range(model.layers)]
+    torch_dtype = KV_DTYPES[check_dtype(dtype or model.dtype)]
+    caches: list[KVCache | LatentKVCache] = []
+    for kind in model.layer_kinds:
+        sliding = kind == "sliding"
+        tokens = min(context, model.window) if sliding else context  # type: ignore[type-var]
+        if model.is_mla:
+            caches.append(LatentKVCache(batch, tokens, model.kv_latent_dim, torch_dtype, device,  # type: ignore[arg-type]
+                                        rolling=sliding))
+        else:
+            caches.append(KVCache(batch, model.n_kv_heads, tokens, model.head_dim, torch_dtype, device,
+                                  rolling=sliding))
+    return caches
 
 
-def storage_bytes(caches: list[KVCache]) -> int:
+def storage_bytes(caches: list[KVCache | LatentKVCache]) -> int:
     """Bytes of the distinct storages the caches hold (a view sharing a storage counts once)."""
     storages = {}
     for cache in caches:
@@ -243,7 +246,7 @@ def storage_bytes(caches: list[KVCache]) -> int:
     return sum(storages.values())
 
 
-def measure_kv_cache_bytes(model: KVModel, context: int, batch: int = 1, dtype: str = "bf16",
+def measure_kv_cache_bytes(model: ModelConfig, context: int, batch: int = 1, dtype: str | None = None,
                            device: str | torch.device = "cpu", method: MeasureMethod | None = None) -> int:
     """Bytes really allocated for a per-layer cache (the caches are freed again before returning).
 
@@ -275,7 +278,7 @@ def measure_kv_cache_bytes(model: KVModel, context: int, batch: int = 1, dtype: 
     raise ValueError(f"unknown method {method!r}; expected allocator, requested, storage or profiler")
 
 
-def _cuda_delta(model: KVModel, context: int, batch: int, dtype: str, dev: torch.device, method: str) -> int:
+def _cuda_delta(model: ModelConfig, context: int, batch: int, dtype: str | None, dev: torch.device, method: str) -> int:
     def read() -> int:
         if method == "allocator":
             return torch.cuda.memory_allocated(dev)

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from bench.cli import main
+from bench.errors import InputError
 from bench.kvcache import (
     KVCache,
-    KVModel,
     SizeError,
     allocate_kv_cache,
     estimate,
@@ -22,15 +22,15 @@ from bench.kvcache import (
     parse_count,
     parse_memory,
 )
+from bench.models import ModelConfig
 from bench.presets import PRESETS, preset
-from bench.shapes import ShapeError
 
 KiB, MiB, GiB = 2**10, 2**20, 2**30
 DECODERS = [name for name, p in PRESETS.items() if not p.encoder_only]
 
 
-def model(name: str) -> KVModel:
-    return KVModel.from_preset(preset(name))
+def model(name: str) -> ModelConfig:
+    return preset(name)
 
 
 # ---------------------------------------------------------------------------------------------- formula
@@ -91,15 +91,18 @@ def test_batch_and_variants_scale_linearly() -> None:
     per = {v: estimate(llama.as_variant(v), 8192).total_bytes for v in llama.variants()}
     assert per == {"mha": 4 * GiB, "gqa": 1 * GiB, "mqa": 128 * MiB}  # GQA/MQA shrink it by Hq/Hkv
     assert model("gpt-3-175b").variants() == ["mha", "mqa"]  # an MHA model has no GQA grouping of its own
-    with pytest.raises(ShapeError, match="no GQA"):
+    with pytest.raises(InputError, match="no GQA"):
         model("gpt-3-175b").as_variant("gqa")
 
 
 def test_custom_model_validation() -> None:
-    assert KVModel("custom", 32, 8, 128).variants() == []  # no Hq: nothing to compare against
-    for bad in [dict(layers=0), dict(n_kv_heads=-1), dict(n_heads=12), dict(n_heads=4)]:  # 8 KV heads vs Hq
-        with pytest.raises(ShapeError):
-            replace(KVModel("custom", 32, 8, 128, 32), **bad)
+    assert ModelConfig.from_geometry("custom", 32, 8, 128).variants() == []  # no Hq: nothing to compare against
+    good = ModelConfig.from_geometry("custom", 32, 8, 128, 32)
+    bad_values = [dict(layers=0), dict(n_kv_heads=-1), dict(n_heads=12), dict(n_heads=4),  # 8 KV heads vs Hq
+                  dict(layers=31), dict(window=4096)]  # 32 layer kinds for 31 layers; a window with no sliding layer
+    for bad in bad_values:
+        with pytest.raises(InputError):
+            replace(good, **bad)
 
 
 @pytest.mark.parametrize("n, text", [
@@ -291,9 +294,9 @@ def _measure_cases() -> list[tuple[str, str, int, str]]:
     return cases
 
 
-def _one_layer(name: str, variant: str) -> KVModel:
+def _one_layer(name: str, variant: str) -> ModelConfig:
     # One layer keeps every case small; the formula is linear in layers (full depth is checked below).
-    return replace(model(name).as_variant(variant), layers=1)
+    return model(name).as_variant(variant).first_layers(1)
 
 
 @pytest.mark.parametrize("name, variant, context, dtype", _measure_cases())
@@ -324,7 +327,7 @@ def test_full_depth_cache_on_cpu(name: str, context: int) -> None:
     for variant in model(name).variants():
         m = model(name).as_variant(variant)
         if name == "mistral-7b-v0.1":
-            m = replace(m, layers=2)  # the 4096-token window is big; two layers show the per-layer cap
+            m = m.first_layers(2)  # the 4096-token window is big; two layers show the per-layer cap
         assert measure_kv_cache_bytes(m, context, 1, "bf16") == estimate(m, context, 1, "bf16").total_bytes
 
 
@@ -332,7 +335,7 @@ def test_full_depth_cache_on_cpu(name: str, context: int) -> None:
     ("qwen2.5-0.5b", "gqa", 333, "bf16"), ("llama-3-8b", "mqa", 64, "fp8"), ("mistral-7b-v0.1", "gqa", 5000, "fp16"),
 ])
 def test_profiler_sees_the_same_bytes(name: str, variant: str, context: int, dtype: str) -> None:
-    m = replace(model(name).as_variant(variant), layers=2)
+    m = model(name).as_variant(variant).first_layers(2)
     measured = measure_kv_cache_bytes(m, context, 1, dtype, "cpu", method="profiler")
     assert measured == estimate(m, context, 1, dtype).total_bytes
 

@@ -58,7 +58,7 @@ def test_parse_mask_rejects(text):
 def test_presets_match_their_published_configs():
     assert len(PRESETS) == 9
     q = preset("qwen2.5-0.5b")
-    assert (q.layers, q.d_model, q.n_heads, q.n_kv_heads, q.head_dim, q.variant) == (24, 896, 14, 2, 64, "gqa")
+    assert (q.layers, q.hidden_size, q.n_heads, q.n_kv_heads, q.head_dim, q.variant) == (24, 896, 14, 2, 64, "gqa")
     assert preset("llama-2-70b").variant == "gqa" and preset("gpt-3-175b").variant == "mha"
     assert preset("mistral-7b-v0.1").window == 4096
     assert preset("bert-base").encoder_only

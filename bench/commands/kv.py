@@ -1,4 +1,5 @@
-"""`python -m bench kv`: KV cache size for a preset or a custom geometry, MHA vs GQA vs MQA, and what fits."""
+"""`python -m bench kv`: KV cache size for a config.json, a preset or a custom geometry, MHA vs GQA vs MQA, and what
+fits. --config and --model are read by bench.models.load_config, whose docstring states the rules."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ from typing import Any
 
 from bench.errors import UsageError
 from bench.kvcache import (
-    KVModel,
     check_dtype,
     estimate,
     format_bytes,
@@ -18,7 +18,7 @@ from bench.kvcache import (
     parse_memory,
 )
 from bench.metrics import ELEMENT_BYTES
-from bench.presets import PRESETS, preset
+from bench.models import PRESET_NAMES, ModelConfig, load_config, preset_config
 
 help = "KV cache bytes per token and at context x batch, the model as MHA / GQA / MQA, and what fits in --memory"
 
@@ -27,8 +27,11 @@ _CUSTOM = ("layers", "kv_heads", "head_dim", "heads")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     # Sizes are read as text and parsed here, so every bad value gets the same one-line error and exit 2.
-    model = parser.add_argument_group("model: --model PRESET, or --layers, --kv-heads and --head-dim")
-    model.add_argument("--model", metavar="PRESET", help=f"one of: {', '.join(PRESETS)}")
+    model = parser.add_argument_group("model: --config PATH, --model PRESET, or --layers, --kv-heads and --head-dim")
+    model.add_argument("--config", metavar="PATH", help="a HuggingFace-style config.json (or its folder), read "
+                                                        "locally: layers, heads, KV heads, head_dim, sliding and "
+                                                        "full layers, MLA, text_config")
+    model.add_argument("--model", metavar="PRESET", help=f"one of: {', '.join(PRESET_NAMES)}")
     model.add_argument("--layers", metavar="L", help="layers that cache K and V")
     model.add_argument("--kv-heads", metavar="G", help="K/V heads per layer (Hkv)")
     model.add_argument("--head-dim", metavar="D", help="head dimension")
@@ -37,42 +40,55 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--context", default="8k", metavar="N",
                         help="tokens per sequence: 8192, 8k, 128k (k = 1024, m = 1024^2); default 8k")
     parser.add_argument("--batch", default="1", metavar="B", help="sequences; default 1")
-    parser.add_argument("--dtype", default="bf16", metavar="DTYPE",
-                        help="fp32 | bf16 | fp16 | fp8 (4, 2, 2, 1 bytes per element); default bf16")
+    parser.add_argument("--dtype", metavar="DTYPE",
+                        help="fp32 | bf16 | fp16 | fp8 (4, 2, 2, 1 bytes per element); default: the config's "
+                             "torch_dtype with --config or --model (bf16 when it has none), else bf16")
     parser.add_argument("--memory", metavar="SIZE",
                         help="a budget for the KV cache alone (weights and activations not counted): 80GiB, "
                              "80GB (10^9), 512MiB, 1.5TiB or bytes; prints the largest context at --batch and "
-                             "the largest batch at --context that fit. A sliding-window model fits any context "
-                             "once its window fits")
+                             "the largest batch at --context that fit. A model whose layers all slide fits any "
+                             "context once its windows fit")
     parser.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
 
 
-def model_from_args(args: argparse.Namespace) -> KVModel:
+def model_from_args(args: argparse.Namespace) -> ModelConfig:
     custom = [f"--{name.replace('_', '-')}" for name in _CUSTOM if getattr(args, name) is not None]
+    given = [flag for flag, value in (("--config", args.config), ("--model", args.model)) if value is not None]
+    if len(given) > 1 or (given and custom):
+        raise UsageError(f"{given[0]} cannot be combined with {', '.join(given[1:] + custom)}; give a config, a "
+                         "preset or a custom geometry")
+    if args.config is not None:
+        return load_config(args.config)
     if args.model is not None:
-        if custom:
-            raise UsageError(f"--model cannot be combined with {', '.join(custom)}; give a preset or a custom config")
-        return KVModel.from_preset(preset(args.model))
+        return preset_config(args.model)
     missing = [flag for flag in ("--layers", "--kv-heads", "--head-dim") if flag not in custom]
     if missing:
-        raise UsageError(f"give --model PRESET, or a custom config (missing {', '.join(missing)})")
+        raise UsageError(f"give --model PRESET or --config PATH, or a custom config (missing {', '.join(missing)})")
     heads = None if args.heads is None else parse_count(args.heads, "heads")
-    return KVModel("custom", parse_count(args.layers, "layers"), parse_count(args.kv_heads, "kv-heads"),
-                   parse_count(args.head_dim, "head-dim"), heads)
+    return ModelConfig.from_geometry("custom", parse_count(args.layers, "layers"),
+                                     parse_count(args.kv_heads, "kv-heads"), parse_count(args.head_dim, "head-dim"),
+                                     heads)
 
 
-def build_report(model: KVModel, context: int, batch: int, dtype: str, memory: int | None) -> dict[str, Any]:
+def build_report(model: ModelConfig, context: int, batch: int, dtype: str, memory: int | None) -> dict[str, Any]:
     """Everything the command prints, as plain data (the --json object)."""
     est = estimate(model, context, batch, dtype)
     report: dict[str, Any] = {
-        "model": model.name, "layers": model.layers, "n_heads": model.n_heads, "n_kv_heads": model.n_kv_heads,
-        "head_dim": model.head_dim, "variant": model.variant, "window": model.window,
+        "model": model.name, "source": model.source, "layers": model.layers, "n_heads": model.n_heads,
+        "n_kv_heads": model.n_kv_heads, "head_dim": model.head_dim, "variant": model.variant, "window": model.window,
+        "full_layers": model.full_layers, "sliding_layers": model.sliding_layers, "kv_latent_dim": model.kv_latent_dim,
         "encoder_only": model.encoder_only, "has_kv_cache": not model.encoder_only,
         "context": context, "tokens": est.tokens, "batch": batch, "dtype": dtype,
         "element_bytes": ELEMENT_BYTES[dtype], "bytes_per_token": est.bytes_per_token, "total_bytes": est.total_bytes,
+        "layer_groups": [{**g.as_dict(), "tokens": g.cached_tokens(context),
+                          "total_bytes": g.total_bytes(context, batch)} for g in est.groups],
     }
     if model.encoder_only:
         report["note"] = f"{model.name} is encoder-only: no decoding, so no KV cache"
+    if model.is_mla and not model.encoder_only:
+        report["variants_note"] = (f"MHA / GQA / MQA do not apply to MLA: all {model.n_heads} heads share one cached "
+                                   f"latent of {model.kv_lora_rank} + {model.qk_rope_head_dim} = "
+                                   f"{model.kv_latent_dim} elements per token and layer")
     rows = [] if model.encoder_only else [(v, model.as_variant(v)) for v in model.variants()] or [(None, model)]
     report["variants"] = [_variant_row(v, m, m.n_kv_heads == model.n_kv_heads, context, batch, dtype, memory)
                           for v, m in rows]
@@ -83,11 +99,12 @@ def build_report(model: KVModel, context: int, batch: int, dtype: str, memory: i
     return report
 
 
-def _variant_row(variant: str | None, m: KVModel, this_model: bool, context: int, batch: int, dtype: str,
+def _variant_row(variant: str | None, m: ModelConfig, this_model: bool, context: int, batch: int, dtype: str,
                  memory: int | None) -> dict[str, Any]:
     est = estimate(m, context, batch, dtype)
-    row: dict[str, Any] = {"variant": variant, "n_kv_heads": m.n_kv_heads, "bytes_per_token": est.bytes_per_token,
-                           "total_bytes": est.total_bytes, "this_model": this_model}
+    row: dict[str, Any] = {"variant": variant, "n_kv_heads": None if m.is_mla else m.n_kv_heads,
+                           "bytes_per_token": est.bytes_per_token, "total_bytes": est.total_bytes,
+                           "this_model": this_model}
     if memory is not None:
         row.update(max_context=max_context(m, batch, dtype, memory), max_batch=max_batch(m, context, dtype, memory))
     return row
@@ -96,19 +113,37 @@ def _variant_row(variant: str | None, m: KVModel, this_model: bool, context: int
 def render(r: dict[str, Any]) -> str:
     if not r["has_kv_cache"]:
         return f"{r['note']} (0 bytes at any context and batch)."
+    hybrid = r["full_layers"] and r["sliding_layers"]
+    layers = f"{r['layers']} layers" + (f" ({r['full_layers']} full, {r['sliding_layers']} sliding)" if hybrid else "")
     heads = f"Hq={r['n_heads']}, " if r["n_heads"] else ""
-    variant = f" ({r['variant'].upper()})" if r["variant"] else ""
+    if r["kv_latent_dim"]:
+        g = r["layer_groups"][0]
+        geometry = (f"{heads}MLA: one latent of {g['latent_dim']:,} elements per token and layer, shared by all heads")
+    else:
+        variant = f" ({r['variant'].upper()})" if r["variant"] else ""
+        geometry = f"{heads}Hkv={r['n_kv_heads']}{variant}, D={r['head_dim']}"
     window = f", sliding window {r['window']:,}" if r["window"] else ""
+    per_token = f"KV cache per token: {format_bytes(r['bytes_per_token'])} ({r['bytes_per_token']:,} bytes)"
+    if hybrid:
+        growing = sum(g["bytes_per_token"] for g in r["layer_groups"] if g["kind"] == "full")
+        per_token += (f"; past the {r['window']:,}-token window only the {r['full_layers']} full layers grow: "
+                      f"{format_bytes(growing)} ({growing:,} bytes)")
     lines = [
-        f"{r['model']}: {r['layers']} layers, {heads}Hkv={r['n_kv_heads']}{variant}, D={r['head_dim']}{window}, "
-        f"{r['dtype']} ({r['element_bytes']} bytes/element)",
-        f"KV cache per token: {format_bytes(r['bytes_per_token'])} ({r['bytes_per_token']:,} bytes)",
+        f"{r['model']}: {layers}, {geometry}{window}, {r['dtype']} ({r['element_bytes']} bytes/element)",
+        per_token,
         f"at context {r['context']:,} x batch {r['batch']}: {format_bytes(r['total_bytes'])} "
         f"({r['total_bytes']:,} bytes)",
     ]
     if r["tokens"] < r["context"]:
         lines[-1] += f"; the sliding window caps the cache at {r['tokens']:,} tokens"
-    if len(r["variants"]) > 1:
+    if len(r["layer_groups"]) > 1:
+        for g in r["layer_groups"]:
+            capped = " (the window)" if g["tokens"] < r["context"] else ""
+            lines.append(f"  {g['layers']} {g['kind']} layers: {format_bytes(g['bytes_per_token'])}/token x "
+                         f"{g['tokens']:,} tokens{capped} x batch {r['batch']} = {format_bytes(g['total_bytes'])}")
+    if "variants_note" in r:
+        lines += ["", r["variants_note"]]
+    elif len(r["variants"]) > 1:
         lines += ["", *_variant_table(r)]
     elif r["n_heads"] is None:
         lines.append("(give --heads to compare MHA / GQA / MQA)")
@@ -143,7 +178,7 @@ def _memory_lines(r: dict[str, Any]) -> list[str]:
     else:
         ctx = f"{r['max_context']:,} tokens"
     lines.append(f"  largest context at batch {r['batch']}: {ctx}")
-    per_sequence = r["bytes_per_token"] * r["tokens"]
+    per_sequence = r["total_bytes"] // r["batch"]  # the cache is linear in the batch
     batch = f"{r['max_batch']:,}" if r["max_batch"] else f"none (one sequence needs {format_bytes(per_sequence)})"
     lines.append(f"  largest batch at context {r['context']:,}: {batch}")
     return lines
@@ -153,6 +188,7 @@ def run(args: argparse.Namespace) -> int:
     model = model_from_args(args)
     context, batch = parse_count(args.context, "context"), parse_count(args.batch, "batch")
     memory = None if args.memory is None else parse_memory(args.memory)
-    report = build_report(model, context, batch, check_dtype(args.dtype), memory)
+    dtype = check_dtype(args.dtype if args.dtype is not None else model.dtype)  # the config's dtype by default
+    report = build_report(model, context, batch, dtype, memory)
     print(json.dumps(report) if args.json else render(report))
     return 0
