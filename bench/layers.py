@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from bench.backends import attention, get_backend
+from bench.metrics import layer_d_model
 from bench.shapes import AttentionShape, ShapeError, check_heads, head_dim_for
 
 
@@ -69,20 +70,11 @@ def parameter_count(d_model: int, n_heads: int, n_kv_heads: int, bias: bool = Tr
     return weights + biases
 
 
-def layer_d_model(shape: AttentionShape) -> int:
-    """The d_model of a layer-scope case: Hq * D.
-
-    A shape carries no d_model of its own. Hq * D is the tutorials' d_model and that of every preset here
-    (Llama, Mistral, GPT, BERT, Qwen2.5: head_dim = d_model / n_heads); a model with head_dim != d_model / Hq
-    (Qwen3) would need a d_model field on the shape before its layer could be benchmarked at its own width.
-    """
-    return shape.n_heads * shape.head_dim
-
-
 def make_layer(shape: AttentionShape, backend: str, device: torch.device | str = "cpu",
                seed: int = 0) -> MultiHeadAttention:
-    """The layer a layer-scope case times: d_model = layer_d_model(shape), no biases (Llama, Mistral, Qwen3 have
-    none), weights in the case's dtype on its device, reproducible from `seed`.
+    """The layer a layer-scope case times: d_model = bench.metrics.layer_d_model(shape) (Hq * D, the reason is
+    there), no biases (Llama, Mistral and Qwen3 have none), weights in the case's dtype on its device,
+    reproducible from `seed`; `backend` computes its attention.
 
     Weights are N(0, 1/fan_in) (LeCun normal): Q, K, V from a standard-normal x then have unit variance, as the
     attention-alone check's inputs do, so the layer's check exercises the softmax as hard as that one does.

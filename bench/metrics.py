@@ -4,6 +4,8 @@ Conventions (the README's Reference states them too): FLOPs count query heads an
 pairs of the mask, 4 per pair and head dim (QK^T and PV, a multiply and an add each); backward is 2.5x forward.
 Bytes are the minimum forward traffic: Q and O at Hq heads, K and V at Hkv heads, once each.
 KV cache = 2 (K and V) x layers x Hkv x head_dim x tokens x batch x element size, tokens capped by a sliding window.
+A whole layer (scope="layer"): attention's FLOPs and bytes plus the projections' FLOPs and the weights' bytes
+(layer_flops, layer_bytes; the conventions are above them).
 """
 
 from __future__ import annotations
@@ -64,3 +66,55 @@ def model_mem_bytes(shape: AttentionShape, memory: str, pass_: str = "fwd") -> i
     out = s.batch * s.n_heads * s.seq_q * s.head_dim * e
     explicit_mask = s.seq_q * s.seq_kv if (s.mask == "window" or (s.causal and 1 < s.seq_q < s.seq_kv)) else 0
     return out + s.batch * s.n_heads * s.seq_q * 4 + explicit_mask
+
+
+# --- a whole layer (scope="layer"): W_Q, W_K, W_V, attention, W_O ---------------------------------------------
+# d_model defaults to layer_d_model(shape) = Hq * D, the width the runner's layer has (bench.layers.make_layer).
+# FLOPs: attention's useful FLOPs plus the four projections, 2 per multiply-add: x (B*S, d_model) times W_Q
+# (d_model, Hq*D), W_K and W_V (d_model, Hkv*D), and attention's output (B*S, Hq*D) times W_O (Hq*D, d_model).
+# fwd+bwd is 3.5x the forward for the whole layer, the convention attention's FLOPs use. A GEMM's own backward is
+# 2x its forward (3x overall), so fwd+bwd slightly over-counts the projections' work; one factor keeps attention's
+# share of the layer's FLOPs the same in both passes. Biases (none in make_layer's layer) are not counted.
+# Bytes: attention's minimum traffic plus the four weight matrices read once; x and the layer's output are not
+# counted, as attention's own count leaves out everything but Q, K, V and O.
+
+
+def layer_d_model(shape: AttentionShape) -> int:
+    """The d_model of a layer-scope case: Hq * D.
+
+    A shape carries no d_model of its own. Hq * D is the tutorials' d_model and that of every preset here
+    (Llama, Mistral, GPT, BERT, Qwen2.5: head_dim = d_model / n_heads); a model with head_dim != d_model / Hq
+    (Qwen3) would need a d_model field on the shape before its layer could be benchmarked at its own width.
+    """
+    return shape.n_heads * shape.head_dim
+
+
+def projection_flops(shape: AttentionShape, pass_: str = "fwd", d_model: int | None = None) -> int:
+    """2 * B * S * d_model * (2 * Hq * D + 2 * Hkv * D): W_Q and W_O at Hq heads, W_K and W_V at Hkv heads."""
+    d_model = layer_d_model(shape) if d_model is None else d_model
+    fwd = 2 * shape.batch * shape.seq_q * d_model * (2 * shape.n_heads + 2 * shape.n_kv_heads) * shape.head_dim
+    return _with_backward(fwd, pass_)
+
+
+def layer_flops(shape: AttentionShape, pass_: str = "fwd", d_model: int | None = None) -> int:
+    """Useful FLOPs of one layer call: attention's (visible pairs only) plus the projections'; fwd+bwd = 3.5x fwd."""
+    return _with_backward(attention_flops(shape, "fwd") + projection_flops(shape, "fwd", d_model), pass_)
+
+
+def layer_weight_bytes(shape: AttentionShape, d_model: int | None = None) -> int:
+    """W_Q and W_O (d_model x Hq*D) and W_K and W_V (d_model x Hkv*D) in the case's dtype."""
+    d_model = layer_d_model(shape) if d_model is None else d_model
+    return 2 * d_model * (shape.n_heads + shape.n_kv_heads) * shape.head_dim * ELEMENT_BYTES[shape.dtype]
+
+
+def layer_bytes(shape: AttentionShape, d_model: int | None = None) -> int:
+    """Minimum forward traffic of a layer call: attention's (Q, K, V, O once each) plus the weights read once."""
+    return attention_bytes(shape) + layer_weight_bytes(shape, d_model)
+
+
+def _with_backward(fwd: int, pass_: str) -> int:
+    if pass_ == "fwd":
+        return fwd
+    if pass_ == "fwd+bwd":
+        return int(fwd * (1 + BWD_FLOP_FACTOR))
+    raise ValueError(f"unknown pass {pass_!r}; expected fwd or fwd+bwd")

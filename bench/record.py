@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.metrics import attention_bytes, attention_flops, kv_cache_bytes, model_mem_bytes
+from bench.metrics import attention_bytes, attention_flops, kv_cache_bytes, layer_bytes, layer_flops, model_mem_bytes
 from bench.shapes import SHAPE_DOCS, shape_fields
 
 CASE_DOCS: dict[str, str] = {
@@ -60,15 +60,21 @@ SHAPE_KEYS: list[str] = [k for k in (*SHAPE_DOCS, "phase", "pass") if k != "wind
 def new_record(case: Any, memory: str) -> dict[str, Any]:
     """The record of a case before it runs: identity, shape, and what the formulas say (FLOPs, bytes, memory).
 
-    case is a bench.suite.spec.Case; memory the backend's trait ("materialising" or "tiled").
+    case is a bench.suite.spec.Case; memory the backend's trait ("materialising" or "tiled"). A layer-scope case
+    counts the projections too (bench.metrics.layer_flops, layer_bytes) and has no memory model (None).
     """
     import torch  # lazy: reading records needs no torch
 
     s = case.shape
+    if s.scope == "layer":
+        flops, nbytes, model = layer_flops(s, case.pass_), layer_bytes(s), None
+    else:
+        flops, nbytes = attention_flops(s, case.pass_), attention_bytes(s)
+        model = model_mem_bytes(s, memory, case.pass_)
     rec: dict[str, Any] = dict.fromkeys(RECORD_FIELDS)
     rec.update(case_id=case.id, reason="", backend=case.backend, **shape_fields(s), phase=case.phase,
-               device=case.device, flops=attention_flops(s, case.pass_), bytes=attention_bytes(s),
-               model_mem_bytes=model_mem_bytes(s, memory, case.pass_), rounds=0, threads=torch.get_num_threads())
+               device=case.device, flops=flops, bytes=nbytes, model_mem_bytes=model, rounds=0,
+               threads=torch.get_num_threads())
     rec["pass"] = case.pass_
     if case.phase == "decode":  # one layer's K and V cache, which a decode step reads whole
         rec["kv_cache_bytes"] = kv_cache_bytes(1, s.n_kv_heads, s.head_dim, s.seq_kv, s.batch, s.dtype,

@@ -7,6 +7,9 @@ the PV product), and far below the O(1) error of a wrong mask, scale or head map
   fp32: 2e-4 absolute / 2e-4 relative  (fp32 eps 1.2e-7; accumulation order differs by kernel)
   bf16: 3e-2 / 3e-2                    (bf16 eps 7.8e-3: the inputs alone are rounded by ~4e-3)
   fp16: 4e-3 / 4e-3                    (fp16 eps 9.8e-4)
+
+A whole layer (W_Q, W_K, W_V, attention, W_O: bench.layers) has its own reference (reference_layer) and bounds
+(LAYER_TOLERANCES, LAYER_GRAD_TOLERANCES), with how they were chosen beside them.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from dataclasses import dataclass
 import torch
 
 from bench.backends import attention
+from bench.layers import make_layer_input, merge_heads, split_heads
 from bench.masks import visible
 from bench.shapes import AttentionShape
 
@@ -69,8 +73,10 @@ class Check:
         return f"max |err| {self.max_abs_err:.3g} {verdict} tolerance (atol {self.atol:g}, rtol {self.rtol:g})"
 
 
-def compare_to_reference(out: torch.Tensor, ref: torch.Tensor) -> Check:
-    atol, rtol = TOLERANCES[out.dtype]
+def compare_to_reference(out: torch.Tensor, ref: torch.Tensor,
+                         tolerances: dict[torch.dtype, tuple[float, float]] | None = None) -> Check:
+    """Elementwise |out - ref| <= atol + rtol * |ref| with the dtype's bounds (TOLERANCES unless given)."""
+    atol, rtol = (TOLERANCES if tolerances is None else tolerances)[out.dtype]
     diff = (out.detach().to("cpu", torch.float64) - ref).abs()
     finite = bool(torch.isfinite(diff).all())
     ok = finite and bool((diff <= atol + rtol * ref.abs()).all())
@@ -109,3 +115,78 @@ def check_backend(backend: str, shape: AttentionShape, device: torch.device | st
     if out.shape != q.shape:
         return Check(False, float("inf"), *TOLERANCES[q.dtype])
     return compare_to_reference(out, reference_attention(q, k, v, causal=shape.causal, window=shape.window))
+
+
+# --- the whole layer (scope="layer"): W_Q, W_K, W_V around the attention, W_O after it -----------------------
+
+
+def _layer_params64(layer: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {name: p.detach().to("cpu", torch.float64) for name, p in layer.named_parameters()}
+
+
+def _layer64(layer: torch.nn.Module, x: torch.Tensor, params: dict[str, torch.Tensor], causal: bool,
+             window: int | None) -> torch.Tensor:
+    """The layer's forward in float64 from `params` (named like layer.named_parameters()), attention by the
+    reference: the layer's own code never runs, only its geometry (n_heads, n_kv_heads) is read."""
+    def project(name: str, t: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.linear(t, params[f"{name}.weight"], params.get(f"{name}.bias"))
+
+    q = split_heads(project("W_Q", x), layer.n_heads)  # (B, Hq, S, D)
+    k = split_heads(project("W_K", x), layer.n_kv_heads)  # (B, Hkv, S, D)
+    v = split_heads(project("W_V", x), layer.n_kv_heads)
+    return project("W_O", merge_heads(_attention64(q, k, v, causal, window)))  # (B, S, d_model)
+
+
+def reference_layer(layer: torch.nn.Module, x: torch.Tensor, *, causal: bool = False,
+                    window: int | None = None) -> torch.Tensor:
+    """Float64 self-attention layer on the CPU: the same weights (as the layer holds them, already rounded to its
+    dtype) and x, with the float64 reference attention in place of the layer's backend."""
+    return _layer64(layer, x.detach().to("cpu", torch.float64), _layer_params64(layer), causal, window)
+
+
+# A layer's check uses compare_to_reference's rule (|out - ref| <= atol + rtol * |ref|) with its own bounds.
+# bench.layers.make_layer draws N(0, 1/fan_in) weights, so Q, K, V have unit variance like attention's check
+# inputs, and W_O keeps the output at the scale of attention's: the absolute part stays meaningful. What the
+# projections add: Q, K and V are rounded to the dtype (attention's check gets them exact), attention's output is
+# rounded again before W_O and the layer's output after it, and W_Q..W_O sum over d_model (4096 for Llama-3-8B)
+# instead of D (fp32 accumulation in every CPU and CUDA kernel used here, so that part is small). Measured worst
+# case (CPU; tiny to Llama-3-8B geometries, S 32-512, naive/sdpa-math/sdpa-flash; none, causal, window) against
+# attention's own bounds: fp32 uses 1.4% of them, bf16 78%, fp16 91% (naive, which keeps its probabilities in the
+# dtype, is the worst). So: attention's bounds for fp32 and twice them for bf16 and fp16, which leaves the same
+# ~2x margin attention's bounds have. A missing or misplaced mask, a wrong scale or head mapping moves the output
+# by O(its scale) and is still caught; in fp32 so is an attention 1% off.
+LAYER_TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
+    torch.float32: (2e-4, 2e-4),
+    torch.bfloat16: (6e-2, 6e-2),
+    torch.float16: (8e-3, 8e-3),
+    torch.float64: (1e-10, 1e-10),
+}
+
+
+# The layer's gradients (x and the four weights) are compared as attention's are, each relative to its largest
+# reference value; the weights' gradients sum over every token (B * S of them) on top of attention's sums. Measured
+# worst case on the geometries above (S up to 1024 for Llama-3-8B's, 2048 for a 4-head one): fp32 6e-6, bf16 4.4e-2
+# (naive, dW_K), fp16 4.8e-3: about 1.5x attention's bounds. The layer's are a bit over 2x that worst case; a broken
+# backward is off by O(1).
+LAYER_GRAD_TOLERANCES: dict[torch.dtype, float] = {torch.float32: 1e-4, torch.bfloat16: 1e-1, torch.float16: 1e-2}
+
+
+def check_layer_gradients(layer: torch.nn.Module, shape: AttentionShape, device: torch.device | str = "cpu",
+                          seed: int = 0) -> Check:
+    """Backward of the layer (its backend's attention inside) against float64 autograd through reference_layer:
+    d x and d W for every weight, each relative to its largest reference value."""
+    x = make_layer_input(shape, device, seed, requires_grad=True)
+    params = dict(layer.named_parameters())
+    out = layer(x, causal=shape.causal, window=shape.window)
+    grad_out = torch.randn(out.shape, generator=torch.Generator().manual_seed(seed + 1), dtype=torch.float64)
+    grads = torch.autograd.grad(out, (x, *params.values()), grad_out.to(device, out.dtype))
+    x64 = x.detach().to("cpu", torch.float64).requires_grad_()
+    params64 = {name: p.requires_grad_() for name, p in _layer_params64(layer).items()}
+    ref_out = _layer64(layer, x64, params64, shape.causal, shape.window)
+    refs = torch.autograd.grad(ref_out, (x64, *params64.values()), grad_out)
+    tol = LAYER_GRAD_TOLERANCES[x.dtype]
+    worst = 0.0
+    for grad, ref in zip(grads, refs, strict=True):
+        err = float((grad.to("cpu", torch.float64) - ref).abs().max() / max(1e-30, float(ref.abs().max())))
+        worst = max(worst, err if err == err else float("inf"))  # NaN counts as failure
+    return Check(worst <= tol, worst, tol, 0.0)

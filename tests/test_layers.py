@@ -83,3 +83,28 @@ def test_bad_geometry_is_refused():
         MultiHeadAttention(896, 14, 3)
     with pytest.raises(ValueError, match="unknown backend"):
         MultiHeadAttention(512, 8, backend="nope")
+
+
+def test_head_dim_apart_from_d_model():
+    """Qwen3-style: d_model 256, 8 query heads and 2 KV heads of 64, so Hq * D = 512 != d_model."""
+    torch.manual_seed(0)
+    d, h, kv, hd = 256, 8, 2, 64
+    layer = MultiHeadAttention(d, h, kv, head_dim=hd, backend="naive")
+    assert (layer.W_Q.weight.shape, layer.W_K.weight.shape, layer.W_V.weight.shape, layer.W_O.weight.shape) == (
+        (h * hd, d), (kv * hd, d), (kv * hd, d), (d, h * hd))
+    assert n_params(layer) == parameter_count(d, h, kv, head_dim=hd) == 2 * d * (h + kv) * hd + (h + kv + kv) * hd + d
+    assert n_params(MultiHeadAttention(d, h, kv, head_dim=hd, bias=False)) == parameter_count(d, h, kv, False, hd)
+    # the same computation written out: project, split (B, H, S, D), torch's SDPA with GQA, merge, project back
+    x = torch.randn(2, 11, d)
+    q = layer.W_Q(x).view(2, 11, h, hd).transpose(1, 2)
+    k = layer.W_K(x).view(2, 11, kv, hd).transpose(1, 2)
+    v = layer.W_V(x).view(2, 11, kv, hd).transpose(1, 2)
+    y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+    expected = layer.W_O(y.transpose(1, 2).reshape(2, 11, h * hd))
+    out = layer(x, causal=True)
+    assert out.shape == (2, 11, d)
+    assert torch.allclose(out, expected, atol=1e-5)
+    # the default is still the tutorials' d_model / n_heads
+    assert MultiHeadAttention(d, h, kv).head_dim == d // h == 32
+    with pytest.raises(ShapeError, match="head_dim=0"):
+        MultiHeadAttention(d, h, kv, head_dim=0)

@@ -2,26 +2,43 @@
 
 Every case ends in exactly one status: ok | unsupported | oom | error | incorrect. Nothing here raises
 for a backend's failure; a broken backend becomes a record, so one backend cannot kill a sweep.
+
+A case of scope "layer" times the whole layer (bench.layers.make_layer: W_Q, W_K, W_V, the backend's attention,
+W_O) on x (B, S, d_model) instead of the attention call alone, and is checked against the same layer in float64
+(bench.reference.reference_layer, LAYER_TOLERANCES) first; everything else is as for attention.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from bench.backends import Unsupported, attention, get_backend
+from bench.layers import MultiHeadAttention, make_layer, make_layer_input
 from bench.measure.calibrate import spec_flops
 from bench.measure.environment import gpu_reading
 from bench.measure.memory import available_cpu_bytes, peak_bytes
 from bench.measure.stats import summarize
 from bench.measure.timer import measure, sync
-from bench.metrics import model_mem_bytes
+from bench.metrics import ELEMENT_BYTES, layer_d_model, layer_weight_bytes, model_mem_bytes
 from bench.record import new_record, timed
-from bench.reference import TOLERANCES, Check, check_gradients, compare_to_reference, make_inputs, reference_attention
+from bench.reference import (
+    LAYER_TOLERANCES,
+    TOLERANCES,
+    Check,
+    check_gradients,
+    check_layer_gradients,
+    compare_to_reference,
+    make_inputs,
+    reference_attention,
+    reference_layer,
+)
 from bench.shapes import AttentionShape
 from bench.suite.spec import Case
 
@@ -37,7 +54,8 @@ class Outcome:
 
 
 def check_shape(shape: AttentionShape) -> AttentionShape:
-    """The shape the correctness check runs on: the case itself, or a shorter one with the same structure."""
+    """The shape the correctness check runs on: the case itself, or a shorter one with the same structure (scope
+    and model kept: a layer case is checked as a layer, with the same weights, on a shorter x)."""
     if shape.batch * shape.n_heads * shape.seq_q * shape.seq_kv <= EXACT_CHECK_ELEMENTS:
         return shape
     seq_q = min(shape.seq_q, 256)
@@ -48,24 +66,35 @@ def check_shape(shape: AttentionShape) -> AttentionShape:
         # it from plain causal; one as long as the context stays that long.
         window = min(window, seq_kv) if window >= shape.seq_kv else min(window, max(1, seq_kv // 2))
     # two sequences, so that batch strides are checked too
-    return AttentionShape(min(shape.batch, 2), seq_q, seq_kv, shape.n_heads, shape.n_kv_heads, shape.head_dim,
-                          shape.dtype, shape.mask, window)
+    return dataclasses.replace(shape, batch=min(shape.batch, 2), seq_q=seq_q, seq_kv=seq_kv, window=window)
 
 
 class ReferenceCache:
-    """The float64 reference of the last shape checked: consecutive backends on one shape share it."""
+    """The float64 reference of the last shape checked: consecutive backends on one shape share it.
+
+    The check's inputs (and a layer's weights) are a function of the shape, the device and a fixed seed, so
+    (shape, device) identifies the reference; a layer shape differs from its attention twin by its scope."""
 
     def __init__(self) -> None:
         self._key: tuple | None = None
         self._ref: torch.Tensor | None = None
 
-    def get(self, shape: AttentionShape, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        key = (shape, str(q.device))
+    def _cached(self, key: tuple, compute: Callable[[], torch.Tensor]) -> torch.Tensor:
         if key != self._key:
             self._ref = None  # free the old one before building the next
-            self._ref = reference_attention(q, k, v, causal=shape.causal, window=shape.window)
+            self._key = None
+            self._ref = compute()
             self._key = key
+        assert self._ref is not None
         return self._ref
+
+    def get(self, shape: AttentionShape, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return self._cached((shape, str(q.device)),
+                            lambda: reference_attention(q, k, v, causal=shape.causal, window=shape.window))
+
+    def get_layer(self, shape: AttentionShape, layer: MultiHeadAttention, x: torch.Tensor) -> torch.Tensor:
+        return self._cached((shape, str(x.device)),
+                            lambda: reference_layer(layer, x, causal=shape.causal, window=shape.window))
 
 
 def _is_oom(err: BaseException) -> bool:
@@ -110,6 +139,11 @@ class Runner:
         if case.device != "cpu":
             return None
         forward = model_mem_bytes(case.shape, get_backend(case.backend).memory, "fwd") or 0
+        if case.shape.scope == "layer":  # the attention inside, plus the weights and x, Q, K, V, O and the output
+            s = case.shape
+            tokens = s.batch * s.seq_q * ELEMENT_BYTES[s.dtype]
+            forward += layer_weight_bytes(s) + tokens * (2 * layer_d_model(s) + 2 * (s.n_heads + s.n_kv_heads)
+                                                         * s.head_dim)
         need = forward * (4 if case.pass_ != "fwd" else 1)  # backward keeps more alive; a rough bound
         available = available_cpu_bytes()
         if available and need > 0.7 * available:
@@ -120,12 +154,17 @@ class Runner:
         shape, device = case.shape, case.device
         if why := self._predicted_oom(case):
             return Outcome(dict(record, status="oom", reason=why))
-        check, check_call_s = self._check(case)
+        # a layer case: one layer (seeded weights) for the check and the timing
+        layer = make_layer(shape, case.backend, device, seed=0) if shape.scope == "layer" else None
+        check, check_call_s = self._check(case) if layer is None else self._check_layer(case, layer)
         record["max_abs_err"] = check.max_abs_err
         if not check.ok:
             return Outcome(dict(record, status="incorrect", reason=check.describe()))
         if case.pass_ == "fwd+bwd":
-            grads = check_gradients(case.backend, check_shape(case.shape), case.device)
+            if layer is None:
+                grads = check_gradients(case.backend, check_shape(case.shape), case.device)
+            else:
+                grads = check_layer_gradients(layer, check_shape(case.shape), case.device)
             if not grads.ok:
                 reason = f"gradients: max relative error {grads.max_abs_err:.3g} > {grads.atol:g}"
                 return Outcome(dict(record, status="incorrect", reason=reason))
@@ -133,8 +172,11 @@ class Runner:
         if device == "cuda":  # throttling during the case shows as clock-event reasons and lower clocks after it
             record["gpu_before"] = gpu_reading(torch.cuda.current_device())
         grad = case.pass_ == "fwd+bwd"
-        q, k, v = make_inputs(shape, device, seed=1, requires_grad=grad)
-        fn = self._callable(case, q, k, v)
+        if layer is None:
+            q, k, v = make_inputs(shape, device, seed=1, requires_grad=grad)
+            fn = self._callable(case, q, k, v)
+        else:
+            fn = self._layer_callable(case, layer, make_layer_input(shape, device, seed=1, requires_grad=grad))
         warm_up_s, timing = measure(fn, device, self.budget_s)  # the warm-up compiles flex, builds plans
         # The first call of this backend on this shape: the check's, when it ran the case's own shape forward.
         exact_fwd = check_shape(shape) == shape and case.pass_ == "fwd"
@@ -157,6 +199,37 @@ class Runner:
         if out.shape != q.shape:
             return Check(False, float("inf"), *TOLERANCES[q.dtype]), seconds
         return compare_to_reference(out, self.references.get(shape, q, k, v)), seconds
+
+    def _check_layer(self, case: Case, layer: MultiHeadAttention) -> tuple[Check, float]:
+        """The layer's forward check against the same weights in float64, and how long the layer's call took."""
+        shape = check_shape(case.shape)
+        x = make_layer_input(shape, case.device, seed=0)
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            out = layer(x, causal=shape.causal, window=shape.window)
+        sync(case.device)
+        seconds = time.perf_counter() - t0
+        if out.shape != x.shape:
+            return Check(False, float("inf"), *LAYER_TOLERANCES[x.dtype]), seconds
+        return compare_to_reference(out, self.references.get_layer(shape, layer, x), LAYER_TOLERANCES), seconds
+
+    @staticmethod
+    def _layer_callable(case: Case, layer: MultiHeadAttention, x: torch.Tensor):
+        """The timed call of a layer case: the whole layer, projections included; fwd+bwd differentiates with
+        respect to x and every weight, as training does."""
+        s = case.shape
+        if case.pass_ == "fwd":
+            def forward():
+                with torch.no_grad():
+                    return layer(x, causal=s.causal, window=s.window)
+            return forward
+        params = tuple(layer.parameters())
+        grad_out = torch.randn(x.shape, device=x.device, dtype=x.dtype)
+
+        def forward_backward():
+            out = layer(x, causal=s.causal, window=s.window)
+            return torch.autograd.grad(out, (x, *params), grad_out)
+        return forward_backward
 
     @staticmethod
     def _callable(case: Case, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
