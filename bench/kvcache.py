@@ -292,3 +292,22 @@ def _cuda_delta(model: ModelConfig, context: int, batch: int, dtype: str | None,
     measured = read() - before
     del caches
     return measured
+
+
+def measured_presets(device: str = "cpu", context: int = 64) -> list[dict]:
+    """Every preset with a KV cache, as MHA, its own grouping and MQA: the cache allocated for `context` tokens
+    and measured (the CUDA allocator's bytes, or the CPU profiler's allocation events), for the claim that
+    GQA/MQA shrink the cache by Hq/Hkv. Done once per run, at its start; a few seconds on a CPU."""
+    from bench.presets import PRESETS
+
+    method: MeasureMethod = "allocator" if torch.device(device).type == "cuda" else "profiler"
+    out = []
+    for cfg in PRESETS.values():
+        if cfg.encoder_only or cfg.is_mla:
+            continue
+        for variant in cfg.variants():
+            m = cfg.as_variant(variant)
+            out.append({"model": cfg.name, "variant": variant, "n_heads": m.n_heads, "n_kv_heads": m.n_kv_heads,
+                        "context": context, "dtype": "bf16", "method": method,
+                        "bytes": measure_kv_cache_bytes(m, context, 1, "bf16", device, method)})
+    return out

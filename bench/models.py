@@ -465,3 +465,16 @@ def _dtype(text: dict[str, Any], outer: dict[str, Any], origin: str, prefix: str
                 raise ConfigError(f"{origin}: {where}{key}={value!r} is not one of {', '.join(CONFIG_DTYPES)}")
             return CONFIG_DTYPES[value]
     return DEFAULT_DTYPE
+
+
+def model_facts(cfg: ModelConfig, dtypes: tuple[str, ...]) -> dict:
+    """What a run records of a model it sweeps (RunMeta.models), so reports need no config file: its layers per
+    attention kind, window, and KV bytes per token of all layers of each kind, per dtype of the sweep."""
+    kv: dict[str, dict[str, int]] = {}
+    for dtype in dtypes:
+        per_kind: dict[str, int] = {}
+        for group in kv_layer_groups(cfg, dtype):
+            per_kind[group.kind] = per_kind.get(group.kind, 0) + group.bytes_per_token
+        kv[dtype] = per_kind
+    return {"layers": {"full": cfg.full_layers, "sliding": cfg.sliding_layers}, "window": cfg.window,
+            "encoder_only": cfg.encoder_only, "source": cfg.source, "kv_bytes_per_token": kv}

@@ -24,13 +24,16 @@ RUN_OF_CASE_DOCS: dict[str, str] = {
     "device": "cpu / cuda",
 }
 MEASURED_DOCS: dict[str, str] = {
-    "flops": "useful FLOPs of one call (masked-out pairs not counted; fwd+bwd = 3.5 x fwd)",
-    "bytes": "minimum memory traffic of one forward call: Q, O at Hq heads + K, V at Hkv heads",
+    "flops": "useful FLOPs of one call (masked-out pairs not counted; fwd+bwd = 3.5 x fwd; a layer adds its "
+             "projections)",
+    "bytes": "minimum memory traffic of one forward call: Q, O at Hq heads + K, V at Hkv heads (a layer adds its "
+             "weights)",
     "tflops": "achieved TFLOP/s, flops / median_s / 1e12",
     "tokens_per_s": "query tokens per second, B x Sq / median_s",
     "gb_per_s": "achieved bandwidth, GB/s (bytes / median_s / 1e9)",
     "peak_mem_bytes": "measured peak memory above the inputs, bytes",
-    "model_mem_bytes": "analytic model of that peak, bytes (materialising: score matrix; tiled: O(S))",
+    "model_mem_bytes": "analytic model of that peak, bytes (materialising: score matrix; tiled: O(S); none for a "
+                       "layer)",
     "max_abs_err": "largest absolute error against the float64 reference",
     "pct_gemm_ceiling": "achieved FLOP/s as % of the run's measured GEMM FLOP/s",
     "pct_copy_ceiling": "achieved bandwidth as % of the run's measured copy bandwidth",
@@ -55,6 +58,10 @@ FIELDS: dict[str, str] = CASE_DOCS | SHAPE_DOCS | RUN_OF_CASE_DOCS | MEASURED_DO
 RECORD_FIELDS: tuple[str, ...] = tuple(FIELDS)
 # Everything that makes two cases the same measurement except the backend.
 SHAPE_KEYS: list[str] = [k for k in (*SHAPE_DOCS, "phase", "pass") if k != "window"]
+# Shape fields beyond the classic (B, Hq, Hkv, Sq, Skv, D, dtype, mask) ones (scope, model, and any added later):
+# analyses that name their keys by hand add these, so cases that differ in them are never mixed.
+LATER_SHAPE_KEYS: list[str] = [k for k in SHAPE_DOCS if k not in (
+    "variant", "batch", "seq_q", "seq_kv", "n_heads", "n_kv_heads", "head_dim", "dtype", "mask", "window")]
 
 
 def new_record(case: Any, memory: str) -> dict[str, Any]:

@@ -12,6 +12,7 @@ Layout (pytest-benchmark's own keys, so `pytest-benchmark compare` reads it, plu
                               same layout, "stats": null],
                   "calibration" / "calibration_end": {"gemm_flops_per_s", "copy_bytes_per_s"},
                   "fingerprint": {"device", "cpu_model", "gpu_name", "torch", "cuda", "threads"},
+                  "models": {name: {...}} with --model-config, "kv_measured": [...] (bench.suite.plugin),
                   "baseline": {...} when pooled from several runs, "shards": [...] when merged}
 
 Untimed cases live apart because pytest-benchmark drops a whole file when one of its entries has no statistics.
@@ -53,6 +54,8 @@ class RunMeta:
     calibration: dict = field(default_factory=dict)  # this machine's ceilings at the start of the run
     calibration_end: dict | None = None  # and at its end: the regression check's in-run control
     fingerprint: dict | None = None  # what must match for two runs' times to be comparable
+    models: dict | None = None  # --model-config: per model, its layers per attention kind and KV bytes per token
+    kv_measured: list | None = None  # KV caches of the presets as MHA/GQA/MQA, bytes measured by the allocator
     baseline: dict | None = None  # set when pooled from several runs (bench.baseline)
     shards: list | None = None  # set when merged from shards
     other: dict = field(default_factory=dict)  # keys of other versions, kept as they were

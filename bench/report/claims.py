@@ -12,8 +12,7 @@ import numpy as np
 import pandas as pd
 
 from bench.backends import BACKENDS
-from bench.metrics import kv_cache_bytes
-from bench.presets import PRESETS
+from bench.record import LATER_SHAPE_KEYS
 from bench.record import SHAPE_KEYS as RECORD_SHAPE_KEYS
 
 HOLDS, FAILS, NOT_MEASURED = "holds", "does not hold", "not measured"
@@ -122,7 +121,7 @@ def heads_free_lunch(df: pd.DataFrame) -> dict:
     claim = "Heads are a free lunch: at fixed d_model, more heads cost about the same time"
     ok = ok_rows(df)
     ok = ok[(ok["phase"] == "prefill") & (ok["variant"] == "mha")]
-    keys = ["backend", "dtype", "mask", "pass", "batch", "d_model", "seq_kv"]
+    keys = ["backend", "dtype", "mask", "pass", "batch", "d_model", "seq_kv", *LATER_SHAPE_KEYS]
     detail, used = [], []
     for key, grp in ok.groupby(keys, dropna=False):
         if grp["n_heads"].nunique() < 3:  # a sweep, not two configurations that happen to share d_model
@@ -153,7 +152,8 @@ def memory_scaling(df: pd.DataFrame) -> dict:
     claim = "The naive score matrix costs O(S²) memory; flash-style kernels cost O(S)"
     ok = ok_rows(df)
     ok = ok[(ok["phase"] == "prefill") & (ok["peak_mem_bytes"].astype("float64") > 0)]
-    keys = ["backend", "variant", "dtype", "batch", "n_heads", "n_kv_heads", "head_dim", "mask", "pass"]
+    keys = ["backend", "variant", "dtype", "batch", "n_heads", "n_kv_heads", "head_dim", "mask", "pass",
+            *LATER_SHAPE_KEYS]
     detail = []
     for key, grp in ok.groupby(keys, dropna=False):
         seqs = grp["seq_kv"].astype("float64")
@@ -183,44 +183,38 @@ def memory_scaling(df: pd.DataFrame) -> dict:
     return _claim(claim, HOLDS if holds else FAILS, numbers, detail)
 
 
-def kv_cache_shrink(df: pd.DataFrame) -> dict:
-    """Hq/Hkv from the KV formula for every GQA/MQA preset, and from records' kv_cache_bytes when present."""
+def kv_cache_shrink(df: pd.DataFrame, kv_measured: list[dict] | None = None) -> dict:
+    """Hq/Hkv from KV caches really allocated and measured at the run's start (each preset as MHA, its own grouping
+    and MQA: RunMeta.kv_measured), not from the formula on both sides, which could not fail."""
     claim = "GQA/MQA shrink the KV cache by Hq/Hkv"
-    detail, formula_ok = [], True
-    for p in PRESETS.values():
-        if p.encoder_only or p.n_kv_heads == p.n_heads:
+    if not kv_measured:
+        return _claim(claim, NOT_MEASURED, "this run measured no KV cache allocations (runs of attnbench from "
+                      "before they were measured); run any profile again")
+    detail = []
+    by_model: dict[str, dict[str, dict]] = {}
+    for m in kv_measured:
+        by_model.setdefault(str(m.get("model")), {})[str(m.get("variant"))] = m
+    for model, variants in by_model.items():
+        mha = variants.get("mha")
+        if not mha or not mha.get("bytes"):
             continue
-        mha = kv_cache_bytes(p.layers, p.n_heads, p.head_dim, 4096)
-        own = kv_cache_bytes(p.layers, p.n_kv_heads, p.head_dim, 4096)
-        ratio, expected = mha / own, p.n_heads / p.n_kv_heads
-        formula_ok &= math.isclose(ratio, expected)
-        detail.append({"source": "formula", "what": p.name, "ratio": ratio, "expected": expected})
-    measured = []
-    has_kv = df[df["kv_cache_bytes"].astype("float64") > 0]
-    keys = [k for k in SHAPE_KEYS if k not in ("variant", "n_kv_heads")] + ["backend"]
-    for _, grp in has_kv.groupby(keys, dropna=False):
-        mha = grp[grp["variant"] == "mha"]
-        if mha.empty:
-            continue
-        base = float(mha["kv_cache_bytes"].iloc[0])
-        for _, row in grp[grp["variant"] != "mha"].iterrows():
-            ratio = base / float(row["kv_cache_bytes"])
-            measured.append({"source": "records", "what": shape_label(row), "ratio": ratio,
-                             "expected": float(row["group_size"])})
-    # Each shape appears once per backend with the same bytes; judge the distinct shapes.
-    measured = list({m["what"]: m for m in measured}.values())
-    detail += measured
-    exact = [m for m in measured if math.isclose(m["ratio"], m["expected"], rel_tol=0.01)]
-    formula = ", ".join(f"{d['what']} {d['ratio']:g}×" for d in detail if d["source"] == "formula")
-    numbers = f"formula (any context, batch, dtype): {formula}"
-    if measured:
-        ratios = sorted({round(m["expected"], 2) for m in measured})
-        numbers += (f"; records: {len(exact)} of {len(measured)} GQA/MQA shapes hold exactly Hq/Hkv of their MHA "
-                    f"twin (Hq/Hkv = {', '.join(f'{r:g}' for r in ratios)})")
-    else:
-        numbers += "; records: no kv_cache_bytes at equal Hq to compare"
-    holds = formula_ok and len(exact) == len(measured)
-    return _claim(claim, HOLDS if holds else FAILS, numbers, detail)
+        for variant, m in variants.items():
+            if variant == "mha" or not m.get("bytes"):
+                continue
+            detail.append({"source": "measured", "what": f"{model} {variant.upper()}",
+                           "ratio": mha["bytes"] / m["bytes"], "expected": m["n_heads"] / m["n_kv_heads"],
+                           "method": m.get("method"), "mha_bytes": mha["bytes"], "bytes": m["bytes"]})
+    if not detail:
+        return _claim(claim, NOT_MEASURED, "no preset was measured both as MHA and as GQA/MQA")
+    exact = [d for d in detail if math.isclose(d["ratio"], d["expected"], rel_tol=0.01)]
+    worst = max(detail, key=lambda d: abs(math.log(d["ratio"] / d["expected"])))
+    method = detail[0]["method"]
+    numbers = (f"caches allocated for {kv_measured[0].get('context')} tokens and measured ({method}): "
+               f"{len(exact)} of {len(detail)} GQA/MQA caches are their MHA twin ÷ Hq/Hkv within 1% ("
+               + ", ".join(f"{d['what']} {d['ratio']:.3g}× of {d['expected']:g}×" for d in detail[:6])
+               + (", …" if len(detail) > 6 else "") + f"); furthest: {worst['what']} {worst['ratio']:.3g}× "
+               f"against {worst['expected']:g}×.")
+    return _claim(claim, HOLDS if len(exact) == len(detail) else FAILS, numbers, detail)
 
 
 def decode_speedup(df: pd.DataFrame) -> dict:
@@ -228,7 +222,7 @@ def decode_speedup(df: pd.DataFrame) -> dict:
     claim = "GQA/MQA speed up decoding 2–4×"
     ok = ok_rows(df)
     ok = ok[ok["phase"] == "decode"]
-    keys = ["backend", "dtype", "batch", "n_heads", "head_dim", "seq_q", "seq_kv", "mask", "pass"]
+    keys = ["backend", "dtype", "batch", "n_heads", "head_dim", "seq_q", "seq_kv", "mask", "pass", *LATER_SHAPE_KEYS]
     detail = []
     for key, grp in ok.groupby(keys, dropna=False):
         mha = grp[grp["variant"] == "mha"]
@@ -262,5 +256,9 @@ def decode_speedup(df: pd.DataFrame) -> dict:
 CLAIMS = (heads_free_lunch, memory_scaling, kv_cache_shrink, decode_speedup)
 
 
-def evaluate_claims(df: pd.DataFrame) -> list[dict]:
-    return [check(df) for check in CLAIMS]
+def evaluate_claims(df: pd.DataFrame, kv_measured: list[dict] | None = None) -> list[dict]:
+    """Every claim's verdict on one run; kv_measured is the run's measured KV caches (RunInfo.kv_measured)."""
+    from bench.report.layer_share import attention_dominates  # it builds on this module's verdict words
+
+    verdicts = [check(df, kv_measured) if check is kv_cache_shrink else check(df) for check in CLAIMS]
+    return verdicts + [attention_dominates(df)]

@@ -15,6 +15,7 @@ import pandas as pd
 from bench.report import claims
 from bench.report.catalogue import FIGURES
 from bench.report.load import Loaded, RunInfo
+from bench.report.models import model_summary
 from bench.report.units import fmt_bandwidth, fmt_bytes, fmt_flops, fmt_seconds
 
 
@@ -155,10 +156,44 @@ def figure_blocks(files: dict[str, str]) -> list[Block]:
     return [Image(file, FIGURES[name].title, FIGURES[name].how_to_read) for name, file in files.items()]
 
 
-def claims_table(df: pd.DataFrame) -> Table:
-    rows = [[c["claim"], c["verdict"], c["numbers"]] for c in claims.evaluate_claims(df)]
+def claims_table(df: pd.DataFrame, run: RunInfo | None = None) -> Table:
+    measured = run.kv_measured if run is not None else None
+    rows = [[c["claim"], c["verdict"], c["numbers"]] for c in claims.evaluate_claims(df, measured)]
     return Table(["claim (from the tutorials)", "verdict on this run", "the numbers behind it"], rows,
                  verdict_column=1)
+
+
+def models_section(run: RunInfo, df: pd.DataFrame) -> list[Block]:
+    """--model-config runs: each model's attention cost per token, its KV cache, and what fits on this device."""
+    memory = run.env.get("device_memory_bytes")
+    out: list[Block] = []
+    for m in model_summary(run.models, df, memory if isinstance(memory, (int, float)) else None):
+        facts = m["facts"]
+        layers = facts.get("layers") or {}
+        kinds = [k for k in ("full", "sliding") if layers.get(k)]
+        geometry = ", ".join(f"{layers[k]} {k}-attention layers" for k in kinds)
+        window = f" (window {facts['window']:,})" if facts.get("window") and layers.get("sliding") else ""
+        kv = "; ".join(f"{d} {fmt_bytes(b)}" for d, b in m["kv_bytes_per_token"].items()) or "no KV cache"
+        out += [Heading(f"Model: {m['model']}", 3), Para(f"{geometry}{window}. KV cache per token, all layers: {kv}.")]
+        rows = []
+        for r in sorted(m["times"], key=lambda r: (r["phase"] != "prefill", r["backend"], r["dtype"], r["seq_kv"])):
+            lengths = f"S={r['seq_kv']}" if r["phase"] == "prefill" else f"Sq={r['seq_q']} KV={r['seq_kv']}"
+            per_kind = [fmt_seconds(r[f"{k}_layer_s_per_token"]) if r.get(f"{k}_layer_s_per_token") else "—"
+                        for k in kinds]
+            total = r["all_layers_s_per_token"]
+            rows.append([r["backend"], r["dtype"], r["phase"], f"B={r['batch']} {lengths}", *per_kind,
+                         fmt_seconds(total) if total else "—"])
+        out.append(Table(["backend", "dtype", "phase", "shape", *[f"one {k} layer, per token" for k in kinds],
+                          "all layers, per token"], rows))
+        if m["fits"]:
+            out.append(Para(f"What fits in this device's memory ({fmt_bytes(memory)}), counting the KV cache of all "
+                            "layers plus one layer's attention peak by the backend's memory model (materialising "
+                            "backends hold the S×S scores); weights and activations are not counted."))
+            out.append(Table(["backend", "dtype", "memory model", "longest context at batch 1",
+                              "largest batch at context"],
+                             [[f["backend"], f["dtype"], f["memory"], f"{f['max_context']:,} tokens",
+                               f"{f['max_batch']:,} at {f['at_context']:,}"] for f in m["fits"]]))
+    return out
 
 
 def not_run(df: pd.DataFrame) -> list[Block]:
@@ -221,13 +256,18 @@ def build(loaded: Loaded, figures: dict[str, dict[str, str]]) -> list[Block]:
         blocks.append(Heading("Summary" + (f": {run.run_id} on {run.machine}" if several else "")))
         blocks += summary(run, df)
     for run in runs:
+        if run.models:
+            df = frame[frame["run_id"] == run.run_id]
+            blocks.append(Heading("Models" + (f": {run.run_id}" if several else "")))
+            blocks += models_section(run, df)
+    for run in runs:
         files = figures.get(run.run_id, {})
         blocks.append(Heading("Figures" + (f": {run.run_id}" if several else "")))
         blocks += figure_blocks(files) if files else [Para("No figure has data in this run.")]
     for run in runs:
         df = frame[frame["run_id"] == run.run_id]
         blocks.append(Heading("Claims" + (f": {run.run_id}" if several else "")))
-        blocks.append(claims_table(df))
+        blocks.append(claims_table(df, run))
     for run in runs:
         df = frame[frame["run_id"] == run.run_id]
         blocks.append(Heading("Cases that did not run" + (f": {run.run_id}" if several else "")))

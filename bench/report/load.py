@@ -42,7 +42,8 @@ RUN_DETAIL_COLUMNS: dict[str, str] = dict(
     source="the results file the row came from",
 )
 # The tidy columns, in order, with their meaning: the run's, then every record field (bench.record owns them, the
-# shape's included), then what the loader derives. The README's table is rendered from this.
+# shape's included), then what the loader derives. The README's results schema documents the record's part (a
+# test keeps the two in step).
 COLUMNS: dict[str, str] = RUN_COLUMNS | FIELDS | DERIVED_COLUMNS | RUN_DETAIL_COLUMNS
 
 # shape fields that have a default, and so may be absent from files older than the field
@@ -74,6 +75,8 @@ class RunInfo:
     env: dict[str, Any]
     calibration: dict[str, Any]
     n_cases: int
+    models: dict[str, Any] = field(default_factory=dict)  # --model-config facts per model (RunMeta.models)
+    kv_measured: list[dict] = field(default_factory=list)  # measured KV caches per preset and variant
 
 
 @dataclass
@@ -190,7 +193,9 @@ def read_results(path: str | Path, run_id: str | None = None) -> tuple[pd.DataFr
     frame = tidy(rows)
     info = RunInfo(run_id=run_id, source=str(path), profile=meta.profile, complete=meta.complete,
                    datetime=run["run_datetime"], machine=run["machine"], device=device, env=env,
-                   calibration=dict(calibration), n_cases=len(frame))
+                   calibration=dict(calibration), n_cases=len(frame),
+                   models=meta.models if isinstance(meta.models, dict) else {},
+                   kv_measured=meta.kv_measured if isinstance(meta.kv_measured, list) else [])
     return frame, info
 
 

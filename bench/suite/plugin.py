@@ -153,13 +153,30 @@ class AttnSession:
 
             meta = RunMeta(run_id=self.run_id, profile=self.plan.profile, sweep_id=self.plan.sweep_id,
                            axes=dataclasses.asdict(self.plan.sweep), calibration=calibration,
-                           fingerprint=fingerprint(self.plan.device), cases=len(self.plan.cases))
+                           fingerprint=fingerprint(self.plan.device), cases=len(self.plan.cases),
+                           models=self._models(), kv_measured=self._kv_measured())
             self.store = ResultsStore.new(self.plan.out, meta, machine_info, commit_info,
                                           pytest_benchmark.__version__,
                                           dt.datetime.now().isoformat(timespec="seconds"))
         self.runner = Runner(calibration, gpu_name(self.plan.device), budget_s=self.plan.sweep.budget_s)
         gc.freeze()  # what is alive now lives to the end: keep the collector from rescanning it between rounds
         self.t0 = time.perf_counter()
+
+    def _models(self) -> dict | None:
+        """--model-config: each model's layers per kind and KV bytes per token, for the report's model section."""
+        if not self.plan.sweep.models:
+            return None
+        from bench.models import load_config, model_facts
+
+        configs = [load_config(name) for name in self.plan.sweep.models]
+        return {cfg.name: model_facts(cfg, self.plan.sweep.dtypes) for cfg in configs}
+
+    def _kv_measured(self) -> list[dict]:
+        """The presets' KV caches as MHA/GQA/MQA, allocated and measured: the KV-shrink claim's evidence."""
+        from bench.kvcache import measured_presets
+
+        self._say("measuring the presets' KV caches (MHA / GQA / MQA)...")
+        return measured_presets(self.plan.device)
 
     def finish(self, interrupted: bool) -> None:
         if self.store is None:

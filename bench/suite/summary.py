@@ -26,7 +26,7 @@ def summary_lines(results: Path, report: Path | None = None) -> list[str]:
             vs = f", {b['speedup_vs_naive']:.1f}x naive" if b.get("speedup_vs_naive") else ""
             lines.append(f"  {b['family']:<{width}}  {b['best']} ({b['wins']}/{b['shapes']}{vs})")
     lines.append("claims:")
-    for c in evaluate_claims(frame):
+    for c in evaluate_claims(frame, info.kv_measured):
         lines.append(f"  {c['verdict']:<13}  {c['claim']}")
     lines.append(f"results: {results}")
     if report is not None:

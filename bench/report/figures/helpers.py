@@ -14,9 +14,11 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 
+from bench.record import LATER_SHAPE_KEYS
 from bench.report import claims
 from bench.report.figures.axes import SEQ_LABEL, seq_axis
 from bench.report.figures.layout import PANEL, fit_legend, grid
+from bench.report.load import SHAPE_DEFAULTS
 from bench.report.style import (
     STATUS_MARKERS,
     VARIANT_ORDER,
@@ -28,7 +30,7 @@ from bench.report.style import (
 from bench.status import LABELS, NOT_OK
 
 # Axes a figure does not plot are held at their most common value (the figure says which).
-CONFIG_KEYS = ["batch", "n_heads", "n_kv_heads", "head_dim", "mask", "pass", "seq_q"]
+CONFIG_KEYS = ["batch", "n_heads", "n_kv_heads", "head_dim", "mask", "pass", "seq_q", *LATER_SHAPE_KEYS]
 WIDE = 30.0  # data spanning more than this factor gets a log axis
 BAND = 0.1  # fraction of an axis' height kept free at the bottom for the cases that did not run
 NOTE_SIZE = 9  # legends and notes under the panels
@@ -62,7 +64,10 @@ def modal_slice(df: pd.DataFrame, free: tuple[str, ...]) -> tuple[pd.DataFrame, 
     chosen = pd.DataFrame([top], columns=keys).astype({k: df[k].dtype for k in keys})
     rows = df.merge(chosen, on=keys, how="inner")  # merge, not ==: a missing value matches a missing value
     names = {"batch": "B", "n_heads": "Hq", "n_kv_heads": "Hkv", "head_dim": "D", "seq_q": "Sq"}
-    parts = [f"{names[k]}={v}" if k in names else str(v) for k, v in zip(keys, top, strict=True)]
+    # later shape fields (scope, model, ...) are named only where they differ from their default
+    parts = [f"{names[k]}={v}" if k in names else f"{k}={v}" if k in LATER_SHAPE_KEYS else str(v)
+             for k, v in zip(keys, top, strict=True)
+             if k not in LATER_SHAPE_KEYS or not (pd.isna(v) or v == SHAPE_DEFAULTS.get(k))]
     return rows, " ".join(parts)
 
 
