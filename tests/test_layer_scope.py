@@ -36,6 +36,7 @@ from bench.suite import runner
 from bench.suite.runner import EXACT_CHECK_ELEMENTS, Runner, check_shape
 from bench.suite.spec import Case
 from tests.results_factory import make_record, make_run
+from tests.test_layers import copy_weights
 
 CALIBRATION = {"gemm_flops_per_s": 1e11, "copy_bytes_per_s": 1e10}
 
@@ -115,12 +116,7 @@ def test_reference_layer_matches_torch_multihead_attention_with_biases():
     d, h = 64, 4
     ref = nn.MultiheadAttention(d, h, batch_first=True).double()
     ours = MultiHeadAttention(d, h, backend="naive").double()
-    with torch.no_grad():
-        for i, lin in enumerate([ours.W_Q, ours.W_K, ours.W_V]):
-            lin.weight.copy_(ref.in_proj_weight[i * d:(i + 1) * d])
-            lin.bias.copy_(ref.in_proj_bias[i * d:(i + 1) * d])
-        ours.W_O.weight.copy_(ref.out_proj.weight)
-        ours.W_O.bias.copy_(ref.out_proj.bias)
+    copy_weights(ref, ours)
     x = torch.randn(2, 9, d, dtype=torch.float64)
     causal = torch.ones(9, 9, dtype=torch.bool).triu(1)
     expected, _ = ref(x, x, x, attn_mask=causal, need_weights=False)

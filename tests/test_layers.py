@@ -27,17 +27,23 @@ def test_gqa_mqa_parameter_counts(n_kv_heads, bias):
     assert n_params(layer) == formula == parameter_count(d, h, n_kv_heads, bias)
 
 
-def test_matches_torch_multihead_attention_given_same_weights():
-    torch.manual_seed(0)
-    d, h = 512, 8
-    ref = nn.MultiheadAttention(d, h, batch_first=True)
-    ours = MultiHeadAttention(d, h, backend="naive")
+def copy_weights(ref: nn.MultiheadAttention, ours: MultiHeadAttention) -> None:
+    """torch's packed in-projection and out-projection into our W_Q, W_K, W_V, W_O."""
+    d = ref.embed_dim
     with torch.no_grad():
         for i, lin in enumerate([ours.W_Q, ours.W_K, ours.W_V]):
             lin.weight.copy_(ref.in_proj_weight[i * d:(i + 1) * d])
             lin.bias.copy_(ref.in_proj_bias[i * d:(i + 1) * d])
         ours.W_O.weight.copy_(ref.out_proj.weight)
         ours.W_O.bias.copy_(ref.out_proj.bias)
+
+
+def test_matches_torch_multihead_attention_given_same_weights():
+    torch.manual_seed(0)
+    d, h = 512, 8
+    ref = nn.MultiheadAttention(d, h, batch_first=True)
+    ours = MultiHeadAttention(d, h, backend="naive")
+    copy_weights(ref, ours)
     x = torch.randn(2, 10, d)
     expected, _ = ref(x, x, x, need_weights=False)
     assert torch.allclose(ours(x), expected, atol=1e-5)
