@@ -1,9 +1,9 @@
 """KV cache: its size by the formula below, what fits in a memory budget, and a real cache to measure.
 
-The model is a bench.models.ModelConfig (a config.json, a preset, or a geometry given by hand), whose docstring
-states the rules. Per token and sequence a layer caches 2 (K and V) x Hkv x D x element size, or under MLA one
-latent of kv_lora_rank + qk_rope_head_dim elements; a full layer holds every token of the context, a sliding
-layer min(context, window); encoder-only models cache nothing.
+The model is a bench.models.ModelConfig (a config.json, a preset, or a geometry given by hand); bench.config_json's
+docstring states the rules of reading one. Per token and sequence a layer caches 2 (K and V) x Hkv x D x element
+size, or under MLA one latent of kv_lora_rank + qk_rope_head_dim elements; a full layer holds every token of the
+context, a sliding layer min(context, window); encoder-only models cache nothing.
 `KVCache` is the gpt-fast-style cache a decoder really allocates; `measure_kv_cache_bytes` allocates one
 per layer (a rolling window-sized one for a sliding layer, a `LatentKVCache` under MLA) and reads back what
 the allocator handed out, so the formula is checked, not restated.

@@ -7,7 +7,8 @@ each number comes from in its `source`.
 
 from __future__ import annotations
 
-from bench.models import PRESET_NAMES, ModelConfig, preset_config
+from bench.config_json import PRESET_NAMES, preset_config
+from bench.models import ModelConfig
 
 ModelPreset = ModelConfig  # a preset is the ModelConfig read from its file
 

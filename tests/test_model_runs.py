@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 
 from bench.cli import main
-from bench.models import load_config, model_facts
+from bench.config_json import load_config
+from bench.models import model_facts
 from bench.report.models import fit_rows, kv_bytes, time_rows
 from bench.suite import spec
 

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from bench.cli import main
+from bench.config_json import PRESET_NAMES, load_config, parse_config
 from bench.kvcache import estimate, format_bytes, max_batch, max_context, measure_kv_cache_bytes
 from bench.metrics import ELEMENT_BYTES
 from bench.models import (
     DTYPE_BYTES,
-    PRESET_NAMES,
     AttentionKind,
     ConfigError,
     KVLayerGroup,
@@ -22,8 +22,6 @@ from bench.models import (
     kv_bytes_per_token,
     kv_layer_groups,
     kv_total_bytes,
-    load_config,
-    parse_config,
 )
 from bench.presets import PRESETS, preset
 
@@ -322,10 +320,13 @@ def test_element_sizes_match_the_metrics_module() -> None:
 def test_models_module_imports_no_torch() -> None:
     # bench/__init__.py imports torch for the backends; bench/models.py itself needs only the standard library and
     # bench.errors, so it can be lifted out or imported lazily (the sweep does) without torch in the way.
-    tree = ast.parse((REPO / "bench" / "models.py").read_text())
-    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
-    imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
-    assert imported <= {"__future__", "json", "dataclasses", "importlib", "pathlib", "typing", "bench.errors"}, imported
+    for module in ("models.py", "config_json.py"):
+        tree = ast.parse((REPO / "bench" / module).read_text())
+        imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+        imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+        allowed = {"__future__", "json", "dataclasses", "importlib", "pathlib", "typing", "bench.errors",
+                   "bench.models"}
+        assert imported <= allowed, (module, imported)
 
 
 # -------------------------------------------------------------------------------------------- presets

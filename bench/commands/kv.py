@@ -1,5 +1,5 @@
 """`python -m bench kv`: KV cache size for a config.json, a preset or a custom geometry, MHA vs GQA vs MQA, and what
-fits. --config and --model are read by bench.models.load_config, whose docstring states the rules."""
+fits. --config and --model are read by bench.config_json.load_config, whose docstring states the rules."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import argparse
 import json
 from typing import Any
 
+from bench.config_json import PRESET_NAMES, load_config, preset_config
 from bench.errors import UsageError
 from bench.kvcache import (
     check_dtype,
@@ -18,7 +19,7 @@ from bench.kvcache import (
     parse_memory,
 )
 from bench.metrics import ELEMENT_BYTES
-from bench.models import PRESET_NAMES, ModelConfig, load_config, preset_config
+from bench.models import ModelConfig
 
 help = "KV cache bytes per token and at context x batch, the model as MHA / GQA / MQA, and what fits in --memory"
 

@@ -166,7 +166,8 @@ class AttnSession:
         """--model-config: each model's layers per kind and KV bytes per token, for the report's model section."""
         if not self.plan.sweep.models:
             return None
-        from bench.models import load_config, model_facts
+        from bench.config_json import load_config
+        from bench.models import model_facts
 
         configs = [load_config(name) for name in self.plan.sweep.models]
         return {cfg.name: model_facts(cfg, self.plan.sweep.dtypes) for cfg in configs}

@@ -211,7 +211,8 @@ class Geometry:
 def geometries(sweep: Sweep) -> list[Geometry]:
     """The sweep's head geometries: its heads x KV heads x head dims, or each model's attention kinds."""
     if sweep.models:
-        from bench.models import attention_shapes, load_config  # config files are read only for model sweeps
+        from bench.config_json import load_config  # config files are read only for model sweeps
+        from bench.models import attention_shapes
 
         out = []
         for name in sweep.models:
