@@ -155,9 +155,11 @@ PROFILES: dict[str, dict[str, Sweep]] = {
         # every backend x MHA/GQA/MQA x 4 lengths x fp32/bf16 x none/causal, plus decode
         "default": Sweep(seqs=(256, 512, 1024, 2048), dtypes=("fp32", "bf16"), masks=("none", "causal"),
                          phases=("prefill", "decode"), decode_kv=(1024, 4096, 16384), budget_s=0.6,
-                         # a compact heads sweep, for the "heads are a free lunch" claim
+                         # a compact heads sweep and the layer around attention, so every claim gets a verdict
                          also=(Sweep(backends=("naive", "sdpa-math", "sdpa-flash"), heads=(2, 4, 8, 16, 32),
-                                     kv_heads=None, d_model=512, seqs=(1024,), budget_s=0.6),)),
+                                     kv_heads=None, d_model=512, seqs=(1024,), budget_s=0.6),
+                               Sweep(backends=("naive", "sdpa-flash"), kv_heads=(8,), seqs=(256, 1024, 2048),
+                                     scopes=("attention", "layer"), budget_s=0.6))),
         "heads": Sweep(backends=("naive", "sdpa-math", "sdpa-flash", "flex"), heads=(1, 2, 4, 8, 16, 32),
                        kv_heads=None, d_model=512, seqs=(1024,)),
         "decode": Sweep(phases=("decode",), decode_q=(1, 4), decode_kv=(1024, 4096, 16384)),
@@ -173,8 +175,11 @@ PROFILES: dict[str, dict[str, Sweep]] = {
                          tokens_per_batch=16384, head_dims=(64, 128), dtypes=("bf16",), masks=("none", "causal"),
                          phases=("prefill", "decode"), passes=PASSES, decode_kv=(8192, 32768, 131072),
                          budget_s=0.5, also=(Sweep(heads=(4, 8, 16, 32), kv_heads=None, d_model=2048, seqs=(4096,),
-                                                   tokens_per_batch=16384,
-                                                   dtypes=("bf16",), budget_s=0.5),)),
+                                                   tokens_per_batch=16384, dtypes=("bf16",), budget_s=0.5),
+                                             Sweep(backends=("naive", "sdpa", "sdpa-flash"), heads=(16,),
+                                                   kv_heads=(16,), head_dims=(128,), seqs=(1024, 4096, 16384),
+                                                   tokens_per_batch=16384, dtypes=("bf16",),
+                                                   scopes=("attention", "layer"), budget_s=0.5))),
         "heads": Sweep(heads=(1, 2, 4, 8, 16, 32), kv_heads=None, d_model=2048, seqs=(4096,), dtypes=("bf16",)),
         "decode": Sweep(heads=(32,), kv_heads=(32, 8, 1), head_dims=(128,), dtypes=("bf16",), phases=("decode",),
                         decode_q=(1, 4), decode_kv=(8192, 32768, 131072), batches=(1, 8)),
