@@ -72,8 +72,11 @@ def speedups_over(df: pd.DataFrame, baseline: str = "naive") -> pd.DataFrame:
 
 
 def best_backends(df: pd.DataFrame) -> list[dict]:
-    """Per shape family: the backend fastest at the most shapes (ties: the smaller geomean time vs the best)."""
+    """Per shape family: the backend fastest at the most shapes (ties: the smaller geomean time vs the best).
+
+    Attention alone: a layer-scope timing (projections included) is not a shape of the family."""
     ok = ok_rows(df)
+    ok = ok[ok["scope"].fillna("attention") == "attention"]
     out = []
     for family, fam in ok.groupby(FAMILY_KEYS, dropna=False):
         keys = [k for k in SHAPE_KEYS if k not in FAMILY_KEYS]
