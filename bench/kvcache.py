@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from bench.errors import InputError
+from bench.measure.memory import quiet_profiler
 from bench.metrics import ELEMENT_BYTES
 from bench.models import (
     KVLayerGroup,
@@ -270,7 +271,7 @@ def measure_kv_cache_bytes(model: ModelConfig, context: int, batch: int = 1, dty
             raise ValueError("method='profiler' reads CPU memory events; use allocator or requested on CUDA")
         from torch.profiler import ProfilerActivity, profile
 
-        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        with quiet_profiler(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
             caches = allocate_kv_cache(model, context, batch, dtype, dev)  # kept alive: frees would net out
         measured = sum(event.self_cpu_memory_usage for event in prof.events())
         del caches

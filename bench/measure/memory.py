@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import torch
 from torch.profiler import ProfilerActivity, profile
@@ -25,8 +27,23 @@ def peak_cuda(fn: Callable[[], object]) -> int:
     return torch.cuda.max_memory_allocated() - base
 
 
+@contextmanager
+def quiet_profiler() -> Iterator[None]:
+    """The CPU profiler prints a line on every start and stop to fd 2 (torch 2.13's Kineto, whatever
+    KINETO_LOG_LEVEL says): silence that fd while it runs, so a sweep's terminal keeps only our lines."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def peak_cpu(fn: Callable[[], object]) -> int:
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    with quiet_profiler(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         fn()
     with tempfile.TemporaryDirectory() as tmp:
         trace = os.path.join(tmp, "trace.json")
