@@ -71,7 +71,7 @@ def _pytest(attn_flags: list[str], tables: bool) -> int:
     os.environ.setdefault("KINETO_LOG_LEVEL", "5")  # keep the profiler's start/stop chatter off the terminal
     code = pytest.main([
         "--pyargs", "bench.suite", "-c", str(SUITE / "pytest.ini"), "--rootdir", str(PACKAGE_PARENT),
-        "-p", "bench.suite.plugin", *attn_flags, "-q", "--no-header", "-rfE",
+        "-p", "bench.suite.plugin", *attn_flags, "-q", "--no-header", "-rfE", "--assert=plain",
         "--benchmark-columns=median,iqr,rounds", "--benchmark-sort=name", "--benchmark-group-by=group",
         *([] if tables else ["--benchmark-quiet"]),
     ])
