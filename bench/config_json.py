@@ -23,7 +23,7 @@ The rules, each applied as written (the README's "KV cache calculator" section s
   qk_nope_head_dim + qk_rope_head_dim (the query/key dim of a decompressed head; any `head_dim` key is ignored).
 - Layer kinds. One entry per layer, "full" or "sliding":
   `layer_types` when present (HF's "full_attention" / "sliding_attention"; any other value is refused);
-  else all full when `sliding_window` is absent or null;
+  else all full when `sliding_window` is absent or null, or when `use_sliding_window` is false (any family);
   else the family's known rule, by `model_type`:
     gemma2: layers alternate sliding, full, starting with sliding on layer 0;
     gemma3 / gemma3_text: layer i is full when (i + 1) % sliding_window_pattern == 0, sliding otherwise;
@@ -41,7 +41,8 @@ The rules, each applied as written (the README's "KV cache calculator" section s
   source length), a non-empty `cross_attention_layers` (Llama-3.2-Vision: those layers cache image tokens), a
   non-null `attention_chunk_size` (Llama-4's chunked layers cap their cache differently).
 - Name. The last part of `_name_or_path` when given, else the file's stem, or its folder's name for a file called
-  config.json. `_source` and `_note` (our keys, for models without an HF config) give where the facts come from.
+  config.json; characters other than letters, digits and . _ + - become "-" (the name goes into case ids).
+  `_source` and `_note` (our keys, for models without an HF config) give where the facts come from.
 
 Every refusal is a `ConfigError` (a bench.errors.InputError, so `python -m bench` prints one line and exits 2)
 naming the file and the field; a number is never guessed.
@@ -50,6 +51,7 @@ naming the file and the field; a number is never guessed.
 from __future__ import annotations
 
 import json
+import re
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -97,7 +99,11 @@ def preset_config(name: str) -> ModelConfig:
 
 def read_config(path: str | Path) -> ModelConfig:
     path = Path(path)
-    data = _json(path.read_text(encoding="utf-8"), str(path))
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not a UTF-8 text file, so not a config.json") from None
+    data = _json(text, str(path))
     name = path.parent.name if path.name == "config.json" and path.parent.name else path.stem
     return parse_config(data, str(path), name)
 
@@ -172,6 +178,8 @@ def parse_config(data: Any, origin: str = "config.json", name: str = "model") ->
     name_or_path = outer.get("_name_or_path")
     if isinstance(name_or_path, str) and name_or_path.strip("/\\"):
         name = name_or_path.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+    # the name goes into case ids: letters, digits and . _ + - only ("my model" -> "my-model")
+    name = re.sub(r"[^A-Za-z0-9._+-]+", "-", name).strip("-") or "model"
     return ModelConfig(name, layers, hidden, n_heads, n_kv, head_dim, kinds, window, mla["kv_lora_rank"],
                        mla["qk_rope_head_dim"], mla["v_head_dim"], dtype, encoder_only, model_type,
                        str(outer.get("_source") or origin), str(outer.get("_note") or ""))
@@ -211,7 +219,7 @@ def _layer_kinds(r: _Reader, layers: int, model_type: str) -> tuple[LayerKind, .
                               f"{' and '.join(map(repr, HF_LAYER_TYPES))} are supported")
         return tuple(HF_LAYER_TYPES[t] for t in layer_types)
     window = text.get("sliding_window")
-    if window is None:
+    if window is None or text.get("use_sliding_window") is False:  # the config itself says no layer slides
         return ("full",) * layers
     r.positive("sliding_window")  # refuse a non-integer window before any rule uses it
     if model_type == "gemma2":

@@ -69,3 +69,42 @@ def test_fits_count_the_kv_cache_and_the_backends_attention_peak():
     assert fits["naive"]["max_context"] < fits["sdpa-flash"]["max_context"]
     assert fits["sdpa-flash"]["max_context"] < 24 * 2**30 // (21 * 8192)  # the KV cache alone bounds it
     assert fits["naive"]["max_batch"] >= 1
+
+
+def test_a_sliding_window_models_fit_counts_its_window_mask():
+    # Mistral slides on every layer; sdpa builds an explicit S x S mask for a window, which the memory model
+    # counts: the longest context that fits is bounded by it, not by the (window-capped) KV cache alone.
+    from bench.presets import preset
+
+    facts = model_facts(preset("mistral-7b-v0.1"), ("bf16",))
+    df = _frame([{"backend": "sdpa-flash", "mask": "window:4096", "seq_q": 1024, "seq_kv": 1024, "median_s": 1e-3,
+                  "n_heads": 32, "n_kv_heads": 8, "head_dim": 128, "model": "mistral-7b-v0.1"}])
+    (fit,) = fit_rows("mistral-7b-v0.1", facts, df, 80 * 2**30)
+    assert 100_000 < fit["max_context"] < 400_000  # ~sqrt(80 GiB): the S x S bool mask, not 10M tokens
+
+
+def test_config_files_that_are_not_text_or_name_oddly_are_handled(tmp_path, capsys):
+    binary = tmp_path / "bin.json"
+    binary.write_bytes(bytes(range(256)))
+    assert main(["kv", "--config", str(binary)]) == 2
+    assert "not a UTF-8 text file" in capsys.readouterr().err
+    folder = tmp_path / "my model"
+    folder.mkdir()
+    (folder / "config.json").write_text((FIXTURES / "llama-3-8b.json").read_text().replace('"_name_or_path"', '"_x"'))
+    assert load_config(folder).name in ("my-model", "llama-3-8b")  # a case-id-safe name either way
+
+
+def test_use_sliding_window_false_means_no_sliding_layer_in_any_family():
+    from bench.config_json import parse_config
+
+    cfg = parse_config({"model_type": "qwen2_5_vl", "num_hidden_layers": 4, "hidden_size": 512,
+                        "num_attention_heads": 8, "num_key_value_heads": 2, "sliding_window": 32768,
+                        "use_sliding_window": False})
+    assert cfg.layer_kinds == ("full",) * 4
+
+
+def test_list_ignores_the_results_file(tmp_path, capsys):
+    existing = tmp_path / "r.json"
+    existing.write_text("{}")
+    assert main(["run", "--profile", "quick", "--backend", "naive", "--list", "--out", str(existing)]) == 0
+    assert capsys.readouterr().out.split()[0].startswith("naive/")

@@ -324,7 +324,7 @@ def test_models_module_imports_no_torch() -> None:
         tree = ast.parse((REPO / "bench" / module).read_text())
         imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
         imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
-        allowed = {"__future__", "json", "dataclasses", "importlib", "pathlib", "typing", "bench.errors",
+        allowed = {"__future__", "json", "re", "dataclasses", "importlib", "pathlib", "typing", "bench.errors",
                    "bench.models"}
         assert imported <= allowed, (module, imported)
 

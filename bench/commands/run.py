@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     if args.malloc == "tuned" and any(os.environ.get(k) != v for k, v in TUNED_MALLOC.items()):
         _restart_with(TUNED_MALLOC)
     values = {name: getattr(args, name) for name in options.option_names()}
-    plan = options.plan(values, default_out=not args.list)
+    plan = options.plan(values, default_out=not args.list, listing=args.list)
     if args.list:
         print("\n".join(c.id for c in plan.cases))
         return 0

@@ -15,7 +15,7 @@ import pandas as pd
 
 from bench.backends import BACKENDS
 from bench.metrics import model_mem_bytes
-from bench.shapes import AttentionShape
+from bench.shapes import AttentionShape, parse_mask
 
 KINDS = ("full", "sliding")
 
@@ -33,15 +33,21 @@ def kv_bytes(facts: dict, dtype: str, context: int, batch: int) -> int | None:
     return batch * (per_kind.get("full", 0) * context + per_kind.get("sliding", 0) * min(context, window))
 
 
-def prefill_bytes(facts: dict, geometry: dict, memory: str, dtype: str, context: int, batch: int) -> int | None:
-    """What prefilling `context` tokens needs at once: the whole KV cache plus one layer's attention peak (the
-    backend's memory model: the score matrix for materialising backends). Weights and activations not counted."""
+def prefill_bytes(facts: dict, kinds: list[dict], memory: str, dtype: str, context: int, batch: int) -> int | None:
+    """What prefilling `context` tokens needs at once: the whole KV cache plus the largest one-layer attention peak
+    over the model's layer kinds (each with its own heads and mask: a sliding layer's explicit window mask counts)
+    by the backend's memory model (the score matrix for materialising backends). Weights and activations not
+    counted."""
     kv = kv_bytes(facts, dtype, context, batch)
     if kv is None:
         return None
-    shape = AttentionShape(batch, context, context, geometry["n_heads"], geometry["n_kv_heads"], geometry["head_dim"],
-                           dtype, "none" if facts.get("encoder_only") else "causal")
-    return kv + (model_mem_bytes(shape, memory, "fwd") or 0)
+    peaks = []
+    for g in kinds:
+        mask, window = parse_mask(g["mask"])
+        shape = AttentionShape(batch, context, context, g["n_heads"], g["n_kv_heads"], g["head_dim"], dtype, mask,
+                               window)
+        peaks.append(model_mem_bytes(shape, memory, "fwd") or 0)
+    return kv + max(peaks, default=0)
 
 
 def _largest(fits, limit: int = 1 << 40) -> int:
@@ -63,16 +69,15 @@ def fit_rows(name: str, facts: dict, df: pd.DataFrame, device_memory: float | No
     rows = []
     if not device_memory or df.empty:
         return rows
-    full = df[df["mask"].map(kind_of) == "full"]
-    geo_rows = full if not full.empty else df
-    g = geo_rows.iloc[0]
-    geometry = {"n_heads": int(g["n_heads"]), "n_kv_heads": int(g["n_kv_heads"]), "head_dim": int(g["head_dim"])}
+    kinds = [{"n_heads": int(r["n_heads"]), "n_kv_heads": int(r["n_kv_heads"]), "head_dim": int(r["head_dim"]),
+              "mask": str(r["mask"])}
+             for _, r in df.drop_duplicates(["n_heads", "n_kv_heads", "head_dim", "mask"]).iterrows()]
     longest = int(df["seq_kv"].max())
     for (backend, dtype), _ in df.groupby(["backend", "dtype"]):
         memory = BACKENDS[backend].memory if backend in BACKENDS else "tiled"
 
         def need(context: int, batch: int, memory=memory, dtype=dtype) -> int | None:
-            return prefill_bytes(facts, geometry, memory, dtype, context, batch)
+            return prefill_bytes(facts, kinds, memory, dtype, context, batch)
 
         if need(1, 1) is None:
             continue

@@ -102,8 +102,10 @@ def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def plan(values: Mapping[str, Any], default_out: bool = True) -> Plan:
-    """Check every option and expand the sweep; raises an InputError naming the first problem."""
+def plan(values: Mapping[str, Any], default_out: bool = True, listing: bool = False) -> Plan:
+    """Check every option and expand the sweep; raises an InputError naming the first problem.
+
+    listing: only the case ids are wanted (`bench run --list`), so the results file is neither read nor checked."""
     import torch
 
     device = values.get("device") or default_device()
@@ -126,7 +128,7 @@ def plan(values: Mapping[str, Any], default_out: bool = True) -> Plan:
         out = Path("results") / f"{run_id}.json"
     sid = spec.sweep_id(cases)
     done: list[str] = []
-    if values.get("resume"):
+    if values.get("resume") and not listing:
         if out is None or values.get("out") is None:
             raise UsageError("--resume needs --out, the results file to continue")
         try:
@@ -137,9 +139,9 @@ def plan(values: Mapping[str, Any], default_out: bool = True) -> Plan:
             raise UsageError(f"--resume: {out} is from another sweep (sweep_id {previous.meta.sweep_id} != {sid}); "
                              "run the same profile, axes and shard")
         done = previous.case_ids()
-    elif out is not None and Path(out).exists():
+    elif out is not None and Path(out).exists() and not listing:
         raise UsageError(f"{out} exists; pass --resume to continue it, or another --out")
-    if out is not None:
+    if out is not None and not listing:
         _check_writable(Path(out))
     return Plan(device, name, sweep, cases, run_id, sid, Path(out) if out is not None else None,
                 bool(values.get("resume")), threads, done)
