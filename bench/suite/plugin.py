@@ -8,12 +8,14 @@ records are bench.record; the file is bench.results through bench.suite.store. T
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import gc
 import time
 from typing import Any
 
 import pytest
+import pytest_benchmark
 
 from bench.errors import InputError
 from bench.status import PROGRESS_LABELS
@@ -147,10 +149,6 @@ class AttnSession:
             machine_info = self.config.hook.pytest_benchmark_generate_machine_info(config=self.config)
             self.config.hook.pytest_benchmark_update_machine_info(config=self.config, machine_info=machine_info)
             commit_info = self.config.hook.pytest_benchmark_generate_commit_info(config=self.config)
-            import dataclasses
-
-            import pytest_benchmark
-
             meta = RunMeta(run_id=self.run_id, profile=self.plan.profile, sweep_id=self.plan.sweep_id,
                            axes=dataclasses.asdict(self.plan.sweep), calibration=calibration,
                            fingerprint=fingerprint(self.plan.device), cases=len(self.plan.cases),
