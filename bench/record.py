@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench.metrics import attention_bytes, attention_flops, kv_cache_bytes, layer_bytes, layer_flops, model_mem_bytes
-from bench.shapes import SHAPE_DOCS, shape_fields
+from bench.shapes import LATER_FIELDS, SHAPE_DOCS, shape_fields
 
 CASE_DOCS: dict[str, str] = {
     "case_id": "stable case id: backend/variant/shape/dtype/mask/phase/pass/device",
@@ -60,8 +60,7 @@ RECORD_FIELDS: tuple[str, ...] = tuple(FIELDS)
 SHAPE_KEYS: list[str] = [k for k in (*SHAPE_DOCS, "phase", "pass") if k != "window"]
 # Shape fields beyond the classic (B, Hq, Hkv, Sq, Skv, D, dtype, mask) ones (scope, model, and any added later):
 # analyses that name their keys by hand add these, so cases that differ in them are never mixed.
-LATER_SHAPE_KEYS: list[str] = [k for k in SHAPE_DOCS if k not in (
-    "variant", "batch", "seq_q", "seq_kv", "n_heads", "n_kv_heads", "head_dim", "dtype", "mask", "window")]
+LATER_SHAPE_KEYS: list[str] = list(LATER_FIELDS)
 
 
 def new_record(case: Any, memory: str) -> dict[str, Any]:

@@ -161,6 +161,13 @@ def shape_fields(shape: AttentionShape) -> dict[str, Any]:
     return out
 
 
+# The fields every case id has spelled out from the start (b, hq, hkv, q, kv, d, dtype, mask); fields added later
+# (scope, model, ...) appear in ids only away from their default, and analyses that name keys by hand add them.
+CLASSIC_FIELDS: frozenset[str] = frozenset(
+    {"batch", "seq_q", "seq_kv", "n_heads", "n_kv_heads", "head_dim", "dtype", "mask", "window"})
+LATER_FIELDS: tuple[str, ...] = tuple(
+    f.name for f in dataclasses.fields(AttentionShape) if f.name not in CLASSIC_FIELDS)
+
 # column -> doc for every shape field (in order) and the derived variant
 SHAPE_DOCS: dict[str, str] = {"variant": "mha / gqa / mqa (from n_heads and n_kv_heads)"} | {
     f.name: f.metadata["doc"] for f in dataclasses.fields(AttentionShape)}

@@ -19,12 +19,10 @@ from typing import Any
 
 from bench.backends import BACKENDS, backends_for, get_backend
 from bench.errors import UsageError
-from bench.shapes import DTYPES, SCOPES, AttentionShape, ShapeError, head_dim_for, parse_mask
+from bench.shapes import CLASSIC_FIELDS, DTYPES, SCOPES, AttentionShape, ShapeError, head_dim_for, parse_mask
 
 PHASES = ("prefill", "decode")
 PASSES = ("fwd", "fwd+bwd")
-# shape fields that were in every case id from the start; later ones are appended only when not at their default
-_LEGACY_SHAPE_FIELDS = {"batch", "seq_q", "seq_kv", "n_heads", "n_kv_heads", "head_dim", "dtype", "mask", "window"}
 
 
 def ints(text: str) -> tuple[int, ...]:
@@ -79,7 +77,7 @@ class Case:
     def id(self) -> str:
         s = self.shape
         extra = "".join(f"-{f.name}={getattr(s, f.name)}" for f in dataclasses.fields(s)
-                        if f.name not in _LEGACY_SHAPE_FIELDS and getattr(s, f.name) != f.default)
+                        if f.name not in CLASSIC_FIELDS and getattr(s, f.name) != f.default)
         return (f"{self.backend}/{s.variant}/b{s.batch}-hq{s.n_heads}-hkv{s.n_kv_heads}-q{s.seq_q}-kv{s.seq_kv}"
                 f"-d{s.head_dim}{extra}/{s.dtype}/{s.mask_label}/{self.phase}/{self.pass_}/{self.device}")
 
