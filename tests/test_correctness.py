@@ -107,18 +107,22 @@ def test_gradients_match_reference(backend, dtype, shape_args, device):
     assert check.ok, check.describe()
 
 
+class ScaledBackward(torch.autograd.Function):
+    """Identity forward, a backward scaled by `factor`: a backend whose gradients are wrong and output right."""
+
+    @staticmethod
+    def forward(ctx, x, factor):
+        ctx.factor = factor
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * ctx.factor, None
+
+
 def test_gradient_check_catches_wrong_backward():
-    class ScaledGrad(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            return x.clone()
-
-        @staticmethod
-        def backward(ctx, g):
-            return g * 1.05
-
     def wrong(q, k, v, *, causal, window):
-        return ScaledGrad.apply(BACKENDS["naive"].fn(q, k, v, causal=causal, window=window))
+        return ScaledBackward.apply(BACKENDS["naive"].fn(q, k, v, causal=causal, window=window), 1.05)
 
     from bench.backends.base import Backend
 

@@ -36,6 +36,7 @@ from bench.suite import runner
 from bench.suite.runner import EXACT_CHECK_ELEMENTS, Runner, check_shape
 from bench.suite.spec import Case
 from tests.results_factory import make_record, make_run
+from tests.test_correctness import ScaledBackward
 from tests.test_layers import copy_weights
 
 CALIBRATION = {"gemm_flops_per_s": 1e11, "copy_bytes_per_s": 1e10}
@@ -246,18 +247,8 @@ def test_broken_layer_is_incorrect_and_not_timed(monkeypatch):
     assert_untimed(out)
 
 
-class _HalfGradient(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, out):
-        return out.clone()
-
-    @staticmethod
-    def backward(ctx, grad):
-        return grad * 0.5
-
-
 def test_wrong_backward_is_incorrect_in_a_layer_case(monkeypatch):
-    register(monkeypatch, "halfgrad", lambda q, k, v, **kw: _HalfGradient.apply(naive_attention(q, k, v, **kw)))
+    register(monkeypatch, "halfgrad", lambda q, k, v, **kw: ScaledBackward.apply(naive_attention(q, k, v, **kw), 0.5))
     assert run("halfgrad").record["status"] == "ok"  # the forward is right
     out = run("halfgrad", pass_="fwd+bwd")
     assert out.record["status"] == "incorrect" and out.record["reason"].startswith("gradients")
