@@ -18,6 +18,8 @@ COMMANDS: dict[str, str] = {
     "merge": "bench.commands.merge",
     "report": "bench.commands.report",
     "compare": "bench.commands.compare",
+    "ab": "bench.commands.ab",
+    "history": "bench.commands.history",
     "baseline": "bench.commands.baseline",
     "kv": "bench.commands.kv",
     "backends": "bench.commands.backends",

@@ -1,0 +1,6 @@
+"""A/B regression checks: a git revision and the working tree measured alternately on one machine.
+
+git.py checks the revision out in a temporary worktree; side.py runs one worker process per side (worker.py, with
+PYTHONPATH set to that side's tree, so it imports that revision's code); engine.py interleaves the cases' slices in
+randomised ABBA blocks and turns each side into a run document for bench.compare.
+"""

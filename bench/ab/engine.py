@@ -1,0 +1,173 @@
+"""Interleaved A/B: the same cases measured by two revisions on one machine, in randomised ABBA blocks.
+
+Each case is timed in `blocks` blocks; a block is ABBA or BAAB (a coin flip), each letter one slice: the side's
+Runner checks the case and times it for a share of the case's budget. A slow spell of the machine therefore lands
+on both sides alike, and neither side always goes first. A side's slices are pooled into one record, so the two
+sides become two ordinary run documents for bench.compare.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_benchmark.stats import Stats
+
+from bench.ab import git
+from bench.ab.git import AbError
+from bench.ab.side import Side
+from bench.results import RunDocument, RunMeta
+
+# Throughput fields are inversely proportional to the median time: rescaled to the pooled median.
+PER_SECOND_FIELDS = ("tflops", "tokens_per_s", "gb_per_s", "pct_gemm_ceiling", "pct_copy_ceiling", "pct_spec_flops",
+                     "kv_bytes_per_s")
+
+
+def schedule(blocks: int, rng: random.Random) -> list[str]:
+    """The order of the slices of one case: `blocks` blocks, each ABBA or BAAB at random ('A': the revision)."""
+    return [s for _ in range(blocks) for s in rng.choice(("ABBA", "BAAB"))]
+
+
+@dataclass
+class Slices:
+    """What one side measured of one case so far."""
+
+    records: list[dict] = field(default_factory=list)
+    samples: list[list[float]] = field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.records) and self.records[0].get("status") != "ok"
+
+
+def _stats(samples: list[float]) -> dict:
+    """pytest-benchmark's stats entry of the pooled rounds (its own keys, raw rounds in 'data')."""
+    stats = Stats()
+    for sample in samples:
+        stats.update(sample)
+    return stats.as_dict() | {"data": list(samples), "iterations": 1}
+
+
+def pooled_entry(slices: Slices) -> dict:
+    """One results entry from a side's slices of a case: rounds pooled, the record's statistics redone from them."""
+    record = dict(slices.records[0])
+    if slices.failed or not any(slices.samples):
+        return {"name": f"ab[{record['case_id']}]", "params": {"case": record["case_id"]}, "extra_info": record,
+                "stats": None}
+    rounds = [s for part in slices.samples for s in part]
+    stats = _stats(rounds)
+    median, old = stats["median"], record.get("median_s")
+    for name in PER_SECOND_FIELDS:
+        if isinstance(record.get(name), (int, float)) and isinstance(old, (int, float)) and old > 0:
+            record[name] = record[name] * old / median
+    mems = [r.get("peak_mem_bytes") for r in slices.records if isinstance(r.get("peak_mem_bytes"), (int, float))]
+    record.update(median_s=median, rounds=len(rounds), iqr_s=stats["iqr"], ci_low_s=None, ci_high_s=None,
+                  noisy=any(bool(r.get("noisy")) for r in slices.records),
+                  peak_mem_bytes=statistics.median(mems) if mems else record.get("peak_mem_bytes"))
+    return {"name": f"ab[{record['case_id']}]", "params": {"case": record["case_id"]}, "extra_info": record,
+            "stats": stats}
+
+
+@dataclass(frozen=True)
+class SideInfo:
+    label: str
+    commit: str | None
+    plan: dict  # the worker's answer to "plan"
+
+
+@dataclass(frozen=True)
+class AbRun:
+    """Both sides' documents, ready for bench.compare, and what only one side's sweep had."""
+
+    base: RunDocument
+    current: RunDocument
+    only_base: list[str]
+    only_current: list[str]
+    seed: int
+    blocks: int
+
+
+def _document(info: SideInfo, entries: list[dict], repo: Path, fingerprint: dict, profile: str | None,
+              dirty: bool) -> RunDocument:
+    meta = RunMeta(run_id=info.label, profile=profile, complete=True, cases=len(entries),
+                   calibration=info.plan["calibration"], fingerprint=fingerprint)
+    doc = RunDocument(meta=meta, machine_info={"attnbench": {"git_commit": info.commit, "ab_side": info.label}},
+                      commit_info=git.commit_info(repo, info.commit) | ({"dirty": True} if dirty else {}))
+    for entry in entries:
+        doc.add(entry)
+    return doc
+
+
+def measure_case(case_id: str, sides: dict[str, Side], order: list[str]) -> dict[str, Slices]:
+    """Run a case's slices in `order`; once both sides ran it, a side where it is not ok ends the case."""
+    got = {name: Slices() for name in sides}
+    for name in order:
+        if all(s.records for s in got.values()) and any(s.failed for s in got.values()):
+            break  # a status change (or a case unsupported on both sides) needs no timing
+        if got[name].failed:
+            continue
+        answer = sides[name].ask({"cmd": "run", "case": case_id})
+        got[name].records.append(answer["record"])
+        got[name].samples.append([float(x) for x in answer["samples"]])
+    return got
+
+
+def run_ab(repo: Path, rev: str, values: dict[str, Any], blocks: int = 3, seed: int | None = None,
+           env: dict[str, str] | None = None, say: Callable[[str], None] | None = None) -> AbRun:
+    """Measure the sweep that `values` describe with REV (in a temporary worktree) and with the working tree."""
+    say = say or (lambda line: print(line, file=sys.stderr, flush=True))
+    if blocks < 1:
+        raise AbError(f"--blocks {blocks}: at least one ABBA block is needed")
+    commit = git.resolve(repo, rev)
+    seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
+    rng = random.Random(seed)
+    request = {"cmd": "plan", "values": values, "slices": 2 * blocks}
+    with git.worktree(repo, commit) as tree:
+        base_label = f"{rev} ({commit[:12]})" if not commit.startswith(rev) else commit[:12]
+        sides = {"A": Side(base_label, tree, env), "B": Side("working tree", repo, env)}
+        try:
+            say(f"A = {git.describe(repo, commit)}; B = the working tree of {repo}")
+            plans = {name: side.ask(request) for name, side in sides.items()}
+            ids = {name: plan["cases"] for name, plan in plans.items()}
+            common = [c for c in ids["B"] if c in set(ids["A"])]
+            only_a = [c for c in ids["A"] if c not in set(ids["B"])]
+            only_b = [c for c in ids["B"] if c not in set(ids["A"])]
+            if not common:
+                raise AbError(f"no case in common: {base_label} plans {len(ids['A'])} cases, the working tree "
+                              f"{len(ids['B'])}; their case ids differ")
+            say(f"{len(common)} cases x {blocks} ABBA blocks (seed {seed}); {len(only_a)} only in A, "
+                f"{len(only_b)} only in B")
+            entries: dict[str, list[dict]] = {"A": [], "B": []}
+            for n, case_id in enumerate(common, 1):
+                got = measure_case(case_id, sides, schedule(blocks, rng))
+                for name in sides:
+                    entries[name].append(pooled_entry(got[name]))
+                say(_progress(n, len(common), case_id, entries["A"][-1], entries["B"][-1]))
+        finally:
+            for side in sides.values():
+                side.close()
+    head = git.resolve(repo, "HEAD")
+    fingerprint = plans["B"]["fingerprint"]  # one machine, one environment: the sides differ only in their code
+    profile = values.get("profile") or "custom"
+    base = _document(SideInfo(base_label, commit, plans["A"]), entries["A"], repo, fingerprint, profile, False)
+    current = _document(SideInfo("working tree", head, plans["B"]), entries["B"], repo, fingerprint, profile,
+                        git.is_dirty(repo))
+    return AbRun(base, current, only_a, only_b, seed, blocks)
+
+
+def _progress(n: int, total: int, case_id: str, a: dict, b: dict) -> str:
+    def show(entry: dict) -> str:
+        rec = entry["extra_info"]
+        if rec.get("status") != "ok" or not entry["stats"]:
+            return rec.get("status", "?")
+        return f"{rec['median_s'] * 1e3:.3f} ms"
+
+    ra, rb = a["extra_info"].get("median_s"), b["extra_info"].get("median_s")
+    ratio = f"  x{rb / ra:.2f}" if a["stats"] and b["stats"] and ra and rb and math.isfinite(rb / ra) else ""
+    return f"[{n}/{total}] {case_id}  A {show(a)}  B {show(b)}{ratio}"

@@ -1,0 +1,127 @@
+"""One side of an A/B comparison: a process that imports ONE revision's attnbench and measures cases on request.
+
+Started by bench.ab.side as `python <this file>` with PYTHONPATH set to that revision's tree first, so `import
+bench` is that revision's code. This file comes from the current tree (the revision may predate it), so it imports
+nothing of attnbench at module level and relies only on this interface of the revision it measures:
+
+  bench.suite.options.plan(values)            -> .cases (each with .id), .device, .threads, .sweep.budget_s
+  bench.measure.calibrate.calibrate(device)   -> {"gemm_flops_per_s", "copy_bytes_per_s"}
+  bench.measure.environment.fingerprint(device), .git_commit()
+  bench.suite.runner.Runner(calibration, budget_s=...).run(case) -> .record (dict), .samples (seconds per call)
+
+The Runner checks every case against the float64 reference before timing it, so each side checks its own code.
+Missing pieces: the worker answers {"fatal": reason} and exits 2.
+
+Protocol: one JSON object per line. The parent writes a request on stdin, the worker writes exactly one answer on
+its protocol stream (the original stdout; anything else the revision prints goes to stderr):
+  {"cmd": "plan", "values": {...}, "slice_budget_s": x | null, "slices": n}
+      -> {"ok": true, "cases": [ids], "device", "fingerprint", "calibration", "commit", "bench_file", "budget_s"}
+  {"cmd": "run", "case": id}  -> {"ok": true, "record": {...}, "samples": [...]}
+  {"cmd": "quit"}             -> {"ok": true}, then exit 0
+A request the worker cannot serve (bad input, unknown case): {"ok": false, "error": one line}.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+EXIT_UNUSABLE = 2
+
+
+def _protocol_stream():
+    """The original stdout for answers; fd 1 then points at stderr, so stray prints cannot break the protocol."""
+    sys.stdout.flush()
+    out = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    return out
+
+
+def _fatal(out, reason: str) -> None:
+    out.write(json.dumps({"ok": False, "fatal": reason}) + "\n")
+    out.flush()
+    sys.exit(EXIT_UNUSABLE)
+
+
+def _interface(out, tree: str):
+    """The revision's functions this worker needs, or a fatal answer naming what is missing."""
+    try:
+        import bench
+    except Exception as err:  # noqa: BLE001 - any failure to import the revision makes it unusable
+        _fatal(out, f"cannot import bench from {tree}: {type(err).__name__}: {err}")
+    here = os.path.realpath(os.path.dirname(bench.__file__))
+    if not here.startswith(os.path.realpath(tree) + os.sep):
+        _fatal(out, f"imported bench from {here}, not from the revision's tree {tree}")
+    names = {}
+    for module, attr in (("bench.suite.options", "plan"), ("bench.suite.runner", "Runner"),
+                         ("bench.measure.calibrate", "calibrate"), ("bench.measure.environment", "fingerprint"),
+                         ("bench.measure.environment", "git_commit")):
+        try:
+            names[attr] = getattr(__import__(module, fromlist=[attr]), attr)
+        except Exception as err:  # noqa: BLE001
+            _fatal(out, f"the revision's code lacks {module}.{attr} ({type(err).__name__}: {err})")
+    return names, here
+
+
+def _plan(api: dict, request: dict, state: dict) -> dict:
+    import torch
+
+    try:
+        try:
+            plan = api["plan"](request["values"], default_out=False)
+        except TypeError:  # an older plan() without default_out
+            plan = api["plan"](request["values"])
+    except ValueError as err:  # bench.errors.InputError: the values are bad input for this revision
+        return {"ok": False, "error": str(err)}
+    torch.manual_seed(0)
+    if plan.threads:
+        torch.set_num_threads(plan.threads)
+    # the case's time budget is shared by its slices: each side times a case `slices` times
+    budget = request.get("slice_budget_s") or plan.sweep.budget_s / max(1, int(request.get("slices") or 1))
+    calibration = api["calibrate"](plan.device)
+    try:
+        state["runner"] = api["Runner"](calibration, budget_s=budget)
+    except TypeError as err:
+        _fatal(state["out"], f"the revision's Runner does not take (calibration, budget_s=...): {err}")
+    state["cases"] = {c.id: c for c in plan.cases}
+    return {"ok": True, "cases": list(state["cases"]), "device": plan.device,
+            "fingerprint": api["fingerprint"](plan.device), "calibration": calibration,
+            "commit": api["git_commit"](), "bench_file": state["bench_dir"], "budget_s": budget,
+            "threads": torch.get_num_threads()}
+
+
+def _run(request: dict, state: dict) -> dict:
+    case = state.get("cases", {}).get(request.get("case"))
+    if case is None or "runner" not in state:
+        return {"ok": False, "error": f"unknown case {request.get('case')!r} (or no plan yet)"}
+    outcome = state["runner"].run(case)
+    return {"ok": True, "record": outcome.record, "samples": list(outcome.samples)}
+
+
+def main() -> None:
+    # the directory of this file must not shadow the revision's modules
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
+    tree = os.environ.get("ATTNBENCH_AB_TREE", "")
+    out = _protocol_stream()
+    api, bench_dir = _interface(out, tree)
+    state = {"out": out, "bench_dir": bench_dir}
+    import gc
+
+    gc.freeze()  # the imports live to the end: keep the collector from rescanning them between rounds
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        request = json.loads(line)
+        cmd = request.get("cmd")
+        if cmd == "quit":
+            out.write(json.dumps({"ok": True}) + "\n")
+            return
+        answer = _plan(api, request, state) if cmd == "plan" else _run(request, state) if cmd == "run" else \
+            {"ok": False, "error": f"unknown command {cmd!r}"}
+        out.write(json.dumps(answer, default=str, allow_nan=True) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,77 @@
+"""`python -m bench ab REV`: REV against the working tree on this machine, interleaved; exit 0 / 1 / 2 as compare."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+
+from bench.ab import git
+from bench.ab.engine import run_ab
+from bench.commands.run import TUNED_MALLOC
+from bench.compare import METRICS, Comparison, Rule, compare_runs, parse_threshold
+from bench.compare_render import RENDERERS
+from bench.errors import UsageError
+from bench.results import write_atomic
+from bench.suite import spec
+
+help = ("A/B: measure REV (a branch, tag or commit) and the working tree alternately on this machine and compare "
+        "them case by case; exit 1 on a regression, 2 when unusable")
+
+SWEEP_OPTIONS = ("profile", "device", "threads")  # bench run's options that shape the sweep (no files, no shards)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("rev", help="the baseline revision: a branch, tag or commit of this repository")
+    p.add_argument("--profile", help="quick | default | heads | decode | full (default: quick)")
+    p.add_argument("--device", choices=["cpu", "cuda"], help="cpu or cuda (default: cuda when present, else cpu)")
+    p.add_argument("--threads", help="torch CPU threads of both sides (default: torch's choice)")
+    for f in spec.axis_fields():
+        p.add_argument(f"--{f.metadata['flag']}", dest=f.name, help=f.metadata["help"], default=None)
+    p.add_argument("--blocks", type=int, default=3,
+                   help="ABBA blocks per case (default 3): each side times each case twice per block")
+    p.add_argument("--seed", type=int, help="seed of the blocks' random order (default: a fresh one, printed)")
+    p.add_argument("--malloc", choices=["default", "tuned"], default="tuned",
+                   help="glibc malloc of both sides (CPU): tuned (default) keeps large blocks in the heap, so "
+                        "naive/math attention's timings do not flip between processes")
+    p.add_argument("--metric", choices=list(METRICS), default="median", help="statistic of the rounds compared")
+    p.add_argument("--threshold", default="10%", help="smallest change that counts: 10%% or 0.1 (default 10%%)")
+    p.add_argument("--format", choices=list(RENDERERS), default="text", help="text table, markdown, or json")
+    p.add_argument("--output", metavar="FILE", help="also write the report to FILE (e.g. for a CI job summary)")
+    p.add_argument("--save", metavar="DIR", type=Path,
+                   help="also write both sides' run documents to DIR (ab-base.json, ab-current.json)")
+    p.add_argument("--repo", type=Path, default=Path("."), help="the attnbench checkout (default: the current one)")
+
+
+def run(args: argparse.Namespace) -> int:
+    rule = Rule(metric=args.metric, threshold=parse_threshold(args.threshold))  # bad input before any work
+    if args.blocks < 1:
+        raise UsageError(f"--blocks {args.blocks}: at least 1")
+    values = {name: getattr(args, name) for name in (*SWEEP_OPTIONS, *(f.name for f in spec.axis_fields()))}
+    values = {k: v for k, v in values.items() if v is not None}
+    values.setdefault("profile", "quick")
+    repo = git.checkout_root(args.repo)
+    env = dict(TUNED_MALLOC) if args.malloc == "tuned" else {}
+    ab = run_ab(repo, args.rev, values, blocks=args.blocks, seed=args.seed, env=env)
+    if args.save:
+        write_atomic(args.save / "ab-base.json", ab.base)
+        write_atomic(args.save / "ab-current.json", ab.current)
+    # one machine, interleaved: machine drift hits both sides alike, so no GEMM control is needed (or meaningful)
+    comparison = with_notes(compare_runs(ab.base, ab.current, rule, control=False), ab)
+    report = RENDERERS[args.format](comparison)
+    print(report, end="")
+    if args.output:
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.output).write_text(report)
+    return comparison.summary.exit_code
+
+
+def with_notes(comparison: Comparison, ab) -> Comparison:
+    """The comparison with what A/B adds: how it was measured, and the cases only one side's sweep has."""
+    notes = [f"A/B on one machine: {ab.blocks} randomised ABBA blocks per case (seed {ab.seed})"]
+    for side, ids in (("REV", ab.only_base), ("the working tree", ab.only_current)):
+        if ids:
+            shown = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+            notes.append(f"{len(ids)} cases only in {side}'s sweep, not measured: {shown}")
+    summary = dataclasses.replace(comparison.summary, warnings=(*comparison.summary.warnings, *notes))
+    return dataclasses.replace(comparison, summary=summary)
