@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import math
 import random
+import signal
 import statistics
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -128,6 +130,22 @@ def run_ab(repo: Path, rev: str, values: dict[str, Any], blocks: int = 3, seed: 
     seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
     rng = random.Random(seed)
     request = {"cmd": "plan", "values": values, "slices": 2 * blocks}
+    # a cancelled CI job gets SIGTERM: end like Ctrl-C, so the workers stop and the worktree is removed
+    main_thread = threading.current_thread() is threading.main_thread()  # only it may set signal handlers
+    previous = signal.signal(signal.SIGTERM, _interrupt) if main_thread else None
+    try:
+        return _run_ab(repo, rev, commit, values, blocks, seed, rng, request, env, say)
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def _run_ab(repo: Path, rev: str, commit: str, values: dict[str, Any], blocks: int, seed: int, rng: random.Random,
+            request: dict, env: dict[str, str] | None, say: Callable[[str], None]) -> AbRun:
     with git.worktree(repo, commit) as tree:
         base_label = f"{rev} ({commit[:12]})" if not commit.startswith(rev) else commit[:12]
         sides = {"A": Side(base_label, tree, env), "B": Side("working tree", repo, env)}

@@ -25,7 +25,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("rev", help="the baseline revision: a branch, tag or commit of this repository")
     p.add_argument("--profile", help="quick | default | heads | decode | full (default: quick)")
     p.add_argument("--device", choices=["cpu", "cuda"], help="cpu or cuda (default: cuda when present, else cpu)")
-    p.add_argument("--threads", help="torch CPU threads of both sides (default: torch's choice)")
+    p.add_argument("--threads", default="1",
+                   help="torch CPU threads of both sides (default 1: on a shared CPU, a multi-threaded op waits for "
+                        "its slowest thread, so one busy core stalls every call)")
     for f in spec.axis_fields():
         p.add_argument(f"--{f.metadata['flag']}", dest=f.name, help=f.metadata["help"], default=None)
     p.add_argument("--blocks", type=int, default=3,
