@@ -42,6 +42,7 @@ class Slices:
 
     records: list[dict] = field(default_factory=list)
     samples: list[list[float]] = field(default_factory=list)
+    blocks: list[int] = field(default_factory=list)  # the ABBA block of each slice
 
     @property
     def failed(self) -> bool:
@@ -54,6 +55,31 @@ def _stats(samples: list[float]) -> dict:
     for sample in samples:
         stats.update(sample)
     return stats.as_dict() | {"data": list(samples), "iterations": 1}
+
+
+def remove_block_effects(a: Slices, b: Slices) -> None:
+    """Scale each ABBA block's rounds, both sides alike, so that every block has the same level.
+
+    A slow spell of a shared machine often spans a whole block: it moves both sides' slices of that block, and
+    pooled as they are, such blocks would mix fast and slow rounds on each side. The blocks are the randomised
+    design's unit: within block j the sides' medians a_j and b_j are measured together, so their ratio is what the
+    block says. Every round of block j is multiplied by G / sqrt(a_j * b_j), G being the geometric mean of
+    sqrt(a_j * b_j) over the blocks: each block's ratio b_j / a_j is kept exactly, the level across blocks is G.
+    """
+    def medians(side: Slices) -> dict[int, float]:
+        by_block: dict[int, list[float]] = {}
+        for block, part in zip(side.blocks, side.samples, strict=True):
+            by_block.setdefault(block, []).extend(part)
+        return {k: statistics.median(v) for k, v in by_block.items() if v}
+
+    ma, mb = medians(a), medians(b)
+    level = {k: math.sqrt(ma[k] * mb[k]) for k in ma if k in mb and ma[k] > 0 and mb[k] > 0}
+    if len(level) < 2:
+        return
+    grand = math.exp(statistics.fmean(math.log(v) for v in level.values()))
+    for side in (a, b):
+        side.samples = [[x * grand / level[k] for x in part] if k in level else part
+                        for k, part in zip(side.blocks, side.samples, strict=True)]
 
 
 def pooled_entry(slices: Slices) -> dict:
@@ -109,7 +135,7 @@ def _document(info: SideInfo, entries: list[dict], repo: Path, fingerprint: dict
 def measure_case(case_id: str, sides: dict[str, Side], order: list[str]) -> dict[str, Slices]:
     """Run a case's slices in `order`; once both sides ran it, a side where it is not ok ends the case."""
     got = {name: Slices() for name in sides}
-    for name in order:
+    for i, name in enumerate(order):
         if all(s.records for s in got.values()) and any(s.failed for s in got.values()):
             break  # a status change (or a case unsupported on both sides) needs no timing
         if got[name].failed:
@@ -117,6 +143,7 @@ def measure_case(case_id: str, sides: dict[str, Side], order: list[str]) -> dict
         answer = sides[name].ask({"cmd": "run", "case": case_id})
         got[name].records.append(answer["record"])
         got[name].samples.append([float(x) for x in answer["samples"]])
+        got[name].blocks.append(i // 4)
     return got
 
 
@@ -164,6 +191,8 @@ def _run_ab(repo: Path, rev: str, commit: str, values: dict[str, Any], blocks: i
             entries: dict[str, list[dict]] = {"A": [], "B": []}
             for n, case_id in enumerate(common, 1):
                 got = measure_case(case_id, sides, schedule(blocks, rng))
+                if not any(s.failed for s in got.values()):
+                    remove_block_effects(got["A"], got["B"])
                 for name in sides:
                     entries[name].append(pooled_entry(got[name]))
                 say(_progress(n, len(common), case_id, entries["A"][-1], entries["B"][-1]))

@@ -1,0 +1,219 @@
+"""`bench ab`: the ABBA schedule, pooling a side's slices, the worker protocol and its refusals (on a fake revision
+with the worker's interface and made-up timings), and real runs: an A/A passes, an injected slowdown is caught."""
+
+from __future__ import annotations
+
+import random
+import shutil
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from bench.ab.engine import Slices, pooled_entry, schedule
+from bench.cli import main
+from tests.injected_slowdown import MARK, inject
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def git(repo: Path, *args: str) -> str:
+    done = subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                          capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
+def commit_all(repo: Path, message: str) -> str:
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", message)
+    return git(repo, "rev-parse", "HEAD")
+
+
+# --- the schedule and the pooling ------------------------------------------------------------------------------
+
+
+def test_schedule_is_abba_blocks_in_random_order():
+    order = schedule(50, random.Random(1))
+    blocks = ["".join(order[i:i + 4]) for i in range(0, len(order), 4)]
+    assert set(blocks) == {"ABBA", "BAAB"}  # both orders occur, nothing else
+    assert order.count("A") == order.count("B") == 100
+    assert schedule(5, random.Random(7)) == schedule(5, random.Random(7))
+
+
+def test_pooled_entry_redoes_the_statistics_from_all_slices():
+    rec = {"case_id": "c", "status": "ok", "median_s": 1.0, "tflops": 2.0, "peak_mem_bytes": 100, "noisy": False}
+    slices = Slices([rec, dict(rec, median_s=3.0, peak_mem_bytes=300, noisy=True)], [[1.0, 1.0, 1.0], [3.0, 3.0]])
+    entry = pooled_entry(slices)
+    info = entry["extra_info"]
+    assert entry["stats"]["data"] == [1.0, 1.0, 1.0, 3.0, 3.0] and info["rounds"] == 5
+    assert info["median_s"] == 1.0 and info["tflops"] == 2.0 and info["noisy"] is True
+    assert info["peak_mem_bytes"] == 200  # the median of the slices' peaks
+    three = pooled_entry(Slices([rec], [[3.0, 3.0, 3.0]]))
+    assert three["extra_info"]["tflops"] == pytest.approx(2.0 / 3)  # throughput follows the pooled median
+
+
+def test_a_case_not_ok_is_an_untimed_entry():
+    entry = pooled_entry(Slices([{"case_id": "c", "status": "unsupported", "reason": "no"}], [[]]))
+    assert entry["stats"] is None and entry["extra_info"]["status"] == "unsupported"
+
+
+# --- a fake revision: the worker's interface with made-up timings ----------------------------------------------
+
+FAKE = {
+    "bench/__init__.py": "",
+    "bench/suite/__init__.py": "",
+    "bench/measure/__init__.py": "",
+    "bench/suite/options.py": """
+        from types import SimpleNamespace as NS
+        IDS = [f"fake/{i}" for i in range(10)]
+
+        def plan(values, default_out=True):
+            if values.get("profile") == "nope":
+                raise ValueError("unknown profile 'nope'")
+            return NS(cases=[NS(id=i) for i in IDS], device="cpu", threads=None, sweep=NS(budget_s=0.1))
+        """,
+    "bench/suite/runner.py": """
+        import random
+        from types import SimpleNamespace as NS
+        FACTOR = 1.0
+
+        class Runner:
+            def __init__(self, calibration, gpu_name=None, budget_s=1.0):
+                self.n = 0
+
+            def run(self, case):
+                self.n += 1
+                rng = random.Random(f"{case.id}-{self.n}-{FACTOR}")
+                samples = [1e-3 * FACTOR * (1 + rng.uniform(-0.01, 0.01)) for _ in range(10)]
+                print("stray output of the revision")  # must not break the protocol
+                return NS(record={"case_id": case.id, "status": "ok", "reason": "", "median_s": 1e-3 * FACTOR,
+                                  "peak_mem_bytes": 100}, samples=samples)
+        """,
+    "bench/measure/calibrate.py": """
+        def calibrate(device):
+            return {"gemm_flops_per_s": 1e11, "copy_bytes_per_s": 1e10}
+        """,
+    "bench/measure/environment.py": """
+        def fingerprint(device):
+            return {"device": device, "cpu_model": "fake", "gpu_name": None, "torch": "x", "cuda": None, "threads": 1}
+
+        def git_commit():
+            return None
+        """,
+}
+
+
+@pytest.fixture
+def fake_repo(tmp_path) -> Path:
+    repo = tmp_path / "repo"
+    for name, text in FAKE.items():
+        path = repo / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    git(repo, "init", "-q")
+    commit_all(repo, "fake revision")
+    return repo
+
+
+def edit(repo: Path, name: str, old: str, new: str) -> None:
+    path = repo / name
+    path.write_text(path.read_text().replace(old, new))
+
+
+def ab(repo: Path, *args: str) -> int:
+    return main(["ab", "HEAD", "--repo", str(repo), "--blocks", "1", "--seed", "3", *args])
+
+
+@pytest.mark.slow
+def test_fake_slower_working_tree_is_a_regression_and_the_worktree_is_removed(fake_repo, capsys):
+    edit(fake_repo, "bench/suite/runner.py", "FACTOR = 1.0", "FACTOR = 1.5")
+    edit(fake_repo, "bench/suite/options.py", "range(10)", "range(1, 11)")  # fake/0 only in REV, fake/10 only here
+    assert ab(fake_repo, "--format", "markdown") == 1
+    out = capsys.readouterr().out
+    assert "9 regressed" in out and "(9 matched)" in out
+    assert "1 cases only in REV's sweep, not measured: fake/0" in out
+    assert "1 cases only in the working tree's sweep, not measured: fake/10" in out
+    assert "seed 3" in out
+    assert len(git(fake_repo, "worktree", "list").splitlines()) == 1  # the temporary worktree is gone
+
+
+@pytest.mark.slow
+def test_fake_same_code_is_no_regression_and_saves_both_sides(fake_repo, tmp_path, capsys):
+    assert ab(fake_repo, "--save", str(tmp_path / "saved")) == 0
+    assert main(["compare", str(tmp_path / "saved" / "ab-base.json"), str(tmp_path / "saved" / "ab-current.json"),
+                 "--no-control"]) == 0
+
+
+def _refusals(repo: Path) -> dict[str, tuple[list[str], str]]:
+    return {
+        "unknown rev": (["ab", "no-such-branch"], "revision 'no-such-branch' is unknown"),
+        "not a checkout": (["ab", "HEAD", "--repo", str(repo.parent)], "not in a git checkout"),
+        "bad threshold": (["ab", "HEAD", "--threshold", "ten"], "threshold 'ten' is not a number"),
+        "bad blocks": (["ab", "HEAD", "--blocks", "0"], "--blocks 0"),
+    }
+
+
+@pytest.mark.parametrize("case", ["unknown rev", "not a checkout", "bad threshold", "bad blocks"])
+def test_refused_before_any_work_with_one_line_and_exit_2(case, fake_repo, capsys):
+    argv, message = _refusals(fake_repo)[case]
+    if "--repo" not in argv:
+        argv = [*argv, "--repo", str(fake_repo)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0], err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("broken", "message"), [
+    ("runner", "lacks bench.suite.runner.Runner"),
+    ("disjoint", "no case in common"),
+    ("bad value", "unknown profile 'nope'"),
+])
+def test_unusable_revision_is_exit_2_with_the_reason(broken, message, fake_repo, capsys):
+    args = []
+    if broken == "runner":  # REV predates the interface; the working tree has it
+        runner = (fake_repo / "bench/suite/runner.py").read_text()
+        (fake_repo / "bench/suite/runner.py").unlink()
+        commit_all(fake_repo, "no runner")
+        (fake_repo / "bench/suite/runner.py").write_text(runner)
+    elif broken == "disjoint":
+        edit(fake_repo, "bench/suite/options.py", 'f"fake/{i}"', 'f"other/{i}"')
+    else:
+        args = ["--profile", "nope"]
+    assert ab(fake_repo, *args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert message in err[-1] and err[-1].startswith("error: ")
+    assert len(git(fake_repo, "worktree", "list").splitlines()) == 1
+
+
+# --- real runs: this tree's code against itself, and made slower by tests/injected_slowdown.py -----------------
+
+REAL_CASES = ["--backend", "sdpa-flash,naive", "--seq", "64,128,192", "--kv-heads", "8,1", "--phase", "prefill",
+              "--budget", "0.1"]  # 12 cases: enough for the cross-case noise model (8 or more)
+
+
+@pytest.fixture
+def real_repo(tmp_path) -> Path:
+    repo = tmp_path / "real"
+    shutil.copytree(ROOT / "bench", repo / "bench", ignore=shutil.ignore_patterns("__pycache__"))
+    git(repo, "init", "-q")
+    commit_all(repo, "this tree")
+    return repo
+
+
+@pytest.mark.slow
+def test_real_aa_passes(real_repo, capsys):
+    assert ab(real_repo, *REAL_CASES, "--format", "json") == 0
+    out = capsys.readouterr().out
+    assert '"regressed": 0' in out and '"n_matched": 12' in out
+
+
+@pytest.mark.slow
+def test_real_injected_slowdown_is_caught(real_repo, capsys):
+    registry = inject(real_repo, extra=1.0)  # every backend x2 in the working tree, REV (HEAD) untouched
+    assert MARK in registry.read_text()
+    assert ab(real_repo, *REAL_CASES, "--format", "json") == 1
+    out = capsys.readouterr().out
+    regressed = int(out.split('"regressed": ')[1].split(",")[0])
+    assert regressed >= 9, out[-3000:]
