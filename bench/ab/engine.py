@@ -23,6 +23,7 @@ from pytest_benchmark.stats import Stats
 
 from bench.ab import git
 from bench.ab.git import AbError
+from bench.ab.rounds import judged_rounds
 from bench.ab.side import Side
 from bench.results import RunDocument, RunMeta
 
@@ -57,38 +58,15 @@ def _stats(samples: list[float]) -> dict:
     return stats.as_dict() | {"data": list(samples), "iterations": 1}
 
 
-def remove_block_effects(a: Slices, b: Slices) -> None:
-    """Scale each ABBA block's rounds, both sides alike, so that every block has the same level.
-
-    A slow spell of a shared machine often spans a whole block: it moves both sides' slices of that block, and
-    pooled as they are, such blocks would mix fast and slow rounds on each side. The blocks are the randomised
-    design's unit: within block j the sides' medians a_j and b_j are measured together, so their ratio is what the
-    block says. Every round of block j is multiplied by G / sqrt(a_j * b_j), G being the geometric mean of
-    sqrt(a_j * b_j) over the blocks: each block's ratio b_j / a_j is kept exactly, the level across blocks is G.
-    """
-    def medians(side: Slices) -> dict[int, float]:
-        by_block: dict[int, list[float]] = {}
-        for block, part in zip(side.blocks, side.samples, strict=True):
-            by_block.setdefault(block, []).extend(part)
-        return {k: statistics.median(v) for k, v in by_block.items() if v}
-
-    ma, mb = medians(a), medians(b)
-    level = {k: math.sqrt(ma[k] * mb[k]) for k in ma if k in mb and ma[k] > 0 and mb[k] > 0}
-    if len(level) < 2:
-        return
-    grand = math.exp(statistics.fmean(math.log(v) for v in level.values()))
-    for side in (a, b):
-        side.samples = [[x * grand / level[k] for x in part] if k in level else part
-                        for k, part in zip(side.blocks, side.samples, strict=True)]
-
-
-def pooled_entry(slices: Slices) -> dict:
-    """One results entry from a side's slices of a case: rounds pooled, the record's statistics redone from them."""
+def pooled_entry(slices: Slices, rounds: list[float] | None = None) -> dict:
+    """One results entry from a side's slices of a case: the judged rounds (bench.ab.rounds; default: all rounds
+    pooled) as its statistics, the raw slices kept in the record as ab_slices ({"block", "rounds"} each)."""
     record = dict(slices.records[0])
+    record["ab_slices"] = [{"block": k, "rounds": r} for k, r in zip(slices.blocks, slices.samples, strict=True)]
     if slices.failed or not any(slices.samples):
         return {"name": f"ab[{record['case_id']}]", "params": {"case": record["case_id"]}, "extra_info": record,
                 "stats": None}
-    rounds = [s for part in slices.samples for s in part]
+    rounds = rounds if rounds is not None else [s for part in slices.samples for s in part]
     stats = _stats(rounds)
     median, old = stats["median"], record.get("median_s")
     for name in PER_SECOND_FIELDS:
@@ -191,10 +169,12 @@ def _run_ab(repo: Path, rev: str, commit: str, values: dict[str, Any], blocks: i
             entries: dict[str, list[dict]] = {"A": [], "B": []}
             for n, case_id in enumerate(common, 1):
                 got = measure_case(case_id, sides, schedule(blocks, rng))
-                if not any(s.failed for s in got.values()):
-                    remove_block_effects(got["A"], got["B"])
+                judged = {"A": None, "B": None}
+                if not any(s.failed or not s.samples for s in got.values()):
+                    judged["A"], judged["B"] = judged_rounds(*(list(zip(got[n].blocks, got[n].samples, strict=True))
+                                                              for n in ("A", "B")))
                 for name in sides:
-                    entries[name].append(pooled_entry(got[name]))
+                    entries[name].append(pooled_entry(got[name], judged[name]))
                 say(_progress(n, len(common), case_id, entries["A"][-1], entries["B"][-1]))
         finally:
             for side in sides.values():
