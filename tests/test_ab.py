@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from bench.ab.engine import Slices, pooled_entry, schedule
+from bench.ab.rounds import fastest_half, judged_rounds
 from bench.cli import main
 from tests.injected_slowdown import MARK, inject
 
@@ -41,20 +42,38 @@ def test_schedule_is_abba_blocks_in_random_order():
     assert schedule(5, random.Random(7)) == schedule(5, random.Random(7))
 
 
-def test_pooled_entry_redoes_the_statistics_from_all_slices():
+def test_pooled_entry_redoes_the_statistics_from_the_judged_rounds():
     rec = {"case_id": "c", "status": "ok", "median_s": 1.0, "tflops": 2.0, "peak_mem_bytes": 100, "noisy": False}
-    slices = Slices([rec, dict(rec, median_s=3.0, peak_mem_bytes=300, noisy=True)], [[1.0, 1.0, 1.0], [3.0, 3.0]])
+    slices = Slices([rec, dict(rec, median_s=3.0, peak_mem_bytes=300, noisy=True)], [[1.0, 1.0, 1.0], [3.0, 3.0]],
+                    [0, 0])
     entry = pooled_entry(slices)
     info = entry["extra_info"]
     assert entry["stats"]["data"] == [1.0, 1.0, 1.0, 3.0, 3.0] and info["rounds"] == 5
     assert info["median_s"] == 1.0 and info["tflops"] == 2.0 and info["noisy"] is True
     assert info["peak_mem_bytes"] == 200  # the median of the slices' peaks
-    three = pooled_entry(Slices([rec], [[3.0, 3.0, 3.0]]))
-    assert three["extra_info"]["tflops"] == pytest.approx(2.0 / 3)  # throughput follows the pooled median
+    assert info["ab_slices"] == [{"block": 0, "rounds": [1.0, 1.0, 1.0]}, {"block": 0, "rounds": [3.0, 3.0]}]
+    three = pooled_entry(Slices([rec], [[1.0, 1.0]], [0]), rounds=[3.0, 3.0, 3.0])
+    assert three["extra_info"]["tflops"] == pytest.approx(2.0 / 3)  # throughput follows the judged median
+
+
+def test_fastest_half_drops_the_rounds_the_host_slowed():
+    assert fastest_half([5.0, 1.0, 9.0, 2.0, 1.5, 7.0, 3.0]) == [1.0, 2.0, 1.5, 3.0]
+    assert fastest_half([2.0, 1.0, 3.0]) == [2.0, 1.0, 3.0]  # too few to drop any
+    assert fastest_half([1.0] * 8) == [1.0] * 4
+
+
+def test_judged_rounds_remove_a_slow_spell_that_spans_a_block_and_keep_each_block_s_ratio():
+    # B is 1.2x A in every block; block 1 ran during a slow spell (everything x3)
+    a = [(0, [1.0] * 6), (0, [1.0] * 6), (1, [3.0] * 6), (1, [3.0] * 6)]
+    b = [(0, [1.2] * 6), (0, [1.2] * 6), (1, [3.6] * 6), (1, [3.6] * 6)]
+    ja, jb = judged_rounds(a, b)
+    assert len(ja) == len(jb) == 12
+    assert max(ja) == pytest.approx(min(ja)) and max(jb) == pytest.approx(min(jb))  # the spell is gone
+    assert jb[0] / ja[0] == pytest.approx(1.2)
 
 
 def test_a_case_not_ok_is_an_untimed_entry():
-    entry = pooled_entry(Slices([{"case_id": "c", "status": "unsupported", "reason": "no"}], [[]]))
+    entry = pooled_entry(Slices([{"case_id": "c", "status": "unsupported", "reason": "no"}], [[]], [0]))
     assert entry["stats"] is None and entry["extra_info"]["status"] == "unsupported"
 
 

@@ -4,6 +4,7 @@ case in its backend's colour, change points ringed (red: regressed, green: impro
 from __future__ import annotations
 
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter
 
 from bench.report.history import History
 from bench.report.style import backend_color, backend_marker
@@ -27,7 +28,7 @@ def family_figure(history: History, fam: str) -> Figure | None:
         return None
     points = history.points
     x = list(range(len(points)))
-    fig = Figure(figsize=(max(6.0, 1.0 + 0.6 * len(points)), 4.5), layout="constrained")
+    fig = Figure(figsize=(max(8.0, 3.0 + 0.6 * len(points)), 4.5), layout="constrained")
     ax = fig.add_subplot()
     index = {p.commit: i for i, p in enumerate(points)}
     for cid in ids:
@@ -43,11 +44,14 @@ def family_figure(history: History, fam: str) -> Figure | None:
                         markeredgecolor=RING.get(change.verdict, "black"), markeredgewidth=2)
     ax.set_xticks(x, [p.label for p in points], rotation=45, ha="right", fontsize=8)
     ax.set_yscale("log")
+    plain = FuncFormatter(lambda v, _: f"{v:g}")
+    ax.yaxis.set_major_formatter(plain)
+    ax.yaxis.set_minor_formatter(plain)
     ax.set_ylabel("median time per call (ms)")
     ax.set_xlabel("commit (oldest left; ringed: change point, red slower, green faster)")
     ax.set_title(fam, fontsize=10)
-    if len(ids) <= 12:
-        ax.legend(fontsize=7, loc="best")
+    if len(ids) <= 16:
+        fig.legend(fontsize=7, loc="outside right upper")
     return fig
 
 
