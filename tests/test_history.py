@@ -13,7 +13,8 @@ from tests.results_factory import make_record, make_run
 
 CASES = [(b, s, hkv) for b in ("sdpa", "naive", "sdpa-flash") for s in (256, 512) for hkv in (8, 2)]  # 12 cases
 SHAS = {"c1": "a" * 40, "c2": "b" * 40, "c3": "c" * 40}
-DATES = {"c1": "2026-11-01T10:00:00+00:00", "c2": "2026-11-02T10:00:00+00:00", "c3": "2026-11-03T10:00:00+00:00"}
+# c3 without an offset: taken as UTC, and still ordered with the others
+DATES = {"c1": "2026-11-01T10:00:00+00:00", "c2": "2026-11-02T10:00:00+00:00", "c3": "2026-11-03T10:00:00"}
 
 
 def run_at(commit: str, slow_backend: str | None = None, factor: float = 1.0, seed: int = 0) -> dict:

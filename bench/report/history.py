@@ -15,7 +15,7 @@ import fnmatch
 import re
 import subprocess
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 
 from bench.baseline import BaselineError, merge_passes
@@ -99,6 +99,8 @@ def commit_of(doc: RunDocument, path: str) -> tuple[str, datetime, bool]:
         when = datetime.fromisoformat(str(date)) if date else _git_date(cid)
     except ValueError:
         when = _git_date(cid)
+    if when is not None and when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)  # dates without an offset are taken as UTC, so all compare
     if when is None:
         raise HistoryError(f"{path}: commit {cid[:12]} has no date in the file and git does not know it here; run "
                            "history in the repository that has that commit")
