@@ -30,8 +30,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "its slowest thread, so one busy core stalls every call)")
     for f in spec.axis_fields():
         p.add_argument(f"--{f.metadata['flag']}", dest=f.name, help=f.metadata["help"], default=None)
-    p.add_argument("--blocks", type=int, default=3,
-                   help="ABBA blocks per case (default 3): each side times each case twice per block")
+    p.add_argument("--blocks", type=int, default=5,
+                   help="ABBA blocks per case (default 5): each side times each case twice per block")
     p.add_argument("--seed", type=int, help="seed of the blocks' random order (default: a fresh one, printed)")
     p.add_argument("--malloc", choices=["default", "tuned"], default="tuned",
                    help="glibc malloc of both sides (CPU): tuned (default) keeps large blocks in the heap, so "
