@@ -2,7 +2,8 @@
 
 Each case is timed in `blocks` blocks; a block is ABBA or BAAB (a coin flip), each letter one slice: the side's
 Runner checks the case and times it for a share of the case's budget. A slow spell of the machine therefore lands
-on both sides alike, and neither side always goes first. A side's slices are pooled into one record, so the two
+on both sides alike, and neither side always goes first. bench.ab.rounds turns both sides' slices into the rounds
+compared (each slice's fastest half, every block at one level); each side's are pooled into one record, so the two
 sides become two ordinary run documents for bench.compare.
 """
 
