@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import random
 import shutil
+import signal
 import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -232,3 +234,18 @@ def test_real_injected_slowdown_is_caught(real_repo, capsys):
     out = capsys.readouterr().out
     regressed = int(out.split('"regressed": ')[1].split(",")[0])
     assert regressed >= 9, out[-3000:]
+
+
+@pytest.mark.slow
+def test_sigterm_ends_like_ctrl_c_and_removes_the_worktree(fake_repo):
+    proc = subprocess.Popen([sys.executable, "-m", "bench", "ab", "HEAD", "--repo", str(fake_repo), "--blocks", "100"],
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        for line in proc.stderr:  # wait until the cases are being measured
+            if line.startswith("[1/"):
+                break
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 130  # as after Ctrl-C
+    finally:
+        proc.kill()
+    assert len(git(fake_repo, "worktree", "list").splitlines()) == 1

@@ -65,8 +65,6 @@ def _interface(out, tree: str):
 
 
 def _plan(api: dict, request: dict, state: dict) -> dict:
-    import torch
-
     try:
         try:
             plan = api["plan"](request["values"], default_out=False)
@@ -74,9 +72,11 @@ def _plan(api: dict, request: dict, state: dict) -> dict:
             plan = api["plan"](request["values"])
     except ValueError as err:  # bench.errors.InputError: the values are bad input for this revision
         return {"ok": False, "error": str(err)}
-    torch.manual_seed(0)
-    if plan.threads:
-        torch.set_num_threads(plan.threads)
+    torch = sys.modules.get("torch")  # the revision's code imported it (a revision without torch has nothing to set)
+    if torch is not None:
+        torch.manual_seed(0)
+        if plan.threads:
+            torch.set_num_threads(plan.threads)
     # the case's time budget is shared by its slices: each side times a case `slices` times
     budget = request.get("slice_budget_s") or plan.sweep.budget_s / max(1, int(request.get("slices") or 1))
     calibration = api["calibrate"](plan.device)
@@ -88,7 +88,7 @@ def _plan(api: dict, request: dict, state: dict) -> dict:
     return {"ok": True, "cases": list(state["cases"]), "device": plan.device,
             "fingerprint": api["fingerprint"](plan.device), "calibration": calibration,
             "commit": api["git_commit"](), "bench_file": state["bench_dir"], "budget_s": budget,
-            "threads": torch.get_num_threads()}
+            "threads": torch.get_num_threads() if torch is not None else None}
 
 
 def _run(request: dict, state: dict) -> dict:
