@@ -35,9 +35,13 @@ MEASURED_DOCS: dict[str, str] = {
     "model_mem_bytes": "analytic model of that peak, bytes (materialising: score matrix; tiled: O(S); none for a "
                        "layer)",
     "max_abs_err": "largest absolute error against the float64 reference",
-    "pct_gemm_ceiling": "achieved FLOP/s as % of the run's measured GEMM FLOP/s",
+    "pct_gemm_ceiling": "achieved FLOP/s as % of the run's measured GEMM FLOP/s in the case's dtype (else the "
+                        "device's main dtype)",
     "pct_copy_ceiling": "achieved bandwidth as % of the run's measured copy bandwidth",
+    "pct_read_ceiling": "achieved bandwidth as % of the run's measured read-only bandwidth (a sum over a large "
+                        "buffer): the ceiling a read-mostly decode step is judged against",
     "pct_spec_flops": "achieved FLOP/s as % of the device's spec-sheet peak (GPU, bf16/fp16 only)",
+    "pct_spec_bandwidth": "achieved bandwidth as % of the device's spec-sheet memory bandwidth (GPU)",
     "median_s": "median time of one call, seconds (empty unless ok)",
     "ci_low_s": "lower end of the 95% confidence interval of the median, seconds",
     "ci_high_s": "upper end of the 95% confidence interval of the median, seconds",
@@ -52,6 +56,20 @@ MEASURED_DOCS: dict[str, str] = {
     "threads": "CPU threads torch used",
     "gpu_before": "CUDA: NVML clocks, power, temperature and clock-event reasons just before the case (else empty)",
     "gpu_after": "CUDA: the same just after the case, so throttling during it shows",
+    "timings": "every timing mode side by side, {mode: {median_s, ci_low_s, ci_high_s, rounds, calls_per_round}}: "
+               "warm and kernel (CPU and CUDA), cold and graph (CUDA); the headline is warm on CPU, cold on CUDA",
+    "overhead_pct": "share of a warm call spent outside the kernels (CPU: outside the aten ops), "
+                    "100 x (warm - kernel) / warm",
+    "launch_bound": "true when the warm time is at least 2x the kernel time (launch, dispatch or Python dominate)",
+    "kernels": "the kernels (CUDA) or ops (CPU) that ran, biggest own time first, a handful at most: "
+               "[{name, calls, seconds_per_call}] per call",
+    "sdpa_kernel": "sdpa backends: the kernel torch ran (flash, efficient, cudnn, math, ...), from the profiler's op "
+                   "names; empty for other backends",
+    "throttled": "CUDA: some timed rounds ran while the GPU was throttled (power, thermal, hardware slowdown) even "
+                 "after a cool-down; compare treats the case as noisy",
+    "joules_per_call": "CUDA: energy of one call, joules, from NVML's total-energy counter over the warm rounds",
+    "tokens_per_joule": "CUDA: query tokens per joule, B x Sq / joules_per_call",
+    "watts": "CUDA: mean board power over the warm rounds, watts",
 }
 # Every field of a record, in order, with its meaning: the README's results schema and the report's columns.
 FIELDS: dict[str, str] = CASE_DOCS | SHAPE_DOCS | RUN_OF_CASE_DOCS | MEASURED_DOCS
@@ -94,12 +112,15 @@ def derived(record: dict[str, Any], median_s: float, calibration: dict[str, floa
     flops_s = record["flops"] / median_s
     bytes_s = record["bytes"] / median_s
     tokens = record["batch"] * record["seq_q"]
+    gemm = calibration.get(f"gemm_flops_per_s_{record['dtype']}") or calibration["gemm_flops_per_s"]
     return {
         "tflops": flops_s / 1e12,
         "tokens_per_s": tokens / median_s,
         "gb_per_s": bytes_s / 1e9,
-        "pct_gemm_ceiling": 100 * flops_s / calibration["gemm_flops_per_s"],
+        "pct_gemm_ceiling": 100 * flops_s / gemm,
         "pct_copy_ceiling": 100 * bytes_s / calibration["copy_bytes_per_s"],
+        "pct_read_ceiling": 100 * bytes_s / calibration["read_bytes_per_s"] if calibration.get("read_bytes_per_s")
+        else None,
         # the spec sheet's figure is for bf16/fp16 tensor cores: other dtypes have no honest percentage of it
         "pct_spec_flops": 100 * flops_s / spec if spec and record["dtype"] in ("bf16", "fp16") else None,
         "kv_bytes_per_s": record["kv_cache_bytes"] / median_s if record["kv_cache_bytes"] else None,
@@ -113,6 +134,22 @@ def timed(record: dict[str, Any], stats: Any, timing: Any, calibration: dict[str
                 timer=timing.timer, calls_per_round=timing.calls_per_round, noisy=timing.noisy,
                 **derived(record, stats.median, calibration, spec), median_s=stats.median, ci_low_s=stats.ci_low,
                 ci_high_s=stats.ci_high, iqr_s=stats.iqr, rounds=stats.rounds)
+
+
+def with_modes(record: dict[str, Any], case_timing: Any, spec_bytes_per_s: float | None = None) -> dict[str, Any]:
+    """The fields only a bench.measure.modes.CaseTiming gives: every mode, kernels, energy, throttling."""
+    kernel = case_timing.kernel
+    energy = case_timing.energy
+    joules = energy["joules"] / energy["calls"] if energy else None
+    sdpa = record["backend"] == "sdpa" or record["backend"].startswith("sdpa-")
+    notes = "; ".join([record["reason"], *case_timing.notes]).strip("; ")
+    return dict(record, reason=notes, timings=case_timing.timings(), overhead_pct=case_timing.overhead_pct(),
+                launch_bound=case_timing.launch_bound(), kernels=kernel.top() if kernel else None,
+                sdpa_kernel=kernel.sdpa_kernel if kernel and sdpa else None, throttled=case_timing.throttled,
+                joules_per_call=joules, tokens_per_joule=record["batch"] * record["seq_q"] / joules if joules else None,
+                watts=energy["joules"] / energy["seconds"] if energy else None,
+                pct_spec_bandwidth=100 * record["bytes"] / record["median_s"] / spec_bytes_per_s
+                if spec_bytes_per_s and record.get("median_s") else None)
 
 
 def untimed_entry(record: dict[str, Any], name: str, fullname: str, group: str | None) -> dict[str, Any]:

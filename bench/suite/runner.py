@@ -12,22 +12,26 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
 
 from bench.backends import Unsupported, attention, get_backend
 from bench.layers import MultiHeadAttention, make_layer, make_layer_input
-from bench.measure.calibrate import spec_flops
+from bench.measure.calibrate import spec_sheet
 from bench.measure.environment import gpu_reading
 from bench.measure.memory import available_cpu_bytes, peak_bytes
+from bench.measure.modes import time_case
+from bench.measure.nvml import Gpu
 from bench.measure.stats import summarize
-from bench.measure.timer import measure, sync
+from bench.measure.timer import sync
 from bench.metrics import ELEMENT_BYTES, layer_d_model, layer_weight_bytes, model_mem_bytes
-from bench.record import new_record, timed
+from bench.record import new_record, timed, with_modes
 from bench.reference import (
     LAYER_TOLERANCES,
     TOLERANCES,
@@ -112,10 +116,13 @@ def _free(device: str, failed: bool) -> None:
 
 
 class Runner:
-    def __init__(self, calibration: dict[str, float], gpu_name: str | None = None, budget_s: float = 1.0) -> None:
+    def __init__(self, calibration: dict[str, float], gpu_name: str | None = None, budget_s: float = 1.0,
+                 trace_dir: Path | None = None) -> None:
         self.calibration = calibration
         self.budget_s = budget_s
-        self.spec_flops = spec_flops(gpu_name)
+        self.spec = spec_sheet(gpu_name)
+        self.spec_flops = self.spec.flops_per_s if self.spec else None
+        self.trace_dir = trace_dir
         self.references = ReferenceCache()
 
     def run(self, case: Case) -> Outcome:
@@ -177,7 +184,10 @@ class Runner:
             fn = self._callable(case, q, k, v)
         else:
             fn = self._layer_callable(case, layer, make_layer_input(shape, device, seed=1, requires_grad=grad))
-        warm_up_s, timing = measure(fn, device, self.budget_s)  # the warm-up compiles flex, builds plans
+        # every timing mode (bench.measure.modes); the warm-up compiles flex, builds plans
+        gpu = Gpu.open(torch.cuda.current_device()) if device == "cuda" else None
+        case_timing = time_case(fn, device, self.budget_s, gpu, self._trace_path(case))
+        warm_up_s, timing = case_timing.first_call_s, case_timing.headline
         # The first call of this backend on this shape: the check's, when it ran the case's own shape forward.
         exact_fwd = check_shape(shape) == shape and case.pass_ == "fwd"
         record["first_call_s"] = check_call_s if exact_fwd else warm_up_s
@@ -185,7 +195,14 @@ class Runner:
         if device == "cuda":
             record["gpu_after"] = gpu_reading(torch.cuda.current_device())
         record = timed(record, summarize(timing.samples), timing, self.calibration, self.spec_flops)
+        record = with_modes(record, case_timing, self.spec.bytes_per_s if self.spec else None)
         return Outcome(record, timing.samples)
+
+    def _trace_path(self, case: Case) -> Path | None:
+        """--trace DIR: the kernel mode's profiler trace of this case, one file per case id."""
+        if self.trace_dir is None:
+            return None
+        return self.trace_dir / (re.sub(r"[^A-Za-z0-9.=_-]+", "_", case.id) + ".trace.json")
 
     def _check(self, case: Case) -> tuple[Check, float]:
         """The forward check against the reference, and how long the backend's call took."""
