@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import statistics
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -46,7 +47,7 @@ SDPA_OPS = {
 class KernelRow:
     name: str
     calls: float  # launches (or op calls) per profiled call
-    seconds_per_call: float  # its own time per profiled call (self time; a device kernel's duration)
+    seconds_per_call: float  # its own time in a call, median over the profiled calls (self time; a kernel's duration)
     total_seconds_per_call: float  # CPU: with the ops it called; CUDA: the same as seconds_per_call
 
 
@@ -104,8 +105,9 @@ def summarize_events(events: list, device: str) -> KernelProfile:
         raise RuntimeError("the profiler recorded no call markers")
     starts = [m.time_range.start for m in markers] + [math.inf]
     per_call = [0.0] * len(markers)
-    own: dict[str, float] = defaultdict(float)
-    total: dict[str, float] = defaultdict(float)
+    n = len(markers)
+    own: dict[str, list[float]] = defaultdict(lambda: [0.0] * n)  # per name, per call
+    total: dict[str, list[float]] = defaultdict(lambda: [0.0] * n)
     count: dict[str, int] = defaultdict(int)
     op_names: set[str] = set()
     for e in events:
@@ -121,11 +123,12 @@ def summarize_events(events: list, device: str) -> KernelProfile:
             continue
         seconds = (e.time_range.end - e.time_range.start) / 1e6 if on_device else e.self_cpu_time_total / 1e6
         per_call[i] += seconds
-        own[e.name] += seconds
-        total[e.name] += seconds if on_device else e.cpu_time_total / 1e6
+        own[e.name][i] += seconds
+        total[e.name][i] += seconds if on_device else e.cpu_time_total / 1e6
         count[e.name] += 1
-    n = len(markers)
-    rows = sorted((KernelRow(name, count[name] / n, own[name] / n, total[name] / n) for name in own),
+    # the median over the calls, as for every timing: one preempted call must not reorder the table
+    rows = sorted((KernelRow(name, count[name] / n, statistics.median(own[name]), statistics.median(total[name]))
+                   for name in own),
                   key=lambda r: -r.seconds_per_call)
     wall = [(m.time_range.end - m.time_range.start) / 1e6 for m in markers]
     return KernelProfile(per_call, wall, rows, sdpa_choice(op_names), device)

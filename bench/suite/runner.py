@@ -26,7 +26,7 @@ from bench.layers import MultiHeadAttention, make_layer, make_layer_input
 from bench.measure.calibrate import spec_sheet
 from bench.measure.environment import gpu_reading
 from bench.measure.memory import available_cpu_bytes, peak_bytes
-from bench.measure.modes import time_case
+from bench.measure.modes import CaseTiming, time_case
 from bench.measure.nvml import Gpu
 from bench.measure.stats import summarize
 from bench.measure.timer import sync
@@ -123,6 +123,8 @@ class Runner:
         self.spec = spec_sheet(gpu_name)
         self.spec_flops = self.spec.flops_per_s if self.spec else None
         self.trace_dir = trace_dir
+        self.keep_last = False
+        self.last: tuple[Callable[[], object], CaseTiming] | None = None
         self.references = ReferenceCache()
 
     def run(self, case: Case) -> Outcome:
@@ -196,6 +198,8 @@ class Runner:
             record["gpu_after"] = gpu_reading(torch.cuda.current_device())
         record = timed(record, summarize(timing.samples), timing, self.calibration, self.spec_flops)
         record = with_modes(record, case_timing, self.spec.bytes_per_s if self.spec else None)
+        if self.keep_last:  # `bench profile` reads the whole kernel table and re-runs the call for a memory snapshot
+            self.last = (fn, case_timing)
         return Outcome(record, timing.samples)
 
     def _trace_path(self, case: Case) -> Path | None:

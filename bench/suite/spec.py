@@ -164,6 +164,9 @@ PROFILES: dict[str, dict[str, Sweep]] = {
         "full": Sweep(kv_heads=(8, 4, 2, 1), seqs=(256, 512, 1024, 2048, 4096), batches=(1, 4), head_dims=(64, 128),
                       dtypes=("fp32", "bf16"), masks=("none", "causal", "window:256"), phases=PHASES,
                       passes=PASSES, decode_q=(1, 4)),
+        # `bench gpu-check --dry-run`: the GPU check's steps at a size the test suite can afford
+        "gpu-check": Sweep(backends=("naive", "sdpa"), heads=(2,), kv_heads=(1,), seqs=(64,), phases=PHASES,
+                           decode_kv=(128,), budget_s=0.05),
     },
     "cuda": {
         "quick": Sweep(heads=(16,), kv_heads=(16, 4, 1), seqs=(1024, 4096), head_dims=(128,), dtypes=("bf16",),
@@ -185,6 +188,18 @@ PROFILES: dict[str, dict[str, Sweep]] = {
                       tokens_per_batch=16384, head_dims=(64, 128), dtypes=("bf16", "fp16"),
                       masks=("none", "causal", "window:256"), phases=PHASES, passes=PASSES, decode_q=(1, 4),
                       decode_kv=(8192, 32768, 131072)),
+        # `bench gpu-check` (about 5 minutes on an H200): every backend x MHA/GQA/MQA x D 64, 128 at 1k and 4k; the
+        # published anchors' shapes (D 128, 8k and 16k, none and causal, fwd and fwd+bwd) for the fast kernels;
+        # decode against KV 4k-128k at batch 1 and 64.
+        "gpu-check": Sweep(heads=(16,), kv_heads=(16, 4, 1), seqs=(1024, 4096), tokens_per_batch=16384,
+                           head_dims=(64, 128), dtypes=("bf16",), budget_s=0.3,
+                           also=(Sweep(backends=("sdpa", "sdpa-flash", "sdpa-efficient", "sdpa-cudnn", "flex"),
+                                       heads=(16,), kv_heads=(16, 4), seqs=(8192, 16384), tokens_per_batch=16384,
+                                       head_dims=(128,), dtypes=("bf16",), masks=("none", "causal"), passes=PASSES,
+                                       budget_s=0.3),
+                                 Sweep(heads=(32,), kv_heads=(32, 8, 1), head_dims=(128,), dtypes=("bf16",),
+                                       phases=("decode",), decode_kv=(4096, 32768, 131072), batches=(1, 64),
+                                       budget_s=0.3))),
     },
 }
 
