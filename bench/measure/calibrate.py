@@ -64,7 +64,7 @@ def spec_flops(gpu_name: str | None) -> float | None:
 
 
 def _time(fn, device: str) -> float:
-    _, timing = measure(fn, device, budget_s=2.0)
+    _, timing = measure(fn, device, budget_s=1.0)
     return summarize(timing.samples).median
 
 
