@@ -129,7 +129,8 @@ def report_lines(record: dict, timing) -> list[str]:
     """The kernel table (name, calls, total and self time, % of the call) and the case's other facts."""
     kernel = timing.kernel
     wall = sum(kernel.wall_s) / len(kernel.wall_s)
-    lines = [f"{'kernel' if kernel.device == 'cuda' else 'op'} (per call){'':<62} calls      total       self  % call"]
+    label = "kernel (per call)" if kernel.device == "cuda" else "op (per call)"
+    lines = [f"{label:<80} {'calls':>6} {'total':>10} {'self':>10} {'% call':>6}"]
     for row in kernel.rows[:20]:
         lines.append(f"{row.name[:80]:<80} {row.calls:6.1f} {fmt_seconds(row.total_seconds_per_call):>10} "
                      f"{fmt_seconds(row.seconds_per_call):>10} {100 * row.seconds_per_call / wall:6.1f}")
