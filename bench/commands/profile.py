@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     fn, timing = runner.last
     trace = out / "trace.json"
-    runner._trace_path(case).replace(trace)
+    runner.trace_path(case).replace(trace)
     for line in report_lines(record, timing):
         print(line)
     print(f"trace: {trace} (open it in https://ui.perfetto.dev or chrome://tracing)")

@@ -188,7 +188,7 @@ class Runner:
             fn = self._layer_callable(case, layer, make_layer_input(shape, device, seed=1, requires_grad=grad))
         # every timing mode (bench.measure.modes); the warm-up compiles flex, builds plans
         gpu = Gpu.open(torch.cuda.current_device()) if device == "cuda" else None
-        case_timing = time_case(fn, device, self.budget_s, gpu, self._trace_path(case))
+        case_timing = time_case(fn, device, self.budget_s, gpu, self.trace_path(case))
         warm_up_s, timing = case_timing.first_call_s, case_timing.headline
         # The first call of this backend on this shape: the check's, when it ran the case's own shape forward.
         exact_fwd = check_shape(shape) == shape and case.pass_ == "fwd"
@@ -202,7 +202,7 @@ class Runner:
             self.last = (fn, case_timing)
         return Outcome(record, timing.samples)
 
-    def _trace_path(self, case: Case) -> Path | None:
+    def trace_path(self, case: Case) -> Path | None:
         """--trace DIR: the kernel mode's profiler trace of this case, one file per case id."""
         if self.trace_dir is None:
             return None
