@@ -231,3 +231,23 @@ def test_gpu_check_dry_run(tmp_path, capsys):
     for expected in ("tests: exit 0", "sweep: exit 0", "ceiling | measured", "sdpa's kernel", "mode kernel"):
         assert expected in summary, expected
     assert (tmp_path / "report" / "index.html").exists()
+
+
+def test_report_tables_sdpa_choice_per_family_and_dtype():
+    import pandas as pd
+
+    from bench.report.kernels import ceiling_rows, overhead_rows, sdpa_choices
+
+    base = {"device": "cuda", "phase": "prefill", "variant": "gqa", "mask": "causal", "pass": "fwd", "status": "ok",
+            "overhead_pct": 10.0, "launch_bound": False}
+    df = pd.DataFrame([dict(base, backend="sdpa", dtype="bf16", seq_kv=1024, sdpa_kernel="flash"),
+                       dict(base, backend="sdpa", dtype="bf16", seq_kv=4096, sdpa_kernel="cudnn"),
+                       dict(base, backend="sdpa", dtype="fp32", seq_kv=1024, sdpa_kernel="efficient"),
+                       dict(base, backend="naive", dtype="bf16", seq_kv=1024, sdpa_kernel=None, overhead_pct=80.0,
+                            launch_bound=True)])
+    rows = sdpa_choices(df)
+    assert [r[2] for r in rows] == ["bf16", "fp32"]
+    assert rows[0][3] in ("flash ×1, cudnn ×1", "cudnn ×1, flash ×1") and rows[0][4] == "1024–4096"
+    assert ["cuda", "naive", "prefill", "80%", "1 of 1"] in overhead_rows(df)
+    spec = ceiling_rows([{"read_bytes_per_s": 4e12, "gemm_flops_per_s_bf16": 8e14}], ["NVIDIA H100 NVL"])
+    assert spec[-1][1].startswith("H100 NVL") and len(spec) == 3
