@@ -133,7 +133,8 @@ def time_case(fn: Callable[[], object], device: str, budget_s: float, gpu: Gpu |
         modes = {"warm": time_cpu(fn, one_call_s, budget_s, TARGET)}
     kernel = None
     try:
-        kernel = profile_calls(fn, device, calls_to_profile(one_call_s), trace)
+        # sized by the warm median: the single sizing call may have been preempted
+        kernel = profile_calls(fn, device, calls_to_profile(summarize(modes["warm"].samples).median), trace)
         modes["kernel"] = kernel_timing(kernel)
     except Exception as err:
         notes.append(f"kernel mode: profiling failed: {_first_line(err)}")
