@@ -67,9 +67,10 @@ MEASURED_DOCS: dict[str, str] = {
                    "names; empty for other backends",
     "throttled": "CUDA: some timed rounds ran while the GPU was throttled (power, thermal, hardware slowdown) even "
                  "after a cool-down; compare treats the case as noisy",
-    "joules_per_call": "CUDA: energy of one call, joules, from NVML's total-energy counter over the warm rounds",
+    "joules_per_call": "CUDA: energy of one call, joules, from NVML's total-energy counter over >= 0.1 s of "
+                       "back-to-back calls",
     "tokens_per_joule": "CUDA: query tokens per joule, B x Sq / joules_per_call",
-    "watts": "CUDA: mean board power over the warm rounds, watts",
+    "watts": "CUDA: mean board power over those calls, watts",
 }
 # Every field of a record, in order, with its meaning: the README's results schema and the report's columns.
 FIELDS: dict[str, str] = CASE_DOCS | SHAPE_DOCS | RUN_OF_CASE_DOCS | MEASURED_DOCS

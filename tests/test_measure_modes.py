@@ -132,17 +132,22 @@ def test_still_throttled_after_the_cool_down_marks_the_case():
     assert t.throttled is True and t.dropped_rounds == 1 and len(t.samples) >= timer.MIN_ROUNDS
 
 
-def test_energy_over_the_warm_rounds():
+def test_energy_over_a_window_of_back_to_back_calls(monkeypatch):
+    monkeypatch.setattr(modes, "ENERGY_WINDOW_S", 0.0)  # one chunk
     gpu = nvml.Gpu.open(0, nv=FakeNvml(), props=types.SimpleNamespace(uuid="bbbb"))
-    timing, energy = modes._energy(gpu, lambda: timer.Timing([1e-3] * 8, 10, False, "fake"))
-    assert energy["joules"] == pytest.approx(1.0) and energy["calls"] == 80 and energy["seconds"] > 0
-    ct = modes.CaseTiming(0.0, "cuda", {"cold": timing, "warm": timing}, energy=energy)
+    calls = []
+    energy = modes.measure_energy(lambda: calls.append(1), gpu, chunk=80, sync=lambda: None)
+    assert len(calls) == 80 and energy["calls"] == 80
+    assert energy["joules"] == pytest.approx(1.0) and energy["seconds"] >= 0  # the fake adds 1 J per reading
+    assert modes.measure_energy(lambda: None, None, chunk=1, sync=lambda: None) is None
+    timing = timer.Timing([1e-3] * 8, 10, False, "fake")
+    ct = modes.CaseTiming(0.0, "cuda", {"cold": timing, "warm": timing}, energy=dict(energy, seconds=0.5))
     from bench.record import with_modes
 
     rec = with_modes({"backend": "naive", "batch": 2, "seq_q": 4, "reason": "", "bytes": 8, "median_s": 1e-3}, ct)
     assert rec["joules_per_call"] == pytest.approx(1 / 80)
     assert rec["tokens_per_joule"] == pytest.approx(8 * 80)
-    assert rec["watts"] > 0 and rec["throttled"] is False
+    assert rec["watts"] == pytest.approx(2.0) and rec["throttled"] is False
 
 
 def test_case_timing_cpu_modes_overhead_and_launch_bound():

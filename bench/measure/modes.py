@@ -10,8 +10,9 @@ kernel (CPU and CUDA): a few profiled calls (bench.measure.kernels); overhead_pc
 is the share of a warm call spent outside the kernels (CPU: outside the aten ops), and a case is launch_bound
 when warm >= LAUNCH_BOUND_RATIO x kernel, i.e. more than half of each call is launch, dispatch or Python.
 
-Energy (CUDA, NVML's total-energy counter) is read around the warm rounds: they run only the calls, back to
-back, while the cold rounds also run the L2 flush, whose energy is not the attention's.
+Energy (CUDA, NVML's total-energy counter) is read around at least ENERGY_WINDOW_S of back-to-back calls, after
+the warm rounds: only the calls run in it (the cold rounds also run the L2 flush, whose energy is not the
+attention's), and it is long enough for the counter, which moves every ~10 ms, to resolve it.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from bench.measure.timer import (
 HEADLINE = {"cpu": "warm", "cuda": "cold"}
 LAUNCH_BOUND_RATIO = 2.0
 SECONDARY_BUDGET = 0.5
+ENERGY_WINDOW_S = 0.1  # NVML's energy counter moves every ~10 ms on recent GPUs: a window of ten updates or more
 TARGET = 0.03  # the CI half-width every adaptive mode aims for, relative to the median
 
 
@@ -96,16 +98,25 @@ def _guard(gpu: Gpu | None) -> ThrottleGuard | None:
     return ThrottleGuard(gpu.throttled) if gpu is not None else None
 
 
-def _energy(gpu: Gpu | None, run: Callable[[], Timing]) -> tuple[Timing, dict[str, float] | None]:
-    """Run the warm rounds, reading the GPU's energy counter around them."""
-    before, t0 = (gpu.energy_mj() if gpu else None), time.perf_counter()
-    timing = run()
-    seconds = time.perf_counter() - t0
-    after = gpu.energy_mj() if gpu else None
-    if before is None or after is None or after <= before or timing.dropped_rounds:
-        return timing, None  # no counter, no update within the rounds, or a cool-down's idle time inside them
-    calls = len(timing.samples) * timing.calls_per_round
-    return timing, {"joules": (after - before) / 1e3, "calls": calls, "seconds": seconds}
+def measure_energy(fn: Callable[[], object], gpu: Gpu | None, chunk: int,
+                   sync: Callable[[], None] = torch.cuda.synchronize) -> dict[str, float] | None:
+    """Joules over ENERGY_WINDOW_S (at least) of back-to-back calls, in chunks of `chunk` calls; None without an
+    energy counter or when it did not move."""
+    if gpu is None or gpu.energy_mj() is None:
+        return None
+    sync()
+    before, t0, calls = gpu.energy_mj(), time.perf_counter(), 0
+    while True:
+        for _ in range(chunk):
+            fn()
+        calls += chunk
+        sync()
+        if time.perf_counter() - t0 >= ENERGY_WINDOW_S:
+            break
+    seconds, after = time.perf_counter() - t0, gpu.energy_mj()
+    if before is None or after is None or after <= before:
+        return None
+    return {"joules": (after - before) / 1e3, "calls": calls, "seconds": seconds}
 
 
 def kernel_timing(profile: KernelProfile) -> Timing:
@@ -122,8 +133,8 @@ def time_case(fn: Callable[[], object], device: str, budget_s: float, gpu: Gpu |
     energy = None
     if device == "cuda":
         modes = {"cold": time_cold(fn, budget_s, TARGET, guard=_guard(gpu))}
-        modes["warm"], energy = _energy(gpu, lambda: time_warm_cuda(fn, one_call_s, budget_s * SECONDARY_BUDGET,
-                                                                    TARGET, guard=_guard(gpu)))
+        modes["warm"] = time_warm_cuda(fn, one_call_s, budget_s * SECONDARY_BUDGET, TARGET, guard=_guard(gpu))
+        energy = measure_energy(fn, gpu, modes["warm"].calls_per_round)
         try:
             modes["graph"] = time_graph(fn, one_call_s, budget_s * SECONDARY_BUDGET, TARGET, guard=_guard(gpu))
         except Exception as err:  # a call that cannot be captured (it synchronises, or allocates on the host)
