@@ -256,3 +256,29 @@ def test_report_tables_sdpa_choice_per_family_and_dtype():
     assert ["cuda", "naive", "prefill", "80%", "1 of 1"] in overhead_rows(df)
     spec = ceiling_rows([{"read_bytes_per_s": 4e12, "gemm_flops_per_s_bf16": 8e14}], ["NVIDIA H100 NVL"])
     assert spec[-1][1].startswith("H100 NVL") and len(spec) == 3
+
+
+def test_gpu_check_summary_against_the_anchors(tmp_path):
+    from bench.report.gpu_check import summary_lines
+    from tests.results_factory import make_record, make_run
+
+    common = dict(device="cuda", dtype="bf16", head_dim=128, n_heads=16, n_kv_heads=4, seq=8192, batch=2, mask="none")
+    fwd = make_record("sdpa-cudnn", median_s=1e-3, **common)
+    both = make_record("sdpa-cudnn", median_s=3.5e-3, pass_="fwd+bwd", **common)
+    decode = make_record("sdpa", phase="decode", device="cuda", dtype="bf16", n_heads=32, n_kv_heads=8, seq=32768,
+                         median_s=1e-4, kv_cache_bytes=4_000_000, kv_bytes_per_s=4e10, sdpa_kernel="flash",
+                         timings={"cold": {"median_s": 1e-4}, "warm": {"median_s": 5e-5}})
+    refused = make_record("flash-attn", status="unsupported", device="cuda", reason="flash-attn: not installed")
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(make_run([fwd, both, decode, refused], fingerprint={"device": "cuda",
+                                                                                  "gpu_name": "NVIDIA H200"},
+                                        calibration={"gemm_flops_per_s": 8e14, "gemm_flops_per_s_bf16": 8e14,
+                                                     "copy_bytes_per_s": 4e12, "read_bytes_per_s": 4.4e12})))
+    text = "\n".join(summary_lines(path))
+    assert "spec sheet: H200, 989 TFLOP/s" in text
+    assert "GEMM bf16 | 800.000 | 790.0 | 1.01" in text
+    bwd_tflops = 2.5 * fwd["flops"] / 2.5e-3 / 1e12  # the backward alone: fwd+bwd minus fwd
+    assert f"sdpa-cudnn bwd none S=8192 | {both['case_id']} | {bwd_tflops:.1f} | 562" in text
+    assert "batch 1 KV 32768: best sdpa 0.04 TB/s" in text
+    assert "mode warm: 1 cases, median time / headline: geomean 0.50" in text
+    assert "unsupported: flash-attn x1: flash-attn: not installed" in text

@@ -32,6 +32,9 @@ ATTENTION_ANCHORS = {
     ("sdpa-cudnn", "fwd", "none", 16384): (595, "cuDNN fwd, H100 (FlashAttention-3 paper), 16k"),
     ("sdpa-cudnn", "fwd", "causal", 16384): (539, "cuDNN fwd causal, H100 (FlashAttention-3 paper), 16k"),
 }
+# every (backend, pass, mask, S) the GPU check reports, anchored or not
+ANCHOR_SHAPES = [(b, p, m, s) for b in ("sdpa-cudnn", "sdpa-flash") for s in (8192, 16384) for m in ("none", "causal")
+                 for p in ("fwd", "bwd")]
 DECODE_ANCHOR = (93.7, "cuDNN decode: 93.7% of peak (4.5 TB/s), H200, batch 128, KV 32k")
 
 
@@ -76,12 +79,14 @@ def summary_lines(path: Path) -> list[str]:
         value = cal.get(key)
         lines.append(f"{what} | {_fmt(value, 1e12, 3)} | {_fmt(anchor, 1e12)} | {_ratio(value, anchor)} | {source}")
     for key in sorted(k for k in cal if k.startswith("gemm_flops_per_s_") and k != "gemm_flops_per_s_bf16"):
-        lines.append(f"GEMM {key.rsplit('_', 1)[1]} | {_fmt(cal[key], 1e12)} TFLOP/s")
+        lines.append(f"GEMM {key.rsplit('_', 1)[1]} | {_fmt(cal[key], 1e12, 3)} TFLOP/s")
     lines.append("attention (bf16, d128, TFLOP/s) | case | measured | anchor | ratio | anchor source")
-    for (backend, pass_, mask, seq), (anchor, source) in ATTENTION_ANCHORS.items():
+    for key in ANCHOR_SHAPES:
+        backend, pass_, mask, seq = key
+        anchor, source = ATTENTION_ANCHORS.get(key, (None, "no published figure at this shape"))
         value, rec = _tflops(ok, backend, pass_, mask, seq)
         where = rec["case_id"] if rec else "not run or not ok"
-        lines.append(f"{backend} {pass_} {mask} S={seq} | {where} | {_fmt(value)} | {anchor} | "
+        lines.append(f"{backend} {pass_} {mask} S={seq} | {where} | {_fmt(value)} | {anchor or '—'} | "
                      f"{_ratio(value, anchor)} | {source}")
     lines += _decode_lines(ok, cal) + _mode_lines(ok) + _kernel_lines(ok) + _unsupported_lines(records)
     return lines
