@@ -68,11 +68,11 @@ def _time(fn, device: str) -> float:
     return summarize(timing.samples).median
 
 
-def gemm_flops_per_s(device: str, dtype: str | None = None) -> float:
-    """The best FLOP/s over GEMM_SHAPES in `dtype` (default: the device's main dtype)."""
+def gemm_flops_per_s(device: str, dtype: str | None = None, shapes: tuple | None = None) -> float:
+    """The best FLOP/s over `shapes` (default GEMM_SHAPES) in `dtype` (default: the device's main dtype)."""
     torch_dtype = DTYPES[dtype or MAIN_DTYPE[device]]
     best = 0.0
-    for m, n, k in GEMM_SHAPES[device]:
+    for m, n, k in shapes or GEMM_SHAPES[device]:
         best = max(best, 2 * m * n * k / _time(_matmul(m, n, k, torch_dtype, device), device))
     return best
 
@@ -102,7 +102,9 @@ def calibrate(device: str, dtypes: tuple[str, ...] = ()) -> dict[str, float]:
     out = {"gemm_flops_per_s": gemm_flops_per_s(device, main), "copy_bytes_per_s": copy_bytes_per_s(device),
            "read_bytes_per_s": read_bytes_per_s(device)}
     out[f"gemm_flops_per_s_{main}"] = out["gemm_flops_per_s"]
+    # a CPU without bf16/fp16 matrix units takes seconds per GEMM in them: one shape there
+    others = GEMM_SHAPES[device][:1] if device == "cpu" else None
     for dtype in dtypes:
         if f"gemm_flops_per_s_{dtype}" not in out:
-            out[f"gemm_flops_per_s_{dtype}"] = gemm_flops_per_s(device, dtype)
+            out[f"gemm_flops_per_s_{dtype}"] = gemm_flops_per_s(device, dtype, others)
     return out
