@@ -282,3 +282,15 @@ def test_gpu_check_summary_against_the_anchors(tmp_path):
     assert "batch 1 KV 32768: best sdpa 0.04 TB/s" in text
     assert "mode warm: 1 cases, median time / headline: geomean 0.50" in text
     assert "unsupported: flash-attn x1: flash-attn: not installed" in text
+
+
+def test_ceilings_per_dtype_and_read_only():
+    from bench.record import derived
+
+    rec = {"flops": 1e9, "bytes": 1e6, "batch": 1, "seq_q": 1, "dtype": "bf16", "kv_cache_bytes": None}
+    cal = {"gemm_flops_per_s": 1e12, "gemm_flops_per_s_bf16": 2e12, "copy_bytes_per_s": 1e9, "read_bytes_per_s": 2e9}
+    out = derived(rec, 1e-3, cal, None)
+    assert out["pct_gemm_ceiling"] == pytest.approx(50.0)  # against bf16's own GEMM, not the main dtype's
+    assert out["pct_copy_ceiling"] == pytest.approx(100.0) and out["pct_read_ceiling"] == pytest.approx(50.0)
+    older = derived(rec, 1e-3, {"gemm_flops_per_s": 1e12, "copy_bytes_per_s": 1e9}, None)  # a file before these
+    assert older["pct_gemm_ceiling"] == pytest.approx(100.0) and older["pct_read_ceiling"] is None
