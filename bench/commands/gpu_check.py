@@ -35,8 +35,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dry-run", action="store_true", help="the same steps on the CPU at a tiny size")
     p.add_argument("--out", type=Path, default=None, help="folder for the results, report and summary "
                    "(default: results/gpu-check-<time>)")
-    p.add_argument("--tests-timeout", type=float, default=200.0, help="seconds for the correctness tests")
-    p.add_argument("--sweep-timeout", type=float, default=360.0, help="seconds for the sweep (the results file "
+    p.add_argument("--tests-timeout", type=float, default=150.0, help="seconds for the correctness tests")
+    p.add_argument("--sweep-timeout", type=float, default=330.0, help="seconds for the sweep (the results file "
                    "keeps every finished case)")
 
 
@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
                                         DRY_TESTS if args.dry_run else CUDA_TESTS], args.tests_timeout)
     sweep = _step("sweep", [py, "-m", "bench", "run", "--profile", "gpu-check", "--device", device, "--out",
                             str(results)], args.sweep_timeout)
-    report = _step("report", [py, "-m", "bench", "report", str(results), "--out", str(out / "report")], 120)
+    report = _step("report", [py, "-m", "bench", "report", str(results), "--out", str(out / "report")], 60)
     after = _nvml_reading(device)
     from bench.report.gpu_check import summary_lines
 
