@@ -18,6 +18,7 @@ pool itself (flex's) are not: a server keeps its pool in its kernel's layout.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -45,34 +46,44 @@ from bench.shapes import AttentionShape
 FLASH_PAGE_MULTIPLE = 256  # flash-attn 2's paged kernel: "page block size must be divisible by 256"
 
 
+def block_table(w: Workload) -> torch.Tensor:
+    """(B, most pages) int32: row i lists sequence i's pages in the pool, in order; unused entries are page 0."""
+    assert w.page_size is not None
+    pages = [math.ceil(n / w.page_size) for n in w.kv_lens]
+    order = torch.randperm(sum(pages), generator=torch.Generator().manual_seed(SEED))  # the shuffled pool
+    table = torch.zeros((w.batch, max(pages)), dtype=torch.int32)
+    start = 0
+    for i, n in enumerate(pages):
+        table[i, :n] = order[start:start + n]
+        start += n
+    return table
+
+
+def page_order(w: Workload) -> tuple[int, torch.Tensor]:
+    """(pages in the pool, every sequence's tokens in order as slots of the flattened pool (pages x page_size))."""
+    assert w.page_size is not None
+    p, table = w.page_size, block_table(w).long()
+    slots = [table[i, torch.arange(n) // p] * p + torch.arange(n) % p for i, n in enumerate(w.kv_lens)]
+    return sum(math.ceil(n / p) for n in w.kv_lens), torch.cat(slots)
+
+
 class PagedCache:
     """K and V of every sequence scattered into a shuffled page pool, with the block table that finds them."""
 
     def __init__(self, w: Workload, seqs: Sequences) -> None:
         assert w.page_size is not None
         p = self.page_size = w.page_size
-        self.contexts = w.kv_lens
-        pages = [math.ceil(n / p) for n in w.kv_lens]
-        order = torch.randperm(sum(pages), generator=torch.Generator().manual_seed(SEED))
-        self.block_table = torch.zeros((w.batch, max(pages)), dtype=torch.int32)  # (B, most pages)
-        start = 0
-        for i, n in enumerate(pages):
-            self.block_table[i, :n] = order[start:start + n]
-            start += n
         k0 = seqs.k[0]
-        self.k_pool = k0.new_zeros((sum(pages), p, k0.shape[1], k0.shape[3]))  # (pages, page_size, Hkv, D)
+        pages, index = page_order(w)
+        self.block_table = block_table(w).to(k0.device)  # (B, most pages)
+        self.token_index = index.to(k0.device)  # every sequence's tokens as slots of the flattened pool
+        # (pages x page_size, Hkv, D) pools, filled through the index, viewed as (pages, page_size, Hkv, D)
+        self.k_pool = k0.new_zeros((pages * p, k0.shape[1], k0.shape[3]))
         self.v_pool = torch.zeros_like(self.k_pool)
-        for i, (k, v) in enumerate(zip(seqs.k, seqs.v, strict=True)):
-            for page in range(pages[i]):
-                phys = int(self.block_table[i, page])
-                part = slice(page * p, min((page + 1) * p, self.contexts[i]))
-                self.k_pool[phys, :part.stop - part.start] = k[0, :, part].transpose(0, 1)
-                self.v_pool[phys, :part.stop - part.start] = v[0, :, part].transpose(0, 1)
-        self.block_table = self.block_table.to(k0.device)
-        # every sequence's tokens as indices into the flattened pool (pages x page_size): the gathers' index
-        token = [self.block_table[i, torch.arange(n, device=k0.device) // p].long() * p
-                 + torch.arange(n, device=k0.device) % p for i, n in enumerate(self.contexts)]
-        self.token_index = torch.cat(token)  # (sum of contexts,)
+        self.k_pool[self.token_index] = torch.cat([k[0].transpose(0, 1) for k in seqs.k])
+        self.v_pool[self.token_index] = torch.cat([v[0].transpose(0, 1) for v in seqs.v])
+        self.k_pool = self.k_pool.view(pages, p, k0.shape[1], k0.shape[3])
+        self.v_pool = self.v_pool.view(pages, p, k0.shape[1], k0.shape[3])
 
     def gathered(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Every sequence's K and V, packed (sum of contexts, Hkv, D): one index_select per tensor."""
@@ -142,14 +153,19 @@ def _padded(backend: str, shape: AttentionShape, w: Workload, seqs: Sequences, c
     return call, lambda out: list(out.split(1))
 
 
-def _flex(shape: AttentionShape, w: Workload, seqs: Sequences, cache: PagedCache) -> Prepared:
+@functools.lru_cache(maxsize=8)
+def paged_mask(w: Workload, causal: bool, window: int | None, device: str):
+    """Flex's paged block mask: query token t of sequence s sees pool slot j iff the block table puts one of s's
+    tokens there and the mask lets it. KV blocks are one page, so whole pages of other sequences are skipped.
+    Cached (the pool's order is a function of the workload and the seed), so the check and the timed call share
+    one mask_mod and one compiled kernel."""
     from torch.nn.attention.flex_attention import create_block_mask
 
-    device = seqs.device
-    p, pages = cache.page_size, cache.k_pool.shape[0]
+    p = w.page_size
+    assert p is not None
+    pages, index = page_order(w)
     owner = torch.full((pages * p,), -1, dtype=torch.long)  # pool slot -> its sequence (-1: unused tail)
     position = torch.zeros(pages * p, dtype=torch.long)  # pool slot -> its position in that sequence
-    index = cache.token_index.cpu()
     owner[index] = torch.cat([torch.full((n,), i) for i, n in enumerate(w.kv_lens)])
     position[index] = torch.cat([torch.arange(n) for n in w.kv_lens])
     q_len = w.q_lens[0]
@@ -157,11 +173,14 @@ def _flex(shape: AttentionShape, w: Workload, seqs: Sequences, cache: PagedCache
     q_pos = torch.cat([torch.arange(q_len) + n - q_len for n in w.kv_lens])  # its position in the sequence
     owner, position, q_seq, q_pos = (t.to(device) for t in (owner, position, q_seq, q_pos))
 
-    def paged_mask(b, h, q_idx, kv_idx):
-        return masked(owner[kv_idx] == q_seq[q_idx], q_pos[q_idx], position[kv_idx], shape)
+    def paged(b, h, q_idx, kv_idx):
+        return masked(owner[kv_idx] == q_seq[q_idx], q_pos[q_idx], position[kv_idx], causal, window)
 
-    block_mask = create_block_mask(paged_mask, None, None, len(q_seq), pages * p, device=str(device),
-                                   BLOCK_SIZE=(128, p))
+    return create_block_mask(paged, None, None, len(q_seq), pages * p, device=device, BLOCK_SIZE=(128, p))
+
+
+def _flex(shape: AttentionShape, w: Workload, seqs: Sequences, cache: PagedCache) -> Prepared:
+    block_mask = paged_mask(w, shape.causal, shape.window, str(seqs.device))
     q = torch.cat(seqs.q, dim=2)  # (1, Hq, B x Sq, D)
     k = cache.k_pool.flatten(0, 1).transpose(0, 1).unsqueeze(0).contiguous()  # (1, Hkv, pages x page_size, D)
     v = cache.v_pool.flatten(0, 1).transpose(0, 1).unsqueeze(0).contiguous()
@@ -169,7 +188,7 @@ def _flex(shape: AttentionShape, w: Workload, seqs: Sequences, cache: PagedCache
 
     def call():
         return run_flex(q, k, v, block_mask, key)
-    return call, lambda out: list(out.split(q_len, dim=2))
+    return call, lambda out: list(out.split(w.q_lens[0], dim=2))
 
 
 def _flash(shape: AttentionShape, w: Workload, seqs: Sequences, cache: PagedCache) -> Prepared:

@@ -13,6 +13,7 @@ outputs (1, Hq, q_len, D) that the check compares with the float64 reference.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 
@@ -56,13 +57,14 @@ def _naive(shape: AttentionShape, seqs: Sequences) -> Prepared:
     return call, lambda outs: outs
 
 
-def masked(ok: torch.Tensor, pos_q: torch.Tensor, pos_k: torch.Tensor, shape: AttentionShape) -> torch.Tensor:
+def masked(ok: torch.Tensor, pos_q: torch.Tensor, pos_k: torch.Tensor, causal: bool, window: int | None
+           ) -> torch.Tensor:
     """`ok` where the case's mask also lets the query at position pos_q see the key at pos_k of its sequence
     (no in-place ops: flex's mask_mod runs under vmap)."""
-    if shape.causal:
+    if causal or window is not None:
         ok = ok & (pos_k <= pos_q)
-    if shape.window is not None:
-        ok = ok & (pos_k > pos_q - shape.window)
+    if window is not None:
+        ok = ok & (pos_k > pos_q - window)
     return ok
 
 
@@ -76,8 +78,8 @@ def padding_mask(shape: AttentionShape, w: Workload, device: torch.device, kv_wi
     kv_len = torch.tensor(w.kv_lens, device=device).view(-1, 1, 1)
     a = torch.arange(lq, device=device).view(1, -1, 1)  # (1, lq, 1)
     j = torch.arange(lk, device=device).view(1, 1, -1)  # (1, 1, lk)
-    ok = masked(j < kv_len, a + kv_len - q_len, j, shape)  # (B, lq, lk)
-    ok |= (a >= q_len) & (j == 0)
+    ok = masked(j < kv_len, a + kv_len - q_len, j, shape.causal, shape.window)  # (B, lq, lk)
+    ok = ok | ((a >= q_len) & (j == 0))  # (B, lq, lk)
     return ok.unsqueeze(1)  # (B, 1, lq, lk)
 
 
@@ -150,7 +152,7 @@ def probe_nested(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kwargs: dict
         log.removeHandler(handler)
 
 
-def _positions(w: Workload, queries: bool, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+def _positions(w: Workload, queries: bool, device: str) -> tuple[torch.Tensor, torch.Tensor]:
     """Per packed token: its sequence and its position in that sequence (queries sit at the end of it)."""
     seq, pos = [], []
     for i, (q_len, kv_len) in enumerate(zip(w.q_lens, w.kv_lens, strict=True)):
@@ -160,17 +162,23 @@ def _positions(w: Workload, queries: bool, device: torch.device) -> tuple[torch.
     return torch.cat(seq).to(device), torch.cat(pos).to(device)
 
 
-def _flex(shape: AttentionShape, w: Workload, seqs: Sequences) -> Prepared:
+@functools.lru_cache(maxsize=8)
+def document_mask(w: Workload, causal: bool, window: int | None, device: str):
+    """Flex's block mask for the packed batch: a query sees the keys of its own sequence that the mask allows.
+    Cached, so the check and the timed call share one mask_mod (and one compiled kernel)."""
     from torch.nn.attention.flex_attention import create_block_mask
 
-    device = seqs.device
     seq_q, pos_q = _positions(w, True, device)
     seq_k, pos_k = _positions(w, False, device)
 
     def document(b, h, q_idx, kv_idx):
-        return masked(seq_q[q_idx] == seq_k[kv_idx], pos_q[q_idx], pos_k[kv_idx], shape)
+        return masked(seq_q[q_idx] == seq_k[kv_idx], pos_q[q_idx], pos_k[kv_idx], causal, window)
 
-    block_mask = create_block_mask(document, None, None, len(seq_q), len(seq_k), device=str(device))
+    return create_block_mask(document, None, None, len(seq_q), len(seq_k), device=device)
+
+
+def _flex(shape: AttentionShape, w: Workload, seqs: Sequences) -> Prepared:
+    block_mask = document_mask(w, shape.causal, shape.window, str(seqs.device))
     q = packed(seqs.q).transpose(0, 1).unsqueeze(0)  # (1, Hq, total q, D)
     k = packed(seqs.k).transpose(0, 1).unsqueeze(0)  # (1, Hkv, total kv, D)
     v = packed(seqs.v).transpose(0, 1).unsqueeze(0)

@@ -188,10 +188,10 @@ PROFILES: dict[str, dict[str, Sweep]] = {
                        kv_heads=None, d_model=512, seqs=(1024,)),
         "decode": Sweep(phases=("decode",), decode_q=(1, 4), decode_kv=(1024, 4096, 16384)),
         # serving batches: ragged prefill (padded, nested, packed) and mixed batches; paged vs contiguous decode
-        "serving": Sweep(backends=backends_for("cpu"), heads=(8,), kv_heads=(2,), seqs=(256,), batches=(8,),
+        "serving": Sweep(backends=backends_for("cpu"), heads=(8,), kv_heads=(8,), seqs=(128,), batches=(8,),
                          masks=("none", "causal"),
                          lengths=("equal", "uniform", "zipf", "mixed"), budget_s=0.3,
-                         also=(Sweep(backends=backends_for("cpu"), heads=(8,), kv_heads=(2,), batches=(8,),
+                         also=(Sweep(backends=backends_for("cpu"), heads=(8,), kv_heads=(2,), batches=(4,),
                                      phases=("decode",), decode_kv=(4096,),
                                      page_sizes=(None, 16, 128), lengths=("uniform",), budget_s=0.3),)),
         "full": Sweep(kv_heads=(8, 4, 2, 1), seqs=(256, 512, 1024, 2048, 4096), batches=(1, 4), head_dims=(64, 128),
