@@ -257,3 +257,55 @@ def test_flash_attn_varlen_and_paged_on_cuda(shape):
     assert record["status"] in ("ok", "unsupported"), record["reason"]
     if record["status"] == "unsupported":
         assert "not importable" in record["reason"]
+
+
+# --- report ---------------------------------------------------------------------------------------------------
+
+
+def _serving_frame(tmp_path, decode_times: dict[tuple[str, int | None], float]):
+    import json
+
+    from bench.report.load import read_results
+    from tests.results_factory import make_record, make_run
+
+    recs = []
+    for (backend, page), t in decode_times.items():
+        rec = make_record(backend, 8, 2, 4096, phase="decode", median_s=t, batch=4, lengths="uniform",
+                          page_size=page, real_tokens=4)
+        rec["case_id"] += f"-page{page}"
+        recs.append(rec)
+    for backend, lengths, t, waste in [("naive", "equal", 1e-3, 1.0), ("naive", "zipf", 2e-3, 1.0),
+                                       ("sdpa-math", "equal", 1e-3, 1.0), ("sdpa-math", "zipf", 5e-3, 5.2)]:
+        rec = make_record(backend, 8, 8, 128, median_s=t, batch=8, lengths=lengths, real_tokens=1024,
+                          padding_waste=waste)
+        rec["case_id"] += f"-{lengths}"
+        recs.append(rec)
+    (tmp_path / "s.json").write_text(json.dumps(make_run(recs)))
+    return read_results(tmp_path / "s.json")[0]
+
+
+def test_paging_claim_compares_each_paged_step_with_its_contiguous_twin(tmp_path):
+    from bench.report.claims import FAILS, HOLDS, NOT_MEASURED
+    from bench.report.serving import paging_cost
+
+    cheap = _serving_frame(tmp_path, {("flex", None): 1e-3, ("flex", 16): 1.2e-3, ("naive", None): 1e-3,
+                                      ("naive", 16): 3e-3})
+    claim = paging_cost(cheap)
+    assert claim["verdict"] == HOLDS
+    assert {(d["backend"], d["page_size"]): d["ratio"] for d in claim["detail"]} == \
+        {("flex", 16): pytest.approx(1.2), ("naive", 16): pytest.approx(3.0)}
+    assert paging_cost(_serving_frame(tmp_path, {("flex", None): 1e-3, ("flex", 16): 2e-3}))["verdict"] == FAILS
+    gather_only = paging_cost(_serving_frame(tmp_path, {("naive", None): 1e-3, ("naive", 16): 2e-3}))
+    assert gather_only["verdict"] == NOT_MEASURED and "gathering" in gather_only["numbers"]
+
+
+def test_serving_figures_draw_and_dense_figures_leave_serving_rows_out(tmp_path):
+    from bench.report.figures import make_figures
+    from bench.report.serving import per_token
+
+    df = _serving_frame(tmp_path, {("flex", None): 1e-3, ("flex", 128): 0.9e-3})
+    rows = per_token(df).set_index(["backend", "lengths"])["s_per_token"]
+    assert rows[("sdpa-math", "zipf")] == pytest.approx(5e-3 / 1024)
+    figures = make_figures(df)
+    assert {"serving_lengths", "serving_paged"} <= set(figures)
+    assert "decode" not in figures  # every decode row here is a serving batch
