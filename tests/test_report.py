@@ -307,9 +307,10 @@ def _statuses(fig) -> set[str]:
 
 
 def test_every_figure_is_drawn_from_the_realistic_run(figures):
-    from bench.report.figures import FIGURES
+    from bench.report.figures import FIGURES, SERVING_FIGURES
 
-    assert list(figures) == list(FIGURES)
+    # the serving figures need serving batches, which this run has none of (tests/test_serving.py draws them)
+    assert list(figures) == [name for name in FIGURES if name not in SERVING_FIGURES]
     for fig in figures.values():
         assert fig._suptitle is not None and fig._suptitle.get_text()
 
