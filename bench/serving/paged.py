@@ -138,7 +138,7 @@ def _nested(shape: AttentionShape, w: Workload, seqs: Sequences, cache: PagedCac
 
 
 def _padded(backend: str, shape: AttentionShape, w: Workload, seqs: Sequences, cache: PagedCache) -> Prepared:
-    b, most = cache.block_table.shape
+    most = cache.block_table.shape[1]
     width = most * cache.page_size
     q = torch.cat(seqs.q)  # (B, Hq, Sq, D): every sequence decodes the same number of queries
     kwargs = {"attn_mask": padding_mask(shape, w, q.device, kv_width=width),
