@@ -190,10 +190,10 @@ PROFILES: dict[str, dict[str, Sweep]] = {
         # serving batches: ragged prefill (padded, nested, packed) and mixed batches; paged vs contiguous decode
         "serving": Sweep(backends=backends_for("cpu"), heads=(8,), kv_heads=(8,), seqs=(128,), batches=(8,),
                          masks=("none", "causal"),
-                         lengths=("equal", "uniform", "zipf", "mixed"), budget_s=0.3,
+                         lengths=("equal", "uniform", "zipf", "mixed"), budget_s=0.2,
                          also=(Sweep(backends=backends_for("cpu"), heads=(8,), kv_heads=(2,), batches=(4,),
                                      phases=("decode",), decode_kv=(4096,),
-                                     page_sizes=(None, 16, 128), lengths=("uniform",), budget_s=0.3),)),
+                                     page_sizes=(None, 16, 128), lengths=("uniform",), budget_s=0.2),)),
         "full": Sweep(kv_heads=(8, 4, 2, 1), seqs=(256, 512, 1024, 2048, 4096), batches=(1, 4), head_dims=(64, 128),
                       dtypes=("fp32", "bf16"), masks=("none", "causal", "window:256"), phases=PHASES,
                       passes=PASSES, decode_q=(1, 4)),

@@ -27,6 +27,16 @@ def _bars(ax: Axes, table: pd.DataFrame, log: bool) -> None:
     ax.grid(axis="y", alpha=0.3)
 
 
+def _legend(fig: Figure, axes) -> None:
+    """One legend under the panels with every backend any panel drew, in the fixed backend order."""
+    handles = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            handles.setdefault(label, handle)
+    labels = sorted_backends(handles)
+    fig.legend([handles[b] for b in labels], labels, loc="outside lower center", ncols=min(6, len(labels)))
+
+
 def serving_lengths(df: pd.DataFrame) -> Figure | None:
     rows = per_token(df)
     if rows.empty:
@@ -46,8 +56,7 @@ def serving_lengths(df: pd.DataFrame) -> Figure | None:
         axes[1, col].axhline(1.0, color="black", lw=0.8)
         axes[1, col].set_ylabel("padding waste (work / real work)")
         axes[1, col].set_xlabel("sequence lengths in the batch")
-    handles, labels = axes[0, 0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower center", ncols=min(6, len(labels)))
+    _legend(fig, axes.flat)
     first = rows.iloc[0]
     tokens = int(first["batch"]) * int(first["seq_q"])
     fig.suptitle(f"Ragged batches: time per real token and padding waste (B={first['batch']}, {tokens} tokens, "
@@ -60,16 +69,15 @@ def serving_paged(df: pd.DataFrame) -> Figure | None:
     if pairs.empty:
         return None
     lengths = sorted(pairs["seq_kv"].unique())
-    fig = Figure(figsize=(5.5 * len(lengths), 4.5), layout="constrained")
+    fig = Figure(figsize=(max(8.0, 5.5 * len(lengths)), 4.5), layout="constrained")
     axes = fig.subplots(1, len(lengths), squeeze=False)[0]
     for ax, kv in zip(axes, lengths, strict=True):
         part = pairs[pairs["seq_kv"] == kv]
         ratio = part.pivot_table(index="page_size", columns="backend", values="ratio", aggfunc="median")
-        _bars(ax, ratio.rename(index=lambda p: f"pages of {int(p)}"), log=True)
+        _bars(ax, ratio.rename(index=lambda p: f"pages of {int(p)}"), log=False)
         ax.axhline(1.0, color="black", lw=0.8)
         ax.set_title(f"average context {kv} tokens")
-        ax.set_ylabel("paged / contiguous decode time (log)")
-    handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower center", ncols=min(6, len(labels)))
-    fig.suptitle("Paged KV cache: decode step time against the same batch on a contiguous cache (1 = no cost)")
+        ax.set_ylabel("paged / contiguous decode time")
+    _legend(fig, axes)
+    fig.suptitle("Paged KV cache: decode step time ÷ the same batch's on a contiguous cache\n(1 = paging is free)")
     return fig
