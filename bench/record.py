@@ -10,6 +10,14 @@ from __future__ import annotations
 from typing import Any
 
 from bench.metrics import attention_bytes, attention_flops, kv_cache_bytes, layer_bytes, layer_flops, model_mem_bytes
+from bench.serving.workload import (
+    is_serving,
+    padding_waste,
+    real_tokens,
+    serving_bytes,
+    serving_flops,
+    serving_kv_bytes,
+)
 from bench.shapes import LATER_FIELDS, SHAPE_DOCS, shape_fields
 
 CASE_DOCS: dict[str, str] = {
@@ -29,7 +37,11 @@ MEASURED_DOCS: dict[str, str] = {
     "bytes": "minimum memory traffic of one forward call: Q, O at Hq heads + K, V at Hkv heads (a layer adds its "
              "weights)",
     "tflops": "achieved TFLOP/s, flops / median_s / 1e12",
-    "tokens_per_s": "query tokens per second, B x Sq / median_s",
+    "real_tokens": "query tokens one call computes: B x Sq, or a serving batch's summed query lengths (padding "
+                   "excluded)",
+    "padding_waste": "serving batches: the (query, key) pairs the backend's layout computes, padding included, / "
+                     "the real pairs (1.0 when it pads nothing; empty for a dense case)",
+    "tokens_per_s": "real query tokens per second, real_tokens / median_s (1 / this is the time per real token)",
     "gb_per_s": "achieved bandwidth, GB/s (bytes / median_s / 1e9)",
     "peak_mem_bytes": "measured peak memory above the inputs, bytes",
     "model_mem_bytes": "analytic model of that peak, bytes (materialising: score matrix; tiled: O(S); none for a "
@@ -91,7 +103,9 @@ def new_record(case: Any, memory: str) -> dict[str, Any]:
     import torch  # lazy: reading records needs no torch
 
     s = case.shape
-    if s.scope == "layer":
+    if is_serving(s):  # counted over the batch's real sequences (bench.serving.workload)
+        flops, nbytes, model = serving_flops(s), serving_bytes(s), None
+    elif s.scope == "layer":
         flops, nbytes, model = layer_flops(s, case.pass_), layer_bytes(s), None
     else:
         flops, nbytes = attention_flops(s, case.pass_), attention_bytes(s)
@@ -101,7 +115,12 @@ def new_record(case: Any, memory: str) -> dict[str, Any]:
                device=case.device, flops=flops, bytes=nbytes, model_mem_bytes=model, rounds=0,
                threads=torch.get_num_threads())
     rec["pass"] = case.pass_
-    if case.phase == "decode":  # one layer's K and V cache, which a decode step reads whole
+    rec["real_tokens"] = real_tokens(s)
+    if is_serving(s):
+        rec["padding_waste"] = padding_waste(s, case.backend)
+    if case.phase == "decode" and is_serving(s):
+        rec["kv_cache_bytes"] = serving_kv_bytes(s)
+    elif case.phase == "decode":  # one layer's K and V cache, which a decode step reads whole
         rec["kv_cache_bytes"] = kv_cache_bytes(1, s.n_kv_heads, s.head_dim, s.seq_kv, s.batch, s.dtype,
                                                window=s.window)
     return rec
@@ -112,7 +131,7 @@ def derived(record: dict[str, Any], median_s: float, calibration: dict[str, floa
     """Throughput metrics from the median time and this run's measured ceilings."""
     flops_s = record["flops"] / median_s
     bytes_s = record["bytes"] / median_s
-    tokens = record["batch"] * record["seq_q"]
+    tokens = record.get("real_tokens") or record["batch"] * record["seq_q"]
     gemm = calibration.get(f"gemm_flops_per_s_{record['dtype']}") or calibration["gemm_flops_per_s"]
     return {
         "tflops": flops_s / 1e12,

@@ -43,6 +43,8 @@ from bench.reference import (
     reference_attention,
     reference_layer,
 )
+from bench.serving import is_serving
+from bench.serving.case import serving_case, serving_check_shape
 from bench.shapes import AttentionShape
 from bench.suite.spec import Case
 
@@ -59,7 +61,10 @@ class Outcome:
 
 def check_shape(shape: AttentionShape) -> AttentionShape:
     """The shape the correctness check runs on: the case itself, or a shorter one with the same structure (scope
-    and model kept: a layer case is checked as a layer, with the same weights, on a shorter x)."""
+    and model kept: a layer case is checked as a layer, with the same weights, on a shorter x). A serving batch
+    keeps its batch, distribution and pages (bench.serving.case.serving_check_shape)."""
+    if is_serving(shape):
+        return serving_check_shape(shape)
     if shape.batch * shape.n_heads * shape.seq_q * shape.seq_kv <= EXACT_CHECK_ELEMENTS:
         return shape
     seq_q = min(shape.seq_q, 256)
@@ -165,7 +170,11 @@ class Runner:
             return Outcome(dict(record, status="oom", reason=why))
         # a layer case: one layer (seeded weights) for the check and the timing
         layer = make_layer(shape, case.backend, device, seed=0) if shape.scope == "layer" else None
-        check, check_call_s = self._check(case) if layer is None else self._check_layer(case, layer)
+        serving = None  # a serving batch (bench.serving) is checked per sequence and hands over its timed call
+        if is_serving(shape):
+            check, check_call_s, serving = serving_case(case.backend, shape, case.pass_, device)
+        else:
+            check, check_call_s = self._check(case) if layer is None else self._check_layer(case, layer)
         record["max_abs_err"] = check.max_abs_err
         if not check.ok:
             return Outcome(dict(record, status="incorrect", reason=check.describe()))
@@ -181,7 +190,9 @@ class Runner:
         if device == "cuda":  # throttling during the case shows as clock-event reasons and lower clocks after it
             record["gpu_before"] = gpu_reading(torch.cuda.current_device())
         grad = case.pass_ == "fwd+bwd"
-        if layer is None:
+        if serving is not None:
+            fn = serving
+        elif layer is None:
             q, k, v = make_inputs(shape, device, seed=1, requires_grad=grad)
             fn = self._callable(case, q, k, v)
         else:
