@@ -86,6 +86,7 @@ class RunDocument:
     datetime: str | None = None
     version: str | None = None
     other: dict = field(default_factory=dict)  # top-level keys of other tools, kept as they were
+    notes: list[str] = field(default_factory=list)  # what reading it tolerated (a torn journal line); not saved
 
     @classmethod
     def from_dict(cls, d: dict) -> RunDocument:
@@ -204,16 +205,27 @@ def validate(doc: Any, label: str) -> None:
     if not isinstance(meta.get("untimed", []), list):
         raise ResultsError(f"{label}: 'attnbench.untimed' is not a list")
     for i, entry in enumerate(list(doc["benchmarks"]) + list(meta.get("untimed", []))):
-        info = entry.get("extra_info") if isinstance(entry, dict) else None
-        if not isinstance(info, dict) or "case_id" not in info or info.get("status") not in STATUSES:
-            raise ResultsError(f"{label}: case #{i} has no valid attnbench record (case_id, status)")
-        if info["status"] == "ok" and not isinstance(entry.get("stats"), dict):
-            raise ResultsError(f"{label}: case {info['case_id']} is ok but has no timing statistics")
+        validate_entry(entry, f"{label}: case #{i}")
+
+
+def validate_entry(entry: Any, label: str) -> None:
+    info = entry.get("extra_info") if isinstance(entry, dict) else None
+    if not isinstance(info, dict) or "case_id" not in info or info.get("status") not in STATUSES:
+        raise ResultsError(f"{label} has no valid attnbench record (case_id, status)")
+    if info["status"] == "ok" and not isinstance(entry.get("stats"), dict):
+        raise ResultsError(f"{label} ({info['case_id']}) is ok but has no timing statistics")
 
 
 def read_run(path: str | Path) -> RunDocument:
-    """Load and validate one results file; raises ResultsError naming the file and the problem."""
+    """Load and validate one results file; raises ResultsError naming the file and the problem.
+
+    A run in progress, interrupted or crashed has a journal beside its file (bench.suite.store) holding every
+    finished case: that is read instead, so no reader misses a case the file has not caught up with."""
+    from bench.suite.store import journal_path, read_journal
+
     path = Path(path)
+    if journal_path(path).exists():
+        return read_journal(journal_path(path))[0]
     try:
         text = path.read_text()
     except FileNotFoundError:

@@ -17,6 +17,7 @@ from typing import Any
 from bench.errors import UsageError
 from bench.results import ResultsError, read_run
 from bench.suite import spec
+from bench.suite.store import journal_path
 
 
 def _threads(text: str) -> int:
@@ -139,8 +140,10 @@ def plan(values: Mapping[str, Any], default_out: bool = True, listing: bool = Fa
             raise UsageError(f"--resume: {out} is from another sweep (sweep_id {previous.meta.sweep_id} != {sid}); "
                              "run the same profile, axes and shard")
         done = previous.case_ids()
-    elif out is not None and Path(out).exists() and not listing:
-        raise UsageError(f"{out} exists; pass --resume to continue it, or another --out")
+    elif out is not None and not listing:
+        for path in (Path(out), journal_path(out)):
+            if path.exists():
+                raise UsageError(f"{path} exists; pass --resume to continue it, or another --out")
     if out is not None and not listing:
         _check_writable(Path(out))
     return Plan(device, name, sweep, cases, run_id, sid, Path(out) if out is not None else None,

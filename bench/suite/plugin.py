@@ -140,6 +140,8 @@ class AttnSession:
         if self.plan.resume:
             self.store = ResultsStore.resume(self.plan.out)
             calibration = self.store.doc.meta.calibration
+            for note in self.store.doc.notes:
+                self._say(f"note: {note}")
             self._say(f"resuming {self.plan.out}: {len(self.plan.done)} cases done, {len(selected)} to go")
         else:
             self._say(f"calibrating {self.plan.device} (GEMM and copy ceilings)...")
