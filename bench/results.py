@@ -89,15 +89,19 @@ class RunDocument:
     notes: list[str] = field(default_factory=list)  # what reading it tolerated (a torn journal line); not saved
 
     @classmethod
-    def from_dict(cls, d: dict) -> RunDocument:
-        """From the JSON layout (validate first with `validate` when it comes from outside)."""
+    def from_dict(cls, d: dict, owned: bool = False) -> RunDocument:
+        """From the JSON layout (validate first with `validate` when it comes from outside).
+
+        owned: `d` was just parsed and nothing else holds it, so its parts are taken as they are instead of
+        copied (a full sweep's file is millions of objects: copying them was most of reading it)."""
+        keep = (lambda v: v) if owned else copy.deepcopy
         meta = d.get("attnbench") or {}
-        return cls(meta=RunMeta.from_dict(meta), benchmarks=copy.deepcopy(list(d.get("benchmarks") or [])),
-                   untimed=copy.deepcopy(list(meta.get("untimed") or [])),
-                   machine_info=copy.deepcopy(d.get("machine_info") or {}),
-                   commit_info=copy.deepcopy(d.get("commit_info") or {}), datetime=d.get("datetime"),
+        return cls(meta=RunMeta.from_dict(meta), benchmarks=keep(list(d.get("benchmarks") or [])),
+                   untimed=keep(list(meta.get("untimed") or [])),
+                   machine_info=keep(d.get("machine_info") or {}),
+                   commit_info=keep(d.get("commit_info") or {}), datetime=d.get("datetime"),
                    version=d.get("version"),
-                   other={k: copy.deepcopy(v) for k, v in d.items() if k not in _TOP_KEYS})
+                   other={k: keep(v) for k, v in d.items() if k not in _TOP_KEYS})
 
     def to_dict(self) -> dict:
         return {"machine_info": self.machine_info, "commit_info": self.commit_info, "benchmarks": self.benchmarks,
@@ -241,4 +245,4 @@ def read_run(path: str | Path) -> RunDocument:
     except json.JSONDecodeError as err:
         raise ResultsError(f"{path}: not valid JSON ({err.msg} at line {err.lineno}); truncated or corrupt?") from None
     validate(doc, str(path))
-    return RunDocument.from_dict(doc)
+    return RunDocument.from_dict(doc, owned=True)

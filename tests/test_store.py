@@ -144,3 +144,11 @@ def test_kill_9_at_any_moment_loses_no_finished_case(tmp_path):
     doc = read_run(out)
     assert set(reported) <= set(doc.case_ids())  # every case it said was recorded, and perhaps one more
     assert len(doc.case_ids()) - len(reported) <= 1
+
+
+def test_the_recording_cost_script_measures_both_stores(tmp_path):
+    from bench.suite.record_cost import cost
+
+    before, after = cost(20, tmp_path, repeats=2)
+    assert before > 0 and after > 0
+    assert (tmp_path / "before-20.json").exists() and (tmp_path / "after-20.json").exists()

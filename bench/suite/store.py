@@ -82,7 +82,7 @@ def read_journal(path: str | Path) -> tuple[RunDocument, int]:
             if kind != "run":
                 raise ResultsError(f"{path}: not a results journal (no 'run' line first)")
             validate(value, str(path))
-            doc = RunDocument.from_dict(value)
+            doc = RunDocument.from_dict(value, owned=True)
         elif kind == "case":
             validate_entry(value, f"{path}: line {i + 1}")
             doc.add(value)
