@@ -58,6 +58,7 @@ class RunMeta:
     kv_measured: list | None = None  # KV caches of the presets as MHA/GQA/MQA, bytes measured by the allocator
     baseline: dict | None = None  # set when pooled from several runs (bench.baseline)
     shards: list | None = None  # set when merged from shards
+    devices: list | None = None  # bench run --devices: the (alike) devices whose workers ran the cases
     other: dict = field(default_factory=dict)  # keys of other versions, kept as they were
 
     @classmethod

@@ -49,6 +49,19 @@ RUN_OPTIONS = (
 )
 
 
+# Only `bench run` launches processes: these have no --attn- twin (a pytest session cannot start its own workers).
+LAUNCH_OPTIONS = (
+    Option("devices", "devices", "cuda:0,cuda:1,...: one worker per device, pulling cases from a shared queue"),
+    Option("launcher", "launcher", "slurm: submit --shards jobs through submitit; local: the same on this machine",
+           {"choices": ["slurm", "local"]}),
+    Option("shards", "shards", "N: split the sweep into N jobs (with --launcher)"),
+    Option("slurm_partition", "slurm-partition", "Slurm partition of the jobs"),
+    Option("slurm_gpus_per_task", "slurm-gpus-per-task", "GPUs per job (default 1); more run as --devices"),
+    Option("slurm_time", "slurm-time", "time limit of one job, minutes (default 240)"),
+    Option("slurm_account", "slurm-account", "Slurm account to charge"),
+)
+
+
 def add_options(add: Callable[..., Any], flag_prefix: str = "", dest_prefix: str = "") -> None:
     """Declare every option through `add` (argparse's add_argument or pytest's addoption).
 
@@ -103,14 +116,15 @@ def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def plan(values: Mapping[str, Any], default_out: bool = True, listing: bool = False) -> Plan:
+def plan(values: Mapping[str, Any], default_out: bool = True, listing: bool = False, here: bool = True) -> Plan:
     """Check every option and expand the sweep; raises an InputError naming the first problem.
 
-    listing: only the case ids are wanted (`bench run --list`), so the results file is neither read nor checked."""
+    listing: only the case ids are wanted (`bench run --list`), so the results file is neither read nor checked.
+    here: the cases run on this machine; False (Slurm jobs): the device defaults to cuda and is not looked for."""
     import torch
 
-    device = values.get("device") or default_device()
-    if device == "cuda" and not torch.cuda.is_available():
+    device = values.get("device") or (default_device() if here else "cuda")
+    if device == "cuda" and here and not torch.cuda.is_available():
         raise UsageError("--device cuda: torch sees no CUDA device here")
     name = values.get("profile") or "default"
     base = spec.profile(name, device)
