@@ -131,3 +131,46 @@ def test_local_launcher_runs_shards_merges_and_resubmits_only_what_is_missing(tm
     assert sorted(doc.case_ids()) == sorted(c.id for c in plan.cases)
     assert doc.meta.complete is True and len(doc.meta.shards) == 2
     assert read_run(folder / "shard-2of2.json").entries() == before  # the finished shard was not run again
+
+
+def _worker_file(path: Path, case_ids: list[str], fingerprint: dict, finish: bool) -> None:
+    from bench.results import RunDocument, RunMeta
+    from bench.suite.store import ResultsStore
+
+    meta = RunMeta(run_id="w", sweep_id="s", calibration={"gemm_flops_per_s": 1e11, "copy_bytes_per_s": 1e10},
+                   fingerprint=fingerprint)
+    store = ResultsStore.new(path, meta, {"node": "n"}, {}, "5.3.1", "now")
+    for cid in case_ids:
+        store.add(RunDocument.from_dict(make_run([make_record(case_id=cid)])).entries()[0])
+    if finish:
+        store.finish(complete=False)
+
+
+def test_fold_takes_every_workers_cases_once_even_from_a_killed_worker(tmp_path):
+    from bench.results import RunDocument, RunMeta
+
+    _, plan = _plan([*TINY, "--out", str(tmp_path / "r.json")])
+    ids = [c.id for c in plan.cases]
+    write_atomic(plan.out, RunDocument(meta=RunMeta(run_id="r", sweep_id=plan.sweep_id)))  # the launcher's header
+    parts = devices_mod.parts_folder(plan.out)
+    fp = {"device": "cpu", "gpu_name": None}
+    _worker_file(parts / "worker0.json", ids[:2], fp, finish=True)
+    _worker_file(parts / "worker1.json", ids[2:], fp, finish=False)  # killed: its cases are in its journal only
+    doc = devices_mod.fold(plan, parts)
+    assert sorted(doc.case_ids()) == sorted(ids) and doc.meta.complete is True
+    assert doc.meta.fingerprint == fp and doc.meta.calibration["gemm_flops_per_s"] == 1e11
+    assert read_run(plan.out).case_ids() == doc.case_ids() and not parts.exists()
+
+
+def test_fold_refuses_workers_of_unlike_devices_and_keeps_them(tmp_path):
+    from bench.results import ResultsError, RunDocument, RunMeta
+
+    _, plan = _plan([*TINY, "--out", str(tmp_path / "r.json")])
+    ids = [c.id for c in plan.cases]
+    write_atomic(plan.out, RunDocument(meta=RunMeta(run_id="r", sweep_id=plan.sweep_id)))
+    parts = devices_mod.parts_folder(plan.out)
+    _worker_file(parts / "worker0.json", ids[:1], {"device": "cuda", "gpu_name": "NVIDIA H200"}, finish=True)
+    _worker_file(parts / "worker1.json", ids[1:2], {"device": "cuda", "gpu_name": "NVIDIA A100"}, finish=True)
+    with pytest.raises(ResultsError, match="the devices are not alike"):
+        devices_mod.fold(plan, parts)
+    assert (parts / "worker1.json").exists() and read_run(plan.out).case_ids() == []

@@ -14,6 +14,7 @@ from pathlib import Path
 from bench.errors import UsageError
 from bench.launch import devices as devices_mod
 from bench.launch import slurm
+from bench.launch.queue import QUEUE_ENV
 from bench.suite import options
 
 # glibc malloc returns big blocks to the OS on free and page-faults them in again on the next call, which
@@ -78,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         from bench.report import build_report
 
         report = build_report([out], None)
-    if out.exists():
+    if out.exists() and QUEUE_ENV not in os.environ:  # a --devices worker: the launcher sums up the whole run
         from bench.suite.summary import summary_lines
 
         print("\n".join(summary_lines(out, report)))
