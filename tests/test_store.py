@@ -152,3 +152,16 @@ def test_the_recording_cost_script_measures_both_stores(tmp_path):
     before, after = cost(20, tmp_path, repeats=2)
     assert before > 0 and after > 0
     assert (tmp_path / "before-20.json").exists() and (tmp_path / "after-20.json").exists()
+
+
+def test_a_last_line_that_lost_only_its_newline_is_kept_and_ended(tmp_path):
+    out = tmp_path / "r.json"
+    store = new_store(out)
+    cases = some_entries(2)
+    store.add(cases[0])
+    store._journal.truncate(store._journal.tell() - 1)  # the crash cut the newline alone
+    store._journal.close()
+    assert read_run(out).case_ids() == [cases[0]["extra_info"]["case_id"]]
+    resumed = ResultsStore.resume(out)
+    resumed.add(cases[1])
+    assert read_run(out).case_ids() == [c["extra_info"]["case_id"] for c in cases]

@@ -91,7 +91,7 @@ def read_journal(path: str | Path) -> tuple[RunDocument, int]:
             doc.machine_info = value["machine_info"]
         else:
             raise ResultsError(f"{path}: line {i + 1} has an unknown kind {kind!r}")
-        good += len(raw) + 1
+        good += len(raw) + (0 if last else 1)
     if doc is None:
         raise ResultsError(f"{path}: empty journal (the run stopped before it started)")
     doc.notes = notes
@@ -123,6 +123,10 @@ class ResultsStore:
             store = cls(path, doc)
             with open(journal, "r+b") as f:
                 f.truncate(intact)
+                if intact:  # a whole last line whose newline the crash cut off: end it before appending
+                    f.seek(intact - 1)
+                    if f.read(1) != b"\n":
+                        f.write(b"\n")
             store._journal = open(journal, "ab")  # noqa: SIM115  (open for the run's whole length)
         else:
             doc = read_run(path)
