@@ -26,7 +26,7 @@ def big_run(profile: str = "full", device: str = "cpu", seed: int = 0, devices: 
     for i, case in enumerate(spec.cases(spec.profile(profile, device), device)):
         rec = new_record(case, BACKENDS[case.backend].memory)
         if devices:
-            rec["device_index"] = devices[i % len(devices)]
+            rec["ran_on"] = devices[i % len(devices)]
         s = case.shape
         if case.backend == "flash-attn" and device == "cpu":
             rec.update(status="unsupported", reason="flash-attn needs CUDA")

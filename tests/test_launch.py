@@ -36,7 +36,7 @@ def _drain(folder: str, out: str) -> None:
 def test_the_queue_hands_each_case_to_exactly_one_process(tmp_path):
     ids = [f"case-{i}" for i in range(300)]
     queue = CaseQueue.create(tmp_path / "q", ids)
-    ctx = multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("fork")  # real processes; fork keeps them cheap
     procs = [ctx.Process(target=_drain, args=(str(queue.folder), str(tmp_path / f"w{i}"))) for i in range(3)]
     for p in procs:
         p.start()
