@@ -174,3 +174,12 @@ def test_fold_refuses_workers_of_unlike_devices_and_keeps_them(tmp_path):
     with pytest.raises(ResultsError, match="the devices are not alike"):
         devices_mod.fold(plan, parts)
     assert (parts / "worker1.json").exists() and read_run(plan.out).case_ids() == []
+
+
+def test_a_worker_sees_only_its_device_through_the_given_list(monkeypatch):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert devices_mod._worker_env("cuda:3")["CUDA_VISIBLE_DEVICES"] == "3"
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5,6")  # e.g. Slurm gave this job three GPUs
+    env = devices_mod._worker_env("cuda:1")
+    assert env["CUDA_VISIBLE_DEVICES"] == "5" and env["ATTNBENCH_DEVICE_NAME"] == "cuda:1"
+    assert devices_mod._worker_env("cpu:0")["CUDA_VISIBLE_DEVICES"] == "4,5,6"  # a CPU worker's env is untouched

@@ -59,10 +59,14 @@ def parts_folder(out: Path) -> Path:
 
 
 def _worker_env(name: str) -> dict[str, str]:
+    """The worker sees only its device. cuda:K is torch's K-th visible device here, so when this process was
+    itself given a list (Slurm sets CUDA_VISIBLE_DEVICES to a job's GPUs) the worker gets that list's K-th entry;
+    CUDA_DEVICE_ORDER is inherited, so both number the devices alike."""
     env = {**os.environ, DEVICE_ENV: name}
     if name.startswith("cuda:"):
-        # PCI order: the same numbering as nvidia-smi and NVML
-        env.update(CUDA_DEVICE_ORDER="PCI_BUS_ID", CUDA_VISIBLE_DEVICES=name.split(":")[1])
+        index = int(name.split(":")[1])
+        visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+        env["CUDA_VISIBLE_DEVICES"] = visible[index] if index < len(visible) else str(index)
     return env
 
 
