@@ -13,7 +13,8 @@ Layout (pytest-benchmark's own keys, so `pytest-benchmark compare` reads it, plu
                   "calibration" / "calibration_end": {"gemm_flops_per_s", "copy_bytes_per_s"},
                   "fingerprint": {"device", "cpu_model", "gpu_name", "torch", "cuda", "threads"},
                   "models": {name: {...}} with --model-config, "kv_measured": [...] (bench.suite.plugin),
-                  "baseline": {...} when pooled from several runs, "shards": [...] when merged}
+                  "baseline": {...} when pooled from several runs, "shards": [...] when merged,
+                  "devices": [...] with bench run --devices}
 
 Untimed cases live apart because pytest-benchmark drops a whole file when one of its entries has no statistics.
 Every reader and writer goes through RunDocument (from_dict / to_dict); nothing else edits the raw keys.
