@@ -21,6 +21,8 @@ COMMANDS: dict[str, str] = {
     "baseline": "bench.commands.baseline",
     "kv": "bench.commands.kv",
     "backends": "bench.commands.backends",
+    "profile": "bench.commands.profile",
+    "gpu-check": "bench.commands.gpu_check",
 }
 
 

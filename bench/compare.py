@@ -22,6 +22,8 @@ the raw rounds (with --normalize, times x the GEMM FLOP/s each run measured of i
      All hold: regressed (slower) or improved (faster).
 With the in-run control (default on one machine) every timing verdict must also hold in GEMM units of each run
 (time x that run's GEMM FLOP/s, measured at its start and end); otherwise the case is noisy.
+A case recorded `throttled` (its GPU stayed throttled for power or heat after a cool-down) in either run cannot be
+regressed or improved in time: it is noisy.
 Memory is deterministic enough to need no statistics: peak_mem_bytes up by more than the threshold -> regressed.
 Status: ok -> oom | incorrect | error is always a failure; other status changes are reported, not failed.
 Fewer than min_cases (8) timed cases: sigma is taken as prior_sigma (20%: on a 2-core CPU, per-case ratios between two
@@ -384,6 +386,9 @@ def _case_verdict(cid: str, b: dict, c: dict, t: _Timed | None, within: tuple[fl
     else:
         time_v, time_why, p = _time_verdict(t, within, noise, rule)
         ratio = t.cur_value / t.base_value
+        throttled = [name for name, rec in (("baseline", b), ("current", c)) if rec.get("throttled")]
+        if throttled and time_v in ("regressed", "improved"):  # a throttled GPU's clocks moved, not the code
+            time_v, time_why = "noisy", f"{time_why}, but the GPU was throttled in the {' and '.join(throttled)} run"
     mem_v, mem_why = "unchanged", ""
     if mem is not None and mem > 1 + rule.threshold:
         mem_v, mem_why = "regressed", f"peak memory +{_pct(mem)}"

@@ -10,6 +10,14 @@ from __future__ import annotations
 from typing import Any
 
 from bench.metrics import attention_bytes, attention_flops, kv_cache_bytes, layer_bytes, layer_flops, model_mem_bytes
+from bench.serving.workload import (
+    is_serving,
+    padding_waste,
+    real_tokens,
+    serving_bytes,
+    serving_flops,
+    serving_kv_bytes,
+)
 from bench.shapes import LATER_FIELDS, SHAPE_DOCS, shape_fields
 
 CASE_DOCS: dict[str, str] = {
@@ -30,15 +38,23 @@ MEASURED_DOCS: dict[str, str] = {
     "bytes": "minimum memory traffic of one forward call: Q, O at Hq heads + K, V at Hkv heads (a layer adds its "
              "weights)",
     "tflops": "achieved TFLOP/s, flops / median_s / 1e12",
-    "tokens_per_s": "query tokens per second, B x Sq / median_s",
+    "real_tokens": "query tokens one call computes: B x Sq, or a serving batch's summed query lengths (padding "
+                   "excluded)",
+    "padding_waste": "serving batches: the (query, key) pairs the backend's layout computes, padding included, / "
+                     "the real pairs (1.0 when it pads nothing; empty for a dense case)",
+    "tokens_per_s": "real query tokens per second, real_tokens / median_s (1 / this is the time per real token)",
     "gb_per_s": "achieved bandwidth, GB/s (bytes / median_s / 1e9)",
     "peak_mem_bytes": "measured peak memory above the inputs, bytes",
     "model_mem_bytes": "analytic model of that peak, bytes (materialising: score matrix; tiled: O(S); none for a "
                        "layer)",
     "max_abs_err": "largest absolute error against the float64 reference",
-    "pct_gemm_ceiling": "achieved FLOP/s as % of the run's measured GEMM FLOP/s",
+    "pct_gemm_ceiling": "achieved FLOP/s as % of the run's measured GEMM FLOP/s in the case's dtype (else the "
+                        "device's main dtype)",
     "pct_copy_ceiling": "achieved bandwidth as % of the run's measured copy bandwidth",
+    "pct_read_ceiling": "achieved bandwidth as % of the run's measured read-only bandwidth (a sum over a large "
+                        "buffer): the ceiling a read-mostly decode step is judged against",
     "pct_spec_flops": "achieved FLOP/s as % of the device's spec-sheet peak (GPU, bf16/fp16 only)",
+    "pct_spec_bandwidth": "achieved bandwidth as % of the device's spec-sheet memory bandwidth (GPU)",
     "median_s": "median time of one call, seconds (empty unless ok)",
     "ci_low_s": "lower end of the 95% confidence interval of the median, seconds",
     "ci_high_s": "upper end of the 95% confidence interval of the median, seconds",
@@ -53,6 +69,21 @@ MEASURED_DOCS: dict[str, str] = {
     "threads": "CPU threads torch used",
     "gpu_before": "CUDA: NVML clocks, power, temperature and clock-event reasons just before the case (else empty)",
     "gpu_after": "CUDA: the same just after the case, so throttling during it shows",
+    "timings": "every timing mode side by side, {mode: {median_s, ci_low_s, ci_high_s, rounds, calls_per_round}}: "
+               "warm and kernel (CPU and CUDA), cold and graph (CUDA); the headline is warm on CPU, cold on CUDA",
+    "overhead_pct": "share of a warm call spent outside the kernels (CPU: outside the aten ops), "
+                    "100 x (warm - kernel) / warm",
+    "launch_bound": "true when the warm time is at least 2x the kernel time (launch, dispatch or Python dominate)",
+    "kernels": "the kernels (CUDA) or ops (CPU) that ran, biggest own time first, a handful at most: "
+               "[{name, calls, seconds_per_call}] per call",
+    "sdpa_kernel": "sdpa backends: the kernel torch ran (flash, efficient, cudnn, math, ...), from the profiler's op "
+                   "names; empty for other backends",
+    "throttled": "CUDA: some timed rounds ran while the GPU was throttled (power, thermal, hardware slowdown) even "
+                 "after a cool-down; compare treats the case as noisy",
+    "joules_per_call": "CUDA: energy of one call, joules, from NVML's total-energy counter over >= 0.1 s of "
+                       "back-to-back calls",
+    "tokens_per_joule": "CUDA: query tokens per joule, B x Sq / joules_per_call",
+    "watts": "CUDA: mean board power over those calls, watts",
 }
 # Every field of a record, in order, with its meaning: the README's results schema and the report's columns.
 FIELDS: dict[str, str] = CASE_DOCS | SHAPE_DOCS | RUN_OF_CASE_DOCS | MEASURED_DOCS
@@ -73,7 +104,9 @@ def new_record(case: Any, memory: str) -> dict[str, Any]:
     import torch  # lazy: reading records needs no torch
 
     s = case.shape
-    if s.scope == "layer":
+    if is_serving(s):  # counted over the batch's real sequences (bench.serving.workload)
+        flops, nbytes, model = serving_flops(s), serving_bytes(s), None
+    elif s.scope == "layer":
         flops, nbytes, model = layer_flops(s, case.pass_), layer_bytes(s), None
     else:
         flops, nbytes = attention_flops(s, case.pass_), attention_bytes(s)
@@ -83,7 +116,12 @@ def new_record(case: Any, memory: str) -> dict[str, Any]:
                device=case.device, flops=flops, bytes=nbytes, model_mem_bytes=model, rounds=0,
                threads=torch.get_num_threads())
     rec["pass"] = case.pass_
-    if case.phase == "decode":  # one layer's K and V cache, which a decode step reads whole
+    rec["real_tokens"] = real_tokens(s)
+    if is_serving(s):
+        rec["padding_waste"] = padding_waste(s, case.backend)
+    if case.phase == "decode" and is_serving(s):
+        rec["kv_cache_bytes"] = serving_kv_bytes(s)
+    elif case.phase == "decode":  # one layer's K and V cache, which a decode step reads whole
         rec["kv_cache_bytes"] = kv_cache_bytes(1, s.n_kv_heads, s.head_dim, s.seq_kv, s.batch, s.dtype,
                                                window=s.window)
     return rec
@@ -94,13 +132,16 @@ def derived(record: dict[str, Any], median_s: float, calibration: dict[str, floa
     """Throughput metrics from the median time and this run's measured ceilings."""
     flops_s = record["flops"] / median_s
     bytes_s = record["bytes"] / median_s
-    tokens = record["batch"] * record["seq_q"]
+    tokens = record.get("real_tokens") or record["batch"] * record["seq_q"]
+    gemm = calibration.get(f"gemm_flops_per_s_{record['dtype']}") or calibration["gemm_flops_per_s"]
     return {
         "tflops": flops_s / 1e12,
         "tokens_per_s": tokens / median_s,
         "gb_per_s": bytes_s / 1e9,
-        "pct_gemm_ceiling": 100 * flops_s / calibration["gemm_flops_per_s"],
+        "pct_gemm_ceiling": 100 * flops_s / gemm,
         "pct_copy_ceiling": 100 * bytes_s / calibration["copy_bytes_per_s"],
+        "pct_read_ceiling": 100 * bytes_s / calibration["read_bytes_per_s"] if calibration.get("read_bytes_per_s")
+        else None,
         # the spec sheet's figure is for bf16/fp16 tensor cores: other dtypes have no honest percentage of it
         "pct_spec_flops": 100 * flops_s / spec if spec and record["dtype"] in ("bf16", "fp16") else None,
         "kv_bytes_per_s": record["kv_cache_bytes"] / median_s if record["kv_cache_bytes"] else None,
@@ -114,6 +155,22 @@ def timed(record: dict[str, Any], stats: Any, timing: Any, calibration: dict[str
                 timer=timing.timer, calls_per_round=timing.calls_per_round, noisy=timing.noisy,
                 **derived(record, stats.median, calibration, spec), median_s=stats.median, ci_low_s=stats.ci_low,
                 ci_high_s=stats.ci_high, iqr_s=stats.iqr, rounds=stats.rounds)
+
+
+def with_modes(record: dict[str, Any], case_timing: Any, spec_bytes_per_s: float | None = None) -> dict[str, Any]:
+    """The fields only a bench.measure.modes.CaseTiming gives: every mode, kernels, energy, throttling."""
+    kernel = case_timing.kernel
+    energy = case_timing.energy
+    joules = energy["joules"] / energy["calls"] if energy else None
+    sdpa = record["backend"] == "sdpa" or record["backend"].startswith("sdpa-")
+    notes = "; ".join([record["reason"], *case_timing.notes]).strip("; ")
+    return dict(record, reason=notes, timings=case_timing.timings(), overhead_pct=case_timing.overhead_pct(),
+                launch_bound=case_timing.launch_bound(), kernels=kernel.top() if kernel else None,
+                sdpa_kernel=kernel.sdpa_kernel if kernel and sdpa else None, throttled=case_timing.throttled,
+                joules_per_call=joules, tokens_per_joule=record["batch"] * record["seq_q"] / joules if joules else None,
+                watts=energy["joules"] / energy["seconds"] if energy else None,
+                pct_spec_bandwidth=100 * record["bytes"] / record["median_s"] / spec_bytes_per_s
+                if spec_bytes_per_s and record.get("median_s") else None)
 
 
 def untimed_entry(record: dict[str, Any], name: str, fullname: str, group: str | None) -> dict[str, Any]:

@@ -10,7 +10,8 @@ Layout (pytest-benchmark's own keys, so `pytest-benchmark compare` reads it, plu
   attnbench      RunMeta: {"schema", "run_id", "profile", "sweep_id", "complete", "axes", "cases",
                   "untimed": [entries of the cases that were not timed (unsupported, oom, error, incorrect):
                               same layout, "stats": null],
-                  "calibration" / "calibration_end": {"gemm_flops_per_s", "copy_bytes_per_s"},
+                  "calibration" / "calibration_end": {"gemm_flops_per_s", "copy_bytes_per_s", "read_bytes_per_s",
+                                                      "gemm_flops_per_s_<dtype>"} (bench.measure.calibrate),
                   "fingerprint": {"device", "cpu_model", "gpu_name", "torch", "cuda", "threads"},
                   "models": {name: {...}} with --model-config, "kv_measured": [...] (bench.suite.plugin),
                   "baseline": {...} when pooled from several runs, "shards": [...] when merged,

@@ -18,6 +18,8 @@ DTYPES: dict[str, torch.dtype] = {"fp32": torch.float32, "bf16": torch.bfloat16,
 DTYPE_NAMES: dict[torch.dtype, str] = {v: k for k, v in DTYPES.items()}
 MASKS: tuple[str, ...] = ("none", "causal", "window")
 SCOPES: tuple[str, ...] = ("attention", "layer")
+# serving batches (bench.serving): how a batch's sequence lengths are drawn, or a mixed chunked-prefill + decode batch
+LENGTHS: tuple[str, ...] = ("equal", "uniform", "zipf", "mixed")
 
 
 class ShapeError(InputError):
@@ -101,6 +103,10 @@ class AttentionShape:
                       "attention")
     model: str | None = _dim("the model whose attention geometry this is (run --model-config), empty otherwise",
                              None)
+    lengths: str | None = _dim("serving batch: equal / uniform / zipf (sequence lengths drawn at a fixed total token "
+                               "count) or mixed (prefill chunks and decode steps); empty for a dense batch", None)
+    page_size: int | None = _dim("serving decode: tokens per page of a paged KV cache (empty: a contiguous cache)",
+                                 None)
 
     def __post_init__(self) -> None:
         _positive(batch=self.batch, seq_q=self.seq_q, seq_kv=self.seq_kv, head_dim=self.head_dim)
@@ -122,11 +128,31 @@ class AttentionShape:
                              f"against seq_kv={self.seq_kv}")
         if self.model is not None and not re.fullmatch(r"[A-Za-z0-9._+-]+", self.model):
             raise ShapeError(f"model={self.model!r}: a name of letters, digits and . _ + - (it goes into case ids)")
+        self._check_serving()
         if self.causal and self.seq_q > self.seq_kv:
             raise ShapeError(
                 f"seq_q={self.seq_q} > seq_kv={self.seq_kv} with a {self.mask} mask leaves the first "
                 "queries with no visible key (masks are bottom-right aligned)"
             )
+
+    def _check_serving(self) -> None:
+        if self.lengths is None and self.page_size is None:
+            return
+        if self.lengths is not None and self.lengths not in LENGTHS:
+            raise ShapeError(f"lengths={self.lengths!r} is unknown; expected one of {', '.join(LENGTHS)}")
+        if self.scope != "attention":
+            raise ShapeError(f"lengths/page_size describe a serving batch of attention calls, not scope={self.scope!r}")
+        if self.seq_q > self.seq_kv:
+            raise ShapeError(f"a serving batch needs seq_q <= seq_kv, not seq_q={self.seq_q} > seq_kv={self.seq_kv}")
+        if self.page_size is not None:
+            _positive(page_size=self.page_size)
+            if self.seq_q == self.seq_kv or self.lengths == "mixed":
+                raise ShapeError(f"page_size={self.page_size} pages a decode step's KV cache: it needs seq_q < seq_kv "
+                                 "and no mixed batch")
+        if self.lengths == "mixed" and (self.seq_q != self.seq_kv or self.batch < 2 or not self.causal):
+            raise ShapeError("lengths='mixed' (prefill chunks of seq_q tokens beside decode steps) needs a causal "
+                             f"mask, seq_q == seq_kv and batch >= 2, not batch={self.batch}, seq_q={self.seq_q}, "
+                             f"seq_kv={self.seq_kv}, mask={self.mask!r}")
 
     @property
     def variant(self) -> Variant:

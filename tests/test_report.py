@@ -282,8 +282,8 @@ def test_decode_claim_measures_mha_over_gqa_at_equal_hq(tmp_path):
 
 def test_claims_on_the_realistic_run(realistic):
     verdicts = [c["verdict"] for c in evaluate_claims(realistic[1])]
-    # its per-head cost grows below D=64; no KV measured; no layer timed
-    assert verdicts == [FAILS, HOLDS, NOT_MEASURED, HOLDS, NOT_MEASURED]
+    # its per-head cost grows below D=64; no KV measured; no layer timed; no paged decode
+    assert verdicts == [FAILS, HOLDS, NOT_MEASURED, HOLDS, NOT_MEASURED, NOT_MEASURED]
 
 
 def test_best_backend_and_headline_speedups(realistic):
@@ -307,9 +307,10 @@ def _statuses(fig) -> set[str]:
 
 
 def test_every_figure_is_drawn_from_the_realistic_run(figures):
-    from bench.report.figures import FIGURES
+    from bench.report.figures import FIGURES, SERVING_FIGURES
 
-    assert list(figures) == list(FIGURES)
+    # the serving figures need serving batches, which this run has none of (tests/test_serving.py draws them)
+    assert list(figures) == [name for name in FIGURES if name not in SERVING_FIGURES]
     for fig in figures.values():
         assert fig._suptitle is not None and fig._suptitle.get_text()
 

@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 # --- spec: profiles, cases, ids, shards ------------------------------------------------------------
 
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
-@pytest.mark.parametrize("name", ["quick", "default", "heads", "decode", "full"])
+@pytest.mark.parametrize("name", ["quick", "default", "heads", "decode", "serving", "full"])
 def test_profiles_expand_with_unique_stable_ids(device, name):
     sweep = spec.profile(name, device)
     first = spec.cases(sweep, device)

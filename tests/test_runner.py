@@ -340,7 +340,7 @@ def test_nvml_readings_survive_unsupported_fields(monkeypatch):
     import sys
     import types
 
-    from bench.measure import environment
+    from bench.measure import environment, nvml
 
     class NotSupported(Exception):
         pass
@@ -350,7 +350,8 @@ def test_nvml_readings_survive_unsupported_fields(monkeypatch):
 
     fake = types.SimpleNamespace(
         nvmlInit=lambda: None, nvmlShutdown=lambda: None, nvmlDeviceGetCount=lambda: 1,
-        nvmlDeviceGetHandleByIndex=lambda i: i, NVML_CLOCK_SM=0, NVML_CLOCK_MEM=1, NVML_TEMPERATURE_GPU=0,
+        nvmlDeviceGetHandleByIndex=lambda i: i, nvmlDeviceGetHandleByUUID=lambda u: 0 if u == "GPU-abc" else None,
+        NVML_CLOCK_SM=0, NVML_CLOCK_MEM=1, NVML_TEMPERATURE_GPU=0,
         nvmlDeviceGetName=lambda h: b"NVIDIA H200", nvmlDeviceGetMemoryInfo=lambda h: types.SimpleNamespace(total=1),
         nvmlDeviceGetClockInfo=lambda h, c: 1980 if c == 0 else 3201, nvmlDeviceGetMaxClockInfo=lambda h, c: 1980,
         nvmlDeviceGetEnforcedPowerLimit=unsupported, nvmlDeviceGetPowerUsage=unsupported,
@@ -358,6 +359,7 @@ def test_nvml_readings_survive_unsupported_fields(monkeypatch):
         nvmlSystemGetDriverVersion=lambda: "580.1",
     )
     monkeypatch.setitem(sys.modules, "pynvml", fake)
+    monkeypatch.setattr(nvml, "torch_props", lambda index: types.SimpleNamespace(uuid="abc"))
     state = environment.nvml_state()
     assert state["available"] and state["driver"] == "580.1"
     gpu = state["gpus"][0]

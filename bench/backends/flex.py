@@ -52,8 +52,14 @@ def flex_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal:
     # Even without a mask, a (full) block mask: with block_mask=None compiled flex on CPU keeps O(S^2)
     # intermediates alive, which is not what FlexAttention users pay.
     block_mask = _block_mask(Sq, Skv, causal, window, str(q.device))
+    return run_flex(q, k, v, block_mask, (causal, window))
+
+
+def run_flex(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_mask, mask_key: object) -> torch.Tensor:
+    """Compiled flex_attention under `block_mask` (GQA native). mask_key names the mask's structure: the first call
+    of each (shapes, mask_key) is watched for torch's silent fallback to eager flex, later ones run bare."""
     gqa = k.shape[1] != q.shape[1]
-    key = (q.shape, k.shape, q.dtype, str(q.device), q.requires_grad, causal, window)
+    key = (q.shape, k.shape, q.dtype, str(q.device), q.requires_grad, mask_key)
     if key in _COMPILED_OK:  # checked once per shape below: keep the warnings machinery off the timed path
         return _compiled()(q, k, v, block_mask=block_mask, enable_gqa=gqa)
     with warnings.catch_warnings(record=True) as caught:

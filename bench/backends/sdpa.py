@@ -40,10 +40,16 @@ def _mask_args(q: torch.Tensor, k: torch.Tensor, causal: bool, window: int | Non
 
 def sdpa_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool, window: int | None,
                    name: str = "sdpa") -> torch.Tensor:
-    kernel = KERNELS[name]
     kwargs = _mask_args(q, k, causal, window)
     if k.shape[1] != q.shape[1]:
         kwargs["enable_gqa"] = True
+    return run_sdpa(name, q, k, v, kwargs)
+
+
+def run_sdpa(name: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kwargs: dict) -> torch.Tensor:
+    """scaled_dot_product_attention(q, k, v, **kwargs) on backend `name`'s kernel; Unsupported, with torch's
+    reasons, when that kernel refuses these inputs."""
+    kernel = KERNELS[name]
     try:
         return _call(kernel, q, k, v, kwargs)
     except RuntimeError as err:

@@ -1,43 +1,110 @@
-"""This machine's ceilings, measured in the same run as the attention cases: a GEMM for FLOP/s and a
-copy for bytes/s (read + write counted, as attention's byte model counts reads and writes)."""
+"""This machine's ceilings, measured in the same run as the attention cases, and the spec sheet's.
+
+- GEMM FLOP/s: the best of a few large shapes (GEMM_SHAPES), in each dtype the sweep uses
+  (`gemm_flops_per_s_<dtype>`); `gemm_flops_per_s` is the device's main dtype (fp32 on CPU, bf16 on CUDA), the
+  regression check's in-run control.
+- copy bytes/s: a device-to-device copy, read + write counted (as attention's byte model counts reads and writes).
+- read bytes/s: a sum over a buffer many times the L2, which only reads. A read-mostly kernel (decode reads the
+  KV cache and writes one row) can beat the copy's figure, so decode is judged against this one.
+Every figure is the headline timer's median (bench.measure.timer.measure).
+"""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 
 from bench.measure.stats import summarize
 from bench.measure.timer import measure
 
-# Published dense peaks (no sparsity), FLOP/s for bf16/fp16 tensor cores, by substring of the GPU name.
-SPEC_FLOPS = {"H200": 989e12, "H100 PCIe": 756e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12, "A10G": 70e12}
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+MAIN_DTYPE = {"cpu": "fp32", "cuda": "bf16"}
+GEMM_SHAPES = {  # (M, N, K): square and skinny-K shapes; the best is the ceiling
+    "cpu": ((2048, 2048, 2048), (1024, 4096, 2048)),
+    "cuda": ((8192, 8192, 8192), (16384, 8192, 4096), (4096, 4096, 16384)),
+}
+BUFFER_BYTES = {"cpu": 1 << 28, "cuda": 1 << 31}  # far above any L2 (and, on CPU, the L3)
+
+
+@dataclass(frozen=True)
+class SpecSheet:
+    name: str  # the key that matched the GPU's name
+    flops_per_s: float  # dense bf16/fp16 tensor-core peak
+    bytes_per_s: float  # memory bandwidth
+    source: str
+
+
+# Published peaks (dense, no sparsity). The lookup takes the longest key found in the GPU's name, so "H100 NVL"
+# and "H100 PCIe" are never read as "H100", nor "L40S" as "L4".
+SPEC_SHEETS = {s.name: s for s in (
+    SpecSheet("H200", 989e12, 4.8e12, "NVIDIA H200 Tensor Core GPU datasheet (SXM)"),
+    SpecSheet("H200 NVL", 835e12, 4.8e12, "NVIDIA H200 Tensor Core GPU datasheet (NVL)"),
+    SpecSheet("H100", 989e12, 3.35e12, "NVIDIA H100 Tensor Core GPU datasheet (SXM)"),
+    SpecSheet("H100 PCIe", 756e12, 2.0e12, "NVIDIA H100 Tensor Core GPU datasheet (PCIe)"),
+    SpecSheet("H100 NVL", 835e12, 3.9e12, "NVIDIA H100 Tensor Core GPU datasheet (NVL)"),
+    SpecSheet("A100", 312e12, 1.555e12, "NVIDIA A100 Tensor Core GPU datasheet (40GB)"),
+    SpecSheet("A100-SXM4-80GB", 312e12, 2.039e12, "NVIDIA A100 Tensor Core GPU datasheet (80GB SXM)"),
+    SpecSheet("A100 80GB PCIe", 312e12, 1.935e12, "NVIDIA A100 Tensor Core GPU datasheet (80GB PCIe)"),
+    SpecSheet("L40S", 362e12, 0.864e12, "NVIDIA L40S datasheet"),
+    SpecSheet("L4", 121e12, 0.3e12, "NVIDIA L4 Tensor Core GPU datasheet"),
+    SpecSheet("A10G", 70e12, 0.6e12, "AWS EC2 G5 instance specification (A10G)"),
+)}
+
+
+def spec_sheet(gpu_name: str | None) -> SpecSheet | None:
+    """The most specific spec-sheet entry whose name is in the GPU's name, or None."""
+    found = [s for name, s in SPEC_SHEETS.items() if gpu_name and name in gpu_name]
+    return max(found, key=lambda s: len(s.name)) if found else None
+
+
+def spec_flops(gpu_name: str | None) -> float | None:
+    sheet = spec_sheet(gpu_name)
+    return sheet.flops_per_s if sheet else None
 
 
 def _time(fn, device: str) -> float:
-    _, timing = measure(fn, device, budget_s=2.0)
+    _, timing = measure(fn, device, budget_s=1.0)
     return summarize(timing.samples).median
 
 
-def gemm_flops_per_s(device: str) -> float:
-    """fp32 2048^3 on CPU, bf16 8192^3 on CUDA (the dtype attention runs in there)."""
-    n, dtype = (8192, torch.bfloat16) if device == "cuda" else (2048, torch.float32)
-    a = torch.randn(n, n, device=device, dtype=dtype)
-    b = torch.randn(n, n, device=device, dtype=dtype)
-    return 2 * n**3 / _time(lambda: a @ b, device)
+def gemm_flops_per_s(device: str, dtype: str | None = None, shapes: tuple | None = None) -> float:
+    """The best FLOP/s over `shapes` (default GEMM_SHAPES) in `dtype` (default: the device's main dtype)."""
+    torch_dtype = DTYPES[dtype or MAIN_DTYPE[device]]
+    best = 0.0
+    for m, n, k in shapes or GEMM_SHAPES[device]:
+        best = max(best, 2 * m * n * k / _time(_matmul(m, n, k, torch_dtype, device), device))
+    return best
+
+
+def _matmul(m: int, n: int, k: int, dtype: torch.dtype, device: str):
+    a = torch.randn(m, k, device=device, dtype=dtype)
+    b = torch.randn(k, n, device=device, dtype=dtype)
+    return lambda: a @ b
 
 
 def copy_bytes_per_s(device: str) -> float:
-    size = (1 << 31) if device == "cuda" else (1 << 28)
+    size = BUFFER_BYTES[device]
     src = torch.empty(size, dtype=torch.uint8, device=device).fill_(1)
     dst = torch.empty_like(src)
     return 2 * size / _time(lambda: dst.copy_(src), device)
 
 
-def calibrate(device: str) -> dict[str, float]:
-    return {"gemm_flops_per_s": gemm_flops_per_s(device), "copy_bytes_per_s": copy_bytes_per_s(device)}
+def read_bytes_per_s(device: str) -> float:
+    """A float32 sum over the buffer: every byte read once, one number written."""
+    buf = torch.ones(BUFFER_BYTES[device] // 4, dtype=torch.float32, device=device)
+    return buf.numel() * 4 / _time(lambda: buf.sum(), device)
 
 
-def spec_flops(gpu_name: str | None) -> float | None:
-    for key, value in SPEC_FLOPS.items():
-        if gpu_name and key in gpu_name:
-            return value
-    return None
+def calibrate(device: str, dtypes: tuple[str, ...] = ()) -> dict[str, float]:
+    """The run's ceilings; dtypes: also a GEMM ceiling in each of these (`gemm_flops_per_s_<dtype>`)."""
+    main = MAIN_DTYPE[device]
+    out = {"gemm_flops_per_s": gemm_flops_per_s(device, main), "copy_bytes_per_s": copy_bytes_per_s(device),
+           "read_bytes_per_s": read_bytes_per_s(device)}
+    out[f"gemm_flops_per_s_{main}"] = out["gemm_flops_per_s"]
+    # a CPU without bf16/fp16 matrix units takes seconds per GEMM in them: one shape there
+    others = GEMM_SHAPES[device][:1] if device == "cpu" else None
+    for dtype in dtypes:
+        if f"gemm_flops_per_s_{dtype}" not in out:
+            out[f"gemm_flops_per_s_{dtype}"] = gemm_flops_per_s(device, dtype, others)
+    return out

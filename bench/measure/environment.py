@@ -107,18 +107,14 @@ def nvml_state() -> dict[str, Any]:
 
 
 def gpu_reading(index: int = 0) -> dict[str, Any] | None:
-    """Clocks, power, temperature and clock-event reasons of one GPU now (before and after a case), or None."""
-    try:
-        nv = _nvml()
-    except Exception:
+    """Clocks, power, temperature, energy and clock-event reasons of torch's CUDA device `index` now (before and
+    after a case), or None. NVML finds it by UUID or PCI bus id (bench.measure.nvml), never by index."""
+    from bench.measure.nvml import Gpu
+
+    gpu = Gpu.open(index)
+    if gpu is None:
         return None
-    try:
-        reading = _gpu_reading(nv, index)
-    except Exception:
-        return None
-    finally:
-        _field(nv.nvmlShutdown)
-    return {k: v for k, v in reading.items() if k not in ("name", "memory_bytes", "power_limit_w")}
+    return {k: v for k, v in gpu.reading().items() if k not in ("name", "memory_bytes", "power_limit_w")}
 
 
 def _str(value: bytes | str) -> str:

@@ -71,3 +71,15 @@ def available_cpu_bytes() -> int | None:
     except OSError:
         pass
     return None
+
+
+def cuda_memory_snapshot(fn: Callable[[], object], path: str) -> None:
+    """One call with the CUDA allocator's history on, dumped for https://pytorch.org/memory_viz. The one place
+    that uses these underscored torch.cuda.memory functions (documented there, but still marked private)."""
+    torch.cuda.memory._record_memory_history(max_entries=100_000)
+    try:
+        fn()
+        torch.cuda.synchronize()
+        torch.cuda.memory._dump_snapshot(path)
+    finally:
+        torch.cuda.memory._record_memory_history(enabled=None)

@@ -1,9 +1,17 @@
-"""Timers. Each returns per-call seconds for every round; rounds are added until the median is known to
-the target precision or the case's time budget runs out (then the case is marked noisy).
+"""Timers, one per timing mode. Each returns per-call seconds for every round; rounds are added until the median
+is known to the target precision or the mode's time budget runs out (then the timing is marked noisy).
 
-CPU: time.perf_counter around `calls` calls, so that a round lasts at least MIN_ROUND_S.
-CUDA: device time from CUDA events around `calls` calls; between rounds the L2 cache is flushed by
-writing a buffer larger than L2, outside the timed region.
+- warm (CPU and CUDA): back-to-back calls in a round, so that a round lasts at least MIN_ROUND_S; the caches hold
+  what the previous call left. CPU: time.perf_counter around the round; CUDA: CUDA events around it.
+- cold (CUDA): the L2 cache flushed (a buffer twice its size written) before every call, one event pair per
+  call, as triton's do_bench does. The flush is enqueued just before the call's events and keeps the GPU busy
+  while the host launches the call, so the launch itself is hidden, as in a real model's stream of kernels.
+- graph (CUDA): the warm round's calls captured once in a CUDA graph and replayed: no launch overhead at all.
+The kernel mode (torch.profiler) is bench.measure.kernels; bench.measure.modes runs them all for a case.
+
+A ThrottleGuard, when given, is asked after every round whether the GPU was throttled (bench.measure.nvml):
+such a round is dropped and, after one cool-down, retried; rounds still throttled after it are kept and the
+timing says `throttled`.
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ from bench.measure.stats import summarize
 MIN_ROUND_S = 2e-3  # rounds shorter than this are dominated by timer and launch overhead
 MIN_ROUNDS = 7
 MAX_ROUNDS = 1000
+COOL_DOWN_S = 2.0  # an idle pause after a throttled round: long enough for clocks to recover from a power cap
 
 
 @dataclass(frozen=True)
@@ -27,6 +36,34 @@ class Timing:
     calls_per_round: int
     noisy: bool  # the budget ran out before the CI reached the target
     timer: str
+    mode: str = "warm"
+    throttled: bool = False  # some kept rounds ran while the GPU was throttled, even after a cool-down
+    dropped_rounds: int = 0  # rounds dropped because the GPU was throttled
+
+
+class ThrottleGuard:
+    """Decides, after each round, whether to keep it: a throttled round is dropped and the GPU left idle for one
+    cool-down; a throttled round after that is kept (the case cannot wait forever) and marks the case."""
+
+    def __init__(self, throttled: Callable[[], bool], cool_down_s: float = COOL_DOWN_S,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.is_throttled = throttled
+        self.cool_down_s = cool_down_s
+        self.sleep = sleep
+        self.cooled = False
+        self.throttled = False
+        self.dropped = 0
+
+    def keep(self) -> bool:
+        if not self.is_throttled():
+            return True
+        if not self.cooled:
+            self.dropped += 1
+            self.cooled = True
+            self.sleep(self.cool_down_s)
+            return False
+        self.throttled = True
+        return True
 
 
 def _calls_per_round(one_call_s: float) -> int:
@@ -34,19 +71,25 @@ def _calls_per_round(one_call_s: float) -> int:
 
 
 def _adaptive(measure_round: Callable[[int], float], one_call_s: float, budget_s: float, target: float,
-              timer: str) -> Timing:
-    calls = _calls_per_round(one_call_s)
+              timer: str, calls: int | None = None, guard: ThrottleGuard | None = None,
+              mode: str = "warm") -> Timing:
+    calls = calls or _calls_per_round(one_call_s)
     samples: list[float] = []
     start = time.perf_counter()
+    noisy = True
     while len(samples) < MAX_ROUNDS:
-        samples.append(measure_round(calls) / calls)
-        if len(samples) < MIN_ROUNDS:
-            continue
-        if summarize(samples).rel_ci_half_width <= target:
-            return Timing(samples, calls, False, timer)
-        if time.perf_counter() - start > budget_s:
+        seconds = measure_round(calls) / calls
+        if guard is None or guard.keep():
+            samples.append(seconds)
+        if len(samples) >= MIN_ROUNDS and summarize(samples).rel_ci_half_width <= target:
+            noisy = False
             break
-    return Timing(samples, calls, summarize(samples).rel_ci_half_width > target, timer)
+        if len(samples) >= MIN_ROUNDS and time.perf_counter() - start > budget_s:
+            break
+    if noisy and len(samples) >= MIN_ROUNDS:
+        noisy = summarize(samples).rel_ci_half_width > target
+    return Timing(samples, calls, noisy, timer, mode, bool(guard and guard.throttled),
+                  guard.dropped if guard else 0)
 
 
 def time_cpu(fn: Callable[[], object], one_call_s: float, budget_s: float = 2.0, target: float = 0.03) -> Timing:
@@ -65,22 +108,71 @@ def l2_flush_buffer(device: torch.device) -> torch.Tensor:
     return torch.empty(2 * l2, dtype=torch.uint8, device=device)
 
 
-def time_cuda(fn: Callable[[], object], one_call_s: float, budget_s: float = 2.0, target: float = 0.03) -> Timing:
-    flush = l2_flush_buffer(torch.device("cuda"))
-    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+def _events() -> tuple[torch.cuda.Event, torch.cuda.Event]:
+    return torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+
+def _elapsed_s(begin: torch.cuda.Event, end: torch.cuda.Event) -> float:
+    end.synchronize()
+    return begin.elapsed_time(end) / 1e3
+
+
+def time_warm_cuda(fn: Callable[[], object], one_call_s: float, budget_s: float = 2.0, target: float = 0.03,
+                   guard: ThrottleGuard | None = None) -> Timing:
+    begin, end = _events()
 
     def measure_round(calls: int) -> float:
-        flush.zero_()  # not timed: the events are recorded after it
         begin.record()
         for _ in range(calls):
             fn()
         end.record()
-        end.synchronize()
-        return begin.elapsed_time(end) / 1e3
+        return _elapsed_s(begin, end)
 
-    timing = _adaptive(measure_round, one_call_s, budget_s, target, "cuda_events")
-    label = "cuda_events+l2_flush" + (f", {timing.calls_per_round} calls/round" if timing.calls_per_round > 1 else "")
-    return Timing(timing.samples, timing.calls_per_round, timing.noisy, label)
+    timing = _adaptive(measure_round, one_call_s, budget_s, target, "", guard=guard)
+    label = f"cuda_events, {timing.calls_per_round} calls/round back to back"
+    return Timing(timing.samples, timing.calls_per_round, timing.noisy, label, "warm", timing.throttled,
+                  timing.dropped_rounds)
+
+
+def time_cold(fn: Callable[[], object], budget_s: float = 2.0, target: float = 0.03,
+              guard: ThrottleGuard | None = None) -> Timing:
+    flush = l2_flush_buffer(torch.device("cuda"))
+    begin, end = _events()
+
+    def measure_call(_: int) -> float:
+        flush.zero_()  # not timed: the events are recorded after it, on the same stream
+        begin.record()
+        fn()
+        end.record()
+        return _elapsed_s(begin, end)
+
+    return _adaptive(measure_call, 0.0, budget_s, target, "cuda_events+l2_flush per call", calls=1, guard=guard,
+                     mode="cold")
+
+
+def time_graph(fn: Callable[[], object], one_call_s: float, budget_s: float = 2.0, target: float = 0.03,
+               guard: ThrottleGuard | None = None) -> Timing:
+    """Raises whatever capture raises (a call that synchronises, or allocates outside the graph's pool)."""
+    calls = _calls_per_round(one_call_s)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # capture wants the call warmed up on a side stream first
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(calls):
+            fn()
+    begin, end = _events()
+
+    def replay(_: int) -> float:
+        begin.record()
+        graph.replay()
+        end.record()
+        return _elapsed_s(begin, end)
+
+    return _adaptive(replay, one_call_s, budget_s, target, f"cuda_graph replay, {calls} calls/graph", calls=calls,
+                     guard=guard, mode="graph")
 
 
 def sync(device: str) -> None:
@@ -88,8 +180,8 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def measure(fn: Callable[[], object], device: str, budget_s: float) -> tuple[float, Timing]:
-    """Warm-up call (its seconds returned apart: compiles, plans), one call to size the rounds, then the timer."""
+def warm_up(fn: Callable[[], object], device: str) -> tuple[float, float]:
+    """The first call (compiles, plans; its seconds returned apart) and a second one that sizes the rounds."""
     t0 = time.perf_counter()
     fn()
     sync(device)
@@ -97,5 +189,12 @@ def measure(fn: Callable[[], object], device: str, budget_s: float) -> tuple[flo
     t0 = time.perf_counter()
     fn()
     sync(device)
-    timer = time_cuda if device == "cuda" else time_cpu
-    return first_call_s, timer(fn, time.perf_counter() - t0, budget_s=budget_s)
+    return first_call_s, time.perf_counter() - t0
+
+
+def measure(fn: Callable[[], object], device: str, budget_s: float) -> tuple[float, Timing]:
+    """Warm-up, then the device's headline mode alone: warm on CPU, cold on CUDA (bench.measure.modes.HEADLINE)."""
+    first_call_s, one_call_s = warm_up(fn, device)
+    if device == "cuda":
+        return first_call_s, time_cold(fn, budget_s=budget_s)
+    return first_call_s, time_cpu(fn, one_call_s, budget_s=budget_s)

@@ -44,4 +44,10 @@ FIGURES: dict[str, FigureEntry] = {e.name: e for e in [
     FigureEntry("roofline", "Roofline", "Points under the sloped part of the ceiling are limited by memory "
                 "bandwidth, under the flat part by compute; the gap to the ceiling is what a better kernel could "
                 "still gain."),
+    FigureEntry("serving_lengths", "Ragged batches", "Each bar is one backend's median time per real token (padding "
+                "not counted) for a batch whose sequence lengths follow that distribution at the same total; the "
+                "lower panels show how much of the work the backend's layout spends on padding (1 = none)."),
+    FigureEntry("serving_paged", "Paged KV cache", "Each bar is a backend's decode step on a paged cache divided by "
+                "the same step on a contiguous cache: 1 means paging is free, and gathering backends pay for copying "
+                "the pages together on every step."),
 ]}

@@ -259,7 +259,8 @@ CLAIMS = (heads_free_lunch, memory_scaling, kv_cache_shrink, decode_speedup)
 
 def evaluate_claims(df: pd.DataFrame, kv_measured: list[dict] | None = None) -> list[dict]:
     """Every claim's verdict on one run; kv_measured is the run's measured KV caches (RunInfo.kv_measured)."""
-    from bench.report.layer_share import attention_dominates  # it builds on this module's verdict words
+    from bench.report.layer_share import attention_dominates  # they build on this module's verdict words
+    from bench.report.serving import paging_cost
 
     verdicts = [check(df, kv_measured) if check is kv_cache_shrink else check(df) for check in CLAIMS]
-    return verdicts + [attention_dominates(df)]
+    return verdicts + [attention_dominates(df), paging_cost(df)]

@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from bench.report import claims
+from bench.report import claims, kernels
 from bench.report.catalogue import FIGURES
 from bench.report.load import Loaded, RunInfo
 from bench.report.models import model_summary
@@ -105,6 +105,7 @@ def environment(runs: list[RunInfo], frame: pd.DataFrame) -> list[Block]:
     add("copy ceiling (measured)", [fmt_bandwidth(r.calibration["copy_bytes_per_s"])
                                     if isinstance(r.calibration.get("copy_bytes_per_s"), (int, float)) else "—"
                                     for r in runs])
+    rows += kernels.ceiling_rows([r.calibration for r in runs], [r.env.get("gpu_name") for r in runs])
     counts = frame.groupby("run_id")["status"].agg(lambda s: f"{(s == 'ok').sum()} ok of {len(s)}")
     add("cases", [counts.get(r.run_id, "0") for r in runs])
     shown = set(ENV_FIELDS) | {"device", "profile"}
@@ -241,6 +242,23 @@ def comparison(runs: list[RunInfo], frame: pd.DataFrame) -> list[Block]:
             Table(headers, rows)]
 
 
+def kernel_section(df: pd.DataFrame, suffix: str) -> list[Block]:
+    """Which kernel sdpa picked, and the share of a warm call outside the kernels (bench.report.kernels)."""
+    choices, overhead = kernels.sdpa_choices(df), kernels.overhead_rows(df)
+    if not choices and not overhead:
+        return []
+    blocks: list[Block] = [Heading("Kernels" + suffix)]
+    if choices:
+        blocks += [Para("The kernel the automatic sdpa backend ran, per shape family and dtype (from the profiler's "
+                        "op names)."),
+                   Table(["device", "shape family", "dtype", "kernel × cases", "lengths"], choices)]
+    if overhead:
+        blocks += [Para("Share of a warm call spent outside the kernels (CPU: outside the aten ops), median over "
+                        "the cases; launch bound: warm ≥ 2 × kernel time."),
+                   Table(["device", "backend", "phase", "outside the kernels", "launch bound"], overhead)]
+    return blocks
+
+
 def build(loaded: Loaded, figures: dict[str, dict[str, str]]) -> list[Block]:
     """The whole report; `figures` maps run_id -> {figure name: PNG file} of the figures drawn for that run."""
     runs, frame = loaded.runs, loaded.frame
@@ -268,6 +286,8 @@ def build(loaded: Loaded, figures: dict[str, dict[str, str]]) -> list[Block]:
         df = frame[frame["run_id"] == run.run_id]
         blocks.append(Heading("Claims" + (f": {run.run_id}" if several else "")))
         blocks.append(claims_table(df, run))
+    for run in runs:
+        blocks += kernel_section(frame[frame["run_id"] == run.run_id], f": {run.run_id}" if several else "")
     for run in runs:
         df = frame[frame["run_id"] == run.run_id]
         blocks.append(Heading("Cases that did not run" + (f": {run.run_id}" if several else "")))

@@ -40,12 +40,13 @@ class Option:
 
 # Not axes: what to sweep from (profile), where (device, threads), and what to do with the results.
 RUN_OPTIONS = (
-    Option("profile", "profile", "quick | default | heads | decode | full (default: default)"),
+    Option("profile", "profile", "quick | default | heads | decode | serving | full (default: default)"),
     Option("device", "device", "cpu or cuda (default: cuda when present, else cpu)", {"choices": ["cpu", "cuda"]}),
     Option("threads", "threads", "torch CPU threads (default: torch's choice, recorded)"),
     Option("out", "out", "results file (bench run's default: results/<run-id>.json)", {"type": Path}),
     Option("resume", "resume", "continue the sweep in --out, skipping finished cases", {"action": "store_true"}),
     Option("shard", "shard", "K/N: run every N-th case starting at the K-th (1-based)"),
+    Option("trace", "trace", "folder: save each case's profiler trace there (Chrome / Perfetto JSON)", {"type": Path}),
 )
 
 

@@ -166,7 +166,7 @@ class AttnSession:
             self._say(f"resuming {self.plan.out}: {len(self.plan.done)} cases done, {len(selected)} to go")
         else:
             self._say(f"calibrating {self.plan.device} (GEMM and copy ceilings)...")
-            calibration = calibrate(self.plan.device)
+            calibration = calibrate(self.plan.device, self.plan.sweep.dtypes)
             self._say(f"  GEMM {calibration['gemm_flops_per_s'] / 1e9:.1f} GFLOP/s, "
                       f"copy {calibration['copy_bytes_per_s'] / 1e9:.1f} GB/s")
             machine_info = self.config.hook.pytest_benchmark_generate_machine_info(config=self.config)
@@ -179,7 +179,8 @@ class AttnSession:
             self.store = ResultsStore.new(self.plan.out, meta, machine_info, commit_info,
                                           pytest_benchmark.__version__,
                                           dt.datetime.now().isoformat(timespec="seconds"))
-        self.runner = Runner(calibration, gpu_name(self.plan.device), budget_s=self.plan.sweep.budget_s)
+        self.runner = Runner(calibration, gpu_name(self.plan.device), budget_s=self.plan.sweep.budget_s,
+                             trace_dir=self.config.getoption("attn_trace"))
         gc.freeze()  # what is alive now lives to the end: keep the collector from rescanning it between rounds
         self.t0 = time.perf_counter()
 

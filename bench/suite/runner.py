@@ -12,22 +12,26 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
 
 from bench.backends import Unsupported, attention, get_backend
 from bench.layers import MultiHeadAttention, make_layer, make_layer_input
-from bench.measure.calibrate import spec_flops
+from bench.measure.calibrate import spec_sheet
 from bench.measure.environment import gpu_reading
 from bench.measure.memory import available_cpu_bytes, peak_bytes
+from bench.measure.modes import CaseTiming, time_case
+from bench.measure.nvml import Gpu
 from bench.measure.stats import summarize
-from bench.measure.timer import measure, sync
+from bench.measure.timer import sync
 from bench.metrics import ELEMENT_BYTES, layer_d_model, layer_weight_bytes, model_mem_bytes
-from bench.record import new_record, timed
+from bench.record import new_record, timed, with_modes
 from bench.reference import (
     LAYER_TOLERANCES,
     TOLERANCES,
@@ -39,6 +43,8 @@ from bench.reference import (
     reference_attention,
     reference_layer,
 )
+from bench.serving import is_serving
+from bench.serving.case import serving_case, serving_check_shape
 from bench.shapes import AttentionShape
 from bench.suite.spec import Case
 
@@ -55,7 +61,10 @@ class Outcome:
 
 def check_shape(shape: AttentionShape) -> AttentionShape:
     """The shape the correctness check runs on: the case itself, or a shorter one with the same structure (scope
-    and model kept: a layer case is checked as a layer, with the same weights, on a shorter x)."""
+    and model kept: a layer case is checked as a layer, with the same weights, on a shorter x). A serving batch
+    keeps its batch, distribution and pages (bench.serving.case.serving_check_shape)."""
+    if is_serving(shape):
+        return serving_check_shape(shape)
     if shape.batch * shape.n_heads * shape.seq_q * shape.seq_kv <= EXACT_CHECK_ELEMENTS:
         return shape
     seq_q = min(shape.seq_q, 256)
@@ -112,10 +121,15 @@ def _free(device: str, failed: bool) -> None:
 
 
 class Runner:
-    def __init__(self, calibration: dict[str, float], gpu_name: str | None = None, budget_s: float = 1.0) -> None:
+    def __init__(self, calibration: dict[str, float], gpu_name: str | None = None, budget_s: float = 1.0,
+                 trace_dir: Path | None = None) -> None:
         self.calibration = calibration
         self.budget_s = budget_s
-        self.spec_flops = spec_flops(gpu_name)
+        self.spec = spec_sheet(gpu_name)
+        self.spec_flops = self.spec.flops_per_s if self.spec else None
+        self.trace_dir = trace_dir
+        self.keep_last = False
+        self.last: tuple[Callable[[], object], CaseTiming] | None = None
         self.references = ReferenceCache()
 
     def run(self, case: Case) -> Outcome:
@@ -156,7 +170,11 @@ class Runner:
             return Outcome(dict(record, status="oom", reason=why))
         # a layer case: one layer (seeded weights) for the check and the timing
         layer = make_layer(shape, case.backend, device, seed=0) if shape.scope == "layer" else None
-        check, check_call_s = self._check(case) if layer is None else self._check_layer(case, layer)
+        serving = None  # a serving batch (bench.serving) is checked per sequence and hands over its timed call
+        if is_serving(shape):
+            check, check_call_s, serving = serving_case(case.backend, shape, case.pass_, device)
+        else:
+            check, check_call_s = self._check(case) if layer is None else self._check_layer(case, layer)
         record["max_abs_err"] = check.max_abs_err
         if not check.ok:
             return Outcome(dict(record, status="incorrect", reason=check.describe()))
@@ -172,12 +190,17 @@ class Runner:
         if device == "cuda":  # throttling during the case shows as clock-event reasons and lower clocks after it
             record["gpu_before"] = gpu_reading(torch.cuda.current_device())
         grad = case.pass_ == "fwd+bwd"
-        if layer is None:
+        if serving is not None:
+            fn = serving
+        elif layer is None:
             q, k, v = make_inputs(shape, device, seed=1, requires_grad=grad)
             fn = self._callable(case, q, k, v)
         else:
             fn = self._layer_callable(case, layer, make_layer_input(shape, device, seed=1, requires_grad=grad))
-        warm_up_s, timing = measure(fn, device, self.budget_s)  # the warm-up compiles flex, builds plans
+        # every timing mode (bench.measure.modes); the warm-up compiles flex, builds plans
+        gpu = Gpu.open(torch.cuda.current_device()) if device == "cuda" else None
+        case_timing = time_case(fn, device, self.budget_s, gpu, self.trace_path(case))
+        warm_up_s, timing = case_timing.first_call_s, case_timing.headline
         # The first call of this backend on this shape: the check's, when it ran the case's own shape forward.
         exact_fwd = check_shape(shape) == shape and case.pass_ == "fwd"
         record["first_call_s"] = check_call_s if exact_fwd else warm_up_s
@@ -185,7 +208,16 @@ class Runner:
         if device == "cuda":
             record["gpu_after"] = gpu_reading(torch.cuda.current_device())
         record = timed(record, summarize(timing.samples), timing, self.calibration, self.spec_flops)
+        record = with_modes(record, case_timing, self.spec.bytes_per_s if self.spec else None)
+        if self.keep_last:  # `bench profile` reads the whole kernel table and re-runs the call for a memory snapshot
+            self.last = (fn, case_timing)
         return Outcome(record, timing.samples)
+
+    def trace_path(self, case: Case) -> Path | None:
+        """--trace DIR: the kernel mode's profiler trace of this case, one file per case id."""
+        if self.trace_dir is None:
+            return None
+        return self.trace_dir / (re.sub(r"[^A-Za-z0-9.=_-]+", "_", case.id) + ".trace.json")
 
     def _check(self, case: Case) -> tuple[Check, float]:
         """The forward check against the reference, and how long the backend's call took."""

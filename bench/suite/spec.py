@@ -19,7 +19,16 @@ from typing import Any
 
 from bench.backends import BACKENDS, backends_for, get_backend
 from bench.errors import UsageError
-from bench.shapes import CLASSIC_FIELDS, DTYPES, SCOPES, AttentionShape, ShapeError, head_dim_for, parse_mask
+from bench.shapes import (
+    CLASSIC_FIELDS,
+    DTYPES,
+    LENGTHS,
+    SCOPES,
+    AttentionShape,
+    ShapeError,
+    head_dim_for,
+    parse_mask,
+)
 
 PHASES = ("prefill", "decode")
 PASSES = ("fwd", "fwd+bwd")
@@ -55,6 +64,16 @@ def _positive_int(name: str) -> Callable[[int], None]:
         if value <= 0:
             raise ShapeError(f"{name}={value!r} must be a positive integer")
     return check
+
+
+def page_sizes(text: str) -> tuple[int | None, ...]:
+    """'contiguous,16,128' -> (None, 16, 128): page sizes, 'contiguous' for an unpaged cache beside them."""
+    return tuple(None if word == "contiguous" else ints(word)[0] for word in words(text))
+
+
+def _page_size(value: int | None) -> None:
+    if value is not None:
+        _positive_int("page_size")(value)
 
 
 def axis(default: Any, flag: str, help: str, parse: Callable[[str], Any] = ints,
@@ -112,6 +131,13 @@ class Sweep:
     models: tuple[str, ...] | None = axis(None, "model-config", "config.json paths or preset names: sweep these "
                                           "models' attention shapes (Hq, Hkv, D, mask per layer kind) instead of "
                                           "--heads/--kv-heads/--head-dim/--mask", words)
+    lengths: tuple[str, ...] | None = axis(None, "lengths", "serving batches: sequence lengths drawn at a fixed "
+                                           "total token count, equal,uniform,zipf (prefill; decode contexts), and "
+                                           "mixed (prefill chunks beside decode steps, prefill phase)", words,
+                                           one_of("lengths", LENGTHS))
+    page_sizes: tuple[int | None, ...] | None = axis(None, "page-size", "serving decode: KV-cache page sizes, e.g. "
+                                                     "contiguous,16,128 (contexts drawn uniform unless --lengths)",
+                                                     page_sizes, _page_size)
     budget_s: float = axis(1.0, "budget", "seconds of timing per case before it is marked noisy", seconds)
     d_model: int | None = None  # when set, head_dim = d_model / n_heads (the heads sweep)
     tokens_per_batch: int | None = None  # when set, batch = tokens / seq (GPU sweeps at fixed tokens)
@@ -161,9 +187,19 @@ PROFILES: dict[str, dict[str, Sweep]] = {
         "heads": Sweep(backends=("naive", "sdpa-math", "sdpa-flash", "flex"), heads=(1, 2, 4, 8, 16, 32),
                        kv_heads=None, d_model=512, seqs=(1024,)),
         "decode": Sweep(phases=("decode",), decode_q=(1, 4), decode_kv=(1024, 4096, 16384)),
+        # serving batches: ragged prefill (padded, nested, packed) and mixed batches; paged vs contiguous decode
+        "serving": Sweep(backends=backends_for("cpu"), heads=(8,), kv_heads=(8,), seqs=(128,), batches=(8,),
+                         masks=("none", "causal"),
+                         lengths=("equal", "uniform", "zipf", "mixed"), budget_s=0.2,
+                         also=(Sweep(backends=backends_for("cpu"), heads=(8,), kv_heads=(2,), batches=(4,),
+                                     phases=("decode",), decode_kv=(4096,),
+                                     page_sizes=(None, 16, 128), lengths=("uniform",), budget_s=0.2),)),
         "full": Sweep(kv_heads=(8, 4, 2, 1), seqs=(256, 512, 1024, 2048, 4096), batches=(1, 4), head_dims=(64, 128),
                       dtypes=("fp32", "bf16"), masks=("none", "causal", "window:256"), phases=PHASES,
                       passes=PASSES, decode_q=(1, 4)),
+        # `bench gpu-check --dry-run`: the GPU check's steps at a size the test suite can afford
+        "gpu-check": Sweep(backends=("naive", "sdpa"), heads=(2,), kv_heads=(1,), seqs=(64,), phases=PHASES,
+                           decode_kv=(128,), budget_s=0.05),
     },
     "cuda": {
         "quick": Sweep(heads=(16,), kv_heads=(16, 4, 1), seqs=(1024, 4096), head_dims=(128,), dtypes=("bf16",),
@@ -181,10 +217,28 @@ PROFILES: dict[str, dict[str, Sweep]] = {
         "heads": Sweep(heads=(1, 2, 4, 8, 16, 32), kv_heads=None, d_model=2048, seqs=(4096,), dtypes=("bf16",)),
         "decode": Sweep(heads=(32,), kv_heads=(32, 8, 1), head_dims=(128,), dtypes=("bf16",), phases=("decode",),
                         decode_q=(1, 4), decode_kv=(8192, 32768, 131072), batches=(1, 8)),
+        # 16 sequences sharing 32k tokens; decode at 8k and 32k average contexts, flash-attn's 256-token pages too
+        "serving": Sweep(heads=(32,), kv_heads=(8,), seqs=(2048,), batches=(16,), head_dims=(128,), dtypes=("bf16",),
+                         masks=("none", "causal"), lengths=("equal", "uniform", "zipf", "mixed"), budget_s=0.4,
+                         also=(Sweep(heads=(32,), kv_heads=(8,), batches=(16,), head_dims=(128,), dtypes=("bf16",),
+                                     phases=("decode",), decode_kv=(8192, 32768), page_sizes=(None, 16, 128, 256),
+                                     lengths=("uniform",), budget_s=0.4),)),
         "full": Sweep(heads=(16, 32), kv_heads=(16, 8, 4, 1), seqs=(1024, 2048, 4096, 8192, 16384),
                       tokens_per_batch=16384, head_dims=(64, 128), dtypes=("bf16", "fp16"),
                       masks=("none", "causal", "window:256"), phases=PHASES, passes=PASSES, decode_q=(1, 4),
                       decode_kv=(8192, 32768, 131072)),
+        # `bench gpu-check` (about 5 minutes on an H200): every backend x MHA/GQA/MQA x D 64, 128 at 1k and 4k; the
+        # published anchors' shapes (D 128, 8k and 16k, none and causal, fwd and fwd+bwd) for SDPA's kernels;
+        # decode against KV 4k-128k at batch 1 and 64. FlexAttention (a compile per shape) only in the first part.
+        "gpu-check": Sweep(heads=(16,), kv_heads=(16, 4, 1), seqs=(1024, 4096), tokens_per_batch=16384,
+                           head_dims=(64, 128), dtypes=("bf16",), budget_s=0.3,
+                           also=(Sweep(backends=("sdpa", "sdpa-flash", "sdpa-efficient", "sdpa-cudnn"),
+                                       heads=(16,), kv_heads=(16, 4), seqs=(8192, 16384), tokens_per_batch=16384,
+                                       head_dims=(128,), dtypes=("bf16",), masks=("none", "causal"), passes=PASSES,
+                                       budget_s=0.3),
+                                 Sweep(backends=tuple(b for b in BACKENDS if b != "flex"), heads=(32,),
+                                       kv_heads=(32, 8, 1), head_dims=(128,), dtypes=("bf16",), phases=("decode",),
+                                       decode_kv=(4096, 32768, 131072), batches=(1, 64), budget_s=0.3))),
     },
 }
 
@@ -240,13 +294,19 @@ def cases(sweep: Sweep, device: str) -> list[Case]:
             fixed = dict(n_heads=g.n_heads, n_kv_heads=g.n_kv_heads, head_dim=g.head_dim, dtype=dtype, mask=mask,
                          window=window, model=g.model, **{name: v for (name, _), v in zip(simple, more, strict=True)})
             if "prefill" in sweep.phases:
-                for seq, scope in itertools.product(sweep.seqs, sweep.scopes):
+                for seq, scope, lengths in itertools.product(sweep.seqs, sweep.scopes, sweep.lengths or (None,)):
+                    if lengths is not None and (scope != "attention" or (lengths == "mixed" and mask == "none")):
+                        continue  # a serving batch is attention alone; a mixed batch is causal
                     for batch in _batches(sweep, seq):
-                        shape = AttentionShape(batch=batch, seq_q=seq, seq_kv=seq, scope=scope, **fixed)
-                        out += [Case(b, shape, "prefill", p, device) for p in sweep.passes for b in sweep.backends]
+                        shape = AttentionShape(batch=batch, seq_q=seq, seq_kv=seq, scope=scope, lengths=lengths,
+                                               **fixed)
+                        passes = ("fwd",) if lengths else sweep.passes  # serving is inference: forward only
+                        out += [Case(b, shape, "prefill", p, device) for p in passes for b in sweep.backends]
             if "decode" in sweep.phases and mask != "none":  # decoding is causal: 'none' would repeat 'causal'
-                for sq, kv, batch in itertools.product(sweep.decode_q, sweep.decode_kv, sweep.batches):
-                    shape = AttentionShape(batch=batch, seq_q=sq, seq_kv=kv, **fixed)  # attention alone
+                for sq, kv, batch, page, lengths in itertools.product(sweep.decode_q, sweep.decode_kv, sweep.batches,
+                                                                      *_decode_serving(sweep)):
+                    shape = AttentionShape(batch=batch, seq_q=sq, seq_kv=kv, lengths=lengths, page_size=page,
+                                           **fixed)  # attention alone
                     out += [Case(b, shape, "decode", "fwd", device) for b in sweep.backends]
     if "decode" in sweep.phases and "prefill" not in sweep.phases and not out:
         raise UsageError("decode needs a causal or window mask")
@@ -260,6 +320,15 @@ def cases(sweep: Sweep, device: str) -> list[Case]:
                 seen.add(case.id)
                 out.append(case)
     return out
+
+
+def _decode_serving(sweep: Sweep) -> tuple[tuple[int | None, ...], tuple[str | None, ...]]:
+    """Decode's page sizes and context distributions: paged caches get their own contexts per sequence (uniform
+    unless --lengths), and so does the contiguous cache they are compared with; mixed is a prefill-phase batch."""
+    lengths = tuple(x for x in sweep.lengths or () if x != "mixed")
+    if sweep.page_sizes:
+        return sweep.page_sizes, lengths or ("uniform",)
+    return (None,), lengths or (None,)
 
 
 def _batches(sweep: Sweep, seq: int) -> tuple[int, ...]:

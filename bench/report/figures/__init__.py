@@ -17,8 +17,10 @@ from bench.report.catalogue import FIGURES
 from bench.report.figures.decode import decode
 from bench.report.figures.heads import heads_sweep
 from bench.report.figures.memory import kv_cache, peak_memory
+from bench.report.figures.serving import serving_lengths, serving_paged
 from bench.report.figures.speed import latency, roofline, throughput
 from bench.report.figures.speedup import speedup_heatmap
+from bench.report.serving import serving_rows
 
 # Catalogue name -> the function that draws it (a test checks both list the same figures).
 MAKERS: dict[str, Callable[[pd.DataFrame], Figure | None]] = {
@@ -30,7 +32,12 @@ MAKERS: dict[str, Callable[[pd.DataFrame], Figure | None]] = {
     "decode": decode,
     "speedup": speedup_heatmap,
     "roofline": roofline,
+    "serving_lengths": serving_lengths,
+    "serving_paged": serving_paged,
 }
+# figures that draw serving batches (bench.serving); the others draw dense cases only, so that a ragged or paged
+# case never shares a line with the dense case of the same (B, S)
+SERVING_FIGURES = ("serving_lengths", "serving_paged")
 
 
 def mathtext_safe(df: pd.DataFrame) -> pd.DataFrame:
@@ -45,9 +52,10 @@ def mathtext_safe(df: pd.DataFrame) -> pd.DataFrame:
 def make_figures(df: pd.DataFrame) -> dict[str, Figure]:
     """Every figure the run has data for, in catalogue order."""
     df = mathtext_safe(df)
+    dense = df[~serving_rows(df)]
     out = {}
     for name in FIGURES:
-        fig = MAKERS[name](df)
+        fig = MAKERS[name](df if name in SERVING_FIGURES else dense)
         if fig is not None:
             out[name] = fig
     return out

@@ -1,0 +1,65 @@
+"""Serving batches in one run's tidy frame -> plain data: time per real token by length distribution, paged against
+contiguous decode, and the claim about what paging costs.
+
+A serving row has `lengths` or `page_size` set (bench.serving). Time per real token = median_s / real_tokens
+(padding never counts as a token). Paged and contiguous decode steps are paired when everything but the page size
+matches: same backend, heads, dtype, mask, batch, context distribution and average context (seq_kv).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from bench.report import claims
+
+# vLLM's paper measured its paged attention kernel 20-26% slower than a contiguous one: the claim's bound.
+PAGING_CLAIM = 1.3
+# backends that read the pages in place (no gather): the claim is about them
+PAGED_KERNELS = ("flex", "flash-attn")
+PAIR_KEYS = ["backend", "variant", "dtype", "mask", "batch", "n_heads", "n_kv_heads", "head_dim", "seq_q", "seq_kv",
+             "lengths", "pass"]
+
+
+def serving_rows(df: pd.DataFrame) -> pd.Series:
+    """True where a row is a serving batch (old files have neither column set)."""
+    lengths = df["lengths"] if "lengths" in df else pd.Series(None, index=df.index)
+    pages = df["page_size"] if "page_size" in df else pd.Series(None, index=df.index)
+    return lengths.notna() | pages.notna()
+
+
+def per_token(df: pd.DataFrame) -> pd.DataFrame:
+    """The run's ok prefill serving rows with `s_per_token`: median seconds per real query token."""
+    ok = claims.ok_rows(df[serving_rows(df)])
+    ok = ok[(ok["phase"] == "prefill") & ok["real_tokens"].notna()].copy()
+    ok["s_per_token"] = ok["median_s"] / ok["real_tokens"]
+    return ok
+
+
+def paged_vs_contiguous(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per ok paged decode case whose contiguous twin ran ok: `ratio` = paged time / contiguous time."""
+    ok = claims.ok_rows(df[serving_rows(df)])
+    ok = ok[ok["phase"] == "decode"]
+    contiguous = ok[ok["page_size"].isna()][PAIR_KEYS + ["median_s"]].rename(columns={"median_s": "contiguous_s"})
+    paged = ok[ok["page_size"].notna()]
+    merged = paged.merge(contiguous, on=PAIR_KEYS, how="inner")
+    merged["ratio"] = merged["median_s"] / merged["contiguous_s"]
+    return merged
+
+
+def paging_cost(df: pd.DataFrame) -> dict:
+    """The claim: a paged KV cache costs little against a contiguous one, for backends that read pages in place."""
+    claim = f"Paging the KV cache costs little: a paged decode step within {PAGING_CLAIM:g}× of a contiguous one " \
+            "(vLLM: its paged kernel 20–26% slower)"
+    pairs = paged_vs_contiguous(df)
+    if pairs.empty:
+        return claims._claim(claim, claims.NOT_MEASURED, "no paged decode case with its contiguous twin")
+    by = pairs.groupby(["backend", "page_size"])["ratio"].median()
+    detail = [{"backend": b, "page_size": int(p), "ratio": float(r)} for (b, p), r in by.items()]
+    shown = "; ".join(f"{b} pages of {int(p)}: {r:.2f}×" for (b, p), r in by.items())
+    in_place = by[by.index.get_level_values("backend").isin(PAGED_KERNELS)]
+    if in_place.empty:
+        return claims._claim(claim, claims.NOT_MEASURED, f"only gathering backends ran paged: {shown}", detail)
+    (backend, page), best = in_place.idxmin(), float(in_place.min())
+    numbers = (f"paged / contiguous decode time, median per backend and page size: {shown}; best paged kernel "
+               f"{backend} with pages of {int(page)}: {best:.2f}×." + claims._noisy_note(pairs))
+    return claims._claim(claim, claims.HOLDS if best <= PAGING_CLAIM else claims.FAILS, numbers, detail)

@@ -1,0 +1,209 @@
+"""A decode step against a paged KV cache: fixed-size pages in a shuffled pool, found through a block table.
+
+The pool holds the pages of every sequence of the batch in a seeded random order, as a long-running server's pool
+looks after many allocations and frees: pool (pages, page_size, Hkv, D), the layout vLLM and flash-attn use, and
+block_table (B, most pages) int32, row i listing sequence i's pages in order (unused entries point at page 0). The
+last page of a sequence is filled up to its context length; the rest of it is never read.
+  flex        the pool as one (1, Hkv, pages x page_size, D) sequence under a paged block mask: query token t of
+              sequence s sees pool slot j iff j belongs to s and its position passes the mask; KV blocks are one
+              page, so a block is either skipped whole or belongs to the sequence
+  naive       gathers each sequence's tokens to a contiguous (1, Hkv, context, D), then attends one by one
+  sdpa        gathers into nested jagged tensors (where torch supports them)
+  sdpa-<k>    gathers into a padded (B, Hkv, most pages x page_size, D) batch with a padding mask
+  flash-attn  flash_attn_with_kvcache with block_table and cache_seqlens (CUDA; flash-attn 2 needs pages of a
+              multiple of 256 tokens)
+The gathers are inside the timed call: they are what not having a paged kernel costs. Layout conversions of the
+pool itself (flex's) are not: a server keeps its pool in its kernel's layout.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import torch
+import torch.nn.functional as F
+
+from bench.backends.base import Unsupported
+from bench.backends.flex import run_flex
+from bench.backends.naive import naive_attention
+from bench.backends.sdpa import run_sdpa
+from bench.serving.batch import Sequences, offsets
+from bench.serving.ragged import (
+    Prepared,
+    flash_import,
+    flash_window,
+    masked,
+    nested,
+    nested_kwargs,
+    padding_mask,
+    probe_nested,
+    split_nested,
+)
+from bench.serving.workload import PADDED_BACKENDS, SEED, Workload
+from bench.shapes import AttentionShape
+
+FLASH_PAGE_MULTIPLE = 256  # flash-attn 2's paged kernel: "page block size must be divisible by 256"
+
+
+def block_table(w: Workload) -> torch.Tensor:
+    """(B, most pages) int32: row i lists sequence i's pages in the pool, in order; unused entries are page 0."""
+    assert w.page_size is not None
+    pages = [math.ceil(n / w.page_size) for n in w.kv_lens]
+    order = torch.randperm(sum(pages), generator=torch.Generator().manual_seed(SEED))  # the shuffled pool
+    table = torch.zeros((w.batch, max(pages)), dtype=torch.int32)
+    start = 0
+    for i, n in enumerate(pages):
+        table[i, :n] = order[start:start + n]
+        start += n
+    return table
+
+
+def page_order(w: Workload) -> tuple[int, torch.Tensor]:
+    """(pages in the pool, every sequence's tokens in order as slots of the flattened pool (pages x page_size))."""
+    assert w.page_size is not None
+    p, table = w.page_size, block_table(w).long()
+    slots = [table[i, torch.arange(n) // p] * p + torch.arange(n) % p for i, n in enumerate(w.kv_lens)]
+    return sum(math.ceil(n / p) for n in w.kv_lens), torch.cat(slots)
+
+
+class PagedCache:
+    """K and V of every sequence scattered into a shuffled page pool, with the block table that finds them."""
+
+    def __init__(self, w: Workload, seqs: Sequences) -> None:
+        assert w.page_size is not None
+        p = self.page_size = w.page_size
+        k0 = seqs.k[0]
+        pages, index = page_order(w)
+        self.block_table = block_table(w).to(k0.device)  # (B, most pages)
+        self.token_index = index.to(k0.device)  # every sequence's tokens as slots of the flattened pool
+        # (pages x page_size, Hkv, D) pools, filled through the index, viewed as (pages, page_size, Hkv, D)
+        self.k_pool = k0.new_zeros((pages * p, k0.shape[1], k0.shape[3]))
+        self.v_pool = torch.zeros_like(self.k_pool)
+        self.k_pool[self.token_index] = torch.cat([k[0].transpose(0, 1) for k in seqs.k])
+        self.v_pool[self.token_index] = torch.cat([v[0].transpose(0, 1) for v in seqs.v])
+        self.k_pool = self.k_pool.view(pages, p, k0.shape[1], k0.shape[3])
+        self.v_pool = self.v_pool.view(pages, p, k0.shape[1], k0.shape[3])
+
+    def gathered(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Every sequence's K and V, packed (sum of contexts, Hkv, D): one index_select per tensor."""
+        flat_k = self.k_pool.flatten(0, 1)  # (pages x page_size, Hkv, D)
+        flat_v = self.v_pool.flatten(0, 1)
+        return flat_k[self.token_index], flat_v[self.token_index]
+
+
+def paged(backend: str, shape: AttentionShape, w: Workload, seqs: Sequences) -> Prepared:
+    """The timed decode step of `backend` on a paged cache, and how to split its output per sequence."""
+    cache = PagedCache(w, seqs)
+    if backend == "flex":
+        return _flex(shape, w, seqs, cache)
+    if backend == "flash-attn":
+        return _flash(shape, w, seqs, cache)
+    if backend == "naive":
+        return _naive(shape, w, seqs, cache)
+    if backend == "sdpa":
+        return _nested(shape, w, seqs, cache)
+    if backend in PADDED_BACKENDS:
+        return _padded(backend, shape, w, seqs, cache)
+    raise Unsupported(f"{backend}: no paged-cache path for this backend")
+
+
+def _naive(shape: AttentionShape, w: Workload, seqs: Sequences, cache: PagedCache) -> Prepared:
+    def call():
+        k, v = cache.gathered()  # (sum of contexts, Hkv, D)
+        outs = []
+        for q, k_i, v_i in zip(seqs.q, k.split(list(w.kv_lens)), v.split(list(w.kv_lens)), strict=True):
+            outs.append(naive_attention(q, k_i.transpose(0, 1).unsqueeze(0), v_i.transpose(0, 1).unsqueeze(0),
+                                        causal=shape.causal, window=shape.window))
+        return outs
+    return call, lambda outs: outs
+
+
+def _nested(shape: AttentionShape, w: Workload, seqs: Sequences, cache: PagedCache) -> Prepared:
+    kwargs = nested_kwargs(shape, w)
+    q = nested(seqs.q)  # (B, Hq, j, D)
+    kv_offsets = offsets(w.kv_lens, q.device).long()
+
+    def attend():
+        k, v = cache.gathered()  # (sum of contexts, Hkv, D)
+        k_nt = torch.nested.nested_tensor_from_jagged(k, kv_offsets).transpose(1, 2)  # (B, Hkv, j, D)
+        v_nt = torch.nested.nested_tensor_from_jagged(v, kv_offsets).transpose(1, 2)
+        return q, k_nt, v_nt
+
+    probe_nested(*attend(), kwargs)
+
+    def call():
+        return F.scaled_dot_product_attention(*attend(), **kwargs)
+    return call, split_nested
+
+
+def _padded(backend: str, shape: AttentionShape, w: Workload, seqs: Sequences, cache: PagedCache) -> Prepared:
+    most = cache.block_table.shape[1]
+    width = most * cache.page_size
+    q = torch.cat(seqs.q)  # (B, Hq, Sq, D): every sequence decodes the same number of queries
+    kwargs = {"attn_mask": padding_mask(shape, w, q.device, kv_width=width),
+              "enable_gqa": shape.n_kv_heads != shape.n_heads}
+    table = cache.block_table.long()
+
+    def call():
+        # (B, most pages, page_size, Hkv, D) -> (B, Hkv, most pages x page_size, D)
+        k = cache.k_pool[table].flatten(1, 2).transpose(1, 2)
+        v = cache.v_pool[table].flatten(1, 2).transpose(1, 2)
+        return run_sdpa(backend, q, k, v, kwargs)
+    return call, lambda out: list(out.split(1))
+
+
+@functools.lru_cache(maxsize=8)
+def paged_mask(w: Workload, causal: bool, window: int | None, device: str):
+    """Flex's paged block mask: query token t of sequence s sees pool slot j iff the block table puts one of s's
+    tokens there and the mask lets it. KV blocks are one page, so whole pages of other sequences are skipped.
+    Cached (the pool's order is a function of the workload and the seed), so the check and the timed call share
+    one mask_mod and one compiled kernel."""
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    p = w.page_size
+    assert p is not None
+    pages, index = page_order(w)
+    owner = torch.full((pages * p,), -1, dtype=torch.long)  # pool slot -> its sequence (-1: unused tail)
+    position = torch.zeros(pages * p, dtype=torch.long)  # pool slot -> its position in that sequence
+    owner[index] = torch.cat([torch.full((n,), i) for i, n in enumerate(w.kv_lens)])
+    position[index] = torch.cat([torch.arange(n) for n in w.kv_lens])
+    q_len = w.q_lens[0]
+    q_seq = torch.arange(w.batch).repeat_interleave(q_len)  # query token -> its sequence
+    q_pos = torch.cat([torch.arange(q_len) + n - q_len for n in w.kv_lens])  # its position in the sequence
+    owner, position, q_seq, q_pos = (t.to(device) for t in (owner, position, q_seq, q_pos))
+
+    def paged(b, h, q_idx, kv_idx):
+        return masked(owner[kv_idx] == q_seq[q_idx], q_pos[q_idx], position[kv_idx], causal, window)
+
+    return create_block_mask(paged, None, None, len(q_seq), pages * p, device=device, BLOCK_SIZE=(128, p))
+
+
+def _flex(shape: AttentionShape, w: Workload, seqs: Sequences, cache: PagedCache) -> Prepared:
+    block_mask = paged_mask(w, shape.causal, shape.window, str(seqs.device))
+    q = torch.cat(seqs.q, dim=2)  # (1, Hq, B x Sq, D)
+    k = cache.k_pool.flatten(0, 1).transpose(0, 1).unsqueeze(0).contiguous()  # (1, Hkv, pages x page_size, D)
+    v = cache.v_pool.flatten(0, 1).transpose(0, 1).unsqueeze(0).contiguous()
+    key = ("paged", w, shape.causal, shape.window)
+
+    def call():
+        return run_flex(q, k, v, block_mask, key)
+    return call, lambda out: list(out.split(w.q_lens[0], dim=2))
+
+
+def _flash(shape: AttentionShape, w: Workload, seqs: Sequences, cache: PagedCache) -> Prepared:
+    with_kvcache = flash_import("flash_attn_with_kvcache")
+    if cache.page_size % FLASH_PAGE_MULTIPLE:
+        raise Unsupported(f"flash-attn: its paged KV cache needs pages of a multiple of {FLASH_PAGE_MULTIPLE} "
+                          f"tokens, not {cache.page_size}")
+    if shape.head_dim > 256 or shape.head_dim % 8:
+        raise Unsupported(f"flash-attn: head_dim must be a multiple of 8 up to 256, not {shape.head_dim}")
+    q = torch.cat(seqs.q).transpose(1, 2).contiguous()  # (B, Sq, Hq, D)
+    lengths = torch.tensor(w.kv_lens, dtype=torch.int32, device=q.device)
+    # with cache_seqlens the causal mask is bottom-right aligned: query a sits at position context - Sq + a
+    kwargs = {"cache_seqlens": lengths, "block_table": cache.block_table, "causal": shape.causal,
+              "window_size": flash_window(shape)}
+
+    def call():
+        return with_kvcache(q, cache.k_pool, cache.v_pool, **kwargs)
+    return call, lambda out: list(out.transpose(1, 2).split(1))

@@ -1,0 +1,220 @@
+"""Ragged and mixed batches with a contiguous cache: each backend in the layout its users give it.
+
+  naive           one call per sequence (nothing padded, one small score matrix each)
+  sdpa            nested jagged tensors (torch's ragged layout; torch picks the kernel), where torch supports them
+  sdpa-<kernel>   a padded batch (B, H, longest, D) with a padding mask: padding tokens are computed and thrown away
+  flex            every sequence packed into one (1, H, total, D) call under a document mask (block-sparse)
+  flash-attn      flash_attn_varlen_func on the packed (total, H, D) layout with cumulative sequence lengths (CUDA)
+Mixed batches (prefill chunks beside decode steps) need per-sequence query and key lengths in one call: only flex
+and flash-attn take that. Layouts are built once, untimed (a serving engine keeps its batch in its own layout);
+the timed call is the attention call alone. Each returns (call, split): split(call()) is the list of per-sequence
+outputs (1, Hq, q_len, D) that the check compares with the float64 reference.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+
+from bench.backends.base import Unsupported
+from bench.backends.flex import run_flex
+from bench.backends.naive import naive_attention
+from bench.backends.sdpa import run_sdpa
+from bench.serving.batch import Sequences, offsets, packed, unpacked
+from bench.serving.workload import PADDED_BACKENDS, Workload
+from bench.shapes import AttentionShape
+
+Prepared = tuple[Callable[[], object], Callable[[object], list[torch.Tensor]]]
+
+
+def ragged(backend: str, shape: AttentionShape, w: Workload, seqs: Sequences) -> Prepared:
+    """The timed call of `backend` on this batch and how to split its output; Unsupported when it cannot run it."""
+    mixed = len(set(w.q_lens)) > 1 and any(q < k for q, k in zip(w.q_lens, w.kv_lens, strict=True))
+    if backend == "flex":
+        return _flex(shape, w, seqs)
+    if backend == "flash-attn":
+        return _flash_varlen(shape, w, seqs)
+    if mixed:
+        raise Unsupported(f"{backend}: a mixed batch (prefill chunks and decode steps) needs per-sequence query and "
+                          "key lengths in one call; only flex (document mask) and flash-attn (varlen) take that")
+    if backend == "naive":
+        return _naive(shape, seqs)
+    if backend == "sdpa":
+        return _nested(shape, w, seqs)
+    if backend in PADDED_BACKENDS:
+        return _padded(backend, shape, w, seqs)
+    raise Unsupported(f"{backend}: no serving layout for this backend")
+
+
+def _naive(shape: AttentionShape, seqs: Sequences) -> Prepared:
+    def call():
+        return [naive_attention(q, k, v, causal=shape.causal, window=shape.window)
+                for q, k, v in zip(seqs.q, seqs.k, seqs.v, strict=True)]
+    return call, lambda outs: outs
+
+
+def masked(ok: torch.Tensor, pos_q: torch.Tensor, pos_k: torch.Tensor, causal: bool, window: int | None
+           ) -> torch.Tensor:
+    """`ok` where the case's mask also lets the query at position pos_q see the key at pos_k of its sequence
+    (no in-place ops: flex's mask_mod runs under vmap)."""
+    if causal or window is not None:
+        ok = ok & (pos_k <= pos_q)
+    if window is not None:
+        ok = ok & (pos_k > pos_q - window)
+    return ok
+
+
+def padding_mask(shape: AttentionShape, w: Workload, device: torch.device, kv_width: int | None = None
+                 ) -> torch.Tensor:
+    """(B, 1, longest q, kv_width) bool (kv_width: the longest context unless given): each sequence's own mask
+    inside its lengths. A padding query row sees the first key only, so that no row is fully masked (kernels return
+    NaN there); its output is discarded."""
+    lq, lk = max(w.q_lens), kv_width or max(w.kv_lens)
+    q_len = torch.tensor(w.q_lens, device=device).view(-1, 1, 1)  # (B, 1, 1)
+    kv_len = torch.tensor(w.kv_lens, device=device).view(-1, 1, 1)
+    a = torch.arange(lq, device=device).view(1, -1, 1)  # (1, lq, 1)
+    j = torch.arange(lk, device=device).view(1, 1, -1)  # (1, 1, lk)
+    ok = masked(j < kv_len, a + kv_len - q_len, j, shape.causal, shape.window)  # (B, lq, lk)
+    ok = ok | ((a >= q_len) & (j == 0))  # (B, lq, lk)
+    return ok.unsqueeze(1)  # (B, 1, lq, lk)
+
+
+def pad(parts: list[torch.Tensor], length: int) -> torch.Tensor:
+    """Sequences (1, H, L_i, D) -> (B, H, length, D), zeros after each sequence."""
+    out = parts[0].new_zeros((len(parts), parts[0].shape[1], length, parts[0].shape[3]))
+    for i, p in enumerate(parts):
+        out[i, :, :p.shape[2]] = p[0]
+    return out
+
+
+def _padded(backend: str, shape: AttentionShape, w: Workload, seqs: Sequences) -> Prepared:
+    q = pad(seqs.q, max(w.q_lens))  # (B, Hq, longest q, D)
+    k, v = pad(seqs.k, max(w.kv_lens)), pad(seqs.v, max(w.kv_lens))  # (B, Hkv, longest kv, D)
+    kwargs = {"attn_mask": padding_mask(shape, w, q.device), "enable_gqa": shape.n_kv_heads != shape.n_heads}
+
+    def call():
+        return run_sdpa(backend, q, k, v, kwargs)
+    return call, lambda out: [out[i:i + 1, :, :n] for i, n in enumerate(w.q_lens)]
+
+
+def nested(parts: list[torch.Tensor]) -> torch.Tensor:
+    """Sequences (1, H, L_i, D) -> a nested jagged tensor (B, H, j, D), from the packed values (no copy after)."""
+    lengths = [p.shape[2] for p in parts]
+    values = packed(parts)  # (T, H, D)
+    njt = torch.nested.nested_tensor_from_jagged(values, offsets(lengths, values.device).long())  # (B, j, H, D)
+    return njt.transpose(1, 2)
+
+
+def nested_kwargs(shape: AttentionShape, w: Workload) -> dict:
+    """SDPA's arguments for nested jagged inputs, or Unsupported when the mask cannot be said with them."""
+    if shape.window is not None:
+        raise Unsupported("sdpa on nested jagged tensors: no window mask (SDPA takes only is_causal with them)")
+    prefill = w.q_lens == w.kv_lens
+    if shape.causal and not prefill and max(w.q_lens) > 1:
+        raise Unsupported("sdpa on nested jagged tensors: is_causal is top-left aligned, and decoding several "
+                          "queries against a longer cache needs bottom-right")
+    # a single query sees its whole cache under a bottom-right causal mask: no mask then
+    return {"is_causal": shape.causal and prefill, "enable_gqa": shape.n_kv_heads != shape.n_heads}
+
+
+def split_nested(out: torch.Tensor) -> list[torch.Tensor]:
+    """A nested (B, Hq, j, D) output -> sequences (1, Hq, L_i, D)."""
+    return [t.transpose(0, 1).unsqueeze(0) for t in out.transpose(1, 2).unbind()]
+
+
+def _nested(shape: AttentionShape, w: Workload, seqs: Sequences) -> Prepared:
+    kwargs = nested_kwargs(shape, w)
+    q, k, v = nested(seqs.q), nested(seqs.k), nested(seqs.v)
+    probe_nested(q, k, v, kwargs)
+
+    def call():
+        return F.scaled_dot_product_attention(q, k, v, **kwargs)
+    return call, split_nested
+
+
+def probe_nested(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kwargs: dict) -> None:
+    """One call, untimed: when torch refuses nested inputs it logs its reasons, which become the Unsupported's."""
+    caught: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: caught.append(record.getMessage().strip())  # type: ignore[method-assign]
+    log = logging.getLogger("torch.nested._internal.sdpa")
+    log.addHandler(handler)
+    try:
+        F.scaled_dot_product_attention(q, k, v, **kwargs)
+    except (RuntimeError, ValueError, NotImplementedError) as err:
+        why = "; ".join(m for m in caught if m and not m.endswith("because:")) or str(err).splitlines()[0]
+        raise Unsupported(f"sdpa on nested jagged tensors (torch {torch.__version__}): {why}") from None
+    finally:
+        log.removeHandler(handler)
+
+
+def _positions(w: Workload, queries: bool, device: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per packed token: its sequence and its position in that sequence (queries sit at the end of it)."""
+    seq, pos = [], []
+    for i, (q_len, kv_len) in enumerate(zip(w.q_lens, w.kv_lens, strict=True)):
+        n = q_len if queries else kv_len
+        seq.append(torch.full((n,), i))
+        pos.append(torch.arange(n) + (kv_len - q_len if queries else 0))
+    return torch.cat(seq).to(device), torch.cat(pos).to(device)
+
+
+@functools.lru_cache(maxsize=8)
+def document_mask(w: Workload, causal: bool, window: int | None, device: str):
+    """Flex's block mask for the packed batch: a query sees the keys of its own sequence that the mask allows.
+    Cached, so the check and the timed call share one mask_mod (and one compiled kernel)."""
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    seq_q, pos_q = _positions(w, True, device)
+    seq_k, pos_k = _positions(w, False, device)
+
+    def document(b, h, q_idx, kv_idx):
+        return masked(seq_q[q_idx] == seq_k[kv_idx], pos_q[q_idx], pos_k[kv_idx], causal, window)
+
+    return create_block_mask(document, None, None, len(seq_q), len(seq_k), device=device)
+
+
+def _flex(shape: AttentionShape, w: Workload, seqs: Sequences) -> Prepared:
+    block_mask = document_mask(w, shape.causal, shape.window, str(seqs.device))
+    q = packed(seqs.q).transpose(0, 1).unsqueeze(0)  # (1, Hq, total q, D)
+    k = packed(seqs.k).transpose(0, 1).unsqueeze(0)  # (1, Hkv, total kv, D)
+    v = packed(seqs.v).transpose(0, 1).unsqueeze(0)
+    key = ("document", w, shape.causal, shape.window)
+
+    def call():
+        return run_flex(q, k, v, block_mask, key)
+    return call, lambda out: [t.contiguous() for t in torch.split(out, list(w.q_lens), dim=2)]
+
+
+def flash_window(shape: AttentionShape) -> tuple[int, int]:
+    """flash-attn's (left, right): a window of w is itself and the w-1 keys before it."""
+    return (shape.window - 1, 0) if shape.window is not None else (-1, -1)
+
+
+def flash_import(name: str):
+    """A function of the flash_attn package, or Unsupported saying how to get it; checks the head dim as the dense
+    backend does."""
+    try:
+        import flash_attn
+    except ImportError as err:
+        raise Unsupported(f"flash-attn: package not importable ({err}); pip install 'attnbench[flash]' "
+                          "on a CUDA machine") from None
+    return getattr(flash_attn, name)
+
+
+def _flash_varlen(shape: AttentionShape, w: Workload, seqs: Sequences) -> Prepared:
+    varlen = flash_import("flash_attn_varlen_func")
+    if shape.head_dim > 256 or shape.head_dim % 8:
+        raise Unsupported(f"flash-attn: head_dim must be a multiple of 8 up to 256, not {shape.head_dim}")
+    q, k, v = packed(seqs.q), packed(seqs.k), packed(seqs.v)  # (T, H, D)
+    cu_q, cu_k = offsets(w.q_lens, q.device), offsets(w.kv_lens, q.device)
+    # varlen's causal mask is bottom-right aligned per sequence (flash-attn >= 2.1), as a mixed batch needs
+    kwargs = {"causal": shape.causal, "window_size": flash_window(shape)}
+
+    def call():
+        return varlen(q, k, v, cu_q, cu_k, max(w.q_lens), max(w.kv_lens), **kwargs)
+    return call, lambda out: unpacked(out, w.q_lens)
+

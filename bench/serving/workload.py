@@ -1,0 +1,137 @@
+"""What a serving case computes, as plain numbers: each sequence's query and key lengths, and the counts that follow.
+
+No torch here, so records can be built and read without it. The batch comes from the shape (bench.shapes):
+  ragged prefill  (lengths equal/uniform/zipf, seq_q == seq_kv = S): B sequences whose lengths are drawn from the
+                  named distribution and sum to exactly B x S tokens; each attends causally (or per the mask) to itself.
+  ragged decode   (lengths set, seq_q < seq_kv): each sequence decodes seq_q tokens against its own context; the
+                  contexts are drawn the same way and sum to B x seq_kv (each at least seq_q).
+  mixed           (lengths mixed, seq_q == seq_kv = S): the first ceil(B/2) sequences are prefill chunks of S tokens
+                  that continue an S-token cached prompt (S queries, 2S keys), the others decode steps (1 query)
+                  against contexts drawn uniform at a total of 2S per step: a chunked-prefill scheduler's batch.
+  page_size       the decode step's cache lives in pages of that many tokens (bench.serving.paged).
+Distributions, seeded (the same shape always gives the same lengths): equal (all S); uniform (weights uniform in
+[0, 1)); zipf (weights 1/rank for ranks 1..B in a seeded order: one long sequence and a tail of short ones).
+Every sequence gets 1 token (decode: seq_q) and the rest is shared out by weight, largest remainders first.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+
+from bench.masks import visible_pairs
+from bench.metrics import ELEMENT_BYTES
+from bench.shapes import AttentionShape
+
+SEED = 0
+# Backends whose serving layout is a padded batch (B, H, max length, D) with a padding mask: they compute the pairs
+# of padding tokens too. sdpa (torch's own choice) runs nested jagged tensors instead (bench.serving.ragged).
+PADDED_BACKENDS = ("sdpa-math", "sdpa-flash", "sdpa-efficient", "sdpa-cudnn")
+
+
+def is_serving(shape: AttentionShape) -> bool:
+    """A serving batch (ragged lengths, mixed or paged) rather than a dense one."""
+    return shape.lengths is not None or shape.page_size is not None
+
+
+def draw_lengths(distribution: str, count: int, total: int, minimum: int = 1, seed: int = SEED) -> list[int]:
+    """`count` lengths of at least `minimum` summing to `total`, drawn from the named distribution."""
+    if count * minimum > total:
+        raise ValueError(f"{count} sequences of at least {minimum} tokens do not fit in {total}")
+    rng = random.Random(f"{distribution}-{count}-{total}-{seed}")
+    if distribution == "equal":
+        weights = [1.0] * count
+    elif distribution == "uniform":
+        weights = [rng.random() + 1e-9 for _ in range(count)]
+    elif distribution == "zipf":
+        ranks = list(range(1, count + 1))
+        rng.shuffle(ranks)
+        weights = [1.0 / r for r in ranks]
+    else:
+        raise ValueError(f"unknown length distribution {distribution!r}")
+    spare = total - count * minimum
+    shares = [spare * w / sum(weights) for w in weights]
+    lengths = [minimum + math.floor(s) for s in shares]
+    by_remainder = sorted(range(count), key=lambda i: (math.floor(shares[i]) - shares[i], i))
+    for i in by_remainder[:total - sum(lengths)]:
+        lengths[i] += 1
+    return lengths
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Per sequence: how many queries it computes and how many keys (its context, queries included) it sees.
+
+    Masks are bottom-right aligned per sequence, as for a dense case: query a of sequence i sits at position
+    a + kv_lens[i] - q_lens[i] of that sequence."""
+
+    q_lens: tuple[int, ...]
+    kv_lens: tuple[int, ...]
+    page_size: int | None = None
+
+    @property
+    def batch(self) -> int:
+        return len(self.q_lens)
+
+
+def workload_of(shape: AttentionShape) -> Workload:
+    """The sequences of a serving shape (see the module's docstring for each kind)."""
+    b, s = shape.batch, shape.seq_q
+    if shape.lengths == "mixed":
+        chunks = math.ceil(b / 2)
+        decode_kv = draw_lengths("uniform", b - chunks, (b - chunks) * 2 * s)
+        return Workload((s,) * chunks + (1,) * (b - chunks), (2 * s,) * chunks + tuple(decode_kv))
+    if shape.seq_q == shape.seq_kv:  # ragged prefill: every sequence is its own queries and keys
+        lengths = tuple(draw_lengths(shape.lengths or "equal", b, b * s))
+        return Workload(lengths, lengths)
+    contexts = draw_lengths(shape.lengths or "equal", b, b * shape.seq_kv, minimum=shape.seq_q)
+    return Workload((shape.seq_q,) * b, tuple(contexts), shape.page_size)
+
+
+def real_pairs(w: Workload, causal: bool, window: int | None) -> int:
+    """(query, key) pairs the mask leaves visible, summed over the sequences: the only work FLOPs count."""
+    return sum(visible_pairs(q, k, causal, window) for q, k in zip(w.q_lens, w.kv_lens, strict=True))
+
+
+def padded_pairs(w: Workload, causal: bool, window: int | None) -> int:
+    """The pairs a padded batch (every sequence at the longest query and key length, same mask) computes; a paged
+    cache's gather pads the keys to whole pages."""
+    kv = max(w.kv_lens) if w.page_size is None else math.ceil(max(w.kv_lens) / w.page_size) * w.page_size
+    return w.batch * visible_pairs(max(w.q_lens), kv, causal, window)
+
+
+def padding_waste(shape: AttentionShape, backend: str) -> float:
+    """Work of `backend`'s serving layout, padding included, / the real work: 1.0 when it pads nothing.
+
+    The padded backends (PADDED_BACKENDS, and sdpa-math/-flash after a paged cache's gather) compute every sequence
+    at the batch's longest lengths; naive (one sequence at a time), sdpa on nested jagged tensors, flex (packed
+    sequences under a document or paged block mask) and flash-attn (varlen, block table) pad nothing."""
+    if backend not in PADDED_BACKENDS:
+        return 1.0
+    w = workload_of(shape)
+    return padded_pairs(w, shape.causal, shape.window) / real_pairs(w, shape.causal, shape.window)
+
+
+def serving_flops(shape: AttentionShape) -> int:
+    """4 x Hq x D per real visible pair (a forward; serving cases time inference only)."""
+    return 4 * shape.n_heads * shape.head_dim * real_pairs(workload_of(shape), shape.causal, shape.window)
+
+
+def serving_bytes(shape: AttentionShape) -> int:
+    """Minimum traffic: each sequence's Q and O at Hq heads and its K and V at Hkv heads, once."""
+    w = workload_of(shape)
+    return 2 * shape.head_dim * ELEMENT_BYTES[shape.dtype] * (
+        shape.n_heads * sum(w.q_lens) + shape.n_kv_heads * sum(w.kv_lens))
+
+
+def serving_kv_bytes(shape: AttentionShape) -> int:
+    """One layer's K and V cache that the batch's decode step reads: every context, capped by a window."""
+    w = workload_of(shape)
+    tokens = sum(min(k, shape.window) if shape.window else k for k in w.kv_lens)
+    return 2 * shape.n_kv_heads * shape.head_dim * tokens * ELEMENT_BYTES[shape.dtype]
+
+
+def real_tokens(shape: AttentionShape) -> int:
+    """Query tokens the call produces outputs for: B x Sq for a dense case, the sum of query lengths for serving."""
+    return sum(workload_of(shape).q_lens) if is_serving(shape) else shape.batch * shape.seq_q

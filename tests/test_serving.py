@@ -1,0 +1,311 @@
+"""Serving batches (bench.serving): lengths, counts, layouts, the per-sequence check and the runner's records."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from bench.backends import BACKENDS
+from bench.errors import UsageError
+from bench.metrics import attention_flops
+from bench.record import new_record
+from bench.serving.batch import check_sequences, make_sequences, references
+from bench.serving.case import EXACT_CHECK_ELEMENTS, serving_check_shape
+from bench.serving.paged import PagedCache, block_table
+from bench.serving.ragged import padding_mask, ragged
+from bench.serving.workload import (
+    draw_lengths,
+    padding_waste,
+    real_pairs,
+    serving_flops,
+    serving_kv_bytes,
+    workload_of,
+)
+from bench.shapes import AttentionShape, ShapeError
+from bench.suite import spec
+from bench.suite.runner import Runner
+from bench.suite.spec import Case, Sweep
+
+CALIBRATION = {"gemm_flops_per_s": 1e11, "copy_bytes_per_s": 1e10}
+CPU_LAYOUTS = ["naive", "sdpa-math", "sdpa-flash"]
+
+
+def serving(lengths="zipf", batch=4, seq_q=24, seq_kv=24, mask="causal", window=None, page_size=None, n_heads=4,
+            n_kv_heads=2, dtype="fp32") -> AttentionShape:
+    return AttentionShape(batch, seq_q, seq_kv, n_heads, n_kv_heads, 16, dtype, mask, window, lengths=lengths,
+                          page_size=page_size)
+
+
+def run(backend: str, shape: AttentionShape) -> dict:
+    phase = "prefill" if shape.seq_q == shape.seq_kv else "decode"
+    return Runner(CALIBRATION, budget_s=0.02).run(Case(backend, shape, phase, "fwd", "cpu")).record
+
+
+# --- lengths and counts (no torch work) -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("distribution", ["equal", "uniform", "zipf"])
+@pytest.mark.parametrize("count, total, minimum", [(8, 2048, 1), (5, 17, 1), (4, 4000, 3), (16, 16, 1)])
+def test_lengths_sum_to_the_total_and_respect_the_minimum(distribution, count, total, minimum):
+    lengths = draw_lengths(distribution, count, total, minimum)
+    assert len(lengths) == count and sum(lengths) == total and min(lengths) >= minimum
+    assert draw_lengths(distribution, count, total, minimum) == lengths  # seeded
+
+
+def test_distributions_differ_in_spread():
+    equal, uniform, zipf = (draw_lengths(d, 8, 8 * 256) for d in ("equal", "uniform", "zipf"))
+    assert set(equal) == {256}
+    assert len(set(uniform)) > 1
+    assert max(zipf) > 2 * 256 and min(zipf) < 256 / 2  # one long sequence and a tail of short ones
+
+
+def test_workloads_of_each_kind():
+    prefill = workload_of(serving("uniform", batch=4, seq_q=32, seq_kv=32))
+    assert prefill.q_lens == prefill.kv_lens and sum(prefill.q_lens) == 4 * 32
+    decode = workload_of(serving("zipf", batch=4, seq_q=2, seq_kv=100))
+    assert decode.q_lens == (2,) * 4 and sum(decode.kv_lens) == 400 and min(decode.kv_lens) >= 2
+    mixed = workload_of(serving("mixed", batch=5, seq_q=32, seq_kv=32))
+    assert mixed.q_lens == (32, 32, 32, 1, 1) and mixed.kv_lens[:3] == (64,) * 3 and sum(mixed.kv_lens[3:]) == 128
+
+
+def test_equal_lengths_count_what_the_dense_batch_counts():
+    dense = AttentionShape(4, 24, 24, 4, 2, 16, "fp32", "causal")
+    assert serving_flops(dataclasses.replace(dense, lengths="equal")) == attention_flops(dense)
+    for backend in ("naive", "sdpa-math", "flex"):
+        assert padding_waste(dataclasses.replace(dense, lengths="equal"), backend) == 1.0
+
+
+def test_flops_count_real_pairs_only_and_padding_waste_the_rest():
+    s = serving("zipf", batch=4, seq_q=24, seq_kv=24, mask="causal")
+    w = workload_of(s)
+    assert serving_flops(s) == 4 * 4 * 16 * sum(n * (n + 1) // 2 for n in w.q_lens)
+    longest = max(w.q_lens)
+    assert padding_waste(s, "sdpa-math") == pytest.approx(4 * longest * (longest + 1) / 2 / real_pairs(w, True, None))
+    assert padding_waste(s, "naive") == padding_waste(s, "flex") == padding_waste(s, "sdpa") == 1.0
+
+
+def test_kv_bytes_of_a_ragged_decode_step_sum_the_contexts():
+    s = serving("uniform", batch=4, seq_q=1, seq_kv=100, page_size=16)
+    assert serving_kv_bytes(s) == 2 * 2 * 16 * 400 * 4
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(lengths="gamma"), "lengths='gamma' is unknown"),
+    (dict(page_size=16), "page_size=16 pages a decode step"),
+    (dict(lengths="uniform", seq_q=1, seq_kv=64, page_size=0), "page_size=0 must be a positive integer"),
+    (dict(lengths="mixed", batch=1), "batch >= 2"),
+    (dict(lengths="mixed", mask="none"), "needs a causal mask"),
+    (dict(seq_q=32, seq_kv=16, mask="none"), "seq_q <= seq_kv"),
+])
+def test_impossible_serving_shapes_name_the_rule(kw, message):
+    with pytest.raises(ShapeError, match=message.replace("(", r"\(")):
+        serving(**kw)
+
+
+def test_serving_layer_scope_is_refused():
+    with pytest.raises(ShapeError, match="serving batch of attention calls"):
+        AttentionShape(2, 8, 8, 2, 2, 8, mask="causal", scope="layer", lengths="zipf")
+
+
+def test_serving_fields_appear_in_ids_only_when_set():
+    dense = AttentionShape(2, 8, 8, 2, 2, 8, mask="causal")
+    assert "lengths" not in Case("naive", dense, "prefill", "fwd", "cpu").id
+    paged = AttentionShape(2, 1, 64, 2, 2, 8, mask="causal", lengths="uniform", page_size=16)
+    assert Case("naive", paged, "decode", "fwd", "cpu").id == \
+        "naive/mha/b2-hq2-hkv2-q1-kv64-d8-lengths=uniform-page_size=16/fp32/causal/decode/fwd/cpu"
+
+
+# --- the sweep ----------------------------------------------------------------------------------------------------
+
+
+def test_sweep_expands_lengths_and_page_sizes():
+    sweep = Sweep(backends=("naive",), kv_heads=(8,), seqs=(64,), batches=(4,), masks=("none", "causal"),
+                  phases=("prefill", "decode"), passes=("fwd", "fwd+bwd"), decode_kv=(256,),
+                  lengths=("zipf", "mixed"), page_sizes=(None, 16))
+    shapes = [(c.shape.lengths, c.shape.page_size, c.shape.mask, c.phase, c.pass_) for c in spec.cases(sweep, "cpu")]
+    assert ("mixed", None, "none", "prefill", "fwd") not in shapes  # a mixed batch is causal
+    assert all(p == "fwd" for *_, p in shapes)  # serving is inference
+    decode = {(lengths, page) for lengths, page, _, phase, _ in shapes if phase == "decode"}
+    assert decode == {("zipf", None), ("zipf", 16)}  # mixed is a prefill batch
+
+
+def test_page_size_axis_parses_contiguous_and_paged_decode_defaults_to_uniform_contexts():
+    assert spec.page_sizes("contiguous,16,128") == (None, 16, 128)
+    with pytest.raises(UsageError):
+        spec.page_sizes("16,big")
+    sweep = Sweep(backends=("naive",), phases=("decode",), decode_kv=(256,), page_sizes=(None, 32))
+    assert {(c.shape.lengths, c.shape.page_size) for c in spec.cases(sweep, "cpu")} == {("uniform", None),
+                                                                                        ("uniform", 32)}
+
+
+def test_serving_profile_has_both_devices():
+    for device in ("cpu", "cuda"):
+        cases = spec.cases(spec.profile("serving", device), device)
+        assert {c.shape.lengths for c in cases} == {"equal", "uniform", "zipf", "mixed"}
+        assert {c.shape.page_size for c in cases} >= {None, 16, 128}
+
+
+# --- layouts and the per-sequence check -------------------------------------------------------------------------
+
+
+def test_padding_mask_keeps_each_sequence_to_itself_and_no_row_empty():
+    s = serving("uniform", batch=3, seq_q=8, seq_kv=8, mask="causal")
+    w = workload_of(s)
+    mask = padding_mask(s, w, torch.device("cpu"))[:, 0]  # (B, longest, longest)
+    assert bool(mask.any(-1).all())
+    for i, n in enumerate(w.q_lens):
+        assert torch.equal(mask[i, :n, :n], torch.ones(n, n, dtype=torch.bool).tril())
+        assert not bool(mask[i, :n, n:].any())
+
+
+def test_paged_cache_is_shuffled_and_gathers_back_every_sequence():
+    s = serving("zipf", batch=4, seq_q=1, seq_kv=50, page_size=8)
+    w = workload_of(s)
+    table = block_table(w)
+    used = torch.cat([table[i, :-(-n // 8)] for i, n in enumerate(w.kv_lens)])
+    assert sorted(used.tolist()) == list(range(len(used))) and used.tolist() != sorted(used.tolist())
+    seqs = make_sequences(s, w, "cpu", seed=0)
+    k, v = PagedCache(w, seqs).gathered()
+    assert torch.equal(k, torch.cat([t[0].transpose(0, 1) for t in seqs.k]))
+    assert torch.equal(v, torch.cat([t[0].transpose(0, 1) for t in seqs.v]))
+
+
+def test_check_catches_sequences_swapped():
+    s = serving("uniform", batch=3, seq_q=1, seq_kv=40)
+    w = workload_of(s)
+    seqs = make_sequences(s, w, "cpu", seed=0)
+    refs = references(s, seqs)
+    call, split = ragged("naive", s, w, seqs)
+    outs = split(call())
+    assert check_sequences(outs, refs).ok
+    assert not check_sequences(outs[1:] + outs[:1], refs).ok
+
+
+@pytest.mark.parametrize("backend", CPU_LAYOUTS)
+@pytest.mark.parametrize("shape", [
+    serving("zipf"), serving("uniform", mask="none"), serving("zipf", mask="window", window=5),
+    serving("uniform", seq_q=1, seq_kv=60), serving("zipf", seq_q=2, seq_kv=60, page_size=8),
+    serving("uniform", seq_q=1, seq_kv=60, mask="window", window=9, page_size=16),
+], ids=lambda s: f"{s.lengths}-{s.mask_label}-q{s.seq_q}-page{s.page_size}")
+def test_every_cpu_layout_matches_float64_per_sequence(backend, shape):
+    record = run(backend, shape)
+    assert record["status"] == "ok", record["reason"]
+    assert record["max_abs_err"] < 1e-5
+    assert record["real_tokens"] == sum(workload_of(shape).q_lens)
+    assert record["tokens_per_s"] == pytest.approx(record["real_tokens"] / record["median_s"])
+
+
+def test_nested_jagged_sdpa_runs_where_torch_supports_it_and_says_why_not_elsewhere():
+    ok = run("sdpa", serving("uniform", mask="none", n_kv_heads=4))
+    assert ok["status"] == "ok" and ok["padding_waste"] == 1.0
+    refused = run("sdpa", serving("zipf", mask="window", window=4))
+    assert refused["status"] == "unsupported" and "nested jagged tensors" in refused["reason"]
+
+
+@pytest.mark.parametrize("backend", ["naive", "sdpa", "sdpa-math"])
+def test_mixed_batches_are_unsupported_off_flex_and_flash_attn(backend):
+    record = run(backend, serving("mixed"))
+    assert record["status"] == "unsupported" and "flex" in record["reason"] and "flash-attn" in record["reason"]
+
+
+def test_flash_attn_on_cpu_is_unsupported_naming_cuda():
+    record = run("flash-attn", serving("zipf", dtype="bf16"))
+    assert record["status"] == "unsupported" and "CUDA" in record["reason"]
+
+
+def test_a_backend_that_drops_the_padding_mask_is_incorrect(monkeypatch):
+    monkeypatch.setattr("bench.serving.ragged.padding_mask", lambda shape, w, device, kv_width=None: None)
+    record = run("sdpa-math", serving("zipf", mask="none"))
+    assert record["status"] == "incorrect" and record["median_s"] is None
+
+
+def test_records_of_serving_cases_carry_their_fields():
+    s = serving("zipf", seq_q=1, seq_kv=60, page_size=8)
+    record = new_record(Case("sdpa-math", s, "decode", "fwd", "cpu"), BACKENDS["sdpa-math"].memory)
+    assert (record["lengths"], record["page_size"]) == ("zipf", 8)
+    assert record["flops"] == serving_flops(s) and record["padding_waste"] > 1.0
+    assert record["kv_cache_bytes"] == serving_kv_bytes(s) and record["model_mem_bytes"] is None
+
+
+def test_large_batches_are_checked_on_shorter_ones_of_the_same_kind():
+    big = serving("zipf", batch=8, seq_q=4096, seq_kv=4096, n_heads=32, n_kv_heads=8)
+    small = serving_check_shape(big)
+    assert (small.batch, small.lengths, small.n_heads) == (8, "zipf", 32) and small.seq_q == small.seq_kv < 4096
+    w = workload_of(small)
+    assert small.n_heads * max(q * k for q, k in zip(w.q_lens, w.kv_lens, strict=True)) * 8 <= EXACT_CHECK_ELEMENTS
+    paged = serving("uniform", batch=64, seq_q=1, seq_kv=131072, n_heads=32, page_size=16)
+    assert serving_check_shape(paged).page_size == 16
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shape", [serving("zipf", mask="window", window=6), serving("mixed"),
+                                   serving("uniform", seq_q=1, seq_kv=60, page_size=16)],
+                         ids=["ragged", "mixed", "paged"])
+def test_flex_document_and_paged_masks_match_float64(shape):
+    record = run("flex", shape)
+    assert record["status"] == "ok", record["reason"]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="flash-attn's varlen and paged kernels need CUDA")
+@pytest.mark.parametrize("shape", [serving("zipf", dtype="bf16"), serving("mixed", dtype="bf16"),
+                                   serving("uniform", seq_q=1, seq_kv=600, page_size=256, dtype="bf16")])
+def test_flash_attn_varlen_and_paged_on_cuda(shape):
+    phase = "prefill" if shape.seq_q == shape.seq_kv else "decode"
+    record = Runner(CALIBRATION, budget_s=0.02).run(Case("flash-attn", shape, phase, "fwd", "cuda")).record
+    assert record["status"] in ("ok", "unsupported"), record["reason"]
+    if record["status"] == "unsupported":
+        assert "not importable" in record["reason"]
+
+
+# --- report ---------------------------------------------------------------------------------------------------
+
+
+def _serving_frame(tmp_path, decode_times: dict[tuple[str, int | None], float]):
+    import json
+
+    from bench.report.load import read_results
+    from tests.results_factory import make_record, make_run
+
+    recs = []
+    for (backend, page), t in decode_times.items():
+        rec = make_record(backend, 8, 2, 4096, phase="decode", median_s=t, batch=4, lengths="uniform",
+                          page_size=page, real_tokens=4)
+        rec["case_id"] += f"-page{page}"
+        recs.append(rec)
+    for backend, lengths, t, waste in [("naive", "equal", 1e-3, 1.0), ("naive", "zipf", 2e-3, 1.0),
+                                       ("sdpa-math", "equal", 1e-3, 1.0), ("sdpa-math", "zipf", 5e-3, 5.2)]:
+        rec = make_record(backend, 8, 8, 128, median_s=t, batch=8, lengths=lengths, real_tokens=1024,
+                          padding_waste=waste)
+        rec["case_id"] += f"-{lengths}"
+        recs.append(rec)
+    (tmp_path / "s.json").write_text(json.dumps(make_run(recs)))
+    return read_results(tmp_path / "s.json")[0]
+
+
+def test_paging_claim_compares_each_paged_step_with_its_contiguous_twin(tmp_path):
+    from bench.report.claims import FAILS, HOLDS, NOT_MEASURED
+    from bench.report.serving import paging_cost
+
+    cheap = _serving_frame(tmp_path, {("flex", None): 1e-3, ("flex", 16): 1.2e-3, ("naive", None): 1e-3,
+                                      ("naive", 16): 3e-3})
+    claim = paging_cost(cheap)
+    assert claim["verdict"] == HOLDS
+    assert {(d["backend"], d["page_size"]): d["ratio"] for d in claim["detail"]} == \
+        {("flex", 16): pytest.approx(1.2), ("naive", 16): pytest.approx(3.0)}
+    assert paging_cost(_serving_frame(tmp_path, {("flex", None): 1e-3, ("flex", 16): 2e-3}))["verdict"] == FAILS
+    gather_only = paging_cost(_serving_frame(tmp_path, {("naive", None): 1e-3, ("naive", 16): 2e-3}))
+    assert gather_only["verdict"] == NOT_MEASURED and "gathering" in gather_only["numbers"]
+
+
+def test_serving_figures_draw_and_dense_figures_leave_serving_rows_out(tmp_path):
+    from bench.report.figures import make_figures
+    from bench.report.serving import per_token
+
+    df = _serving_frame(tmp_path, {("flex", None): 1e-3, ("flex", 128): 0.9e-3})
+    rows = per_token(df).set_index(["backend", "lengths"])["s_per_token"]
+    assert rows[("sdpa-math", "zipf")] == pytest.approx(5e-3 / 1024)
+    figures = make_figures(df)
+    assert {"serving_lengths", "serving_paged"} <= set(figures)
+    assert "decode" not in figures  # every decode row here is a serving batch
