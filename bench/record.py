@@ -30,6 +30,7 @@ RUN_OF_CASE_DOCS: dict[str, str] = {
     "phase": "prefill (Sq = Skv) / decode (Sq = 1 or 4 against Skv)",
     "pass": "fwd / fwd+bwd",
     "device": "cpu / cuda",
+    "ran_on": "the device that ran the case under bench run --devices (e.g. cuda:1), else empty; not in the case id",
 }
 MEASURED_DOCS: dict[str, str] = {
     "flops": "useful FLOPs of one call (masked-out pairs not counted; fwd+bwd = 3.5 x fwd; a layer adds its "

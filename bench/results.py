@@ -14,7 +14,8 @@ Layout (pytest-benchmark's own keys, so `pytest-benchmark compare` reads it, plu
                                                       "gemm_flops_per_s_<dtype>"} (bench.measure.calibrate),
                   "fingerprint": {"device", "cpu_model", "gpu_name", "torch", "cuda", "threads"},
                   "models": {name: {...}} with --model-config, "kv_measured": [...] (bench.suite.plugin),
-                  "baseline": {...} when pooled from several runs, "shards": [...] when merged}
+                  "baseline": {...} when pooled from several runs, "shards": [...] when merged,
+                  "devices": [...] with bench run --devices}
 
 Untimed cases live apart because pytest-benchmark drops a whole file when one of its entries has no statistics.
 Every reader and writer goes through RunDocument (from_dict / to_dict); nothing else edits the raw keys.
@@ -59,6 +60,7 @@ class RunMeta:
     kv_measured: list | None = None  # KV caches of the presets as MHA/GQA/MQA, bytes measured by the allocator
     baseline: dict | None = None  # set when pooled from several runs (bench.baseline)
     shards: list | None = None  # set when merged from shards
+    devices: list | None = None  # bench run --devices: the (alike) devices whose workers ran the cases
     other: dict = field(default_factory=dict)  # keys of other versions, kept as they were
 
     @classmethod
@@ -87,17 +89,22 @@ class RunDocument:
     datetime: str | None = None
     version: str | None = None
     other: dict = field(default_factory=dict)  # top-level keys of other tools, kept as they were
+    notes: list[str] = field(default_factory=list)  # what reading it tolerated (a torn journal line); not saved
 
     @classmethod
-    def from_dict(cls, d: dict) -> RunDocument:
-        """From the JSON layout (validate first with `validate` when it comes from outside)."""
+    def from_dict(cls, d: dict, owned: bool = False) -> RunDocument:
+        """From the JSON layout (validate first with `validate` when it comes from outside).
+
+        owned: `d` was just parsed and nothing else holds it, so its parts are taken as they are instead of
+        copied (a full sweep's file is millions of objects: copying them was most of reading it)."""
+        keep = (lambda v: v) if owned else copy.deepcopy
         meta = d.get("attnbench") or {}
-        return cls(meta=RunMeta.from_dict(meta), benchmarks=copy.deepcopy(list(d.get("benchmarks") or [])),
-                   untimed=copy.deepcopy(list(meta.get("untimed") or [])),
-                   machine_info=copy.deepcopy(d.get("machine_info") or {}),
-                   commit_info=copy.deepcopy(d.get("commit_info") or {}), datetime=d.get("datetime"),
+        return cls(meta=RunMeta.from_dict(meta), benchmarks=keep(list(d.get("benchmarks") or [])),
+                   untimed=keep(list(meta.get("untimed") or [])),
+                   machine_info=keep(d.get("machine_info") or {}),
+                   commit_info=keep(d.get("commit_info") or {}), datetime=d.get("datetime"),
                    version=d.get("version"),
-                   other={k: copy.deepcopy(v) for k, v in d.items() if k not in _TOP_KEYS})
+                   other={k: keep(v) for k, v in d.items() if k not in _TOP_KEYS})
 
     def to_dict(self) -> dict:
         return {"machine_info": self.machine_info, "commit_info": self.commit_info, "benchmarks": self.benchmarks,
@@ -205,16 +212,27 @@ def validate(doc: Any, label: str) -> None:
     if not isinstance(meta.get("untimed", []), list):
         raise ResultsError(f"{label}: 'attnbench.untimed' is not a list")
     for i, entry in enumerate(list(doc["benchmarks"]) + list(meta.get("untimed", []))):
-        info = entry.get("extra_info") if isinstance(entry, dict) else None
-        if not isinstance(info, dict) or "case_id" not in info or info.get("status") not in STATUSES:
-            raise ResultsError(f"{label}: case #{i} has no valid attnbench record (case_id, status)")
-        if info["status"] == "ok" and not isinstance(entry.get("stats"), dict):
-            raise ResultsError(f"{label}: case {info['case_id']} is ok but has no timing statistics")
+        validate_entry(entry, f"{label}: case #{i}")
+
+
+def validate_entry(entry: Any, label: str) -> None:
+    info = entry.get("extra_info") if isinstance(entry, dict) else None
+    if not isinstance(info, dict) or "case_id" not in info or info.get("status") not in STATUSES:
+        raise ResultsError(f"{label} has no valid attnbench record (case_id, status)")
+    if info["status"] == "ok" and not isinstance(entry.get("stats"), dict):
+        raise ResultsError(f"{label} ({info['case_id']}) is ok but has no timing statistics")
 
 
 def read_run(path: str | Path) -> RunDocument:
-    """Load and validate one results file; raises ResultsError naming the file and the problem."""
+    """Load and validate one results file; raises ResultsError naming the file and the problem.
+
+    A run in progress, interrupted or crashed has a journal beside its file (bench.suite.store) holding every
+    finished case: that is read instead, so no reader misses a case the file has not caught up with."""
+    from bench.suite.store import journal_path, read_journal
+
     path = Path(path)
+    if journal_path(path).exists():
+        return read_journal(journal_path(path))[0]
     try:
         text = path.read_text()
     except FileNotFoundError:
@@ -230,4 +248,4 @@ def read_run(path: str | Path) -> RunDocument:
     except json.JSONDecodeError as err:
         raise ResultsError(f"{path}: not valid JSON ({err.msg} at line {err.lineno}); truncated or corrupt?") from None
     validate(doc, str(path))
-    return RunDocument.from_dict(doc)
+    return RunDocument.from_dict(doc, owned=True)

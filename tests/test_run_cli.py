@@ -342,8 +342,8 @@ PROGRESS = re.compile(r"^\[\d+/\d+ eta [^\]]*\] (\S+)  ", re.M)
 
 def _count(path: Path) -> int:
     try:
-        return len(entries(json.loads(path.read_text())))
-    except (OSError, ValueError, KeyError):
+        return len(read_run(path).entries())  # the journal's cases while the run is going
+    except InputError:
         return 0
 
 

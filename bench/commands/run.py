@@ -12,6 +12,9 @@ import sys
 from pathlib import Path
 
 from bench.errors import UsageError
+from bench.launch import devices as devices_mod
+from bench.launch import slurm
+from bench.launch.queue import QUEUE_ENV
 from bench.suite import options
 
 # glibc malloc returns big blocks to the OS on free and page-faults them in again on the next call, which
@@ -25,6 +28,8 @@ SUITE = PACKAGE_PARENT / "bench" / "suite"
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     options.add_options(p.add_argument)
+    for opt in options.LAUNCH_OPTIONS:
+        p.add_argument(f"--{opt.flag}", dest=opt.name, help=opt.help, **opt.kwargs)
     p.add_argument("--malloc", choices=["default", "tuned"], default="default",
                    help="tuned: restart with glibc malloc kept from returning large blocks to the OS (CPU)")
     p.add_argument("--list", action="store_true", help="print the case ids and exit")
@@ -36,23 +41,48 @@ def run(args: argparse.Namespace) -> int:
     if args.malloc == "tuned" and any(os.environ.get(k) != v for k, v in TUNED_MALLOC.items()):
         _restart_with(TUNED_MALLOC)
     values = {name: getattr(args, name) for name in options.option_names()}
-    plan = options.plan(values, default_out=not args.list, listing=args.list)
+    launch = {opt.name: getattr(args, opt.name) for opt in options.LAUNCH_OPTIONS}
+    job = slurm.check(values, launch)  # {} without --launcher
+    devices = devices_mod.parse_devices(launch["devices"]) if launch["devices"] else None
+    if devices:
+        if values.get("device") == "cpu":
+            raise UsageError("--devices lists CUDA devices; it cannot run with --device cpu")
+        devices_mod.check_devices(devices)  # before the plan: the error names the missing device
+        values["device"] = "cuda"
+    if job and values.get("resume"):
+        raise UsageError("--resume with --launcher: run the same command again; it resubmits what is missing")
+    plan = options.plan(values, default_out=not args.list and not job, listing=args.list or bool(job),
+                        here=job.get("launcher") != "slurm")
     if args.list:
         print("\n".join(c.id for c in plan.cases))
         return 0
-    values["out"] = plan.out
+    out = plan.out
+    if job:
+        out = Path(values["out"]) if values.get("out") else slurm.default_out(plan, job["shards"])
+        if out.exists():
+            raise UsageError(f"{out} exists: these shards are merged already; pass another --out")
+    values["out"] = out
+    where = f"{len(devices)} devices ({', '.join(devices)})" if devices else plan.device
+    where += f", {job['shards']} shards ({job['launcher']})" if job else ""
     print(f"{len(plan.cases)} cases ({len(plan.cases) - len(plan.done)} to run), profile {plan.profile} on "
-          f"{plan.device} -> {plan.out}")
-    code = _pytest([*options.as_flags(values, "attn-"), f"--attn-run-id={plan.run_id}"], tables=args.tables)
+          f"{where} -> {out}", flush=True)
+    if job:
+        code, merged = slurm.launch(values, plan, job, out)
+        if not merged:
+            return code
+    elif devices:
+        code = devices_mod.run_on_devices(values, plan, devices, tables=args.tables)
+    else:
+        code = _pytest([*options.as_flags(values, "attn-"), f"--attn-run-id={plan.run_id}"], tables=args.tables)
     report = None
-    if args.report and code in (0, 1):
+    if (args.report or job) and code in (0, 1):
         from bench.report import build_report
 
-        report = build_report([plan.out], None)
-    if plan.out.exists():
+        report = build_report([out], None)
+    if out.exists() and QUEUE_ENV not in os.environ:  # a --devices worker: the launcher sums up the whole run
         from bench.suite.summary import summary_lines
 
-        print("\n".join(summary_lines(plan.out, report)))
+        print("\n".join(summary_lines(out, report)))
     return code
 
 

@@ -123,8 +123,10 @@ def _number(path: Path, case: str, name: str, value: Any) -> float | int | None:
 
 def _fill_from_samples(rec: dict) -> None:
     """Stats the record left empty but its raw rounds can give (median, IQR, rounds)."""
+    if rec.get("status") != "ok" or all(rec.get(k) is not None for k in ("median_s", "iqr_s", "rounds")):
+        return  # nothing to fill (the engine's records): skip a percentile per case
     samples = [s for s in rec.get("samples") or [] if isinstance(s, (int, float)) and not isinstance(s, bool)]
-    if rec.get("status") != "ok" or not samples:
+    if not samples:
         return
     q1, med, q3 = np.percentile(samples, [25, 50, 75])
     if rec.get("median_s") is None:

@@ -17,6 +17,7 @@ from typing import Any
 from bench.errors import UsageError
 from bench.results import ResultsError, read_run
 from bench.suite import spec
+from bench.suite.store import journal_path
 
 
 def _threads(text: str) -> int:
@@ -46,6 +47,19 @@ RUN_OPTIONS = (
     Option("resume", "resume", "continue the sweep in --out, skipping finished cases", {"action": "store_true"}),
     Option("shard", "shard", "K/N: run every N-th case starting at the K-th (1-based)"),
     Option("trace", "trace", "folder: save each case's profiler trace there (Chrome / Perfetto JSON)", {"type": Path}),
+)
+
+
+# Only `bench run` launches processes: these have no --attn- twin (a pytest session cannot start its own workers).
+LAUNCH_OPTIONS = (
+    Option("devices", "devices", "cuda:0,cuda:1,...: one worker per device, pulling cases from a shared queue"),
+    Option("launcher", "launcher", "slurm: submit --shards jobs through submitit; local: the same on this machine",
+           {"choices": ["slurm", "local"]}),
+    Option("shards", "shards", "N: split the sweep into N jobs (with --launcher)"),
+    Option("slurm_partition", "slurm-partition", "Slurm partition of the jobs"),
+    Option("slurm_gpus_per_task", "slurm-gpus-per-task", "GPUs per job (default 1); more run as --devices"),
+    Option("slurm_time", "slurm-time", "time limit of one job, minutes (default 240)"),
+    Option("slurm_account", "slurm-account", "Slurm account to charge"),
 )
 
 
@@ -103,14 +117,15 @@ def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def plan(values: Mapping[str, Any], default_out: bool = True, listing: bool = False) -> Plan:
+def plan(values: Mapping[str, Any], default_out: bool = True, listing: bool = False, here: bool = True) -> Plan:
     """Check every option and expand the sweep; raises an InputError naming the first problem.
 
-    listing: only the case ids are wanted (`bench run --list`), so the results file is neither read nor checked."""
+    listing: only the case ids are wanted (`bench run --list`), so the results file is neither read nor checked.
+    here: the cases run on this machine; False (Slurm jobs): the device defaults to cuda and is not looked for."""
     import torch
 
-    device = values.get("device") or default_device()
-    if device == "cuda" and not torch.cuda.is_available():
+    device = values.get("device") or (default_device() if here else "cuda")
+    if device == "cuda" and here and not torch.cuda.is_available():
         raise UsageError("--device cuda: torch sees no CUDA device here")
     name = values.get("profile") or "default"
     base = spec.profile(name, device)
@@ -140,8 +155,10 @@ def plan(values: Mapping[str, Any], default_out: bool = True, listing: bool = Fa
             raise UsageError(f"--resume: {out} is from another sweep (sweep_id {previous.meta.sweep_id} != {sid}); "
                              "run the same profile, axes and shard")
         done = previous.case_ids()
-    elif out is not None and Path(out).exists() and not listing:
-        raise UsageError(f"{out} exists; pass --resume to continue it, or another --out")
+    elif out is not None and not listing:
+        for path in (Path(out), journal_path(out)):
+            if path.exists():
+                raise UsageError(f"{path} exists; pass --resume to continue it, or another --out")
     if out is not None and not listing:
         _check_writable(Path(out))
     return Plan(device, name, sweep, cases, run_id, sid, Path(out) if out is not None else None,

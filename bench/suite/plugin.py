@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import gc
+import os
 import time
 from typing import Any
 
@@ -18,6 +19,7 @@ import pytest
 import pytest_benchmark
 
 from bench.errors import InputError
+from bench.launch.queue import DEVICE_ENV, QUEUE_ENV, CaseQueue
 from bench.status import PROGRESS_LABELS
 from bench.suite.options import Plan, add_options, option_names, plan
 
@@ -92,6 +94,22 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         attn.start(selected)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> bool | None:
+    """A worker of `bench run --devices` runs the cases it pulls from the shared queue, not its whole list."""
+    attn = session.config.stash.get(SESSION_KEY, None)
+    if not attn or attn.queue is None or session.config.option.collectonly:
+        return None
+    items = {item.callspec.params["case"]: item for item in session.items
+             if hasattr(item, "callspec") and "case" in item.callspec.params}
+    while (case_id := attn.queue.claim()) is not None:
+        if case_id in items:
+            session.config.hook.pytest_runtest_protocol(item=items[case_id], nextitem=None)
+        if session.shouldfail or session.shouldstop:
+            raise session.Interrupted(str(session.shouldfail or session.shouldstop))
+    return True
+
+
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)  # before pytest-benchmark's wrapper writes its JSON
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int):
     attn = session.config.stash.get(SESSION_KEY, None)
@@ -113,6 +131,9 @@ class AttnSession:
         self.runner: Any = None
         self.finished = 0
         self.t0 = time.perf_counter()
+        queue = os.environ.get(QUEUE_ENV)  # a worker of `bench run --devices` (bench.launch.devices)
+        self.queue = CaseQueue(queue) if queue else None
+        self.ran_on = os.environ.get(DEVICE_ENV) if queue else None
 
     def _say(self, line: str) -> None:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
@@ -140,6 +161,8 @@ class AttnSession:
         if self.plan.resume:
             self.store = ResultsStore.resume(self.plan.out)
             calibration = self.store.doc.meta.calibration
+            for note in self.store.doc.notes:
+                self._say(f"note: {note}")
             self._say(f"resuming {self.plan.out}: {len(self.plan.done)} cases done, {len(selected)} to go")
         else:
             self._say(f"calibrating {self.plan.device} (GEMM and copy ceilings)...")
@@ -182,7 +205,7 @@ class AttnSession:
         if self.store is None:
             return
         complete = not interrupted and set(self.by_id) <= set(self.store.doc.case_ids())
-        if complete and self.finished:
+        if (complete or (self.queue is not None and not interrupted)) and self.finished:
             # The machine's speed again, after the cases: with the start's, the in-run control that lets a
             # regression check tell "this machine was slower today" from "the code got slower".
             from bench.measure.calibrate import calibrate
@@ -201,6 +224,8 @@ class AttnSession:
         case = self.by_id[case_id]
         outcome = self.runner.run(case)
         record = outcome.record
+        if self.ran_on:
+            record["ran_on"] = self.ran_on
         s = case.shape
         benchmark.group = f"{case.phase} {case.pass_} {s.dtype} {s.mask_label} q{s.seq_q} kv{s.seq_kv} d{s.head_dim}"
         benchmark.extra_info.update(record)
@@ -221,9 +246,10 @@ class AttnSession:
 
     def _progress(self, case: Any, record: dict[str, Any]) -> None:
         self.finished += 1
-        total = len(self.selected)
+        # a worker of --devices counts every worker's cases, so its line reads as the whole run's progress
+        done, total = (self.queue.finished(), len(self.queue)) if self.queue else (self.finished, len(self.selected))
         elapsed = time.perf_counter() - self.t0
-        eta = elapsed / self.finished * max(0, total - self.finished)
+        eta = elapsed / max(done, 1) * max(0, total - done)  # workers start together: the queue's rate is the run's
         status = record["status"]
         if status == "ok":
             ci = (record["ci_high_s"] - record["ci_low_s"]) / 2 / record["median_s"] * 100
@@ -231,7 +257,7 @@ class AttnSession:
                       f"{'  noisy' if record['noisy'] else ''}")
         else:
             detail = record["reason"][:90]
-        self._say(f"[{self.finished}/{total} eta {int(eta) // 60}m{int(eta) % 60:02d}s] {case.id}  "
+        self._say(f"[{done}/{total} eta {int(eta) // 60}m{int(eta) % 60:02d}s] {case.id}  "
                   f"{PROGRESS_LABELS[status]}  {detail}")
 
 

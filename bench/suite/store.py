@@ -1,40 +1,171 @@
-"""The results document of a run in progress, written atomically after every case so an interrupted run loses
-nothing; with no path (pytest without --attn-out) it lives in memory for pytest-benchmark's own JSON."""
+"""The results of a run in progress: an append-only journal beside the results file, so that recording a case
+costs the same at case 10 and at case 10,000, and a crash at any moment loses no finished case.
+
+The journal `<out>.journal` holds one JSON object per line, each written whole, flushed and fsync'd:
+  {"run": {...}}    first line: the results document without its cases (machine, commit, run metadata)
+  {"case": {...}}   one line per finished case: its entry, exactly as it goes into the results file
+  {"end": {...}}    when the run stops: the final run metadata and machine info (complete or not)
+The results file itself (pytest-benchmark's JSON, see bench.results) is written from the journal, atomically,
+when the run starts (no cases yet), when it ends and when it is interrupted; once the run is complete the
+journal is deleted. Readers (bench.results.read_run) prefer a journal when one is present: after a crash the
+journal holds every finished case, the results file only those of the last clean stop.
+
+A crash while a line is being written leaves that last line cut short: reading tolerates it and says so
+(`RunDocument.notes`), and resuming cuts it off before appending. Any other bad line is a corrupt journal.
+With no path (pytest without --attn-out) the document lives in memory only, for pytest-benchmark's own JSON.
+"""
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 from typing import Any
 
-from bench.results import RunDocument, RunMeta, read_run, write_atomic
+from bench.results import (
+    ResultsError,
+    RunDocument,
+    RunMeta,
+    json_safe,
+    read_run,
+    validate,
+    validate_entry,
+    write_atomic,
+)
+
+JOURNAL_SUFFIX = ".journal"
+
+
+def journal_path(results: str | Path) -> Path:
+    results = Path(results)
+    return results.with_name(results.name + JOURNAL_SUFFIX)
+
+
+def _line(obj: dict) -> bytes:
+    return (json.dumps(json_safe(obj), allow_nan=False, separators=(",", ":")) + "\n").encode()
+
+
+def _header(doc: RunDocument) -> dict:
+    data = doc.to_dict()
+    data["benchmarks"] = []
+    data["attnbench"] = {**data["attnbench"], "untimed": []}
+    return data
+
+
+def read_journal(path: str | Path) -> tuple[RunDocument, int]:
+    """The document a journal holds, and the byte length of its intact part (shorter when its last line was cut
+    short by a crash, which `doc.notes` then names). Raises ResultsError for anything else that is wrong."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise ResultsError(f"{path}: cannot read ({err.strerror})") from None
+    lines = data.split(b"\n")
+    good = 0
+    doc: RunDocument | None = None
+    notes: list[str] = []
+    for i, raw in enumerate(lines):
+        last = i == len(lines) - 1
+        if last and not raw:
+            break  # the file ends with a newline: nothing after it
+        try:
+            obj = json.loads(raw)
+            if not isinstance(obj, dict) or len(obj) != 1:
+                raise ValueError
+        except ValueError:
+            if last or (i == len(lines) - 2 and not lines[-1]):
+                notes.append(f"{path}: its last line (line {i + 1}) was cut short by a crash; ignored")
+                break
+            raise ResultsError(f"{path}: line {i + 1} is not a journal line; corrupt?") from None
+        kind, value = next(iter(obj.items()))
+        if doc is None:
+            if kind != "run":
+                raise ResultsError(f"{path}: not a results journal (no 'run' line first)")
+            validate(value, str(path))
+            doc = RunDocument.from_dict(value, owned=True)
+        elif kind == "case":
+            validate_entry(value, f"{path}: line {i + 1}")
+            doc.add(value)
+        elif kind == "end":
+            doc.meta = RunMeta.from_dict(value["attnbench"])
+            doc.machine_info = value["machine_info"]
+        else:
+            raise ResultsError(f"{path}: line {i + 1} has an unknown kind {kind!r}")
+        good += len(raw) + (0 if last else 1)
+    if doc is None:
+        raise ResultsError(f"{path}: empty journal (the run stopped before it started)")
+    doc.notes = notes
+    return doc, good
 
 
 class ResultsStore:
     def __init__(self, path: Path | None, doc: RunDocument) -> None:
         self.path = path
         self.doc = doc
-        self.save()
+        self._journal: Any = None
 
     @classmethod
     def new(cls, path: Path | None, meta: RunMeta, machine_info: dict, commit_info: dict, version: str,
             started: str) -> ResultsStore:
-        return cls(path, RunDocument(meta=meta, machine_info=machine_info, commit_info=commit_info,
-                                     datetime=started, version=version))
+        store = cls(path, RunDocument(meta=meta, machine_info=machine_info, commit_info=commit_info,
+                                      datetime=started, version=version))
+        if path is not None:
+            write_atomic(path, store.doc)  # first: a results file exists from the start (incomplete)
+            store._start_journal([])
+        return store
 
     @classmethod
     def resume(cls, path: Path) -> ResultsStore:
-        doc = read_run(path)
+        """Continue the journal when there is one (cutting off a torn last line), else start one from the file."""
+        journal = journal_path(path)
+        if journal.exists():
+            doc, intact = read_journal(journal)
+            store = cls(path, doc)
+            with open(journal, "r+b") as f:
+                f.truncate(intact)
+                if intact:  # a whole last line whose newline the crash cut off: end it before appending
+                    f.seek(intact - 1)
+                    if f.read(1) != b"\n":
+                        f.write(b"\n")
+            store._journal = open(journal, "ab")  # noqa: SIM115  (open for the run's whole length)
+        else:
+            doc = read_run(path)
+            store = cls(path, doc)
+            store._start_journal(doc.entries())
         doc.meta.complete = False
-        return cls(path, doc)
+        return store
+
+    def _start_journal(self, entries: list[dict]) -> None:
+        """Header (and any cases already done) to a temporary file, renamed into place: all or nothing."""
+        journal = journal_path(self.path)
+        tmp = journal.with_name(f".{journal.name}.tmp")
+        with open(tmp, "wb") as f:
+            f.write(_line({"run": _header(self.doc)}))
+            for entry in entries:
+                f.write(_line({"case": entry}))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, journal)
+        self._journal = open(journal, "ab")  # noqa: SIM115
+
+    def _append(self, obj: dict) -> None:
+        if self._journal is not None:
+            self._journal.write(_line(obj))  # one write per line: a crash tears at most the last one
+            self._journal.flush()
+            os.fsync(self._journal.fileno())
 
     def add(self, entry: dict[str, Any]) -> None:
         self.doc.add(entry)
-        self.save()
+        self._append({"case": entry})
 
     def finish(self, complete: bool) -> None:
+        """Write the results file from the journal's content; a complete run needs its journal no more."""
         self.doc.meta.complete = complete
-        self.save()
-
-    def save(self) -> None:
-        if self.path is not None:
-            write_atomic(self.path, self.doc)
+        if self.path is None:
+            return
+        self._append({"end": {"attnbench": self.doc.meta.to_dict(), "machine_info": self.doc.machine_info}})
+        write_atomic(self.path, self.doc)
+        self._journal.close()
+        self._journal = None
+        if complete:
+            journal_path(self.path).unlink(missing_ok=True)

@@ -1,0 +1,185 @@
+"""Launching one sweep over many workers: the shared case queue (real processes), `bench run --devices` with CPU
+workers standing in for GPUs, and `--launcher local` (submitit's local executor: real jobs on this machine)."""
+
+from __future__ import annotations
+
+import multiprocessing
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bench.cli import main
+from bench.launch import devices as devices_mod
+from bench.launch import slurm
+from bench.launch.queue import CaseQueue
+from bench.results import read_run, write_atomic
+from bench.suite import options
+from bench.suite.store import journal_path
+from tests.results_factory import make_record, make_run
+
+TINY = ["--profile", "quick", "--backend", "naive,sdpa-math", "--kv-heads", "8,1", "--seq", "32",
+        "--phase", "prefill", "--budget", "0.02", "--device", "cpu"]
+
+
+def _drain(folder: str, out: str) -> None:
+    queue = CaseQueue(folder)
+    got = []
+    while (case := queue.claim()) is not None:
+        got.append(case)
+        queue.finished()
+        time.sleep(0.002)  # a case takes a while: the others get their turn
+    Path(out).write_text("\n".join(got))
+
+
+def test_the_queue_hands_each_case_to_exactly_one_process(tmp_path):
+    ids = [f"case-{i}" for i in range(300)]
+    queue = CaseQueue.create(tmp_path / "q", ids)
+    ctx = multiprocessing.get_context("fork")  # real processes; fork keeps them cheap
+    procs = [ctx.Process(target=_drain, args=(str(queue.folder), str(tmp_path / f"w{i}"))) for i in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    taken = [(tmp_path / f"w{i}").read_text().split() for i in range(3)]
+    flat = [c for t in taken for c in t]
+    assert sorted(flat) == sorted(ids) and len(set(flat)) == len(flat)  # all handed out, none twice
+    assert sum(1 for t in taken if t) >= 2  # pulled by several workers, not one after the other
+    assert queue.counts() == (300, 300) and queue.claim() is None
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--devices", "cuda:0,cuda:0"], "listed twice"),
+    (["--devices", "gpu1"], "expected CUDA devices"),
+    (["--devices", "cuda:0", "--device", "cpu"], "cannot run with --device cpu"),
+    (["--shards", "2"], "--shards needs --launcher"),
+    (["--launcher", "local"], "needs --shards N"),
+    (["--launcher", "local", "--shards", "0"], "--shards 0 must be at least 1"),
+    (["--launcher", "local", "--shards", "2", "--shard", "1/2"], "--shard and --launcher"),
+])
+def test_bad_launch_options_are_one_line(tmp_path, capsys, argv, message):
+    assert main(["run", "--profile", "quick", "--out", str(tmp_path / "r.json"), *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err, err
+
+
+@pytest.mark.skipif(__import__("torch").cuda.device_count() >= 8, reason="needs a machine without cuda:7")
+def test_devices_missing_here_are_refused(tmp_path, capsys):
+    assert main(["run", "--profile", "quick", "--devices", "cuda:0,cuda:7", "--out", str(tmp_path / "r.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --devices: ") and "cuda:7" in err and err.count("\n") == 1
+
+
+def test_without_submitit_the_launcher_says_how_to_install_it(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "submitit", None)  # import fails as if it were not installed
+    assert main(["run", "--profile", "quick", "--launcher", "slurm", "--shards", "2"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "pip install 'attnbench[slurm]'" in err
+
+
+def _plan(argv: list[str]) -> tuple[dict, options.Plan]:
+    from bench.cli import build_parser
+
+    args = build_parser().parse_args(["run", *argv])
+    values = {n: getattr(args, n) for n in options.option_names()}
+    return values, options.plan(values)
+
+
+@pytest.mark.slow  # two worker processes run a tiny sweep
+def test_devices_queue_with_two_cpu_workers_fills_one_file(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    values, plan = _plan([*TINY, "--out", str(tmp_path / "r.json")])
+    values["out"] = plan.out
+    code = devices_mod.run_on_devices(values, plan, ["cpu:0", "cpu:1"])  # CPU workers stand in for GPUs
+    assert code == 0
+    doc = read_run(plan.out)
+    assert sorted(doc.case_ids()) == sorted(c.id for c in plan.cases)  # every case once, in one file
+    assert doc.meta.complete is True and doc.meta.devices == ["cpu:0", "cpu:1"]
+    assert {r["ran_on"] for r in doc.records()} <= {"cpu:0", "cpu:1"}
+    assert doc.meta.calibration["gemm_flops_per_s"] > 0 and doc.meta.fingerprint["device"] == "cpu"
+    assert not devices_mod.parts_folder(plan.out).exists() and not journal_path(plan.out).exists()
+
+
+@pytest.mark.slow  # submitit's local executor: real jobs, a tiny sweep each
+def test_local_launcher_runs_shards_merges_and_resubmits_only_what_is_missing(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("submitit")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(slurm, "POLL_S", 0.5)
+    out = tmp_path / "r.json"
+    values, plan = _plan([*TINY, "--out", str(out)])
+    job = slurm.check(values, {"launcher": "local", "shards": "2"})
+    folder = slurm.shards_folder(out)
+    # shard 2 ran before and finished; shard 1's file is from another sweep, so its job fails
+    assert main(["run", *TINY, "--shard", "2/2", "--out", str(folder / "shard-2of2.json")]) == 0
+    before = read_run(folder / "shard-2of2.json").entries()
+    write_atomic(folder / "shard-1of2.json", make_run([make_record()], complete=False))
+    capsys.readouterr()
+    code, merged = slurm.launch(values, plan, job, out)
+    captured = capsys.readouterr()
+    assert (code, merged) == (1, False) and not out.exists()
+    assert "submitted 1 of 2 shards (1 already complete)" in captured.out and "shards: " in captured.out
+    assert "error: shard 1/2 (job " in captured.err and "run the same command again" in captured.err
+    # the same command again, once the bad file is gone: shard 1 alone is resubmitted, then all is merged
+    (folder / "shard-1of2.json").unlink()
+    journal_path(folder / "shard-1of2.json").unlink(missing_ok=True)
+    code, merged = slurm.launch(values, plan, job, out)
+    printed = capsys.readouterr().out
+    assert (code, merged) == (0, True), printed
+    assert "submitted 1 of 2 shards (1 already complete)" in printed
+    doc = read_run(out)
+    assert sorted(doc.case_ids()) == sorted(c.id for c in plan.cases)
+    assert doc.meta.complete is True and len(doc.meta.shards) == 2
+    assert read_run(folder / "shard-2of2.json").entries() == before  # the finished shard was not run again
+
+
+def _worker_file(path: Path, case_ids: list[str], fingerprint: dict, finish: bool) -> None:
+    from bench.results import RunDocument, RunMeta
+    from bench.suite.store import ResultsStore
+
+    meta = RunMeta(run_id="w", sweep_id="s", calibration={"gemm_flops_per_s": 1e11, "copy_bytes_per_s": 1e10},
+                   fingerprint=fingerprint)
+    store = ResultsStore.new(path, meta, {"node": "n"}, {}, "5.3.1", "now")
+    for cid in case_ids:
+        store.add(RunDocument.from_dict(make_run([make_record(case_id=cid)])).entries()[0])
+    if finish:
+        store.finish(complete=False)
+
+
+def test_fold_takes_every_workers_cases_once_even_from_a_killed_worker(tmp_path):
+    from bench.results import RunDocument, RunMeta
+
+    _, plan = _plan([*TINY, "--out", str(tmp_path / "r.json")])
+    ids = [c.id for c in plan.cases]
+    write_atomic(plan.out, RunDocument(meta=RunMeta(run_id="r", sweep_id=plan.sweep_id)))  # the launcher's header
+    parts = devices_mod.parts_folder(plan.out)
+    fp = {"device": "cpu", "gpu_name": None}
+    _worker_file(parts / "worker0.json", ids[:2], fp, finish=True)
+    _worker_file(parts / "worker1.json", ids[2:], fp, finish=False)  # killed: its cases are in its journal only
+    doc = devices_mod.fold(plan, parts)
+    assert sorted(doc.case_ids()) == sorted(ids) and doc.meta.complete is True
+    assert doc.meta.fingerprint == fp and doc.meta.calibration["gemm_flops_per_s"] == 1e11
+    assert read_run(plan.out).case_ids() == doc.case_ids() and not parts.exists()
+
+
+def test_fold_refuses_workers_of_unlike_devices_and_keeps_them(tmp_path):
+    from bench.results import ResultsError, RunDocument, RunMeta
+
+    _, plan = _plan([*TINY, "--out", str(tmp_path / "r.json")])
+    ids = [c.id for c in plan.cases]
+    write_atomic(plan.out, RunDocument(meta=RunMeta(run_id="r", sweep_id=plan.sweep_id)))
+    parts = devices_mod.parts_folder(plan.out)
+    _worker_file(parts / "worker0.json", ids[:1], {"device": "cuda", "gpu_name": "NVIDIA H200"}, finish=True)
+    _worker_file(parts / "worker1.json", ids[1:2], {"device": "cuda", "gpu_name": "NVIDIA A100"}, finish=True)
+    with pytest.raises(ResultsError, match="the devices are not alike"):
+        devices_mod.fold(plan, parts)
+    assert (parts / "worker1.json").exists() and read_run(plan.out).case_ids() == []
+
+
+def test_a_worker_sees_only_its_device_through_the_given_list(monkeypatch):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert devices_mod._worker_env("cuda:3")["CUDA_VISIBLE_DEVICES"] == "3"
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5,6")  # e.g. Slurm gave this job three GPUs
+    env = devices_mod._worker_env("cuda:1")
+    assert env["CUDA_VISIBLE_DEVICES"] == "5" and env["ATTNBENCH_DEVICE_NAME"] == "cuda:1"
+    assert devices_mod._worker_env("cpu:0")["CUDA_VISIBLE_DEVICES"] == "4,5,6"  # a CPU worker's env is untouched
