@@ -16,6 +16,9 @@ import pytest
 from bench.ab.engine import Slices, pooled_entry, schedule
 from bench.ab.rounds import fastest_half, judged_rounds
 from bench.cli import main
+from bench.commands.ab import DEFAULT_THRESHOLD
+from bench.compare import parse_threshold
+from bench.noise import Rule
 from tests.injected_slowdown import MARK, inject
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -160,6 +163,16 @@ def test_fake_slower_working_tree_is_a_regression_and_the_worktree_is_removed(fa
     assert len(git(fake_repo, "worktree", "list").splitlines()) == 1  # the temporary worktree is gone
     # the two sides as run documents: `bench compare` reads them and agrees
     assert main(["compare", str(saved / "ab-base.json"), str(saved / "ab-current.json"), "--no-control"]) == 1
+
+
+@pytest.mark.slow
+def test_default_threshold_is_lower_than_compare_s(fake_repo):
+    # a steady 7% slowdown: past bench ab's default threshold, within compare's (interleaving removes the drift a
+    # stored baseline carries, so A/B can afford the finer threshold)
+    assert parse_threshold(DEFAULT_THRESHOLD) < 0.07 < Rule().threshold
+    edit(fake_repo, "bench/suite/runner.py", "FACTOR = 1.0", "FACTOR = 1.07")
+    assert ab(fake_repo) == 1
+    assert ab(fake_repo, "--threshold", "10%") == 0
 
 
 def _refusals(repo: Path) -> dict[str, tuple[list[str], str]]:
