@@ -54,3 +54,10 @@ def test_option_errors_name_the_option(argv, message, capsys, tmp_path, monkeypa
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err, err
+
+
+@pytest.mark.parametrize("argv, flag", [(["--backend", "foo"], "--backend"), (["--lengths", "foo"], "--lengths"),
+                                        (["--phase", "decode", "--page-size", "0"], "--page-size")])
+def test_a_refused_axis_value_names_its_flag(argv, flag, capsys):
+    assert main(["run", "--list", *argv]) == 2
+    assert capsys.readouterr().err.startswith(f"error: {flag}: ")

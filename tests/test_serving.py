@@ -309,3 +309,15 @@ def test_serving_figures_draw_and_dense_figures_leave_serving_rows_out(tmp_path)
     figures = make_figures(df)
     assert {"serving_lengths", "serving_paged"} <= set(figures)
     assert "decode" not in figures  # every decode row here is a serving batch
+
+
+def test_dense_analyses_leave_serving_rows_out(tmp_path):
+    """A ragged or paged batch is not a shape of a dense family: the best-backend table, the headline speedups
+    and the tutorials' claims see only dense rows, so a serving-only run has no dense family at all."""
+    from bench.report.claims import best_backends, dense_rows, evaluate_claims, headline_speedups
+
+    df = _serving_frame(tmp_path, {("flex", None): 1e-3, ("naive", None): 2e-3})
+    assert len(df) == 6 and dense_rows(df).empty
+    assert best_backends(df) == [] and headline_speedups(df) == []
+    verdicts = {c["claim"]: c["verdict"] for c in evaluate_claims(df)}
+    assert len(verdicts) >= 5 and sum("paging" in claim.lower() for claim in verdicts) == 1

@@ -37,18 +37,6 @@ def require_submitit() -> Any:
     return submitit
 
 
-def _positive(flag: str, text: Any, default: int | None = None) -> int | None:
-    if text is None:
-        return default
-    try:
-        value = int(text)
-    except ValueError:
-        raise UsageError(f"--{flag} {text!r}: expected an integer") from None
-    if value < 1:
-        raise UsageError(f"--{flag} {value} must be at least 1")
-    return value
-
-
 def check(values: dict[str, Any], launch: dict[str, Any]) -> dict[str, Any]:
     """The launch options checked (one-line UsageErrors); submitit must be importable."""
     if not launch.get("launcher"):
@@ -60,13 +48,13 @@ def check(values: dict[str, Any], launch: dict[str, Any]) -> dict[str, Any]:
         raise UsageError("--shard and --launcher: the launcher makes the shards itself (--shards N)")
     if launch.get("devices"):
         raise UsageError("--devices and --launcher: a job uses its --slurm-gpus-per-task GPUs as its devices")
-    shards = _positive("shards", launch.get("shards"))
+    shards = options.positive_int("shards", launch.get("shards"))
     if shards is None:
         raise UsageError("--launcher needs --shards N, the number of jobs")
     require_submitit()
     return {"launcher": launch["launcher"], "shards": shards,
-            "gpus": _positive("slurm-gpus-per-task", launch.get("slurm_gpus_per_task"), 1),
-            "time_min": _positive("slurm-time", launch.get("slurm_time"), DEFAULT_TIME_MIN),
+            "gpus": options.positive_int("slurm-gpus-per-task", launch.get("slurm_gpus_per_task"), 1),
+            "time_min": options.positive_int("slurm-time", launch.get("slurm_time"), DEFAULT_TIME_MIN),
             "partition": launch.get("slurm_partition"), "account": launch.get("slurm_account")}
 
 

@@ -50,6 +50,20 @@ def geomean(values) -> float | None:
     return float(np.exp(np.mean(np.log(values)))) if values else None
 
 
+def serving_rows(df: pd.DataFrame) -> pd.Series:
+    """True where a row is a serving batch (`lengths` or `page_size` set; old files have neither column).
+
+    The dense analyses here (best backend per family, headline speedups, the tutorials' claims) leave these rows
+    out: a ragged or paged batch is not a shape of a dense family; bench.report.serving reads them."""
+    lengths = df["lengths"] if "lengths" in df else pd.Series(None, index=df.index)
+    pages = df["page_size"] if "page_size" in df else pd.Series(None, index=df.index)
+    return lengths.notna() | pages.notna()
+
+
+def dense_rows(df: pd.DataFrame) -> pd.DataFrame:
+    return df[~serving_rows(df)]
+
+
 def family_label(phase: str, variant: str, dtype: str, mask: str, pass_: str) -> str:
     return f"{phase} · {variant.upper()} · {dtype} · {mask} · {pass_}"
 
@@ -75,7 +89,7 @@ def best_backends(df: pd.DataFrame) -> list[dict]:
     """Per shape family: the backend fastest at the most shapes (ties: the smaller geomean time vs the best).
 
     Attention alone: a layer-scope timing (projections included) is not a shape of the family."""
-    ok = ok_rows(df)
+    ok = ok_rows(dense_rows(df))
     ok = ok[ok["scope"].fillna("attention") == "attention"]
     all_vs_naive = dict(list(speedups_over(ok).groupby(FAMILY_KEYS, dropna=False)))  # once, not per family
     out = []
@@ -101,7 +115,7 @@ def headline_speedups(df: pd.DataFrame) -> list[dict]:
     """Per phase and backend: geometric-mean and largest speedup over naive across the shapes both ran.
 
     Phases apart: a decode step's ~1x would drag a prefill headline down. Fastest first within a phase."""
-    sp = speedups_over(df)
+    sp = speedups_over(dense_rows(df))
     out = []
     for (phase, backend), rows in sp.groupby(["phase", "backend"]):
         top = rows.loc[rows["speedup"].idxmax()]
@@ -262,5 +276,6 @@ def evaluate_claims(df: pd.DataFrame, kv_measured: list[dict] | None = None) -> 
     from bench.report.layer_share import attention_dominates  # they build on this module's verdict words
     from bench.report.serving import paging_cost
 
-    verdicts = [check(df, kv_measured) if check is kv_cache_shrink else check(df) for check in CLAIMS]
+    dense = dense_rows(df)
+    verdicts = [check(dense, kv_measured) if check is kv_cache_shrink else check(dense) for check in CLAIMS]
     return verdicts + [attention_dominates(df), paging_cost(df)]

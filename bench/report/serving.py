@@ -11,6 +11,7 @@ from __future__ import annotations
 import pandas as pd
 
 from bench.report import claims
+from bench.report.claims import serving_rows
 
 # vLLM's paper measured its paged attention kernel 20-26% slower than a contiguous one: the claim's bound.
 PAGING_CLAIM = 1.3
@@ -18,13 +19,6 @@ PAGING_CLAIM = 1.3
 PAGED_KERNELS = ("flex", "flash-attn")
 PAIR_KEYS = ["backend", "variant", "dtype", "mask", "batch", "n_heads", "n_kv_heads", "head_dim", "seq_q", "seq_kv",
              "lengths", "pass"]
-
-
-def serving_rows(df: pd.DataFrame) -> pd.Series:
-    """True where a row is a serving batch (old files have neither column set)."""
-    lengths = df["lengths"] if "lengths" in df else pd.Series(None, index=df.index)
-    pages = df["page_size"] if "page_size" in df else pd.Series(None, index=df.index)
-    return lengths.notna() | pages.notna()
 
 
 def per_token(df: pd.DataFrame) -> pd.DataFrame:

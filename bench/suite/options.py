@@ -20,13 +20,16 @@ from bench.suite import spec
 from bench.suite.store import journal_path
 
 
-def _threads(text: str) -> int:
+def positive_int(flag: str, text: Any, default: int | None = None) -> int | None:
+    """An option's whole number of at least 1 (`default` when not given), or a UsageError naming `--flag`."""
+    if text is None:
+        return default
     try:
         value = int(text)
     except ValueError:
-        raise UsageError(f"--threads {text!r}: expected an integer") from None
+        raise UsageError(f"--{flag} {text!r}: expected an integer") from None
     if value < 1:
-        raise UsageError(f"--threads {value} must be at least 1")
+        raise UsageError(f"--{flag} {value} must be at least 1")
     return value
 
 
@@ -132,7 +135,7 @@ def plan(values: Mapping[str, Any], default_out: bool = True, listing: bool = Fa
     given = {f.name: _parse(f, v) for f in spec.axis_fields() if (v := values.get(f.name)) is not None}
     sweep = base.with_axes(**given)
     threads = values.get("threads")
-    threads = _threads(threads) if isinstance(threads, str) else threads
+    threads = positive_int("threads", threads) if isinstance(threads, str) else threads
     cases = spec.cases(sweep, device)
     shard = values.get("shard")
     if shard:

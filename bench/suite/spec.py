@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.backends import BACKENDS, backends_for, get_backend
-from bench.errors import UsageError
+from bench.errors import InputError, UsageError
 from bench.shapes import (
     CLASSIC_FIELDS,
     DTYPES,
@@ -153,7 +153,10 @@ class Sweep:
             values = getattr(self, f.name)
             if check and isinstance(values, tuple):
                 for value in values:
-                    check(value)
+                    try:
+                        check(value)
+                    except InputError as err:  # name the flag, as a parse error does
+                        raise type(err)(f"--{f.metadata['flag']}: {err}") from None
 
     def with_axes(self, **axes: object) -> Sweep:
         """This sweep with the given axes replaced (None: keep); an axis set by hand drops what derived it."""

@@ -14,13 +14,13 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from bench.report.catalogue import FIGURES
+from bench.report.claims import dense_rows
 from bench.report.figures.decode import decode
 from bench.report.figures.heads import heads_sweep
 from bench.report.figures.memory import kv_cache, peak_memory
 from bench.report.figures.serving import serving_lengths, serving_paged
 from bench.report.figures.speed import latency, roofline, throughput
 from bench.report.figures.speedup import speedup_heatmap
-from bench.report.serving import serving_rows
 
 # Catalogue name -> the function that draws it (a test checks both list the same figures).
 MAKERS: dict[str, Callable[[pd.DataFrame], Figure | None]] = {
@@ -52,7 +52,7 @@ def mathtext_safe(df: pd.DataFrame) -> pd.DataFrame:
 def make_figures(df: pd.DataFrame) -> dict[str, Figure]:
     """Every figure the run has data for, in catalogue order."""
     df = mathtext_safe(df)
-    dense = df[~serving_rows(df)]
+    dense = dense_rows(df)
     out = {}
     for name in FIGURES:
         fig = MAKERS[name](df if name in SERVING_FIGURES else dense)
