@@ -39,19 +39,14 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.stats import mannwhitneyu
 
-from bench.errors import InputError
 from bench.measure.environment import fingerprint_diff
-from bench.noise import NoiseModel, Rule, noise_model
+from bench.noise import CompareError, NoiseModel, Rule, noise_model
 from bench.results import RunDocument, as_run
 from bench.status import FAILING
 
 VERDICTS = ("regressed", "status changed", "noisy", "improved", "missing", "new", "unchanged")  # by severity
 METRICS = {"median": np.median, "mean": np.mean, "min": np.min}
 OVERLAP = "the middle 60% of the two runs' rounds overlap"
-
-
-class CompareError(InputError):
-    """Two runs that cannot be compared (other machine, nothing in common, bad threshold): exit code 2."""
 
 
 @dataclass(frozen=True)
@@ -99,20 +94,6 @@ class Summary:
 class Comparison:
     summary: Summary
     cases: tuple[CaseVerdict, ...] = field(default_factory=tuple)
-
-
-def parse_threshold(text: str) -> float:
-    """'10%' or '0.1' -> 0.1. A bare number >= 1 is refused: '10' could mean 10% or 1000%."""
-    raw = str(text).strip()
-    try:
-        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
-    except ValueError:
-        raise CompareError(f"threshold {text!r} is not a number: write e.g. 10% or 0.1") from None
-    if not math.isfinite(value) or value <= 0:
-        raise CompareError(f"threshold {text!r} must be a positive amount, e.g. 10% or 0.1")
-    if not raw.endswith("%") and value >= 1:
-        raise CompareError(f"threshold {text!r} is ambiguous: write {raw}% for percent, or a fraction like 0.1")
-    return value
 
 
 @dataclass(frozen=True)

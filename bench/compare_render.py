@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable
+from pathlib import Path
 
 from bench.compare import VERDICTS, CaseVerdict, Comparison, Summary
 from bench.results import json_safe
@@ -123,3 +124,13 @@ def render_json(cmp: Comparison) -> str:
 RENDERERS: dict[str, Callable[[Comparison], str]] = {
     "text": render_text, "markdown": render_markdown, "json": render_json,
 }
+
+
+def emit(comparison: Comparison, fmt: str, output: str | Path | None) -> int:
+    """Print the comparison in `fmt` (and write it to `output` when given); the exit code its verdicts call for."""
+    report = RENDERERS[fmt](comparison)
+    print(report, end="")
+    if output:
+        Path(output).parent.mkdir(parents=True, exist_ok=True)
+        Path(output).write_text(report)
+    return comparison.summary.exit_code

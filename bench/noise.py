@@ -15,6 +15,26 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import wilcoxon
 
+from bench.errors import InputError
+
+
+class CompareError(InputError):
+    """Two runs that cannot be compared (other machine, nothing in common, bad threshold): exit code 2."""
+
+
+def parse_threshold(text: str) -> float:
+    """'10%' or '0.1' -> 0.1. A bare number >= 1 is refused: '10' could mean 10% or 1000%."""
+    raw = str(text).strip()
+    try:
+        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+    except ValueError:
+        raise CompareError(f"threshold {text!r} is not a number: write e.g. 10% or 0.1") from None
+    if not math.isfinite(value) or value <= 0:
+        raise CompareError(f"threshold {text!r} must be a positive amount, e.g. 10% or 0.1")
+    if not raw.endswith("%") and value >= 1:
+        raise CompareError(f"threshold {text!r} is ambiguous: write {raw}% for percent, or a fraction like 0.1")
+    return value
+
 
 @dataclass(frozen=True)
 class Rule:

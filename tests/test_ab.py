@@ -17,8 +17,7 @@ from bench.ab.engine import Slices, pooled_entry, schedule
 from bench.ab.rounds import fastest_half, judged_rounds
 from bench.cli import main
 from bench.commands.ab import DEFAULT_THRESHOLD
-from bench.compare import parse_threshold
-from bench.noise import Rule
+from bench.noise import Rule, parse_threshold
 from tests.injected_slowdown import MARK, inject
 
 ROOT = Path(__file__).resolve().parents[1]

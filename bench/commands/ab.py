@@ -9,9 +9,10 @@ from pathlib import Path
 from bench.ab import git
 from bench.ab.engine import run_ab
 from bench.commands.run import TUNED_MALLOC
-from bench.compare import METRICS, Comparison, Rule, compare_runs, parse_threshold
-from bench.compare_render import RENDERERS
+from bench.compare import METRICS, Comparison, Rule, compare_runs
+from bench.compare_render import RENDERERS, emit
 from bench.errors import UsageError
+from bench.noise import parse_threshold
 from bench.results import write_atomic
 from bench.suite import spec
 
@@ -67,12 +68,7 @@ def run(args: argparse.Namespace) -> int:
         write_atomic(args.save / "ab-current.json", ab.current)
     # one machine, interleaved: machine drift hits both sides alike, so no GEMM control is needed (or meaningful)
     comparison = with_notes(compare_runs(ab.base, ab.current, rule, control=False), ab)
-    report = RENDERERS[args.format](comparison)
-    print(report, end="")
-    if args.output:
-        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.output).write_text(report)
-    return comparison.summary.exit_code
+    return emit(comparison, args.format, args.output)
 
 
 def with_notes(comparison: Comparison, ab) -> Comparison:

@@ -6,9 +6,10 @@ import argparse
 from pathlib import Path
 
 from bench.baseline import BaselineError, closest, find, merge_passes
-from bench.compare import METRICS, Rule, compare_runs, parse_threshold
-from bench.compare_render import RENDERERS
+from bench.compare import METRICS, Rule, compare_runs
+from bench.compare_render import RENDERERS, emit
 from bench.measure.environment import fingerprint_key
+from bench.noise import parse_threshold
 from bench.results import read_run
 
 help = "compare a run with a baseline case by case; exit 1 on a regression, 2 on unusable input"
@@ -48,9 +49,4 @@ def run(args: argparse.Namespace) -> int:
                                 f"`python -m bench baseline save RESULTS`")
         base_path = found
     comparison = compare_runs(read_run(base_path), current, rule, normalize=args.normalize, control=args.control)
-    report = RENDERERS[args.format](comparison)
-    print(report, end="")
-    if args.output:
-        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.output).write_text(report)
-    return comparison.summary.exit_code
+    return emit(comparison, args.format, args.output)

@@ -20,7 +20,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     # imported here: matplotlib loads only for this command
-    from bench.compare import Rule, parse_threshold
+    from bench.compare import Rule
+    from bench.noise import parse_threshold
     from bench.report.figures.history import family_figures, slug
     from bench.report.history import build_history, markdown
 
