@@ -265,3 +265,14 @@ def test_sigterm_ends_like_ctrl_c_and_removes_the_worktree(fake_repo):
     finally:
         proc.kill()
     assert len(git(fake_repo, "worktree", "list").splitlines()) == 1
+
+
+def test_both_workers_are_pinned_to_the_same_cpus(monkeypatch):
+    """Left to the scheduler, the two workers can sit on different cores for a whole run, and one core of a shared
+    machine can be steadily slower: both get the same last `threads` CPUs, or no pinning when that is all of them."""
+    from bench.ab import engine
+
+    monkeypatch.setattr(engine.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    assert engine.pinned("1") == {"ATTNBENCH_AB_CPUS": "3"}
+    assert engine.pinned(2) == {"ATTNBENCH_AB_CPUS": "2,3"}
+    assert engine.pinned("4") == {} and engine.pinned(None) == {} and engine.pinned("many") == {}

@@ -10,6 +10,7 @@ sides become two ordinary run documents for bench.compare.
 from __future__ import annotations
 
 import math
+import os
 import random
 import signal
 import statistics
@@ -146,6 +147,20 @@ def run_ab(repo: Path, rev: str, values: dict[str, Any], blocks: int = 3, seed: 
             signal.signal(signal.SIGTERM, previous)
 
 
+def pinned(threads: Any) -> dict[str, str]:
+    """Both workers pinned to the same CPUs (the last `threads` this process may use), as ATTNBENCH_AB_CPUS.
+
+    Two processes left to the scheduler can settle on different cores for the whole run, and on a shared machine
+    one core can be steadily slower than another (a busy sibling hyperthread, interrupts): a difference no ABBA
+    order cancels, which showed up as A/A cases 1.3x apart. On the same cores, the sides only differ in their code.
+    Empty when affinity cannot be set or the threads need every CPU anyway."""
+    try:
+        n, cpus = int(threads), sorted(os.sched_getaffinity(0))
+    except (TypeError, ValueError, AttributeError):
+        return {}
+    return {"ATTNBENCH_AB_CPUS": ",".join(map(str, cpus[-n:]))} if 0 < n < len(cpus) else {}
+
+
 def _interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
@@ -154,6 +169,7 @@ def _run_ab(repo: Path, rev: str, commit: str, values: dict[str, Any], blocks: i
             request: dict, env: dict[str, str] | None, say: Callable[[str], None]) -> AbRun:
     with git.worktree(repo, commit) as tree:
         base_label = f"{rev} ({commit[:12]})" if not commit.startswith(rev) else commit[:12]
+        env = {**(env or {}), **pinned(values.get("threads"))}
         sides = {"A": Side(base_label, tree, env), "B": Side("working tree", repo, env)}
         try:
             say(f"A = {git.describe(repo, commit)}; B = the working tree of {repo}")

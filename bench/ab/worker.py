@@ -104,6 +104,9 @@ def main() -> None:
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
     tree = os.environ.get("ATTNBENCH_AB_TREE", "")
+    cpus = os.environ.get("ATTNBENCH_AB_CPUS")
+    if cpus and hasattr(os, "sched_setaffinity"):  # before torch starts its threads, which inherit it
+        os.sched_setaffinity(0, {int(c) for c in cpus.split(",")})
     out = _protocol_stream()
     api, bench_dir = _interface(out, tree)
     state = {"out": out, "bench_dir": bench_dir}
