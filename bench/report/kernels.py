@@ -37,7 +37,8 @@ def overhead_rows(df: pd.DataFrame) -> list[list[str]]:
     for (device, backend, phase), group in ok.groupby(["device", "backend", "phase"], sort=True):
         share = pd.to_numeric(group["overhead_pct"]).median()
         bound = int(group["launch_bound"].fillna(False).astype(bool).sum())
-        rows.append([str(device), str(backend), str(phase), f"{share:.0f}%", f"{bound} of {len(group)}"])
+        outside = "—" if pd.isna(share) else f"{round(share)}%"  # round(): no "-0%" for a hair under zero
+        rows.append([str(device), str(backend), str(phase), outside, f"{bound} of {len(group)}"])
     return rows
 
 
