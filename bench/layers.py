@@ -4,7 +4,7 @@ GQA and MQA come from smaller K/V projections (n_kv_heads * head_dim outputs ins
 head_dim defaults to the tutorials' d_model / n_heads; models such as Qwen3 set it apart (head_dim * n_heads !=
 d_model), and then W_Q is d_model -> Hq*D, W_K and W_V d_model -> Hkv*D, and W_O Hq*D -> d_model.
 
-`make_layer` and `make_layer_input` build the layer a `scope="layer"` benchmark case times (bench.suite.runner).
+`make_layer` and `make_layer_input` build the layer a `scope="layer"` benchmark case times (bench.engine.runner).
 """
 
 from __future__ import annotations

@@ -98,7 +98,7 @@ LATER_SHAPE_KEYS: list[str] = list(LATER_FIELDS)
 def new_record(case: Any, memory: str) -> dict[str, Any]:
     """The record of a case before it runs: identity, shape, and what the formulas say (FLOPs, bytes, memory).
 
-    case is a bench.suite.spec.Case; memory the backend's trait ("materialising" or "tiled"). A layer-scope case
+    case is a bench.engine.sweeps.Case; memory the backend's trait ("materialising" or "tiled"). A layer-scope case
     counts the projections too (bench.metrics.layer_flops, layer_bytes) and has no memory model (None).
     """
     import torch  # lazy: reading records needs no torch

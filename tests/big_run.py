@@ -10,9 +10,9 @@ import random
 from pathlib import Path
 
 from bench.backends import BACKENDS
+from bench.engine import sweeps
 from bench.record import new_record
 from bench.results import write_atomic
-from bench.suite import spec
 from tests.results_factory import make_run
 
 SPEED = {"naive": 2e10, "sdpa": 6e10, "sdpa-math": 2.5e10, "sdpa-flash": 6e10, "sdpa-efficient": 5e10,
@@ -23,7 +23,7 @@ def big_run(profile: str = "full", device: str = "cpu", seed: int = 0, devices: 
             rounds: int = 15) -> dict:
     rng = random.Random(seed)
     records = []
-    for i, case in enumerate(spec.cases(spec.profile(profile, device), device)):
+    for i, case in enumerate(sweeps.cases(sweeps.profile(profile, device), device)):
         rec = new_record(case, BACKENDS[case.backend].memory)
         if devices:
             rec["ran_on"] = devices[i % len(devices)]

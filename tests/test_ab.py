@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from bench.ab.engine import Slices, pooled_entry, schedule
-from bench.ab.rounds import fastest_half, judged_rounds
 from bench.cli import main
 from bench.commands.ab import DEFAULT_THRESHOLD
-from bench.noise import Rule, parse_threshold
+from bench.regress.ab.engine import Slices, pooled_entry, schedule
+from bench.regress.ab.rounds import fastest_half, judged_rounds
+from bench.regress.noise import Rule, parse_threshold
 from tests.injected_slowdown import MARK, inject
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -87,7 +87,7 @@ FAKE = {
     "bench/__init__.py": "",
     "bench/suite/__init__.py": "",
     "bench/measure/__init__.py": "",
-    "bench/suite/options.py": """
+    "bench/engine/options.py": """
         from types import SimpleNamespace as NS
         IDS = [f"fake/{i}" for i in range(10)]
 
@@ -96,7 +96,7 @@ FAKE = {
                 raise ValueError("unknown profile 'nope'")
             return NS(cases=[NS(id=i) for i in IDS], device="cpu", threads=None, sweep=NS(budget_s=0.1))
         """,
-    "bench/suite/runner.py": """
+    "bench/engine/runner.py": """
         import random
         from types import SimpleNamespace as NS
         FACTOR = 1.0
@@ -150,8 +150,8 @@ def ab(repo: Path, *args: str) -> int:
 
 @pytest.mark.slow
 def test_fake_slower_working_tree_is_a_regression_and_the_worktree_is_removed(fake_repo, tmp_path, capsys):
-    edit(fake_repo, "bench/suite/runner.py", "FACTOR = 1.0", "FACTOR = 1.5")
-    edit(fake_repo, "bench/suite/options.py", "range(10)", "range(1, 11)")  # fake/0 only in REV, fake/10 only here
+    edit(fake_repo, "bench/engine/runner.py", "FACTOR = 1.0", "FACTOR = 1.5")
+    edit(fake_repo, "bench/engine/options.py", "range(10)", "range(1, 11)")  # fake/0 only in REV, fake/10 only here
     saved = tmp_path / "saved"
     assert ab(fake_repo, "--format", "markdown", "--save", str(saved)) == 1
     out = capsys.readouterr().out
@@ -169,7 +169,7 @@ def test_default_threshold_is_lower_than_compare_s(fake_repo):
     # a steady 7% slowdown: past bench ab's default threshold, within compare's (interleaving removes the drift a
     # stored baseline carries, so A/B can afford the finer threshold)
     assert parse_threshold(DEFAULT_THRESHOLD) < 0.07 < Rule().threshold
-    edit(fake_repo, "bench/suite/runner.py", "FACTOR = 1.0", "FACTOR = 1.07")
+    edit(fake_repo, "bench/engine/runner.py", "FACTOR = 1.0", "FACTOR = 1.07")
     assert ab(fake_repo) == 1
     assert ab(fake_repo, "--threshold", "10%") == 0
 
@@ -195,19 +195,19 @@ def test_refused_before_any_work_with_one_line_and_exit_2(case, fake_repo, capsy
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("broken", "message"), [
-    ("runner", "lacks bench.suite.runner.Runner"),
+    ("runner", "lacks bench.engine.runner.Runner"),
     ("disjoint", "no case in common"),
     ("bad value", "unknown profile 'nope'"),
 ])
 def test_unusable_revision_is_exit_2_with_the_reason(broken, message, fake_repo, capsys):
     args = []
     if broken == "runner":  # REV predates the interface; the working tree has it
-        runner = (fake_repo / "bench/suite/runner.py").read_text()
-        (fake_repo / "bench/suite/runner.py").unlink()
+        runner = (fake_repo / "bench/engine/runner.py").read_text()
+        (fake_repo / "bench/engine/runner.py").unlink()
         commit_all(fake_repo, "no runner")
-        (fake_repo / "bench/suite/runner.py").write_text(runner)
+        (fake_repo / "bench/engine/runner.py").write_text(runner)
     elif broken == "disjoint":
-        edit(fake_repo, "bench/suite/options.py", 'f"fake/{i}"', 'f"other/{i}"')
+        edit(fake_repo, "bench/engine/options.py", 'f"fake/{i}"', 'f"other/{i}"')
     else:
         args = ["--profile", "nope"]
     assert ab(fake_repo, *args) == 2
@@ -270,7 +270,7 @@ def test_sigterm_ends_like_ctrl_c_and_removes_the_worktree(fake_repo):
 def test_both_workers_are_pinned_to_the_same_cpus(monkeypatch):
     """Left to the scheduler, the two workers can sit on different cores for a whole run, and one core of a shared
     machine can be steadily slower: both get the same last `threads` CPUs, or no pinning when that is all of them."""
-    from bench.ab import engine
+    from bench.regress.ab import engine
 
     monkeypatch.setattr(engine.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
     assert engine.pinned("1") == {"ATTNBENCH_AB_CPUS": "3"}

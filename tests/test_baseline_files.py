@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from pytest_benchmark.stats import Stats
 
-from bench import baseline
 from bench.measure.stats import summarize
+from bench.regress import baseline
 from tests.results_factory import make_record, make_run
 
 REPO = Path(__file__).resolve().parents[1]

@@ -9,12 +9,12 @@ import statistics
 
 import pytest
 
-from bench import baseline
 from bench.cli import main
-from bench.compare import CompareError, Rule, compare_runs
-from bench.compare_render import render_text
 from bench.measure import environment
-from bench.noise import median_mad, parse_threshold
+from bench.regress import baseline
+from bench.regress.compare import CompareError, Rule, compare_runs
+from bench.regress.noise import median_mad, parse_threshold
+from bench.regress.render import render_text
 from bench.results import read_run, write_atomic
 from tests.results_factory import FINGERPRINT, make_record, make_run
 

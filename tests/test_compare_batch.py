@@ -1,11 +1,11 @@
-"""compare's batched within-run tests (bench.compare._within_all) give exactly the per-case answers."""
+"""compare's batched within-run tests (bench.regress.compare._within_all) give exactly the per-case answers."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from bench.compare import _Timed, _within, _within_all
-from bench.noise import Rule
+from bench.regress.compare import _Timed, _within, _within_all
+from bench.regress.noise import Rule
 
 
 def test_batched_tests_equal_one_call_per_case():

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from bench.cli import main
-from bench.compare import compare_runs
+from bench.regress.compare import compare_runs
 from bench.results import write_atomic
 from tests.results_factory import make_record, make_run
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from bench.engine import options, sweeps
 from bench.record import FIELDS
-from bench.suite import options, spec
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
 
@@ -25,7 +25,7 @@ def test_results_schema_table_lists_every_record_field():
 
 def test_every_run_option_has_its_attn_twin_in_the_pytest_section():
     text = _section("### From pytest")
-    flags = [f.metadata["flag"] for f in spec.axis_fields()] + [o.flag for o in options.RUN_OPTIONS]
+    flags = [f.metadata["flag"] for f in sweeps.axis_fields()] + [o.flag for o in options.RUN_OPTIONS]
     missing = [flag for flag in flags if f"--attn-{flag}" not in text]
     assert not missing, f"README's pytest section misses --attn-{missing}"
 

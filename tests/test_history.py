@@ -7,7 +7,7 @@ import random
 import pytest
 
 from bench.cli import main
-from bench.report.history import HistoryError, build_history, commit_of, family
+from bench.regress.history import HistoryError, build_history, commit_of, family
 from bench.results import RunDocument, write_atomic
 from tests.results_factory import make_record, make_run
 

@@ -10,7 +10,8 @@ import torch
 
 from bench.cli import main
 from bench.errors import InputError
-from bench.kvcache import (
+from bench.models.config import ModelConfig
+from bench.models.kvcache import (
     KVCache,
     SizeError,
     allocate_kv_cache,
@@ -22,8 +23,7 @@ from bench.kvcache import (
     parse_count,
     parse_memory,
 )
-from bench.models import ModelConfig
-from bench.presets import PRESETS, preset
+from bench.models.presets import PRESETS, preset
 
 KiB, MiB, GiB = 2**10, 2**20, 2**30
 DECODERS = [name for name, p in PRESETS.items() if not p.encoder_only]

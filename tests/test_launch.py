@@ -11,12 +11,11 @@ from pathlib import Path
 import pytest
 
 from bench.cli import main
+from bench.engine import options
+from bench.engine.queue import CaseQueue
 from bench.launch import devices as devices_mod
 from bench.launch import slurm
-from bench.launch.queue import CaseQueue
-from bench.results import read_run, write_atomic
-from bench.suite import options
-from bench.suite.store import journal_path
+from bench.results import journal_path, read_run, write_atomic
 from tests.results_factory import make_record, make_run
 
 TINY = ["--profile", "quick", "--backend", "naive,sdpa-math", "--kv-heads", "8,1", "--seq", "32",
@@ -134,8 +133,7 @@ def test_local_launcher_runs_shards_merges_and_resubmits_only_what_is_missing(tm
 
 
 def _worker_file(path: Path, case_ids: list[str], fingerprint: dict, finish: bool) -> None:
-    from bench.results import RunDocument, RunMeta
-    from bench.suite.store import ResultsStore
+    from bench.results import ResultsStore, RunDocument, RunMeta
 
     meta = RunMeta(run_id="w", sweep_id="s", calibration={"gemm_flops_per_s": 1e11, "copy_bytes_per_s": 1e10},
                    fingerprint=fingerprint)

@@ -11,6 +11,9 @@ from torch import nn
 
 from bench.backends import BACKENDS, Backend
 from bench.backends.naive import naive_attention
+from bench.engine import runner
+from bench.engine.runner import EXACT_CHECK_ELEMENTS, Runner, check_shape
+from bench.engine.sweeps import Case
 from bench.layers import MultiHeadAttention, make_layer, make_layer_input, merge_heads
 from bench.metrics import (
     attention_bytes,
@@ -32,9 +35,6 @@ from bench.report.claims import FAILS, HOLDS, NOT_MEASURED
 from bench.report.layer_share import COMMAND, attention_dominates, attention_share
 from bench.report.load import read_results
 from bench.shapes import AttentionShape
-from bench.suite import runner
-from bench.suite.runner import EXACT_CHECK_ELEMENTS, Runner, check_shape
-from bench.suite.spec import Case
 from tests.results_factory import make_record, make_run
 from tests.test_correctness import ScaledBackward
 from tests.test_layers import copy_weights

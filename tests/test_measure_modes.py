@@ -170,7 +170,7 @@ def test_spec_sheet_takes_the_most_specific_name():
 
 
 def test_compare_treats_a_throttled_case_as_noisy():
-    from bench import compare
+    from bench.regress import compare
 
     base = {"case_id": "x", "status": "ok", "throttled": True}
     t = compare._Timed([1.0] * 20, [2.0] * 20, 1.0, 2.0, (1.0,), (2.0,))
@@ -216,8 +216,8 @@ def test_profile_command_reads_a_case_id_and_refuses_several_cases(tmp_path, cap
 
 
 def test_run_trace_writes_one_trace_per_case(tmp_path):
-    from bench.suite.runner import Runner
-    from bench.suite.spec import Case
+    from bench.engine.runner import Runner
+    from bench.engine.sweeps import Case
 
     runner = Runner({"gemm_flops_per_s": 1e9, "copy_bytes_per_s": 1e9}, budget_s=0.05, trace_dir=tmp_path)
     record = runner.run(Case("naive", SHAPE, "prefill", "fwd", "cpu")).record

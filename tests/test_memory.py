@@ -8,12 +8,12 @@ import pytest
 import torch
 
 from bench.backends import BACKENDS, attention
+from bench.engine.runner import Runner
+from bench.engine.sweeps import Case
 from bench.measure.memory import peak_bytes, peak_cpu
 from bench.metrics import model_mem_bytes
 from bench.reference import make_inputs
 from bench.shapes import AttentionShape
-from bench.suite.runner import Runner
-from bench.suite.spec import Case
 
 MiB = 1 << 20
 

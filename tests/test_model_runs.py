@@ -8,18 +8,18 @@ import pandas as pd
 import pytest
 
 from bench.cli import main
-from bench.config_json import load_config
-from bench.models import model_facts
-from bench.report.models import fit_rows, kv_bytes, time_rows
-from bench.suite import spec
+from bench.engine import sweeps
+from bench.models.config import model_facts
+from bench.models.config_json import load_config
+from bench.report.model_section import fit_rows, kv_bytes, time_rows
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "configs"
 
 
 def test_a_hybrid_model_sweeps_one_shape_per_attention_kind():
-    sweep = spec.Sweep(backends=("naive",), models=(str(FIXTURES / "gemma-2-9b.json"),), seqs=(512,),
+    sweep = sweeps.Sweep(backends=("naive",), models=(str(FIXTURES / "gemma-2-9b.json"),), seqs=(512,),
                        phases=("prefill", "decode"), decode_kv=(8192,), dtypes=("bf16",))
-    cases = spec.cases(sweep, "cpu")
+    cases = sweeps.cases(sweep, "cpu")
     ids = [c.id for c in cases]
     # full layers: causal; sliding layers: the 4096 window; Hq 16, Hkv 8, D 256 from the config, not --heads
     assert ids == ["naive/gqa/b1-hq16-hkv8-q512-kv512-d256-model=gemma-2-9b/bf16/causal/prefill/fwd/cpu",
@@ -29,7 +29,7 @@ def test_a_hybrid_model_sweeps_one_shape_per_attention_kind():
 
 
 def test_presets_and_head_dim_from_the_config():
-    cases = spec.cases(spec.Sweep(backends=("sdpa",), models=("llama-3-8b", str(FIXTURES / "qwen3-4b.json")),
+    cases = sweeps.cases(sweeps.Sweep(backends=("sdpa",), models=("llama-3-8b", str(FIXTURES / "qwen3-4b.json")),
                                   seqs=(256,)), "cpu")
     shapes = {(c.shape.model, c.shape.n_heads, c.shape.n_kv_heads, c.shape.head_dim) for c in cases}
     assert shapes == {("llama-3-8b", 32, 8, 128), ("qwen3-4b", 32, 8, 128)}  # Qwen3: head_dim 128, not 2560/32
@@ -74,7 +74,7 @@ def test_fits_count_the_kv_cache_and_the_backends_attention_peak():
 def test_a_sliding_window_models_fit_counts_its_window_mask():
     # Mistral slides on every layer; sdpa builds an explicit S x S mask for a window, which the memory model
     # counts: the longest context that fits is bounded by it, not by the (window-capped) KV cache alone.
-    from bench.presets import preset
+    from bench.models.presets import preset
 
     facts = model_facts(preset("mistral-7b-v0.1"), ("bf16",))
     df = _frame([{"backend": "sdpa-flash", "mask": "window:4096", "seq_q": 1024, "seq_kv": 1024, "median_s": 1e-3,
@@ -95,7 +95,7 @@ def test_config_files_that_are_not_text_or_name_oddly_are_handled(tmp_path, caps
 
 
 def test_use_sliding_window_false_means_no_sliding_layer_in_any_family():
-    from bench.config_json import parse_config
+    from bench.models.config_json import parse_config
 
     cfg = parse_config({"model_type": "qwen2_5_vl", "num_hidden_layers": 4, "hidden_size": 512,
                         "num_attention_heads": 8, "num_key_value_heads": 2, "sliding_window": 32768,

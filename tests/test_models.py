@@ -1,4 +1,4 @@
-"""bench.models: config.json files read into attention facts, the KV bytes they imply (worked by hand below),
+"""bench.models.config: config.json files read into attention facts, the KV bytes they imply (worked by hand below),
 every refusal as one line and exit 2, the presets read from their files, and `kv --config`."""
 
 from __future__ import annotations
@@ -10,10 +10,8 @@ from pathlib import Path
 import pytest
 
 from bench.cli import main
-from bench.config_json import PRESET_NAMES, load_config, parse_config
-from bench.kvcache import estimate, format_bytes, max_batch, max_context, measure_kv_cache_bytes
 from bench.metrics import ELEMENT_BYTES
-from bench.models import (
+from bench.models.config import (
     DTYPE_BYTES,
     AttentionKind,
     ConfigError,
@@ -23,7 +21,9 @@ from bench.models import (
     kv_layer_groups,
     kv_total_bytes,
 )
-from bench.presets import PRESETS, preset
+from bench.models.config_json import PRESET_NAMES, load_config, parse_config
+from bench.models.kvcache import estimate, format_bytes, max_batch, max_context, measure_kv_cache_bytes
+from bench.models.presets import PRESETS, preset
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = REPO / "tests" / "fixtures" / "configs"
@@ -325,7 +325,7 @@ def test_models_module_imports_no_torch() -> None:
         imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
         imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
         allowed = {"__future__", "json", "re", "dataclasses", "importlib", "pathlib", "typing", "bench.errors",
-                   "bench.models"}
+                   "bench.models.config"}
         assert imported <= allowed, (module, imported)
 
 
@@ -353,7 +353,7 @@ def test_presets_read_from_files_keep_their_facts() -> None:
         assert (p.layers, p.hidden_size, p.n_heads, p.n_kv_heads, p.head_dim, p.window, p.encoder_only) == facts, name
         assert p.name == name and p.source and not p.is_mla
         assert set(p.layer_kinds) == ({"sliding"} if p.window else {"full"})
-    files = sorted(path.stem for path in (REPO / "bench" / "model_configs").glob("*.json"))
+    files = sorted(path.stem for path in (REPO / "bench" / "models" / "configs").glob("*.json"))
     assert files == sorted(PRESET_NAMES)
     assert "Vaswani" in preset("transformer-base").source and "decoder" in preset("transformer-base").note
 
@@ -374,7 +374,7 @@ def test_readme_example_config() -> None:
 
 def test_pyproject_ships_the_preset_files() -> None:
     text = (REPO / "pyproject.toml").read_text()
-    assert "[tool.setuptools.package-data]" in text and 'bench = ["model_configs/*.json"]' in text
+    assert "[tool.setuptools.package-data]" in text and '"bench.models" = ["configs/*.json"]' in text
 
 
 # ------------------------------------------------------------------------------------------ real caches

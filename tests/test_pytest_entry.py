@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from bench.cli import build_parser
+from bench.engine import options, sweeps
 from bench.results import read_run
-from bench.suite import options, spec
 
 REPO = Path(__file__).resolve().parents[1]
 AXES = ["--profile", "quick", "--backend", "naive,sdpa-flash", "--kv-heads", "8,1", "--seq", "32",
@@ -37,13 +37,13 @@ def pytest_run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
 
 def test_every_axis_and_run_option_has_both_flags():
     run_flags = build_parser()._subparsers._group_actions[0].choices["run"]._option_string_actions
-    for f in spec.axis_fields():
+    for f in sweeps.axis_fields():
         assert f"--{f.metadata['flag']}" in run_flags
     for o in options.RUN_OPTIONS:
         assert f"--{o.flag}" in run_flags
     help_text = pytest_run(["--help"], REPO).stdout
     attn_flags = set(re.findall(r"--attn-[a-z-]+", help_text))
-    assert {f"--attn-{f.metadata['flag']}" for f in spec.axis_fields()} <= attn_flags
+    assert {f"--attn-{f.metadata['flag']}" for f in sweeps.axis_fields()} <= attn_flags
     assert {"--attn-profile", "--attn-backend", "--attn-heads", "--attn-kv-heads", "--attn-seq", "--attn-dtype",
             "--attn-mask", "--attn-phase", "--attn-pass", "--attn-device"} <= attn_flags
 
@@ -66,7 +66,7 @@ def test_pytest_entry_writes_an_attnbench_results_file(tmp_path):
     parsed = build_parser().parse_args(["run", *AXES])
     cases = options.plan({n: getattr(parsed, n) for n in options.option_names()}, default_out=False).cases
     assert sorted(doc.case_ids()) == sorted(c.id for c in cases)  # the same cases as `bench run`
-    assert doc.meta.complete is True and doc.meta.sweep_id == spec.sweep_id(cases)
+    assert doc.meta.complete is True and doc.meta.sweep_id == sweeps.sweep_id(cases)
     assert doc.meta.calibration["gemm_flops_per_s"] > 0 and doc.environment["device"] == "cpu"
     for entry in doc.benchmarks:  # pytest-benchmark's statistics are of the rounds our timer measured
         assert entry["stats"]["median"] == pytest.approx(entry["extra_info"]["median_s"], rel=1e-9)

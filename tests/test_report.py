@@ -259,7 +259,7 @@ def test_kv_cache_claim_is_judged_from_measured_allocations(tmp_path):
 
 @pytest.mark.slow  # allocates every preset's cache three times
 def test_kv_cache_claim_holds_on_real_allocations(tmp_path):
-    from bench.kvcache import measured_presets
+    from bench.models.kvcache import measured_presets
 
     claim = evaluate_claims(_frame([make_record()], tmp_path), measured_presets("cpu"))[2]
     assert claim["verdict"] == HOLDS, claim["numbers"]
@@ -363,7 +363,7 @@ def test_heads_figure(figures):
 
 
 def test_kv_cache_figure(figures):
-    from bench.presets import PRESETS
+    from bench.models.presets import PRESETS
 
     left, right = figures["kv_cache"].axes[:2]
     labels = " ".join(_data_lines(left))

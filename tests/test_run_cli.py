@@ -1,4 +1,4 @@
-"""Sweep specs (bench.suite.spec) and `python -m bench run`: results file, bad input, interrupt and resume."""
+"""Sweep specs (bench.engine.sweeps) and `python -m bench run`: results file, bad input, interrupt and resume."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ import torch
 
 from bench.cli import build_parser, main
 from bench.commands import run as run_cmd
+from bench.engine import options, sweeps
 from bench.errors import InputError
 from bench.results import entries, read_run, write_atomic
-from bench.suite import options, spec
 from tests.results_factory import make_record, make_run
 
 REPO = Path(__file__).resolve().parents[1]
@@ -30,14 +30,14 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
 @pytest.mark.parametrize("name", ["quick", "default", "heads", "decode", "serving", "full"])
 def test_profiles_expand_with_unique_stable_ids(device, name):
-    sweep = spec.profile(name, device)
-    first = spec.cases(sweep, device)
-    again = spec.cases(sweep, device)
+    sweep = sweeps.profile(name, device)
+    first = sweeps.cases(sweep, device)
+    again = sweeps.cases(sweep, device)
     assert first, f"{name} on {device} has no cases"
     ids = [c.id for c in first]
     assert len(set(ids)) == len(ids)
     assert ids == [c.id for c in again]
-    assert spec.sweep_id(first) == spec.sweep_id(again)
+    assert sweeps.sweep_id(first) == sweeps.sweep_id(again)
     assert {c.device for c in first} == {device}
     assert {c.backend for c in first} == set(sweep.backends)
     for c in first:
@@ -45,14 +45,14 @@ def test_profiles_expand_with_unique_stable_ids(device, name):
 
 
 def test_case_id_format():
-    c = spec.cases(spec.Sweep(backends=("naive",), kv_heads=(2,), seqs=(128,), phases=("prefill",)), "cpu")[0]
+    c = sweeps.cases(sweeps.Sweep(backends=("naive",), kv_heads=(2,), seqs=(128,), phases=("prefill",)), "cpu")[0]
     assert c.id == "naive/gqa/b1-hq8-hkv2-q128-kv128-d64/fp32/causal/prefill/fwd/cpu"
 
 
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
 def test_decode_cases(device):
-    sweep = spec.profile("decode", device)
-    cases = spec.cases(sweep, device)
+    sweep = sweeps.profile("decode", device)
+    cases = sweeps.cases(sweep, device)
     assert {c.phase for c in cases} == {"decode"}
     assert {c.shape.seq_q for c in cases} == set(sweep.decode_q)
     assert {c.shape.seq_kv for c in cases} == set(sweep.decode_kv)
@@ -61,8 +61,8 @@ def test_decode_cases(device):
 
 
 def test_full_profile_decode_uses_decode_axes_and_only_fwd():
-    sweep = spec.profile("full", "cpu")
-    decode = [c for c in spec.cases(sweep, "cpu") if c.phase == "decode"]
+    sweep = sweeps.profile("full", "cpu")
+    decode = [c for c in sweeps.cases(sweep, "cpu") if c.phase == "decode"]
     assert decode
     assert {c.shape.seq_q for c in decode} <= set(sweep.decode_q)
     assert {c.pass_ for c in decode} == {"fwd"}  # even though the full profile lists fwd+bwd
@@ -71,7 +71,7 @@ def test_full_profile_decode_uses_decode_axes_and_only_fwd():
 
 @pytest.mark.parametrize("device, d_model", [("cpu", 512), ("cuda", 2048)])
 def test_heads_profile_splits_d_model(device, d_model):
-    cases = spec.cases(spec.profile("heads", device), device)
+    cases = sweeps.cases(sweeps.profile("heads", device), device)
     heads = {c.shape.n_heads for c in cases}
     assert heads == {1, 2, 4, 8, 16, 32}
     for c in cases:
@@ -80,7 +80,7 @@ def test_heads_profile_splits_d_model(device, d_model):
 
 
 def test_tokens_per_batch_sets_batch():
-    cases = spec.cases(spec.profile("default", "cuda"), "cuda")
+    cases = sweeps.cases(sweeps.profile("default", "cuda"), "cuda")
     for c in cases:
         if c.phase == "prefill":
             assert c.shape.batch * c.shape.seq_q == 16384
@@ -88,52 +88,52 @@ def test_tokens_per_batch_sets_batch():
 
 def test_unknown_profile_and_backend():
     with pytest.raises(InputError, match="unknown profile 'huge'"):
-        spec.profile("huge", "cpu")
+        sweeps.profile("huge", "cpu")
     with pytest.raises(InputError, match="unknown backend 'turbo'"):
-        spec.Sweep(backends=("naive", "turbo"))
+        sweeps.Sweep(backends=("naive", "turbo"))
 
 
 def test_decode_only_with_no_mask_is_refused():
     with pytest.raises(InputError, match="decode needs a causal or window mask"):
-        spec.cases(spec.Sweep(masks=("none",), phases=("decode",)), "cpu")
+        sweeps.cases(sweeps.Sweep(masks=("none",), phases=("decode",)), "cpu")
 
 
 def test_repeated_axis_values_are_refused():
     with pytest.raises(InputError, match="same case twice"):
-        spec.cases(spec.Sweep(backends=("naive",), seqs=(256, 256)), "cpu")
+        sweeps.cases(sweeps.Sweep(backends=("naive",), seqs=(256, 256)), "cpu")
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 7])
 def test_shards_partition_the_cases(n):
-    cases = spec.cases(spec.profile("quick", "cpu"), "cpu")
-    shards = [spec.shard(cases, f"{k}/{n}") for k in range(1, n + 1)]
+    cases = sweeps.cases(sweeps.profile("quick", "cpu"), "cpu")
+    shards = [sweeps.shard(cases, f"{k}/{n}") for k in range(1, n + 1)]
     ids = [c.id for s in shards for c in s]
     assert len(ids) == len(set(ids)) == len(cases)  # disjoint, and together all
     assert set(ids) == {c.id for c in cases}
-    assert [spec.shard(cases, f"{k}/{n}") for k in range(1, n + 1)] == shards  # deterministic
+    assert [sweeps.shard(cases, f"{k}/{n}") for k in range(1, n + 1)] == shards  # deterministic
     sizes = [len(s) for s in shards]
     assert max(sizes) - min(sizes) <= 1  # balanced
 
 
 @pytest.mark.parametrize("bad", ["0/3", "4/3", "a/b", "1/0", "3", "1/2/3", ""])
 def test_shard_rejects_bad_specs(bad):
-    cases = spec.cases(spec.profile("quick", "cpu"), "cpu")
+    cases = sweeps.cases(sweeps.profile("quick", "cpu"), "cpu")
     with pytest.raises(InputError, match="--shard"):
-        spec.shard(cases, bad)
+        sweeps.shard(cases, bad)
 
 
 def test_sweep_id_follows_the_case_list():
-    cases = spec.cases(spec.profile("quick", "cpu"), "cpu")
-    sid = spec.sweep_id(cases)
+    cases = sweeps.cases(sweeps.profile("quick", "cpu"), "cpu")
+    sid = sweeps.sweep_id(cases)
     assert re.fullmatch(r"[0-9a-f]{16}", sid)
-    assert spec.sweep_id(list(cases)) == sid
-    assert spec.sweep_id(cases[:-1]) != sid
-    assert spec.sweep_id(cases[::-1]) != sid
-    assert spec.sweep_id(spec.shard(cases, "1/2")) != spec.sweep_id(spec.shard(cases, "2/2"))
-    other = spec.cases(spec.profile("quick", "cpu").with_axes(seqs=(256, 1024)), "cpu")
-    assert spec.sweep_id(other) != sid
+    assert sweeps.sweep_id(list(cases)) == sid
+    assert sweeps.sweep_id(cases[:-1]) != sid
+    assert sweeps.sweep_id(cases[::-1]) != sid
+    assert sweeps.sweep_id(sweeps.shard(cases, "1/2")) != sweeps.sweep_id(sweeps.shard(cases, "2/2"))
+    other = sweeps.cases(sweeps.profile("quick", "cpu").with_axes(seqs=(256, 1024)), "cpu")
+    assert sweeps.sweep_id(other) != sid
     # the budget is not part of the case list: changing it keeps the sweep (resume may change it)
-    assert spec.sweep_id(spec.cases(spec.profile("quick", "cpu").with_axes(budget_s=0.1), "cpu")) == sid
+    assert sweeps.sweep_id(sweeps.cases(sweeps.profile("quick", "cpu").with_axes(budget_s=0.1), "cpu")) == sid
 
 
 # --- `python -m bench run` in a fresh process ----------------------------------------------------------
@@ -158,7 +158,7 @@ def bench_run(args: list[str], cwd: Path, timeout: float = 300) -> subprocess.Co
                           capture_output=True, text=True, timeout=timeout)
 
 
-def expected_cases(args: list[str]) -> list[spec.Case]:
+def expected_cases(args: list[str]) -> list[sweeps.Case]:
     """The cases `bench run <args>` sweeps, computed in this process from the same parser and plan."""
     parsed = build_parser().parse_args(["run", *args])
     return options.plan({name: getattr(parsed, name) for name in options.option_names()}, default_out=False).cases
@@ -185,7 +185,7 @@ def test_sweep_writes_a_complete_results_file(sweep):
     assert len(set(ids)) == len(ids)
     meta = doc.meta
     assert meta.complete is True
-    assert meta.sweep_id == spec.sweep_id(cases)
+    assert meta.sweep_id == sweeps.sweep_id(cases)
     assert meta.cases == 6 and meta.profile == "quick"
     assert meta.calibration["gemm_flops_per_s"] > 1e8 and meta.calibration["copy_bytes_per_s"] > 1e8
     assert meta.fingerprint["device"] == "cpu"
@@ -330,7 +330,7 @@ def test_list_with_shard(capsys, no_work):
     args = ["--profile", "quick", "--device", "cpu"]
     assert main(["run", *args, "--shard", "2/3", "--list"]) == 0
     printed = capsys.readouterr().out.split()
-    assert printed == [c.id for c in spec.shard(expected_cases(args), "2/3")]
+    assert printed == [c.id for c in sweeps.shard(expected_cases(args), "2/3")]
 
 
 # --- interrupted, then resumed -------------------------------------------------------------------------
@@ -421,7 +421,7 @@ def test_interrupted_run_keeps_finished_cases_and_resumes(tmp_path):
 
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
 def test_default_profile_carries_a_heads_sweep_for_the_heads_claim(device):
-    cases = spec.cases(spec.profile("default", device), device)
+    cases = sweeps.cases(sweeps.profile("default", device), device)
     by_d_model: dict[tuple, set[int]] = {}
     for c in cases:
         s = c.shape
@@ -433,7 +433,7 @@ def test_default_profile_carries_a_heads_sweep_for_the_heads_claim(device):
 
 
 def test_axes_set_by_hand_drop_the_profiles_extra_sweeps():
-    default = spec.profile("default", "cpu")
+    default = sweeps.profile("default", "cpu")
     assert default.also
     assert not default.with_axes(seqs=(256,)).also
     assert default.with_axes(budget_s=0.1).also  # the budget changes no case

@@ -1,4 +1,4 @@
-"""FLOP/byte formulas, derived metrics and the status of every case (bench.suite.runner) on the CPU."""
+"""FLOP/byte formulas, derived metrics and the status of every case (bench.engine.runner) on the CPU."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ import torch
 
 from bench.backends import BACKENDS, Backend
 from bench.backends.naive import naive_attention
+from bench.engine import runner
+from bench.engine.runner import EXACT_CHECK_ELEMENTS, Runner, check_shape
+from bench.engine.sweeps import Case
 from bench.metrics import attention_bytes, attention_flops, kv_cache_bytes
 from bench.metrics import model_mem_bytes as model_mem
 from bench.record import RECORD_FIELDS, derived, new_record
 from bench.shapes import AttentionShape
 from bench.status import STATUSES
-from bench.suite import runner
-from bench.suite.runner import EXACT_CHECK_ELEMENTS, Runner, check_shape
-from bench.suite.spec import Case
 
 CALIBRATION = {"gemm_flops_per_s": 1e11, "copy_bytes_per_s": 1e10}
 MiB = 1 << 20

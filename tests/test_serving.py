@@ -8,6 +8,9 @@ import pytest
 import torch
 
 from bench.backends import BACKENDS
+from bench.engine import sweeps
+from bench.engine.runner import Runner
+from bench.engine.sweeps import Case, Sweep
 from bench.errors import UsageError
 from bench.metrics import attention_flops
 from bench.record import new_record
@@ -24,9 +27,6 @@ from bench.serving.workload import (
     workload_of,
 )
 from bench.shapes import AttentionShape, ShapeError
-from bench.suite import spec
-from bench.suite.runner import Runner
-from bench.suite.spec import Case, Sweep
 
 CALIBRATION = {"gemm_flops_per_s": 1e11, "copy_bytes_per_s": 1e10}
 CPU_LAYOUTS = ["naive", "sdpa-math", "sdpa-flash"]
@@ -124,7 +124,7 @@ def test_sweep_expands_lengths_and_page_sizes():
     sweep = Sweep(backends=("naive",), kv_heads=(8,), seqs=(64,), batches=(4,), masks=("none", "causal"),
                   phases=("prefill", "decode"), passes=("fwd", "fwd+bwd"), decode_kv=(256,),
                   lengths=("zipf", "mixed"), page_sizes=(None, 16))
-    shapes = [(c.shape.lengths, c.shape.page_size, c.shape.mask, c.phase, c.pass_) for c in spec.cases(sweep, "cpu")]
+    shapes = [(c.shape.lengths, c.shape.page_size, c.shape.mask, c.phase, c.pass_) for c in sweeps.cases(sweep, "cpu")]
     assert ("mixed", None, "none", "prefill", "fwd") not in shapes  # a mixed batch is causal
     assert all(p == "fwd" for *_, p in shapes)  # serving is inference
     decode = {(lengths, page) for lengths, page, _, phase, _ in shapes if phase == "decode"}
@@ -132,17 +132,17 @@ def test_sweep_expands_lengths_and_page_sizes():
 
 
 def test_page_size_axis_parses_contiguous_and_paged_decode_defaults_to_uniform_contexts():
-    assert spec.page_sizes("contiguous,16,128") == (None, 16, 128)
+    assert sweeps.page_sizes("contiguous,16,128") == (None, 16, 128)
     with pytest.raises(UsageError):
-        spec.page_sizes("16,big")
+        sweeps.page_sizes("16,big")
     sweep = Sweep(backends=("naive",), phases=("decode",), decode_kv=(256,), page_sizes=(None, 32))
-    assert {(c.shape.lengths, c.shape.page_size) for c in spec.cases(sweep, "cpu")} == {("uniform", None),
+    assert {(c.shape.lengths, c.shape.page_size) for c in sweeps.cases(sweep, "cpu")} == {("uniform", None),
                                                                                         ("uniform", 32)}
 
 
 def test_serving_profile_has_both_devices():
     for device in ("cpu", "cuda"):
-        cases = spec.cases(spec.profile("serving", device), device)
+        cases = sweeps.cases(sweeps.profile("serving", device), device)
         assert {c.shape.lengths for c in cases} == {"equal", "uniform", "zipf", "mixed"}
         assert {c.shape.page_size for c in cases} >= {None, 16, 128}
 

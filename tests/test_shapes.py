@@ -1,7 +1,7 @@
 import pytest
 
 from bench.errors import UsageError
-from bench.presets import PRESETS, preset
+from bench.models.presets import PRESETS, preset
 from bench.shapes import AttentionShape, ShapeError, head_dim_for, parse_mask
 
 

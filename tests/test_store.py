@@ -1,4 +1,4 @@
-"""The run's journal (bench.suite.store): one line per finished case, the results file written from it, a torn
+"""The run's journal (bench.results.store): one line per finished case, the results file written from it, a torn
 last line tolerated and named, and no finished case lost to a crash at any moment."""
 
 from __future__ import annotations
@@ -12,8 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from bench.results import ResultsError, RunDocument, RunMeta, entries, read_run
-from bench.suite.store import ResultsStore, journal_path, read_journal
+from bench.results import (
+    ResultsError,
+    ResultsStore,
+    RunDocument,
+    RunMeta,
+    entries,
+    journal_path,
+    read_journal,
+    read_run,
+)
 from tests.results_factory import make_record, make_run
 
 REPO = Path(__file__).resolve().parents[1]
@@ -118,7 +126,7 @@ CHILD = """
 import sys
 from pathlib import Path
 from bench.results import RunDocument, RunMeta
-from bench.suite.store import ResultsStore
+from bench.results import ResultsStore
 from tests.results_factory import make_record, make_run
 out = Path(sys.argv[1])
 store = ResultsStore.new(out, RunMeta(run_id="r", sweep_id="s"), {}, {}, "5.3.1", "now")
@@ -147,7 +155,7 @@ def test_kill_9_at_any_moment_loses_no_finished_case(tmp_path):
 
 
 def test_the_recording_cost_script_measures_both_stores(tmp_path):
-    from bench.suite.record_cost import cost
+    from bench.results.record_cost import cost
 
     before, after = cost(20, tmp_path, repeats=2)
     assert before > 0 and after > 0

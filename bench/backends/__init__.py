@@ -19,24 +19,27 @@ from bench.shapes import DTYPE_NAMES, ShapeError, check_heads
 
 CUDA = ("cuda",)
 HALF = ("bf16", "fp16")
+PADDED = ("padded", "paged-gather")  # sdpa's forced kernels: a padded batch with a padding mask
 
 BACKENDS: dict[str, Backend] = {
     b.name: b
     for b in [
         Backend("naive", naive_attention, "textbook softmax(QK^T/sqrt(D))V, materialises the score matrix",
-                "materialising", "#555555", "o"),
-        Backend("sdpa", sdpa.make("sdpa"), "torch SDPA, torch's automatic kernel choice", "tiled", "#1f77b4", "s"),
+                "materialising", "#555555", "o", layouts=("per-sequence", "paged-gather")),
+        Backend("sdpa", sdpa.make("sdpa"), "torch SDPA, torch's automatic kernel choice", "tiled", "#1f77b4", "s",
+                layouts=("nested", "paged-gather")),
         Backend("sdpa-math", sdpa.make("sdpa-math"), "torch SDPA forced to the math (reference) kernel",
-                "materialising", "#9467bd", "D"),
+                "materialising", "#9467bd", "D", layouts=PADDED),
         Backend("sdpa-flash", sdpa.make("sdpa-flash"), "torch SDPA forced to its FlashAttention kernel", "tiled",
-                "#d62728", "^"),
+                "#d62728", "^", layouts=PADDED),
         Backend("sdpa-efficient", sdpa.make("sdpa-efficient"), "torch SDPA forced to memory-efficient", "tiled",
-                "#ff7f0e", "v", devices=CUDA),
+                "#ff7f0e", "v", devices=CUDA, layouts=PADDED),
         Backend("sdpa-cudnn", sdpa.make("sdpa-cudnn"), "torch SDPA forced to cuDNN attention", "tiled", "#8c564b",
-                "P", devices=CUDA),
-        Backend("flex", flex_attention, "torch.compile(flex_attention) with block masks", "tiled", "#2ca02c", "*"),
+                "P", devices=CUDA, layouts=PADDED),
+        Backend("flex", flex_attention, "torch.compile(flex_attention) with block masks", "tiled", "#2ca02c", "*",
+                layouts=("packed", "paged-mask")),
         Backend("flash-attn", flash_attn_attention, "flash_attn.flash_attn_func (CUDA only)", "tiled", "#e377c2",
-                "h", devices=CUDA, dtypes=HALF),
+                "h", devices=CUDA, dtypes=HALF, layouts=("varlen", "paged-table")),
     ]
 }
 

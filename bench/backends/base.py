@@ -19,6 +19,21 @@ class AttentionFn(Protocol):
 
 Memory = Literal["materialising", "tiled"]
 ALL_DTYPES = ("fp32", "bf16", "fp16")
+# How a backend takes a serving batch (bench.serving), in the layout its own users would give it:
+#   per-sequence  one call per sequence, nothing padded
+#   nested        torch nested jagged tensors (one call, torch's ragged layout)
+#   padded        a (B, H, longest, D) batch with a boolean padding mask: padding is computed and thrown away
+#   packed        every sequence packed into one (1, H, total, D) call under a document mask (block-sparse)
+#   varlen        the packed (total, H, D) layout with cumulative sequence lengths (flash-attn's varlen)
+# and a paged KV cache (pages scattered over a pool, an int32 block table):
+#   paged-gather  gathers each sequence's pages inside the timed call, then runs its ragged layout
+#   paged-mask    the pool as one sequence under a paged block mask, one KV block per page
+#   paged-table   reads the pool through the block table itself (flash-attn's block_table)
+Layout = Literal["per-sequence", "nested", "padded", "packed", "varlen", "paged-gather", "paged-mask", "paged-table"]
+RAGGED_LAYOUTS = ("per-sequence", "nested", "padded", "packed", "varlen")
+PAGED_LAYOUTS = ("paged-gather", "paged-mask", "paged-table")
+# Layouts that hold per-sequence query and key lengths in one call: the only ones a mixed batch fits.
+MIXED_LAYOUTS = ("packed", "varlen")
 
 
 @dataclass(frozen=True)
@@ -34,6 +49,13 @@ class Backend:
     marker: str  # matplotlib marker, same reason
     devices: tuple[str, ...] = ("cpu", "cuda")
     dtypes: tuple[str, ...] = ALL_DTYPES
+    # the serving layouts it takes: at most one ragged layout and one paged layout (see Layout); none: serving
+    # batches are unsupported for it
+    layouts: tuple[Layout, ...] = ()
+
+    def layout(self, kinds: tuple[str, ...]) -> Layout | None:
+        """Its layout among `kinds` (RAGGED_LAYOUTS or PAGED_LAYOUTS), or None when it takes none of them."""
+        return next((lay for lay in self.layouts if lay in kinds), None)
 
     def unsupported_reason(self, device: str, dtype: str) -> str | None:
         """Why this backend cannot run on `device` in `dtype` by its traits alone, or None."""

@@ -6,15 +6,15 @@ import argparse
 import dataclasses
 from pathlib import Path
 
-from bench.ab import git
-from bench.ab.engine import run_ab
 from bench.commands.run import TUNED_MALLOC
-from bench.compare import METRICS, Comparison, Rule, compare_runs
-from bench.compare_render import RENDERERS, emit
+from bench.engine import sweeps
 from bench.errors import UsageError
-from bench.noise import parse_threshold
+from bench.regress.ab import git
+from bench.regress.ab.engine import run_ab
+from bench.regress.compare import METRICS, Comparison, Rule, compare_runs
+from bench.regress.noise import parse_threshold
+from bench.regress.render import RENDERERS, emit
 from bench.results import write_atomic
-from bench.suite import spec
 
 help = ("A/B: measure REV (a branch, tag or commit) and the working tree alternately on this machine and compare "
         "them case by case; exit 1 on a regression, 2 when unusable")
@@ -33,7 +33,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", default="1",
                    help="torch CPU threads of both sides (default 1: on a shared CPU, a multi-threaded op waits for "
                         "its slowest thread, so one busy core stalls every call)")
-    for f in spec.axis_fields():
+    for f in sweeps.axis_fields():
         p.add_argument(f"--{f.metadata['flag']}", dest=f.name, help=f.metadata["help"], default=None)
     p.add_argument("--blocks", type=int, default=5,
                    help="ABBA blocks per case (default 5): each side times each case twice per block")
@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     rule = Rule(metric=args.metric, threshold=parse_threshold(args.threshold))  # bad input before any work
     if args.blocks < 1:
         raise UsageError(f"--blocks {args.blocks}: at least 1")
-    values = {name: getattr(args, name) for name in (*SWEEP_OPTIONS, *(f.name for f in spec.axis_fields()))}
+    values = {name: getattr(args, name) for name in (*SWEEP_OPTIONS, *(f.name for f in sweeps.axis_fields()))}
     values = {k: v for k, v in values.items() if v is not None}
     values.setdefault("profile", "quick")
     repo = git.checkout_root(args.repo)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from bench import baseline
 from bench.measure.environment import FINGERPRINT_FIELDS, fingerprint_diff, fingerprint_key
+from bench.regress import baseline
 from bench.results import read_run
 
 help = "save, list or locate the baseline that `compare` checks this machine against"

@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from bench.baseline import BaselineError, closest, find, merge_passes
-from bench.compare import METRICS, Rule, compare_runs
-from bench.compare_render import RENDERERS, emit
 from bench.measure.environment import fingerprint_key
-from bench.noise import parse_threshold
+from bench.regress.baseline import BaselineError, closest, find, merge_passes
+from bench.regress.compare import METRICS, Rule, compare_runs
+from bench.regress.noise import parse_threshold
+from bench.regress.render import RENDERERS, emit
 from bench.results import read_run
 
 help = "compare a run with a baseline case by case; exit 1 on a regression, 2 on unusable input"

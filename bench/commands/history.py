@@ -20,10 +20,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     # imported here: matplotlib loads only for this command
-    from bench.compare import Rule
-    from bench.noise import parse_threshold
+    from bench.regress.compare import Rule
+    from bench.regress.history import build_history, markdown
+    from bench.regress.noise import parse_threshold
     from bench.report.figures.history import family_figures, slug
-    from bench.report.history import build_history, markdown
 
     history = build_history(args.results, args.case, Rule(threshold=parse_threshold(args.threshold)))
     args.out.mkdir(parents=True, exist_ok=True)

@@ -1,5 +1,5 @@
 """`python -m bench kv`: KV cache size for a config.json, a preset or a custom geometry, MHA vs GQA vs MQA, and what
-fits. --config and --model are read by bench.config_json.load_config, whose docstring states the rules."""
+fits. --config and --model are read by bench.models.config_json.load_config, whose docstring states the rules."""
 
 from __future__ import annotations
 
@@ -7,9 +7,11 @@ import argparse
 import json
 from typing import Any
 
-from bench.config_json import PRESET_NAMES, load_config, preset_config
 from bench.errors import UsageError
-from bench.kvcache import (
+from bench.metrics import ELEMENT_BYTES
+from bench.models.config import ModelConfig
+from bench.models.config_json import PRESET_NAMES, load_config, preset_config
+from bench.models.kvcache import (
     check_dtype,
     estimate,
     format_bytes,
@@ -18,8 +20,6 @@ from bench.kvcache import (
     parse_count,
     parse_memory,
 )
-from bench.metrics import ELEMENT_BYTES
-from bench.models import ModelConfig
 
 help = "KV cache bytes per token and at context x batch, the model as MHA / GQA / MQA, and what fits in --memory"
 

@@ -16,18 +16,18 @@ from pathlib import Path
 
 import torch
 
+from bench.engine import sweeps
+from bench.engine.runner import Runner
 from bench.errors import UsageError
 from bench.measure.calibrate import MAIN_DTYPE
 from bench.measure.environment import gpu_name
 from bench.measure.memory import cuda_memory_snapshot
 from bench.report.units import fmt_bytes, fmt_seconds
 from bench.shapes import AttentionShape, ShapeError, parse_mask
-from bench.suite import spec
-from bench.suite.runner import Runner
 
 help = "profile one case: kernel table, SDPA's kernel, peak memory, a Perfetto trace (and a CUDA memory snapshot)"
 # one value per axis unless given: a single MHA prefill case
-PROFILE_BASE = spec.Sweep(backends=("sdpa",), kv_heads=None, seqs=(1024,), decode_kv=(4096,), budget_s=0.5)
+PROFILE_BASE = sweeps.Sweep(backends=("sdpa",), kv_heads=None, seqs=(1024,), decode_kv=(4096,), budget_s=0.5)
 NO_CEILINGS = {"gemm_flops_per_s": math.nan, "copy_bytes_per_s": math.nan}  # percentages are not printed here
 
 
@@ -37,11 +37,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", choices=["cpu", "cuda"], default=None, help="default: cuda when present, else cpu")
     p.add_argument("--out", type=Path, required=True, help="folder for trace.json (and memory_snapshot.pickle)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
-    for f in spec.axis_fields():
+    for f in sweeps.axis_fields():
         p.add_argument(f"--{f.metadata['flag']}", dest=f.name, default=None, help=f.metadata["help"])
 
 
-def case_from_id(text: str) -> spec.Case:
+def case_from_id(text: str) -> sweeps.Case:
     """A case id back to its case; refused unless the case spells the same id again."""
     parts = text.strip().split("/")
     if len(parts) != 8:
@@ -64,16 +64,16 @@ def case_from_id(text: str) -> spec.Case:
         shape = AttentionShape(**sizes, dtype=dtype, mask=mask, window=window, **later)
     except (ValueError, TypeError, ShapeError) as err:
         raise UsageError(f"case id {text!r}: cannot read its shape ({err})") from None
-    case = spec.Case(backend, shape, phase, pass_, device)
+    case = sweeps.Case(backend, shape, phase, pass_, device)
     if case.id != text.strip():
         raise UsageError(f"case id {text!r} is not one attnbench writes (it reads back as {case.id})")
-    spec.get_backend(backend)
+    sweeps.get_backend(backend)
     return case
 
 
-def case_from_axes(args: argparse.Namespace, device: str) -> spec.Case:
+def case_from_axes(args: argparse.Namespace, device: str) -> sweeps.Case:
     given = {}
-    for f in spec.axis_fields():
+    for f in sweeps.axis_fields():
         value = getattr(args, f.name)
         if value is not None:
             try:
@@ -81,7 +81,7 @@ def case_from_axes(args: argparse.Namespace, device: str) -> spec.Case:
             except UsageError as err:
                 raise UsageError(f"--{f.metadata['flag']}: {err}") from None
     base = dataclasses.replace(PROFILE_BASE, dtypes=(MAIN_DTYPE[device],))
-    found = spec.cases(base.with_axes(**given), device)
+    found = sweeps.cases(base.with_axes(**given), device)
     if len(found) != 1:
         raise UsageError(f"the axes name {len(found)} cases ({', '.join(c.id for c in found[:3])}"
                          f"{', ...' if len(found) > 3 else ''}); profile takes one: give one value per axis")
@@ -122,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def case_budget(args: argparse.Namespace) -> float:
-    return spec.seconds(args.budget_s) if args.budget_s else PROFILE_BASE.budget_s
+    return sweeps.seconds(args.budget_s) if args.budget_s else PROFILE_BASE.budget_s
 
 
 def report_lines(record: dict, timing) -> list[str]:

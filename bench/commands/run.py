@@ -1,6 +1,6 @@
 """`python -m bench run`: check the sweep, then run it as pytest-benchmark tests into one results file.
 
-The options are bench.suite.options's (the same ones `pytest --pyargs bench.suite --attn-...` takes); this
+The options are bench.engine.options's (the same ones `pytest --pyargs bench.suite --attn-...` takes); this
 module adds what only the friendly front end does: --list, --malloc, --report, --tables and the closing summary.
 """
 
@@ -11,11 +11,11 @@ import os
 import sys
 from pathlib import Path
 
+from bench.engine import options
+from bench.engine.queue import QUEUE_ENV
 from bench.errors import UsageError
 from bench.launch import devices as devices_mod
 from bench.launch import slurm
-from bench.launch.queue import QUEUE_ENV
-from bench.suite import options
 
 # glibc malloc returns big blocks to the OS on free and page-faults them in again on the next call, which
 # makes naive/math attention's S x S intermediates bimodally slow; these settings keep them in the heap.
@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
 
         report = build_report([out], None)
     if out.exists() and QUEUE_ENV not in os.environ:  # a --devices worker: the launcher sums up the whole run
-        from bench.suite.summary import summary_lines
+        from bench.engine.summary import summary_lines
 
         print("\n".join(summary_lines(out, report)))
     return code

@@ -1,5 +1,5 @@
 """`bench run --devices cuda:0,cuda:1,...`: one worker process per device, each pulling the next case from a shared
-queue (bench.launch.queue) when it is free, all folded into the one results file.
+queue (bench.engine.queue) when it is free, all folded into the one results file.
 
 Each worker is an ordinary `bench run` of the same sweep on one device (CUDA_VISIBLE_DEVICES names it, so its
 case ids say `cuda` like any single-device run's), writing its own journalled file under `.<out>.parts/`; each
@@ -23,11 +23,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from bench.engine import options
+from bench.engine.queue import DEVICE_ENV, QUEUE_ENV, CaseQueue
 from bench.errors import UsageError
-from bench.launch.queue import DEVICE_ENV, QUEUE_ENV, CaseQueue
-from bench.results import ResultsError, RunDocument, RunMeta, read_run, write_atomic
-from bench.suite import options
-from bench.suite.store import journal_path
+from bench.results import ResultsError, RunDocument, RunMeta, journal_path, read_run, write_atomic
 
 
 def parse_devices(text: str) -> list[str]:

@@ -19,10 +19,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.engine import options
 from bench.errors import UsageError
-from bench.results import ResultsError, read_run, write_atomic
-from bench.suite import options
-from bench.suite.store import journal_path
+from bench.results import ResultsError, journal_path, read_run, write_atomic
 
 INSTALL = "pip install 'attnbench[slurm]'"
 POLL_S = 5.0

@@ -15,7 +15,7 @@ import pandas as pd
 from bench.report import claims, kernels
 from bench.report.catalogue import FIGURES
 from bench.report.load import Loaded, RunInfo
-from bench.report.models import model_summary
+from bench.report.model_section import model_summary
 from bench.report.units import fmt_bandwidth, fmt_bytes, fmt_flops, fmt_seconds
 
 

@@ -21,7 +21,7 @@ from bench.serving.ragged import ragged
 from bench.serving.workload import workload_of
 from bench.shapes import AttentionShape
 
-# As for dense cases (bench.suite.runner.EXACT_CHECK_ELEMENTS): batches whose float64 reference would hold more
+# As for dense cases (bench.engine.runner.EXACT_CHECK_ELEMENTS): batches whose float64 reference would hold more
 # score elements than this are checked on a shorter copy with the same batch, distribution, mask and pages.
 EXACT_CHECK_ELEMENTS = 1 << 25
 

@@ -1,8 +1,8 @@
 """pytest glue for the engine: options, parametrization and recording. `bench run` drives pytest through it, and
 so can anyone: `python -m pytest --pyargs bench.suite --attn-profile quick --benchmark-json=OUT.json`.
 
-Only glue lives here: the options and their checks are bench.suite.options; measuring is bench.suite.runner;
-records are bench.record; the file is bench.results through bench.suite.store. The plugin stays inert unless an
+Only glue lives here: the options and their checks are bench.engine.options; measuring is bench.engine.runner;
+records are bench.record; the file is bench.results through bench.results.store. The plugin stays inert unless an
 --attn-* option is given, so it can be installed as a pytest11 entry point without touching other test suites.
 """
 
@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 import pytest_benchmark
 
+from bench.engine.options import Plan, add_options, option_names, plan
+from bench.engine.queue import DEVICE_ENV, QUEUE_ENV, CaseQueue
 from bench.errors import InputError
-from bench.launch.queue import DEVICE_ENV, QUEUE_ENV, CaseQueue
 from bench.status import PROGRESS_LABELS
-from bench.suite.options import Plan, add_options, option_names, plan
 
 REPLAY_TIMER = "bench.suite.replay.clock"
 
@@ -146,11 +146,10 @@ class AttnSession:
         """After collection: calibrate and open the results document, only when some case is to run."""
         import torch
 
+        from bench.engine.runner import Runner
         from bench.measure.calibrate import calibrate
         from bench.measure.environment import fingerprint, gpu_name
-        from bench.results import RunMeta
-        from bench.suite.runner import Runner
-        from bench.suite.store import ResultsStore
+        from bench.results import ResultsStore, RunMeta
 
         self.selected = selected
         if not selected and not self.plan.resume:
@@ -188,15 +187,15 @@ class AttnSession:
         """--model-config: each model's layers per kind and KV bytes per token, for the report's model section."""
         if not self.plan.sweep.models:
             return None
-        from bench.config_json import load_config
-        from bench.models import model_facts
+        from bench.models.config import model_facts
+        from bench.models.config_json import load_config
 
         configs = [load_config(name) for name in self.plan.sweep.models]
         return {cfg.name: model_facts(cfg, self.plan.sweep.dtypes) for cfg in configs}
 
     def _kv_measured(self) -> list[dict]:
         """The presets' KV caches as MHA/GQA/MQA, allocated and measured: the KV-shrink claim's evidence."""
-        from bench.kvcache import measured_presets
+        from bench.models.kvcache import measured_presets
 
         self._say("measuring the presets' KV caches (MHA / GQA / MQA)...")
         return measured_presets(self.plan.device)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
-from bench.report.history import History
+from bench.regress.history import History
 from bench.report.style import backend_color, backend_marker
 
 RING = {"regressed": "#d62728", "improved": "#2ca02c"}

@@ -9,7 +9,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from bench.metrics import kv_cache_bytes
-from bench.presets import PRESETS
+from bench.models.presets import PRESETS
 from bench.report.figures.axes import bytes_axis, seq_axis
 from bench.report.figures.helpers import Panel, backend_handles, by_backend, facet_grid, status_handles
 from bench.report.figures.layout import fit_legend, grid

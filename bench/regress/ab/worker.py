@@ -1,13 +1,14 @@
 """One side of an A/B comparison: a process that imports ONE revision's attnbench and measures cases on request.
 
-Started by bench.ab.side as `python <this file>` with PYTHONPATH set to that revision's tree first, so `import
+Started by bench.regress.ab.side as `python <this file>` with PYTHONPATH set to that revision's tree first, so `import
 bench` is that revision's code. This file comes from the current tree (the revision may predate it), so it imports
 nothing of attnbench at module level and relies only on this interface of the revision it measures:
 
-  bench.suite.options.plan(values)            -> .cases (each with .id), .device, .threads, .sweep.budget_s
+  bench.engine.options.plan(values)           -> .cases (each with .id), .device, .threads, .sweep.budget_s
   bench.measure.calibrate.calibrate(device)   -> {"gemm_flops_per_s", "copy_bytes_per_s"}
   bench.measure.environment.fingerprint(device), .git_commit()
-  bench.suite.runner.Runner(calibration, budget_s=...).run(case) -> .record (dict), .samples (seconds per call)
+  bench.engine.runner.Runner(calibration, budget_s=...).run(case) -> .record (dict), .samples (seconds per call)
+(revisions before the engine package kept plan and Runner in bench.suite.options and bench.suite.runner: WHERE)
 
 The Runner checks every case against the float64 reference before timing it, so each side checks its own code.
 Missing pieces: the worker answers {"fatal": reason} and exits 2.
@@ -28,6 +29,14 @@ import os
 import sys
 
 EXIT_UNUSABLE = 2
+# Where each name lives: this tree's module first, then where revisions before the engine package kept it.
+WHERE = {
+    "plan": (("bench.engine.options", "bench.suite.options"), "plan"),
+    "Runner": (("bench.engine.runner", "bench.suite.runner"), "Runner"),
+    "calibrate": (("bench.measure.calibrate",), "calibrate"),
+    "fingerprint": (("bench.measure.environment",), "fingerprint"),
+    "git_commit": (("bench.measure.environment",), "git_commit"),
+}
 
 
 def _protocol_stream():
@@ -54,13 +63,15 @@ def _interface(out, tree: str):
     if not here.startswith(os.path.realpath(tree) + os.sep):
         _fatal(out, f"imported bench from {here}, not from the revision's tree {tree}")
     names = {}
-    for module, attr in (("bench.suite.options", "plan"), ("bench.suite.runner", "Runner"),
-                         ("bench.measure.calibrate", "calibrate"), ("bench.measure.environment", "fingerprint"),
-                         ("bench.measure.environment", "git_commit")):
-        try:
-            names[attr] = getattr(__import__(module, fromlist=[attr]), attr)
-        except Exception as err:  # noqa: BLE001
-            _fatal(out, f"the revision's code lacks {module}.{attr} ({type(err).__name__}: {err})")
+    for modules, attr in WHERE.values():
+        for module in modules:  # this revision's home of the name first, then older revisions' homes
+            try:
+                names[attr] = getattr(__import__(module, fromlist=[attr]), attr)
+                break
+            except Exception as err:  # noqa: BLE001
+                missing = f"{module}.{attr} ({type(err).__name__}: {err})"
+        else:
+            _fatal(out, f"the revision's code lacks {missing}")
     return names, here
 
 

@@ -271,8 +271,8 @@ class Geometry:
 def geometries(sweep: Sweep) -> list[Geometry]:
     """The sweep's head geometries: its heads x KV heads x head dims, or each model's attention kinds."""
     if sweep.models:
-        from bench.config_json import load_config  # config files are read only for model sweeps
-        from bench.models import attention_shapes
+        from bench.models.config import attention_shapes
+        from bench.models.config_json import load_config  # config files are read only for model sweeps
 
         out = []
         for name in sweep.models:
@@ -340,15 +340,15 @@ def _batches(sweep: Sweep, seq: int) -> tuple[int, ...]:
     return sweep.batches
 
 
-def shard(all_cases: list[Case], spec: str) -> list[Case]:
+def shard(all_cases: list[Case], text: str) -> list[Case]:
     """'K/N' (1-based): every N-th case starting at K-1, so shards are balanced across shapes."""
     try:
-        k_text, n_text = spec.split("/")
+        k_text, n_text = text.split("/")
         k, n = int(k_text), int(n_text)
     except ValueError:
-        raise UsageError(f"--shard {spec!r}: expected K/N with integers, e.g. 2/4") from None
+        raise UsageError(f"--shard {text!r}: expected K/N with integers, e.g. 2/4") from None
     if n < 1 or not 1 <= k <= n:
-        raise UsageError(f"--shard {spec}: K must be between 1 and N (N >= 1)")
+        raise UsageError(f"--shard {text}: K must be between 1 and N (N >= 1)")
     return all_cases[k - 1::n]
 
 

@@ -2,9 +2,9 @@
 
 Each case is timed in `blocks` blocks; a block is ABBA or BAAB (a coin flip), each letter one slice: the side's
 Runner checks the case and times it for a share of the case's budget. A slow spell of the machine therefore lands
-on both sides alike, and neither side always goes first. bench.ab.rounds turns both sides' slices into the rounds
+on both sides alike, and neither side always goes first. ab.rounds turns both sides' slices into the rounds
 compared (each slice's fastest half, every block at one level); each side's are pooled into one record, so the two
-sides become two ordinary run documents for bench.compare.
+sides become two ordinary run documents for bench.regress.compare.
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from typing import Any
 
 from pytest_benchmark.stats import Stats
 
-from bench.ab import git
-from bench.ab.git import AbError
-from bench.ab.rounds import judged_rounds
-from bench.ab.side import Side
+from bench.regress.ab import git
+from bench.regress.ab.git import AbError
+from bench.regress.ab.rounds import judged_rounds
+from bench.regress.ab.side import Side
 from bench.results import RunDocument, RunMeta
 
 # Throughput fields are inversely proportional to the median time: rescaled to the pooled median.
@@ -61,7 +61,7 @@ def _stats(samples: list[float]) -> dict:
 
 
 def pooled_entry(slices: Slices, rounds: list[float] | None = None) -> dict:
-    """One results entry from a side's slices of a case: the judged rounds (bench.ab.rounds; default: all rounds
+    """One results entry from a side's slices of a case: the judged rounds (bench.regress.ab.rounds; default: all rounds
     pooled) as its statistics, the raw slices kept in the record as ab_slices ({"block", "rounds"} each)."""
     record = dict(slices.records[0])
     record["ab_slices"] = [{"block": k, "rounds": r} for k, r in zip(slices.blocks, slices.samples, strict=True)]
@@ -91,7 +91,7 @@ class SideInfo:
 
 @dataclass(frozen=True)
 class AbRun:
-    """Both sides' documents, ready for bench.compare, and what only one side's sweep had."""
+    """Both sides' documents, ready for bench.regress.compare, and what only one side's sweep had."""
 
     base: RunDocument
     current: RunDocument

@@ -1,4 +1,4 @@
-"""The results of a run in progress: an append-only journal beside the results file, so that recording a case
+"""The journal of a run in progress: an append-only file beside the results file, so that recording a case
 costs the same at case 10 and at case 10,000, and a crash at any moment loses no finished case.
 
 The journal `<out>.journal` holds one JSON object per line, each written whole, flushed and fsync'd:
@@ -18,20 +18,9 @@ With no path (pytest without --attn-out) the document lives in memory only, for 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
-from typing import Any
 
-from bench.results import (
-    ResultsError,
-    RunDocument,
-    RunMeta,
-    json_safe,
-    read_run,
-    validate,
-    validate_entry,
-    write_atomic,
-)
+from bench.results.document import ResultsError, RunDocument, RunMeta, json_safe, validate, validate_entry
 
 JOURNAL_SUFFIX = ".journal"
 
@@ -41,11 +30,11 @@ def journal_path(results: str | Path) -> Path:
     return results.with_name(results.name + JOURNAL_SUFFIX)
 
 
-def _line(obj: dict) -> bytes:
+def line(obj: dict) -> bytes:
     return (json.dumps(json_safe(obj), allow_nan=False, separators=(",", ":")) + "\n").encode()
 
 
-def _header(doc: RunDocument) -> dict:
+def header(doc: RunDocument) -> dict:
     data = doc.to_dict()
     data["benchmarks"] = []
     data["attnbench"] = {**data["attnbench"], "untimed": []}
@@ -96,76 +85,3 @@ def read_journal(path: str | Path) -> tuple[RunDocument, int]:
         raise ResultsError(f"{path}: empty journal (the run stopped before it started)")
     doc.notes = notes
     return doc, good
-
-
-class ResultsStore:
-    def __init__(self, path: Path | None, doc: RunDocument) -> None:
-        self.path = path
-        self.doc = doc
-        self._journal: Any = None
-
-    @classmethod
-    def new(cls, path: Path | None, meta: RunMeta, machine_info: dict, commit_info: dict, version: str,
-            started: str) -> ResultsStore:
-        store = cls(path, RunDocument(meta=meta, machine_info=machine_info, commit_info=commit_info,
-                                      datetime=started, version=version))
-        if path is not None:
-            write_atomic(path, store.doc)  # first: a results file exists from the start (incomplete)
-            store._start_journal([])
-        return store
-
-    @classmethod
-    def resume(cls, path: Path) -> ResultsStore:
-        """Continue the journal when there is one (cutting off a torn last line), else start one from the file."""
-        journal = journal_path(path)
-        if journal.exists():
-            doc, intact = read_journal(journal)
-            store = cls(path, doc)
-            with open(journal, "r+b") as f:
-                f.truncate(intact)
-                if intact:  # a whole last line whose newline the crash cut off: end it before appending
-                    f.seek(intact - 1)
-                    if f.read(1) != b"\n":
-                        f.write(b"\n")
-            store._journal = open(journal, "ab")  # noqa: SIM115  (open for the run's whole length)
-        else:
-            doc = read_run(path)
-            store = cls(path, doc)
-            store._start_journal(doc.entries())
-        doc.meta.complete = False
-        return store
-
-    def _start_journal(self, entries: list[dict]) -> None:
-        """Header (and any cases already done) to a temporary file, renamed into place: all or nothing."""
-        journal = journal_path(self.path)
-        tmp = journal.with_name(f".{journal.name}.tmp")
-        with open(tmp, "wb") as f:
-            f.write(_line({"run": _header(self.doc)}))
-            for entry in entries:
-                f.write(_line({"case": entry}))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, journal)
-        self._journal = open(journal, "ab")  # noqa: SIM115
-
-    def _append(self, obj: dict) -> None:
-        if self._journal is not None:
-            self._journal.write(_line(obj))  # one write per line: a crash tears at most the last one
-            self._journal.flush()
-            os.fsync(self._journal.fileno())
-
-    def add(self, entry: dict[str, Any]) -> None:
-        self.doc.add(entry)
-        self._append({"case": entry})
-
-    def finish(self, complete: bool) -> None:
-        """Write the results file from the journal's content; a complete run needs its journal no more."""
-        self.doc.meta.complete = complete
-        if self.path is None:
-            return
-        self._append({"end": {"attnbench": self.doc.meta.to_dict(), "machine_info": self.doc.machine_info}})
-        write_atomic(self.path, self.doc)
-        self._journal.close()
-        self._journal = None
-        if complete:
-            journal_path(self.path).unlink(missing_ok=True)

@@ -1,4 +1,4 @@
-"""The run-to-run noise model of a comparison, and the knobs of the verdict (bench.compare applies them).
+"""The run-to-run noise model of a comparison, and the knobs of the verdict (bench.regress.compare applies them).
 
 Within-run statistics understate the noise between runs on shared machines (see the README's Reference: per-case
 ratios between two identical sweeps spread x0.71-x1.75 while each run's own CI looked tight). So the cases of a

@@ -1,7 +1,7 @@
-"""What recording one finished case costs as a run grows: `python -m bench.suite.record_cost [--sizes 100,1000,10000]`.
+"""What recording one finished case costs as a run grows: `python -m bench.results.record_cost [--sizes N,...]`.
 
 before: the results file rewritten whole after every case (bench.results.write_atomic of the run so far: what the
-        store did before the journal); after: one line appended to the journal (bench.suite.store.ResultsStore.add).
+        store did before the journal); after: one line appended to the journal (bench.results.store.ResultsStore.add).
 Each size: a run already holding that many cases (realistic entries: every record field, 30 raw rounds), then the
 median wall time of recording a few more. The journal's cost must not grow with the run; the rewrite's does.
 """
@@ -17,8 +17,7 @@ import time
 from pathlib import Path
 
 from bench.record import RECORD_FIELDS
-from bench.results import RunDocument, RunMeta, write_atomic
-from bench.suite.store import ResultsStore
+from bench.results import ResultsStore, RunDocument, RunMeta, write_atomic
 
 STAT_KEYS = ("min", "max", "mean", "stddev", "median", "iqr", "q1", "q3", "ld15iqr", "hd15iqr", "ops", "total")
 

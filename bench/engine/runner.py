@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from bench.backends import Unsupported, attention, get_backend
+from bench.engine.sweeps import Case
 from bench.layers import MultiHeadAttention, make_layer, make_layer_input
 from bench.measure.calibrate import spec_sheet
 from bench.measure.environment import gpu_reading
@@ -46,7 +47,6 @@ from bench.reference import (
 from bench.serving import is_serving
 from bench.serving.case import serving_case, serving_check_shape
 from bench.shapes import AttentionShape
-from bench.suite.spec import Case
 
 # Shapes up to this many score elements are checked as they are; larger ones on a shorter copy of the
 # same case (same heads, dims, dtype, mask and offset semantics), since the float64 oracle is O(S^2).
@@ -125,8 +125,8 @@ class Runner:
                  trace_dir: Path | None = None) -> None:
         self.calibration = calibration
         self.budget_s = budget_s
-        self.spec = spec_sheet(gpu_name)
-        self.spec_flops = self.spec.flops_per_s if self.spec else None
+        self.sheet = spec_sheet(gpu_name)
+        self.sheet_flops = self.sheet.flops_per_s if self.sheet else None
         self.trace_dir = trace_dir
         self.keep_last = False
         self.last: tuple[Callable[[], object], CaseTiming] | None = None
@@ -207,8 +207,8 @@ class Runner:
         record["peak_mem_bytes"] = peak_bytes(fn, device)
         if device == "cuda":
             record["gpu_after"] = gpu_reading(torch.cuda.current_device())
-        record = timed(record, summarize(timing.samples), timing, self.calibration, self.spec_flops)
-        record = with_modes(record, case_timing, self.spec.bytes_per_s if self.spec else None)
+        record = timed(record, summarize(timing.samples), timing, self.calibration, self.sheet_flops)
+        record = with_modes(record, case_timing, self.sheet.bytes_per_s if self.sheet else None)
         if self.keep_last:  # `bench profile` reads the whole kernel table and re-runs the call for a memory snapshot
             self.last = (fn, case_timing)
         return Outcome(record, timing.samples)

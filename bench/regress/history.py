@@ -1,11 +1,11 @@
 """Performance across commits: results files grouped by the commit they measured, ordered by commit date, each
-case's median per commit, and the change points between consecutive commits judged by bench.compare (the same
+case's median per commit, and the change points between consecutive commits judged by bench.regress.compare (the same
 noise model, threshold and tests as `bench compare`). Pure analysis and markdown; figures/history.py draws it.
 
 A file's commit is its commit_info (pytest-benchmark's: id, time = committer date) or, when that is not a git
 commit (the run was started outside the checkout), the commit attnbench itself was loaded from
 (machine_info.attnbench.git_commit), dated by `git log` in the current checkout. Several files of one commit are
-pooled as passes (bench.baseline.merge_passes). Consecutive commits measured on different machines are compared in
+pooled as passes (regress.baseline.merge_passes). Consecutive commits measured on different machines are compared in
 GEMM units (--normalize); on one machine with the in-run control, as `bench compare` does by default.
 """
 
@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from bench.baseline import BaselineError, merge_passes
-from bench.compare import CompareError, Rule, compare_runs
 from bench.errors import InputError
 from bench.measure.environment import fingerprint_diff
+from bench.regress.baseline import BaselineError, merge_passes
+from bench.regress.compare import CompareError, Rule, compare_runs
 from bench.results import RunDocument, read_run
 
 SHA = re.compile(r"^[0-9a-f]{7,40}$")
@@ -49,7 +49,7 @@ class Point:
 
 @dataclass(frozen=True)
 class Change:
-    """A case that moved between two consecutive commits, by bench.compare's verdict."""
+    """A case that moved between two consecutive commits, by bench.regress.compare's verdict."""
 
     case_id: str
     family: str

@@ -1,4 +1,4 @@
-"""One side of an A/B comparison as the parent sees it: a worker process (bench/ab/worker.py) running one tree's
+"""One side of an A/B comparison as the parent sees it: a worker process (bench/regress/ab/worker.py) running one tree's
 code, spoken to with one JSON object per line."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench.ab.git import AbError
+from bench.regress.ab.git import AbError
 
 WORKER = Path(__file__).with_name("worker.py")  # the current tree's worker, whatever revision it drives
 

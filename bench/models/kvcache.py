@@ -1,6 +1,6 @@
 """KV cache: its size by the formula below, what fits in a memory budget, and a real cache to measure.
 
-The model is a bench.models.ModelConfig (a config.json, a preset, or a geometry given by hand); bench.config_json's
+The model is a bench.models.ModelConfig (a config.json, a preset, or a geometry given by hand); config_json's
 docstring states the rules of reading one. Per token and sequence a layer caches 2 (K and V) x Hkv x D x element
 size, or under MLA one latent of kv_lora_rank + qk_rope_head_dim elements; a full layer holds every token of the
 context, a sliding layer min(context, window); encoder-only models cache nothing.
@@ -22,7 +22,7 @@ from torch import nn
 from bench.errors import InputError
 from bench.measure.memory import quiet_profiler
 from bench.metrics import ELEMENT_BYTES
-from bench.models import (
+from bench.models.config import (
     KVLayerGroup,
     ModelConfig,
     kv_bytes_per_token,
@@ -299,7 +299,7 @@ def measured_presets(device: str = "cpu", context: int = 64) -> list[dict]:
     """Every preset with a KV cache, as MHA, its own grouping and MQA: the cache allocated for `context` tokens
     and measured (the CUDA allocator's bytes, or the CPU profiler's allocation events), for the claim that
     GQA/MQA shrink the cache by Hq/Hkv. Done once per run, at its start; a few seconds on a CPU."""
-    from bench.presets import PRESETS
+    from bench.models.presets import PRESETS
 
     method: MeasureMethod = "allocator" if torch.device(device).type == "cuda" else "profiler"
     out = []

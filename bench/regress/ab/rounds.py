@@ -1,4 +1,4 @@
-"""From the two sides' raw slices of one case to the rounds bench.compare judges (pure functions).
+"""From the two sides' raw slices of one case to the rounds bench.regress.compare judges (pure functions).
 
 Two steps, applied to both sides alike, so that a shared machine's interference cancels instead of deciding:
 1. Per slice, the fastest half of its rounds (at least 3). Interference on a busy host only ever adds time to a

@@ -7,7 +7,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from bench.compare import VERDICTS, CaseVerdict, Comparison, Summary
+from bench.regress.compare import VERDICTS, CaseVerdict, Comparison, Summary
 from bench.results import json_safe
 
 

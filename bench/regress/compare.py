@@ -40,7 +40,7 @@ import numpy as np
 from scipy.stats import mannwhitneyu
 
 from bench.measure.environment import fingerprint_diff
-from bench.noise import CompareError, NoiseModel, Rule, noise_model
+from bench.regress.noise import CompareError, NoiseModel, Rule, noise_model
 from bench.results import RunDocument, as_run
 from bench.status import FAILING
 
@@ -330,7 +330,7 @@ def _judge(bcases: dict, ccases: dict, common: list[str], rule: Rule, base_scale
             t = _timed(b, c, rule.metric, base_scale, cur_scale, per_pass=per_pass)
             if t is not None:
                 timed[cid] = t
-    # clean or not matters only past the threshold (bench.noise); a case within it is unchanged, its rounds unread
+    # clean or not matters only past the threshold (regress.noise); a case within it is unchanged, its rounds unread
     within = {cid: (None, []) for cid in timed} | _within_all(timed, rule)
     noise = noise_model([t.log_ratio for t in timed.values()], [not within[cid][1] for cid in timed], rule)
     return noise, [_case_verdict(cid, bcases[cid], ccases[cid], timed.get(cid), within.get(cid), noise, rule)

@@ -24,12 +24,8 @@ Every reader and writer goes through RunDocument (from_dict / to_dict); nothing 
 from __future__ import annotations
 
 import copy
-import json
 import math
-import os
-import tempfile
 from dataclasses import dataclass, field, fields
-from pathlib import Path
 from typing import Any
 
 from bench.errors import InputError
@@ -58,7 +54,7 @@ class RunMeta:
     fingerprint: dict | None = None  # what must match for two runs' times to be comparable
     models: dict | None = None  # --model-config: per model, its layers per attention kind and KV bytes per token
     kv_measured: list | None = None  # KV caches of the presets as MHA/GQA/MQA, bytes measured by the allocator
-    baseline: dict | None = None  # set when pooled from several runs (bench.baseline)
+    baseline: dict | None = None  # set when pooled from several runs (bench.regress.baseline)
     shards: list | None = None  # set when merged from shards
     devices: list | None = None  # bench run --devices: the (alike) devices whose workers ran the cases
     other: dict = field(default_factory=dict)  # keys of other versions, kept as they were
@@ -180,26 +176,6 @@ def json_safe(value: Any) -> Any:
     return value
 
 
-def write_atomic(path: str | Path, doc: RunDocument | dict) -> None:
-    """Write to a temp file in the same folder, fsync, then rename: readers see the old or the new file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    data = doc.to_dict() if isinstance(doc, RunDocument) else doc
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(json_safe(data), f, indent=1, allow_nan=False)
-            f.flush()
-            os.fsync(f.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a results file is as readable as any other
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def validate(doc: Any, label: str) -> None:
     """Raise ResultsError naming `label` when the JSON layout is not an attnbench results file."""
     if not isinstance(doc, dict) or not isinstance(doc.get("benchmarks"), list):
@@ -221,31 +197,3 @@ def validate_entry(entry: Any, label: str) -> None:
         raise ResultsError(f"{label} has no valid attnbench record (case_id, status)")
     if info["status"] == "ok" and not isinstance(entry.get("stats"), dict):
         raise ResultsError(f"{label} ({info['case_id']}) is ok but has no timing statistics")
-
-
-def read_run(path: str | Path) -> RunDocument:
-    """Load and validate one results file; raises ResultsError naming the file and the problem.
-
-    A run in progress, interrupted or crashed has a journal beside its file (bench.suite.store) holding every
-    finished case: that is read instead, so no reader misses a case the file has not caught up with."""
-    from bench.suite.store import journal_path, read_journal
-
-    path = Path(path)
-    if journal_path(path).exists():
-        return read_journal(journal_path(path))[0]
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise ResultsError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise ResultsError(f"{path}: is a folder, not a results file") from None
-    except OSError as err:
-        raise ResultsError(f"{path}: cannot read ({err.strerror})") from None
-    except UnicodeDecodeError:
-        raise ResultsError(f"{path}: not a text file; truncated or corrupt?") from None
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise ResultsError(f"{path}: not valid JSON ({err.msg} at line {err.lineno}); truncated or corrupt?") from None
-    validate(doc, str(path))
-    return RunDocument.from_dict(doc, owned=True)

@@ -84,7 +84,7 @@ def _pool(entries: list[dict], gemms: list[float | None]) -> dict:
     median = out["stats"]["median"]
     info.update(median_s=median, rounds=len(samples), iqr_s=out["stats"]["iqr"], ci_low_s=None, ci_high_s=None,
                 pass_rounds=[len(e["stats"]["data"]) for e in ok],
-                pass_gemm=[g for _, g in ok_pairs])  # each pass's own in-run control (bench.compare)
+                pass_gemm=[g for _, g in ok_pairs])  # each pass's own in-run control (bench.regress.compare)
     if isinstance(old_median, (int, float)) and old_median > 0 and median > 0:
         for name in _PER_SECOND_FIELDS:
             if isinstance(info.get(name), (int, float)):

@@ -1,7 +1,7 @@
 """Reading a HuggingFace-style config.json (a local file; never the network) into a bench.models.ModelConfig.
 
 `load_config(path_or_preset_name)` reads a file, a folder holding config.json, or the name of a preset shipped in
-bench/model_configs/ (the nine presets are such files, read by the same code).
+bench/models/configs/ (the nine presets are such files, read by the same code).
 
 The rules, each applied as written (the README's "KV cache calculator" section states them too):
 
@@ -57,10 +57,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.errors import UsageError
-from bench.models import DEFAULT_DTYPE, ConfigError, LayerKind, ModelConfig, _check_heads
+from bench.models.config import DEFAULT_DTYPE, ConfigError, LayerKind, ModelConfig, _check_heads
 
 CONFIG_DTYPES: dict[str, str] = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
-# The presets shipped as bench/model_configs/<name>.json, in the order they are listed to users.
+# The presets shipped as bench/models/configs/<name>.json, in the order they are listed to users.
 PRESET_NAMES: tuple[str, ...] = ("transformer-base", "bert-base", "gpt2", "qwen2.5-0.5b", "llama-2-7b",
                                  "llama-2-70b", "llama-3-8b", "mistral-7b-v0.1", "gpt-3-175b")
 
@@ -74,7 +74,7 @@ _QWEN_TYPES = frozenset({"qwen2", "qwen2_moe", "qwen3", "qwen3_moe"})
 
 
 def load_config(source: str | Path) -> ModelConfig:
-    """A config.json file, a folder holding one, or a preset name (bench/model_configs/<name>.json)."""
+    """A config.json file, a folder holding one, or a preset name (bench/models/configs/<name>.json)."""
     path = Path(source)
     if path.is_dir():
         path = path / "config.json"
@@ -92,9 +92,9 @@ def preset_config(name: str) -> ModelConfig:
     """One of the presets shipped with the package."""
     if name not in PRESET_NAMES:
         raise UsageError(f"unknown model preset {name!r}; known: {', '.join(PRESET_NAMES)}")
-    resource = resources.files("bench") / "model_configs" / f"{name}.json"
-    return parse_config(_json(resource.read_text(encoding="utf-8"), f"bench/model_configs/{name}.json"),
-                        f"bench/model_configs/{name}.json", name)
+    resource = resources.files("bench.models") / "configs" / f"{name}.json"
+    return parse_config(_json(resource.read_text(encoding="utf-8"), f"bench/models/configs/{name}.json"),
+                        f"bench/models/configs/{name}.json", name)
 
 
 def read_config(path: str | Path) -> ModelConfig:

@@ -1,7 +1,7 @@
 """Model configs: the attention facts of a model (ModelConfig) and the KV cache they size.
 
-A ModelConfig is read from a HuggingFace-style config.json, or a preset shipped in bench/model_configs/, by
-bench.config_json (whose docstring states every rule of reading one). Pure Python: nothing here imports torch.
+A ModelConfig is read from a HuggingFace-style config.json, or a preset shipped in bench/models/configs/, by
+bench.models.config_json (whose docstring states every rule of reading one). Pure Python: nothing here imports torch.
 
 KV bytes. A layer group is the layers of one kind. Per token and sequence, a group caches
 2 (K and V) x layers x Hkv x head_dim x element size, or layers x (kv_lora_rank + qk_rope_head_dim) x element size

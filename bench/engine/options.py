@@ -1,6 +1,6 @@
 """The run's options, declared once for both front ends: `bench run --FLAG` and `pytest --attn-FLAG`.
 
-The sweep axes come from bench.suite.spec's declarations; the few options that are not axes (profile, device,
+The sweep axes come from bench.engine.sweeps's declarations; the few options that are not axes (profile, device,
 threads, output, resume, shard) are listed here. `plan()` turns the values into the checked list of cases,
 so both front ends accept, refuse and expand exactly the same input.
 """
@@ -14,10 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.engine import sweeps
 from bench.errors import UsageError
-from bench.results import ResultsError, read_run
-from bench.suite import spec
-from bench.suite.store import journal_path
+from bench.results import ResultsError, journal_path, read_run
 
 
 def positive_int(flag: str, text: Any, default: int | None = None) -> int | None:
@@ -74,19 +73,19 @@ def add_options(add: Callable[..., Any], flag_prefix: str = "", dest_prefix: str
     """
     for opt in RUN_OPTIONS:
         add(f"--{flag_prefix}{opt.flag}", dest=f"{dest_prefix}{opt.name}", help=opt.help, **opt.kwargs)
-    for f in spec.axis_fields():
+    for f in sweeps.axis_fields():
         add(f"--{flag_prefix}{f.metadata['flag']}", dest=f"{dest_prefix}{f.name}", help=f.metadata["help"],
             default=None)
 
 
 def option_names() -> list[str]:
-    return [o.name for o in RUN_OPTIONS] + [f.name for f in spec.axis_fields()]
+    return [o.name for o in RUN_OPTIONS] + [f.name for f in sweeps.axis_fields()]
 
 
 def as_flags(values: Mapping[str, Any], flag_prefix: str) -> list[str]:
     """The values back as command-line flags (for handing a checked `bench run` to pytest)."""
     out: list[str] = []
-    flags = {o.name: o.flag for o in RUN_OPTIONS} | {f.name: f.metadata["flag"] for f in spec.axis_fields()}
+    flags = {o.name: o.flag for o in RUN_OPTIONS} | {f.name: f.metadata["flag"] for f in sweeps.axis_fields()}
     for name, value in values.items():
         if value is None or value is False or name not in flags:
             continue
@@ -104,8 +103,8 @@ class Plan:
 
     device: str
     profile: str
-    sweep: spec.Sweep
-    cases: list[spec.Case]
+    sweep: sweeps.Sweep
+    cases: list[sweeps.Case]
     run_id: str
     sweep_id: str
     out: Path | None
@@ -131,21 +130,21 @@ def plan(values: Mapping[str, Any], default_out: bool = True, listing: bool = Fa
     if device == "cuda" and here and not torch.cuda.is_available():
         raise UsageError("--device cuda: torch sees no CUDA device here")
     name = values.get("profile") or "default"
-    base = spec.profile(name, device)
-    given = {f.name: _parse(f, v) for f in spec.axis_fields() if (v := values.get(f.name)) is not None}
+    base = sweeps.profile(name, device)
+    given = {f.name: _parse(f, v) for f in sweeps.axis_fields() if (v := values.get(f.name)) is not None}
     sweep = base.with_axes(**given)
     threads = values.get("threads")
     threads = positive_int("threads", threads) if isinstance(threads, str) else threads
-    cases = spec.cases(sweep, device)
+    cases = sweeps.cases(sweep, device)
     shard = values.get("shard")
     if shard:
-        cases = spec.shard(cases, shard)
+        cases = sweeps.shard(cases, shard)
     run_id = f"{dt.datetime.now():%Y%m%d-%H%M%S}-{name}-{device}" + (
         f"-shard{shard.replace('/', 'of')}" if shard else "")
     out = values.get("out")
     if out is None and default_out:
         out = Path("results") / f"{run_id}.json"
-    sid = spec.sweep_id(cases)
+    sid = sweeps.sweep_id(cases)
     done: list[str] = []
     if values.get("resume") and not listing:
         if out is None or values.get("out") is None:
