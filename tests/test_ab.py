@@ -15,7 +15,7 @@ import pytest
 
 from bench.cli import main
 from bench.commands.ab import DEFAULT_THRESHOLD
-from bench.regress.ab.engine import Slices, pooled_entry, schedule
+from bench.regress.ab.engine import Slices, pooled, schedule
 from bench.regress.ab.rounds import fastest_half, judged_rounds
 from bench.regress.noise import Rule, parse_threshold
 from tests.injected_slowdown import MARK, inject
@@ -50,13 +50,13 @@ def test_pooled_entry_redoes_the_statistics_from_the_judged_rounds():
     rec = {"case_id": "c", "status": "ok", "median_s": 1.0, "tflops": 2.0, "peak_mem_bytes": 100, "noisy": False}
     slices = Slices([rec, dict(rec, median_s=3.0, peak_mem_bytes=300, noisy=True)], [[1.0, 1.0, 1.0], [3.0, 3.0]],
                     [0, 0])
-    entry = pooled_entry(slices)
+    entry = pooled(slices)
     info = entry["extra_info"]
     assert entry["stats"]["data"] == [1.0, 1.0, 1.0, 3.0, 3.0] and info["rounds"] == 5
     assert info["median_s"] == 1.0 and info["tflops"] == 2.0 and info["noisy"] is True
     assert info["peak_mem_bytes"] == 200  # the median of the slices' peaks
     assert info["ab_slices"] == [{"block": 0, "rounds": [1.0, 1.0, 1.0]}, {"block": 0, "rounds": [3.0, 3.0]}]
-    three = pooled_entry(Slices([rec], [[1.0, 1.0]], [0]), rounds=[3.0, 3.0, 3.0])
+    three = pooled(Slices([rec], [[1.0, 1.0]], [0]), rounds=[3.0, 3.0, 3.0])
     assert three["extra_info"]["tflops"] == pytest.approx(2.0 / 3)  # throughput follows the judged median
 
 
@@ -77,7 +77,7 @@ def test_judged_rounds_remove_a_slow_spell_that_spans_a_block_and_keep_each_bloc
 
 
 def test_a_case_not_ok_is_an_untimed_entry():
-    entry = pooled_entry(Slices([{"case_id": "c", "status": "unsupported", "reason": "no"}], [[]], [0]))
+    entry = pooled(Slices([{"case_id": "c", "status": "unsupported", "reason": "no"}], [[]], [0]))
     assert entry["stats"] is None and entry["extra_info"]["status"] == "unsupported"
 
 
@@ -195,7 +195,7 @@ def test_refused_before_any_work_with_one_line_and_exit_2(case, fake_repo, capsy
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("broken", "message"), [
-    ("runner", "lacks bench.engine.runner.Runner"),
+    ("runner", "lacks Runner (bench.engine.runner.Runner"),
     ("disjoint", "no case in common"),
     ("bad value", "unknown profile 'nope'"),
 ])

@@ -1,8 +1,8 @@
 import pytest
 
 from bench.cli import main
-from bench.commands.merge import merge_shards
 from bench.results import ResultsError, read_run, records, write_atomic
+from bench.results.merge import merge_shards
 from tests.results_factory import make_record, make_run
 
 

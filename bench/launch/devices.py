@@ -27,6 +27,7 @@ from bench.engine import options
 from bench.engine.queue import DEVICE_ENV, QUEUE_ENV, CaseQueue
 from bench.errors import UsageError
 from bench.results import ResultsError, RunDocument, RunMeta, journal_path, read_run, write_atomic
+from bench.results.merge import fold_workers
 
 
 def parse_devices(text: str) -> list[str]:
@@ -133,27 +134,14 @@ def _finish(plan: options.Plan, parts: Path, codes: list[tuple[str, int]], inter
 
 
 def fold(plan: options.Plan, parts: Path) -> RunDocument:
-    """The workers' cases into plan.out (the first worker's machine section too, if the file has none yet); the
-    parts folder is removed once its cases are safely in the results file."""
-    doc = read_run(plan.out)
+    """The workers' cases into plan.out (bench.results.merge.fold_workers); the parts folder is removed once its
+    cases are safely in the results file."""
     files = sorted(parts.glob("worker*.json"))  # each read with its journal: a killed worker's cases count too
-    workers = [read_run(p) for p in files]
-    if workers and not doc.meta.calibration:
-        first = workers[0]
-        doc.machine_info, doc.commit_info = first.machine_info, first.commit_info
-        doc.datetime, doc.version = first.datetime, first.version
-        for key in ("calibration", "calibration_end", "fingerprint", "models", "kv_measured"):
-            setattr(doc.meta, key, getattr(first.meta, key))
-    have = set(doc.case_ids())
-    for path, worker in zip(files, workers, strict=True):
-        if worker.fingerprint != doc.fingerprint:
-            raise ResultsError(f"{path}: its machine fingerprint differs from the run's ({worker.fingerprint} vs "
-                               f"{doc.fingerprint}); the devices are not alike. The parts are kept in {parts}")
-        for entry in worker.entries():
-            if entry["extra_info"]["case_id"] not in have:
-                have.add(entry["extra_info"]["case_id"])
-                doc.add(entry)
-    doc.meta.complete = {c.id for c in plan.cases} <= have
+    try:
+        doc = fold_workers(read_run(plan.out), [read_run(p) for p in files], [str(p) for p in files],
+                           [c.id for c in plan.cases])
+    except ResultsError as err:
+        raise ResultsError(f"{err}. The parts are kept in {parts}") from None
     write_atomic(plan.out, doc)
     journal_path(plan.out).unlink(missing_ok=True)
     if parts.exists():

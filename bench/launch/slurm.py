@@ -133,7 +133,7 @@ def launch(values: dict[str, Any], plan: options.Plan, job: dict[str, Any], out:
         print(f"error: {len(failed)} of {n} shards incomplete; run the same command again to resubmit only them",
               file=sys.stderr)
         return 1, False
-    from bench.commands.merge import merge_shards
+    from bench.results.merge import merge_shards
 
     docs = [read_run(f) for f in files]
     write_atomic(out, merge_shards(docs, [str(f) for f in files]))

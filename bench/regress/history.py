@@ -5,7 +5,7 @@ noise model, threshold and tests as `bench compare`). Pure analysis and markdown
 A file's commit is its commit_info (pytest-benchmark's: id, time = committer date) or, when that is not a git
 commit (the run was started outside the checkout), the commit attnbench itself was loaded from
 (machine_info.attnbench.git_commit), dated by `git log` in the current checkout. Several files of one commit are
-pooled as passes (regress.baseline.merge_passes). Consecutive commits measured on different machines are compared in
+pooled as passes (bench.results.merge). Consecutive commits measured on different machines are compared in
 GEMM units (--normalize); on one machine with the in-run control, as `bench compare` does by default.
 """
 
@@ -20,9 +20,9 @@ from pathlib import Path
 
 from bench.errors import InputError
 from bench.measure.environment import fingerprint_diff
-from bench.regress.baseline import BaselineError, merge_passes
 from bench.regress.compare import CompareError, Rule, compare_runs
 from bench.results import RunDocument, read_run
+from bench.results.merge import merge_passes
 
 SHA = re.compile(r"^[0-9a-f]{7,40}$")
 FAMILY_KEYS = ("phase", "variant", "dtype", "mask", "pass")
@@ -132,7 +132,7 @@ def _points(files: list[Path], notes: list[str]) -> list[Point]:
         labels, docs = [r[0] for r in runs], [r[1] for r in runs]
         try:
             doc = merge_passes(docs, labels) if len(docs) > 1 else docs[0]
-        except BaselineError as err:  # runs of another machine or incomplete: the first one stands for the commit
+        except InputError as err:  # runs of another machine or incomplete: the first one stands for the commit
             notes.append(f"commit {cid[:8]}: only {labels[0]} used ({err})")
             doc = docs[0]
         points.append(Point(cid, runs[0][2], any(r[3] for r in runs), tuple(labels), doc))

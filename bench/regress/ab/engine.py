@@ -13,7 +13,6 @@ import math
 import os
 import random
 import signal
-import statistics
 import sys
 import threading
 from collections.abc import Callable
@@ -21,17 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_benchmark.stats import Stats
-
 from bench.regress.ab import git
 from bench.regress.ab.git import AbError
 from bench.regress.ab.rounds import judged_rounds
 from bench.regress.ab.side import Side
 from bench.results import RunDocument, RunMeta
-
-# Throughput fields are inversely proportional to the median time: rescaled to the pooled median.
-PER_SECOND_FIELDS = ("tflops", "tokens_per_s", "gb_per_s", "pct_gemm_ceiling", "pct_copy_ceiling", "pct_spec_flops",
-                     "kv_bytes_per_s")
+from bench.results.entry import case_entry, median_of, pooled_entry
 
 
 def schedule(blocks: int, rng: random.Random) -> list[str]:
@@ -52,34 +46,17 @@ class Slices:
         return bool(self.records) and self.records[0].get("status") != "ok"
 
 
-def _stats(samples: list[float]) -> dict:
-    """pytest-benchmark's stats entry of the pooled rounds (its own keys, raw rounds in 'data')."""
-    stats = Stats()
-    for sample in samples:
-        stats.update(sample)
-    return stats.as_dict() | {"data": list(samples), "iterations": 1}
-
-
-def pooled_entry(slices: Slices, rounds: list[float] | None = None) -> dict:
-    """One results entry from a side's slices of a case: the judged rounds (bench.regress.ab.rounds; default: all rounds
-    pooled) as its statistics, the raw slices kept in the record as ab_slices ({"block", "rounds"} each)."""
+def pooled(slices: Slices, rounds: list[float] | None = None) -> dict:
+    """One results entry from a side's slices of a case: the judged rounds (bench.regress.ab.rounds; default: all
+    rounds pooled) as its statistics, the raw slices kept in the record as ab_slices ({"block", "rounds"} each)."""
     record = dict(slices.records[0])
     record["ab_slices"] = [{"block": k, "rounds": r} for k, r in zip(slices.blocks, slices.samples, strict=True)]
+    entry = case_entry(record, name=f"ab[{record['case_id']}]", group=None)
     if slices.failed or not any(slices.samples):
-        return {"name": f"ab[{record['case_id']}]", "params": {"case": record["case_id"]}, "extra_info": record,
-                "stats": None}
+        return entry
     rounds = rounds if rounds is not None else [s for part in slices.samples for s in part]
-    stats = _stats(rounds)
-    median, old = stats["median"], record.get("median_s")
-    for name in PER_SECOND_FIELDS:
-        if isinstance(record.get(name), (int, float)) and isinstance(old, (int, float)) and old > 0:
-            record[name] = record[name] * old / median
-    mems = [r.get("peak_mem_bytes") for r in slices.records if isinstance(r.get("peak_mem_bytes"), (int, float))]
-    record.update(median_s=median, rounds=len(rounds), iqr_s=stats["iqr"], ci_low_s=None, ci_high_s=None,
-                  noisy=any(bool(r.get("noisy")) for r in slices.records),
-                  peak_mem_bytes=statistics.median(mems) if mems else record.get("peak_mem_bytes"))
-    return {"name": f"ab[{record['case_id']}]", "params": {"case": record["case_id"]}, "extra_info": record,
-            "stats": stats}
+    return pooled_entry(entry, rounds, median_of([r.get("peak_mem_bytes") for r in slices.records]),
+                        noisy=any(bool(r.get("noisy")) for r in slices.records))
 
 
 @dataclass(frozen=True)
@@ -191,7 +168,7 @@ def _run_ab(repo: Path, rev: str, commit: str, values: dict[str, Any], blocks: i
                     judged["A"], judged["B"] = judged_rounds(*(list(zip(got[n].blocks, got[n].samples, strict=True))
                                                               for n in ("A", "B")))
                 for name in sides:
-                    entries[name].append(pooled_entry(got[name], judged[name]))
+                    entries[name].append(pooled(got[name], judged[name]))
                 say(_progress(n, len(common), case_id, entries["A"][-1], entries["B"][-1]))
         finally:
             for side in sides.values():

@@ -64,14 +64,15 @@ def _interface(out, tree: str):
         _fatal(out, f"imported bench from {here}, not from the revision's tree {tree}")
     names = {}
     for modules, attr in WHERE.values():
+        tried = []
         for module in modules:  # this revision's home of the name first, then older revisions' homes
             try:
                 names[attr] = getattr(__import__(module, fromlist=[attr]), attr)
                 break
             except Exception as err:  # noqa: BLE001
-                missing = f"{module}.{attr} ({type(err).__name__}: {err})"
+                tried.append(f"{module}.{attr}: {type(err).__name__}: {err}")
         else:
-            _fatal(out, f"the revision's code lacks {missing}")
+            _fatal(out, f"the revision's code lacks {attr} ({'; '.join(tried)})")
     return names, here
 
 
