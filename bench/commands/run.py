@@ -1,7 +1,8 @@
-"""`python -m bench run`: check the sweep, then run it as pytest-benchmark tests into one results file.
+"""`python -m bench run`: check the sweep, then run it through the engine's session into one results file.
 
 The options are bench.engine.options's (the same ones `pytest --pyargs bench.suite --attn-...` takes); this
-module adds what only the friendly front end does: --list, --malloc, --report, --tables and the closing summary.
+module adds what only the friendly front end does: --list, --malloc, --report, --tables, the launchers, the
+closing summary and, on Ctrl-C, the one line that says what is kept and how to resume.
 """
 
 from __future__ import annotations
@@ -10,20 +11,21 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
-from bench.engine import options
+from bench.engine import interrupt, options
 from bench.engine.queue import QUEUE_ENV
+from bench.engine.session import Session
 from bench.errors import UsageError
 from bench.launch import devices as devices_mod
 from bench.launch import slurm
+from bench.results import ResultsError, read_run
 
 # glibc malloc returns big blocks to the OS on free and page-faults them in again on the next call, which
 # makes naive/math attention's S x S intermediates bimodally slow; these settings keep them in the heap.
 TUNED_MALLOC = {"MALLOC_MMAP_THRESHOLD_": "4294967296", "MALLOC_TRIM_THRESHOLD_": "68719476736"}
 
 help = "run a benchmark sweep (a named profile, axes overridable) and write a results file"
-PACKAGE_PARENT = Path(__file__).resolve().parents[2]  # node ids read bench/suite/test_attention.py::... from here
-SUITE = PACKAGE_PARENT / "bench" / "suite"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -34,7 +36,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="tuned: restart with glibc malloc kept from returning large blocks to the OS (CPU)")
     p.add_argument("--list", action="store_true", help="print the case ids and exit")
     p.add_argument("--report", action="store_true", help="build the report from the results file at the end")
-    p.add_argument("--tables", action="store_true", help="also print pytest-benchmark's tables of every case")
+    p.add_argument("--tables", action="store_true", help="also print a table of every case (median, IQR, rounds)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -73,17 +75,42 @@ def run(args: argparse.Namespace) -> int:
     elif devices:
         code = devices_mod.run_on_devices(values, plan, devices, tables=args.tables)
     else:
-        code = _pytest([*options.as_flags(values, "attn-"), f"--attn-run-id={plan.run_id}"], tables=args.tables)
+        code = Session(plan, trace_dir=values.get("trace")).run()
+    worker = QUEUE_ENV in os.environ  # a --devices worker: the launcher sums up the whole run
+    if code == 130:
+        if not worker:
+            print(interrupted_line(values, plan, out, job), file=sys.stderr, flush=True)
+        return 130
     report = None
     if (args.report or job) and code in (0, 1):
-        from bench.report import build_report
+        try:
+            interrupt.stage("report")
+            from bench.report import build_report
 
-        report = build_report([out], None)
-    if out.exists() and QUEUE_ENV not in os.environ:  # a --devices worker: the launcher sums up the whole run
-        from bench.engine.summary import summary_lines
+            report = build_report([out], None)
+        except KeyboardInterrupt:
+            print(f"interrupted while building the report: every case is in {out}; build it with: "
+                  f"python -m bench report {out}", file=sys.stderr, flush=True)
+            return 130
+    if out.exists() and not worker:
+        from bench.engine.summary import summary_lines, table_lines
 
-        print("\n".join(summary_lines(out, report)))
+        print("\n".join([*(table_lines(out) if args.tables else []), *summary_lines(out, report)]))
     return code
+
+
+def interrupted_line(values: dict[str, Any], plan: options.Plan, out: Path, job: dict) -> str:
+    """What a Ctrl-C leaves: how many cases the results file keeps, and the command that continues the run."""
+    try:
+        kept = len(read_run(out).entries()) if out.exists() else 0
+    except ResultsError:
+        kept = 0
+    if job:
+        return (f"interrupted: {kept} of {len(plan.cases)} cases kept; run the same command again to resubmit "
+                "what is missing")
+    again = {k: v for k, v in values.items() if k not in ("out", "resume")}
+    command = " ".join(["python -m bench run", *options.as_flags(again, ""), f"--out {out}", "--resume"])
+    return f"interrupted: {kept} of {len(plan.cases)} cases kept in {out}; resume with: {command}"
 
 
 def _restart_with(env: dict[str, str]) -> None:
@@ -93,19 +120,3 @@ def _restart_with(env: dict[str, str]) -> None:
                          + " ".join(f"{k}={v}" for k, v in env.items()) + " before starting it")
     sys.stdout.flush()
     os.execve(sys.executable, [sys.executable, "-m", "bench", *sys.argv[1:]], {**os.environ, **env})
-
-
-def _pytest(attn_flags: list[str], tables: bool) -> int:
-    import pytest
-
-    os.environ.setdefault("KINETO_LOG_LEVEL", "5")  # keep the profiler's start/stop chatter off the terminal
-    code = pytest.main([
-        "--pyargs", "bench.suite", "-c", str(SUITE / "pytest.ini"), "--rootdir", str(PACKAGE_PARENT),
-        "-p", "bench.suite.plugin", *attn_flags, "-q", "--no-header", "-rfE", "--assert=plain",
-        "--benchmark-columns=median,iqr,rounds", "--benchmark-sort=name", "--benchmark-group-by=group",
-        *([] if tables else ["--benchmark-quiet"]),
-    ])
-    sys.stdout.flush()
-    if code == pytest.ExitCode.INTERRUPTED:
-        return 130
-    return 1 if code == pytest.ExitCode.TESTS_FAILED else int(code)

@@ -1,5 +1,5 @@
 """The few lines `bench run` ends with: statuses, the best backend per shape family, the claims' verdicts, and
-where the results and the report are. pytest-benchmark's per-case tables stay one flag away (--tables)."""
+where the results and the report are; and, with --tables, a table of every case."""
 
 from __future__ import annotations
 
@@ -31,4 +31,26 @@ def summary_lines(results: Path, report: Path | None = None) -> list[str]:
     lines.append(f"results: {results}")
     if report is not None:
         lines.append(f"report:  {report}")
+    return lines
+
+
+def table_lines(results: Path) -> list[str]:
+    """Every case, grouped as pytest-benchmark groups them (cases differing only in backend side by side): median,
+    IQR and rounds of the timed ones, the status of the others."""
+    from bench.results import read_run
+    from bench.results.entry import group_of
+
+    by_group: dict[str, list[dict]] = {}
+    for rec in read_run(results).records():
+        by_group.setdefault(group_of(rec), []).append(rec)
+    lines = []
+    for group, recs in sorted(by_group.items()):
+        lines.append(f"-- {group}")
+        width = max(len(r["case_id"]) for r in recs)
+        for r in sorted(recs, key=lambda r: (r.get("median_s") is None, r.get("median_s") or 0)):
+            if r["status"] == "ok":
+                lines.append(f"  {r['case_id']:<{width}}  {r['median_s'] * 1e3:10.4f} ms  "
+                             f"IQR {r['iqr_s'] * 1e3:9.4f} ms  {r['rounds']:4d} rounds")
+            else:
+                lines.append(f"  {r['case_id']:<{width}}  {r['status']}: {r['reason'][:80]}")
     return lines

@@ -1,1 +1,1 @@
-"""The benchmark engine: sweeps -> cases -> pytest-benchmark tests -> one results file per run."""
+"""The pytest front end: a plugin (plugin.py) over the engine's session, and the parametrized benchmark it drives."""

@@ -1,0 +1,65 @@
+"""Ctrl-C belongs to attnbench: the run's stages, a test hook that interrupts one of them, and a guard that keeps a
+second Ctrl-C from tearing the cleanup.
+
+Stages a run passes through: calibrate, check (a case's correctness check), time (its timing), write (recording it),
+report (building the report), cleanup (writing the results file at the end). `ATTNBENCH_INTERRUPT_AT=STAGE[:N]`
+raises KeyboardInterrupt the N-th time (default 1) the run reaches STAGE, exactly as a Ctrl-C there would: the
+tests interrupt each stage deterministically with it instead of sending a signal and hoping for the moment.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+STAGES = ("calibrate", "check", "time", "write", "report", "cleanup")
+HOOK_ENV = "ATTNBENCH_INTERRUPT_AT"
+_reached: Counter[str] = Counter()
+
+
+def stage(name: str) -> None:
+    """The run reaches `name`: a Ctrl-C injected there by the test hook is raised now."""
+    assert name in STAGES, name
+    hook = os.environ.get(HOOK_ENV)
+    if not hook:
+        return
+    want, _, nth = hook.partition(":")
+    if want != name:
+        return
+    _reached[name] += 1
+    if _reached[name] == int(nth or 1):
+        raise KeyboardInterrupt(f"{HOOK_ENV}={hook}")
+
+
+@contextmanager
+def deferred() -> Iterator[list[int]]:
+    """Ctrl-C held back for the block (a case being recorded, the results file being written): a SIGINT that comes
+    during it is counted in the yielded list and raised as KeyboardInterrupt once the block is done."""
+    got: list[int] = []
+    if threading.current_thread() is not threading.main_thread():  # only the main thread gets signals
+        yield got
+        return
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: got.append(signum))
+    try:
+        yield got
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if got:
+        raise KeyboardInterrupt
+
+
+@contextmanager
+def ignored() -> Iterator[None]:
+    """Ctrl-C ignored for the block: the cleanup after an interrupt, which must finish whatever else is pressed."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

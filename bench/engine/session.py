@@ -1,0 +1,230 @@
+"""One run: a checked plan's cases measured one by one into a results store. Both front ends drive it — `bench run`
+directly, the pytest plugin (bench.suite.plugin) from its hooks — and so do `bench run --devices` workers (cases
+claimed from a shared queue), `bench ab`'s workers and `bench profile` (one case, no file).
+
+open()    calibrate (or take the given ceilings), measure the presets' KV caches, open the store (new or --resume)
+measure() one case: the Runner's record, its entry (bench.results.entry), recorded whole or not at all
+run()     open, every pending case (or each one the queue hands out), close; Ctrl-C anywhere ends it cleanly
+close()   the end-of-run calibration when complete (the regression check's in-run control), the results file
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import gc
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from bench.engine import interrupt
+from bench.engine.options import Plan
+from bench.engine.queue import DEVICE_ENV, QUEUE_ENV, CaseQueue
+from bench.engine.sweeps import Case
+from bench.results import ResultsStore, RunMeta
+from bench.results.entry import case_entry, group_of
+from bench.status import PROGRESS_LABELS
+
+FAILING = ("error", "incorrect")  # statuses that make a run exit 1
+
+
+def machine_info_here(device: str, profile: str) -> dict[str, Any]:
+    """pytest-benchmark's machine info, with ours (bench.measure.environment) under "attnbench"."""
+    from pytest_benchmark.plugin import pytest_benchmark_generate_machine_info
+
+    from bench.measure.environment import environment
+
+    return pytest_benchmark_generate_machine_info() | {"attnbench": environment(device, profile)}
+
+
+def commit_info_here() -> dict[str, Any]:
+    """pytest-benchmark's git info of the working directory."""
+    from pytest_benchmark.utils import get_commit_info
+
+    return get_commit_info()
+
+
+class Session:
+    def __init__(self, plan: Plan, run_id: str | None = None, *, say: Callable[[str], None] | None = None,
+                 trace_dir: Path | None = None, budget_s: float | None = None,
+                 machine_info: Callable[[], dict] | None = None, commit_info: Callable[[], dict] | None = None,
+                 queue: CaseQueue | None = None, ran_on: str | None = None) -> None:
+        self.plan = plan
+        self.run_id = run_id or plan.run_id
+        self.say = say or (lambda line: print(line, flush=True))
+        self.trace_dir = trace_dir
+        self.budget_s = budget_s if budget_s is not None else plan.sweep.budget_s
+        self._machine_info = machine_info or (lambda: machine_info_here(plan.device, plan.profile))
+        self._commit_info = commit_info or commit_info_here
+        if queue is None and os.environ.get(QUEUE_ENV):  # a worker of `bench run --devices` (bench.launch.devices)
+            queue, ran_on = CaseQueue(os.environ[QUEUE_ENV]), os.environ.get(DEVICE_ENV)
+        self.queue = queue
+        self.ran_on = ran_on
+        self.by_id = {c.id: c for c in plan.cases}
+        done = set(plan.done)
+        self.pending = [c for c in plan.cases if c.id not in done]
+        self.selected: set[str] = {c.id for c in self.pending}
+        self.store: ResultsStore | None = None
+        self.runner: Any = None
+        self.finished = 0
+        self.failing = 0
+        self.interrupted = False
+        self.t0 = time.perf_counter()
+
+    # -- the run's stages ------------------------------------------------------------------------------------
+    def open(self, selected: set[str] | None = None, calibration: dict | None = None) -> None:
+        """Calibrate and open the results store (only when some case is to run, or to resume)."""
+        import torch
+
+        from bench.engine.runner import Runner
+        from bench.measure.environment import fingerprint, gpu_name
+
+        if selected is not None:
+            self.selected = selected
+        if not self.selected and not self.plan.resume:
+            return
+        torch.manual_seed(0)
+        if self.plan.threads:
+            torch.set_num_threads(self.plan.threads)
+        if self.plan.resume:
+            self.store = ResultsStore.resume(self.plan.out)
+            calibration = self.store.doc.meta.calibration
+            for note in self.store.doc.notes:
+                self.say(f"note: {note}")
+            self.say(f"resuming {self.plan.out}: {len(self.plan.done)} cases done, {len(self.selected)} to go")
+        else:
+            kv = None
+            if calibration is None:  # a sweep's run; ceilings given are a single case's (bench profile, bench ab)
+                calibration, kv = self._calibrate(), self._kv_measured()
+            meta = RunMeta(run_id=self.run_id, profile=self.plan.profile, sweep_id=self.plan.sweep_id,
+                           axes=dataclasses.asdict(self.plan.sweep), calibration=calibration,
+                           fingerprint=fingerprint(self.plan.device), cases=len(self.plan.cases),
+                           models=self._models(), kv_measured=kv)
+            import pytest_benchmark
+
+            with interrupt.deferred():  # the file and its journal exist whole, or not at all
+                interrupt.stage("write")
+                self.store = ResultsStore.new(self.plan.out, meta, self._machine_info(), self._commit_info(),
+                                              pytest_benchmark.__version__,
+                                              dt.datetime.now().isoformat(timespec="seconds"))
+        self.runner = Runner(calibration, gpu_name(self.plan.device), budget_s=self.budget_s,
+                             trace_dir=self.trace_dir)
+        gc.freeze()  # what is alive now lives to the end: keep the collector from rescanning it between rounds
+        self.t0 = time.perf_counter()
+
+    def _calibrate(self) -> dict:
+        from bench.measure.calibrate import calibrate
+
+        self.say(f"calibrating {self.plan.device} (GEMM and copy ceilings)...")
+        interrupt.stage("calibrate")
+        calibration = calibrate(self.plan.device, self.plan.sweep.dtypes)
+        self.say(f"  GEMM {calibration['gemm_flops_per_s'] / 1e9:.1f} GFLOP/s, "
+                 f"copy {calibration['copy_bytes_per_s'] / 1e9:.1f} GB/s")
+        return calibration
+
+    def _models(self) -> dict | None:
+        """--model-config: each model's layers per kind and KV bytes per token, for the report's model section."""
+        if not self.plan.sweep.models:
+            return None
+        from bench.models.config import model_facts
+        from bench.models.config_json import load_config
+
+        configs = [load_config(name) for name in self.plan.sweep.models]
+        return {cfg.name: model_facts(cfg, self.plan.sweep.dtypes) for cfg in configs}
+
+    def _kv_measured(self) -> list[dict]:
+        """The presets' KV caches as MHA/GQA/MQA, allocated and measured: the KV-shrink claim's evidence."""
+        from bench.models.kvcache import measured_presets
+
+        self.say("measuring the presets' KV caches (MHA / GQA / MQA)...")
+        return measured_presets(self.plan.device)
+
+    def measure(self, case: Case) -> tuple[dict[str, Any], dict[str, Any]]:
+        """One case, checked and timed: its record and its results entry, which is in the store when this returns."""
+        outcome = self.runner.run(case)
+        record = outcome.record
+        if self.ran_on:
+            record["ran_on"] = self.ran_on
+        entry = case_entry(record, outcome.samples, group=group_of(record))
+        with interrupt.deferred():  # a Ctrl-C while recording waits until the case is in the journal
+            interrupt.stage("write")
+            if self.store is not None:
+                self.store.add(entry)
+        self._progress(case, record)
+        return record, entry
+
+    def cases(self) -> Iterator[Case]:
+        """The cases this process runs: its pending ones, or those a --devices queue hands it one at a time."""
+        if self.queue is None:
+            yield from (c for c in self.pending if c.id in self.selected)
+            return
+        while (case_id := self.queue.claim()) is not None:
+            if case_id in self.by_id:
+                yield self.by_id[case_id]
+
+    def close(self, interrupted: bool) -> None:
+        """Write the results file; after a complete run (or a worker's share of one) calibrate once more first."""
+        self.interrupted = self.interrupted or interrupted
+        if self.store is None:
+            return
+        complete = not self.interrupted and set(self.by_id) <= set(self.store.doc.case_ids())
+        if (complete or (self.queue is not None and not self.interrupted)) and self.finished:
+            # The machine's speed again, after the cases: with the start's, the in-run control that lets a
+            # regression check tell "this machine was slower today" from "the code got slower".
+            from bench.measure.calibrate import calibrate
+
+            self.store.doc.meta.calibration_end = calibrate(self.plan.device)
+            if self.plan.device == "cuda":
+                from bench.measure.environment import nvml_state
+
+                self.store.doc.machine_info.setdefault("attnbench", {})["nvml_end"] = nvml_state()
+        with interrupt.ignored():  # a second Ctrl-C cannot tear the file: it is written whole
+            interrupt.stage("cleanup")
+            self.store.finish(complete=complete)
+
+    def run(self) -> int:
+        """The whole run; the exit code: 130 interrupted (every finished case kept), 1 a case failed, else 0."""
+        try:
+            self.open()
+            for case in self.cases():
+                self.measure(case)
+        except KeyboardInterrupt:
+            self.interrupted = True
+        finally:
+            try:
+                with interrupt.ignored():
+                    self.close(self.interrupted)
+            except KeyboardInterrupt:  # the test hook's cleanup stage: the file was written all the same
+                self.interrupted = True
+        if self.interrupted:
+            return 130
+        return 1 if self.failing else 0
+
+    def kept(self) -> int:
+        """Cases in the results file now."""
+        return len(self.store.doc.entries()) if self.store is not None else 0
+
+    # -- progress -------------------------------------------------------------------------------------------
+    def _progress(self, case: Case, record: dict[str, Any]) -> None:
+        self.finished += 1
+        self.failing += record["status"] in FAILING
+        # a worker of --devices counts every worker's cases, so its line reads as the whole run's progress
+        done, total = (self.queue.finished(), len(self.queue)) if self.queue else (self.finished, len(self.selected))
+        elapsed = time.perf_counter() - self.t0
+        eta = elapsed / max(done, 1) * max(0, total - done)  # workers start together: the queue's rate is the run's
+        status = record["status"]
+        if status == "ok":
+            ci = (record["ci_high_s"] - record["ci_low_s"]) / 2 / record["median_s"] * 100
+            detail = (f"{record['median_s'] * 1e3:9.3f} ms ±{ci:4.1f}%  {record['tflops'] * 1e3:8.1f} GFLOP/s"
+                      f"{'  noisy' if record['noisy'] else ''}")
+        else:
+            detail = record["reason"][:90]
+        self.say(f"[{done}/{total} eta {int(eta) // 60}m{int(eta) % 60:02d}s] {case.id}  "
+                 f"{PROGRESS_LABELS[status]}  {detail}")
+
+
+def stderr_say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
