@@ -31,9 +31,9 @@ from bench.reference import (
     compare_to_reference,
     reference_layer,
 )
-from bench.report.claims import FAILS, HOLDS, NOT_MEASURED
 from bench.report.layer_share import COMMAND, attention_dominates, attention_share
 from bench.report.load import read_results
+from bench.report.verdict import FAILS, HOLDS, NOT_MEASURED, Verdict
 from bench.shapes import AttentionShape
 from tests.results_factory import make_record, make_run
 from tests.test_correctness import ScaledBackward
@@ -352,62 +352,94 @@ def test_attention_share_pairs_each_layer_case_with_its_attention_twin(tmp_path)
 
 def test_attention_dominates_holds_at_long_s(tmp_path):
     c = attention_dominates(frame(tmp_path, share_records()))
-    assert set(c) == {"claim", "verdict", "numbers", "detail"}
-    assert c["verdict"] == HOLDS
+    assert isinstance(c, Verdict) and set(c.as_dict()) == {"claim", "verdict", "numbers", "why", "detail"}
+    assert c.verdict == HOLDS
     # medians over naive and sdpa-flash: 512 (20% + 11.1%) / 2, 2048 (50% + 26.7%) / 2, 8192 (78.1% + 56.3%) / 2
-    assert "S=512 15.5%" in c["numbers"] and "S=2048 38.3%" in c["numbers"] and "S=8192 67.1%" in c["numbers"]
-    assert "from S=8192" in c["numbers"]
-    assert [d["seq"] for d in c["detail"]] == [512, 2048, 8192]
-    assert c["detail"][-1]["backends"] == {"naive": pytest.approx(5.0 / 6.4), "sdpa-flash": pytest.approx(1.8 / 3.2)}
+    assert "S=512 15.5%" in c.numbers and "S=2048 38.3%" in c.numbers and "S=8192 67.1%" in c.numbers
+    assert "from S=8192" in c.numbers
+    assert [d["seq"] for d in c.detail] == [512, 2048, 8192]
+    assert c.detail[-1]["backends"] == {"naive": pytest.approx(5.0 / 6.4), "sdpa-flash": pytest.approx(1.8 / 3.2)}
 
 
 def test_attention_dominates_fails_when_it_never_takes_half(tmp_path):
     times = {512: {"sdpa-flash": (0.01, 0.09)}, 2048: {"sdpa-flash": (0.12, 0.45)}}
     c = attention_dominates(frame(tmp_path, share_records(times)))
-    assert c["verdict"] == FAILS
-    assert "never takes half on this machine (up to S=2048)" in c["numbers"]
+    assert c.verdict == FAILS
+    assert "never takes half on this machine (up to S=2048)" in c.numbers
 
 
 def test_attention_dominates_from_s_needs_every_longer_s_too(tmp_path):
     times = {512: {"naive": (0.06, 0.1)}, 2048: {"naive": (0.3, 0.9)}, 8192: {"naive": (5.0, 6.0)}}
     c = attention_dominates(frame(tmp_path, share_records(times)))
-    assert c["verdict"] == HOLDS and "from S=8192" in c["numbers"]  # S=512's 60% is not "from 512"
+    assert c.verdict == HOLDS and "from S=8192" in c.numbers  # S=512's 60% is not "from 512"
 
 
 def test_attention_dominates_not_measured_without_layer_cases(tmp_path):
     recs = [scoped("naive", 512, 0.02, "attention", model=None), make_record("sdpa", seq=256)]
     c = attention_dominates(frame(tmp_path, recs))
-    assert c["verdict"] == NOT_MEASURED and COMMAND in c["numbers"] and c["detail"] == []
+    assert c.verdict == NOT_MEASURED and COMMAND in c.numbers and c.detail == ()
     assert attention_share(frame(tmp_path, recs)) == []
     failed = [scoped("naive", 512, 0.02, "attention"), scoped("naive", 512, 0.1, "layer", status="error")]
     c = attention_dominates(frame(tmp_path, failed))
-    assert c["verdict"] == NOT_MEASURED and "none is ok" in c["numbers"]
+    assert c.verdict == NOT_MEASURED and "none is ok" in c.numbers
 
 
 def test_families_are_judged_apart_and_unnamed_geometries_labelled(tmp_path):
     recs = share_records(model=None) + share_records({512: {"naive": (0.01, 0.1)}}, model=None, dtype="bf16")
     c = attention_dominates(frame(tmp_path, recs))
-    assert c["verdict"] == FAILS  # the bf16 family never gets there
-    assert "Hq=32 Hkv=8 D=128 · bf16" in c["numbers"] and "Hq=32 Hkv=8 D=128 · fp32" in c["numbers"]
+    assert c.verdict == FAILS  # the bf16 family never gets there
+    assert "Hq=32 Hkv=8 D=128 · bf16" in c.numbers and "Hq=32 Hkv=8 D=128 · fp32" in c.numbers
     assert all(r["model"] is None for r in attention_share(frame(tmp_path, recs)))
 
 
 def test_a_share_just_under_half_does_not_read_as_half(tmp_path):
     times = {512: {"naive": (0.1, 0.9)}, 2048: {"naive": (0.4999, 1.0)}}
     c = attention_dominates(frame(tmp_path, share_records(times)))
-    assert c["verdict"] == FAILS and "S=2048 49.9%" in c["numbers"] and "never takes half" in c["numbers"]
+    assert c.verdict == FAILS and "S=2048 49.9%" in c.numbers and "never takes half" in c.numbers
 
 
 def test_noisy_timings_are_counted(tmp_path):
     recs = share_records()
     recs[0]["noisy"] = True
     c = attention_dominates(frame(tmp_path, recs))
-    assert "1 of 6 shares rest on a timing flagged noisy" in c["numbers"]
+    assert "1 of 6 shares rest on a timing flagged noisy" in c.numbers
 
 
 def test_share_analysis_returns_plain_python_data(tmp_path):
     df = frame(tmp_path, share_records())
-    for row in [*attention_share(df), *attention_dominates(df)["detail"]]:
+    for row in [*attention_share(df), *attention_dominates(df).detail]:
         for value in row.values():
             assert value is None or type(value) in (int, float, str, bool, dict), (value, type(value))
-    json.dumps(attention_dominates(df))
+    json.dumps(attention_dominates(df).as_dict())
+
+
+def test_share_keys_hold_every_shape_field_but_the_scope(tmp_path):
+    """A shape field left out of the keys would pool different cases: every field, a later one too, is in."""
+    from bench.record import SHAPE_KEYS
+    from bench.report.layer_share import SHARE_KEYS, VARIED
+
+    assert set(SHARE_KEYS) | set(VARIED) == {"backend", *SHAPE_KEYS} and not set(SHARE_KEYS) & set(VARIED)
+    # two ragged length distributions of one shape: each layer case pairs with its own attention twin only
+    recs = [scoped("naive", 512, t, scope, lengths=dist) for dist, ts in (("equal", (0.02, 0.1)), ("zipf", (0.05, 0.1)))
+            for scope, t in zip(("attention", "layer"), ts, strict=True)]
+    for rec in recs:
+        rec["case_id"] += f"-{rec['lengths']}"
+    shares = attention_share(frame(tmp_path, recs))
+    assert sorted((r["lengths"], r["share"]) for r in shares) == [("equal", pytest.approx(0.2)),
+                                                                   ("zipf", pytest.approx(0.5))]
+
+
+def test_a_new_shape_field_reaches_the_pairing_keys(monkeypatch):
+    """The keys are derived from bench.record's shape fields, not listed by hand: a field added there is in them."""
+    import importlib
+
+    from bench.report import frames, layer_share, serving
+
+    monkeypatch.setattr(frames, "SHAPE_KEYS", [*frames.SHAPE_KEYS, "new_axis"])
+    try:
+        assert "new_axis" in importlib.reload(layer_share).SHARE_KEYS
+        assert "new_axis" in importlib.reload(serving).PAIR_KEYS
+    finally:
+        monkeypatch.undo()
+        importlib.reload(layer_share)
+        importlib.reload(serving)

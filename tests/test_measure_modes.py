@@ -241,7 +241,7 @@ def test_gpu_check_dry_run(tmp_path, capsys):
 def test_report_tables_sdpa_choice_per_family_and_dtype():
     import pandas as pd
 
-    from bench.report.kernels import ceiling_rows, overhead_rows, sdpa_choices
+    from bench.report.kernels import ceiling_rows, overhead_rows, sdpa_agreed, sdpa_choices
 
     base = {"device": "cuda", "phase": "prefill", "variant": "gqa", "mask": "causal", "pass": "fwd", "status": "ok",
             "overhead_pct": 10.0, "launch_bound": False}
@@ -251,8 +251,15 @@ def test_report_tables_sdpa_choice_per_family_and_dtype():
                        dict(base, backend="naive", dtype="bf16", seq_kv=1024, sdpa_kernel=None, overhead_pct=80.0,
                             launch_bound=True)])
     rows = sdpa_choices(df)
-    assert [r[2] for r in rows] == ["bf16", "fp32"]
-    assert rows[0][3] in ("flash ×1, cudnn ×1", "cudnn ×1, flash ×1") and rows[0][4] == "1024–4096"
+    assert [r[1] for r in rows] == ["sdpa", "sdpa"] and [r[3] for r in rows] == ["bf16", "fp32"]
+    assert rows[0][4] in ("flash ×1, cudnn ×1", "cudnn ×1, flash ×1") and rows[0][5] == "1024–4096"
+    assert sdpa_agreed(df) == []
+    # a backend that ran one kernel in every family: one sentence, no rows
+    same = pd.DataFrame([dict(base, backend="sdpa-flash", dtype=d, seq_kv=s, sdpa_kernel="flash")
+                         for d in ("bf16", "fp32") for s in (1024, 4096)])
+    assert sdpa_choices(same) == []
+    assert sdpa_agreed(same) == ["sdpa-flash ran its flash kernel in all 4 cases (cuda, every shape family and "
+                                 "dtype, lengths 1024–4096)."]
     assert ["cuda", "naive", "prefill", "80%", "1 of 1"] in overhead_rows(df)
     spec = ceiling_rows([{"read_bytes_per_s": 4e12, "gemm_flops_per_s_bf16": 8e14}], ["NVIDIA H100 NVL"])
     assert spec[-1][1].startswith("H100 NVL") and len(spec) == 3

@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from bench.report.claims import FAILS, HOLDS, NOT_MEASURED, evaluate_claims, fit_exponent
+from bench.report.claims import evaluate_claims
+from bench.report.frames import fit_exponent
 from bench.report.load import COLUMNS, load_results, read_results
+from bench.report.verdict import FAILS, HOLDS, NOT_MEASURED
 from tests.results_factory import make_record, make_run
 
 E = {"fp32": 4, "bf16": 2}
@@ -280,14 +282,37 @@ def test_decode_claim_measures_mha_over_gqa_at_equal_hq(tmp_path):
     assert evaluate_claims(_frame([make_record()], tmp_path))[3]["verdict"] == NOT_MEASURED
 
 
+def test_decode_claim_is_judged_per_kernel_family_and_says_why(tmp_path):
+    def rec(backend, hkv, t, read, gemm):
+        return make_record(backend, 8, hkv, 8192, phase="decode", median_s=t, pct_read_ceiling=read,
+                           pct_gemm_ceiling=gemm)
+
+    # a fused kernel reads Hkv heads: MQA 4x faster; an expanding one repeats K/V to Hq heads: no faster
+    recs = [rec("sdpa", 8, 4e-4, 80, 5), rec("sdpa", 1, 1e-4, 40, 20), rec("naive", 8, 4e-4, 80, 5),
+            rec("naive", 1, 4.4e-4, 10, 5)]
+    fused, expanding = evaluate_claims(_frame(recs, tmp_path))[3:5]
+    assert "fused kernels" in fused["claim"] and "expand K/V" in expanding["claim"]
+    assert fused["verdict"] == HOLDS and fused["why"] == "" and {d["backend"] for d in fused["detail"]} == {"sdpa"}
+    assert expanding["verdict"] == FAILS and {d["backend"] for d in expanding["detail"]} == {"naive"}
+    assert "expand K/V to all Hq heads" in expanding["why"]
+    assert "MHA step runs at 80% of the read-only ceiling and 5% of the GEMM ceiling" in expanding["why"]
+    # a fused step nearer its GEMM ceiling than its read ceiling is compute-bound: fewer KV bytes gain nothing
+    compute = evaluate_claims(_frame([rec("sdpa", 8, 1e-4, 20, 60), rec("sdpa", 1, 0.9e-4, 3, 66)], tmp_path))[3]
+    assert compute["verdict"] == FAILS and "compute-bound" in compute["why"] and "3% and 66%" in compute["why"]
+    # near neither ceiling, and an MHA step reading faster than the read-only ceiling (its cache on chip)
+    neither = evaluate_claims(_frame([rec("flex", 8, 1e-4, 150, 10), rec("flex", 1, 0.9e-4, 30, 12)], tmp_path))[3]
+    assert "Near neither ceiling" in neither["why"] and "on-chip caches" in neither["why"]
+
+
 def test_claims_on_the_realistic_run(realistic):
     verdicts = [c["verdict"] for c in evaluate_claims(realistic[1])]
-    # its per-head cost grows below D=64; no KV measured; no layer timed; no paged decode
-    assert verdicts == [FAILS, HOLDS, NOT_MEASURED, HOLDS, NOT_MEASURED, NOT_MEASURED]
+    # its per-head cost grows below D=64; no KV measured; its synthetic decode step reads Hkv heads in both kernel
+    # families; no layer timed; no paged decode
+    assert verdicts == [FAILS, HOLDS, NOT_MEASURED, HOLDS, HOLDS, NOT_MEASURED, NOT_MEASURED]
 
 
 def test_best_backend_and_headline_speedups(realistic):
-    from bench.report.claims import best_backends, headline_speedups
+    from bench.report.tables import best_backends, headline_speedups
 
     best = {b["family"]: b for b in best_backends(realistic[1])}
     fam = best["prefill · MHA · fp32 · causal · fwd"]
@@ -307,10 +332,10 @@ def _statuses(fig) -> set[str]:
 
 
 def test_every_figure_is_drawn_from_the_realistic_run(figures):
-    from bench.report.figures import FIGURES, SERVING_FIGURES
+    from bench.report.catalogue import CATALOGUE
 
     # the serving figures need serving batches, which this run has none of (tests/test_serving.py draws them)
-    assert list(figures) == [name for name in FIGURES if name not in SERVING_FIGURES]
+    assert list(figures) == [e.name for e in CATALOGUE if not e.serving]
     for fig in figures.values():
         assert fig._suptitle is not None and fig._suptitle.get_text()
 
@@ -430,8 +455,8 @@ def test_report_folder_from_a_realistic_run(realistic, tmp_path):
     assert page.count('src="data:image/png;base64,') == 8 and "http" not in page.replace("http-equiv", "")
     for name in pngs:  # GitHub shows the Markdown with the PNGs beside it
         assert f"]({name})" in md
-    # opens with environment and summary, then figures, then claims
-    order = [md.index(h) for h in ("## Environment", "## Summary", "## Figures", "## Claims")]
+    # opens with its answers (summary, claims' verdicts, best backends), then the environment, then figures
+    order = [md.index(h) for h in ("## Summary", "## Claims", "## Best backends", "## Environment", "## Figures")]
     assert order == sorted(order)
     assert "| Heads are a free lunch" in md and "**holds**" in md
     import pandas as pd

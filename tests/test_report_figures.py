@@ -31,11 +31,27 @@ def test_building_the_document_does_not_import_matplotlib():
 
 
 def test_every_catalogued_figure_has_a_drawer_and_back():
-    from bench.report.catalogue import FIGURES
-    from bench.report.figures import MAKERS
+    import importlib
+    import inspect
+    import pkgutil
 
-    assert list(MAKERS) == list(FIGURES)
-    assert len({e.file for e in FIGURES.values()}) == len(FIGURES)
+    import bench.report.figures as figures_pkg
+    from bench.report.catalogue import CATALOGUE, FIGURES
+
+    assert list(FIGURES) == [e.name for e in CATALOGUE]
+    assert len({e.file for e in CATALOGUE}) == len(CATALOGUE)
+    assert all(callable(e.drawer()) for e in CATALOGUE)
+    # and back: every public function of a figure module that takes the frame and returns a Figure is catalogued
+    # (history's figures belong to `bench history`, not to the report)
+    drawn = {e.draw for e in CATALOGUE}
+    for info in pkgutil.iter_modules(figures_pkg.__path__):
+        module = importlib.import_module(f"bench.report.figures.{info.name}")
+        for name, fn in inspect.getmembers(module, inspect.isfunction):
+            sig = inspect.signature(fn)
+            draws = (str(sig.return_annotation) in ("Figure", "Figure | None")
+                     and [str(p.annotation) for p in sig.parameters.values()] == ["pd.DataFrame"])
+            if fn.__module__ == module.__name__ and not name.startswith("_") and draws and info.name != "history":
+                assert f"{info.name}:{name}" in drawn, f"{info.name}.{name} draws a figure no entry names"
 
 
 def test_style_reads_the_registry_and_marks_every_failing_status():
@@ -57,10 +73,29 @@ def test_style_reads_the_registry_and_marks_every_failing_status():
 
 def test_claims_group_backends_by_their_memory_trait():
     from bench.backends import BACKENDS
-    from bench.report.claims import FLASH_STYLE, MATERIALISING
+    from bench.backends.base import PAGED_LAYOUTS
+    from bench.report.traits import BASELINE, FLASH_STYLE, MATERIALISING, PAGED_KERNELS
 
     assert "naive" in MATERIALISING and "sdpa-flash" in FLASH_STYLE
     assert sorted(MATERIALISING + FLASH_STYLE) == sorted(BACKENDS)
+    assert BASELINE in MATERIALISING
+    assert set(PAGED_KERNELS) == {n for n, b in BACKENDS.items() if b.layout(PAGED_LAYOUTS) in ("paged-mask",
+                                                                                                "paged-table")}
+
+
+def test_no_report_module_names_a_backend():
+    """The report reads groups of backends from the registry's traits (bench.report.traits), never names.
+
+    gpu_check is the exception: its anchors are published figures of named kernels."""
+    from bench.backends import BACKENDS
+
+    root = Path(__file__).resolve().parent.parent / "bench" / "report"
+    for path in root.rglob("*.py"):
+        if path.name == "gpu_check.py":
+            continue
+        source = path.read_text()
+        for name in BACKENDS:
+            assert f'"{name}"' not in source and f"'{name}'" not in source, (path.name, name)
 
 
 @pytest.mark.parametrize("width", [120.0, 300.0])

@@ -285,18 +285,41 @@ def _serving_frame(tmp_path, decode_times: dict[tuple[str, int | None], float]):
 
 
 def test_paging_claim_compares_each_paged_step_with_its_contiguous_twin(tmp_path):
-    from bench.report.claims import FAILS, HOLDS, NOT_MEASURED
     from bench.report.serving import paging_cost
+    from bench.report.verdict import FAILS, HOLDS, NOT_MEASURED
 
     cheap = _serving_frame(tmp_path, {("flex", None): 1e-3, ("flex", 16): 1.2e-3, ("naive", None): 1e-3,
                                       ("naive", 16): 3e-3})
     claim = paging_cost(cheap)
-    assert claim["verdict"] == HOLDS
-    assert {(d["backend"], d["page_size"]): d["ratio"] for d in claim["detail"]} == \
+    assert claim.verdict == HOLDS
+    assert {(d["backend"], d["page_size"]): d["ratio"] for d in claim.detail} == \
         {("flex", 16): pytest.approx(1.2), ("naive", 16): pytest.approx(3.0)}
-    assert paging_cost(_serving_frame(tmp_path, {("flex", None): 1e-3, ("flex", 16): 2e-3}))["verdict"] == FAILS
+    assert paging_cost(_serving_frame(tmp_path, {("flex", None): 1e-3, ("flex", 16): 2e-3})).verdict == FAILS
     gather_only = paging_cost(_serving_frame(tmp_path, {("naive", None): 1e-3, ("naive", 16): 2e-3}))
-    assert gather_only["verdict"] == NOT_MEASURED and "gathering" in gather_only["numbers"]
+    assert gather_only.verdict == NOT_MEASURED and "gathering" in gather_only.numbers
+
+
+def test_pair_keys_hold_every_shape_field_but_the_page_size(tmp_path):
+    """Paged and contiguous steps pair on every shape field but the page size: two models never mix."""
+    import json
+
+    from bench.record import SHAPE_KEYS
+    from bench.report.load import read_results
+    from bench.report.serving import PAIR_KEYS, VARIED, paged_vs_contiguous
+    from tests.results_factory import make_record, make_run
+
+    assert set(PAIR_KEYS) | set(VARIED) == {"backend", *SHAPE_KEYS} and not set(PAIR_KEYS) & set(VARIED)
+    recs = []
+    for model, (contiguous, paged) in (("llama-3-8b", (1e-3, 1.2e-3)), ("qwen2.5-0.5b", (2e-3, 5e-3))):
+        for page, t in ((None, contiguous), (16, paged)):
+            rec = make_record("flex", 8, 2, 4096, phase="decode", median_s=t, batch=4, lengths="uniform",
+                              page_size=page, real_tokens=4, model=model)
+            rec["case_id"] += f"-{model}-page{page}"
+            recs.append(rec)
+    (tmp_path / "m.json").write_text(json.dumps(make_run(recs)))
+    pairs = paged_vs_contiguous(read_results(tmp_path / "m.json")[0])
+    assert sorted(zip(pairs["model"], pairs["ratio"], strict=True)) == [("llama-3-8b", pytest.approx(1.2)),
+                                                                         ("qwen2.5-0.5b", pytest.approx(2.5))]
 
 
 def test_serving_figures_draw_and_dense_figures_leave_serving_rows_out(tmp_path):
@@ -314,7 +337,9 @@ def test_serving_figures_draw_and_dense_figures_leave_serving_rows_out(tmp_path)
 def test_dense_analyses_leave_serving_rows_out(tmp_path):
     """A ragged or paged batch is not a shape of a dense family: the best-backend table, the headline speedups
     and the tutorials' claims see only dense rows, so a serving-only run has no dense family at all."""
-    from bench.report.claims import best_backends, dense_rows, evaluate_claims, headline_speedups
+    from bench.report.claims import evaluate_claims
+    from bench.report.frames import dense_rows
+    from bench.report.tables import best_backends, headline_speedups
 
     df = _serving_frame(tmp_path, {("flex", None): 1e-3, ("naive", None): 2e-3})
     assert len(df) == 6 and dense_rows(df).empty

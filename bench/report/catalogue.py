@@ -1,12 +1,19 @@
-"""The figures a report can show, in report order: name, PNG file, title and the sentence on how to read it.
+"""The figures a report can show, in report order: ONE list, each entry naming its drawer, file, title and the
+sentence on how to read it.
 
-Plain data, no matplotlib: the document is written from this list, and bench.report.figures draws one
-figure per entry (a test holds the two together).
+Adding a figure: its drawing function in a module of bench.report.figures, and one entry here. The drawer is
+named "module:function" and imported on first draw, so this list (and the document written from it) never
+imports matplotlib.
 """
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
+
+from bench.report.traits import BASELINE
 
 
 @dataclass(frozen=True)
@@ -14,40 +21,51 @@ class FigureEntry:
     name: str
     title: str
     how_to_read: str  # one sentence under the figure in the report
+    draw: str  # "module:function" in bench.report.figures; the function takes the frame, returns a Figure or None
+    serving: bool = False  # draws serving batches; every other figure gets the dense rows only, so a ragged or
+    # paged case never shares a line with the dense case of the same (B, S)
 
     @property
     def file(self) -> str:
         """The PNG's name in the report folder (a report of several runs prefixes it with run<i>-)."""
         return f"{self.name}.png"
 
+    def drawer(self) -> Callable[[Any], Any]:
+        module, _, function = self.draw.partition(":")
+        return getattr(importlib.import_module(f"bench.report.figures.{module}"), function)
 
-FIGURES: dict[str, FigureEntry] = {e.name: e for e in [
+
+CATALOGUE: tuple[FigureEntry, ...] = (
     FigureEntry("throughput", "Throughput", "Each line is a backend's achieved FLOP/s (useful FLOPs only) as the "
                 "sequence grows; higher is better, and markers at the axis bottom are cases that did not run (see "
-                "the legend)."),
+                "the legend).", "speed:throughput"),
     FigureEntry("latency", "Latency and scaling", "Time per call on log–log axes, where a straight line of slope k "
                 "means time ∝ S^k: k ≈ 2 is the quadratic cost of attention, smaller k means fixed overheads still "
-                "dominate."),
+                "dominate.", "speed:latency"),
     FigureEntry("peak_memory", "Peak memory", "Hollow markers are the measured peak above the inputs and lines the "
                 "analytic model; a line twice as steep as another means S² against S memory (score matrix vs "
-                "tiled kernels)."),
+                "tiled kernels).", "memory:peak_memory"),
     FigureEntry("heads_sweep", "Heads at fixed d_model", "Each point splits the same d_model into more, smaller "
                 "heads, so the FLOPs are identical: flat lines mean extra heads are free, rising lines mean "
-                "per-head overhead or small head dims cost time."),
+                "per-head overhead or small head dims cost time.", "heads:heads_sweep"),
     FigureEntry("kv_cache", "KV cache", "Bytes of K and V a model keeps per sequence as the context grows (left: "
                 "the presets; right: one model as MHA, GQA and MQA); where a line crosses the device's memory, "
-                "that context no longer fits at batch 1."),
+                "that context no longer fits at batch 1.", "memory:kv_cache"),
     FigureEntry("decode", "Decode", "Time of one decoding step against the KV-cache length it reads; compare the "
-                "same backend across the variant panels to see what fewer KV heads buy."),
-    FigureEntry("speedup", "Speedup over naive", "Each cell is naive's time divided by the backend's at that "
-                "length (blue: faster than naive, red: slower); grey hatched cells did not run, with the reason."),
+                "same backend across the variant panels to see what fewer KV heads buy.", "decode:decode"),
+    FigureEntry("speedup", f"Speedup over {BASELINE}", f"Each cell is {BASELINE}'s time divided by the backend's at "
+                f"that length (blue: faster than {BASELINE}, red: slower); grey hatched cells did not run, with the "
+                "reason.", "speedup:speedup_heatmap"),
     FigureEntry("roofline", "Roofline", "Points under the sloped part of the ceiling are limited by memory "
                 "bandwidth, under the flat part by compute; the gap to the ceiling is what a better kernel could "
-                "still gain."),
+                "still gain.", "speed:roofline"),
     FigureEntry("serving_lengths", "Ragged batches", "Each bar is one backend's median time per real token (padding "
                 "not counted) for a batch whose sequence lengths follow that distribution at the same total; the "
-                "lower panels show how much of the work the backend's layout spends on padding (1 = none)."),
+                "lower panels show how much of the work the backend's layout spends on padding (1 = none).",
+                "serving:serving_lengths", serving=True),
     FigureEntry("serving_paged", "Paged KV cache", "Each bar is a backend's decode step on a paged cache divided by "
                 "the same step on a contiguous cache: 1 means paging is free, and gathering backends pay for copying "
-                "the pages together on every step."),
-]}
+                "the pages together on every step.", "serving:serving_paged", serving=True),
+)
+# By name, for lookups (the same entries, in the same order).
+FIGURES: dict[str, FigureEntry] = {e.name: e for e in CATALOGUE}

@@ -12,11 +12,16 @@ from typing import Any
 
 import pandas as pd
 
-from bench.report import claims, kernels
+from bench.report import kernels
 from bench.report.catalogue import FIGURES
+from bench.report.claims import verdicts
+from bench.report.frames import SHAPE_KEYS, geomean, shape_label
 from bench.report.load import Loaded, RunInfo
 from bench.report.model_section import model_summary
+from bench.report.tables import best_backends, headline_speedups
+from bench.report.traits import BASELINE
 from bench.report.units import fmt_bandwidth, fmt_bytes, fmt_flops, fmt_seconds
+from bench.report.verdict import RunFacts
 
 
 @dataclass(frozen=True)
@@ -116,17 +121,18 @@ def environment(runs: list[RunInfo], frame: pd.DataFrame) -> list[Block]:
 
 
 def summary(run: RunInfo, df: pd.DataFrame) -> list[Block]:
+    """The run in a few sentences: the fastest backend per phase, what did not run, what is noisy."""
     blocks: list[Block] = []
-    head = claims.headline_speedups(df)
+    head = headline_speedups(df)
     not_ok = int((df["status"] != "ok").sum())
     sentences = []
     for phase in dict.fromkeys(h["phase"] for h in head):
         top = next(h for h in head if h["phase"] == phase)
-        sentences.append(f"{phase.capitalize()}: the fastest against naive is {top['backend']}, "
+        sentences.append(f"{phase.capitalize()}: the fastest against {BASELINE} is {top['backend']}, "
                          f"{_times(top['geomean'])} on average (geometric mean over {top['shapes']} shapes) and up "
                          f"to {_times(top['max'])} ({top['at']}).")
     if not sentences:
-        sentences.append("No speedups over naive to report (naive or the other backends did not run).")
+        sentences.append(f"No speedups over {BASELINE} to report ({BASELINE} or the other backends did not run).")
     if not_ok:
         sentences.append(f"{not_ok} of {len(df)} cases did not run; they are listed under 'Cases that did not run'.")
     else:
@@ -138,19 +144,26 @@ def summary(run: RunInfo, df: pd.DataFrame) -> list[Block]:
     blocks.append(Para(" ".join(sentences)))
     if run.complete is False:
         blocks.append(Para(f"Run {run.run_id} is incomplete: the sweep stopped before its end.", "warning"))
-    best = sorted(claims.best_backends(df), key=lambda b: (not b["family"].startswith("prefill"), b["family"]))
+    return blocks
+
+
+def best_section(df: pd.DataFrame) -> list[Block]:
+    """The best backend per shape family, then every backend's speedup over the baseline per phase."""
+    blocks: list[Block] = []
+    best = sorted(best_backends(df), key=lambda b: (not b["family"].startswith("prefill"), b["family"]))
     if best:
         blocks.append(Para("Best backend per shape family: the one fastest at the most shapes of the family "
-                           "(lengths, head counts), with its geometric-mean speedup over naive."))
-        blocks.append(Table(["shape family", "best backend", "fastest at", "runner-up", "best vs naive"],
+                           f"(lengths, head counts), with its geometric-mean speedup over {BASELINE}."))
+        blocks.append(Table(["shape family", "best backend", "fastest at", "runner-up", f"best vs {BASELINE}"],
                             [[b["family"], b["best"], f"{b['wins']} of {b['shapes']} shapes", text(b["runner_up"]),
                               _times(b["speedup_vs_naive"])] for b in best]))
+    head = headline_speedups(df)
     if head:
-        blocks.append(Para("Speedup over naive per backend, over the shapes both ran."))
-        blocks.append(Table(["phase", "backend", "speedup over naive (geomean)", "largest", "at", "shapes"],
+        blocks.append(Para(f"Speedup over {BASELINE} per backend, over the shapes both ran."))
+        blocks.append(Table(["phase", "backend", f"speedup over {BASELINE} (geomean)", "largest", "at", "shapes"],
                             [[h["phase"], h["backend"], _times(h["geomean"]), _times(h["max"]), h["at"],
                               str(h["shapes"])] for h in head]))
-    return blocks
+    return blocks or [Para("No dense attention case ran ok: no best backend to name.")]
 
 
 def figure_blocks(files: dict[str, str]) -> list[Block]:
@@ -158,8 +171,9 @@ def figure_blocks(files: dict[str, str]) -> list[Block]:
 
 
 def claims_table(df: pd.DataFrame, run: RunInfo | None = None) -> Table:
-    measured = run.kv_measured if run is not None else None
-    rows = [[c["claim"], c["verdict"], c["numbers"]] for c in claims.evaluate_claims(df, measured)]
+    """One row per registered claim; where it does not hold, its reason follows the numbers."""
+    rows = [[v.claim, v.verdict, v.numbers + (f" Why: {v.why}" if v.why else "")]
+            for v in verdicts(df, RunFacts.of(run))]
     return Table(["claim (from the tutorials)", "verdict on this run", "the numbers behind it"], rows,
                  verdict_column=1)
 
@@ -209,7 +223,7 @@ def not_run(df: pd.DataFrame) -> list[Block]:
 
 def comparison(runs: list[RunInfo], frame: pd.DataFrame) -> list[Block]:
     """Median per case per run, and each run's ratio to the first (oldest) run; cases matched without device."""
-    keys = ["backend", *claims.SHAPE_KEYS]
+    keys = ["backend", *SHAPE_KEYS]
     base = runs[0].run_id
     wide = frame.pivot_table(index=keys, columns="run_id", values="median_s", aggfunc="first", dropna=False)
     status = frame.pivot_table(index=keys, columns="run_id", values="status", aggfunc="first", dropna=False)
@@ -222,7 +236,7 @@ def comparison(runs: list[RunInfo], frame: pd.DataFrame) -> list[Block]:
     rows, ratios = [], {r.run_id: [] for r in runs[1:]}
     for key in wide.index:
         row = dict(zip(keys, key, strict=True))
-        cells = [f"{row['backend']}: {claims.shape_label(row)}"]
+        cells = [f"{row['backend']}: {shape_label(row)}"]
         for r in runs:
             t = wide.at[key, r.run_id] if r.run_id in wide.columns else None
             s = status.at[key, r.run_id] if r.run_id in status.columns else None
@@ -235,7 +249,7 @@ def comparison(runs: list[RunInfo], frame: pd.DataFrame) -> list[Block]:
             if ok:
                 ratios[r.run_id].append(t / b)
         rows.append(cells)
-    overall = "; ".join(f"{rid} / {base}: geometric mean {_times(claims.geomean(v))} over {len(v)} cases"
+    overall = "; ".join(f"{rid} / {base}: geometric mean {_times(geomean(v))} over {len(v)} cases"
                         for rid, v in ratios.items())
     return [Heading("Comparison of runs"),
             Para(f"Median time per case in each run; ratios above 1× mean slower than {base}. {overall}."),
@@ -243,15 +257,18 @@ def comparison(runs: list[RunInfo], frame: pd.DataFrame) -> list[Block]:
 
 
 def kernel_section(df: pd.DataFrame, suffix: str) -> list[Block]:
-    """Which kernel sdpa picked, and the share of a warm call outside the kernels (bench.report.kernels)."""
-    choices, overhead = kernels.sdpa_choices(df), kernels.overhead_rows(df)
-    if not choices and not overhead:
+    """Which kernel each sdpa backend ran, and the share of a warm call outside the kernels (bench.report.kernels).
+
+    A backend that ran one kernel everywhere gets one sentence; a table only where the choice varies."""
+    agreed, choices, overhead = kernels.sdpa_agreed(df), kernels.sdpa_choices(df), kernels.overhead_rows(df)
+    if not agreed and not choices and not overhead:
         return []
     blocks: list[Block] = [Heading("Kernels" + suffix)]
+    if agreed:
+        blocks.append(Para("The kernel each sdpa backend ran (from the profiler's op names): " + " ".join(agreed)))
     if choices:
-        blocks += [Para("The kernel the automatic sdpa backend ran, per shape family and dtype (from the profiler's "
-                        "op names)."),
-                   Table(["device", "shape family", "dtype", "kernel × cases", "lengths"], choices)]
+        blocks += [Para("Where a backend's kernel changed with the case: the kernel per shape family and dtype."),
+                   Table(["device", "backend", "shape family", "dtype", "kernel × cases", "lengths"], choices)]
     if overhead:
         blocks += [Para("Share of a warm call spent outside the kernels (CPU: outside the aten ops), median over "
                         "the cases; launch bound: warm ≥ 2 × kernel time."),
@@ -259,8 +276,20 @@ def kernel_section(df: pd.DataFrame, suffix: str) -> list[Block]:
     return blocks
 
 
+def _per_run(runs: list[RunInfo], frame: pd.DataFrame, heading: str, section, several: bool) -> list[Block]:
+    """One section per run: its heading (with the run's id when there are several) and section(run, its rows)."""
+    blocks: list[Block] = []
+    for run in runs:
+        blocks.append(Heading(heading + (f": {run.run_id}" if several else "")))
+        blocks += section(run, frame[frame["run_id"] == run.run_id])
+    return blocks
+
+
 def build(loaded: Loaded, figures: dict[str, dict[str, str]]) -> list[Block]:
-    """The whole report; `figures` maps run_id -> {figure name: PNG file} of the figures drawn for that run."""
+    """The whole report; `figures` maps run_id -> {figure name: PNG file} of the figures drawn for that run.
+
+    Answers first (summary, the claims' verdicts, the best backends), then how they were measured (environment,
+    models, figures, kernels), then what did not run."""
     runs, frame = loaded.runs, loaded.frame
     several = len(runs) > 1
     title = runs[0].run_id if not several else " vs ".join(r.run_id for r in runs)
@@ -268,30 +297,18 @@ def build(loaded: Loaded, figures: dict[str, dict[str, str]]) -> list[Block]:
     if loaded.errors:
         blocks.append(Para("Inputs that could not be read and were left out: " + " | ".join(loaded.errors),
                            "warning"))
-    blocks += environment(runs, frame)
     for run in runs:
-        df = frame[frame["run_id"] == run.run_id]
         blocks.append(Heading("Summary" + (f": {run.run_id} on {run.machine}" if several else "")))
-        blocks += summary(run, df)
-    for run in runs:
-        if run.models:
-            df = frame[frame["run_id"] == run.run_id]
-            blocks.append(Heading("Models" + (f": {run.run_id}" if several else "")))
-            blocks += models_section(run, df)
-    for run in runs:
-        files = figures.get(run.run_id, {})
-        blocks.append(Heading("Figures" + (f": {run.run_id}" if several else "")))
-        blocks += figure_blocks(files) if files else [Para("No figure has data in this run.")]
-    for run in runs:
-        df = frame[frame["run_id"] == run.run_id]
-        blocks.append(Heading("Claims" + (f": {run.run_id}" if several else "")))
-        blocks.append(claims_table(df, run))
+        blocks += summary(run, frame[frame["run_id"] == run.run_id])
+    blocks += _per_run(runs, frame, "Claims", lambda run, df: [claims_table(df, run)], several)
+    blocks += _per_run(runs, frame, "Best backends", lambda run, df: best_section(df), several)
+    blocks += environment(runs, frame)
+    blocks += _per_run([r for r in runs if r.models], frame, "Models", models_section, several)
+    blocks += _per_run(runs, frame, "Figures", lambda run, df: figure_blocks(figures.get(run.run_id, {}))
+                       or [Para("No figure has data in this run.")], several)
     for run in runs:
         blocks += kernel_section(frame[frame["run_id"] == run.run_id], f": {run.run_id}" if several else "")
-    for run in runs:
-        df = frame[frame["run_id"] == run.run_id]
-        blocks.append(Heading("Cases that did not run" + (f": {run.run_id}" if several else "")))
-        blocks += not_run(df)
+    blocks += _per_run(runs, frame, "Cases that did not run", lambda run, df: not_run(df), several)
     if several:
         blocks += comparison(runs, frame)
     return blocks

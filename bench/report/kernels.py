@@ -1,4 +1,4 @@
-"""The report's kernel section: which kernel the automatic `sdpa` picked per shape family and dtype, and how much
+"""The report's kernel section: which kernel each sdpa backend ran per shape family and dtype, and how much
 of a warm call each backend spends outside its kernels; and the measured ceilings beside the spec sheet's.
 
 Reads the tidy frame's `sdpa_kernel`, `overhead_pct` and `launch_bound` columns (bench.record documents them).
@@ -16,17 +16,40 @@ from bench.report.units import fmt_bandwidth, fmt_flops
 FAMILY = ["device", "phase", "variant", "mask", "pass", "dtype"]
 
 
+def _kernel_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """Ok rows of every backend that reports the sdpa kernel it ran (the column is empty for the others)."""
+    return df[(df["status"] == "ok") & df["sdpa_kernel"].notna()]
+
+
+def _lengths(group: pd.DataFrame) -> str:
+    lengths = sorted(set(group["seq_kv"].astype(int)))
+    return f"{lengths[0]}–{lengths[-1]}" if len(lengths) > 1 else str(lengths[0])
+
+
+def sdpa_agreed(df: pd.DataFrame) -> list[str]:
+    """One sentence per (device, backend) that ran one and the same kernel in every case, e.g. "sdpa ran its flash
+    kernel in all 66 cases": a table of identical rows would say no more."""
+    out = []
+    for (device, backend), group in _kernel_rows(df).groupby(["device", "backend"], sort=True):
+        kernels = group["sdpa_kernel"].unique()
+        if len(kernels) == 1:
+            out.append(f"{backend} ran its {kernels[0]} kernel in all {len(group)} cases ({device}, every shape "
+                       f"family and dtype, lengths {_lengths(group)}).")
+    return out
+
+
 def sdpa_choices(df: pd.DataFrame) -> list[list[str]]:
-    """[device, shape family, dtype, kernel(s) x cases, sequence lengths] for the automatic sdpa backend."""
-    ok = df[(df["backend"] == "sdpa") & (df["status"] == "ok") & df["sdpa_kernel"].notna()]
+    """[device, backend, shape family, dtype, kernel(s) x cases, sequence lengths] per family, for the backends whose
+    kernel choice differs between cases (the others are one sentence each: sdpa_agreed)."""
+    ok = _kernel_rows(df)
+    varied = ok.groupby(["device", "backend"])["sdpa_kernel"].transform("nunique") > 1
     rows = []
-    for key, group in ok.groupby(FAMILY, sort=True, dropna=False):
-        device, phase, variant, mask, pass_, dtype = key
+    for key, group in ok[varied].groupby(["backend", *FAMILY], sort=True, dropna=False):
+        backend, device, phase, variant, mask, pass_, dtype = key
         picked = Counter(group["sdpa_kernel"])
         kernels = ", ".join(f"{k} ×{n}" for k, n in picked.most_common())
-        lengths = sorted(set(group["seq_kv"].astype(int)))
-        rows.append([str(device), f"{phase} · {variant} · {mask} · {pass_}", str(dtype), kernels,
-                     f"{lengths[0]}–{lengths[-1]}" if len(lengths) > 1 else str(lengths[0])])
+        rows.append([str(device), str(backend), f"{phase} · {variant} · {mask} · {pass_}", str(dtype), kernels,
+                     _lengths(group)])
     return rows
 
 

@@ -3,8 +3,8 @@
 A run with `--scope attention,layer` times every prefill shape twice: the attention call alone and the layer
 around it (bench.layers). The share of one shape is attention's median over the layer's, both from the same run,
 backend, dtype and pass. The tutorials say attention dominates at long S (its cost grows as S², the
-projections' as S); `attention_dominates` says from which S that holds on this machine, in the claims' format
-(bench.report.claims). Like the claims, both functions take the frame of ONE run and return plain data.
+projections' as S); `attention_dominates` says from which S that holds on this machine, as a claim of the
+registry (bench.report.claims). Like the claims, both functions take the frame of ONE run.
 """
 
 from __future__ import annotations
@@ -13,13 +13,17 @@ import math
 
 import pandas as pd
 
-from bench.report.claims import FAILS, HOLDS, NOT_MEASURED
+from bench.report.frames import shape_keys_but
+from bench.report.load import INT_COLUMNS
+from bench.report.verdict import FAILS, HOLDS, NO_FACTS, NOT_MEASURED, RunFacts, Verdict
 
-# What pairs an attention-alone case with its layer twin: everything but the scope and the time.
-SHARE_KEYS = ["model", "backend", "dtype", "n_heads", "n_kv_heads", "head_dim", "mask", "batch", "pass", "seq"]
-# A family: one geometry measured over lengths, by one or more backends.
-FAMILY_KEYS = ["model", "dtype", "n_heads", "n_kv_heads", "head_dim", "mask", "batch", "pass"]
-INT_KEYS = ("n_heads", "n_kv_heads", "head_dim", "batch", "seq")
+# What pairs an attention-alone case with its layer twin: the backend and every shape field but the scope (the one
+# thing this analysis varies), so cases that differ in any other field, one added later included, stay apart.
+VARIED = ("scope",)
+SHARE_KEYS = ["backend", *shape_keys_but(*VARIED)]
+# A family: one geometry measured over lengths (seq_q = seq_kv = seq in prefill), by one or more backends.
+FAMILY_KEYS = [k for k in SHARE_KEYS if k not in ("backend", "seq_q", "seq_kv")]
+INT_KEYS = (*INT_COLUMNS, "seq")
 DOMINANT = 0.5  # attention "dominates" when it takes at least half of the layer's time
 COMMAND = "python -m bench run --model-config llama-3-8b --scope attention,layer --phase prefill"
 CLAIM = "Attention dominates the layer at long sequence lengths"
@@ -36,20 +40,18 @@ def _timed(df: pd.DataFrame) -> pd.DataFrame:
 def attention_share(df: pd.DataFrame) -> list[dict]:
     """One row per shape where both the attention-alone and the layer case are ok: share = attention / layer.
 
-    Each row holds SHARE_KEYS (model None when the run named none), attention_s and layer_s (medians, seconds),
-    share (a fraction; above 1 only if the layer ran faster than its own attention, i.e. noise) and noisy (either
-    timing flagged). Ordered by model, backend, dtype, heads, mask, batch, pass, then S.
+    Each row holds SHARE_KEYS (None where a field is unset, e.g. the model when the run named none), seq (= seq_kv),
+    attention_s and layer_s (medians, seconds), share (a fraction; above 1 only if the layer ran faster than its own
+    attention, i.e. noise) and noisy (either timing flagged). Ordered by SHARE_KEYS (backend first, then S).
     """
     ok = _timed(df)
-    cols = [*SHARE_KEYS, "median_s", "noisy"]
+    cols = [*SHARE_KEYS, "seq", "median_s", "noisy"]
     attn = ok[ok["scope"] == "attention"][cols].rename(columns={"median_s": "attention_s", "noisy": "noisy_a"})
     layer = ok[ok["scope"] == "layer"][cols].rename(columns={"median_s": "layer_s", "noisy": "noisy_l"})
-    merged = attn.merge(layer, on=SHARE_KEYS, how="inner").sort_values(SHARE_KEYS, kind="stable")
+    merged = attn.merge(layer, on=[*SHARE_KEYS, "seq"], how="inner").sort_values(SHARE_KEYS, kind="stable")
     out = []
     for _, row in merged.iterrows():
-        rec = {k: row[k] for k in SHARE_KEYS}
-        for k in SHARE_KEYS:
-            rec[k] = int(rec[k]) if k in INT_KEYS else str(rec[k])
+        rec = {k: _plain(k, row[k]) for k in (*SHARE_KEYS, "seq")}
         rec["model"] = rec["model"] or None
         attention_s, layer_s = float(row["attention_s"]), float(row["layer_s"])
         out.append({**rec, "attention_s": attention_s, "layer_s": layer_s, "share": attention_s / layer_s,
@@ -57,9 +59,18 @@ def attention_share(df: pd.DataFrame) -> list[dict]:
     return out
 
 
+def _plain(key: str, value: object) -> object:
+    """A frame cell as plain Python: None for a missing one, int for integer fields, else str."""
+    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return int(value) if key in INT_KEYS else str(value)
+
+
 def _family_label(key: dict) -> str:
     geometry = key["model"] or f"Hq={key['n_heads']} Hkv={key['n_kv_heads']} D={key['head_dim']}"
-    return f"{geometry} · {key['dtype']} · {key['mask']} · B={key['batch']} · {key['pass']}"
+    shown = {"model", "n_heads", "n_kv_heads", "head_dim", "dtype", "mask", "batch", "pass", "phase", "variant"}
+    rest = "".join(f" · {k}={v}" for k, v in key.items() if k not in shown and v not in (None, ""))
+    return f"{geometry} · {key['dtype']} · {key['mask']} · B={key['batch']} · {key['pass']}{rest}"
 
 
 def _pct(x: float) -> str:
@@ -67,7 +78,7 @@ def _pct(x: float) -> str:
     return f"{math.floor(1000 * x) / 10:.1f}%"
 
 
-def attention_dominates(df: pd.DataFrame) -> dict:
+def attention_dominates(df: pd.DataFrame, run: RunFacts = NO_FACTS) -> Verdict:
     """Does attention take at least half of the layer's time at the longest S measured?
 
     Per family (one geometry, dtype, mask, batch and pass), the share at each S is the median over the backends
@@ -83,11 +94,11 @@ def attention_dominates(df: pd.DataFrame) -> dict:
         return _result(NOT_MEASURED, "layer-scope cases ran, but none is ok beside an ok attention-alone case of the "
                                      f"same shape and backend (run `{COMMAND}`)")
     shares["model_key"] = shares["model"].fillna("")  # groupby drops None keys
-    families = shares.groupby([k if k != "model" else "model_key" for k in FAMILY_KEYS], sort=True)
-    detail, parts, verdicts = [], [], []
+    families = shares.groupby([k if k != "model" else "model_key" for k in FAMILY_KEYS], sort=True, dropna=False)
+    detail, parts, verdicts, short = [], [], [], []
     for _, fam in families:
         first = fam.iloc[0]
-        key = {k: int(first[k]) if k in INT_KEYS else str(first[k]) for k in FAMILY_KEYS if k != "model"}
+        key = {k: _plain(k, first[k]) for k in FAMILY_KEYS if k != "model"}  # the frame made ints of None floats
         key = {"model": first["model_key"] or None, **key}
         per_seq = []
         for seq, at in fam.groupby("seq", sort=True):
@@ -103,6 +114,8 @@ def attention_dominates(df: pd.DataFrame) -> dict:
             from_seq = seq
         longest, at_longest = per_seq[-1]
         verdicts.append(at_longest >= DOMINANT)
+        if at_longest < DOMINANT:
+            short.append(f"{_family_label(key)} ({_pct(at_longest)} at S={longest})")
         where = (f"attention takes half or more from S={from_seq}" if from_seq is not None else
                  f"attention never takes half on this machine (up to S={longest})")
         label = f"{_family_label(key)}: " if families.ngroups > 1 else ""
@@ -113,8 +126,11 @@ def attention_dominates(df: pd.DataFrame) -> dict:
     noisy = int(shares["noisy"].sum())
     if noisy:
         numbers += f" {noisy} of {len(shares)} shares rest on a timing flagged noisy."
-    return _result(HOLDS if all(verdicts) else FAILS, numbers, detail)
+    holds = all(verdicts)
+    why = "" if holds else ("attention takes under half the layer at the longest S measured in " + "; ".join(short)
+                            + ": the projections grow as S and attention as S², so only longer sequences tip it.")
+    return _result(HOLDS if holds else FAILS, numbers, detail, why)
 
 
-def _result(verdict: str, numbers: str, detail: list[dict] | None = None) -> dict:
-    return {"claim": CLAIM, "verdict": verdict, "numbers": numbers, "detail": detail or []}
+def _result(verdict: str, numbers: str, detail: list[dict] | None = None, why: str = "") -> Verdict:
+    return Verdict(CLAIM, verdict, numbers, why, tuple(detail or ()))

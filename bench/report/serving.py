@@ -3,27 +3,28 @@ contiguous decode, and the claim about what paging costs.
 
 A serving row has `lengths` or `page_size` set (bench.serving). Time per real token = median_s / real_tokens
 (padding never counts as a token). Paged and contiguous decode steps are paired when everything but the page size
-matches: same backend, heads, dtype, mask, batch, context distribution and average context (seq_kv).
+matches: same backend and every other shape field (heads, dtype, mask, batch, context distribution, seq_kv, ...).
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
-from bench.report import claims
-from bench.report.claims import serving_rows
+from bench.report.frames import ok_rows, serving_rows, shape_keys_but
+from bench.report.traits import PAGED_KERNELS
+from bench.report.verdict import FAILS, HOLDS, NO_FACTS, NOT_MEASURED, RunFacts, Verdict, noisy_note
 
 # vLLM's paper measured its paged attention kernel 20-26% slower than a contiguous one: the claim's bound.
 PAGING_CLAIM = 1.3
-# backends that read the pages in place (no gather): the claim is about them
-PAGED_KERNELS = ("flex", "flash-attn")
-PAIR_KEYS = ["backend", "variant", "dtype", "mask", "batch", "n_heads", "n_kv_heads", "head_dim", "seq_q", "seq_kv",
-             "lengths", "pass"]
+# What pairs a paged decode step with its contiguous twin: the backend and every shape field but the page size
+# (the one thing this comparison varies), so a field added later keeps different cases apart.
+VARIED = ("page_size",)
+PAIR_KEYS = ["backend", *shape_keys_but(*VARIED)]
 
 
 def per_token(df: pd.DataFrame) -> pd.DataFrame:
     """The run's ok prefill serving rows with `s_per_token`: median seconds per real query token."""
-    ok = claims.ok_rows(df[serving_rows(df)])
+    ok = ok_rows(df[serving_rows(df)])
     ok = ok[(ok["phase"] == "prefill") & ok["real_tokens"].notna()].copy()
     ok["s_per_token"] = ok["median_s"] / ok["real_tokens"]
     return ok
@@ -31,7 +32,7 @@ def per_token(df: pd.DataFrame) -> pd.DataFrame:
 
 def paged_vs_contiguous(df: pd.DataFrame) -> pd.DataFrame:
     """One row per ok paged decode case whose contiguous twin ran ok: `ratio` = paged time / contiguous time."""
-    ok = claims.ok_rows(df[serving_rows(df)])
+    ok = ok_rows(df[serving_rows(df)])
     ok = ok[ok["phase"] == "decode"]
     contiguous = ok[ok["page_size"].isna()][PAIR_KEYS + ["median_s"]].rename(columns={"median_s": "contiguous_s"})
     paged = ok[ok["page_size"].notna()]
@@ -40,20 +41,27 @@ def paged_vs_contiguous(df: pd.DataFrame) -> pd.DataFrame:
     return merged
 
 
-def paging_cost(df: pd.DataFrame) -> dict:
-    """The claim: a paged KV cache costs little against a contiguous one, for backends that read pages in place."""
+def paging_cost(df: pd.DataFrame, run: RunFacts = NO_FACTS) -> Verdict:
+    """The claim: a paged KV cache costs little against a contiguous one, for backends with a real paged kernel
+    (PAGED_KERNELS: their paged layout reads the pages in place instead of gathering them)."""
     claim = f"Paging the KV cache costs little: a paged decode step within {PAGING_CLAIM:g}× of a contiguous one " \
             "(vLLM: its paged kernel 20–26% slower)"
     pairs = paged_vs_contiguous(df)
     if pairs.empty:
-        return claims._claim(claim, claims.NOT_MEASURED, "no paged decode case with its contiguous twin")
+        return Verdict(claim, NOT_MEASURED, "no paged decode case with its contiguous twin")
     by = pairs.groupby(["backend", "page_size"])["ratio"].median()
-    detail = [{"backend": b, "page_size": int(p), "ratio": float(r)} for (b, p), r in by.items()]
+    detail = tuple({"backend": b, "page_size": int(p), "ratio": float(r)} for (b, p), r in by.items())
     shown = "; ".join(f"{b} pages of {int(p)}: {r:.2f}×" for (b, p), r in by.items())
     in_place = by[by.index.get_level_values("backend").isin(PAGED_KERNELS)]
     if in_place.empty:
-        return claims._claim(claim, claims.NOT_MEASURED, f"only gathering backends ran paged: {shown}", detail)
+        return Verdict(claim, NOT_MEASURED, f"only gathering backends ran paged: {shown}",
+                       f"the claim is about kernels that read pages in place ({', '.join(PAGED_KERNELS)}); none "
+                       "ran a paged case here", detail)
     (backend, page), best = in_place.idxmin(), float(in_place.min())
     numbers = (f"paged / contiguous decode time, median per backend and page size: {shown}; best paged kernel "
-               f"{backend} with pages of {int(page)}: {best:.2f}×." + claims._noisy_note(pairs))
-    return claims._claim(claim, claims.HOLDS if best <= PAGING_CLAIM else claims.FAILS, numbers, detail)
+               f"{backend} with pages of {int(page)}: {best:.2f}×." + noisy_note(pairs))
+    holds = best <= PAGING_CLAIM
+    why = "" if holds else (f"every kernel that reads pages in place ({', '.join(in_place.index.unique('backend'))}) "
+                            f"pays more than {PAGING_CLAIM:g}× at every page size it ran: the pages' scattered reads "
+                            "cost more here than vLLM measured.")
+    return Verdict(claim, HOLDS if holds else FAILS, numbers, why, detail)

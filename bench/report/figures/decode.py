@@ -6,20 +6,20 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from bench.report import claims
+from bench.report import frames
 from bench.report.figures import helpers
 from bench.report.figures.axes import seconds_axis
 
 
 def decode(df: pd.DataFrame) -> Figure | None:
     dec = df[df["phase"] == "decode"]
-    if claims.ok_rows(dec).empty:
+    if frames.ok_rows(dec).empty:
         return None
 
     def draw(ax: Axes, rows: pd.DataFrame, panel: helpers.Panel) -> bool:
         noisy = helpers.backend_lines(ax, rows, "seq_kv", lambda grp: grp["median_s"])
         # one scale along a row: the row's panels share the y axis, so its range is the whole dtype's
-        seconds_axis(ax, claims.ok_rows(dec[dec["dtype"] == panel.dtype])["median_s"], "median time per decode step",
+        seconds_axis(ax, frames.ok_rows(dec[dec["dtype"] == panel.dtype])["median_s"], "median time per decode step",
                      force_log=True)
         if panel.column:
             ax.set_ylabel("")  # the row shares the first panel's axis

@@ -7,7 +7,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
-from bench.report import claims
+from bench.report import frames
 from bench.report.figures.axes import seconds_axis
 from bench.report.figures.helpers import (
     backend_handles,
@@ -74,7 +74,7 @@ def heads_sweep(df: pd.DataFrame) -> Figure | None:
         ax.xaxis.set_minor_locator(NullLocator())
         ax.set_xlim(heads[0] / 1.4, heads[-1] * 1.4)
         ax.set_xlabel("query heads Hq (head dim D = d_model / Hq)")
-        seconds_axis(ax, claims.ok_rows(rows)["median_s"], "median latency per call")
+        seconds_axis(ax, frames.ok_rows(rows)["median_s"], "median latency per call")
         ax.grid(alpha=0.3)
     reserve_bands(axes)
     legend_below(fig, backend_handles(backends) + status_handles(statuses) + noisy_handles(noisy), never)

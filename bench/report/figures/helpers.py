@@ -15,7 +15,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 
 from bench.record import LATER_SHAPE_KEYS
-from bench.report import claims
+from bench.report import frames
 from bench.report.figures.axes import SEQ_LABEL, seq_axis
 from bench.report.figures.layout import PANEL, fit_legend, grid
 from bench.report.load import SHAPE_DEFAULTS
@@ -111,7 +111,7 @@ def backend_lines(ax: Axes, rows: pd.DataFrame, x: str, y: Callable[[pd.DataFram
                   label: Callable[[str, pd.DataFrame], str] = lambda backend, _: backend) -> bool:
     """A line per backend through its ok cases, sorted along `x`; True when a timing is flagged noisy."""
     noisy = False
-    for backend, grp in by_backend(claims.ok_rows(rows)):
+    for backend, grp in by_backend(frames.ok_rows(rows)):
         grp = grp.sort_values(x)
         noisy |= series(ax, grp, x, y(grp), backend, label(backend, grp))
     return noisy

@@ -9,7 +9,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from bench.report import claims
+from bench.report import frames
 from bench.report.figures.axes import plain_log_axis, seconds_axis
 from bench.report.figures.helpers import (
     WIDE,
@@ -30,13 +30,13 @@ from bench.report.units import flops_unit, fmt_bandwidth, fmt_flops
 
 def throughput(df: pd.DataFrame) -> Figure | None:
     pre = df[df["phase"] == "prefill"]
-    if claims.ok_rows(pre).empty:
+    if frames.ok_rows(pre).empty:
         return None
     factor, unit = flops_unit(float(pre["flops_per_s"].max()))
 
     def draw(ax: Axes, rows: pd.DataFrame, _: Panel) -> bool:
         noisy = backend_lines(ax, rows, "seq_kv", lambda grp: grp["flops_per_s"] / factor)
-        values = claims.ok_rows(rows)["flops_per_s"]
+        values = frames.ok_rows(rows)["flops_per_s"]
         if len(values) and values.max() / values.min() > WIDE:
             ax.set_yscale("log")
             plain_log_axis(ax.yaxis, values.min(), values.max())
@@ -50,18 +50,18 @@ def throughput(df: pd.DataFrame) -> Figure | None:
 
 
 def _with_exponent(backend: str, grp: pd.DataFrame) -> str:
-    k = claims.fit_exponent(grp["seq_kv"].astype(float), grp["median_s"])
+    k = frames.fit_exponent(grp["seq_kv"].astype(float), grp["median_s"])
     return f"{backend}  k={k:.2f}" if k is not None else f"{backend}  (one point)"
 
 
 def latency(df: pd.DataFrame) -> Figure | None:
     pre = df[df["phase"] == "prefill"]
-    if claims.ok_rows(pre).empty:
+    if frames.ok_rows(pre).empty:
         return None
 
     def draw(ax: Axes, rows: pd.DataFrame, _: Panel) -> bool:
         noisy = backend_lines(ax, rows, "seq_kv", lambda grp: grp["median_s"], _with_exponent)
-        seconds_axis(ax, claims.ok_rows(rows)["median_s"], "median latency per call", force_log=True)
+        seconds_axis(ax, frames.ok_rows(rows)["median_s"], "median latency per call", force_log=True)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7, loc="upper left", frameon=True, framealpha=0.85, handlelength=1.5)
         return noisy
@@ -72,7 +72,7 @@ def latency(df: pd.DataFrame) -> Figure | None:
 
 
 def roofline(df: pd.DataFrame) -> Figure | None:
-    ok = claims.ok_rows(df)
+    ok = frames.ok_rows(df)
     ok = ok[(ok["intensity"] > 0) & (ok["flops_per_s"] > 0)]
     if "fwd" in set(ok["pass"]):
         ok = ok[ok["pass"] == "fwd"]  # bytes are a forward model: fwd+bwd points would sit at the wrong x

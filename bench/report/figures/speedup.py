@@ -1,4 +1,4 @@
-"""Speedup over naive as a heatmap: one cell per backend and length, one colour scale for every panel."""
+"""Speedup over the baseline (bench.report.traits.BASELINE) as a heatmap: one cell per backend and length."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ from matplotlib import colors as mcolors
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 
-from bench.report import claims
 from bench.report.figures.helpers import NOTE_SIZE, modal_slice, never_ran, never_ran_text, sorted_backends, variants
 from bench.report.figures.layout import DPI, grid, make_room, text_width, wrap
 from bench.report.style import variant_label
+from bench.report.tables import speedups_over
+from bench.report.traits import BASELINE
 from bench.report.units import fmt_ratio, fmt_tokens
 from bench.status import SHORT_LABELS
 
@@ -31,7 +32,7 @@ def _ratio_label(power: int) -> str:
 
 def speedup_heatmap(df: pd.DataFrame) -> Figure | None:
     pre = df[df["phase"] == "prefill"]
-    everything = claims.speedups_over(pre)
+    everything = speedups_over(pre)
     if everything.empty:
         return None
     # One colour scale for every panel, symmetric around 1x in log2, at least 0.5x..2x.
@@ -39,12 +40,12 @@ def speedup_heatmap(df: pd.DataFrame) -> Figure | None:
     norm = mcolors.Normalize(vmin=-limit, vmax=limit)
     dtypes, names = sorted({str(d) for d in pre["dtype"]}), variants(pre["variant"])
     never = never_ran(pre)
-    backends = [b for b in sorted_backends(pre["backend"]) if b != "naive" and b not in never]
+    backends = [b for b in sorted_backends(pre["backend"]) if b != BASELINE and b not in never]
     # wider for more lengths, and for backend names longer than the usual ones (the y tick labels, 10 pt)
     names_w = max((text_width(b, 10) for b in backends), default=0.0) / DPI
     panel_w = max(3.8, 0.62 * pre["seq_kv"].nunique() + 1.6) + max(0.0, names_w - 0.9)
-    fig, axes = grid(len(dtypes), len(names), "Prefill speedup over naive (naive time / backend time; "
-                     "blue = faster than naive)", panel=(panel_w, 0.42 * len(backends) + 1.5))
+    fig, axes = grid(len(dtypes), len(names), f"Prefill speedup over {BASELINE} ({BASELINE} time / backend time; "
+                     f"blue = faster than {BASELINE})", panel=(panel_w, 0.42 * len(backends) + 1.5))
     image = None
     for r, dtype in enumerate(dtypes):
         for c, variant in enumerate(names):
@@ -53,11 +54,11 @@ def speedup_heatmap(df: pd.DataFrame) -> Figure | None:
             ax.set_title(f"{variant_label(variant)} · {dtype}\n{desc}", fontsize=9)
             seqs = sorted({int(s) for s in rows["seq_kv"]})
             logs = np.full((len(backends), len(seqs)), np.nan)
-            for _, row in claims.speedups_over(rows).iterrows():
+            for _, row in speedups_over(rows).iterrows():
                 if row["backend"] in backends:
                     logs[backends.index(row["backend"]), seqs.index(int(row["seq_kv"]))] = np.log2(row["speedup"])
             image = ax.imshow(logs, cmap="RdBu", norm=norm, aspect="auto")
-            naive = rows[rows["backend"] == "naive"].set_index("seq_kv")["status"]
+            base = rows[rows["backend"] == BASELINE].set_index("seq_kv")["status"]
             for i, backend in enumerate(backends):
                 for j, seq in enumerate(seqs):
                     cell = rows[(rows["backend"] == backend) & (rows["seq_kv"] == seq)]
@@ -68,15 +69,15 @@ def speedup_heatmap(df: pd.DataFrame) -> Figure | None:
                     elif not cell.empty and cell["status"].iloc[0] != "ok":
                         text = SHORT_LABELS.get(cell["status"].iloc[0], "?")
                         ax.add_patch(_hatched_cell(j, i))
-                    elif naive.get(seq, "ok") != "ok":
-                        text = f"naive\n{SHORT_LABELS.get(naive[seq], '?')}"
+                    elif base.get(seq, "ok") != "ok":
+                        text = f"{BASELINE}\n{SHORT_LABELS.get(base[seq], '?')}"
                     else:
                         text = ""
                     ax.text(j, i, text, ha="center", va="center", fontsize=8.5, color=color)
             ax.set_xticks(range(len(seqs)), [fmt_tokens(s) for s in seqs])
             ax.set_yticks(range(len(backends)), backends)
             ax.set_xlabel("sequence length S (tokens)")
-    bar = fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.8, label="speedup over naive (log scale)")
+    bar = fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.8, label=f"speedup over {BASELINE} (log scale)")
     step = math.ceil((2 * int(limit) + 1) / MAX_TICKS)
     ticks = [t for t in range(-int(limit), int(limit) + 1) if t % step == 0]
     bar.set_ticks(ticks, labels=[_ratio_label(t) for t in ticks])

@@ -1,0 +1,112 @@
+"""Claim: GQA/MQA speed up decoding 2-4×, judged per kernel family.
+
+A kernel that expands K/V to all Hq heads (the materialising backends repeat them before the product) reads as
+much as MHA whatever Hkv is; a fused kernel reads each KV head once for its group. So the two families are judged
+apart, and where the claim does not hold the numbers say why: the steps' share of the read-only ceiling
+(pct_read_ceiling) and of the GEMM ceiling (pct_gemm_ceiling). A step held by compute, or by costs that do not
+scale with the KV bytes, gains nothing from fewer of them.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from bench.record import LATER_SHAPE_KEYS
+from bench.report.frames import dense_rows, ok_rows
+from bench.report.traits import EXPANDING, FAMILY_NAMES, FUSED, kv_family
+from bench.report.verdict import FAILS, HOLDS, NO_FACTS, NOT_MEASURED, RunFacts, Verdict, noisy_note
+
+CLAIM = "GQA/MQA speed up decoding 2–4×"
+DECODE_CLAIM = (2.0, 4.0)
+NEAR = 50.0  # % of a ceiling from which a step counts as held by that ceiling
+KEYS = ["backend", "dtype", "batch", "n_heads", "head_dim", "seq_q", "seq_kv", "mask", "pass", *LATER_SHAPE_KEYS]
+CEILINGS = ["pct_read_ceiling", "pct_gemm_ceiling"]
+
+
+def decode_pairs(df: pd.DataFrame) -> pd.DataFrame:
+    """Each ok GQA/MQA decode case beside the MHA case of its shape (equal Hq): speedup = MHA time / its time.
+
+    Adds `family` (EXPANDING / FUSED by the backend's memory trait) and the MHA twin's ceilings as mha_pct_*.
+    One merge, not a loop over shapes: runs have 10k cases."""
+    ok = ok_rows(dense_rows(df))
+    ok = ok[ok["phase"] == "decode"]
+    mha = ok[ok["variant"] == "mha"].drop_duplicates(KEYS)[KEYS + ["median_s", *CEILINGS]]
+    mha = mha.rename(columns={"median_s": "mha_s", **{c: f"mha_{c}" for c in CEILINGS}})
+    sp = ok[ok["variant"] != "mha"].merge(mha, on=KEYS, how="inner").sort_values(KEYS, kind="stable")
+    return sp.assign(speedup=sp["mha_s"] / sp["median_s"], group_size=sp["group_size"].astype(int),
+                     family=sp["backend"].map(kv_family)).reset_index(drop=True)
+
+
+def _pct(x: float) -> str:
+    return f"{x:.0f}%"
+
+
+def _why(family: str, at_longest: pd.DataFrame) -> str:
+    """The reason the numbers give for a speedup below the claim's, from the ceilings at the longest KV length."""
+    med = {c: float(pd.to_numeric(at_longest[c], errors="coerce").median())
+           for c in ("mha_pct_read_ceiling", "mha_pct_gemm_ceiling", *CEILINGS)}
+    mr, mg, gr, gg = (med[c] for c in ("mha_pct_read_ceiling", "mha_pct_gemm_ceiling", *CEILINGS))
+    known = all(math.isfinite(v) for v in (mr, mg, gr, gg))
+    ceilings = (f"At the longest KV length the MHA step runs at {_pct(mr)} of the read-only ceiling and {_pct(mg)} "
+                f"of the GEMM ceiling, the GQA/MQA steps at {_pct(gr)} and {_pct(gg)}. ") if known else ""
+    if family == EXPANDING:
+        return (ceilings + "These kernels expand K/V to all Hq heads before the product, so a GQA/MQA step reads and "
+                "computes as much as MHA, plus the copy: fewer KV heads in the cache cannot make them faster.")
+    if not known:
+        return "The run recorded no ceilings (pct_read_ceiling, pct_gemm_ceiling) to tell what holds the step."
+    if gg >= gr:
+        reason = ("Nearer the GEMM ceiling than the read ceiling: compute-bound here, and the FLOPs are the same at "
+                  "every Hkv, so fewer KV bytes gain nothing.")
+    elif gr < NEAR:
+        reason = (f"Near neither ceiling (both under {NEAR:g}%): costs that do not scale with the KV bytes (launch, "
+                  "dispatch, the Hq heads' own work) set the step's time, so fewer KV bytes buy little.")
+    else:
+        reason = "Bandwidth-bound, yet the fewer KV bytes did not shorten the step as much as they shrank."
+    if mr > 100:
+        reason += (" The MHA step reads faster than the read-only ceiling: its KV cache is served from on-chip "
+                   "caches, so there is little memory traffic for GQA/MQA to save.")
+    return ceilings + reason
+
+
+def _judge(df: pd.DataFrame, family: str) -> Verdict:
+    claim = f"{CLAIM} ({FAMILY_NAMES[family]})"
+    pairs = decode_pairs(df)
+    sp = pairs[pairs["family"] == family]
+    if sp.empty:
+        return Verdict(claim, NOT_MEASURED, f"no decode cases of {FAMILY_NAMES[family]} with MHA and GQA/MQA "
+                                            "at equal Hq")
+    detail = [{k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()}
+              for row in sp[KEYS + ["variant", "group_size", "speedup"]].to_dict("records")]
+    longest = sp.groupby(["backend", "dtype", "batch", "n_heads", "head_dim", "seq_q"], dropna=False)["seq_kv"]
+    at_longest = sp[sp["seq_kv"] == longest.transform("max")]
+    median = float(at_longest["speedup"].median())
+    by_len = sp.groupby(["seq_kv", "variant"])["speedup"].median().unstack("variant")
+    per_len = "; ".join(f"KV {int(s)}: " + ", ".join(f"{v.upper()} {x:.2f}×" for v, x in row.dropna().items())
+                        for s, row in by_len.iterrows())
+    per_variant = at_longest.groupby("variant").agg(speedup=("speedup", "median"), group=("group_size", "max"))
+    per_backend = at_longest.groupby("backend")["speedup"].median()
+    numbers = (f"at the longest KV length: median {median:.2f}× ("
+               + ", ".join(f"{v.upper()} (Hq/Hkv up to {int(r['group'])}) {r['speedup']:.2f}×"
+                           for v, r in per_variant.iterrows())
+               + "; per backend " + ", ".join(f"{b} {x:.2f}×" for b, x in per_backend.items())
+               + f"); median over backends per KV length: {per_len}")
+    low, high = DECODE_CLAIM
+    if median > high:
+        numbers += f" (more than the claimed {high:g}×)"
+    ok = ok_rows(dense_rows(df))
+    numbers += "." + noisy_note(ok[(ok["phase"] == "decode") & (ok["backend"].map(kv_family) == family)])
+    holds = median >= low
+    return Verdict(claim, HOLDS if holds else FAILS, numbers, "" if holds else _why(family, at_longest),
+                   tuple(detail))
+
+
+def fused_decode_speedup(df: pd.DataFrame, run: RunFacts = NO_FACTS) -> Verdict:
+    """Fused (tiled) kernels read each KV head once: the family the tutorials' claim is about."""
+    return _judge(df, FUSED)
+
+
+def expanding_decode_speedup(df: pd.DataFrame, run: RunFacts = NO_FACTS) -> Verdict:
+    """Materialising kernels repeat K/V to Hq heads: the claim is not expected to hold for them."""
+    return _judge(df, EXPANDING)

@@ -1,0 +1,42 @@
+"""Claim: at fixed d_model, more (smaller) heads cost about the same time."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from bench.record import LATER_SHAPE_KEYS
+from bench.report.frames import dense_rows, ok_rows
+from bench.report.verdict import FAILS, HOLDS, NO_FACTS, NOT_MEASURED, RunFacts, Verdict, noisy_note
+
+CLAIM = "Heads are a free lunch: at fixed d_model, more heads cost about the same time"
+LUNCH_TOLERANCE = 1.5  # heads are "free" when time across head counts stays within this factor
+
+
+def heads_free_lunch(df: pd.DataFrame, run: RunFacts = NO_FACTS) -> Verdict:
+    """At fixed d_model, FLOPs do not depend on the head count; does the time not either?"""
+    ok = ok_rows(dense_rows(df))
+    ok = ok[(ok["phase"] == "prefill") & (ok["variant"] == "mha")]
+    keys = ["backend", "dtype", "mask", "pass", "batch", "d_model", "seq_kv", *LATER_SHAPE_KEYS]
+    detail, used = [], []
+    for key, grp in ok.groupby(keys, dropna=False):
+        if grp["n_heads"].nunique() < 3:  # a sweep, not two configurations that happen to share d_model
+            continue
+        grp = grp.sort_values("n_heads")
+        used.append(grp)
+        detail.append({**dict(zip(keys, key, strict=True)), "heads": [int(h) for h in grp["n_heads"]],
+                       "spread": float(grp["median_s"].max() / grp["median_s"].min()),
+                       "most_vs_fewest": float(grp["median_s"].iloc[-1] / grp["median_s"].iloc[0])})
+    if not detail:
+        return Verdict(CLAIM, NOT_MEASURED, "no heads sweep at fixed d_model (run the 'heads' profile)")
+    spreads = pd.DataFrame(detail)
+    median = float(spreads["spread"].median())
+    worst = spreads.loc[spreads["spread"].idxmax()]
+    per_backend = spreads.groupby("backend")["spread"].median().sort_values()
+    heads = sorted({h for d in detail for h in d["heads"]})
+    numbers = (f"d_model {', '.join(str(int(d)) for d in sorted(spreads['d_model'].unique()))}, "
+               f"Hq {heads[0]}–{heads[-1]}: slowest/fastest head count {median:.2f}× (median of {len(detail)} "
+               f"backend × length groups; free if ≤ {LUNCH_TOLERANCE}×); per backend: "
+               + ", ".join(f"{b} {v:.2f}×" for b, v in per_backend.items())
+               + f"; worst {worst['backend']} at S={int(worst['seq_kv'])} {worst['spread']:.2f}×. "
+               "FLOPs are equal at every head count by construction." + noisy_note(pd.concat(used)))
+    return Verdict(CLAIM, HOLDS if median <= LUNCH_TOLERANCE else FAILS, numbers, detail=tuple(detail))

@@ -1,0 +1,48 @@
+"""Claim: GQA/MQA shrink the KV cache by Hq/Hkv, judged from caches really allocated at the run's start."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from bench.report.verdict import FAILS, HOLDS, NO_FACTS, NOT_MEASURED, RunFacts, Verdict
+
+CLAIM = "GQA/MQA shrink the KV cache by Hq/Hkv"
+
+
+def kv_cache_shrink(df: pd.DataFrame, run: RunFacts = NO_FACTS) -> Verdict:
+    """Hq/Hkv from KV caches really allocated and measured at the run's start (each preset as MHA, its own grouping
+    and MQA: RunMeta.kv_measured), not from the formula on both sides, which could not fail."""
+    kv_measured = list(run.kv_measured)
+    if not kv_measured:
+        return Verdict(CLAIM, NOT_MEASURED, "this run measured no KV cache allocations (runs of attnbench from "
+                       "before they were measured); run any profile again")
+    detail = []
+    by_model: dict[str, dict[str, dict]] = {}
+    for m in kv_measured:
+        by_model.setdefault(str(m.get("model")), {})[str(m.get("variant"))] = m
+    for model, variants in by_model.items():
+        mha = variants.get("mha")
+        if not mha or not mha.get("bytes"):
+            continue
+        for variant, m in variants.items():
+            if variant == "mha" or not m.get("bytes"):
+                continue
+            detail.append({"source": "measured", "what": f"{model} {variant.upper()}",
+                           "ratio": mha["bytes"] / m["bytes"], "expected": m["n_heads"] / m["n_kv_heads"],
+                           "method": m.get("method"), "mha_bytes": mha["bytes"], "bytes": m["bytes"]})
+    if not detail:
+        return Verdict(CLAIM, NOT_MEASURED, "no preset was measured both as MHA and as GQA/MQA")
+    exact = [d for d in detail if math.isclose(d["ratio"], d["expected"], rel_tol=0.01)]
+    worst = max(detail, key=lambda d: abs(math.log(d["ratio"] / d["expected"])))
+    method = detail[0]["method"]
+    numbers = (f"caches allocated for {kv_measured[0].get('context')} tokens and measured ({method}): "
+               f"{len(exact)} of {len(detail)} GQA/MQA caches are their MHA twin ÷ Hq/Hkv within 1% ("
+               + ", ".join(f"{d['what']} {d['ratio']:.3g}× of {d['expected']:g}×" for d in detail[:6])
+               + (", …" if len(detail) > 6 else "") + f"); furthest: {worst['what']} {worst['ratio']:.3g}× "
+               f"against {worst['expected']:g}×.")
+    holds = len(exact) == len(detail)
+    why = "" if holds else (f"{len(detail) - len(exact)} cache(s) hold more than K/V at Hkv heads (e.g. "
+                            f"{worst['what']}: {worst['bytes']:,} bytes against MHA's {worst['mha_bytes']:,}).")
+    return Verdict(CLAIM, HOLDS if holds else FAILS, numbers, why, tuple(detail))

@@ -1,0 +1,78 @@
+"""Row selectors, keys and labels over one run's tidy frame: what every analysis of the report starts from.
+
+Plain pandas and numpy, no verdicts and no matplotlib, so claims, tables and figures all build on it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import numpy as np
+import pandas as pd
+
+from bench.record import SHAPE_KEYS as RECORD_SHAPE_KEYS
+
+# Everything that makes two cases the same shape except the backend: bench.record owns the list (shape fields
+# included, so a new axis keeps its cases apart here without an edit).
+SHAPE_KEYS: list[str] = list(RECORD_SHAPE_KEYS)
+FAMILY_KEYS: list[str] = ["phase", "variant", "dtype", "mask", "pass"]
+
+
+def shape_keys_but(*varied: str) -> list[str]:
+    """SHAPE_KEYS less the fields an analysis deliberately varies: what pairs a case with its twin."""
+    unknown = set(varied) - set(SHAPE_KEYS)
+    if unknown:
+        raise ValueError(f"not shape fields: {sorted(unknown)}")
+    return [k for k in SHAPE_KEYS if k not in varied]
+
+
+def ok_rows(df: pd.DataFrame) -> pd.DataFrame:
+    return df[(df["status"] == "ok") & (df["median_s"] > 0)]
+
+
+def serving_rows(df: pd.DataFrame) -> pd.Series:
+    """True where a row is a serving batch (`lengths` or `page_size` set; old files have neither column).
+
+    The dense analyses (best backend per family, headline speedups, the tutorials' claims) leave these rows
+    out: a ragged or paged batch is not a shape of a dense family; bench.report.serving reads them."""
+    lengths = df["lengths"] if "lengths" in df else pd.Series(None, index=df.index)
+    pages = df["page_size"] if "page_size" in df else pd.Series(None, index=df.index)
+    return lengths.notna() | pages.notna()
+
+
+def dense_rows(df: pd.DataFrame) -> pd.DataFrame:
+    return df[~serving_rows(df)]
+
+
+def attention_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows timing the attention call alone: a layer-scope timing (projections included) is another quantity."""
+    scope = df["scope"].fillna("attention") if "scope" in df else pd.Series("attention", index=df.index)
+    return df[scope == "attention"]
+
+
+def fit_exponent(x: pd.Series | np.ndarray, y: pd.Series | np.ndarray) -> float | None:
+    """Slope of log y against log x (y ∝ x^k); None without two distinct positive x."""
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    keep = (x > 0) & (y > 0) & np.isfinite(x) & np.isfinite(y)
+    x, y = x[keep], y[keep]
+    if len(np.unique(x)) < 2:
+        return None
+    return float(np.polyfit(np.log(x), np.log(y), 1)[0])
+
+
+def geomean(values: Iterable[float | None]) -> float | None:
+    values = [v for v in values if v is not None and v > 0 and math.isfinite(v)]
+    return float(np.exp(np.mean(np.log(values)))) if values else None
+
+
+def family_label(phase: str, variant: str, dtype: str, mask: str, pass_: str) -> str:
+    return f"{phase} · {variant.upper()} · {dtype} · {mask} · {pass_}"
+
+
+def shape_label(row: pd.Series | dict) -> str:
+    """A case without its backend, short enough for a table cell."""
+    seq = f"S={row['seq_kv']}" if row["phase"] == "prefill" else f"Sq={row['seq_q']} KV={row['seq_kv']}"
+    return (f"{row['phase']} {str(row['variant']).upper()} {row['dtype']} {row['mask']} {row['pass']} "
+            f"B={row['batch']} Hq={row['n_heads']} Hkv={row['n_kv_heads']} D={row['head_dim']} {seq}")

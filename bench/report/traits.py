@@ -1,0 +1,30 @@
+"""The backend registry's traits, as the report's groups of backends: no other module in bench.report names one.
+
+Every group is derived from bench.backends, so a new backend falls into its groups by its traits alone.
+"""
+
+from __future__ import annotations
+
+from bench.backends import BACKENDS
+from bench.backends.base import PAGED_LAYOUTS
+
+# materialising: builds the Sq x Skv score matrix, and expands K/V to all Hq heads before its products (repeat);
+# tiled (flash-style): O(S) memory, and a fused kernel that reads each KV head once for its whole group
+MATERIALISING: tuple[str, ...] = tuple(name for name, b in BACKENDS.items() if b.memory == "materialising")
+FLASH_STYLE: tuple[str, ...] = tuple(name for name, b in BACKENDS.items() if b.memory == "tiled")
+# The baseline of every speedup: the registry's first materialising backend, the textbook implementation.
+BASELINE: str = MATERIALISING[0]
+# Backends with a real paged kernel: their paged layout reads the pages in place (not "paged-gather").
+PAGED_KERNELS: tuple[str, ...] = tuple(name for name, b in BACKENDS.items()
+                                       if b.layout(PAGED_LAYOUTS) not in (None, "paged-gather"))
+
+# Kernel families for claims that depend on how a kernel treats grouped K/V heads.
+EXPANDING, FUSED = "expanding", "fused"
+FAMILY_NAMES: dict[str, str] = {EXPANDING: "kernels that expand K/V to Hq heads", FUSED: "fused kernels"}
+
+
+def kv_family(backend: str) -> str | None:
+    """EXPANDING or FUSED by the backend's memory trait; None for a name the registry does not know."""
+    if backend in MATERIALISING:
+        return EXPANDING
+    return FUSED if backend in FLASH_STYLE else None

@@ -1,0 +1,55 @@
+"""What a claim returns: one frozen Verdict, and the three words a verdict can be.
+
+A claim is one function `(frame, run) -> Verdict` (the registry is bench.report.claims); `run` carries what a
+claim may read about its run beyond the frame.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+HOLDS, FAILS, NOT_MEASURED = "holds", "does not hold", "not measured"
+WORDS = (HOLDS, FAILS, NOT_MEASURED)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    claim: str  # the claim as the tutorials put it
+    verdict: str  # one of WORDS
+    numbers: str  # the evidence, in one paragraph
+    why: str = ""  # where it does not hold (or cannot be judged): what the numbers say the reason is
+    detail: tuple[dict[str, Any], ...] = ()  # per-group plain data behind `numbers`, for tests and tables
+
+    def __post_init__(self) -> None:
+        if self.verdict not in WORDS:
+            raise ValueError(f"verdict {self.verdict!r} is not one of {WORDS}")
+        object.__setattr__(self, "detail", tuple(self.detail))  # a list passed in stays frozen too
+
+    def as_dict(self) -> dict[str, Any]:
+        """The plain shape `evaluate_claims` has always returned: claim, verdict, numbers, why, detail (a list)."""
+        return {"claim": self.claim, "verdict": self.verdict, "numbers": self.numbers, "why": self.why,
+                "detail": list(self.detail)}
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What a claim may read about its run besides the frame (a slice of bench.report.load.RunInfo)."""
+
+    kv_measured: tuple[dict[str, Any], ...] = ()  # KV caches allocated and measured at the run's start
+
+    @classmethod
+    def of(cls, run: Any) -> RunFacts:
+        """From a RunInfo (or anything with its attributes); None -> no facts."""
+        return cls(kv_measured=tuple(getattr(run, "kv_measured", None) or ()))
+
+
+NO_FACTS = RunFacts()
+
+
+def noisy_note(rows: pd.DataFrame) -> str:
+    """Timed claims say how many of their timings the engine flagged noisy: a verdict is only as good as those."""
+    noisy = int(rows["noisy"].fillna(False).sum())
+    return f" {noisy} of {len(rows)} timings behind this are flagged noisy." if noisy else ""
