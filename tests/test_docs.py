@@ -142,3 +142,18 @@ def test_module_map_names_every_module_and_package():
         names += [p.name for p in sub.iterdir() if p.suffix == ".py" and p.name != "__init__.py"]
     missing = sorted(n for n in set(names) if n not in section and n.removesuffix(".py") not in section)
     assert not missing, f"the module map misses {missing}"
+
+
+def test_every_bench_command_in_the_readme_exists():
+    from bench.cli import COMMANDS
+
+    used = set(re.findall(r"python -m bench ([a-z][a-z-]*)", README))
+    assert used - set(COMMANDS) == set(), f"README uses unknown commands: {sorted(used - set(COMMANDS))}"
+
+
+def test_the_python_example_runs(monkeypatch):
+    code = README.split("## From Python", 1)[1].split("```python", 1)[1].split("```", 1)[0]
+    monkeypatch.chdir(Path(__file__).resolve().parents[1])  # the example reads results/example/
+    scope: dict = {}
+    exec(code, scope)
+    assert tuple(scope["out"].shape) == (1, 8, 1024, 64) and scope["run"].records()
