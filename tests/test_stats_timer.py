@@ -1,4 +1,4 @@
-"""Timer statistics (bench.measure.stats), adaptive rounds (bench.measure.timer) and the replay clock."""
+"""Timer statistics (bench.measure.stats) and adaptive rounds (bench.measure.timer)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from pytest_benchmark.stats import Stats
 
 from bench.measure import timer
 from bench.measure.stats import Summary, median_ci, summarize
-from bench.suite import replay
 
 
 def _coverage(n: int, lo: int, hi: int) -> float:
@@ -267,31 +266,3 @@ def test_time_cpu_returns_per_call_seconds():
     assert len(t.samples) >= timer.MIN_ROUNDS
     assert t.calls_per_round == 1000
     assert all(0 < s < 1e-3 for s in t.samples)
-
-
-# --- replay clock ------------------------------------------------------------------------------------
-
-def test_replay_clock_returns_zero_then_sample_in_pairs():
-    with replay.replaying([0.5, 0.25, 0.125]):
-        got = [replay.clock() for _ in range(6)]
-        assert got == [0.0, 0.5, 0.0, 0.25, 0.0, 0.125]
-        after = replay.clock()  # samples exhausted: the real clock again
-        assert after == pytest.approx(time.perf_counter(), abs=1.0)
-        assert after > 1.0  # not 0.0 nor a sample
-
-
-def test_replay_clock_outside_replaying_is_perf_counter():
-    a = replay.clock()
-    b = replay.clock()
-    assert 0 < a <= b
-    assert b == pytest.approx(time.perf_counter(), abs=1.0)
-
-
-def test_replay_clears_pending_samples_on_exit():
-    with pytest.raises(RuntimeError), replay.replaying([7.0, 8.0]):
-        assert replay.clock() == 0.0  # a round opened, then the block fails
-        raise RuntimeError("boom")
-    with replay.replaying([3.0]):  # a fresh replay starts at the opening of a round, not mid-pair
-        assert replay.clock() == 0.0
-        assert replay.clock() == 3.0
-    assert replay.clock() > 1.0

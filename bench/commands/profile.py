@@ -4,7 +4,7 @@ allocator snapshot (DIR/memory_snapshot.pickle, for https://pytorch.org/memory_v
 
 The case is a case id (as in results files) or the same axis flags as `bench run`; unset axes take one value each
 (PROFILE_BASE), so `--backend sdpa-flash --seq 1024` names one case. The case is checked against the float64
-reference and timed in every mode first, exactly as in a sweep.
+reference and timed in every mode first by the engine's session, exactly as in a sweep (no results file).
 """
 
 from __future__ import annotations
@@ -16,11 +16,10 @@ from pathlib import Path
 
 import torch
 
-from bench.engine import sweeps
-from bench.engine.runner import Runner
+from bench.engine import options, sweeps
+from bench.engine.session import Session
 from bench.errors import UsageError
 from bench.measure.calibrate import MAIN_DTYPE
-from bench.measure.environment import gpu_name
 from bench.measure.memory import cuda_memory_snapshot
 from bench.report.units import fmt_bytes, fmt_seconds
 from bench.shapes import AttentionShape, ShapeError, parse_mask
@@ -97,13 +96,14 @@ def run(args: argparse.Namespace) -> int:
         case = case_from_axes(args, device)
     if device == "cuda" and not torch.cuda.is_available():
         raise UsageError("--device cuda: torch sees no CUDA device here")
-    if args.threads:
-        torch.set_num_threads(args.threads)
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
-    runner = Runner(NO_CEILINGS, gpu_name(device), budget_s=case_budget(args), trace_dir=out)
+    plan = options.plan_of([case], PROFILE_BASE, device, "profile", args.threads)
+    session = Session(plan, trace_dir=out, budget_s=case_budget(args), say=lambda line: None)
+    session.open(calibration=NO_CEILINGS)
+    runner = session.runner
     runner.keep_last = True
-    record = runner.run(case).record
+    record, _ = session.measure(case)
     print(f"case {case.id}")
     if record["status"] != "ok" or runner.last is None:
         print(f"{record['status']}: {record['reason']}")

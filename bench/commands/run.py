@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         if not merged:
             return code
     elif devices:
-        code = devices_mod.run_on_devices(values, plan, devices, tables=args.tables)
+        code = devices_mod.run_on_devices(values, plan, devices)
     else:
         code = Session(plan, trace_dir=values.get("trace")).run()
     worker = QUEUE_ENV in os.environ  # a --devices worker: the launcher sums up the whole run
@@ -109,8 +109,10 @@ def interrupted_line(values: dict[str, Any], plan: options.Plan, out: Path, job:
         return (f"interrupted: {kept} of {len(plan.cases)} cases kept; run the same command again to resubmit "
                 "what is missing")
     again = {k: v for k, v in values.items() if k not in ("out", "resume")}
-    command = " ".join(["python -m bench run", *options.as_flags(again, ""), f"--out {out}", "--resume"])
-    return f"interrupted: {kept} of {len(plan.cases)} cases kept in {out}; resume with: {command}"
+    command = " ".join(["python -m bench run", *options.as_flags(again, ""), f"--out {out}"])
+    if not out.exists():  # stopped before the results file was started (calibration)
+        return f"interrupted before any case ran; nothing written; start again with: {command}"
+    return f"interrupted: {kept} of {len(plan.cases)} cases kept in {out}; resume with: {command} --resume"
 
 
 def _restart_with(env: dict[str, str]) -> None:

@@ -2,9 +2,10 @@
 second Ctrl-C from tearing the cleanup.
 
 Stages a run passes through: calibrate, check (a case's correctness check), time (its timing), write (recording it),
-report (building the report), cleanup (writing the results file at the end). `ATTNBENCH_INTERRUPT_AT=STAGE[:N]`
-raises KeyboardInterrupt the N-th time (default 1) the run reaches STAGE, exactly as a Ctrl-C there would: the
-tests interrupt each stage deterministically with it instead of sending a signal and hoping for the moment.
+report (building the report), cleanup (writing the results file at the end). `ATTNBENCH_INTERRUPT_AT=STAGE[:N],...`
+sends this process a real SIGINT the N-th time (default 1) the run reaches STAGE, exactly as a Ctrl-C there would:
+the tests interrupt each stage deterministically with it instead of sending a signal and hoping for the moment.
+Several stages may be listed (check:2,cleanup: a second Ctrl-C while the first one's cleanup runs).
 """
 
 from __future__ import annotations
@@ -27,12 +28,12 @@ def stage(name: str) -> None:
     hook = os.environ.get(HOOK_ENV)
     if not hook:
         return
-    want, _, nth = hook.partition(":")
-    if want != name:
+    wanted = dict((part.partition(":")[0], int(part.partition(":")[2] or 1)) for part in hook.split(","))
+    if name not in wanted:
         return
     _reached[name] += 1
-    if _reached[name] == int(nth or 1):
-        raise KeyboardInterrupt(f"{HOOK_ENV}={hook}")
+    if _reached[name] == wanted[name]:
+        signal.raise_signal(signal.SIGINT)  # handled as a real Ctrl-C: raised, held back or ignored
 
 
 @contextmanager

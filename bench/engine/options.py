@@ -113,6 +113,13 @@ class Plan:
     done: list[str]  # case ids already in the --resume file
 
 
+def plan_of(cases: list[sweeps.Case], sweep: sweeps.Sweep, device: str, profile: str,
+            threads: int | None = None) -> Plan:
+    """A plan of cases already built (one case for `bench profile`), with no results file."""
+    run_id = f"{dt.datetime.now():%Y%m%d-%H%M%S}-{profile}-{device}"
+    return Plan(device, profile, sweep, cases, run_id, sweeps.sweep_id(cases), None, False, threads, [])
+
+
 def default_device() -> str:
     import torch
 

@@ -76,7 +76,7 @@ def _relay(proc: subprocess.Popen, prefix: str) -> None:
         sys.stdout.flush()
 
 
-def run_on_devices(values: dict[str, Any], plan: options.Plan, devices: list[str], tables: bool = False) -> int:
+def run_on_devices(values: dict[str, Any], plan: options.Plan, devices: list[str]) -> int:
     """Run the plan's pending cases on the devices' workers; fold their results into plan.out. The exit code of
     `bench run`: 130 interrupted, 1 a failing case or a failed worker (named), else 0."""
     parts = parts_folder(plan.out)
@@ -97,7 +97,7 @@ def run_on_devices(values: dict[str, Any], plan: options.Plan, devices: list[str
     procs = []
     for i, name in enumerate(devices):
         cmd = [sys.executable, "-m", "bench", "run", *options.as_flags(worker_values, ""),
-               "--out", str(parts / f"worker{i}.json"), *(["--tables"] if tables else [])]
+               "--out", str(parts / f"worker{i}.json")]
         proc = subprocess.Popen(cmd, env={**_worker_env(name), QUEUE_ENV: str(queue.folder)},
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         relay = threading.Thread(target=_relay, args=(proc, f"[{name}]"), daemon=True)

@@ -66,7 +66,7 @@ def shards_folder(out: Path) -> Path:
 
 
 def run_shard(argv: list[str]) -> int:
-    """One job of the array: `bench run ARGV` in its own process (pytest and CUDA state stay out of submitit's)."""
+    """One job of the array: `bench run ARGV` in its own process (torch and CUDA state stay out of submitit's)."""
     return subprocess.run([sys.executable, "-m", "bench", "run", *argv], check=False).returncode
 
 

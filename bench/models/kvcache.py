@@ -25,7 +25,6 @@ from bench.metrics import ELEMENT_BYTES
 from bench.models.config import (
     KVLayerGroup,
     ModelConfig,
-    kv_bytes_per_token,
     kv_cached_tokens,
     kv_layer_groups,
     kv_total_bytes,
@@ -115,14 +114,6 @@ class KVEstimate:
     bytes_per_token: int  # one token of one sequence, all layers (K and V, or MLA's latent)
     total_bytes: int
     groups: tuple[KVLayerGroup, ...] = ()  # per layer kind (full, sliding): layers, heads or latent, bytes/token
-
-
-def cached_tokens(model: ModelConfig, context: int) -> int:
-    return kv_cached_tokens(model, context)
-
-
-def bytes_per_token(model: ModelConfig, dtype: str | None = None) -> int:
-    return kv_bytes_per_token(model, check_dtype(dtype or model.dtype))
 
 
 def estimate(model: ModelConfig, context: int, batch: int = 1, dtype: str | None = None) -> KVEstimate:

@@ -25,7 +25,7 @@ class BaselineError(InputError):
 def current_fingerprint(device: str) -> dict[str, str | int | None]:
     """This machine as results files record it (attnbench.fingerprint): the six things that must match for two
     runs' times to be comparable. gpu_name only for cuda runs: a CPU run does not depend on the GPU."""
-    import torch  # lazy: reading and comparing results needs no torch
+    import torch
 
     from bench.measure.environment import fingerprint  # the engine writes the same function's answer
 

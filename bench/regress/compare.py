@@ -65,7 +65,9 @@ class CaseVerdict:
 
 
 @dataclass(frozen=True)
-class RunInfo:
+class ComparedRun:
+    """One side of a comparison as the verdict table heads it (not bench.report.load.RunInfo: a frame's run)."""
+
     run_id: str | None
     profile: str | None
     complete: bool | None
@@ -76,8 +78,8 @@ class RunInfo:
 
 @dataclass(frozen=True)
 class Summary:
-    baseline: RunInfo
-    current: RunInfo
+    baseline: ComparedRun
+    current: ComparedRun
     rule: Rule
     noise: NoiseModel
     normalized: bool  # times were divided into GEMM units by each run's own calibration
@@ -256,9 +258,9 @@ def _by_case(doc: RunDocument, label: str) -> dict[str, dict]:
     return out
 
 
-def _run_info(doc: RunDocument) -> RunInfo:
+def _run_info(doc: RunDocument) -> ComparedRun:
     meta = doc.meta
-    return RunInfo(meta.run_id, meta.profile, meta.complete, int((meta.baseline or {}).get("passes") or 1),
+    return ComparedRun(meta.run_id, meta.profile, meta.complete, int((meta.baseline or {}).get("passes") or 1),
                    doc.fingerprint, doc.control_gemm())
 
 

@@ -1,7 +1,8 @@
 """Results files and folders -> one tidy DataFrame: one row per case and run, one column per variable.
 
-The edge of the report package: everything after this reads the frame (and the run list), never JSON.
-Files are parsed with json.loads only (through bench.results.read_run), never pickle or eval. The columns are
+The edge of the report package: the claims, tables, figures and document read the frame (and the run list), not
+results files (the GPU check's summary, bench.report.gpu_check, reads its one run's file itself). Files are parsed
+with json.loads only (through bench.results.read_run), never pickle or eval. The columns are
 the record's fields (bench.record.FIELDS) plus the run's and a few derived ones: nothing here lists shape fields.
 """
 

@@ -43,14 +43,6 @@ def resolve(repo: Path, rev: str) -> str:
     return done.stdout.strip()
 
 
-def merge_base(repo: Path, target: str) -> str | None:
-    """The commit where HEAD left `target` (a branch, e.g. origin/main), or None when the history lacks it."""
-    done = _git(repo, "merge-base", "HEAD", target)
-    if done.returncode != 0:
-        return None
-    return done.stdout.strip() or None
-
-
 def describe(repo: Path, commit: str) -> str:
     """Short id and subject of a commit, for titles."""
     done = _git(repo, "log", "-1", "--format=%h %s", commit)

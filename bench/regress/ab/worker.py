@@ -7,10 +7,12 @@ nothing of attnbench at module level and relies only on this interface of the re
   bench.engine.options.plan(values)           -> .cases (each with .id), .device, .threads, .sweep.budget_s
   bench.measure.calibrate.calibrate(device)   -> {"gemm_flops_per_s", "copy_bytes_per_s"}
   bench.measure.environment.fingerprint(device), .git_commit()
-  bench.engine.runner.Runner(calibration, budget_s=...).run(case) -> .record (dict), .samples (seconds per call)
+  bench.engine.session.Session(plan, budget_s=..., say=...) .open(calibration=...) .measure(case) -> record, entry
+  or, in revisions before the session, bench.engine.runner.Runner(calibration, budget_s=...).run(case) -> .record,
+  .samples (seconds per call)
 (revisions before the engine package kept plan and Runner in bench.suite.options and bench.suite.runner: WHERE)
 
-The Runner checks every case against the float64 reference before timing it, so each side checks its own code.
+The engine checks every case against the float64 reference before timing it, so each side checks its own code.
 Missing pieces: the worker answers {"fatal": reason} and exits 2.
 
 Protocol: one JSON object per line. The parent writes a request on stdin, the worker writes exactly one answer on
@@ -73,6 +75,10 @@ def _interface(out, tree: str):
                 tried.append(f"{module}.{attr}: {type(err).__name__}: {err}")
         else:
             _fatal(out, f"the revision's code lacks {attr} ({'; '.join(tried)})")
+    try:  # optional: revisions before the engine's session measure through their Runner
+        names["Session"] = __import__("bench.engine.session", fromlist=["Session"]).Session
+    except Exception:  # noqa: BLE001
+        names["Session"] = None
     return names, here
 
 
@@ -93,9 +99,15 @@ def _plan(api: dict, request: dict, state: dict) -> dict:
     budget = request.get("slice_budget_s") or plan.sweep.budget_s / max(1, int(request.get("slices") or 1))
     calibration = api["calibrate"](plan.device)
     try:
-        state["runner"] = api["Runner"](calibration, budget_s=budget)
+        if api.get("Session"):  # the engine's session, as `bench run` measures (no results file)
+            session = api["Session"](plan, budget_s=budget, say=lambda line: print(line, file=sys.stderr))
+            session.open(calibration=calibration)
+            state["runner"] = lambda case: _from_session(session, case)
+        else:  # a revision from before the session: its Runner
+            runner = api["Runner"](calibration, budget_s=budget)
+            state["runner"] = lambda case: (lambda o: (o.record, list(o.samples)))(runner.run(case))
     except TypeError as err:
-        _fatal(state["out"], f"the revision's Runner does not take (calibration, budget_s=...): {err}")
+        _fatal(state["out"], f"the revision's engine does not take (plan or calibration, budget_s=...): {err}")
     state["cases"] = {c.id: c for c in plan.cases}
     return {"ok": True, "cases": list(state["cases"]), "device": plan.device,
             "fingerprint": api["fingerprint"](plan.device), "calibration": calibration,
@@ -107,8 +119,13 @@ def _run(request: dict, state: dict) -> dict:
     case = state.get("cases", {}).get(request.get("case"))
     if case is None or "runner" not in state:
         return {"ok": False, "error": f"unknown case {request.get('case')!r} (or no plan yet)"}
-    outcome = state["runner"].run(case)
-    return {"ok": True, "record": outcome.record, "samples": list(outcome.samples)}
+    record, samples = state["runner"](case)
+    return {"ok": True, "record": record, "samples": samples}
+
+
+def _from_session(session, case) -> tuple[dict, list[float]]:
+    record, entry = session.measure(case)
+    return record, list((entry.get("stats") or {}).get("data") or [])
 
 
 def main() -> None:

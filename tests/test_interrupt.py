@@ -1,0 +1,87 @@
+"""Ctrl-C at every stage of `bench run` (bench.engine.interrupt's hook sends the real SIGINT at that stage): exit
+130, one line saying what is kept and how to resume, no traceback, every finished case in a valid file."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.engine.interrupt import HOOK_ENV
+from bench.results import read_run
+
+REPO = Path(__file__).resolve().parents[1]
+ARGS = ["--backend", "naive", "--heads", "2", "--kv-heads", "2", "--seq", "32,64,96", "--dtype", "fp32",
+        "--mask", "none", "--phase", "prefill", "--budget", "0.02", "--device", "cpu"]  # 3 cases
+
+
+def run_interrupted(tmp_path: Path, at: str, *extra: str) -> tuple[subprocess.CompletedProcess, Path]:
+    out = tmp_path / "r.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    env.update(PYTHONPATH=str(REPO), KINETO_LOG_LEVEL="5", **{HOOK_ENV: at})
+    proc = subprocess.run([sys.executable, "-m", "bench", "run", *ARGS, "--out", str(out), *extra], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=300)
+    return proc, out
+
+
+def last_line(proc: subprocess.CompletedProcess) -> str:
+    assert "Traceback" not in proc.stderr + proc.stdout, proc.stderr[-3000:]
+    lines = proc.stderr.strip().splitlines()
+    assert lines, proc.stdout[-2000:]
+    return lines[-1]
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_calibration_writes_nothing_and_says_how_to_start_again(tmp_path):
+    proc, out = run_interrupted(tmp_path, "calibrate")
+    assert proc.returncode == 130
+    line = last_line(proc)
+    assert line.startswith("interrupted before any case ran; nothing written; start again with: python -m bench run")
+    assert "--resume" not in line and f"--out {out}" in line
+    assert not out.exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("at", "kept"), [("check:2", 1), ("check:3", 2), ("write:2", 1), ("write:4", 3)])
+def test_ctrl_c_during_a_case_keeps_every_finished_case_and_resumes(tmp_path, at, kept):
+    """write:1 is the results file's creation; write:N+1 the N-th case being recorded, which is kept whole."""
+    proc, out = run_interrupted(tmp_path, at)
+    assert proc.returncode == 130, proc.stderr[-3000:]
+    line = last_line(proc)
+    assert line.startswith(f"interrupted: {kept} of 3 cases kept in {out}; resume with: python -m bench run")
+    assert line.endswith("--resume")
+    doc = read_run(out)
+    assert len(doc.entries()) == kept and doc.meta.complete is False
+    # the printed command continues the run: only the missing cases run, and the file ends complete
+    command = line.split("resume with: ", 1)[1].split()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")} | {"PYTHONPATH": str(REPO)}
+    resumed = subprocess.run([sys.executable, *command[1:]], cwd=tmp_path, env=env, capture_output=True, text=True,
+                             timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"3 cases ({3 - kept} to run)" in resumed.stdout
+    final = read_run(out)
+    assert final.meta.complete is True and len({e["extra_info"]["case_id"] for e in final.entries()}) == 3
+
+
+@pytest.mark.slow
+def test_ctrl_c_while_building_the_report_keeps_the_complete_run(tmp_path):
+    proc, out = run_interrupted(tmp_path, "report", "--report")
+    assert proc.returncode == 130
+    line = last_line(proc)
+    assert line == f"interrupted while building the report: every case is in {out}; build it with: " \
+                   f"python -m bench report {out}"
+    assert read_run(out).meta.complete is True
+
+
+@pytest.mark.slow
+def test_a_second_ctrl_c_during_cleanup_loses_nothing(tmp_path):
+    proc, out = run_interrupted(tmp_path, "check:2,cleanup")
+    assert proc.returncode == 130
+    assert last_line(proc).startswith(f"interrupted: 1 of 3 cases kept in {out}")
+    doc = read_run(out)  # written whole: the second SIGINT came while the file was being written
+    assert len(doc.entries()) == 1
+    journal = out.with_name(out.name + ".journal")
+    assert journal.exists() and journal.read_text().splitlines()[-1].startswith('{"end"')
