@@ -250,14 +250,14 @@ def test_bad_input_in_a_fresh_process_is_one_error_line(tmp_path):
     assert not (tmp_path / "r.json").exists()
 
 
-# In-process: bad input must be refused before any work, so the pytest session is never started.
+# In-process: bad input must be refused before any work, so the engine's session never runs.
 
 @pytest.fixture
 def no_work(monkeypatch):
     def refuse(*a, **k):
         raise AssertionError("the sweep started despite bad input")
 
-    monkeypatch.setattr(run_cmd, "_pytest", refuse)
+    monkeypatch.setattr(run_cmd.Session, "run", refuse)
 
 
 BASE = ["run", "--profile", "quick", "--backend", "naive", "--kv-heads", "8", "--seq", "32", "--phase", "prefill",
