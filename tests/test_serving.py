@@ -12,10 +12,11 @@ from bench.engine import sweeps
 from bench.engine.runner import Runner
 from bench.engine.sweeps import Case, Sweep
 from bench.errors import UsageError
+from bench.kinds import EXACT_CHECK_ELEMENTS
+from bench.kinds.serving import serving_check_shape
 from bench.metrics import attention_flops
 from bench.record import new_record
 from bench.serving.batch import check_sequences, make_sequences, references
-from bench.serving.case import EXACT_CHECK_ELEMENTS, serving_check_shape
 from bench.serving.paged import PagedCache, block_table
 from bench.serving.ragged import padding_mask, ragged
 from bench.serving.workload import (
@@ -74,7 +75,7 @@ def test_equal_lengths_count_what_the_dense_batch_counts():
     dense = AttentionShape(4, 24, 24, 4, 2, 16, "fp32", "causal")
     assert serving_flops(dataclasses.replace(dense, lengths="equal")) == attention_flops(dense)
     for backend in ("naive", "sdpa-math", "flex"):
-        assert padding_waste(dataclasses.replace(dense, lengths="equal"), backend) == 1.0
+        assert padding_waste(dataclasses.replace(dense, lengths="equal"), BACKENDS[backend]) == 1.0
 
 
 def test_flops_count_real_pairs_only_and_padding_waste_the_rest():
@@ -82,8 +83,9 @@ def test_flops_count_real_pairs_only_and_padding_waste_the_rest():
     w = workload_of(s)
     assert serving_flops(s) == 4 * 4 * 16 * sum(n * (n + 1) // 2 for n in w.q_lens)
     longest = max(w.q_lens)
-    assert padding_waste(s, "sdpa-math") == pytest.approx(4 * longest * (longest + 1) / 2 / real_pairs(w, True, None))
-    assert padding_waste(s, "naive") == padding_waste(s, "flex") == padding_waste(s, "sdpa") == 1.0
+    waste = {name: padding_waste(s, b) for name, b in BACKENDS.items()}
+    assert waste["sdpa-math"] == pytest.approx(4 * longest * (longest + 1) / 2 / real_pairs(w, True, None))
+    assert waste["naive"] == waste["flex"] == waste["sdpa"] == waste["flash-attn"] == 1.0
 
 
 def test_kv_bytes_of_a_ragged_decode_step_sum_the_contexts():
@@ -177,7 +179,7 @@ def test_check_catches_sequences_swapped():
     w = workload_of(s)
     seqs = make_sequences(s, w, "cpu", seed=0)
     refs = references(s, seqs)
-    call, split = ragged("naive", s, w, seqs)
+    call, split = ragged(BACKENDS["naive"], s, w, seqs)
     outs = split(call())
     assert check_sequences(outs, refs).ok
     assert not check_sequences(outs[1:] + outs[:1], refs).ok
