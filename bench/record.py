@@ -7,17 +7,11 @@ here. Seconds and bytes only; human units belong to reports.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
-from bench.metrics import attention_bytes, attention_flops, kv_cache_bytes, layer_bytes, layer_flops, model_mem_bytes
-from bench.serving.workload import (
-    is_serving,
-    padding_waste,
-    real_tokens,
-    serving_bytes,
-    serving_flops,
-    serving_kv_bytes,
-)
+from bench.backends import get_backend
+from bench.kinds import kind_of
 from bench.shapes import LATER_FIELDS, SHAPE_DOCS, shape_fields
 
 CASE_DOCS: dict[str, str] = {
@@ -77,7 +71,7 @@ MEASURED_DOCS: dict[str, str] = {
     "kernels": "the kernels (CUDA) or ops (CPU) that ran, biggest own time first, a handful at most: "
                "[{name, calls, seconds_per_call}] per call",
     "sdpa_kernel": "sdpa backends: the kernel torch ran (flash, efficient, cudnn, math, ...), from the profiler's op "
-                   "names; empty for other backends",
+                   "names; empty when no SDPA op ran (other backends)",
     "throttled": "CUDA: some timed rounds ran while the GPU was throttled (power, thermal, hardware slowdown) even "
                  "after a cool-down; compare treats the case as noisy",
     "joules_per_call": "CUDA: energy of one call, joules, from NVML's total-energy counter over >= 0.1 s of "
@@ -98,32 +92,18 @@ LATER_SHAPE_KEYS: list[str] = list(LATER_FIELDS)
 def new_record(case: Any, memory: str) -> dict[str, Any]:
     """The record of a case before it runs: identity, shape, and what the formulas say (FLOPs, bytes, memory).
 
-    case is a bench.engine.sweeps.Case; memory the backend's trait ("materialising" or "tiled"). A layer-scope case
-    counts the projections too (bench.metrics.layer_flops, layer_bytes) and has no memory model (None).
+    case is a bench.engine.sweeps.Case; memory the backend's trait ("materialising" or "tiled"). The formula fields
+    come from the case's kind (bench.kinds: dense, layer, serving), which reads the backend's traits.
     """
     import torch  # lazy: reading records needs no torch
 
     s = case.shape
-    if is_serving(s):  # counted over the batch's real sequences (bench.serving.workload)
-        flops, nbytes, model = serving_flops(s), serving_bytes(s), None
-    elif s.scope == "layer":
-        flops, nbytes, model = layer_flops(s, case.pass_), layer_bytes(s), None
-    else:
-        flops, nbytes = attention_flops(s, case.pass_), attention_bytes(s)
-        model = model_mem_bytes(s, memory, case.pass_)
+    backend = dataclasses.replace(get_backend(case.backend), memory=memory)
     rec: dict[str, Any] = dict.fromkeys(RECORD_FIELDS)
     rec.update(case_id=case.id, reason="", backend=case.backend, **shape_fields(s), phase=case.phase,
-               device=case.device, flops=flops, bytes=nbytes, model_mem_bytes=model, rounds=0,
-               threads=torch.get_num_threads())
+               device=case.device, rounds=0, threads=torch.get_num_threads())
     rec["pass"] = case.pass_
-    rec["real_tokens"] = real_tokens(s)
-    if is_serving(s):
-        rec["padding_waste"] = padding_waste(s, case.backend)
-    if case.phase == "decode" and is_serving(s):
-        rec["kv_cache_bytes"] = serving_kv_bytes(s)
-    elif case.phase == "decode":  # one layer's K and V cache, which a decode step reads whole
-        rec["kv_cache_bytes"] = kv_cache_bytes(1, s.n_kv_heads, s.head_dim, s.seq_kv, s.batch, s.dtype,
-                                               window=s.window)
+    rec.update(kind_of(s).record_fields(case, backend))
     return rec
 
 
@@ -162,11 +142,10 @@ def with_modes(record: dict[str, Any], case_timing: Any, spec_bytes_per_s: float
     kernel = case_timing.kernel
     energy = case_timing.energy
     joules = energy["joules"] / energy["calls"] if energy else None
-    sdpa = record["backend"] == "sdpa" or record["backend"].startswith("sdpa-")
     notes = "; ".join([record["reason"], *case_timing.notes]).strip("; ")
     return dict(record, reason=notes, timings=case_timing.timings(), overhead_pct=case_timing.overhead_pct(),
                 launch_bound=case_timing.launch_bound(), kernels=kernel.top() if kernel else None,
-                sdpa_kernel=kernel.sdpa_kernel if kernel and sdpa else None, throttled=case_timing.throttled,
+                sdpa_kernel=kernel.sdpa_kernel if kernel else None, throttled=case_timing.throttled,
                 joules_per_call=joules, tokens_per_joule=record["batch"] * record["seq_q"] / joules if joules else None,
                 watts=energy["joules"] / energy["seconds"] if energy else None,
                 pct_spec_bandwidth=100 * record["bytes"] / record["median_s"] / spec_bytes_per_s

@@ -9,11 +9,13 @@ import pytest
 import torch
 from torch import nn
 
+import bench.kinds.layer
 from bench.backends import BACKENDS, Backend
 from bench.backends.naive import naive_attention
 from bench.engine import runner
 from bench.engine.runner import EXACT_CHECK_ELEMENTS, Runner, check_shape
 from bench.engine.sweeps import Case
+from bench.kinds import kind_of
 from bench.layers import MultiHeadAttention, make_layer, make_layer_input, merge_heads
 from bench.metrics import (
     attention_bytes,
@@ -166,7 +168,7 @@ def test_tiny_layer_case_is_ok_with_the_layers_flops(backend, monkeypatch):
         built.append(layer)
         return layer
 
-    monkeypatch.setattr(runner, "make_layer", spy)
+    monkeypatch.setattr(bench.kinds.layer, "make_layer", spy)
     shape = layer_shape()
     out = run(backend, shape)
     r = out.record
@@ -241,7 +243,7 @@ def test_broken_layer_is_incorrect_and_not_timed(monkeypatch):
         bad.load_state_dict(good.state_dict())
         return bad
 
-    monkeypatch.setattr(runner, "make_layer", broken)
+    monkeypatch.setattr(bench.kinds.layer, "make_layer", broken)
     out = run("naive")
     assert out.record["status"] == "incorrect" and out.record["max_abs_err"] > 0.1
     assert_untimed(out)
@@ -288,17 +290,30 @@ def test_check_shape_keeps_scope_and_model():
     assert (c.scope, c.model, c.seq_q, c.seq_kv, c.batch) == ("layer", "llama-3-8b", 256, 256, 2)
 
 
-def test_layer_and_attention_references_are_not_confused():
+def test_layer_and_attention_references_are_not_confused(monkeypatch):
+    # one cache for every kind: a layer and its attention-alone twin (same dims) must each get their own reference
+    built = []
+    real = bench.kinds.layer.reference_layer
+
+    def counting(*args, **kwargs):
+        built.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(bench.kinds.layer, "reference_layer", counting)
     cache = runner.ReferenceCache()
     s = layer_shape()
-    layer = make_layer(s, "naive")
-    x = make_layer_input(s)
-    ref = cache.get_layer(s, layer, x)
-    assert ref.shape == (1, 32, 64)
-    assert cache.get_layer(s, layer, x) is ref  # the next backend on this shape reuses it
-    a = AttentionShape(1, 32, 32, 4, 2, 16, "fp32", "causal")
-    q, k, v = (torch.randn(1, h, 32, 16) for h in (4, 2, 2))
-    assert cache.get(a, q, k, v).shape == (1, 4, 32, 16)
+    layer_kind, dense_kind = kind_of(s), kind_of(AttentionShape(1, 32, 32, 4, 2, 16, "fp32", "causal"))
+    assert (layer_kind.name, dense_kind.name) == ("layer", "dense")
+    for backend in ("naive", "sdpa-math"):
+        case = Case(backend, s, "prefill", "fwd", "cpu")
+        check, _ = layer_kind.check(case, layer_kind.setup(case), cache)
+        assert check.ok
+    assert len(built) == 1  # the next backend on this shape reuses it
+    twin = Case("naive", AttentionShape(1, 32, 32, 4, 2, 16, "fp32", "causal"), "prefill", "fwd", "cpu")
+    check, _ = dense_kind.check(twin, dense_kind.setup(twin), cache)
+    assert check.ok and check.max_abs_err < 1e-5  # the layer's (1, 32, 64) reference was not handed out
+    case = Case("naive", s, "prefill", "fwd", "cpu")
+    assert layer_kind.check(case, layer_kind.setup(case), cache)[0].ok and len(built) == 2
 
 
 # --- attention's share of the layer --------------------------------------------------------------------------

@@ -7,15 +7,18 @@ import dataclasses
 import pytest
 import torch
 
-from bench.backends import BACKENDS
+from bench.backends import BACKENDS, Backend
+from bench.backends.naive import naive_attention
 from bench.engine import sweeps
 from bench.engine.runner import Runner
 from bench.engine.sweeps import Case, Sweep
 from bench.errors import UsageError
+from bench.kinds import EXACT_CHECK_ELEMENTS
+from bench.kinds.serving import serving_check_shape
 from bench.metrics import attention_flops
 from bench.record import new_record
+from bench.serving import ragged as ragged_module
 from bench.serving.batch import check_sequences, make_sequences, references
-from bench.serving.case import EXACT_CHECK_ELEMENTS, serving_check_shape
 from bench.serving.paged import PagedCache, block_table
 from bench.serving.ragged import padding_mask, ragged
 from bench.serving.workload import (
@@ -74,7 +77,7 @@ def test_equal_lengths_count_what_the_dense_batch_counts():
     dense = AttentionShape(4, 24, 24, 4, 2, 16, "fp32", "causal")
     assert serving_flops(dataclasses.replace(dense, lengths="equal")) == attention_flops(dense)
     for backend in ("naive", "sdpa-math", "flex"):
-        assert padding_waste(dataclasses.replace(dense, lengths="equal"), backend) == 1.0
+        assert padding_waste(dataclasses.replace(dense, lengths="equal"), BACKENDS[backend]) == 1.0
 
 
 def test_flops_count_real_pairs_only_and_padding_waste_the_rest():
@@ -82,8 +85,9 @@ def test_flops_count_real_pairs_only_and_padding_waste_the_rest():
     w = workload_of(s)
     assert serving_flops(s) == 4 * 4 * 16 * sum(n * (n + 1) // 2 for n in w.q_lens)
     longest = max(w.q_lens)
-    assert padding_waste(s, "sdpa-math") == pytest.approx(4 * longest * (longest + 1) / 2 / real_pairs(w, True, None))
-    assert padding_waste(s, "naive") == padding_waste(s, "flex") == padding_waste(s, "sdpa") == 1.0
+    waste = {name: padding_waste(s, b) for name, b in BACKENDS.items()}
+    assert waste["sdpa-math"] == pytest.approx(4 * longest * (longest + 1) / 2 / real_pairs(w, True, None))
+    assert waste["naive"] == waste["flex"] == waste["sdpa"] == waste["flash-attn"] == 1.0
 
 
 def test_kv_bytes_of_a_ragged_decode_step_sum_the_contexts():
@@ -177,7 +181,7 @@ def test_check_catches_sequences_swapped():
     w = workload_of(s)
     seqs = make_sequences(s, w, "cpu", seed=0)
     refs = references(s, seqs)
-    call, split = ragged("naive", s, w, seqs)
+    call, split = ragged(BACKENDS["naive"], s, w, seqs)
     outs = split(call())
     assert check_sequences(outs, refs).ok
     assert not check_sequences(outs[1:] + outs[:1], refs).ok
@@ -346,3 +350,49 @@ def test_dense_analyses_leave_serving_rows_out(tmp_path):
     assert best_backends(df) == [] and headline_speedups(df) == []
     verdicts = {c["claim"]: c["verdict"] for c in evaluate_claims(df)}
     assert len(verdicts) >= 5 and sum("paging" in claim.lower() for claim in verdicts) == 1
+
+
+# --- layouts are traits of a backend's registry line ------------------------------------------------------------
+
+
+def fake_backend(monkeypatch, name: str, layouts: tuple) -> list[tuple]:
+    """A backend from outside the registry's own modules: naive's function under another name, with `layouts`."""
+    calls = []
+
+    def fn(q, k, v, *, causal, window):
+        calls.append(tuple(q.shape))
+        return naive_attention(q, k, v, causal=causal, window=window)
+
+    monkeypatch.setitem(BACKENDS, name, Backend(name, fn, "test backend", "tiled", "#000000", "o", layouts=layouts))
+    return calls
+
+
+def test_a_backend_declaring_the_padded_layout_gets_the_padded_batch(monkeypatch):
+    fake_backend(monkeypatch, "outside-padded", ("padded", "paged-gather"))
+    masks = []
+    real_mask = ragged_module.padding_mask
+    monkeypatch.setattr(ragged_module, "padding_mask", lambda *a, **kw: masks.append(1) or real_mask(*a, **kw))
+    shape = serving("zipf", mask="causal")
+    record = run("outside-padded", shape)
+    assert record["status"] == "ok", record["reason"]
+    assert masks  # the padded builder ran: a padding mask was built
+    assert record["padding_waste"] == padding_waste(shape, BACKENDS["sdpa-math"]) > 1.0  # counted from the trait
+    paged = run("outside-padded", serving("zipf", seq_q=1, seq_kv=60, page_size=8))
+    assert paged["status"] == "ok" and paged["padding_waste"] > 1.0  # gathered into its padded layout
+
+
+def test_a_backend_declaring_per_sequence_runs_its_own_function_once_per_sequence(monkeypatch):
+    calls = fake_backend(monkeypatch, "outside-each", ("per-sequence",))
+    shape = serving("uniform", batch=3)
+    record = run("outside-each", shape)
+    assert record["status"] == "ok" and record["padding_waste"] == 1.0
+    assert calls[:3] == [(1, 4, n, 16) for n in workload_of(shape).q_lens]  # the check's calls, one per sequence
+    paged = run("outside-each", serving("uniform", seq_q=1, seq_kv=60, page_size=16))
+    assert paged["status"] == "unsupported" and "no paged-cache layout" in paged["reason"]
+
+
+def test_a_backend_with_no_serving_layout_is_unsupported_saying_so(monkeypatch):
+    calls = fake_backend(monkeypatch, "outside-dense", ())
+    record = run("outside-dense", serving("zipf"))
+    assert record["status"] == "unsupported" and "no serving layout" in record["reason"] and not calls
+    assert record["padding_waste"] == 1.0

@@ -49,7 +49,7 @@ def sdpa_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal:
 def run_sdpa(name: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kwargs: dict) -> torch.Tensor:
     """scaled_dot_product_attention(q, k, v, **kwargs) on backend `name`'s kernel; Unsupported, with torch's
     reasons, when that kernel refuses these inputs."""
-    kernel = KERNELS[name]
+    kernel = KERNELS.get(name)  # a backend outside this table (a padded serving layout of its own): torch's choice
     try:
         return _call(kernel, q, k, v, kwargs)
     except RuntimeError as err:

@@ -3,30 +3,31 @@
 The pool holds the pages of every sequence of the batch in a seeded random order, as a long-running server's pool
 looks after many allocations and frees: pool (pages, page_size, Hkv, D), the layout vLLM and flash-attn use, and
 block_table (B, most pages) int32, row i listing sequence i's pages in order (unused entries point at page 0). The
-last page of a sequence is filled up to its context length; the rest of it is never read.
-  flex        the pool as one (1, Hkv, pages x page_size, D) sequence under a paged block mask: query token t of
-              sequence s sees pool slot j iff j belongs to s and its position passes the mask; KV blocks are one
-              page, so a block is either skipped whole or belongs to the sequence
-  naive       gathers each sequence's tokens to a contiguous (1, Hkv, context, D), then attends one by one
-  sdpa        gathers into nested jagged tensors (where torch supports them)
-  sdpa-<k>    gathers into a padded (B, Hkv, most pages x page_size, D) batch with a padding mask
-  flash-attn  flash_attn_with_kvcache with block_table and cache_seqlens (CUDA; flash-attn 2 needs pages of a
-              multiple of 256 tokens)
+last page of a sequence is filled up to its context length; the rest of it is never read. The layout is the
+backend's paged trait (Backend.layouts, bench.backends.base.Layout):
+  paged-mask    the pool as one (1, Hkv, pages x page_size, D) sequence under a paged block mask: query token t of
+                sequence s sees pool slot j iff j belongs to s and its position passes the mask; KV blocks are one
+                page, so a block is either skipped whole or belongs to the sequence (flex)
+  paged-gather  gathers each sequence's tokens, then runs the backend's ragged layout on them: per-sequence
+                (naive), nested jagged tensors (sdpa, where torch supports them), or a padded (B, Hkv, most pages x
+                page_size, D) batch with a padding mask (sdpa's forced kernels)
+  paged-table   flash_attn_with_kvcache with block_table and cache_seqlens (flash-attn, CUDA; flash-attn 2 needs
+                pages of a multiple of 256 tokens)
 The gathers are inside the timed call: they are what not having a paged kernel costs. Layout conversions of the
-pool itself (flex's) are not: a server keeps its pool in its kernel's layout.
+pool itself (paged-mask's) are not: a server keeps its pool in its kernel's layout.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 
-from bench.backends.base import Unsupported
+from bench.backends.base import PAGED_LAYOUTS, RAGGED_LAYOUTS, Backend, Layout, Unsupported
 from bench.backends.flex import run_flex
-from bench.backends.naive import naive_attention
 from bench.backends.sdpa import run_sdpa
 from bench.serving.batch import Sequences, offsets
 from bench.serving.ragged import (
@@ -40,7 +41,7 @@ from bench.serving.ragged import (
     probe_nested,
     split_nested,
 )
-from bench.serving.workload import PADDED_BACKENDS, SEED, Workload
+from bench.serving.workload import SEED, Workload
 from bench.shapes import AttentionShape
 
 FLASH_PAGE_MULTIPLE = 256  # flash-attn 2's paged kernel: "page block size must be divisible by 256"
@@ -92,35 +93,38 @@ class PagedCache:
         return flat_k[self.token_index], flat_v[self.token_index]
 
 
-def paged(backend: str, shape: AttentionShape, w: Workload, seqs: Sequences) -> Prepared:
+def paged(backend: Backend, shape: AttentionShape, w: Workload, seqs: Sequences) -> Prepared:
     """The timed decode step of `backend` on a paged cache, and how to split its output per sequence."""
-    cache = PagedCache(w, seqs)
-    if backend == "flex":
-        return _flex(shape, w, seqs, cache)
-    if backend == "flash-attn":
-        return _flash(shape, w, seqs, cache)
-    if backend == "naive":
-        return _naive(shape, w, seqs, cache)
-    if backend == "sdpa":
-        return _nested(shape, w, seqs, cache)
-    if backend in PADDED_BACKENDS:
-        return _padded(backend, shape, w, seqs, cache)
-    raise Unsupported(f"{backend}: no paged-cache path for this backend")
+    layout = backend.layout(PAGED_LAYOUTS)
+    if layout is None:
+        raise Unsupported(f"{backend.name}: no paged-cache layout (its registry line lists none of "
+                          f"{', '.join(PAGED_LAYOUTS)})")
+    return PAGED[layout](backend, shape, w, seqs, PagedCache(w, seqs))
 
 
-def _naive(shape: AttentionShape, w: Workload, seqs: Sequences, cache: PagedCache) -> Prepared:
+def _gather(backend: Backend, shape: AttentionShape, w: Workload, seqs: Sequences, cache: PagedCache) -> Prepared:
+    """paged-gather: the backend's ragged layout, on K and V gathered from the pool inside the call."""
+    ragged = backend.layout(RAGGED_LAYOUTS)
+    if ragged not in GATHERED:
+        raise Unsupported(f"{backend.name}: paged-gather needs a ragged layout to gather into, one of "
+                          f"{', '.join(GATHERED)}; its registry line has {ragged or 'none'}")
+    return GATHERED[ragged](backend, shape, w, seqs, cache)
+
+
+def _per_sequence(backend: Backend, shape: AttentionShape, w: Workload, seqs: Sequences, cache: PagedCache
+                  ) -> Prepared:
     def call():
         k, v = cache.gathered()  # (sum of contexts, Hkv, D)
         outs = []
         for q, k_i, v_i in zip(seqs.q, k.split(list(w.kv_lens)), v.split(list(w.kv_lens)), strict=True):
-            outs.append(naive_attention(q, k_i.transpose(0, 1).unsqueeze(0), v_i.transpose(0, 1).unsqueeze(0),
-                                        causal=shape.causal, window=shape.window))
+            outs.append(backend.fn(q, k_i.transpose(0, 1).unsqueeze(0), v_i.transpose(0, 1).unsqueeze(0),
+                                   causal=shape.causal, window=shape.window))
         return outs
     return call, lambda outs: outs
 
 
-def _nested(shape: AttentionShape, w: Workload, seqs: Sequences, cache: PagedCache) -> Prepared:
-    kwargs = nested_kwargs(shape, w)
+def _nested(backend: Backend, shape: AttentionShape, w: Workload, seqs: Sequences, cache: PagedCache) -> Prepared:
+    kwargs = nested_kwargs(backend, shape, w)
     q = nested(seqs.q)  # (B, Hq, j, D)
     kv_offsets = offsets(w.kv_lens, q.device).long()
 
@@ -130,14 +134,14 @@ def _nested(shape: AttentionShape, w: Workload, seqs: Sequences, cache: PagedCac
         v_nt = torch.nested.nested_tensor_from_jagged(v, kv_offsets).transpose(1, 2)
         return q, k_nt, v_nt
 
-    probe_nested(*attend(), kwargs)
+    probe_nested(backend, *attend(), kwargs)
 
     def call():
         return F.scaled_dot_product_attention(*attend(), **kwargs)
     return call, split_nested
 
 
-def _padded(backend: str, shape: AttentionShape, w: Workload, seqs: Sequences, cache: PagedCache) -> Prepared:
+def _padded(backend: Backend, shape: AttentionShape, w: Workload, seqs: Sequences, cache: PagedCache) -> Prepared:
     most = cache.block_table.shape[1]
     width = most * cache.page_size
     q = torch.cat(seqs.q)  # (B, Hq, Sq, D): every sequence decodes the same number of queries
@@ -149,7 +153,7 @@ def _padded(backend: str, shape: AttentionShape, w: Workload, seqs: Sequences, c
         # (B, most pages, page_size, Hkv, D) -> (B, Hkv, most pages x page_size, D)
         k = cache.k_pool[table].flatten(1, 2).transpose(1, 2)
         v = cache.v_pool[table].flatten(1, 2).transpose(1, 2)
-        return run_sdpa(backend, q, k, v, kwargs)
+        return run_sdpa(backend.name, q, k, v, kwargs)
     return call, lambda out: list(out.split(1))
 
 
@@ -179,7 +183,7 @@ def paged_mask(w: Workload, causal: bool, window: int | None, device: str):
     return create_block_mask(paged, None, None, len(q_seq), pages * p, device=device, BLOCK_SIZE=(128, p))
 
 
-def _flex(shape: AttentionShape, w: Workload, seqs: Sequences, cache: PagedCache) -> Prepared:
+def _mask(backend: Backend, shape: AttentionShape, w: Workload, seqs: Sequences, cache: PagedCache) -> Prepared:
     block_mask = paged_mask(w, shape.causal, shape.window, str(seqs.device))
     q = torch.cat(seqs.q, dim=2)  # (1, Hq, B x Sq, D)
     k = cache.k_pool.flatten(0, 1).transpose(0, 1).unsqueeze(0).contiguous()  # (1, Hkv, pages x page_size, D)
@@ -191,13 +195,11 @@ def _flex(shape: AttentionShape, w: Workload, seqs: Sequences, cache: PagedCache
     return call, lambda out: list(out.split(w.q_lens[0], dim=2))
 
 
-def _flash(shape: AttentionShape, w: Workload, seqs: Sequences, cache: PagedCache) -> Prepared:
-    with_kvcache = flash_import("flash_attn_with_kvcache")
+def _table(backend: Backend, shape: AttentionShape, w: Workload, seqs: Sequences, cache: PagedCache) -> Prepared:
+    with_kvcache = flash_import(backend, "flash_attn_with_kvcache", shape.head_dim)
     if cache.page_size % FLASH_PAGE_MULTIPLE:
-        raise Unsupported(f"flash-attn: its paged KV cache needs pages of a multiple of {FLASH_PAGE_MULTIPLE} "
+        raise Unsupported(f"{backend.name}: its paged KV cache needs pages of a multiple of {FLASH_PAGE_MULTIPLE} "
                           f"tokens, not {cache.page_size}")
-    if shape.head_dim > 256 or shape.head_dim % 8:
-        raise Unsupported(f"flash-attn: head_dim must be a multiple of 8 up to 256, not {shape.head_dim}")
     q = torch.cat(seqs.q).transpose(1, 2).contiguous()  # (B, Sq, Hq, D)
     lengths = torch.tensor(w.kv_lens, dtype=torch.int32, device=q.device)
     # with cache_seqlens the causal mask is bottom-right aligned: query a sits at position context - Sq + a
@@ -207,3 +209,9 @@ def _flash(shape: AttentionShape, w: Workload, seqs: Sequences, cache: PagedCach
     def call():
         return with_kvcache(q, cache.k_pool, cache.v_pool, **kwargs)
     return call, lambda out: list(out.transpose(1, 2).split(1))
+
+
+PagedBuilder = Callable[[Backend, AttentionShape, Workload, Sequences, PagedCache], Prepared]
+# The one place a paged layout meets its builder, and paged-gather's ragged layouts theirs.
+PAGED: dict[Layout, PagedBuilder] = {"paged-gather": _gather, "paged-mask": _mask, "paged-table": _table}
+GATHERED: dict[Layout, PagedBuilder] = {"per-sequence": _per_sequence, "nested": _nested, "padded": _padded}

@@ -1,14 +1,17 @@
-"""Ragged and mixed batches with a contiguous cache: each backend in the layout its users give it.
+"""Ragged and mixed batches with a contiguous cache: each backend in the layout its users give it, named by its
+registry line (Backend.layouts, bench.backends.base.Layout):
 
-  naive           one call per sequence (nothing padded, one small score matrix each)
-  sdpa            nested jagged tensors (torch's ragged layout; torch picks the kernel), where torch supports them
-  sdpa-<kernel>   a padded batch (B, H, longest, D) with a padding mask: padding tokens are computed and thrown away
-  flex            every sequence packed into one (1, H, total, D) call under a document mask (block-sparse)
-  flash-attn      flash_attn_varlen_func on the packed (total, H, D) layout with cumulative sequence lengths (CUDA)
-Mixed batches (prefill chunks beside decode steps) need per-sequence query and key lengths in one call: only flex
-and flash-attn take that. Layouts are built once, untimed (a serving engine keeps its batch in its own layout);
-the timed call is the attention call alone. Each returns (call, split): split(call()) is the list of per-sequence
-outputs (1, Hq, q_len, D) that the check compares with the float64 reference.
+  per-sequence    one call per sequence (nothing padded, one small score matrix each): naive
+  nested          nested jagged tensors (torch's ragged layout; torch picks the kernel), where torch supports them: sdpa
+  padded          a padded batch (B, H, longest, D) with a padding mask: padding tokens are computed and thrown away;
+                  sdpa's forced kernels
+  packed          every sequence packed into one (1, H, total, D) call under a document mask (block-sparse): flex
+  varlen          flash_attn_varlen_func on the packed (total, H, D) layout with cumulative sequence lengths (CUDA):
+                  flash-attn
+Mixed batches (prefill chunks beside decode steps) need per-sequence query and key lengths in one call: only the
+MIXED_LAYOUTS (packed, varlen) take that. Layouts are built once, untimed (a serving engine keeps its batch in its
+own layout); the timed call is the attention call alone. Each returns (call, split): split(call()) is the list of
+per-sequence outputs (1, Hq, q_len, D) that the check compares with the float64 reference.
 """
 
 from __future__ import annotations
@@ -20,39 +23,38 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from bench.backends.base import Unsupported
+from bench.backends import BACKENDS
+from bench.backends.base import MIXED_LAYOUTS, RAGGED_LAYOUTS, Backend, Layout, Unsupported
 from bench.backends.flex import run_flex
-from bench.backends.naive import naive_attention
 from bench.backends.sdpa import run_sdpa
 from bench.serving.batch import Sequences, offsets, packed, unpacked
-from bench.serving.workload import PADDED_BACKENDS, Workload
+from bench.serving.workload import Workload
 from bench.shapes import AttentionShape
 
 Prepared = tuple[Callable[[], object], Callable[[object], list[torch.Tensor]]]
 
 
-def ragged(backend: str, shape: AttentionShape, w: Workload, seqs: Sequences) -> Prepared:
+Builder = Callable[[Backend, AttentionShape, Workload, Sequences], Prepared]
+
+
+def ragged(backend: Backend, shape: AttentionShape, w: Workload, seqs: Sequences) -> Prepared:
     """The timed call of `backend` on this batch and how to split its output; Unsupported when it cannot run it."""
+    layout = backend.layout(RAGGED_LAYOUTS)
+    if layout is None:
+        raise Unsupported(f"{backend.name}: no serving layout (its registry line lists none of "
+                          f"{', '.join(RAGGED_LAYOUTS)})")
     mixed = len(set(w.q_lens)) > 1 and any(q < k for q, k in zip(w.q_lens, w.kv_lens, strict=True))
-    if backend == "flex":
-        return _flex(shape, w, seqs)
-    if backend == "flash-attn":
-        return _flash_varlen(shape, w, seqs)
-    if mixed:
-        raise Unsupported(f"{backend}: a mixed batch (prefill chunks and decode steps) needs per-sequence query and "
-                          "key lengths in one call; only flex (document mask) and flash-attn (varlen) take that")
-    if backend == "naive":
-        return _naive(shape, seqs)
-    if backend == "sdpa":
-        return _nested(shape, w, seqs)
-    if backend in PADDED_BACKENDS:
-        return _padded(backend, shape, w, seqs)
-    raise Unsupported(f"{backend}: no serving layout for this backend")
+    if mixed and layout not in MIXED_LAYOUTS:
+        takers = ", ".join(b.name for b in BACKENDS.values() if b.layout(MIXED_LAYOUTS))
+        raise Unsupported(f"{backend.name}: a mixed batch (prefill chunks and decode steps) needs per-sequence query "
+                          f"and key lengths in one call; only the {' and '.join(MIXED_LAYOUTS)} layouts take that "
+                          f"({takers})")
+    return RAGGED[layout](backend, shape, w, seqs)
 
 
-def _naive(shape: AttentionShape, seqs: Sequences) -> Prepared:
+def _per_sequence(backend: Backend, shape: AttentionShape, w: Workload, seqs: Sequences) -> Prepared:
     def call():
-        return [naive_attention(q, k, v, causal=shape.causal, window=shape.window)
+        return [backend.fn(q, k, v, causal=shape.causal, window=shape.window)
                 for q, k, v in zip(seqs.q, seqs.k, seqs.v, strict=True)]
     return call, lambda outs: outs
 
@@ -91,13 +93,13 @@ def pad(parts: list[torch.Tensor], length: int) -> torch.Tensor:
     return out
 
 
-def _padded(backend: str, shape: AttentionShape, w: Workload, seqs: Sequences) -> Prepared:
+def _padded(backend: Backend, shape: AttentionShape, w: Workload, seqs: Sequences) -> Prepared:
     q = pad(seqs.q, max(w.q_lens))  # (B, Hq, longest q, D)
     k, v = pad(seqs.k, max(w.kv_lens)), pad(seqs.v, max(w.kv_lens))  # (B, Hkv, longest kv, D)
     kwargs = {"attn_mask": padding_mask(shape, w, q.device), "enable_gqa": shape.n_kv_heads != shape.n_heads}
 
     def call():
-        return run_sdpa(backend, q, k, v, kwargs)
+        return run_sdpa(backend.name, q, k, v, kwargs)
     return call, lambda out: [out[i:i + 1, :, :n] for i, n in enumerate(w.q_lens)]
 
 
@@ -109,14 +111,15 @@ def nested(parts: list[torch.Tensor]) -> torch.Tensor:
     return njt.transpose(1, 2)
 
 
-def nested_kwargs(shape: AttentionShape, w: Workload) -> dict:
+def nested_kwargs(backend: Backend, shape: AttentionShape, w: Workload) -> dict:
     """SDPA's arguments for nested jagged inputs, or Unsupported when the mask cannot be said with them."""
     if shape.window is not None:
-        raise Unsupported("sdpa on nested jagged tensors: no window mask (SDPA takes only is_causal with them)")
+        raise Unsupported(f"{backend.name} on nested jagged tensors: no window mask (SDPA takes only is_causal "
+                          "with them)")
     prefill = w.q_lens == w.kv_lens
     if shape.causal and not prefill and max(w.q_lens) > 1:
-        raise Unsupported("sdpa on nested jagged tensors: is_causal is top-left aligned, and decoding several "
-                          "queries against a longer cache needs bottom-right")
+        raise Unsupported(f"{backend.name} on nested jagged tensors: is_causal is top-left aligned, and decoding "
+                          "several queries against a longer cache needs bottom-right")
     # a single query sees its whole cache under a bottom-right causal mask: no mask then
     return {"is_causal": shape.causal and prefill, "enable_gqa": shape.n_kv_heads != shape.n_heads}
 
@@ -126,17 +129,17 @@ def split_nested(out: torch.Tensor) -> list[torch.Tensor]:
     return [t.transpose(0, 1).unsqueeze(0) for t in out.transpose(1, 2).unbind()]
 
 
-def _nested(shape: AttentionShape, w: Workload, seqs: Sequences) -> Prepared:
-    kwargs = nested_kwargs(shape, w)
+def _nested(backend: Backend, shape: AttentionShape, w: Workload, seqs: Sequences) -> Prepared:
+    kwargs = nested_kwargs(backend, shape, w)
     q, k, v = nested(seqs.q), nested(seqs.k), nested(seqs.v)
-    probe_nested(q, k, v, kwargs)
+    probe_nested(backend, q, k, v, kwargs)
 
     def call():
         return F.scaled_dot_product_attention(q, k, v, **kwargs)
     return call, split_nested
 
 
-def probe_nested(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kwargs: dict) -> None:
+def probe_nested(backend: Backend, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kwargs: dict) -> None:
     """One call, untimed: when torch refuses nested inputs it logs its reasons, which become the Unsupported's."""
     caught: list[str] = []
     handler = logging.Handler()
@@ -147,7 +150,7 @@ def probe_nested(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kwargs: dict
         F.scaled_dot_product_attention(q, k, v, **kwargs)
     except (RuntimeError, ValueError, NotImplementedError) as err:
         why = "; ".join(m for m in caught if m and not m.endswith("because:")) or str(err).splitlines()[0]
-        raise Unsupported(f"sdpa on nested jagged tensors (torch {torch.__version__}): {why}") from None
+        raise Unsupported(f"{backend.name} on nested jagged tensors (torch {torch.__version__}): {why}") from None
     finally:
         log.removeHandler(handler)
 
@@ -177,7 +180,7 @@ def document_mask(w: Workload, causal: bool, window: int | None, device: str):
     return create_block_mask(document, None, None, len(seq_q), len(seq_k), device=device)
 
 
-def _flex(shape: AttentionShape, w: Workload, seqs: Sequences) -> Prepared:
+def _packed(backend: Backend, shape: AttentionShape, w: Workload, seqs: Sequences) -> Prepared:
     block_mask = document_mask(w, shape.causal, shape.window, str(seqs.device))
     q = packed(seqs.q).transpose(0, 1).unsqueeze(0)  # (1, Hq, total q, D)
     k = packed(seqs.k).transpose(0, 1).unsqueeze(0)  # (1, Hkv, total kv, D)
@@ -194,21 +197,21 @@ def flash_window(shape: AttentionShape) -> tuple[int, int]:
     return (shape.window - 1, 0) if shape.window is not None else (-1, -1)
 
 
-def flash_import(name: str):
+def flash_import(backend: Backend, name: str, head_dim: int):
     """A function of the flash_attn package, or Unsupported saying how to get it; checks the head dim as the dense
     backend does."""
     try:
         import flash_attn
     except ImportError as err:
-        raise Unsupported(f"flash-attn: package not importable ({err}); pip install 'attnbench[flash]' "
-                          "on a CUDA machine") from None
+        raise Unsupported(f"{backend.name}: package flash_attn not importable ({err}); pip install "
+                          "'attnbench[flash]' on a CUDA machine") from None
+    if head_dim > 256 or head_dim % 8:
+        raise Unsupported(f"{backend.name}: head_dim must be a multiple of 8 up to 256, not {head_dim}")
     return getattr(flash_attn, name)
 
 
-def _flash_varlen(shape: AttentionShape, w: Workload, seqs: Sequences) -> Prepared:
-    varlen = flash_import("flash_attn_varlen_func")
-    if shape.head_dim > 256 or shape.head_dim % 8:
-        raise Unsupported(f"flash-attn: head_dim must be a multiple of 8 up to 256, not {shape.head_dim}")
+def _varlen(backend: Backend, shape: AttentionShape, w: Workload, seqs: Sequences) -> Prepared:
+    varlen = flash_import(backend, "flash_attn_varlen_func", shape.head_dim)
     q, k, v = packed(seqs.q), packed(seqs.k), packed(seqs.v)  # (T, H, D)
     cu_q, cu_k = offsets(w.q_lens, q.device), offsets(w.kv_lens, q.device)
     # varlen's causal mask is bottom-right aligned per sequence (flash-attn >= 2.1), as a mixed batch needs
@@ -218,3 +221,8 @@ def _flash_varlen(shape: AttentionShape, w: Workload, seqs: Sequences) -> Prepar
         return varlen(q, k, v, cu_q, cu_k, max(w.q_lens), max(w.kv_lens), **kwargs)
     return call, lambda out: unpacked(out, w.q_lens)
 
+
+
+# The one place a ragged layout meets its builder: a backend's registry line names the layout, never this module.
+RAGGED: dict[Layout, Builder] = {"per-sequence": _per_sequence, "nested": _nested, "padded": _padded,
+                                 "packed": _packed, "varlen": _varlen}

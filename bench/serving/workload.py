@@ -1,6 +1,6 @@
 """What a serving case computes, as plain numbers: each sequence's query and key lengths, and the counts that follow.
 
-No torch here, so records can be built and read without it. The batch comes from the shape (bench.shapes):
+No tensors here: records are counted from these numbers alone. The batch comes from the shape (bench.shapes):
   ragged prefill  (lengths equal/uniform/zipf, seq_q == seq_kv = S): B sequences whose lengths are drawn from the
                   named distribution and sum to exactly B x S tokens; each attends causally (or per the mask) to itself.
   ragged decode   (lengths set, seq_q < seq_kv): each sequence decodes seq_q tokens against its own context; the
@@ -20,14 +20,12 @@ import math
 import random
 from dataclasses import dataclass
 
+from bench.backends.base import PAGED_LAYOUTS, RAGGED_LAYOUTS, Backend
 from bench.masks import visible_pairs
 from bench.metrics import ELEMENT_BYTES
 from bench.shapes import AttentionShape
 
 SEED = 0
-# Backends whose serving layout is a padded batch (B, H, max length, D) with a padding mask: they compute the pairs
-# of padding tokens too. sdpa (torch's own choice) runs nested jagged tensors instead (bench.serving.ragged).
-PADDED_BACKENDS = ("sdpa-math", "sdpa-flash", "sdpa-efficient", "sdpa-cudnn")
 
 
 def is_serving(shape: AttentionShape) -> bool:
@@ -101,13 +99,21 @@ def padded_pairs(w: Workload, causal: bool, window: int | None) -> int:
     return w.batch * visible_pairs(max(w.q_lens), kv, causal, window)
 
 
-def padding_waste(shape: AttentionShape, backend: str) -> float:
+def pads(backend: Backend, paged: bool) -> bool:
+    """Whether the backend's layout for this batch is the padded one (B, H, max length, D) with a padding mask,
+    which computes the pairs of padding tokens too: its ragged layout, or on a paged cache its ragged layout after
+    paged-gather (the other paged layouts read the pool itself)."""
+    if paged and backend.layout(PAGED_LAYOUTS) != "paged-gather":
+        return False
+    return backend.layout(RAGGED_LAYOUTS) == "padded"
+
+
+def padding_waste(shape: AttentionShape, backend: Backend) -> float:
     """Work of `backend`'s serving layout, padding included, / the real work: 1.0 when it pads nothing.
 
-    The padded backends (PADDED_BACKENDS, and sdpa-math/-flash after a paged cache's gather) compute every sequence
-    at the batch's longest lengths; naive (one sequence at a time), sdpa on nested jagged tensors, flex (packed
-    sequences under a document or paged block mask) and flash-attn (varlen, block table) pad nothing."""
-    if backend not in PADDED_BACKENDS:
+    A padded layout computes every sequence at the batch's longest lengths; per-sequence calls, nested jagged
+    tensors, packed sequences under a document or paged block mask, varlen and a block table pad nothing."""
+    if not pads(backend, paged=shape.page_size is not None):
         return 1.0
     w = workload_of(shape)
     return padded_pairs(w, shape.causal, shape.window) / real_pairs(w, shape.causal, shape.window)
@@ -131,7 +137,3 @@ def serving_kv_bytes(shape: AttentionShape) -> int:
     tokens = sum(min(k, shape.window) if shape.window else k for k in w.kv_lens)
     return 2 * shape.n_kv_heads * shape.head_dim * tokens * ELEMENT_BYTES[shape.dtype]
 
-
-def real_tokens(shape: AttentionShape) -> int:
-    """Query tokens the call produces outputs for: B x Sq for a dense case, the sum of query lengths for serving."""
-    return sum(workload_of(shape).q_lens) if is_serving(shape) else shape.batch * shape.seq_q

@@ -1,0 +1,112 @@
+"""The one interface every case kind gives the runner and the record, and what all kinds share.
+
+A case kind (dense attention, a whole layer, a serving batch...) says, for a case of its kind: the fields its record
+counts by formula, the memory it will need, the shape its correctness check runs on, that check, the gradient check,
+and the call to time. The runner and bench.record call only these, so they hold no branch on the kind; a new kind
+is one module here and one line in bench.kinds.KINDS.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
+
+from bench.backends.base import Backend
+from bench.reference import Check
+from bench.shapes import AttentionShape
+
+# The one check-size rule: a case whose float64 reference would hold more score elements than this is checked on a
+# shorter copy of itself with the same structure (the oracle is O(S^2)); each kind says how to shorten its shapes.
+EXACT_CHECK_ELEMENTS = 1 << 25
+
+T = TypeVar("T")
+
+
+class CaseLike(Protocol):
+    """What a kind reads of a case (bench.engine.sweeps.Case, which this layer may not import)."""
+
+    @property
+    def backend(self) -> str: ...
+    @property
+    def shape(self) -> AttentionShape: ...
+    @property
+    def phase(self) -> str: ...
+    @property
+    def pass_(self) -> str: ...
+    @property
+    def device(self) -> str: ...
+
+
+class CaseKind(Protocol):
+    """One kind of case. `setup` builds what the check and the timed call share (a layer's weights), or None."""
+
+    name: str
+
+    def matches(self, shape: AttentionShape) -> bool:
+        """Whether `shape` is a case of this kind (bench.kinds.kind_of asks each kind in turn)."""
+        ...
+
+    def record_fields(self, case: CaseLike, backend: Backend) -> dict[str, Any]:
+        """The record's formula fields: flops, bytes, model_mem_bytes, real_tokens, and where they apply
+        padding_waste and kv_cache_bytes."""
+        ...
+
+    def predicted_bytes(self, case: CaseLike, backend: Backend) -> int:
+        """Bytes one forward call needs at least, for the CPU's predicted-OOM guard."""
+        ...
+
+    def check_shape(self, shape: AttentionShape) -> AttentionShape:
+        """The shape the check runs on: the case itself when it fits EXACT_CHECK_ELEMENTS, else a shorter copy."""
+        ...
+
+    def setup(self, case: CaseLike) -> Any:
+        """What the check, the gradient check and the timed call of this case share."""
+        ...
+
+    def check(self, case: CaseLike, setup: Any, references: ReferenceCache) -> tuple[Check, float]:
+        """The forward check against float64 and the seconds of the checked call; Unsupported when it cannot run."""
+        ...
+
+    def gradients(self, case: CaseLike, setup: Any) -> Check:
+        """The backward check of a fwd+bwd case against float64 autograd."""
+        ...
+
+    def timed_call(self, case: CaseLike, setup: Any) -> Callable[[], object]:
+        """The call the timer repeats: the case's own shape, inputs drawn from another seed than the check's."""
+        ...
+
+
+class ReferenceCache:
+    """The float64 reference of the last check shape: consecutive backends on one shape share it.
+
+    A check's inputs (and a layer's weights) are a function of the shape, the device and a fixed seed, so the key
+    (kind, shape, device) identifies the reference; one entry, so that the old one is freed before the next."""
+
+    def __init__(self) -> None:
+        self._key: tuple | None = None
+        self._ref: Any = None
+
+    def get(self, key: tuple, compute: Callable[[], T]) -> T:
+        if key != self._key:
+            self._ref = None  # free the old one before building the next
+            self._key = None
+            self._ref = compute()
+            self._key = key
+        return self._ref
+
+
+def fits_exactly(score_elements: int) -> bool:
+    return score_elements <= EXACT_CHECK_ELEMENTS
+
+
+def shorter_window(window: int | None, case_kv: int, seq_kv: int) -> int | None:
+    """The window of a check shape with seq_kv keys: a window that really cuts the case's keys must cut the shorter
+    ones too, or the check could not tell it from plain causal; one as long as the context stays that long."""
+    if window is None:
+        return None
+    return min(window, seq_kv) if window >= case_kv else min(window, max(1, seq_kv // 2))
+
+
+def decode_kv_fields(case: CaseLike, kv_cache_bytes: Callable[[], int]) -> dict[str, Any]:
+    """kv_cache_bytes, on decode cases only: one layer's K and V cache, which a decode step reads whole."""
+    return {"kv_cache_bytes": kv_cache_bytes()} if case.phase == "decode" else {}

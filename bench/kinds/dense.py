@@ -1,0 +1,96 @@
+"""Dense attention: one (B, H, S, D) call of the backend itself, checked against the float64 oracle."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from bench.backends import attention, get_backend
+from bench.backends.base import Backend
+from bench.kinds.base import CaseLike, ReferenceCache, decode_kv_fields, fits_exactly, shorter_window
+from bench.measure.timer import sync
+from bench.metrics import attention_bytes, attention_flops, kv_cache_bytes, model_mem_bytes
+from bench.reference import TOLERANCES, Check, check_gradients, compare_to_reference, make_inputs, reference_attention
+from bench.shapes import AttentionShape
+
+
+def dense_check_shape(shape: AttentionShape) -> AttentionShape:
+    """The case itself, or a shorter one with the same structure (scope and model kept: a layer case is checked as
+    a layer, with the same weights, on a shorter x): Sq up to 256, Skv up to 4096, two sequences."""
+    if fits_exactly(shape.batch * shape.n_heads * shape.seq_q * shape.seq_kv):
+        return shape
+    seq_q = min(shape.seq_q, 256)
+    seq_kv = seq_q if shape.seq_q == shape.seq_kv else min(shape.seq_kv, 4096)
+    # two sequences, so that batch strides are checked too
+    return dataclasses.replace(shape, batch=min(shape.batch, 2), seq_q=seq_q, seq_kv=seq_kv,
+                               window=shorter_window(shape.window, shape.seq_kv, seq_kv))
+
+
+def dense_kv_fields(case: CaseLike) -> dict[str, Any]:
+    s = case.shape
+    return decode_kv_fields(case, lambda: kv_cache_bytes(1, s.n_kv_heads, s.head_dim, s.seq_kv, s.batch, s.dtype,
+                                                         window=s.window))
+
+
+class DenseKind:
+    """The default kind: every shape no other kind claims."""
+
+    name = "dense"
+
+    def matches(self, shape: AttentionShape) -> bool:
+        return True
+
+    def record_fields(self, case: CaseLike, backend: Backend) -> dict[str, Any]:
+        s = case.shape
+        return {"flops": attention_flops(s, case.pass_), "bytes": attention_bytes(s),
+                "model_mem_bytes": model_mem_bytes(s, backend.memory, case.pass_),
+                "real_tokens": s.batch * s.seq_q, **dense_kv_fields(case)}
+
+    def predicted_bytes(self, case: CaseLike, backend: Backend) -> int:
+        return model_mem_bytes(case.shape, backend.memory, "fwd") or 0
+
+    def check_shape(self, shape: AttentionShape) -> AttentionShape:
+        return dense_check_shape(shape)
+
+    def setup(self, case: CaseLike) -> None:
+        return None
+
+    def check(self, case: CaseLike, setup: Any, references: ReferenceCache) -> tuple[Check, float]:
+        shape = self.check_shape(case.shape)
+        q, k, v = make_inputs(shape, case.device, seed=0)
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            out = attention(q, k, v, backend=case.backend, causal=shape.causal, window=shape.window)
+        sync(case.device)
+        seconds = time.perf_counter() - t0
+        if out.shape != q.shape:
+            return Check(False, float("inf"), *TOLERANCES[q.dtype]), seconds
+        ref = references.get((self.name, shape, case.device),
+                             lambda: reference_attention(q, k, v, causal=shape.causal, window=shape.window))
+        return compare_to_reference(out, ref), seconds
+
+    def gradients(self, case: CaseLike, setup: Any) -> Check:
+        return check_gradients(case.backend, self.check_shape(case.shape), case.device)
+
+    def timed_call(self, case: CaseLike, setup: Any) -> Callable[[], object]:
+        """The backend itself: the inputs were validated by the check, so `bench.attention`'s checks would only add
+        their microseconds to a decode step's."""
+        s = case.shape
+        grad = case.pass_ == "fwd+bwd"
+        q, k, v = make_inputs(s, case.device, seed=1, requires_grad=grad)
+        fn = get_backend(case.backend).fn
+        if not grad:
+            def forward():
+                with torch.no_grad():
+                    return fn(q, k, v, causal=s.causal, window=s.window)
+            return forward
+        grad_out = torch.randn(s.q_shape, device=q.device, dtype=q.dtype)
+
+        def forward_backward():
+            out = fn(q, k, v, causal=s.causal, window=s.window)
+            return torch.autograd.grad(out, (q, k, v), grad_out)
+        return forward_backward

@@ -1,0 +1,82 @@
+"""A whole layer (scope "layer"): W_Q, W_K, W_V, the backend's attention and W_O on x (B, S, d_model), checked
+against the same layer in float64 (bench.reference.reference_layer, LAYER_TOLERANCES)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from bench.backends.base import Backend
+from bench.kinds.base import CaseLike, ReferenceCache
+from bench.kinds.dense import DenseKind, dense_check_shape, dense_kv_fields
+from bench.layers import MultiHeadAttention, make_layer, make_layer_input
+from bench.measure.timer import sync
+from bench.metrics import ELEMENT_BYTES, layer_bytes, layer_d_model, layer_flops, layer_weight_bytes
+from bench.reference import LAYER_TOLERANCES, Check, check_layer_gradients, compare_to_reference, reference_layer
+from bench.shapes import AttentionShape
+
+
+class LayerKind:
+    name = "layer"
+
+    def matches(self, shape: AttentionShape) -> bool:
+        return shape.scope == "layer"
+
+    def record_fields(self, case: CaseLike, backend: Backend) -> dict[str, Any]:
+        # the projections are counted too; the memory model covers attention alone, so a layer has none
+        s = case.shape
+        return {"flops": layer_flops(s, case.pass_), "bytes": layer_bytes(s), "model_mem_bytes": None,
+                "real_tokens": s.batch * s.seq_q, **dense_kv_fields(case)}
+
+    def predicted_bytes(self, case: CaseLike, backend: Backend) -> int:
+        """The attention inside, plus the weights and x, Q, K, V, O and the output."""
+        s = case.shape
+        tokens = s.batch * s.seq_q * ELEMENT_BYTES[s.dtype]
+        return DenseKind().predicted_bytes(case, backend) + layer_weight_bytes(s) + tokens * (
+            2 * layer_d_model(s) + 2 * (s.n_heads + s.n_kv_heads) * s.head_dim)
+
+    def check_shape(self, shape: AttentionShape) -> AttentionShape:
+        return dense_check_shape(shape)
+
+    def setup(self, case: CaseLike) -> MultiHeadAttention:
+        """One layer (seeded weights) for the check and the timing."""
+        return make_layer(case.shape, case.backend, case.device, seed=0)
+
+    def check(self, case: CaseLike, setup: MultiHeadAttention, references: ReferenceCache) -> tuple[Check, float]:
+        shape = self.check_shape(case.shape)
+        x = make_layer_input(shape, case.device, seed=0)
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            out = setup(x, causal=shape.causal, window=shape.window)
+        sync(case.device)
+        seconds = time.perf_counter() - t0
+        if out.shape != x.shape:
+            return Check(False, float("inf"), *LAYER_TOLERANCES[x.dtype]), seconds
+        ref = references.get((self.name, shape, case.device),
+                             lambda: reference_layer(setup, x, causal=shape.causal, window=shape.window))
+        return compare_to_reference(out, ref, LAYER_TOLERANCES), seconds
+
+    def gradients(self, case: CaseLike, setup: MultiHeadAttention) -> Check:
+        return check_layer_gradients(setup, self.check_shape(case.shape), case.device)
+
+    def timed_call(self, case: CaseLike, setup: MultiHeadAttention) -> Callable[[], object]:
+        """The whole layer, projections included; fwd+bwd differentiates with respect to x and every weight, as
+        training does."""
+        s, layer = case.shape, setup
+        grad = case.pass_ == "fwd+bwd"
+        x = make_layer_input(s, case.device, seed=1, requires_grad=grad)
+        if not grad:
+            def forward():
+                with torch.no_grad():
+                    return layer(x, causal=s.causal, window=s.window)
+            return forward
+        params = tuple(layer.parameters())
+        grad_out = torch.randn(x.shape, device=x.device, dtype=x.dtype)
+
+        def forward_backward():
+            out = layer(x, causal=s.causal, window=s.window)
+            return torch.autograd.grad(out, (x, *params), grad_out)
+        return forward_backward

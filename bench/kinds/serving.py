@@ -1,0 +1,95 @@
+"""Serving batches (bench.serving): ragged, mixed and paged batches in each backend's own layout, checked sequence
+by sequence against float64; inference only."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from bench.backends import Unsupported, get_backend
+from bench.backends.base import Backend
+from bench.kinds.base import CaseLike, ReferenceCache, decode_kv_fields, fits_exactly, shorter_window
+from bench.measure.timer import sync
+from bench.metrics import model_mem_bytes
+from bench.reference import Check
+from bench.serving.batch import check_sequences, references
+from bench.serving.case import prepare
+from bench.serving.workload import (
+    is_serving,
+    padding_waste,
+    serving_bytes,
+    serving_flops,
+    serving_kv_bytes,
+    workload_of,
+)
+from bench.shapes import AttentionShape
+
+
+def _score_elements(shape: AttentionShape) -> int:
+    w = workload_of(shape)
+    return shape.n_heads * max(q * k for q, k in zip(w.q_lens, w.kv_lens, strict=True)) * len(w.q_lens)
+
+
+def serving_check_shape(shape: AttentionShape) -> AttentionShape:
+    """The case, or the same batch (its size, distribution, mask and pages) with the lengths halved until it fits."""
+    small = shape
+    while not fits_exactly(_score_elements(small)) and small.seq_kv > 2 * max(16, small.page_size or 0):
+        seq_kv = small.seq_kv // 2
+        seq_q = seq_kv if small.seq_q == small.seq_kv else small.seq_q
+        small = dataclasses.replace(small, seq_q=seq_q, seq_kv=seq_kv,
+                                    window=shorter_window(small.window, shape.seq_kv, seq_kv))
+    return small
+
+
+class ServingKind:
+    name = "serving"
+
+    def matches(self, shape: AttentionShape) -> bool:
+        return is_serving(shape)
+
+    def record_fields(self, case: CaseLike, backend: Backend) -> dict[str, Any]:
+        # counted over the batch's real sequences; the padding the backend's layout adds is padding_waste
+        s = case.shape
+        return {"flops": serving_flops(s), "bytes": serving_bytes(s), "model_mem_bytes": None,
+                "real_tokens": sum(workload_of(s).q_lens), "padding_waste": padding_waste(s, backend),
+                **decode_kv_fields(case, lambda: serving_kv_bytes(s))}
+
+    def predicted_bytes(self, case: CaseLike, backend: Backend) -> int:
+        return model_mem_bytes(case.shape, backend.memory, "fwd") or 0  # the dense batch's: a rough bound
+
+    def check_shape(self, shape: AttentionShape) -> AttentionShape:
+        return serving_check_shape(shape)
+
+    def setup(self, case: CaseLike) -> Backend:
+        backend = get_backend(case.backend)
+        if why := backend.unsupported_reason(case.device, case.shape.dtype):
+            raise Unsupported(why)
+        if case.pass_ != "fwd":
+            raise Unsupported("serving batches are inference: forward only")
+        return backend
+
+    def check(self, case: CaseLike, setup: Backend, references_: ReferenceCache) -> tuple[Check, float]:
+        small = self.check_shape(case.shape)
+        seqs, call, split = prepare(setup, small, case.device, seed=0)
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            out = call()
+        sync(case.device)
+        seconds = time.perf_counter() - t0
+        refs = references_.get((self.name, small, case.device), lambda: references(small, seqs))
+        return check_sequences(split(out), refs), seconds
+
+    def gradients(self, case: CaseLike, setup: Backend) -> Check:
+        raise Unsupported("serving batches are inference: forward only")
+
+    def timed_call(self, case: CaseLike, setup: Backend) -> Callable[[], object]:
+        _, call, _ = prepare(setup, case.shape, case.device, seed=1)
+
+        def forward():
+            with torch.no_grad():
+                return call()
+        return forward
