@@ -10,6 +10,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import torch
+
 from bench.backends import get_backend
 from bench.kinds import kind_of
 from bench.shapes import LATER_FIELDS, SHAPE_DOCS, shape_fields
@@ -95,8 +97,6 @@ def new_record(case: Any, memory: str) -> dict[str, Any]:
     case is a bench.engine.sweeps.Case; memory the backend's trait ("materialising" or "tiled"). The formula fields
     come from the case's kind (bench.kinds: dense, layer, serving), which reads the backend's traits.
     """
-    import torch  # lazy: reading records needs no torch
-
     s = case.shape
     backend = dataclasses.replace(get_backend(case.backend), memory=memory)
     rec: dict[str, Any] = dict.fromkeys(RECORD_FIELDS)

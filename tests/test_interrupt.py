@@ -45,7 +45,7 @@ def test_ctrl_c_during_calibration_writes_nothing_and_says_how_to_start_again(tm
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("at", "kept"), [("check:2", 1), ("check:3", 2), ("write:2", 1), ("write:4", 3)])
+@pytest.mark.parametrize(("at", "kept"), [("check:2", 1), ("time:3", 2), ("write:2", 1), ("write:4", 3)])
 def test_ctrl_c_during_a_case_keeps_every_finished_case_and_resumes(tmp_path, at, kept):
     """write:1 is the results file's creation; write:N+1 the N-th case being recorded, which is kept whole."""
     proc, out = run_interrupted(tmp_path, at)

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from bench.backends import Unsupported, get_backend
+from bench.engine import interrupt
 from bench.engine.sweeps import Case
 from bench.kinds import EXACT_CHECK_ELEMENTS, ReferenceCache, check_shape, kind_of
 from bench.measure.calibrate import spec_sheet
@@ -98,6 +99,7 @@ class Runner:
             return Outcome(dict(record, status="oom", reason=why))
         kind = kind_of(shape)
         setup = kind.setup(case)  # what the check and the timed call share (a layer's weights)
+        interrupt.stage("check")
         check, check_call_s = kind.check(case, setup, self.references)
         record["max_abs_err"] = check.max_abs_err
         if not check.ok:
@@ -113,6 +115,7 @@ class Runner:
         fn = kind.timed_call(case, setup)
         # every timing mode (bench.measure.modes); the warm-up compiles flex, builds plans
         gpu = Gpu.open(torch.cuda.current_device()) if device == "cuda" else None
+        interrupt.stage("time")
         case_timing = time_case(fn, device, self.budget_s, gpu, self.trace_path(case))
         warm_up_s, timing = case_timing.first_call_s, case_timing.headline
         # The first call of this backend on this shape: the check's, when it ran the case's own shape forward.

@@ -144,7 +144,6 @@ class Session:
 
     def measure(self, case: Case) -> tuple[dict[str, Any], dict[str, Any]]:
         """One case, checked and timed: its record and its results entry, which is in the store when this returns."""
-        interrupt.stage("check")
         outcome = self.runner.run(case)
         record = outcome.record
         if self.ran_on:
