@@ -26,9 +26,7 @@ from bench.engine.queue import DEVICE_ENV, QUEUE_ENV, CaseQueue
 from bench.engine.sweeps import Case
 from bench.results import ResultsStore, RunMeta
 from bench.results.entry import case_entry, group_of
-from bench.status import PROGRESS_LABELS
-
-FAILING = ("error", "incorrect")  # statuses that make a run exit 1
+from bench.status import EXIT_1, PROGRESS_LABELS
 
 
 def machine_info_here(device: str, profile: str) -> dict[str, Any]:
@@ -210,7 +208,7 @@ class Session:
     # -- progress -------------------------------------------------------------------------------------------
     def _progress(self, case: Case, record: dict[str, Any]) -> None:
         self.finished += 1
-        self.failing += record["status"] in FAILING
+        self.failing += record["status"] in EXIT_1
         # a worker of --devices counts every worker's cases, so its line reads as the whole run's progress
         done, total = (self.queue.finished(), len(self.queue)) if self.queue else (self.finished, len(self.selected))
         elapsed = time.perf_counter() - self.t0

@@ -6,11 +6,15 @@
 - copy bytes/s: a device-to-device copy, read + write counted (as attention's byte model counts reads and writes).
 - read bytes/s: a sum over a buffer many times the L2, which only reads. A read-mostly kernel (decode reads the
   KV cache and writes one row) can beat the copy's figure, so decode is judged against this one.
-Every figure is the headline timer's median (bench.measure.timer.measure).
+Every figure is the headline timer's median (bench.measure.timer.measure). Each ceiling takes a few seconds at most
+on any machine: a GEMM whose first call takes longer than CALL_LIMIT_S (bf16 on a CPU without bf16 units: a minute
+for 2048^3) is measured on a smaller shape instead, and `calibration["notes"]` says so. A dtype whose GEMM runs far
+below fp32's is emulated by this CPU (`calibration["emulated"]`): its cases are slow for want of hardware, not code.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import torch
@@ -63,18 +67,52 @@ def spec_flops(gpu_name: str | None) -> float | None:
     return sheet.flops_per_s if sheet else None
 
 
+BUDGET_S = 0.5  # timing budget of one ceiling's shape: its rounds stop here once the minimum is taken
+CALL_LIMIT_S = 0.5  # a GEMM call slower than this is measured on a halved shape (each halving: 8x fewer FLOPs)
+SMALLEST_GEMM = 256
+EMULATED_BELOW = 0.25  # a dtype whose GEMM is under this share of fp32's has no hardware path here
+
+
 def _time(fn, device: str) -> float:
-    _, timing = measure(fn, device, budget_s=1.0)
+    _, timing = measure(fn, device, budget_s=BUDGET_S)
     return summarize(timing.samples).median
 
 
-def gemm_flops_per_s(device: str, dtype: str | None = None, shapes: tuple | None = None) -> float:
-    """The best FLOP/s over `shapes` (default GEMM_SHAPES) in `dtype` (default: the device's main dtype)."""
-    torch_dtype = DTYPES[dtype or MAIN_DTYPE[device]]
+def _one_call_s(fn, device: str) -> float:
+    t0 = time.perf_counter()
+    fn()
+    if device == "cuda":
+        torch.cuda.synchronize()
+    return time.perf_counter() - t0
+
+
+def gemm_flops_per_s(device: str, dtype: str | None = None, shapes: tuple | None = None,
+                     notes: list[str] | None = None) -> float:
+    """The best FLOP/s over `shapes` (default GEMM_SHAPES) in `dtype` (default: the device's main dtype). Each shape
+    is reached from a small one, doubling while a call stays under CALL_LIMIT_S, so a machine that is slow in this
+    dtype never runs the big one (which `notes` then names)."""
+    name = dtype or MAIN_DTYPE[device]
     best = 0.0
-    for m, n, k in shapes or GEMM_SHAPES[device]:
-        best = max(best, 2 * m * n * k / _time(_matmul(m, n, k, torch_dtype, device), device))
+    for shape in shapes or GEMM_SHAPES[device]:
+        m, n, k = _grown(shape, DTYPES[name], device)
+        if (m, n, k) != tuple(shape) and notes is not None:
+            notes.append(f"{name} GEMM: {'x'.join(map(str, shape))} would take over {CALL_LIMIT_S} s a call; "
+                         f"measured at {m}x{n}x{k}")
+        best = max(best, 2 * m * n * k / _time(_matmul(m, n, k, DTYPES[name], device), device))
     return best
+
+
+def _grown(shape: tuple[int, int, int], dtype: torch.dtype, device: str) -> tuple[int, int, int]:
+    """The largest halving of `shape` (at most `shape`) whose one call takes under CALL_LIMIT_S."""
+    halvings = 0
+    while min(shape) >> (halvings + 1) >= SMALLEST_GEMM:
+        halvings += 1
+    while halvings > 0:
+        m, n, k = (d >> halvings for d in shape)
+        if _one_call_s(_matmul(m, n, k, dtype, device), device) * 8 > CALL_LIMIT_S:  # the next size: 8x the work
+            return m, n, k
+        halvings -= 1
+    return tuple(shape)
 
 
 def _matmul(m: int, n: int, k: int, dtype: torch.dtype, device: str):
@@ -96,15 +134,20 @@ def read_bytes_per_s(device: str) -> float:
     return buf.numel() * 4 / _time(lambda: buf.sum(), device)
 
 
-def calibrate(device: str, dtypes: tuple[str, ...] = ()) -> dict[str, float]:
-    """The run's ceilings; dtypes: also a GEMM ceiling in each of these (`gemm_flops_per_s_<dtype>`)."""
+def calibrate(device: str, dtypes: tuple[str, ...] = ()) -> dict:
+    """The run's ceilings; dtypes: also a GEMM ceiling in each of these (`gemm_flops_per_s_<dtype>`). With them:
+    "notes" (what was measured otherwise than planned) and "emulated" (dtypes far below the main one's GEMM)."""
     main = MAIN_DTYPE[device]
-    out = {"gemm_flops_per_s": gemm_flops_per_s(device, main), "copy_bytes_per_s": copy_bytes_per_s(device),
-           "read_bytes_per_s": read_bytes_per_s(device)}
+    notes: list[str] = []
+    out: dict = {"gemm_flops_per_s": gemm_flops_per_s(device, main, notes=notes),
+                 "copy_bytes_per_s": copy_bytes_per_s(device), "read_bytes_per_s": read_bytes_per_s(device)}
     out[f"gemm_flops_per_s_{main}"] = out["gemm_flops_per_s"]
     # a CPU without bf16/fp16 matrix units takes seconds per GEMM in them: one shape there
     others = GEMM_SHAPES[device][:1] if device == "cpu" else None
     for dtype in dtypes:
         if f"gemm_flops_per_s_{dtype}" not in out:
-            out[f"gemm_flops_per_s_{dtype}"] = gemm_flops_per_s(device, dtype, others)
+            out[f"gemm_flops_per_s_{dtype}"] = gemm_flops_per_s(device, dtype, others, notes)
+    out["emulated"] = [d for d in dtypes if d != main and device == "cpu"
+                       and out[f"gemm_flops_per_s_{d}"] < EMULATED_BELOW * out["gemm_flops_per_s"]]
+    out["notes"] = notes
     return out

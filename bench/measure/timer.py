@@ -26,6 +26,9 @@ from bench.measure.stats import summarize
 
 MIN_ROUND_S = 2e-3  # rounds shorter than this are dominated by timer and launch overhead
 MIN_ROUNDS = 7
+# A round longer than the budget / MIN_ROUNDS is not repeated seven times (a 60 s bf16 GEMM on a CPU without bf16
+# units would take 7 minutes): it gets as many as fit in the budget, never fewer than this; noisy when the CI is wide.
+LONG_CALL_MIN_ROUNDS = 3
 MAX_ROUNDS = 1000
 COOL_DOWN_S = 2.0  # an idle pause after a throttled round: long enough for clocks to recover from a power cap
 
@@ -70,6 +73,13 @@ def _calls_per_round(one_call_s: float) -> int:
     return max(1, min(1000, round(MIN_ROUND_S / max(one_call_s, 1e-9))))
 
 
+def min_rounds(round_s: float, budget_s: float) -> int:
+    """MIN_ROUNDS, or fewer (at least LONG_CALL_MIN_ROUNDS) when that many rounds would overrun the budget."""
+    if round_s * MIN_ROUNDS <= budget_s:
+        return MIN_ROUNDS
+    return max(LONG_CALL_MIN_ROUNDS, int(budget_s / max(round_s, 1e-12)))
+
+
 def _adaptive(measure_round: Callable[[int], float], one_call_s: float, budget_s: float, target: float,
               timer: str, calls: int | None = None, guard: ThrottleGuard | None = None,
               mode: str = "warm") -> Timing:
@@ -77,16 +87,19 @@ def _adaptive(measure_round: Callable[[int], float], one_call_s: float, budget_s
     samples: list[float] = []
     start = time.perf_counter()
     noisy = True
+    least = MIN_ROUNDS
     while len(samples) < MAX_ROUNDS:
         seconds = measure_round(calls) / calls
+        if not samples:  # the first round says how long one is: long ones get fewer rounds
+            least = min_rounds(seconds * calls, budget_s)
         if guard is None or guard.keep():
             samples.append(seconds)
-        if len(samples) >= MIN_ROUNDS and summarize(samples).rel_ci_half_width <= target:
+        if len(samples) >= least and summarize(samples).rel_ci_half_width <= target:
             noisy = False
             break
-        if len(samples) >= MIN_ROUNDS and time.perf_counter() - start > budget_s:
+        if len(samples) >= least and time.perf_counter() - start > budget_s:
             break
-    if noisy and len(samples) >= MIN_ROUNDS:
+    if noisy and len(samples) >= least:
         noisy = summarize(samples).rel_ci_half_width > target
     return Timing(samples, calls, noisy, timer, mode, bool(guard and guard.throttled),
                   guard.dropped if guard else 0)

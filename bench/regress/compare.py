@@ -356,8 +356,13 @@ def _controlled(raw: CaseVerdict, in_gemm: CaseVerdict, rule: Rule) -> CaseVerdi
 def _case_verdict(cid: str, b: dict, c: dict, t: _Timed | None, within: tuple[float | None, list[str]] | None,
                   noise: NoiseModel, rule: Rule) -> CaseVerdict:
     bs, cs = b["status"], c["status"]
+    if "skipped" in (bs, cs) and bs != cs:  # the time budget left it out of one run: nothing to compare
+        which = "the baseline" if bs == "skipped" else "the current run"
+        return CaseVerdict(cid, "missing" if cs == "skipped" else "new", False, f"skipped in {which} (time budget)",
+                           bs, cs, None, None, None, None, None)
     if bs != cs:
-        failing = bs == "ok" and cs in FAILING
+        # ok -> a failure is a regression; so is a case that now hangs or crashes whatever it did before
+        failing = (bs == "ok" and cs in FAILING) or cs in ("timeout", "crashed")
         why = (c.get("reason") or "").strip()
         return CaseVerdict(cid, "status changed", failing, f"{bs} -> {cs}" + (f": {why}" if why else ""), bs, cs,
                            None, None, None, None, None)

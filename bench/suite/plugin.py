@@ -17,6 +17,7 @@ from bench.engine.options import add_options, option_names, plan
 from bench.engine.session import Session
 from bench.errors import InputError
 from bench.results.entry import stats_of
+from bench.status import EXIT_1
 
 SESSION_KEY = pytest.StashKey[Session]()
 
@@ -140,7 +141,7 @@ def measure(attn: Session, case_id: str, benchmark: Any) -> None:
         meta.stats = stats_of(entry["stats"]["data"])
         benchmark._add_stats(meta)
         benchmark.stats = meta
-    if record["status"] in ("unsupported", "oom"):
-        pytest.skip(f"{record['status']}: {record['reason']}")
-    if record["status"] in ("error", "incorrect"):
+    if record["status"] in EXIT_1:
         pytest.fail(f"{case_id}: {record['status']}: {record['reason']}", pytrace=False)
+    if record["status"] != "ok":  # unsupported, oom, skipped: not a failure of the code
+        pytest.skip(f"{record['status']}: {record['reason']}")
