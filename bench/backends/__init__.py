@@ -37,7 +37,7 @@ BACKENDS: dict[str, Backend] = {
         Backend("sdpa-cudnn", sdpa.make("sdpa-cudnn"), "torch SDPA forced to cuDNN attention", "tiled", "#8c564b",
                 "P", devices=CUDA, layouts=PADDED),
         Backend("flex", flex_attention, "torch.compile(flex_attention) with block masks", "tiled", "#2ca02c", "*",
-                layouts=("packed", "paged-mask")),
+                layouts=("packed", "paged-mask"), compiles=True),
         Backend("flash-attn", flash_attn_attention, "flash_attn.flash_attn_func (CUDA only)", "tiled", "#e377c2",
                 "h", devices=CUDA, dtypes=HALF, layouts=("varlen", "paged-table")),
     ]

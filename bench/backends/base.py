@@ -52,6 +52,7 @@ class Backend:
     # the serving layouts it takes: at most one ragged layout and one paged layout (see Layout); none: serving
     # batches are unsupported for it
     layouts: tuple[Layout, ...] = ()
+    compiles: bool = False  # its first call on a new shape compiles (torch.compile): seconds, not microseconds
 
     def layout(self, kinds: tuple[str, ...]) -> Layout | None:
         """Its layout among `kinds` (RAGGED_LAYOUTS or PAGED_LAYOUTS), or None when it takes none of them."""

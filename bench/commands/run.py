@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     elif devices:
         code = devices_mod.run_on_devices(values, plan, devices)
     else:
-        code = Session(plan, trace_dir=values.get("trace")).run()
+        code = Session(plan, trace_dir=values.get("trace"), isolate=True).run()
     worker = QUEUE_ENV in os.environ  # a --devices worker: the launcher sums up the whole run
     if code == 130:
         if not worker:

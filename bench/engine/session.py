@@ -2,10 +2,14 @@
 directly, the pytest plugin (bench.suite.plugin) from its hooks — and so do `bench run --devices` workers (cases
 claimed from a shared queue), `bench ab`'s workers and `bench profile` (one case, no file).
 
-open()    calibrate (or take the given ceilings), measure the presets' KV caches, open the store (new or --resume)
+open()    calibrate (or take the given ceilings), measure the presets' KV caches, open the store (new or --resume),
+          predict every case's time (bench.engine.cost)
 measure() one case: the Runner's record, its entry (bench.results.entry), recorded whole or not at all
-run()     open, every pending case (or each one the queue hands out), close; Ctrl-C anywhere ends it cleanly
+run()     open, every pending case (or each one the queue hands out) while it fits the time budget (the others
+          `skipped`, bench.engine.budget), close; Ctrl-C anywhere ends it cleanly
 close()   the end-of-run calibration when complete (the regression check's in-run control), the results file
+With isolate=True (`bench run`) cases run in a worker process (bench.engine.isolate): a case past its time limit
+ends `timeout`, one that takes its worker down ends `crashed`, and a fresh worker takes the next.
 """
 
 from __future__ import annotations
@@ -21,12 +25,18 @@ from pathlib import Path
 from typing import Any
 
 from bench.engine import interrupt
+from bench.engine.budget import Planner, priority_order
+from bench.engine.cost import predict
+from bench.engine.isolate import IsolatedRunner
 from bench.engine.options import Plan
 from bench.engine.queue import DEVICE_ENV, QUEUE_ENV, CaseQueue
 from bench.engine.sweeps import Case
 from bench.results import ResultsStore, RunMeta
 from bench.results.entry import case_entry, group_of
 from bench.status import EXIT_1, PROGRESS_LABELS
+
+MIN_TIMEOUT_S = 60.0  # a case's default limit is never under a minute (a compile, a loaded machine)
+TIMEOUT_FACTOR = 10.0  # ... and a generous multiple of its prediction: only a hang gets near it
 
 
 def machine_info_here(device: str, profile: str) -> dict[str, Any]:
@@ -49,7 +59,8 @@ class Session:
     def __init__(self, plan: Plan, run_id: str | None = None, *, say: Callable[[str], None] | None = None,
                  trace_dir: Path | None = None, budget_s: float | None = None,
                  machine_info: Callable[[], dict] | None = None, commit_info: Callable[[], dict] | None = None,
-                 queue: CaseQueue | None = None, ran_on: str | None = None) -> None:
+                 queue: CaseQueue | None = None, ran_on: str | None = None, isolate: bool = False) -> None:
+        self.started = time.perf_counter()  # the time budget counts from here, calibration included
         self.plan = plan
         self.run_id = run_id or plan.run_id
         self.say = say or (lambda line: print(line, flush=True))
@@ -71,6 +82,11 @@ class Session:
         self.failing = 0
         self.interrupted = False
         self.t0 = time.perf_counter()
+        self.isolated = IsolatedRunner() if isolate else None
+        self.predicted: dict[str, float] = {}
+        budget = plan.sweep.time_budget_s
+        self.planner = Planner(budget if budget is not None and budget != float("inf") else None)
+        self.left_s = 0.0  # predicted seconds of the cases still to run
 
     # -- the run's stages ------------------------------------------------------------------------------------
     def open(self, selected: set[str] | None = None, calibration: dict | None = None) -> None:
@@ -108,19 +124,50 @@ class Session:
                 self.store = ResultsStore.new(self.plan.out, meta, self._machine_info(), self._commit_info(),
                                               pytest_benchmark.__version__,
                                               dt.datetime.now().isoformat(timespec="seconds"))
-        self.runner = Runner(calibration, gpu_name(self.plan.device), budget_s=self.budget_s,
-                             trace_dir=self.trace_dir)
+        if self.isolated is not None:
+            self.isolated.set_runner(calibration, gpu_name(self.plan.device), self.budget_s,
+                                     str(self.trace_dir) if self.trace_dir else None, self.plan.threads)
+        else:
+            self.runner = Runner(calibration, gpu_name(self.plan.device), budget_s=self.budget_s,
+                                 trace_dir=self.trace_dir)
+        self._predict(calibration)
         gc.freeze()  # what is alive now lives to the end: keep the collector from rescanning it between rounds
         self.t0 = time.perf_counter()
 
-    def _calibrate(self) -> dict:
+    def _ceilings(self, dtypes: tuple[str, ...]) -> dict:
+        if self.isolated is not None:  # measured where the cases run (on CUDA: the same process, one context)
+            return self.isolated.ask({"cmd": "calibrate", "device": self.plan.device, "dtypes": list(dtypes)})[
+                "calibration"]
         from bench.measure.calibrate import calibrate
+
+        return calibrate(self.plan.device, dtypes)
+
+    def _predict(self, calibration: dict) -> None:
+        """Every case's predicted seconds (bench.engine.cost), for the ETA, the time budget and the record."""
+        from bench.backends import get_backend
+        from bench.record import new_record
+
+        for case in self.plan.cases:
+            b = get_backend(case.backend)
+            self.predicted[case.id] = predict(case, new_record(case, b.memory), calibration, b.memory,
+                                              self.budget_s, bool(b.unsupported_reason(case.device,
+                                                                                       case.shape.dtype)),
+                                              b.compiles)
+        self.left_s = sum(self.predicted[c.id] for c in self.pending if c.id in self.selected)
+
+    def _calibrate(self) -> dict:
 
         self.say(f"calibrating {self.plan.device} (GEMM and copy ceilings)...")
         interrupt.stage("calibrate")
-        calibration = calibrate(self.plan.device, self.plan.sweep.dtypes)
+        calibration = self._ceilings(self.plan.sweep.dtypes)
         self.say(f"  GEMM {calibration['gemm_flops_per_s'] / 1e9:.1f} GFLOP/s, "
                  f"copy {calibration['copy_bytes_per_s'] / 1e9:.1f} GB/s")
+        for note in calibration.get("notes") or []:
+            self.say(f"  note: {note}")
+        for dtype in calibration.get("emulated") or []:
+            share = calibration[f"gemm_flops_per_s_{dtype}"] / calibration["gemm_flops_per_s"]
+            self.say(f"  {dtype} is emulated on this CPU (its GEMM runs at {100 * share:.1f}% of fp32's): its "
+                     "cases are slow for want of hardware, not code")
         return calibration
 
     def _models(self) -> dict | None:
@@ -135,18 +182,54 @@ class Session:
 
     def _kv_measured(self) -> list[dict]:
         """The presets' KV caches as MHA/GQA/MQA, allocated and measured: the KV-shrink claim's evidence."""
+        self.say("measuring the presets' KV caches (MHA / GQA / MQA)...")
+        if self.isolated is not None:
+            return self.isolated.ask({"cmd": "kv", "device": self.plan.device})["kv_measured"]
         from bench.models.kvcache import measured_presets
 
-        self.say("measuring the presets' KV caches (MHA / GQA / MQA)...")
         return measured_presets(self.plan.device)
 
     def measure(self, case: Case) -> tuple[dict[str, Any], dict[str, Any]]:
         """One case, checked and timed: its record and its results entry, which is in the store when this returns."""
-        outcome = self.runner.run(case)
+        t0 = time.perf_counter()
+        predicted = self.predicted.get(case.id)
+        if self.isolated is not None:
+            outcome = self.isolated.run(case, self._record(case), self._timeout(predicted))
+        else:
+            outcome = self.runner.run(case)
         record = outcome.record
+        record.update(predicted_s=predicted, wall_s=time.perf_counter() - t0)
         if self.ran_on:
             record["ran_on"] = self.ran_on
-        entry = case_entry(record, outcome.samples, group=group_of(record))
+        if predicted is not None:
+            self.planner.ran(predicted, record["wall_s"])
+        return self._keep(case, record, outcome.samples)
+
+    def skip(self, case: Case) -> tuple[dict[str, Any], dict[str, Any]]:
+        """A case that does not fit the time budget: recorded `skipped`, its predicted time the reason."""
+        predicted = self.predicted[case.id]
+        record = dict(self._record(case), status="skipped", predicted_s=predicted, wall_s=0.0,
+                      reason=f"predicted {predicted:.1f} s (x{self.planner.scale:.2f} as this run goes): over the "
+                             f"{self.planner.budget_s:.0f} s time budget")
+        return self._keep(case, record, [])
+
+    def _record(self, case: Case) -> dict[str, Any]:
+        from bench.backends import get_backend
+        from bench.record import new_record
+
+        return new_record(case, get_backend(case.backend).memory)
+
+    def _timeout(self, predicted: float | None) -> float | None:
+        """--case-timeout, or by default a generous multiple of the prediction, never under a minute."""
+        given = self.plan.sweep.case_timeout_s
+        if given is not None:
+            return None if given == float("inf") else given
+        return max(MIN_TIMEOUT_S, TIMEOUT_FACTOR * (predicted or 0.0))
+
+    def _keep(self, case: Case, record: dict[str, Any], samples: list[float]) -> tuple[dict, dict]:
+        """The case's entry into the store, whole or not at all, then its progress line."""
+        self.left_s -= self.predicted.get(case.id, 0.0)
+        entry = case_entry(record, samples, group=group_of(record))
         with interrupt.deferred():  # a Ctrl-C while recording waits until the case is in the journal
             interrupt.stage("write")
             if self.store is not None:
@@ -157,7 +240,10 @@ class Session:
     def cases(self) -> Iterator[Case]:
         """The cases this process runs: its pending ones, or those a --devices queue hands it one at a time."""
         if self.queue is None:
-            yield from (c for c in self.pending if c.id in self.selected)
+            mine = [c for c in self.pending if c.id in self.selected]
+            if self.planner.budget_s is not None:  # the small shapes of every family first
+                mine = priority_order(mine, self.predicted)
+            yield from mine
             return
         while (case_id := self.queue.claim()) is not None:
             if case_id in self.by_id:
@@ -172,14 +258,14 @@ class Session:
         if (complete or (self.queue is not None and not self.interrupted)) and self.finished:
             # The machine's speed again, after the cases: with the start's, the in-run control that lets a
             # regression check tell "this machine was slower today" from "the code got slower".
-            from bench.measure.calibrate import calibrate
-
-            self.store.doc.meta.calibration_end = calibrate(self.plan.device)
+            self.store.doc.meta.calibration_end = self._ceilings(())
             if self.plan.device == "cuda":
                 from bench.measure.environment import nvml_state
 
                 self.store.doc.machine_info.setdefault("attnbench", {})["nvml_end"] = nvml_state()
         with interrupt.ignored():  # a second Ctrl-C cannot tear the file: it is written whole
+            if self.isolated is not None:
+                self.isolated.close()
             interrupt.stage("cleanup")
             self.store.finish(complete=complete)
 
@@ -188,7 +274,11 @@ class Session:
         try:
             self.open()
             for case in self.cases():
-                self.measure(case)
+                if self.predicted and not self.planner.fits(self.predicted[case.id],
+                                                            time.perf_counter() - self.started):
+                    self.skip(case)
+                else:
+                    self.measure(case)
         except KeyboardInterrupt:
             self.interrupted = True
         finally:
@@ -211,8 +301,10 @@ class Session:
         self.failing += record["status"] in EXIT_1
         # a worker of --devices counts every worker's cases, so its line reads as the whole run's progress
         done, total = (self.queue.finished(), len(self.queue)) if self.queue else (self.finished, len(self.selected))
-        elapsed = time.perf_counter() - self.t0
-        eta = elapsed / max(done, 1) * max(0, total - done)  # workers start together: the queue's rate is the run's
+        if self.queue is not None:  # workers start together: the queue's rate is the run's
+            eta = (time.perf_counter() - self.t0) / max(done, 1) * max(0, total - done)
+        else:  # the cost model's seconds left, scaled by how it has fared in this run
+            eta = self.planner.eta_s(max(0.0, self.left_s))
         status = record["status"]
         if status == "ok":
             ci = (record["ci_high_s"] - record["ci_low_s"]) / 2 / record["median_s"] * 100

@@ -48,6 +48,22 @@ def seconds(text: str) -> float:
         raise UsageError(f"expected a number of seconds, got {text!r}") from None
 
 
+def duration(text: str) -> float | None:
+    """'10m', '90s', '1h', '600' (seconds) or 'none' (no limit: infinity)."""
+    text = text.strip().lower()
+    if text in ("none", "inf", "off"):
+        return float("inf")
+    units = {"s": 1, "m": 60, "h": 3600}
+    scale = units.get(text[-1:])
+    try:
+        value = float(text[:-1] if scale else text) * (scale or 1)
+    except ValueError:
+        raise UsageError(f"expected a duration such as 10m, 90s, 1h or none, got {text!r}") from None
+    if value <= 0:
+        raise UsageError(f"a duration must be positive, got {text!r}")
+    return value
+
+
 def words(text: str) -> tuple[str, ...]:
     return tuple(x.strip() for x in text.split(",") if x.strip())
 
@@ -139,6 +155,11 @@ class Sweep:
                                                      "contiguous,16,128 (contexts drawn uniform unless --lengths)",
                                                      page_sizes, _page_size)
     budget_s: float = axis(1.0, "budget", "seconds of timing per case before it is marked noisy", seconds)
+    time_budget_s: float | None = axis(None, "time-budget", "plan the run to this long, e.g. 10m or none: cases "
+                                       "that will not fit are recorded skipped (the small shapes of every family "
+                                       "run first)", duration)
+    case_timeout_s: float | None = axis(None, "case-timeout", "end a case that runs longer, e.g. 5m or none "
+                                        "(default: 10x its predicted time, at least 1 minute)", duration)
     d_model: int | None = None  # when set, head_dim = d_model / n_heads (the heads sweep)
     tokens_per_batch: int | None = None  # when set, batch = tokens / seq (GPU sweeps at fixed tokens)
     # More sweeps of the profile, run after this one (a case already swept is not repeated): e.g. the compact
@@ -164,7 +185,7 @@ class Sweep:
         for f in axis_fields():
             if f.name in given and f.metadata["clears"]:
                 given[f.metadata["clears"]] = None
-        if any(name not in ("budget_s",) for name in given):
+        if any(name not in ("budget_s", "time_budget_s", "case_timeout_s") for name in given):
             given["also"] = ()  # the user chose the axes: the profile's extra sweeps no longer apply
         return dataclasses.replace(self, **given)
 
@@ -174,6 +195,10 @@ def axis_fields() -> list[dataclasses.Field]:
     return [f for f in dataclasses.fields(Sweep) if "flag" in f.metadata]
 
 
+# `nox -s bench` (the default profile) plans its cases to this, so that it ends within 10 minutes on any 2-core
+# machine, installs, calibration and the report included; `--time-budget none` runs every case.
+DEFAULT_TIME_BUDGET_S = 480.0
+
 PROFILES: dict[str, dict[str, Sweep]] = {
     "cpu": {
         # CI's regression check
@@ -182,6 +207,7 @@ PROFILES: dict[str, dict[str, Sweep]] = {
         # every backend x MHA/GQA/MQA x 4 lengths x fp32/bf16 x none/causal, plus decode
         "default": Sweep(seqs=(256, 512, 1024, 2048), dtypes=("fp32", "bf16"), masks=("none", "causal"),
                          phases=("prefill", "decode"), decode_kv=(1024, 4096, 16384), budget_s=0.6,
+                         time_budget_s=DEFAULT_TIME_BUDGET_S,
                          # a compact heads sweep and the layer around attention, so every claim gets a verdict
                          also=(Sweep(backends=("naive", "sdpa-math", "sdpa-flash"), heads=(2, 4, 8, 16, 32),
                                      kv_heads=None, d_model=512, seqs=(1024,), budget_s=0.6),
@@ -211,7 +237,8 @@ PROFILES: dict[str, dict[str, Sweep]] = {
         "default": Sweep(heads=(16,), kv_heads=(16, 4, 1), seqs=(1024, 2048, 4096, 8192, 16384),
                          tokens_per_batch=16384, head_dims=(64, 128), dtypes=("bf16",), masks=("none", "causal"),
                          phases=("prefill", "decode"), passes=PASSES, decode_kv=(8192, 32768, 131072),
-                         budget_s=0.5, also=(Sweep(heads=(4, 8, 16, 32), kv_heads=None, d_model=2048, seqs=(4096,),
+                         budget_s=0.5, time_budget_s=2 * DEFAULT_TIME_BUDGET_S,
+                         also=(Sweep(heads=(4, 8, 16, 32), kv_heads=None, d_model=2048, seqs=(4096,),
                                                    tokens_per_batch=16384, dtypes=("bf16",), budget_s=0.5),
                                              Sweep(backends=("naive", "sdpa", "sdpa-flash"), heads=(16,),
                                                    kv_heads=(16,), head_dims=(128,), seqs=(1024, 4096, 16384),

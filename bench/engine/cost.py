@@ -1,0 +1,65 @@
+"""The cost model: how long a case will take, check and warm-up included, before it runs.
+
+From the run's calibration (GEMM FLOP/s per dtype, copy bandwidth) and the case's record fields (FLOPs, bytes,
+dtype, the backend's memory kind), one call is predicted as the slower of its FLOPs at a share of the GEMM ceiling
+and its bytes at the copy ceiling (a materialising backend also writes and reads its Sq x Skv scores), plus a fixed
+per-call overhead. A case then costs: the float64 reference and the backend's call on the check shape, the first
+call (FlexAttention compiles: tens of seconds on a CPU), the timing modes (the adaptive rounds until the CI target
+or the case's budget, the kernel mode's profiled calls), and one call for the peak memory. A dtype the CPU emulates
+is already in its GEMM ceiling, so its cases are predicted slow. The predictions order and budget a run
+(--time-budget) and feed the ETA; each record keeps `predicted_s` beside its measured `wall_s`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.engine.sweeps import Case
+from bench.kinds import check_shape
+from bench.metrics import attention_flops
+
+GEMM_SHARE = 0.5  # attention's matmuls reach about half the GEMM ceiling on CPU (softmax and masking between them)
+CALL_OVERHEAD_S = {"cpu": 30e-6, "cuda": 15e-6}  # Python, dispatch and launch per call
+SCORE_PASSES = 4  # a materialising backend writes the scores, reads them for softmax, writes P, reads P
+FLOAT64_SHARE = 0.25  # the reference runs in float64 through the naive formula: about a quarter of fp32's GEMM
+COMPILE_S = {"cpu": 25.0, "cuda": 10.0}  # torch.compile of one FlexAttention shape (and once more for a backward)
+MIN_ROUND_S = 2e-3  # bench.measure.timer: a round lasts at least this long
+TYPICAL_ROUNDS = 15  # rounds the adaptive timer usually takes before its CI target
+KERNEL_MODE_S = 0.15  # the kernel mode's profiled calls (about 50 ms) and the profiler's start and stop
+PER_CASE_S = 0.05  # inputs, the record, the journal line
+
+
+def call_s(record: dict[str, Any], calibration: dict[str, Any], memory: str) -> float:
+    """Predicted seconds of one timed call."""
+    device = record["device"]
+    gemm = calibration.get(f"gemm_flops_per_s_{record['dtype']}") or calibration.get("gemm_flops_per_s") or 1e10
+    copy = calibration.get("copy_bytes_per_s") or 1e10
+    traffic = float(record.get("bytes") or 0)
+    if memory == "materialising":  # the fp32 score matrix goes through memory several times
+        scores = record["batch"] * record["n_heads"] * record["seq_q"] * record["seq_kv"] * 4
+        traffic += SCORE_PASSES * scores * (3.5 if record["pass"] == "fwd+bwd" else 1)
+    compute = float(record.get("flops") or 0) / (GEMM_SHARE * gemm)
+    return max(compute, traffic / copy) + CALL_OVERHEAD_S.get(device, 30e-6)
+
+
+def predict(case: Case, record: dict[str, Any], calibration: dict[str, Any], memory: str, budget_s: float,
+            unsupported: bool = False, compiles: bool = False) -> float:
+    """Predicted seconds of the whole case: check, first call, timing modes, memory."""
+    if unsupported:  # refused by the backend's traits before any tensor is made
+        return PER_CASE_S
+    one = call_s(record, calibration, memory)
+    fp32 = calibration.get("gemm_flops_per_s") or 1e10
+    checked = check_shape(case.shape)
+    check_flops = attention_flops(checked, case.pass_)
+    share = min(1.0, check_flops / max(float(record.get("flops") or 1), 1.0))
+    check = check_flops / (FLOAT64_SHARE * fp32) + one * share
+    if case.pass_ == "fwd+bwd":
+        check *= 2  # the gradients are checked against the reference's too
+    first = one
+    if compiles:  # the backend's trait: its first call on a shape compiles
+        first += COMPILE_S.get(case.device, 25.0) * (2 if case.pass_ == "fwd+bwd" else 1)
+    rounds = max(3 * one, min(budget_s, TYPICAL_ROUNDS * max(one, MIN_ROUND_S)))
+    if case.device == "cuda":
+        rounds *= 2  # cold and graph modes beside warm, on half the budget each
+    kernel = max(3 * one, KERNEL_MODE_S)
+    return PER_CASE_S + check + first + one + rounds + kernel + one

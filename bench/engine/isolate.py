@@ -1,0 +1,140 @@
+"""Cases in a worker process (bench.engine.worker), each with a time limit: a case past its limit ends as `timeout`
+and its worker is ended; a worker that dies (a signal, an abort, an exit) ends its case as `crashed` with the
+signal or exit code and the last lines of its stderr; a fresh worker takes the next case. The parent keeps the
+results store, so nothing finished is lost whatever the worker does.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+from bench.engine.runner import Outcome
+from bench.engine.sweeps import Case
+
+STDERR_LINES = 8  # of a crashed worker's stderr, kept in the case's reason
+
+
+class WorkerDied(Exception):
+    """The worker ended before answering: its exit code (negative: the signal) and its last stderr lines."""
+
+    def __init__(self, code: int | None, tail: list[str]) -> None:
+        super().__init__(code)
+        self.code, self.tail = code, tail
+
+    def describe(self) -> str:
+        if self.code is not None and self.code < 0:
+            how = f"killed by {signal.Signals(-self.code).name}"
+        else:
+            how = f"exited with code {self.code}"
+        last = " | ".join(line.strip() for line in self.tail if line.strip())
+        return f"the worker {how}" + (f"; its last stderr: {last}" if last else "")
+
+
+class Worker:
+    """One worker process and its pipes; `ask` waits for the answer at most `timeout_s`."""
+
+    def __init__(self) -> None:
+        env = {**os.environ, "KINETO_LOG_LEVEL": os.environ.get("KINETO_LOG_LEVEL", "5")}
+        self.proc = subprocess.Popen([sys.executable, "-m", "bench.engine.worker"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        self.tail: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
+        self._relay = threading.Thread(target=self._pass_stderr, daemon=True)
+        self._relay.start()
+        self._buffer = b""
+
+    def _pass_stderr(self) -> None:
+        for raw in self.proc.stderr:  # the user still sees what the case prints; the last lines explain a crash
+            line = raw.decode(errors="replace")
+            self.tail.append(line)
+            sys.stderr.write(line)
+
+    def ask(self, request: dict[str, Any], timeout_s: float | None = None) -> dict[str, Any]:
+        """The answer, or TimeoutError past `timeout_s`, or WorkerDied."""
+        try:
+            self.proc.stdin.write((json.dumps(request) + "\n").encode())
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            raise self._died() from None
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self._buffer:
+            wait = None if deadline is None else deadline - time.monotonic()
+            if wait is not None and wait <= 0:
+                raise TimeoutError
+            ready, _, _ = select.select([fd], [], [], wait)
+            if not ready:
+                raise TimeoutError
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                raise self._died()
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return json.loads(line)
+
+    def _died(self) -> WorkerDied:
+        code = self.proc.wait()
+        self._relay.join(timeout=2)
+        return WorkerDied(code, list(self.tail))
+
+    def end(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        self._relay.join(timeout=2)
+
+
+class IsolatedRunner:
+    """The Runner's `run(case) -> Outcome`, in a worker process, with a per-case time limit."""
+
+    def __init__(self) -> None:
+        self.runner_request: dict[str, Any] | None = None  # what each fresh worker's Runner is built from
+        self.worker: Worker | None = None
+        self.has_runner = False
+
+    def _ready(self, with_runner: bool = False) -> Worker:
+        if self.worker is None:
+            self.worker, self.has_runner = Worker(), False
+        if with_runner and not self.has_runner:
+            assert self.runner_request is not None, "set_runner() first"
+            self.worker.ask({"cmd": "runner", **self.runner_request})
+            self.has_runner = True
+        return self.worker
+
+    def set_runner(self, calibration: dict, gpu_name: str | None, budget_s: float, trace_dir: str | None,
+                   threads: int | None) -> None:
+        self.runner_request = {"calibration": calibration, "gpu_name": gpu_name, "budget_s": budget_s,
+                               "trace_dir": trace_dir, "threads": threads}
+
+    def ask(self, request: dict[str, Any], timeout_s: float | None = None) -> dict[str, Any]:
+        """A request outside a case (calibration): a dead or hung worker here is a failure of the run."""
+        return self._ready().ask(request, timeout_s)
+
+    def run(self, case: Case, record: dict[str, Any], timeout_s: float | None) -> Outcome:
+        """`record` is the case's record before it runs: a timeout or a crash ends it with that status."""
+        request = {"cmd": "run", "case": {"backend": case.backend, "shape": dataclasses.asdict(case.shape),
+                                          "phase": case.phase, "pass_": case.pass_, "device": case.device}}
+        try:
+            answer = self._ready(with_runner=True).ask(request, timeout_s)
+        except TimeoutError:
+            self.close()
+            return Outcome(dict(record, status="timeout", reason=f"still running after {timeout_s:.0f} s "
+                                "(--case-timeout); its worker was ended"))
+        except WorkerDied as died:
+            self.worker = None
+            return Outcome(dict(record, status="crashed", reason=died.describe()[:500]))
+        return Outcome(answer["record"], [float(x) for x in answer["samples"]])
+
+    def close(self) -> None:
+        if self.worker is not None:
+            self.worker.end()
+            self.worker = None

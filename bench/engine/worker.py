@@ -1,0 +1,82 @@
+"""The process a case runs in (`python -m bench.engine.worker`), so that a case that hangs or takes its process down
+(a segfault in a compiled kernel, an abort, a CUDA context poisoned by an illegal memory access) ends that case
+only. bench.engine.isolate starts it and talks to it; it measures with the engine's Runner, as an in-process run
+would.
+
+Protocol: one JSON object per line. Requests on stdin, one answer each on the protocol stream (the original stdout;
+anything else printed goes to stderr, which the parent relays and keeps the last lines of):
+  {"cmd": "calibrate", "device", "dtypes"}                         -> {"calibration": {...}}
+  {"cmd": "kv", "device"}                                          -> {"kv_measured": [...]}
+  {"cmd": "runner", "calibration", "gpu_name", "budget_s", "trace_dir", "threads"} -> {"ok": true}
+  {"cmd": "run", "case": {"backend", "shape": {...}, "phase", "pass_", "device"}}  -> {"record", "samples"}
+The worker ignores SIGINT: Ctrl-C is the parent's to handle (it ends the worker when it stops).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from typing import Any
+
+
+def _protocol_stream():
+    """The original stdout for answers; fd 1 then points at stderr, so stray prints cannot break the protocol."""
+    sys.stdout.flush()
+    out = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    return out
+
+
+def case_from_dict(d: dict[str, Any]):
+    from bench.engine.sweeps import Case
+    from bench.shapes import AttentionShape
+
+    return Case(d["backend"], AttentionShape(**d["shape"]), d["phase"], d["pass_"], d["device"])
+
+
+def serve(request: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+    cmd = request["cmd"]
+    if cmd == "calibrate":
+        from bench.measure.calibrate import calibrate
+
+        return {"calibration": calibrate(request["device"], tuple(request.get("dtypes") or ()))}
+    if cmd == "kv":
+        from bench.models.kvcache import measured_presets
+
+        return {"kv_measured": measured_presets(request["device"])}
+    if cmd == "runner":
+        import gc
+        from pathlib import Path
+
+        import torch
+
+        from bench.engine.runner import Runner
+
+        torch.manual_seed(0)
+        if request.get("threads"):
+            torch.set_num_threads(int(request["threads"]))
+        trace = request.get("trace_dir")
+        state["runner"] = Runner(request["calibration"], request.get("gpu_name"), budget_s=request["budget_s"],
+                                 trace_dir=Path(trace) if trace else None)
+        gc.freeze()  # what is alive now lives to the end: keep the collector from rescanning it between rounds
+        return {"ok": True}
+    if cmd == "run":
+        outcome = state["runner"].run(case_from_dict(request["case"]))
+        return {"record": outcome.record, "samples": list(outcome.samples)}
+    return {"error": f"unknown command {cmd!r}"}
+
+
+def main() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    out = _protocol_stream()
+    state: dict[str, Any] = {}
+    for line in sys.stdin:
+        if line.strip():
+            answer = serve(json.loads(line), state)
+            out.write(json.dumps(answer, default=str, allow_nan=True) + "\n")
+
+
+if __name__ == "__main__":
+    main()
