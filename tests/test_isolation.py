@@ -1,0 +1,128 @@
+"""Cases that hang, crash, abort, exit or exhaust memory on purpose (bench.engine.isolate): each ends as its own
+status with its reason, a fresh worker takes the next case, nothing finished is lost, and the run exits 1.
+
+The misbehaving backends are registered by a sitecustomize module on PYTHONPATH, so that both `bench run` and its
+worker process know them, exactly as a backend shipped by another package would be."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from bench.results import read_run
+
+REPO = Path(__file__).resolve().parents[1]
+
+SITECUSTOMIZE = '''
+import ctypes, os, time
+
+import bench.backends as registry
+from bench.backends.base import Backend
+from bench.backends.naive import naive_attention
+
+
+def hang(q, k, v, *, causal, window):
+    time.sleep(3600)
+
+
+def segfault(q, k, v, *, causal, window):
+    ctypes.string_at(0)
+
+
+def aborts(q, k, v, *, causal, window):
+    os.abort()
+
+
+def exits(q, k, v, *, causal, window):
+    os._exit(3)
+
+
+def hungry(q, k, v, *, causal, window):
+    import torch
+    return torch.empty(1 << 62, dtype=torch.uint8)  # more than any machine: the allocator refuses
+
+
+for fn in (hang, segfault, aborts, exits, hungry):
+    registry.BACKENDS[fn.__name__] = Backend(fn.__name__, fn, "misbehaves on purpose (tests)", "tiled", "#000000",
+                                             "o", devices=("cpu",), dtypes=("fp32",))
+'''
+
+CALIBRATION = {"gemm_flops_per_s": 1e11, "copy_bytes_per_s": 1e10, "read_bytes_per_s": 1e10}
+ARGS = ["--heads", "2", "--kv-heads", "2", "--seq", "32", "--dtype", "fp32", "--mask", "causal", "--phase",
+        "prefill", "--budget", "0.02", "--device", "cpu"]
+
+
+def bench_run(tmp_path: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    site = tmp_path / "site"
+    site.mkdir(exist_ok=True)
+    (site / "sitecustomize.py").write_text(textwrap.dedent(SITECUSTOMIZE))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    env.update(PYTHONPATH=f"{site}{os.pathsep}{REPO}", KINETO_LOG_LEVEL="5")
+    return subprocess.run([sys.executable, "-m", "bench", "run", *args], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.slow
+def test_hanging_and_crashing_cases_end_with_their_status_and_the_run_goes_on(tmp_path):
+    out = tmp_path / "r.json"
+    t0 = time.monotonic()
+    proc = bench_run(tmp_path, "--backend", "naive,hang,segfault,aborts,exits,hungry,sdpa", *ARGS,
+                     "--case-timeout", "8s", "--out", str(out))
+    wall = time.monotonic() - t0
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    by_backend = {r["backend"]: r for r in read_run(out).records()}
+    assert set(by_backend) == {"naive", "hang", "segfault", "aborts", "exits", "hungry", "sdpa"}
+    assert by_backend["naive"]["status"] == by_backend["sdpa"]["status"] == "ok"  # before and after the wreckage
+    assert by_backend["hang"]["status"] == "timeout" and "8 s" in by_backend["hang"]["reason"]
+    assert by_backend["segfault"]["status"] == "crashed" and "SIGSEGV" in by_backend["segfault"]["reason"]
+    assert by_backend["aborts"]["status"] == "crashed" and "SIGABRT" in by_backend["aborts"]["reason"]
+    assert by_backend["exits"]["status"] == "crashed" and "exited with code 3" in by_backend["exits"]["reason"]
+    assert by_backend["hungry"]["status"] == "oom", by_backend["hungry"]["reason"]
+    assert all(r["predicted_s"] > 0 and r["wall_s"] >= 0 for r in by_backend.values())
+    assert wall < 300, f"the sweep took {wall:.0f} s"
+    assert "CRASHED" in proc.stdout and "TIMEOUT" in proc.stdout
+
+
+def test_a_time_budget_skips_what_does_not_fit_and_keeps_every_familys_small_shapes(tmp_path, monkeypatch):
+    from bench.cli import build_parser
+    from bench.engine import options, session
+
+    monkeypatch.setattr("bench.measure.calibrate.calibrate", lambda device, dtypes=None: dict(CALIBRATION))
+    monkeypatch.setattr("bench.models.kvcache.measured_presets", lambda device: [])
+    # the cost model says the long shapes take 100 s each: with 60 s to spend, only the short ones fit
+    monkeypatch.setattr(session, "predict", lambda case, *a, **k: 100.0 if case.shape.seq_q > 32 else 0.01)
+    args = build_parser().parse_args(["run", "--backend", "naive,sdpa", *ARGS[:2], "--kv-heads", "2,1", "--seq",
+                                      "32,48,64", *ARGS[6:], "--time-budget", "60s", "--out", str(tmp_path / "r.json")])
+    plan = options.plan({n: getattr(args, n) for n in options.option_names()})
+    lines: list[str] = []
+    assert session.Session(plan, say=lines.append).run() == 0
+    records = read_run(plan.out).records()
+    ran = {(r["backend"], r["variant"], r["seq_q"]) for r in records if r["status"] == "ok"}
+    assert ran == {(b, v, 32) for b in ("naive", "sdpa") for v in ("mha", "mqa")}  # every family's smallest
+    skipped = [r for r in records if r["status"] == "skipped"]
+    assert len(skipped) == 8 and all("over the 60 s time budget" in r["reason"] for r in skipped)
+    assert all(r["predicted_s"] == 100.0 for r in skipped)
+    assert read_run(plan.out).meta.complete is True  # every case has its record, skipped ones included
+
+
+def test_cases_run_family_by_family_from_the_cheapest():
+    from bench.engine.budget import Planner, family, priority_order
+    from bench.engine.sweeps import Sweep, cases
+
+    sweep = Sweep(backends=("naive", "sdpa"), heads=(2,), kv_heads=(2,), seqs=(64, 32, 128), budget_s=0.1)
+    all_cases = cases(sweep, "cpu")
+    predicted = {c.id: float(c.shape.seq_q) for c in all_cases}
+    order = priority_order(all_cases, predicted)
+    assert [(c.backend, c.shape.seq_q) for c in order] == [("naive", 32), ("sdpa", 32), ("naive", 64),
+                                                           ("sdpa", 64), ("naive", 128), ("sdpa", 128)]
+    assert family(order[0]) == "naive/mha//fp32/causal/prefill/fwd/cpu"
+    planner = Planner(100.0)
+    assert planner.fits(50.0, elapsed_s=30.0) and not planner.fits(70.0, elapsed_s=30.0)
+    planner.ran(predicted_s=10.0, measured_s=30.0)  # the model was 3x optimistic so far: it scales the rest
+    assert planner.scale == 3.0 and not planner.fits(25.0, elapsed_s=30.0) and planner.eta_s(10.0) == 30.0
