@@ -205,6 +205,12 @@ class Session:
             self.planner.ran(predicted, record["wall_s"])
         return self._keep(case, record, outcome.samples)
 
+    def measure_or_skip(self, case: Case) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The case measured, or skipped when it no longer fits the time budget."""
+        if self.predicted and not self.planner.fits(self.predicted[case.id], time.perf_counter() - self.started):
+            return self.skip(case)
+        return self.measure(case)
+
     def skip(self, case: Case) -> tuple[dict[str, Any], dict[str, Any]]:
         """A case that does not fit the time budget: recorded `skipped`, its predicted time the reason."""
         predicted = self.predicted[case.id]
@@ -274,11 +280,7 @@ class Session:
         try:
             self.open()
             for case in self.cases():
-                if self.predicted and not self.planner.fits(self.predicted[case.id],
-                                                            time.perf_counter() - self.started):
-                    self.skip(case)
-                else:
-                    self.measure(case)
+                self.measure_or_skip(case)
         except KeyboardInterrupt:
             self.interrupted = True
         finally:

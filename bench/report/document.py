@@ -111,6 +111,10 @@ def environment(runs: list[RunInfo], frame: pd.DataFrame) -> list[Block]:
                                     if isinstance(r.calibration.get("copy_bytes_per_s"), (int, float)) else "—"
                                     for r in runs])
     rows += kernels.ceiling_rows([r.calibration for r in runs], [r.env.get("gpu_name") for r in runs])
+    # a dtype this CPU has no hardware for: its cases are slow for that reason, which a reader must know
+    add("emulated dtypes (GEMM far below fp32's)", [", ".join(r.calibration.get("emulated") or []) or "none"
+                                                    for r in runs])
+    add("calibration notes", ["; ".join(r.calibration.get("notes") or []) or "—" for r in runs])
     counts = frame.groupby("run_id")["status"].agg(lambda s: f"{(s == 'ok').sum()} ok of {len(s)}")
     add("cases", [counts.get(r.run_id, "0") for r in runs])
     shown = set(ENV_FIELDS) | {"device", "profile"}
@@ -137,6 +141,10 @@ def summary(run: RunInfo, df: pd.DataFrame) -> list[Block]:
         sentences.append(f"{not_ok} of {len(df)} cases did not run; they are listed under 'Cases that did not run'.")
     else:
         sentences.append(f"All {len(df)} cases ran.")
+    skipped = int((df["status"] == "skipped").sum())
+    if skipped:
+        sentences.append(f"{skipped} of them were skipped to keep the run within its time budget, the larger shapes "
+                         "of each family first (`--time-budget none` runs them all).")
     noisy = int((df["noisy"].fillna(False) & (df["status"] == "ok")).sum())
     if noisy:
         sentences.append(f"{noisy} of {int((df['status'] == 'ok').sum())} timings are flagged noisy (their "
@@ -215,6 +223,13 @@ def not_run(df: pd.DataFrame) -> list[Block]:
     bad = df[df["status"] != "ok"]
     if bad.empty:
         return [Para("Every case ran and passed the correctness check.")]
+    bad = bad.copy()
+    skipped = bad["status"] == "skipped"
+    if skipped.any():  # one row per backend, not one per predicted time
+        pred = bad.loc[skipped, "predicted_s"] if "predicted_s" in bad else None
+        span = (f" (predicted {pred.min():.1f}-{pred.max():.1f} s each)" if pred is not None and pred.notna().any()
+                else "")
+        bad.loc[skipped, "reason"] = f"did not fit the run's time budget{span}"
     rows = []
     for (backend, status, reason), grp in bad.groupby(["backend", "status", "reason"], dropna=False):
         rows.append([str(backend), str(status), str(reason)[:300], str(len(grp)), str(grp["case_id"].iloc[0])])

@@ -131,7 +131,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int):
 def measure(attn: Session, case_id: str, benchmark: Any) -> None:
     """The test's body: the session measures the case; pytest-benchmark gets the same rounds for its tables and
     --benchmark-compare, and the case's status becomes the test's outcome."""
-    record, entry = attn.measure(attn.by_id[case_id])
+    record, entry = attn.measure_or_skip(attn.by_id[case_id])
     benchmark.group = entry["group"]
     benchmark.extra_info.update(record)
     if entry["stats"]:
