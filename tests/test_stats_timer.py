@@ -266,3 +266,32 @@ def test_time_cpu_returns_per_call_seconds():
     assert len(t.samples) >= timer.MIN_ROUNDS
     assert t.calls_per_round == 1000
     assert all(0 < s < 1e-3 for s in t.samples)
+
+
+# --- long calls and bounded calibration -----------------------------------------------------------------
+
+def test_a_call_longer_than_the_budget_gets_fewer_rounds_but_at_least_three():
+    from bench.measure.timer import LONG_CALL_MIN_ROUNDS, MIN_ROUNDS, min_rounds
+
+    assert min_rounds(0.01, budget_s=1.0) == MIN_ROUNDS
+    assert min_rounds(0.25, budget_s=1.0) == 4  # seven would take 1.75 s of a 1 s budget
+    assert min_rounds(60.0, budget_s=1.0) == LONG_CALL_MIN_ROUNDS  # a 60 s bf16 GEMM: three, not seven
+
+
+def test_a_slow_gemm_is_measured_on_a_smaller_shape_and_the_calibration_says_so(monkeypatch):
+    from bench.measure import calibrate
+
+    # a dtype this "machine" runs at 1 GFLOP/s: 2048^3 would take 17 s a call, 512^3 takes 0.27 s
+    monkeypatch.setattr(calibrate, "_one_call_s", lambda fn, device: fn.flops / 1e9)
+    monkeypatch.setattr(calibrate, "_time", lambda fn, device: fn.flops / 1e9)
+    real = calibrate._matmul
+
+    def matmul(m, n, k, dtype, device):
+        fn = real(min(m, 8), min(n, 8), min(k, 8), dtype, device)  # nothing big is allocated in the test
+        return type("Call", (), {"flops": 2 * m * n * k, "__call__": lambda self: fn()})()
+
+    monkeypatch.setattr(calibrate, "_matmul", matmul)
+    notes: list[str] = []
+    flops = calibrate.gemm_flops_per_s("cpu", "bf16", ((2048, 2048, 2048),), notes)
+    assert flops == pytest.approx(1e9)
+    assert notes == ["bf16 GEMM: 2048x2048x2048 would take over 0.5 s a call; measured at 512x512x512"]
