@@ -377,7 +377,7 @@ def test_interrupted_run_keeps_finished_cases_and_resumes(tmp_path):
     total = len(cases)
     assert total == 12
 
-    # 1. Ctrl-C: pytest stops cleanly, the file says incomplete, exit code 130
+    # 1. Ctrl-C: the run stops cleanly, the file says incomplete, exit code 130
     code, stdout, stderr = interrupt(INTERRUPT_ARGS, out, tmp_path, signal.SIGINT, after=2)
     assert code == 130, stderr[-2000:]
     first = read_run(out)  # still valid JSON in the engine's format
@@ -389,6 +389,9 @@ def test_interrupted_run_keeps_finished_cases_and_resumes(tmp_path):
     assert reported and set(reported) <= set(done)  # every case reported finished is in the file
     assert len(done) - len(reported) <= 1  # at most one saved between its write and its progress line
     assert not list(tmp_path.glob(".r.json.*.tmp"))  # a clean stop leaves no temporary file behind
+    assert "Traceback" not in stderr, stderr[-3000:]  # one line, no traceback, whatever the moment
+    assert stderr.strip().splitlines()[-1].startswith(
+        f"interrupted: {len(done)} of {total} cases kept in {out}; resume with: python -m bench run")
 
     # 2. resume, then kill -9 mid-way: whatever was written is still a valid, incomplete file
     code, stdout, stderr = interrupt([*INTERRUPT_ARGS, "--resume"], out, tmp_path, signal.SIGKILL,
