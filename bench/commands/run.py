@@ -35,6 +35,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--malloc", choices=["default", "tuned"], default="default",
                    help="tuned: restart with glibc malloc kept from returning large blocks to the OS (CPU)")
     p.add_argument("--list", action="store_true", help="print the case ids and exit")
+    p.add_argument("--in-process", action="store_true",
+                   help="run the cases in this process, not a worker (no --case-timeout, no crash isolation): "
+                        "for a debugger")
     p.add_argument("--report", action="store_true", help="build the report from the results file at the end")
     p.add_argument("--tables", action="store_true", help="also print a table of every case (median, IQR, rounds)")
 
@@ -75,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     elif devices:
         code = devices_mod.run_on_devices(values, plan, devices)
     else:
-        code = Session(plan, trace_dir=values.get("trace"), isolate=True).run()
+        code = Session(plan, trace_dir=values.get("trace"), isolate=not args.in_process).run()
     worker = QUEUE_ENV in os.environ  # a --devices worker: the launcher sums up the whole run
     if code == 130:
         if not worker:
