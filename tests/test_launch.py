@@ -18,6 +18,7 @@ from bench.launch import slurm
 from bench.results import journal_path, read_run, write_atomic
 from tests.results_factory import make_record, make_run
 
+ROOT = Path(__file__).resolve().parents[1]
 TINY = ["--profile", "quick", "--backend", "naive,sdpa-math", "--kv-heads", "8,1", "--seq", "32",
         "--phase", "prefill", "--budget", "0.02", "--device", "cpu"]
 
@@ -104,6 +105,7 @@ def test_devices_queue_with_two_cpu_workers_fills_one_file(tmp_path, monkeypatch
 def test_local_launcher_runs_shards_merges_and_resubmits_only_what_is_missing(tmp_path, monkeypatch, capsys):
     pytest.importorskip("submitit")
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))  # the jobs import this tree's bench, not an installed one
     monkeypatch.setattr(slurm, "POLL_S", 0.5)
     out = tmp_path / "r.json"
     values, plan = _plan([*TINY, "--out", str(out)])
