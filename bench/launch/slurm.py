@@ -207,7 +207,7 @@ def reason(state: TaskState, outcome: tuple[str, Any] | None, time_min: int, las
     if word == "PREEMPTED" or "preempted" in text:
         return "preempted and not requeued"
     if word.startswith("CANCELLED"):
-        who = f" {state.detail}" if state.detail.startswith("by") else ""
+        who = f" {state.detail}" if state.detail.startswith(("by", "while")) else ""
         return f"cancelled{who}"
     if word in ("NODE_FAIL", "BOOT_FAIL"):
         return "node failure" if word == "NODE_FAIL" else "its node failed to boot"
@@ -220,7 +220,7 @@ def reason(state: TaskState, outcome: tuple[str, Any] | None, time_min: int, las
     if text:
         return f"failed: {text.strip().splitlines()[-1][:200]}"
     if word == "GONE":
-        return ("left the queue with no state to read (sacct: no job accounting) and without completing its file")
+        return f"left the queue without a state to read ({state.detail or 'neither squeue nor sacct knows it'})"
     code = f" (exit code {state.exit_code})" if state.exit_code and state.exit_code != "0:0" else ""
     return f"ended {word.lower()}{code} without completing its file"
 

@@ -88,10 +88,13 @@ class ArrayStates:
     def __init__(self, array_id: str, tasks: int, gone_s: float) -> None:
         self.array_id, self.tasks, self.gone_s = array_id, tasks, gone_s
         self.sacct_error: str | None = None
-        self._unknown_since: dict[int, float] = {}
+        self._last: dict[int, TaskState] = {}
+        self._missing: dict[int, tuple[float, int]] = {}  # task -> (first missed, polls missed)
 
     def poll(self, now: float) -> dict[int, TaskState]:
-        queue, _ = _ask(["squeue", "-r", "-t", "all", "-h", "-j", self.array_id, "-o", "%F|%K|%T|%r"])
+        queue, error = _ask(["squeue", "-r", "-t", "all", "-h", "-j", self.array_id, "-o", "%F|%K|%T|%r"])
+        if error is not None and "Invalid job id" not in error:
+            return {t: self._last.get(t, TaskState("UNKNOWN")) for t in range(self.tasks)}  # a hiccup: ask again
         states = parse_squeue(queue, self.array_id)
         finished_or_missing = [t for t in range(self.tasks) if t not in states or not states[t].live]
         if finished_or_missing:
@@ -99,15 +102,23 @@ class ArrayStates:
                                            "-o", "JobID,State,ExitCode"])
             accounted = parse_sacct(acct, self.array_id)
             for t in finished_or_missing:
-                if t in accounted and (t not in states or not accounted[t].live):
-                    # sacct's word for a finished task carries its exit code; squeue's lacks it
-                    states[t] = accounted[t] if t not in states or accounted[t].state == states[t].state \
-                        else states[t]
+                if t in accounted and (t not in states or accounted[t].state == states[t].state):
+                    states[t] = accounted[t]  # sacct's word for a finished task carries its exit code and "by UID"
         for t in range(self.tasks):
             if t in states:
-                self._unknown_since.pop(t, None)
+                self._missing.pop(t, None)
                 continue
-            since = self._unknown_since.setdefault(t, now)
-            gone = now - since >= self.gone_s
-            states[t] = TaskState("GONE" if gone else "UNKNOWN")
+            since, polls = self._missing.get(t, (now, 0))
+            self._missing[t] = (since, polls + 1)
+            last = self._last.get(t, TaskState("UNKNOWN"))
+            if last.state == "PENDING" and polls + 1 >= 2:
+                # Slurm drops a task cancelled before it started from the array's pending set: no record is left
+                states[t] = TaskState("CANCELLED", "while pending")
+            elif not last.live and last.state != "UNKNOWN":
+                states[t] = last  # it ended; squeue has since forgotten it
+            elif now - since >= self.gone_s:
+                states[t] = TaskState("GONE", f"sacct: {self.sacct_error}" if self.sacct_error else "")
+            else:
+                states[t] = TaskState("UNKNOWN")
+        self._last = {**self._last, **{t: s for t, s in states.items() if s.state != "UNKNOWN"}}
         return states
