@@ -112,8 +112,8 @@ class SlurmCluster:
             f"StateSaveLocation={r}/state\nSlurmdSpoolDir={r}/spool\nSlurmctldPidFile={r}/slurmctld.pid\n"
             f"SlurmdPidFile={r}/slurmd.pid\nSlurmctldLogFile={r}/slurmctld.log\nSlurmdLogFile={r}/slurmd.log\n"
             "JobAcctGatherType=jobacct_gather/none\nJobCompType=jobcomp/none\n" + acct +
-            # short timers: a cancelled job is gone in seconds, a test's wait is short
-            "MailProg=/bin/true\nKillWait=3\nMinJobAge=60\nMessageTimeout=5\nSchedulerParameters=sched_interval=1\n"
+            # short timers: a cancelled job is gone in seconds; a requeued job waits cred_expire (120 s) to start again
+            "MailProg=/bin/true\nKillWait=3\nMinJobAge=60\nAuthInfo=cred_expire=10\nMessageTimeout=5\nSchedulerParameters=sched_interval=1\n"
             f"NodeName={self.node} NodeAddr=127.0.0.1 CPUs={self.CPUS} State=UNKNOWN\n"
             "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP\n")
         (r / "cgroup.conf").write_text("CgroupAutomount=no\nConstrainCores=no\nConstrainRAMSpace=no\n")

@@ -21,7 +21,7 @@ from tests.slurm_cluster import SlurmCluster, why_not
 
 ROOT = Path(__file__).resolve().parents[1]
 SWEEP = ["--profile", "quick", "--backend", "naive,sdpa-math", "--kv-heads", "8,1", "--seq", "32,64",
-         "--phase", "prefill", "--pass", "fwd", "--budget", "0.3", "--device", "cpu", "--threads", "1"]
+         "--phase", "prefill", "--pass", "fwd", "--budget", "0.5", "--device", "cpu", "--threads", "1"]
 pytestmark = pytest.mark.slow
 
 
@@ -162,16 +162,16 @@ def test_shards_cancelled_running_and_pending_are_named_and_the_rerun_finishes_t
 
 def test_a_preempted_shard_is_requeued_and_continues_its_file(clusters, tmp_path):
     cluster = clusters.get(accounting=True)
-    launcher = Launcher(cluster, tmp_path, *SWEEP, "--shards", "1", "--slurm-time", "30", "--out", "r.json")
-    array = launcher.job_id()
+    slower = [*SWEEP[:-6], "--budget", "2", *SWEEP[-4:]]  # cases long enough to preempt one midway
+    launcher = Launcher(cluster, tmp_path, *slower, "--shards", "1", "--slurm-time", "30", "--out", "r.json")
+    job = launcher.job_id()  # one shard is a plain job, not an array
     _until(lambda: _cases_in_journal(_shard(tmp_path, 1, 1)) >= 1, 120, "the shard's first case")
-    launcher.scancel("--signal=USR2", f"{array}_0")  # what a preempting scheduler sends (submitit's signal)
+    launcher.scancel("--signal=USR2", job)  # what a preempting scheduler sends (submitit's signal)
     code, took = launcher.wait()
     assert code == 0, launcher
     assert len(read_run(tmp_path / "r.json").entries()) == 8
-    log = (tmp_path / f".r.json.shards/logs/{array}_0_0_log.err").read_text()
-    assert "this job is preempted" in log and "Requeued job" in log, log
-    out = (tmp_path / f".r.json.shards/logs/{array}_0_0_log.out").read_text()
+    out = (tmp_path / f".r.json.shards/logs/{job}_0_log.out").read_text()  # both runs of the job (append)
+    assert "this job is preempted" in out and "Requeued job" in out, out
     firsts = [int(n) for n in re.findall(r"^8 cases \((\d+) to run\)", out, re.M)]
     assert len(firsts) == 2 and firsts[0] == 8 and firsts[1] < 8, out  # the requeued job resumed its file
     print(f"preempted and requeued: resumed its file, merged in {took:.0f} s")
@@ -182,10 +182,10 @@ def test_a_shard_that_hits_its_time_limit_says_so(clusters, tmp_path):
     slow = ["--profile", "quick", "--backend", "naive", "--kv-heads", "8,4,2,1", "--seq", "1024,2048",
             "--phase", "prefill", "--pass", "fwd+bwd", "--budget", "20", "--device", "cpu", "--threads", "1"]
     launcher = Launcher(cluster, tmp_path, *slow, "--shards", "1", "--slurm-time", "2", "--out", "r.json")
-    array = launcher.job_id()
+    job = launcher.job_id()
     code, took = launcher.wait(200)
     assert code == 1, launcher
-    assert f"shard 1/1 (job {array}_0) did not finish: hit its time limit (--slurm-time 2 min)" in launcher.err
+    assert f"shard 1/1 (job {job}) did not finish: hit its time limit (--slurm-time 2 min)" in launcher.err
     print(f"time limit: named after {took:.0f} s")
 
 

@@ -46,11 +46,11 @@ def parse_sacct(text: str, array_id: str) -> dict[int, TaskState]:
     ranged: dict[int, TaskState] = {}
     for line in text.splitlines():
         parts = line.strip().split("|")
-        if len(parts) < 2 or not parts[0].startswith(f"{array_id}_"):
+        if len(parts) < 2 or parts[0] != array_id and not parts[0].startswith(f"{array_id}_"):
             continue
         word, _, detail = parts[1].strip().partition(" ")
         state = TaskState(word.upper(), detail.strip(), parts[2].strip() if len(parts) > 2 else "")
-        spec = parts[0][len(array_id) + 1:]
+        spec = parts[0][len(array_id) + 1:] or "0"  # one shard is a plain job: its task 0
         tasks = _tasks(spec)
         if tasks is None:
             continue
@@ -66,7 +66,7 @@ def parse_squeue(text: str, array_id: str) -> dict[int, TaskState]:
         parts = line.strip().split("|")
         if len(parts) < 3 or parts[0] != array_id:
             continue
-        for t in _tasks(parts[1]) or []:
+        for t in _tasks("0" if parts[1] == "N/A" else parts[1]) or []:  # N/A: a plain job, one shard
             out[t] = TaskState(parts[2].upper(), parts[3] if len(parts) > 3 and parts[3] != "None" else "")
     return out
 
