@@ -74,7 +74,7 @@ class SlurmCluster:
                               env={**os.environ, **self.env}, timeout=30)
 
     def _munge(self) -> None:
-        probe = "munge -n | unmunge >/dev/null 2>&1"
+        probe = "munge -n 2>/dev/null | unmunge >/dev/null 2>&1"
         if subprocess.run(probe, shell=True).returncode == 0:
             return  # a munged is running already: share it
         Path("/run/munge").mkdir(parents=True, exist_ok=True)
