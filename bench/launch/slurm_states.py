@@ -119,6 +119,6 @@ class ArrayStates:
             elif now - since >= self.gone_s:
                 states[t] = TaskState("GONE", f"sacct: {self.sacct_error}" if self.sacct_error else "")
             else:
-                states[t] = TaskState("UNKNOWN")
+                states[t] = last  # missed once, or not yet listed: its last state holds for now
         self._last = {**self._last, **{t: s for t, s in states.items() if s.state != "UNKNOWN"}}
         return states
