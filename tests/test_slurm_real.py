@@ -147,7 +147,8 @@ def test_shards_cancelled_running_and_pending_are_named_and_the_rerun_finishes_t
     code, took = launcher.wait()
     assert code == 1, launcher
     assert f"shard 1/3 (job {array}_0) did not finish: cancelled by 0" in launcher.err
-    assert f"shard 3/3 (job {array}_2) did not finish: cancelled while pending" in launcher.err
+    # sacct names the user once it has the task's record; before that, the task is known to have left pending
+    assert re.search(rf"shard 3/3 \(job {array}_2\) did not finish: cancelled (by 0|while pending)", launcher.err)
     assert "shard 2/3" not in launcher.err and read_run(_shard(tmp_path, 2, 3)).meta.complete is True
     assert "2 of 3 shards incomplete" in launcher.err
     kept = len(read_run(_shard(tmp_path, 1, 3)).entries()) + len(read_run(_shard(tmp_path, 2, 3)).entries())
@@ -199,6 +200,7 @@ def test_without_accounting_states_come_from_squeue_and_the_wait_ends(clusters, 
     launcher.scancel(f"{array}_2")
     code, took = launcher.wait()
     assert code == 1, launcher
-    assert f"shard 3/3 (job {array}_2) did not finish: cancelled while pending" in launcher.err
+    # squeue lists it as CANCELLED, or (once Slurm dropped it from the array's pending set) it left pending
+    assert re.search(rf"shard 3/3 \(job {array}_2\) did not finish: cancelled(;| while pending)", launcher.err)
     assert "shard 1/3" not in launcher.err and "shard 2/3" not in launcher.err
     print(f"no accounting: 2 shards done, the cancelled one named, exit 1 after {took:.0f} s")
