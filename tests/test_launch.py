@@ -18,6 +18,7 @@ from bench.launch import slurm
 from bench.results import journal_path, read_run, write_atomic
 from tests.results_factory import make_record, make_run
 
+ROOT = Path(__file__).resolve().parents[1]
 TINY = ["--profile", "quick", "--backend", "naive,sdpa-math", "--kv-heads", "8,1", "--seq", "32",
         "--phase", "prefill", "--budget", "0.02", "--device", "cpu"]
 
@@ -104,6 +105,7 @@ def test_devices_queue_with_two_cpu_workers_fills_one_file(tmp_path, monkeypatch
 def test_local_launcher_runs_shards_merges_and_resubmits_only_what_is_missing(tmp_path, monkeypatch, capsys):
     pytest.importorskip("submitit")
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))  # the jobs import this tree's bench, not an installed one
     monkeypatch.setattr(slurm, "POLL_S", 0.5)
     out = tmp_path / "r.json"
     values, plan = _plan([*TINY, "--out", str(out)])
@@ -181,3 +183,101 @@ def test_a_worker_sees_only_its_device_through_the_given_list(monkeypatch):
     env = devices_mod._worker_env("cuda:1")
     assert env["CUDA_VISIBLE_DEVICES"] == "5" and env["ATTNBENCH_DEVICE_NAME"] == "cuda:1"
     assert devices_mod._worker_env("cpu:0")["CUDA_VISIBLE_DEVICES"] == "4,5,6"  # a CPU worker's env is untouched
+
+
+# --- Slurm's states, the failure reasons and the shard split, without a cluster (test_slurm_real.py has one) ---
+
+def test_sacct_per_task_a_tasks_own_line_beats_an_array_wide_one():
+    from bench.launch.slurm_states import parse_sacct
+
+    text = "22_[0-2%3]|CANCELLED by 0|0:0\n22_1|COMPLETED|0:0\n22_0|RUNNING|0:0\n23_0|FAILED|1:0\n"
+    got = parse_sacct(text, "22")
+    assert {t: s.state for t, s in got.items()} == {0: "RUNNING", 1: "COMPLETED", 2: "CANCELLED"}
+    assert got[2].detail == "by 0" and got[0].live and not got[2].live
+    assert parse_sacct("22|TIMEOUT|0:15\n", "22")[0].state == "TIMEOUT"  # one shard: a plain job
+
+
+def test_squeue_lines_per_task():
+    from bench.launch.slurm_states import parse_squeue
+
+    got = parse_squeue("22|0|RUNNING|None\n22|2|PENDING|Resources\n9|1|RUNNING|None\n", "22")
+    assert got[0].state == "RUNNING" and got[2].detail == "Resources" and 1 not in got
+    assert parse_squeue("22|N/A|PENDING|None\n", "22")[0].state == "PENDING"
+
+
+def test_array_states_without_accounting_never_wait_without_end(monkeypatch):
+    from bench.launch import slurm_states
+
+    queue = {"text": "22|0|RUNNING|None\n22|1|PENDING|Priority\n"}
+
+    def ask(argv):
+        if argv[0] == "squeue":
+            return queue["text"], None
+        return "", "sacct: error: Slurm accounting storage is disabled"
+
+    monkeypatch.setattr(slurm_states, "_ask", ask)
+    states = slurm_states.ArrayStates("22", 3, gone_s=10)
+    first = states.poll(0.0)
+    assert first[0].live and first[1].live and first[2].state == "UNKNOWN"
+    queue["text"] = "22|0|COMPLETED|None\n"  # task 1 cancelled while pending: Slurm keeps no record of it
+    states.poll(1.0)
+    later = states.poll(2.0)
+    assert later[0].state == "COMPLETED" and (later[1].state, later[1].detail) == ("CANCELLED", "while pending")
+    assert later[2].state == "UNKNOWN" and later[2].live is False
+    gone = states.poll(11.0)[2]
+    assert gone.state == "GONE" and "accounting storage is disabled" in gone.detail
+
+
+@pytest.mark.parametrize("state, outcome, expected", [
+    (("TIMEOUT", "", "0:15"), None, "hit its time limit (--slurm-time 5 min)"),
+    (("FAILED", "", "1:0"), ("error", "UncompletedJobError: Job not requeued because: timed-out too many times.\n"
+                                       "  - /x/logs/25_0_0_log.out"), "hit its time limit (--slurm-time 5 min)"),
+    (("PREEMPTED", "", ""), None, "preempted and not requeued"),
+    (("CANCELLED", "by 0", ""), None, "cancelled by 0"),
+    (("CANCELLED", "while pending", ""), None, "cancelled while pending"),
+    (("NODE_FAIL", "", ""), None, "node failure"),
+    (("OUT_OF_MEMORY", "", "0:125"), None, "out of memory"),
+    (("COMPLETED", "", "0:0"), ("success", 2), "bench run exited with code 2: error: x exists"),
+    (("FAILED", "", "1:0"), None, "ended failed (exit code 1:0) without completing its file"),
+    (("GONE", "sacct: Slurm accounting storage is disabled", ""), None, "left the queue without a state"),
+])
+def test_failure_lines_carry_the_real_reason_not_the_log_path(state, outcome, expected):
+    from bench.launch.slurm_states import TaskState
+
+    why = slurm.reason(TaskState(*state), outcome, 5, "error: x exists")
+    assert why.startswith(expected) and "log.out" not in why, why
+
+
+def test_a_slurm_time_under_the_warning_signal_is_refused(tmp_path, capsys):
+    argv = ["run", "--profile", "quick", "--launcher", "local", "--shards", "2", "--slurm-time", "1"]
+    assert main([*argv, "--out", str(tmp_path / "r.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "90 s before the time limit" in err and "at least 2 minutes" in err
+
+
+def test_a_shard_job_decides_resume_when_it_starts(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(slurm.subprocess, "run", lambda argv, check: calls.append(argv) or
+                        type("Done", (), {"returncode": 0})())
+    out = tmp_path / "shard-1of2.json"
+    job = slurm.ShardJob()
+    job(["--shard=1/2"], str(out))  # first start: a fresh file
+    write_atomic(out, make_run([make_record()], complete=False))
+    job(["--shard=1/2"], str(out))  # requeued (same pickled arguments): continues its own file
+    assert "--resume" not in calls[0] and calls[1][-1] == "--resume"
+    write_atomic(out, make_run([make_record()], complete=True))
+    assert job(["--shard=1/2"], str(out)) == 0 and len(calls) == 2  # complete: nothing is run
+    assert job.checkpoint(["--shard=1/2"], str(out)).args == (["--shard=1/2"], str(out))
+
+
+def test_shards_split_every_backend_and_the_predicted_cost_evenly():
+    from bench.engine import sweeps
+
+    cases = sweeps.cases(sweeps.profile("quick", "cpu").with_axes(backends=("naive", "sdpa")), "cpu")
+    shards = [sweeps.shard(cases, f"{k}/2") for k in (1, 2)]
+    for b in ("naive", "sdpa"):
+        counts = [sum(c.backend == b for c in s) for s in shards]
+        assert max(counts) - min(counts) <= 1, counts  # a stride gave one shard every naive case
+    costs = [sum(map(sweeps.predicted_cost, s)) for s in shards]
+    assert max(costs) / min(costs) < 1.2, costs
+    assert [c.id for c in shards[0]] == [c.id for c in cases if c in shards[0]]  # the sweep's order kept

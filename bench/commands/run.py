@@ -69,7 +69,8 @@ def run(args: argparse.Namespace) -> int:
     values["out"] = out
     where = f"{len(devices)} devices ({', '.join(devices)})" if devices else plan.device
     where += f", {job['shards']} shards ({job['launcher']})" if job else ""
-    print(f"{len(plan.cases)} cases ({len(plan.cases) - len(plan.done)} to run), profile {plan.profile} on "
+    kept = slurm.kept_cases(out, job["shards"]) if job else len(plan.done)  # a launcher's rerun keeps its shards'
+    print(f"{len(plan.cases)} cases ({len(plan.cases) - kept} to run), profile {plan.profile} on "
           f"{where} -> {out}", flush=True)
     if job:
         code, merged = slurm.launch(values, plan, job, out)

@@ -47,7 +47,7 @@ RUN_OPTIONS = (
     Option("threads", "threads", "torch CPU threads (default: torch's choice, recorded)"),
     Option("out", "out", "results file (bench run's default: results/<run-id>.json)", {"type": Path}),
     Option("resume", "resume", "continue the sweep in --out, skipping finished cases", {"action": "store_true"}),
-    Option("shard", "shard", "K/N: run every N-th case starting at the K-th (1-based)"),
+    Option("shard", "shard", "K/N: run the K-th (1-based) of N shards balanced by predicted cost"),
     Option("trace", "trace", "folder: save each case's profiler trace there (Chrome / Perfetto JSON)", {"type": Path}),
 )
 

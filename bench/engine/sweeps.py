@@ -368,7 +368,11 @@ def _batches(sweep: Sweep, seq: int) -> tuple[int, ...]:
 
 
 def shard(all_cases: list[Case], text: str) -> list[Case]:
-    """'K/N' (1-based): every N-th case starting at K-1, so shards are balanced across shapes."""
+    """'K/N' (1-based): the K-th of N shards balanced by predicted cost. Cases are dealt out dearest first, each
+    to the shard where that case's backend costs least so far (ties: the least cost overall, then the lower
+    shard; equal costs: the earlier case); each shard keeps the sweep's order. The same case list always gives
+    the same shards, so `bench merge` can join them. (A stride over the list put every case of one backend in
+    one shard: the backends are the inner loop.)"""
     try:
         k_text, n_text = text.split("/")
         k, n = int(k_text), int(n_text)
@@ -376,7 +380,35 @@ def shard(all_cases: list[Case], text: str) -> list[Case]:
         raise UsageError(f"--shard {text!r}: expected K/N with integers, e.g. 2/4") from None
     if n < 1 or not 1 <= k <= n:
         raise UsageError(f"--shard {text}: K must be between 1 and N (N >= 1)")
-    return all_cases[k - 1::n]
+    owner = shard_owners(all_cases, n)
+    return [c for c, o in zip(all_cases, owner, strict=True) if o == k - 1]
+
+
+CASE_SETUP_FLOPS = 1e9  # a case's fixed cost (warm-up, reference, timer), so that small cases weigh something
+
+
+def predicted_cost(case: Case) -> float:
+    """What a case is expected to cost: its FLOPs (the layer's for scope=layer) plus a fixed set-up cost."""
+    from bench.metrics import attention_flops, layer_flops
+
+    flops = layer_flops if case.shape.scope == "layer" else attention_flops
+    return CASE_SETUP_FLOPS + flops(case.shape, case.pass_)
+
+
+def shard_owners(all_cases: list[Case], n: int) -> list[int]:
+    """The 0-based shard of each case: longest-processing-time first over predicted_cost, within each backend
+    (backends differ in speed by more than FLOPs tell, so each is split evenly), ties to the lighter shard."""
+    costs = [predicted_cost(c) for c in all_cases]
+    load = [0.0] * n
+    by_backend: dict[str, list[float]] = {}
+    owner = [0] * len(all_cases)
+    for i in sorted(range(len(all_cases)), key=lambda i: (-costs[i], i)):
+        mine = by_backend.setdefault(all_cases[i].backend, [0.0] * n)
+        j = min(range(n), key=lambda j: (mine[j], load[j], j))
+        owner[i] = j
+        mine[j] += costs[i]
+        load[j] += costs[i]
+    return owner
 
 
 def sweep_id(selected: list[Case]) -> str:

@@ -5,14 +5,20 @@ code with submitit's local executor: real processes on this machine.
 
 Each job is an ordinary `bench run --shard K/N --out <folder>/shard-KofN.json` (with --devices over its G GPUs
 when G > 1); its journal keeps every finished case through a failure or a preemption. The folder is
-`.<out>.shards/` beside the results file (submitit's logs in its logs/). A shard that failed or stopped is
-named with its job and log; the others are kept, and running the same command again submits only the shards
-that are not complete, each continuing its own file (--resume). Without --out the results file is named after
-the sweep (profile, device, shard count and the case list's id), so the same command finds its shards again.
+`.<out>.shards/` beside the results file (submitit's logs in its logs/). Whether a shard resumes is decided when
+its job starts, not when it is submitted: a job that Slurm requeues after a preemption runs the command line of
+its submission again, and must continue its own file. A shard that failed or stopped is named with the reason
+(time limit, preemption, cancellation, node failure, exit code), its job and log; the others are kept, and
+running the same command again submits only the shards that are not complete. Without --out the results file is
+named after the sweep (profile, device, shard count and the case list's id), so the same command finds its
+shards again. The jobs' states come from squeue and sacct (slurm_states.py), and never overrule a shard's own
+file: a shard whose file is complete is done.
 """
 
 from __future__ import annotations
 
+import os
+import pickle
 import subprocess
 import sys
 import time
@@ -21,11 +27,15 @@ from typing import Any
 
 from bench.engine import options
 from bench.errors import UsageError
+from bench.launch.slurm_states import ArrayStates, TaskState
 from bench.results import ResultsError, journal_path, read_run, write_atomic
 
 INSTALL = "pip install 'attnbench[slurm]'"
-POLL_S = 5.0
+POLL_S = float(os.environ.get("ATTNBENCH_SLURM_POLL_S", "5"))  # the tests poll faster
+GONE_S = float(os.environ.get("ATTNBENCH_SLURM_GONE_S", "120"))  # a task unknown this long has left for good
 DEFAULT_TIME_MIN = 240
+SIGNAL_S = 90  # submitit asks Slurm for USR2 this long before the time limit, and stops the job when it comes
+MIN_TIME_MIN = 2  # so that a job runs at all before that signal
 
 
 def require_submitit() -> Any:
@@ -50,11 +60,14 @@ def check(values: dict[str, Any], launch: dict[str, Any]) -> dict[str, Any]:
     shards = options.positive_int("shards", launch.get("shards"))
     if shards is None:
         raise UsageError("--launcher needs --shards N, the number of jobs")
+    time_min = options.positive_int("slurm-time", launch.get("slurm_time"), DEFAULT_TIME_MIN)
+    if time_min < MIN_TIME_MIN:
+        raise UsageError(f"--slurm-time {time_min}: submitit stops a job at its warning signal, {SIGNAL_S} s before "
+                         f"the time limit; give at least {MIN_TIME_MIN} minutes")
     require_submitit()
     return {"launcher": launch["launcher"], "shards": shards,
             "gpus": options.positive_int("slurm-gpus-per-task", launch.get("slurm_gpus_per_task"), 1),
-            "time_min": options.positive_int("slurm-time", launch.get("slurm_time"), DEFAULT_TIME_MIN),
-            "partition": launch.get("slurm_partition"), "account": launch.get("slurm_account")}
+            "time_min": time_min, "partition": launch.get("slurm_partition"), "account": launch.get("slurm_account")}
 
 
 def default_out(plan: options.Plan, shards: int) -> Path:
@@ -65,9 +78,33 @@ def shards_folder(out: Path) -> Path:
     return out.with_name(f".{out.name}.shards")
 
 
-def run_shard(argv: list[str]) -> int:
-    """One job of the array: `bench run ARGV` in its own process (torch and CUDA state stay out of submitit's)."""
-    return subprocess.run([sys.executable, "-m", "bench", "run", *argv], check=False).returncode
+def shard_files(out: Path, shards: int) -> list[Path]:
+    return [shards_folder(out) / f"shard-{k}of{shards}.json" for k in range(1, shards + 1)]
+
+
+def kept_cases(out: Path, shards: int) -> int:
+    """Cases the shards of an earlier launch of this command finished: they are not run again."""
+    return sum(_cases_done(f) for f in shard_files(out, shards))
+
+
+class ShardJob:
+    """One job of the array: `bench run ARGV --out OUT` in its own process (torch and CUDA state stay out of
+    submitit's), with --resume when OUT was started before: a requeued or resubmitted shard continues its file.
+    Checkpointable, so that submitit requeues it when preempted whatever its time limit (it asks `checkpoint`)."""
+
+    def __call__(self, argv: list[str], out: str) -> int:
+        path = Path(out)
+        if _complete(path):
+            return 0  # finished before its job was stopped: nothing is left to run
+        resume = ["--resume"] if _started(path) else []
+        return subprocess.run([sys.executable, "-m", "bench", "run", *argv, "--out", out, *resume],
+                              check=False).returncode
+
+    def checkpoint(self, argv: list[str], out: str) -> Any:
+        """Called by submitit on USR2: the same call again (its journal is the checkpoint)."""
+        from submitit.helpers import DelayedSubmission
+
+        return DelayedSubmission(self, argv, out)
 
 
 def _started(path: Path) -> bool:
@@ -82,7 +119,7 @@ def _complete(path: Path) -> bool:
 
 
 def _cases_done(path: Path) -> int:
-    """Finished cases of a running shard, cheaply: its journal's lines after the first."""
+    """Finished cases of a shard, cheaply: a running one's journal lines after the first."""
     try:
         if journal_path(path).exists():
             return sum(line.startswith(b'{"case"') for line in journal_path(path).read_bytes().split(b"\n"))
@@ -97,67 +134,129 @@ def launch(values: dict[str, Any], plan: options.Plan, job: dict[str, Any], out:
     n = job["shards"]
     folder = shards_folder(out)
     folder.mkdir(parents=True, exist_ok=True)
-    files = [folder / f"shard-{k}of{n}.json" for k in range(1, n + 1)]
+    files = shard_files(out, n)
     todo = [k for k in range(1, n + 1) if not _complete(files[k - 1])]
-    kept = n - len(todo)
     base = options.as_flags({k: v for k, v in values.items() if k not in ("out", "resume", "shard")}
                             | {"device": plan.device}, "")
     if job["gpus"] > 1 and plan.device == "cuda":
         base.append("--devices=" + ",".join(f"cuda:{i}" for i in range(job["gpus"])))
-    argvs = [[*base, f"--shard={k}/{n}", "--out", str(files[k - 1]), *(["--resume"] if _started(files[k - 1]) else [])]
-             for k in todo]
     jobs: list[Any] = []
     if todo:
-        executor = submitit.AutoExecutor(folder=folder / "logs", cluster="local" if job["launcher"] == "local"
-                                         else "slurm")
+        slurm = job["launcher"] != "local"
+        # a timeout ends the shard (max_num_timeout=0); a preemption requeues it (ShardJob.checkpoint)
+        executor = submitit.AutoExecutor(folder=folder / "logs", cluster="slurm" if slurm else "local",
+                                         slurm_max_num_timeout=0, local_max_num_timeout=0)
         params = {"timeout_min": job["time_min"], "name": f"attnbench-{plan.profile}",
                   "gpus_per_node": job["gpus"] if plan.device == "cuda" else 0, "tasks_per_node": 1}
         params |= {f"slurm_{k}": job[k] for k in ("partition", "account") if job[k]}
         executor.update_parameters(**params)
-        jobs = executor.map_array(run_shard, argvs)
-        print(f"submitted {len(jobs)} of {n} shards ({kept} already complete) as job {jobs[0].job_id.split('_')[0]} "
-              f"({job['launcher']}); logs in {folder / 'logs'}", flush=True)
+        jobs = executor.map_array(ShardJob(), [[*base, f"--shard={k}/{n}"] for k in todo],
+                                  [str(files[k - 1]) for k in todo])
+        print(f"submitted {len(jobs)} of {n} shards ({n - len(todo)} already complete) as job "
+              f"{jobs[0].job_id.split('_')[0]} ({job['launcher']}); logs in {folder / 'logs'}", flush=True)
+        watch = _SlurmWatch(jobs) if slurm else _LocalWatch(jobs)
+        ended = _wait(watch, [files[k - 1] for k in todo])
     else:
         print(f"all {n} shards are complete in {folder}", flush=True)
-    _wait(jobs, [files[k - 1] for k in todo], len(plan.cases))
-    failed = []
-    for k, j in zip(todo, jobs, strict=True):
-        if not _complete(files[k - 1]):
-            failed.append(k)
-            why = j.exception()
-            last = str(why).strip().splitlines()[-1][:160] if why else f"exit code {_result(j)}"
-            print(f"error: shard {k}/{n} (job {j.job_id}, {j.state}) did not finish: {last}; its "
-                  f"{_cases_done(files[k - 1])} finished cases are kept in {files[k - 1]}; log: {j.paths.stdout}",
-                  file=sys.stderr)
+        ended = {}
+    failed = [k for k in todo if not _complete(files[k - 1])]
+    for i, k in enumerate(todo):
+        if k in failed:
+            j = jobs[i]
+            why = reason(ended[i], _outcome(j), job["time_min"], _last_error(j))
+            print(f"error: shard {k}/{n} (job {j.job_id}) did not finish: {why}; "
+                  f"its {_cases_done(files[k - 1])} finished cases are kept in {files[k - 1]}; log: {j.paths.stdout}",
+                  file=sys.stderr, flush=True)
     if failed:
-        print(f"error: {len(failed)} of {n} shards incomplete; run the same command again to resubmit only them",
-              file=sys.stderr)
+        print(f"error: {len(failed)} of {n} shards incomplete; run the same command again to resubmit only them "
+              "(each continues its file)", file=sys.stderr, flush=True)
         return 1, False
     from bench.results.merge import merge_shards
 
     docs = [read_run(f) for f in files]
     write_atomic(out, merge_shards(docs, [str(f) for f in files]))
     print(f"{out}: {sum(len(d.entries()) for d in docs)} cases merged from {n} shards", flush=True)
-    return (1 if any(_result(j) == 1 for j in jobs) else 0), True
+    return (1 if any(_outcome(j) == ("success", 1) for j in jobs) else 0), True
 
 
-def _result(j: Any) -> int | None:
+def _outcome(j: Any) -> tuple[str, Any] | None:
+    """submitit's result pickle: ("success", exit code) or ("error", traceback text); None before (or without)."""
     try:
-        return int(j.result())
-    except Exception:  # a failed or cancelled job has no result: its exception says why
+        with open(j.paths.result_pickle, "rb") as f:
+            return pickle.load(f)
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError):
         return None
 
 
-def _wait(jobs: list[Any], files: list[Path], total: int) -> None:
-    """One line whenever the states or the count of finished cases change, until every job is done."""
+def _last_error(j: Any) -> str:
+    """The shard's own last `error:` line (bench run's one-line errors go to the job's stderr)."""
+    try:
+        lines = j.paths.stderr.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    return next((ln.strip() for ln in reversed(lines) if ln.startswith("error:")), "")
+
+
+def reason(state: TaskState, outcome: tuple[str, Any] | None, time_min: int, last_error: str = "") -> str:
+    """Why a task ended without completing its shard, in a few words (submitit's own message ends with the log
+    path, and its "timed-out" needs translating)."""
+    text = str(outcome[1]) if outcome and outcome[0] == "error" else ""
+    word = state.state
+    if word == "TIMEOUT" or "timed-out" in text:
+        return f"hit its time limit (--slurm-time {time_min} min)"
+    if word == "PREEMPTED" or "preempted" in text:
+        return "preempted and not requeued"
+    if word.startswith("CANCELLED"):
+        who = f" {state.detail}" if state.detail.startswith(("by", "while")) else ""
+        return f"cancelled{who}"
+    if word in ("NODE_FAIL", "BOOT_FAIL"):
+        return "node failure" if word == "NODE_FAIL" else "its node failed to boot"
+    if word == "OUT_OF_MEMORY":
+        return "out of memory"
+    if word == "DEADLINE":
+        return "reached its deadline"
+    if outcome and outcome[0] == "success":
+        return f"bench run exited with code {outcome[1]}" + (f": {last_error}" if last_error else "")
+    if text:
+        return f"failed: {text.strip().splitlines()[-1][:200]}"
+    if word == "GONE":
+        return f"left the queue without a state to read ({state.detail or 'neither squeue nor sacct knows it'})"
+    code = f" (exit code {state.exit_code})" if state.exit_code and state.exit_code != "0:0" else ""
+    return f"ended {word.lower()}{code} without completing its file"
+
+
+class _SlurmWatch:
+    """Tasks' states from squeue and sacct (slurm_states), not submitit's: it reads an array-wide sacct line as
+    every task's, and without accounting it reads UNKNOWN for ever."""
+
+    def __init__(self, jobs: list[Any]) -> None:
+        self.states = ArrayStates(jobs[0].job_id.split("_")[0], len(jobs), GONE_S)
+
+    def poll(self) -> dict[int, TaskState]:
+        return self.states.poll(time.monotonic())
+
+
+class _LocalWatch:
+    def __init__(self, jobs: list[Any]) -> None:
+        self.jobs = jobs
+
+    def poll(self) -> dict[int, TaskState]:
+        return {i: TaskState("RUNNING" if not j.done() else j.state.upper()) for i, j in enumerate(self.jobs)}
+
+
+def _wait(watch: Any, files: list[Path]) -> dict[int, TaskState]:
+    """One line whenever the states or the count of finished cases change, until every task has ended or its
+    shard's file is complete. Returns each task's last state."""
     last = None
-    while jobs:
-        states = [j.state for j in jobs]
-        done = sum(_cases_done(f) for f in files)
-        line = ", ".join(f"{states.count(s)} {s.lower()}" for s in sorted(set(states))) + f"; {done} cases finished"
+    while True:
+        states = watch.poll()
+        complete = [_complete(f) for f in files]
+        words = [("COMPLETED" if complete[i] and not s.live else s.state) for i, s in sorted(states.items())]
+        line = ", ".join(f"{words.count(s)} {s.lower()}" for s in sorted(set(words)))
+        line += f"; {sum(_cases_done(f) for f in files)} cases finished"
         if line != last:
             print(f"shards: {line}", flush=True)
             last = line
-        if all(j.done() for j in jobs):
-            return
+        if all(complete[i] or (not s.live and s.state != "UNKNOWN") for i, s in states.items()):
+            return states
         time.sleep(POLL_S)
