@@ -1,9 +1,11 @@
-"""Sessions: `nox -s tests`, `nox -s lint`, `nox -s bench`, `nox -s report`, `nox -s regress`."""
+"""Sessions: `nox -s tests`, `nox -s lint`, `nox -s bench`, `nox -s report`, `nox -s regress`, `nox -s compat`."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import nox
@@ -34,6 +36,26 @@ def tests(session: nox.Session) -> None:
     """The test suite (slow flex compiles included); extra args go to pytest."""
     install(session)
     session.run("pytest", *(session.posargs or ["-q"]))
+
+
+# The GPU machine's torch. Its PyPI wheel is a CUDA build (about 4.7 GB installed, with its NVIDIA libraries) that
+# also runs on a CPU, which is what this session needs: an API newer than 2.11 is caught here, not on a rare GPU.
+COMPAT_TORCH = "torch==2.11.0"
+
+
+@nox.session
+def compat(session: nox.Session) -> None:
+    """Under the GPU machine's torch 2.11, on the CPU: the GPU check's dry run and the quick profile."""
+    session.install(COMPAT_TORCH, *[p for p in PINNED if not p.startswith("torch==")])
+    session.install("--no-deps", "-e", ".")
+    session.run("python", "-c", "import torch; print('torch', torch.__version__)")
+    out = Path(tempfile.mkdtemp(prefix="attnbench-compat-"))
+    try:
+        session.run("python", "-m", "bench", "gpu-check", "--dry-run", "--out", str(out / "gpu-check"))
+        session.run("python", "-m", "bench", "run", "--profile", "quick", "--device", "cpu", "--out",
+                    str(out / "quick.json"))
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
 
 
 @nox.session
