@@ -97,6 +97,8 @@ class Runner:
         shape, device = case.shape, case.device
         if why := self._predicted_oom(case):
             return Outcome(dict(record, status="oom", reason=why))
+        if why := get_backend(case.backend).pass_reason(case.pass_):
+            raise Unsupported(why)
         kind = kind_of(shape)
         setup = kind.setup(case)  # what the check and the timed call share (a layer's weights)
         interrupt.stage("check")

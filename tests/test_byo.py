@@ -1,0 +1,130 @@
+"""Your own attention as a backend: MODULE:FUNCTION names and entry points, their traits, their errors (exit 2),
+their colours, and the runner measuring them like a built-in."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from bench.backends import get_backend
+from bench.backends.outside import DEFAULTS, OutsideBackendError, forget
+from bench.cli import main
+from bench.engine.runner import Runner
+from bench.engine.sweeps import Case
+from bench.shapes import AttentionShape
+from tests.byo_example import write_package
+
+CALIBRATION = {"gemm_flops_per_s": 1e11, "copy_bytes_per_s": 1e10}
+
+
+@pytest.fixture
+def mypkg(tmp_path, monkeypatch):
+    """The example package in a fresh directory, which is the working directory (as a user's checkout is)."""
+    write_package(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    forget()
+    yield tmp_path
+    forget()
+    for name in [m for m in sys.modules if m == "mypkg" or m.startswith("mypkg.")]:
+        del sys.modules[name]
+
+
+def shape(kv_heads: int = 2, mask: str = "causal", seq: int = 32) -> AttentionShape:
+    return AttentionShape(1, seq, seq, 4, kv_heads, 16, "fp32", mask)
+
+
+def run_case(backend: str, s: AttentionShape, pass_: str = "fwd", calibration: dict | None = None) -> dict:
+    return Runner(calibration or CALIBRATION, budget_s=0.02).run(Case(backend, s, "prefill", pass_, "cpu")).record
+
+
+def test_module_function_resolves_with_the_decorators_traits(mypkg):
+    b = get_backend("mypkg.attn:attn")
+    assert b.name == "mypkg.attn:attn" and b.label == "mine" and b.memory == "materialising"
+    assert b.devices == ("cpu",) and b.dtypes == ("fp32", "bf16") and b.backward and b.layouts == ()
+    assert b.origin == "import mypkg.attn:attn" and b.summary.startswith("A textbook kernel")
+    plain = get_backend("mypkg.attn:plain")  # undecorated: the stated defaults
+    assert (plain.memory, plain.devices, plain.dtypes, plain.layouts, plain.backward) == tuple(DEFAULTS.values())
+    assert get_backend("mypkg.attn:attn") is b  # resolved once
+
+
+@pytest.mark.parametrize(("name", "says"), [
+    ("nopkg.attn:fn", "cannot import nopkg.attn: ModuleNotFoundError"),
+    ("mypkg.attn:missing", "mypkg.attn has no missing"),
+    ("mypkg.attn:not_callable", "int object is not callable"),
+    ("mypkg.attn:wrong_signature", "cannot take (q, k, v, *, causal, window)"),
+    ("mypkg/attn:attn", "cannot contain '/'"),
+])
+def test_an_unusable_outside_backend_is_one_line_and_exit_2(mypkg, capsys, name, says):
+    with pytest.raises(OutsideBackendError, match=None):
+        get_backend(name)
+    code = main(["run", "--backend", name, "--seq", "32", "--phase", "prefill", "--out", str(mypkg / "r.json")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1
+    assert name in err and says in err
+
+
+def test_the_runner_measures_an_outside_backend_and_its_case_id_keeps_the_name(mypkg):
+    from bench.commands.profile import case_from_id
+
+    record = run_case("mypkg.attn:attn", shape())
+    assert record["status"] == "ok", record["reason"]
+    assert record["case_id"].startswith("mypkg.attn:attn/gqa/") and record["backend"] == "mypkg.attn:attn"
+    assert case_from_id(record["case_id"]).backend == "mypkg.attn:attn"
+
+
+def test_traits_decide_unsupported(mypkg):
+    assert run_case("mypkg.attn:attn", dataclasses_replace(shape(), dtype="fp16"))["status"] == "unsupported"
+    record = run_case("mypkg.attn:scribbler", shape(), pass_="fwd+bwd")
+    assert record["status"] == "unsupported" and "declares no backward" in record["reason"]
+
+
+def dataclasses_replace(s: AttentionShape, **kw) -> AttentionShape:
+    import dataclasses
+    return dataclasses.replace(s, **kw)
+
+
+def test_a_kernel_wrong_only_for_gqa_is_incorrect_only_there(mypkg):
+    assert run_case("mypkg.attn:gqa_bug", shape(kv_heads=4))["status"] == "ok"  # MHA
+    assert run_case("mypkg.attn:gqa_bug", shape(kv_heads=1))["status"] == "ok"  # MQA
+    gqa = run_case("mypkg.attn:gqa_bug", shape(kv_heads=2))
+    assert gqa["status"] == "incorrect" and "exceeds tolerance" in gqa["reason"]
+
+
+def test_entry_point_backends_are_found_by_name_and_listed(mypkg, monkeypatch, capsys):
+    dist = mypkg / "mypkg-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: mypkg\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text(textwrap.dedent("""
+        [attnbench.backends]
+        mine = mypkg.attn:attn
+        broken = mypkg.attn:missing
+    """))
+    b = get_backend("mine")
+    assert b.name == "mine" and b.fn.__name__ == "attn"
+    assert b.origin == "entry point mine = mypkg.attn:attn from mypkg 0.1"
+    assert main(["backends", "--device", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "entry point mine = mypkg.attn:attn from mypkg 0.1" in out
+    assert "broken" in out and "mypkg.attn has no missing" in out  # listed with its error, not a crash
+
+
+def test_outside_backends_get_distinct_colours_and_markers(mypkg):
+    from bench.backends import BACKENDS
+    from bench.report.style import backend_color, backend_marker
+
+    names = [f"mypkg.attn:k{i}" for i in range(20)]
+    looks = {(backend_color(n), backend_marker(n)) for n in names}
+    assert len(looks) == len(names)
+    assert not {backend_color(n) for n in names} & {b.color for b in BACKENDS.values()}
+    assert backend_color(names[0]) == backend_color(names[0])
+
+
+def test_working_directory_first(mypkg, monkeypatch):
+    """`python -m bench` puts '' first on sys.path; other front ends (pytest) may not: the resolver adds it."""
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(mypkg))])
+    assert get_backend("mypkg.attn:attn").fn.__name__ == "attn"
+    assert str(Path.cwd()) in sys.path
