@@ -128,3 +128,37 @@ def test_working_directory_first(mypkg, monkeypatch):
     monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(mypkg))])
     assert get_backend("mypkg.attn:attn").fn.__name__ == "attn"
     assert str(Path.cwd()) in sys.path
+
+
+# --- bench check: the conformance run -------------------------------------------------------------------------
+
+
+def test_check_passes_a_correct_kernel_and_fails_one_wrong_for_gqa(mypkg, capsys):
+    assert main(["check", "mypkg.attn:attn", "--dtype", "fp32", "--device", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "18 pass" in out and "bwd fp32 gqa window" in out
+    assert main(["check", "mypkg.attn:gqa_bug", "--device", "cpu"]) == 1
+    rows = capsys.readouterr().out.splitlines()
+    failing = [r for r in rows if " fail " in r]
+    assert len(failing) == 6 and all(" gqa " in r and "> tol" in r for r in failing)
+    assert main(["check", "mypkg.attn:scribbler", "--dtype", "fp16", "--device", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "9 unsupported" in out and "bwd" not in out  # claims fp32 only, and no backward
+    assert main(["check", "mypkg.attn:missing"]) == 2
+
+
+@pytest.mark.slow
+def test_conformance_runs_under_the_users_pytest(mypkg):
+    import os
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), str(mypkg)])}
+    args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--pyargs", "bench.conformance",
+            "--attn-dtype", "fp32"]
+    good = subprocess.run([*args, "--attn-backend", "mypkg.attn:attn"], cwd=mypkg, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert good.returncode == 0 and "18 passed" in good.stdout, good.stdout[-2000:]
+    bad = subprocess.run([*args, "--attn-backend", "mypkg.attn:gqa_bug"], cwd=mypkg, env=env, capture_output=True,
+                         text=True, timeout=600)
+    assert bad.returncode == 1 and "6 failed, 12 passed" in bad.stdout, bad.stdout[-2000:]
