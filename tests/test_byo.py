@@ -162,3 +162,112 @@ def test_conformance_runs_under_the_users_pytest(mypkg):
     bad = subprocess.run([*args, "--attn-backend", "mypkg.attn:gqa_bug"], cwd=mypkg, env=env, capture_output=True,
                          text=True, timeout=600)
     assert bad.returncode == 1 and "6 failed, 12 passed" in bad.stdout, bad.stdout[-2000:]
+
+
+# --- timing a kernel cannot fool ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def measured_ceilings() -> dict:
+    """This machine's fp32 GEMM and read ceilings, on small buffers (quick; a smaller GEMM only lowers the
+    ceiling, which makes the floor easier on kernels, not harder)."""
+    from bench.measure.calibrate import gemm_flops_per_s, read_bytes_per_s
+
+    gemm = gemm_flops_per_s("cpu", "fp32", ((512, 512, 512),))
+    return {"gemm_flops_per_s": gemm, "gemm_flops_per_s_fp32": gemm, "copy_bytes_per_s": 1e10,
+            "read_bytes_per_s": read_bytes_per_s("cpu")}
+
+
+def big() -> AttentionShape:
+    return AttentionShape(1, 256, 256, 8, 8, 64, "fp32", "none")
+
+
+def test_a_kernel_that_writes_into_its_input_is_incorrect(mypkg):
+    record = run_case("mypkg.attn:scribbler", shape())
+    assert record["status"] == "incorrect"
+    assert "wrote into its input q during the timed rounds" in record["reason"]
+
+
+def test_a_cached_output_is_implausible_and_a_real_kernel_is_not(mypkg, measured_ceilings):
+    cached = run_case("mypkg.attn:cached", big(), calibration=measured_ceilings)
+    assert cached["status"] == "incorrect" and cached["reason"].startswith("implausible: median"), cached["reason"]
+    assert "below the floor" in cached["reason"] and "GFLOP/s" in cached["reason"]
+    honest = run_case("mypkg.attn:attn", big(), calibration=measured_ceilings)
+    assert honest["status"] == "ok", honest["reason"]
+
+
+def test_a_last_output_that_drifts_is_incorrect(mypkg):
+    from bench.backends.base import Backend
+    from bench.kinds.dense import DenseKind
+
+    calls = []
+
+    def drifting(q, k, v, *, causal, window):  # right on its first calls, then wrong
+        calls.append(1)
+        out = get_backend("mypkg.attn:attn").fn(q, k, v, causal=causal, window=window)
+        return out if len(calls) < 5 else out + 1
+
+    import bench.backends as registry
+    registry.BACKENDS["drifting"] = Backend("drifting", drifting, "test", "tiled", "#000000", "o")
+    try:
+        record = run_case("drifting", shape())
+        assert record["status"] == "incorrect" and "last timed call's output no longer matches" in record["reason"]
+        case = Case("drifting", shape(), "prefill", "fwd", "cpu")
+        assert DenseKind().timed_call(case, None).guard.reference is not None
+    finally:
+        del registry.BACKENDS["drifting"]
+
+
+def test_kernel_above_warm_leaves_overhead_out():
+    from bench.measure.modes import CaseTiming
+    from bench.measure.timer import Timing
+
+    modes = {"warm": Timing([2e-3] * 7, 1, False, "t"), "kernel": Timing([12e-3] * 7, 1, False, "t", "kernel")}
+    t = CaseTiming(0.0, "cpu", modes)
+    assert t.modes_disagree() and t.overhead_pct() is None and t.launch_bound() is None
+    fine = CaseTiming(0.0, "cpu", dict(modes, kernel=Timing([1e-3] * 7, 1, False, "t", "kernel")))
+    assert not fine.modes_disagree() and fine.overhead_pct() == pytest.approx(50)
+
+
+# --- bench ab in a user's repository -----------------------------------------------------------------------------
+
+USER_CASES = ["--backend", "mypkg.kern:kernel", "--heads", "8", "--seq", "32,48,64", "--kv-heads", "8,1",
+              "--mask", "none,causal", "--dtype", "fp32", "--phase", "prefill", "--budget", "0.05", "--blocks", "2",
+              "--threshold", "10%", "--seed", "3", "--format", "json"]
+
+
+@pytest.fixture
+def user_repo(mypkg):
+    import subprocess
+
+    (mypkg / "mypkg" / "kern.py").write_text("from mypkg.attn import attn as kernel  # noqa: F401\n")
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-C", str(mypkg), "-c", "user.name=t", "-c", "user.email=t@t", *args], check=True,
+                       capture_output=True)
+    git("init", "-q")
+    git("add", "-A")
+    git("commit", "-q", "-m", "my attention")
+    return mypkg
+
+
+def regressed_of(out: str) -> tuple[int, int]:
+    import json
+
+    doc = json.loads(out)
+    return doc["counts"].get("regressed", 0), doc["n_matched"]
+
+
+@pytest.mark.slow
+def test_ab_in_a_user_repository_aa_then_a_slower_kernel(user_repo, capsys):
+    assert main(["ab", "HEAD", *USER_CASES]) == 0
+    assert regressed_of(capsys.readouterr().out) == (0, 12)
+    (user_repo / "mypkg" / "kern.py").write_text("from mypkg.attn import slower as kernel  # noqa: F401\n")
+    assert main(["ab", "HEAD", *USER_CASES]) == 1
+    regressed, matched = regressed_of(capsys.readouterr().out)
+    assert matched == 12 and regressed >= 10
+
+
+def test_ab_in_a_user_repository_needs_their_backend(user_repo, capsys):
+    assert main(["ab", "HEAD", "--seq", "32"]) == 2
+    assert "name your backend with --backend MODULE:FUNCTION" in capsys.readouterr().err

@@ -50,7 +50,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--output", metavar="FILE", help="also write the report to FILE (e.g. for a CI job summary)")
     p.add_argument("--save", metavar="DIR", type=Path,
                    help="also write both sides' run documents to DIR (ab-base.json, ab-current.json)")
-    p.add_argument("--repo", type=Path, default=Path("."), help="the attnbench checkout (default: the current one)")
+    p.add_argument("--repo", type=Path, default=Path("."),
+                   help="the git checkout whose revisions are compared: attnbench's, or your own with "
+                   "--backend MODULE:FUNCTION (default: the current one)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -61,6 +63,9 @@ def run(args: argparse.Namespace) -> int:
     values = {k: v for k, v in values.items() if v is not None}
     values.setdefault("profile", "quick")
     repo = git.checkout_root(args.repo)
+    if not git.is_attnbench(repo) and not values.get("backends"):
+        raise UsageError(f"{repo} is not attnbench's checkout, so `bench ab` compares your code in it: name your "
+                         "backend with --backend MODULE:FUNCTION (or an attnbench.backends entry point)")
     env = dict(TUNED_MALLOC) if args.malloc == "tuned" else {}
     ab = run_ab(repo, args.rev, values, blocks=args.blocks, seed=args.seed, env=env)
     if args.save:

@@ -23,7 +23,7 @@ from typing import Any
 from bench.regress.ab import git
 from bench.regress.ab.git import AbError
 from bench.regress.ab.rounds import judged_rounds
-from bench.regress.ab.side import Side
+from bench.regress.ab.side import Side, running_attnbench
 from bench.results import RunDocument, RunMeta
 from bench.results.entry import case_entry, median_of, pooled_entry
 
@@ -147,7 +147,9 @@ def _run_ab(repo: Path, rev: str, commit: str, values: dict[str, Any], blocks: i
     with git.worktree(repo, commit) as tree:
         base_label = f"{rev} ({commit[:12]})" if not commit.startswith(rev) else commit[:12]
         env = {**(env or {}), **pinned(values.get("threads"))}
-        sides = {"A": Side(base_label, tree, env), "B": Side("working tree", repo, env)}
+        # a user's repository: both sides run the running attnbench, each side the user's code of its tree
+        bench_from = None if git.is_attnbench(repo) else running_attnbench()
+        sides = {"A": Side(base_label, tree, env, bench_from), "B": Side("working tree", repo, env, bench_from)}
         try:
             say(f"A = {git.describe(repo, commit)}; B = the working tree of {repo}")
             plans = {name: side.ask(request) for name, side in sides.items()}
