@@ -271,3 +271,12 @@ def test_ab_in_a_user_repository_aa_then_a_slower_kernel(user_repo, capsys):
 def test_ab_in_a_user_repository_needs_their_backend(user_repo, capsys):
     assert main(["ab", "HEAD", "--seq", "32"]) == 2
     assert "name your backend with --backend MODULE:FUNCTION" in capsys.readouterr().err
+
+
+def test_ab_two_interpreters_flags(user_repo, capsys):
+    assert main(["ab", "HEAD", "--python-a", sys.executable, "--python-b", sys.executable,
+                 "--backend", "mypkg.kern:kernel"]) == 2
+    assert "without REV" in capsys.readouterr().err
+    assert main(["ab", "--python-a", sys.executable, "--backend", "mypkg.kern:kernel"]) == 2
+    assert main(["ab", "--backend", "mypkg.kern:kernel"]) == 2
+    assert "give REV" in capsys.readouterr().err
