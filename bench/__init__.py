@@ -2,7 +2,8 @@
 
 from bench.backends import BACKENDS, attention, get_backend
 from bench.backends.base import Unsupported
+from bench.backends.outside import backend
 from bench.shapes import AttentionShape, ShapeError
 
-__all__ = ["BACKENDS", "AttentionShape", "ShapeError", "Unsupported", "attention", "get_backend"]
+__all__ = ["BACKENDS", "AttentionShape", "ShapeError", "Unsupported", "attention", "backend", "get_backend"]
 __version__ = "0.1.0"

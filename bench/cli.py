@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "baseline": "bench.commands.baseline",
     "kv": "bench.commands.kv",
     "backends": "bench.commands.backends",
+    "check": "bench.commands.check",
     "profile": "bench.commands.profile",
     "gpu-check": "bench.commands.gpu_check",
 }

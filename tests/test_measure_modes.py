@@ -155,7 +155,10 @@ def test_case_timing_cpu_modes_overhead_and_launch_bound():
     assert set(ct.timings()) == {"warm", "kernel"} and ct.headline.mode == "warm"
     assert ct.throttled is None and ct.energy is None
     warm, kernel = ct.median("warm"), ct.median("kernel")
-    assert ct.overhead_pct() == pytest.approx(100 * (warm - kernel) / warm)
+    if kernel > warm:  # load between the modes: they disagree, and the record leaves overhead_pct out
+        assert ct.overhead_pct() is None and any("disagree" in n for n in ct.notes)
+    else:
+        assert ct.overhead_pct() == pytest.approx(100 * (warm - kernel) / warm)
     assert ct.kernel.sdpa_kernel == "flash"
     fake = modes.CaseTiming(0.0, "cpu", {"warm": timer.Timing([3e-5] * 7, 1, False, "f"),
                                          "kernel": timer.Timing([1e-5] * 7, 1, False, "f", "kernel")})

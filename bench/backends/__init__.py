@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from bench.backends import sdpa
+from bench.backends import outside, sdpa
 from bench.backends.base import Backend, Unsupported
 from bench.backends.flash_attn import flash_attn_attention
 from bench.backends.flex import flex_attention
@@ -49,10 +49,15 @@ class UnknownBackend(InputError):
 
 
 def get_backend(name: str) -> Backend:
-    try:
+    """A registered backend, or one from outside (MODULE:FUNCTION, or an `attnbench.backends` entry point's name:
+    bench.backends.outside), resolved on first use; UnknownBackend (or the outside one's error) otherwise."""
+    if name in BACKENDS:
         return BACKENDS[name]
-    except KeyError:
-        raise UnknownBackend(f"unknown backend {name!r}; known: {', '.join(BACKENDS)}") from None
+    found = outside.resolve(name)
+    if found is None:
+        raise UnknownBackend(f"unknown backend {name!r}; known: {', '.join(BACKENDS)}, an installed "
+                             f"{outside.ENTRY_POINT_GROUP} entry point, or MODULE:FUNCTION")
+    return found
 
 
 def backends_for(device: str) -> tuple[str, ...]:

@@ -53,6 +53,9 @@ class Backend:
     # batches are unsupported for it
     layouts: tuple[Layout, ...] = ()
     compiles: bool = False  # its first call on a new shape compiles (torch.compile): seconds, not microseconds
+    backward: bool = True  # False: fwd+bwd cases are unsupported (a forward-only kernel)
+    origin: str = "built-in"  # where it comes from: built-in, `import MODULE:FUNCTION`, an entry point
+    label: str = ""  # a display name its author chose (bench.backend(name=...)); the id keeps `name`
 
     def layout(self, kinds: tuple[str, ...]) -> Layout | None:
         """Its layout among `kinds` (RAGGED_LAYOUTS or PAGED_LAYOUTS), or None when it takes none of them."""
@@ -64,4 +67,10 @@ class Backend:
             return f"{self.name}: runs only on {' and '.join(d.upper() for d in self.devices)}, not on {device.upper()}"
         if dtype not in self.dtypes:
             return f"{self.name}: supports {', '.join(self.dtypes)} only, not {dtype}"
+        return None
+
+    def pass_reason(self, pass_: str) -> str | None:
+        """Why this backend cannot run a pass ('fwd' or 'fwd+bwd') by its traits alone, or None."""
+        if pass_ != "fwd" and not self.backward:
+            return f"{self.name}: declares no backward (backward=False)"
         return None

@@ -27,7 +27,11 @@ SWEEP_OPTIONS = ("profile", "device", "threads")  # bench run's options that sha
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("rev", help="the baseline revision: a branch, tag or commit of this repository")
+    p.add_argument("rev", nargs="?", help="the baseline revision: a branch, tag or commit of this repository "
+                   "(not with --python-a/-b)")
+    p.add_argument("--python-a", metavar="PATH", help="with --python-b: the working tree in two interpreters "
+                   "(e.g. two torch versions), A's")
+    p.add_argument("--python-b", metavar="PATH", help="B's interpreter (see --python-a)")
     p.add_argument("--profile", help="quick | default | heads | decode | full (default: quick)")
     p.add_argument("--device", choices=["cpu", "cuda"], help="cpu or cuda (default: cuda when present, else cpu)")
     p.add_argument("--threads", default="1",
@@ -50,7 +54,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--output", metavar="FILE", help="also write the report to FILE (e.g. for a CI job summary)")
     p.add_argument("--save", metavar="DIR", type=Path,
                    help="also write both sides' run documents to DIR (ab-base.json, ab-current.json)")
-    p.add_argument("--repo", type=Path, default=Path("."), help="the attnbench checkout (default: the current one)")
+    p.add_argument("--repo", type=Path, default=Path("."),
+                   help="the git checkout whose revisions are compared: attnbench's, or your own with "
+                   "--backend MODULE:FUNCTION (default: the current one)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -60,9 +66,20 @@ def run(args: argparse.Namespace) -> int:
     values = {name: getattr(args, name) for name in (*SWEEP_OPTIONS, *(f.name for f in sweeps.axis_fields()))}
     values = {k: v for k, v in values.items() if v is not None}
     values.setdefault("profile", "quick")
+    pythons = None
+    if args.python_a or args.python_b:
+        if not (args.python_a and args.python_b) or args.rev:
+            raise UsageError("--python-a and --python-b go together, and without REV (both sides run the working "
+                             "tree)")
+        pythons = (args.python_a, args.python_b)
+    elif not args.rev:
+        raise UsageError("give REV (the baseline revision), or --python-a PATH --python-b PATH")
     repo = git.checkout_root(args.repo)
+    if not git.is_attnbench(repo) and not values.get("backends"):
+        raise UsageError(f"{repo} is not attnbench's checkout, so `bench ab` compares your code in it: name your "
+                         "backend with --backend MODULE:FUNCTION (or an attnbench.backends entry point)")
     env = dict(TUNED_MALLOC) if args.malloc == "tuned" else {}
-    ab = run_ab(repo, args.rev, values, blocks=args.blocks, seed=args.seed, env=env)
+    ab = run_ab(repo, args.rev, values, blocks=args.blocks, seed=args.seed, env=env, pythons=pythons)
     if args.save:
         write_atomic(args.save / "ab-base.json", ab.base)
         write_atomic(args.save / "ab-current.json", ab.current)

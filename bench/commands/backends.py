@@ -1,4 +1,5 @@
-"""`python -m bench backends`: which backend runs which dtype on this machine, or why not."""
+"""`python -m bench backends`: which backend runs which dtype on this machine, or why not, and where each comes from
+(built-in, an installed package's `attnbench.backends` entry point, or a MODULE:FUNCTION given here)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ import json
 
 import torch
 
-from bench.backends import BACKENDS, Unsupported
-from bench.errors import UsageError
+from bench.backends import BACKENDS, Unsupported, get_backend
+from bench.backends.outside import entry_points
+from bench.errors import InputError, UsageError
 from bench.reference import check_backend
 from bench.shapes import DTYPES, AttentionShape
 
@@ -19,6 +21,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", choices=["cpu", "cuda"], default=None,
                         help="default: cuda when present, else cpu")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("names", nargs="*", metavar="MODULE:FUNCTION",
+                        help="also probe these backends from outside (the working directory first on sys.path)")
 
 
 def probe(backend: str, dtype: str, device: str) -> str:
@@ -37,13 +41,30 @@ def run(args: argparse.Namespace) -> int:
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if device == "cuda" and not torch.cuda.is_available():
         raise UsageError("--device cuda: torch sees no CUDA device here")
-    table = {b: {dt: probe(b, dt, device) for dt in DTYPES} for b in BACKENDS}
+    names = [*BACKENDS, *(n for n in entry_points() if n not in BACKENDS), *args.names]
+    origins: dict[str, str] = {}
+    table: dict[str, dict[str, str]] = {}
+    for name in dict.fromkeys(names):
+        try:
+            origins[name] = get_backend(name).origin
+        except InputError as err:
+            if name in args.names:
+                raise  # named on this command line: the user's error, exit 2
+            # an installed entry point that does not load is listed with why, not a crash of the listing
+            ep = entry_points()[name]
+            origins[name] = f"entry point {ep.name} = {ep.value}"
+            table[name] = dict.fromkeys(DTYPES, f"error: {err}")
+            continue
+        table[name] = {dt: probe(name, dt, device) for dt in DTYPES}
     if args.json:
-        print(json.dumps({"device": device, "torch": torch.__version__, "backends": table}, indent=2))
+        print(json.dumps({"device": device, "torch": torch.__version__, "backends": table, "origins": origins},
+                         indent=2))
         return 0
     print(f"device: {device}  torch {torch.__version__}  (probe: causal GQA, Hq=4 Hkv=2, S=33, D=64)")
-    width = max(map(len, BACKENDS))
+    width = max(map(len, table))
     for backend, row in table.items():
+        if origins[backend] != "built-in":
+            print(f"{backend:<{width}}  from: {origins[backend]}")
         for dt, verdict in row.items():
             print(f"{backend:<{width}}  {dt:<5} {verdict}")
     return 0

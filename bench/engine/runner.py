@@ -22,6 +22,7 @@ from bench.backends import Unsupported, get_backend
 from bench.engine import interrupt
 from bench.engine.sweeps import Case
 from bench.kinds import EXACT_CHECK_ELEMENTS, ReferenceCache, check_shape, kind_of
+from bench.kinds.guards import implausible
 from bench.measure.calibrate import spec_sheet
 from bench.measure.environment import gpu_reading
 from bench.measure.memory import available_cpu_bytes, peak_bytes
@@ -97,6 +98,8 @@ class Runner:
         shape, device = case.shape, case.device
         if why := self._predicted_oom(case):
             return Outcome(dict(record, status="oom", reason=why))
+        if why := get_backend(case.backend).pass_reason(case.pass_):
+            raise Unsupported(why)
         kind = kind_of(shape)
         setup = kind.setup(case)  # what the check and the timed call share (a layer's weights)
         interrupt.stage("check")
@@ -126,6 +129,10 @@ class Runner:
             record["gpu_after"] = gpu_reading(torch.cuda.current_device())
         record = timed(record, summarize(timing.samples), timing, self.calibration, self.sheet_flops)
         record = with_modes(record, case_timing, self.sheet.bytes_per_s if self.sheet else None)
+        # a kernel cannot fool the timer (bench.kinds.guards): inputs untouched, last output right, time possible
+        guard = getattr(fn, "guard", None)
+        if why := (guard.verdict() if guard is not None else None) or implausible(record, self.calibration):
+            return Outcome(dict(record, status="incorrect", reason=why))  # no samples: an untimed entry
         if self.keep_last:  # `bench profile` reads the whole kernel table and re-runs the call for a memory snapshot
             self.last = (fn, case_timing)
         return Outcome(record, timing.samples)

@@ -74,12 +74,23 @@ class CaseTiming:
                              "calls_per_round": timing.calls_per_round}
         return out
 
-    def overhead_pct(self) -> float | None:
+    def modes_disagree(self) -> bool:
+        """The kernel median above the warm one: the kernels cannot take longer than the whole call, so load between
+        the two modes moved one of them (on a busy 2-core machine kernel medians came out up to 5.6x the warm one)."""
         warm, kernel = self.median("warm"), self.median("kernel")
+        return bool(warm and kernel is not None and kernel > warm)
+
+    def overhead_pct(self) -> float | None:
+        """None when the modes disagree: a negative share outside the kernels would be noise, not a finding."""
+        warm, kernel = self.median("warm"), self.median("kernel")
+        if self.modes_disagree():
+            return None
         return 100 * (warm - kernel) / warm if warm and kernel is not None else None
 
     def launch_bound(self) -> bool | None:
         warm, kernel = self.median("warm"), self.median("kernel")
+        if self.modes_disagree():
+            return None
         return warm >= LAUNCH_BOUND_RATIO * kernel if warm and kernel else None
 
     @property
@@ -149,10 +160,14 @@ def time_case(fn: Callable[[], object], device: str, budget_s: float, gpu: Gpu |
         modes["kernel"] = kernel_timing(kernel)
     except Exception as err:
         notes.append(f"kernel mode: profiling failed: {_first_line(err)}")
+    timing = CaseTiming(first_call_s, device, modes, kernel, energy, notes)
+    if timing.modes_disagree():
+        notes.append(f"kernel and warm modes disagree: kernel median {timing.median('kernel'):.3g} s > warm median "
+                     f"{timing.median('warm'):.3g} s (load between them); overhead_pct left out")
     dropped = sum(t.dropped_rounds for t in modes.values())
     if dropped:
         notes.append(f"{dropped} round(s) dropped while the GPU was throttled, retried after a cool-down")
-    return CaseTiming(first_call_s, device, modes, kernel, energy, notes)
+    return timing
 
 
 def _recover() -> None:

@@ -138,6 +138,9 @@ def time_warm_cuda(fn: Callable[[], object], one_call_s: float, budget_s: float 
         begin.record()
         for _ in range(calls):
             fn()
+        # device-wide, before the end event: work a kernel put on another stream is counted (a round lasts at least
+        # MIN_ROUND_S, so the synchronize's few microseconds are under 1% of it)
+        torch.cuda.synchronize()
         end.record()
         return _elapsed_s(begin, end)
 
@@ -157,7 +160,12 @@ def time_cold(fn: Callable[[], object], budget_s: float = 2.0, target: float = 0
         begin.record()
         fn()
         end.record()
-        return _elapsed_s(begin, end)
+        seconds = _elapsed_s(begin, end)
+        # every round ends device-wide: work a kernel left on another stream cannot run into the next call's events.
+        # It is not in this call's time (a synchronize before `end` would add its own latency to every call); the
+        # warm mode, which does count it, then sits far above cold, and the record shows both.
+        torch.cuda.synchronize()
+        return seconds
 
     return _adaptive(measure_call, 0.0, budget_s, target, "cuda_events+l2_flush per call", calls=1, guard=guard,
                      mode="cold")
@@ -181,6 +189,7 @@ def time_graph(fn: Callable[[], object], one_call_s: float, budget_s: float = 2.
     def replay(_: int) -> float:
         begin.record()
         graph.replay()
+        torch.cuda.synchronize()  # device-wide, as the warm round (a graph replays calls for >= MIN_ROUND_S)
         end.record()
         return _elapsed_s(begin, end)
 

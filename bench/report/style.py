@@ -11,8 +11,11 @@ import zlib
 
 from bench.backends import BACKENDS
 
-_SPARE_COLORS = ("#17becf", "#bcbd22", "#393b81", "#637939", "#843c39", "#7b4173")
-_SPARE_MARKERS = ("p", "<", ">", "8", "H", "d")
+# Colours and markers no registered backend uses, for backends from outside (bench.backends.outside) and names the
+# registry does not know (an older results file).
+_SPARE_COLORS = ("#17becf", "#bcbd22", "#393b81", "#637939", "#843c39", "#7b4173", "#e7ba52", "#3182bd",
+                 "#31a354", "#756bb1", "#636363", "#ad494a")
+_SPARE_MARKERS = ("p", "<", ">", "8", "H", "d", "X", "1")
 # Registered backends first in registry order, then others alphabetically: legends read the same everywhere.
 BACKEND_ORDER: tuple[str, ...] = tuple(BACKENDS)
 
@@ -26,19 +29,35 @@ STATUS_MARKERS: dict[str, str] = {"unsupported": "x", "oom": "v", "error": "X", 
                                   "timeout": "1", "crashed": "*"}
 
 
-def _spare(name: str, pool: tuple[str, ...]) -> str:
-    # crc32, not hash(): stable between processes, so an unknown backend keeps its colour across reports
-    return pool[zlib.crc32(name.encode()) % len(pool)]
+# name -> slot in the spare (colour, marker) pairs, for this process: two names never share a slot, so every
+# backend in a figure (a report draws all its figures in one process) is told apart from every other.
+_SLOTS: dict[str, int] = {}
+
+
+def _slot(name: str) -> int:
+    if name not in _SLOTS:
+        # crc32, not hash(): stable between processes, so a name keeps its colour across reports unless another
+        # name in the same report already took it
+        pairs = len(_SPARE_COLORS) * len(_SPARE_MARKERS)
+        slot = zlib.crc32(name.encode()) % len(_SPARE_COLORS)
+        taken = set(_SLOTS.values())
+        while slot in taken and len(taken) < pairs:
+            slot = (slot + 1) % pairs
+        _SLOTS[name] = slot
+    return _SLOTS[name]
 
 
 def backend_color(name: str) -> str:
     backend = BACKENDS.get(name)
-    return backend.color if backend else _spare(name, _SPARE_COLORS)
+    return backend.color if backend else _SPARE_COLORS[_slot(name) % len(_SPARE_COLORS)]
 
 
 def backend_marker(name: str) -> str:
     backend = BACKENDS.get(name)
-    return backend.marker if backend else _spare(name, _SPARE_MARKERS)
+    if backend:
+        return backend.marker
+    slot = _slot(name)
+    return _SPARE_MARKERS[(slot + slot // len(_SPARE_COLORS)) % len(_SPARE_MARKERS)]
 
 
 def backend_sort_key(name: str) -> tuple[int, str]:

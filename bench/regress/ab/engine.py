@@ -9,6 +9,7 @@ sides become two ordinary run documents for bench.regress.compare.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import random
@@ -23,7 +24,7 @@ from typing import Any
 from bench.regress.ab import git
 from bench.regress.ab.git import AbError
 from bench.regress.ab.rounds import judged_rounds
-from bench.regress.ab.side import Side
+from bench.regress.ab.side import Side, running_attnbench
 from bench.results import RunDocument, RunMeta
 from bench.results.entry import case_entry, median_of, pooled_entry
 
@@ -104,13 +105,15 @@ def measure_case(case_id: str, sides: dict[str, Side], order: list[str]) -> dict
     return got
 
 
-def run_ab(repo: Path, rev: str, values: dict[str, Any], blocks: int = 3, seed: int | None = None,
-           env: dict[str, str] | None = None, say: Callable[[str], None] | None = None) -> AbRun:
-    """Measure the sweep that `values` describe with REV (in a temporary worktree) and with the working tree."""
+def run_ab(repo: Path, rev: str | None, values: dict[str, Any], blocks: int = 3, seed: int | None = None,
+           env: dict[str, str] | None = None, say: Callable[[str], None] | None = None,
+           pythons: tuple[str, str] | None = None) -> AbRun:
+    """Measure the sweep that `values` describe with REV (in a temporary worktree) and with the working tree; with
+    `pythons` (A's interpreter, B's), the working tree in both, each side in its own interpreter (rev: None)."""
     say = say or (lambda line: print(line, file=sys.stderr, flush=True))
     if blocks < 1:
         raise AbError(f"--blocks {blocks}: at least one ABBA block is needed")
-    commit = git.resolve(repo, rev)
+    commit = git.resolve(repo, rev or "HEAD")
     seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
     rng = random.Random(seed)
     request = {"cmd": "plan", "values": values, "slices": 2 * blocks}
@@ -118,7 +121,7 @@ def run_ab(repo: Path, rev: str, values: dict[str, Any], blocks: int = 3, seed: 
     main_thread = threading.current_thread() is threading.main_thread()  # only it may set signal handlers
     previous = signal.signal(signal.SIGTERM, _interrupt) if main_thread else None
     try:
-        return _run_ab(repo, rev, commit, values, blocks, seed, rng, request, env, say)
+        return _run_ab(repo, rev or "HEAD", commit, values, blocks, seed, rng, request, env, say, pythons)
     finally:
         if main_thread:
             signal.signal(signal.SIGTERM, previous)
@@ -143,13 +146,24 @@ def _interrupt(signum: int, frame: Any) -> None:
 
 
 def _run_ab(repo: Path, rev: str, commit: str, values: dict[str, Any], blocks: int, seed: int, rng: random.Random,
-            request: dict, env: dict[str, str] | None, say: Callable[[str], None]) -> AbRun:
-    with git.worktree(repo, commit) as tree:
+            request: dict, env: dict[str, str] | None, say: Callable[[str], None],
+            pythons: tuple[str, str] | None = None) -> AbRun:
+    # two interpreters: one tree (the working tree) for both sides, no worktree
+    with (contextlib.nullcontext(repo) if pythons else git.worktree(repo, commit)) as tree:
         base_label = f"{rev} ({commit[:12]})" if not commit.startswith(rev) else commit[:12]
         env = {**(env or {}), **pinned(values.get("threads"))}
-        sides = {"A": Side(base_label, tree, env), "B": Side("working tree", repo, env)}
-        try:
+        # a user's repository: both sides run the running attnbench, each side the user's code of its tree
+        bench_from = None if git.is_attnbench(repo) else running_attnbench()
+        if pythons:
+            base_label, current_label = f"python-a {pythons[0]}", f"python-b {pythons[1]}"
+            sides = {"A": Side(base_label, repo, env, bench_from, pythons[0]),
+                     "B": Side(current_label, repo, env, bench_from, pythons[1])}
+            say(f"A = {pythons[0]}; B = {pythons[1]}; both the working tree of {repo}")
+        else:
+            current_label = "working tree"
+            sides = {"A": Side(base_label, tree, env, bench_from), "B": Side("working tree", repo, env, bench_from)}
             say(f"A = {git.describe(repo, commit)}; B = the working tree of {repo}")
+        try:
             plans = {name: side.ask(request) for name, side in sides.items()}
             ids = {name: plan["cases"] for name, plan in plans.items()}
             common = [c for c in ids["B"] if c in set(ids["A"])]
@@ -177,7 +191,7 @@ def _run_ab(repo: Path, rev: str, commit: str, values: dict[str, Any], blocks: i
     fingerprint = plans["B"]["fingerprint"]  # one machine, one environment: the sides differ only in their code
     profile = values.get("profile") or "custom"
     base = _document(SideInfo(base_label, commit, plans["A"]), entries["A"], repo, fingerprint, profile, False)
-    current = _document(SideInfo("working tree", head, plans["B"]), entries["B"], repo, fingerprint, profile,
+    current = _document(SideInfo(current_label, head, plans["B"]), entries["B"], repo, fingerprint, profile,
                         git.is_dirty(repo))
     return AbRun(base, current, only_a, only_b, seed, blocks)
 

@@ -24,15 +24,18 @@ def _git(repo: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 def checkout_root(start: str | Path = ".") -> Path:
-    """The top of the git checkout that holds `start`, which must be an attnbench tree (it has bench/)."""
+    """The top of the git checkout that holds `start`: attnbench's own, or a user's repository (is_attnbench)."""
     done = _git(Path(start), "rev-parse", "--show-toplevel")
     if done.returncode != 0:
-        raise AbError(f"{Path(start).resolve()} is not in a git checkout; run `bench ab` in the attnbench repository "
-                      "(or pass --repo)")
-    root = Path(done.stdout.strip())
-    if not (root / "bench" / "__init__.py").is_file():
-        raise AbError(f"{root} is not an attnbench checkout (no bench/__init__.py)")
-    return root
+        raise AbError(f"{Path(start).resolve()} is not in a git checkout; run `bench ab` in the repository whose "
+                      "revisions it compares (or pass --repo)")
+    return Path(done.stdout.strip())
+
+
+def is_attnbench(root: Path) -> bool:
+    """Whether `root` is an attnbench tree (it has bench/): then its revisions' attnbench is compared; otherwise the
+    user's code is, with attnbench itself from the running one (bench.regress.ab.side)."""
+    return (root / "bench" / "__init__.py").is_file()
 
 
 def resolve(repo: Path, rev: str) -> str:

@@ -16,18 +16,33 @@ from bench.regress.ab.git import AbError
 WORKER = Path(__file__).with_name("worker.py")  # the current tree's worker, whatever revision it drives
 
 
-class Side:
-    """A worker importing `tree`'s bench package. `label` names the side in messages (e.g. 'REV abc123')."""
+def running_attnbench() -> Path:
+    """The directory that holds the attnbench package this process runs (a checkout, or site-packages)."""
+    import bench
 
-    def __init__(self, label: str, tree: Path, env: dict[str, str] | None = None) -> None:
+    return Path(bench.__file__).resolve().parents[1]
+
+
+class Side:
+    """A worker importing `tree`'s code, with the working directory `tree`. `label` names the side in messages.
+
+    bench_from: where the worker's attnbench comes from when `tree` is a user's repository (the running attnbench);
+    None: `tree` is attnbench's own and its bench package is the one measured. python: the interpreter (default: this
+    one; `bench ab --python-a/-b` compares two)."""
+
+    def __init__(self, label: str, tree: Path, env: dict[str, str] | None = None, bench_from: Path | None = None,
+                 python: str | None = None) -> None:
         self.label = label
         self.tree = tree
         # a file, not a pipe: a chatty worker cannot block on it; closed in close()
         self._stderr = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115
+        first = [str(tree), *([str(bench_from)] if bench_from else [])]
         child_env = {**os.environ, **(env or {}), "ATTNBENCH_AB_TREE": str(tree),
-                     "PYTHONPATH": os.pathsep.join([str(tree), *filter(None, [os.environ.get("PYTHONPATH")])]),
+                     "ATTNBENCH_AB_BENCH": str(bench_from or tree),
+                     "PYTHONPATH": os.pathsep.join([*first, *filter(None, [os.environ.get("PYTHONPATH")])]),
                      "KINETO_LOG_LEVEL": os.environ.get("KINETO_LOG_LEVEL", "5")}
-        self.proc = subprocess.Popen([sys.executable, str(WORKER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        self.proc = subprocess.Popen([python or sys.executable, str(WORKER)], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE,
                                      stderr=self._stderr, text=True, env=child_env, cwd=str(tree), bufsize=1)
 
     def ask(self, request: dict[str, Any]) -> dict[str, Any]:

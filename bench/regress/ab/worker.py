@@ -62,8 +62,10 @@ def _interface(out, tree: str):
     except Exception as err:  # noqa: BLE001 - any failure to import the revision makes it unusable
         _fatal(out, f"cannot import bench from {tree}: {type(err).__name__}: {err}")
     here = os.path.realpath(os.path.dirname(bench.__file__))
-    if not here.startswith(os.path.realpath(tree) + os.sep):
-        _fatal(out, f"imported bench from {here}, not from the revision's tree {tree}")
+    # attnbench's own revisions: bench from the revision's tree; a user's repository: from the attnbench given
+    expected = os.environ.get("ATTNBENCH_AB_BENCH") or tree
+    if not here.startswith(os.path.realpath(expected) + os.sep):
+        _fatal(out, f"imported bench from {here}, not from {expected}")
     names = {}
     for modules, attr in WHERE.values():
         tried = []

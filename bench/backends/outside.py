@@ -1,0 +1,161 @@
+"""Backends from outside attnbench: `MODULE:FUNCTION` names, and installed packages' `attnbench.backends` entry points.
+
+The one place such a name becomes a Backend (bench.backends.get_backend calls `resolve`), so every front end — bench
+run, the pytest plugin, profile, check, ab and --devices workers — takes the same names and refuses the same ones.
+Resolution is lazy (nothing is imported until a name asks for it) and cached per process.
+
+Traits come from the `bench.backend(...)` decorator on the function, or DEFAULTS below.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import metadata
+from typing import Any
+
+from bench.backends.base import ALL_DTYPES, PAGED_LAYOUTS, RAGGED_LAYOUTS, AttentionFn, Backend
+from bench.errors import InputError
+
+ENTRY_POINT_GROUP = "attnbench.backends"
+TRAITS_ATTR = "__attnbench_backend__"
+MEMORY_KINDS = ("materialising", "tiled")
+# Stated defaults for an undecorated function: flash-style memory (the common case for a hand-written kernel), any
+# device and dtype (an unsupported one shows as the kernel's own error), no serving layouts, and a backward (torch
+# ops have one; a kernel without it says backward=False).
+DEFAULTS: dict[str, Any] = {"memory": "tiled", "devices": ("cpu", "cuda"), "dtypes": ALL_DTYPES, "layouts": (),
+                            "backward": True}
+
+
+class OutsideBackendError(InputError):
+    """A backend from outside that cannot be used: the message names it and says why (exit 2)."""
+
+
+@dataclass(frozen=True)
+class Traits:
+    name: str | None
+    memory: str
+    devices: tuple[str, ...]
+    dtypes: tuple[str, ...]
+    layouts: tuple[str, ...]
+    backward: bool
+    summary: str | None
+    compiles: bool = False
+
+
+def backend(name: str | None = None, memory: str = DEFAULTS["memory"],
+            devices: tuple[str, ...] = DEFAULTS["devices"], dtypes: tuple[str, ...] = DEFAULTS["dtypes"],
+            layouts: tuple[str, ...] = DEFAULTS["layouts"], backward: bool = DEFAULTS["backward"],
+            summary: str | None = None, compiles: bool = False) -> Callable[[AttentionFn], AttentionFn]:
+    """Declare an attention function's traits for attnbench; the function itself is returned unchanged.
+
+    @bench.backend(name="mine", memory="tiled", devices=("cpu", "cuda"), dtypes=("fp32", "bf16"))
+    def attn(q, k, v, *, causal, window): ...
+    """
+    if memory not in MEMORY_KINDS:
+        raise OutsideBackendError(f"bench.backend(memory={memory!r}): one of {', '.join(MEMORY_KINDS)}")
+    for field, given, known in (("devices", devices, ("cpu", "cuda")), ("dtypes", dtypes, ALL_DTYPES),
+                                ("layouts", layouts, RAGGED_LAYOUTS + PAGED_LAYOUTS)):
+        if isinstance(given, str) or not set(given) <= set(known):
+            raise OutsideBackendError(f"bench.backend({field}={given!r}): a tuple of {', '.join(known)}")
+    traits = Traits(name, memory, tuple(devices), tuple(dtypes), tuple(layouts), bool(backward), summary,
+                    bool(compiles))
+
+    def mark(fn: AttentionFn) -> AttentionFn:
+        setattr(fn, TRAITS_ATTR, traits)
+        return fn
+    return mark
+
+
+def is_outside_name(name: str) -> bool:
+    return ":" in name
+
+
+def _import_target(name: str, target: str) -> Any:
+    """`module:attr.attr` -> the object; OutsideBackendError saying which part failed."""
+    module_name, _, attr_path = target.partition(":")
+    if not module_name or not attr_path:
+        raise OutsideBackendError(f"backend {name!r}: {target!r} is not MODULE:FUNCTION")
+    # as `python -m` does: the working directory first, so the user's own package in their checkout is found
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except Exception as err:  # any failure to import is the user's module's: one line, not a traceback
+        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        raise OutsideBackendError(f"backend {name!r}: cannot import {module_name}: {type(err).__name__}: "
+                                  f"{first}") from None
+    for part in attr_path.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise OutsideBackendError(f"backend {name!r}: {module_name} has no {attr_path}") from None
+    return obj
+
+
+def _check_signature(name: str, fn: Any) -> None:
+    if not callable(fn):
+        raise OutsideBackendError(f"backend {name!r}: {type(fn).__name__} object is not callable")
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return  # a builtin or extension function without a signature: its first call will tell
+    try:
+        sig.bind(object(), object(), object(), causal=False, window=None)
+    except TypeError as err:
+        raise OutsideBackendError(f"backend {name!r}: its signature {sig} cannot take (q, k, v, *, causal, "
+                                  f"window): {err}") from None
+
+
+def make_backend(name: str, target: str, origin: str) -> Backend:
+    """The Backend for `target` (MODULE:FUNCTION) under the case-id name `name`."""
+    fn = _import_target(name, target)
+    _check_signature(name, fn)
+    traits: Traits = getattr(fn, TRAITS_ATTR, None) or Traits(None, **DEFAULTS, summary=None)
+    label = traits.name or name
+    summary = traits.summary or (inspect.getdoc(fn) or "").split("\n")[0] or f"{target} ({origin})"
+    # colour and marker: chosen by bench.report.style among those no registered backend uses
+    return Backend(name, fn, summary, traits.memory, "", "", devices=traits.devices,  # type: ignore[arg-type]
+                   dtypes=traits.dtypes, layouts=traits.layouts, backward=traits.backward,  # type: ignore[arg-type]
+                   compiles=traits.compiles, origin=origin, label=label)
+
+
+def entry_points() -> dict[str, metadata.EntryPoint]:
+    """The installed packages' `attnbench.backends` entry points, by name."""
+    return {ep.name: ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def _origin(ep: metadata.EntryPoint) -> str:
+    dist = getattr(ep, "dist", None)
+    where = f" from {dist.name} {dist.version}" if dist is not None else ""
+    return f"entry point {ep.name} = {ep.value}{where}"
+
+
+_CACHE: dict[str, Backend] = {}
+
+
+def resolve(name: str) -> Backend | None:
+    """The outside backend `name` names (MODULE:FUNCTION or an entry point's name), or None when it names none."""
+    if name in _CACHE:
+        return _CACHE[name]
+    if "/" in name:
+        raise OutsideBackendError(f"backend {name!r}: a backend name cannot contain '/' (case ids are "
+                                  "'/'-separated)")
+    if is_outside_name(name):
+        found = make_backend(name, name, f"import {name}")
+    elif (ep := entry_points().get(name)) is not None:
+        found = make_backend(name, ep.value, _origin(ep))
+    else:
+        return None
+    _CACHE[name] = found
+    return found
+
+
+def forget() -> None:
+    """Drop resolved backends (tests that rewrite a module between calls)."""
+    _CACHE.clear()

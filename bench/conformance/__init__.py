@@ -1,0 +1,104 @@
+"""The conformance run a kernel author starts with: a backend against the float64 oracle over every head layout,
+mask and length pattern attnbench sweeps, in each dtype it claims, forward and (when it claims one) backward.
+
+One group per (pass, dtype, variant, mask); each group runs three shapes with odd sizes, so that a kernel tuned
+for powers of two is caught: square (Sq = Skv), Sq < Skv (a chunk of prefill against a longer cache), and decode
+(one query). `bench check` prints one row per group; bench/conformance/test_backend.py runs the same groups under
+pytest (`pytest --pyargs bench.conformance --attn-backend mypkg.attn:fn`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from bench.backends import Unsupported, get_backend
+from bench.reference import GRAD_TOLERANCES, Check, check_backend, check_gradients
+from bench.shapes import DTYPES, AttentionShape
+
+VARIANTS = {"mha": (4, 4), "gqa": (6, 2), "mqa": (4, 1)}  # (Hq, Hkv); GQA with 3 query heads per KV head
+MASKS = {"none": ("none", None), "causal": ("causal", None), "window": ("window", 7)}
+# (Sq, Skv): odd, not multiples of any block size
+LENGTHS = {"square": (37, 37), "sq<skv": (13, 45), "decode": (1, 67)}
+BATCH, HEAD_DIM = 2, 24  # two sequences, so batch strides are checked; D not a power of two
+
+
+@dataclass(frozen=True)
+class Group:
+    pass_: str  # fwd | bwd
+    dtype: str
+    variant: str
+    mask: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.pass_:<3} {self.dtype:<4} {self.variant} {self.mask}"
+
+    def shapes(self) -> Iterator[tuple[str, AttentionShape]]:
+        hq, hkv = VARIANTS[self.variant]
+        mask, window = MASKS[self.mask]
+        for name, (sq, skv) in LENGTHS.items():
+            yield name, AttentionShape(BATCH, sq, skv, hq, hkv, HEAD_DIM, self.dtype, mask, window)
+
+
+@dataclass(frozen=True)
+class Row:
+    group: Group
+    status: str  # pass | fail | unsupported | error
+    detail: str
+
+    @property
+    def failed(self) -> bool:
+        return self.status in ("fail", "error")
+
+
+def groups(backend: str, dtypes: tuple[str, ...] | None = None) -> list[Group]:
+    """Every group for `backend`: the dtypes given (default: the ones it claims), backward when it claims one."""
+    b = get_backend(backend)
+    passes = ("fwd", "bwd") if b.backward else ("fwd",)
+    return [Group(p, dt, var, mask) for p in passes for dt in (dtypes or b.dtypes) for var in VARIANTS
+            for mask in MASKS]
+
+
+def _one(backend: str, group: Group, shape: AttentionShape, device: str) -> Check:
+    if group.pass_ == "fwd":
+        return check_backend(backend, shape, device)
+    return check_gradients(backend, shape, device)
+
+
+def run_group(backend: str, group: Group, device: str) -> Row:
+    """The group's three shapes: pass when all are within tolerance, else the worst shape's error."""
+    checked: list[tuple[str, Check]] = []
+    for name, shape in group.shapes():
+        try:
+            checked.append((name, _one(backend, group, shape, device)))
+        except Unsupported as err:
+            return Row(group, "unsupported", str(err))
+        except Exception as err:  # a kernel that raises is a finding: its first line, the shape that raised
+            first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+            return Row(group, "error", f"{name} {shape_text(shape)}: {type(err).__name__}: {first}"[:300])
+    # the worst shape: a failing one before any passing one, then the largest error
+    name, worst = max(checked, key=lambda nc: (not nc[1].ok, nc[1].max_abs_err))
+    if worst.ok:
+        return Row(group, "pass", f"max err {worst.max_abs_err:.2g}")
+    if group.pass_ == "bwd":
+        what, tol = "max rel grad err", f"tol {worst.atol:g}"
+    else:
+        what, tol = "max |err|", f"tol {worst.atol:g} + {worst.rtol:g}|ref|"
+    return Row(group, "fail", f"{name} {shape_text(shape_of(group, name))}: {what} {worst.max_abs_err:.3g} > {tol}")
+
+
+def shape_of(group: Group, name: str) -> AttentionShape:
+    return dict(group.shapes())[name]
+
+
+def shape_text(s: AttentionShape) -> str:
+    return f"(Hq={s.n_heads} Hkv={s.n_kv_heads} Sq={s.seq_q} Skv={s.seq_kv})"
+
+
+def check(backend: str, device: str = "cpu", dtypes: tuple[str, ...] | None = None) -> list[Row]:
+    """Every group of `backend` on `device`, in order."""
+    return [run_group(backend, g, device) for g in groups(backend, dtypes)]
+
+
+__all__ = ["DTYPES", "GRAD_TOLERANCES", "Group", "Row", "check", "groups", "run_group"]
