@@ -63,5 +63,10 @@ class Planner:
         self.predicted_done += predicted_s
         self.measured_done += measured_s
 
-    def eta_s(self, remaining_predicted_s: float) -> float:
-        return self.scale * remaining_predicted_s
+    def eta_s(self, remaining_predicted_s: float, elapsed_s: float = 0.0) -> float:
+        """Seconds left: the scaled predictions of what is left, and with a budget no more than the budget's rest
+        (whatever will not fit is skipped, in no time)."""
+        eta = self.scale * remaining_predicted_s
+        if self.budget_s is not None:
+            eta = min(eta, max(0.0, MARGIN * self.budget_s - elapsed_s))
+        return eta

@@ -306,7 +306,7 @@ class Session:
         if self.queue is not None:  # workers start together: the queue's rate is the run's
             eta = (time.perf_counter() - self.t0) / max(done, 1) * max(0, total - done)
         else:  # the cost model's seconds left, scaled by how it has fared in this run
-            eta = self.planner.eta_s(max(0.0, self.left_s))
+            eta = self.planner.eta_s(max(0.0, self.left_s), time.perf_counter() - self.started)
         status = record["status"]
         if status == "ok":
             ci = (record["ci_high_s"] - record["ci_low_s"]) / 2 / record["median_s"] * 100
