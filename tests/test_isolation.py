@@ -124,5 +124,9 @@ def test_cases_run_family_by_family_from_the_cheapest():
     assert family(order[0]) == "naive/mha//fp32/causal/prefill/fwd/cpu"
     planner = Planner(100.0)
     assert planner.fits(50.0, elapsed_s=30.0) and not planner.fits(70.0, elapsed_s=30.0)
-    planner.ran(predicted_s=10.0, measured_s=30.0)  # the model was 3x optimistic so far: it scales the rest
-    assert planner.scale == 3.0 and not planner.fits(25.0, elapsed_s=30.0) and planner.eta_s(10.0) == 30.0
+    planner.ran(predicted_s=10.0, measured_s=30.0, key="bf16")  # 3x optimistic for bf16 so far: it scales bf16
+    assert planner.scale("bf16") == 3.0 and not planner.fits(25.0, elapsed_s=30.0, key="bf16")
+    planner.ran(predicted_s=10.0, measured_s=10.0, key="fp32")
+    assert planner.scale("fp32") == 1.0 and planner.fits(25.0, elapsed_s=30.0, key="fp32")
+    assert planner.eta_s([(10.0, "bf16"), (5.0, "fp32")], elapsed_s=0.0) == 35.0
+    assert planner.eta_s([(100.0, "bf16")], elapsed_s=50.0) == 40.0  # no more than the budget's rest

@@ -39,34 +39,36 @@ def priority_order(cases: list[Case], predicted: dict[str, float]) -> list[Case]
 
 
 class Planner:
-    """Whether the next case fits: elapsed time so far plus its prediction, scaled by measured / predicted."""
+    """Whether the next case fits: the run's time so far plus the case's prediction, scaled by how the predictions
+    of its dtype (a CPU may emulate one: far slower than the model's GEMM ceiling says) have fared in this run."""
 
     def __init__(self, budget_s: float | None) -> None:
         self.budget_s = budget_s
-        self.predicted_done = 0.0
-        self.measured_done = 0.0
+        self.done: dict[str | None, list[float]] = defaultdict(lambda: [0.0, 0.0])  # key -> [predicted, measured]
 
-    @property
-    def scale(self) -> float:
-        """How far off the predictions have been in this run (bounded: a few odd cases must not swing it)."""
-        if self.predicted_done < 1.0:
+    def scale(self, key: str | None = None) -> float:
+        """measured / predicted so far for `key` (else the whole run's; bounded: a few odd cases must not swing
+        it), 1 before anything ran."""
+        predicted, measured = self.done[key] if self.done[key][0] >= 0.5 else self.done[None]
+        if predicted < 0.5:
             return 1.0
-        return min(5.0, max(0.2, self.measured_done / self.predicted_done))
+        return min(20.0, max(0.05, measured / predicted))
 
-    def fits(self, predicted_s: float, elapsed_s: float) -> bool:
+    def fits(self, predicted_s: float, elapsed_s: float, key: str | None = None) -> bool:
         """elapsed_s: the run's time so far, calibration included."""
         if self.budget_s is None:
             return True
-        return elapsed_s + self.scale * predicted_s <= MARGIN * self.budget_s
+        return elapsed_s + self.scale(key) * predicted_s <= MARGIN * self.budget_s
 
-    def ran(self, predicted_s: float, measured_s: float) -> None:
-        self.predicted_done += predicted_s
-        self.measured_done += measured_s
+    def ran(self, predicted_s: float, measured_s: float, key: str | None = None) -> None:
+        for k in {key, None}:
+            self.done[k][0] += predicted_s
+            self.done[k][1] += measured_s
 
-    def eta_s(self, remaining_predicted_s: float, elapsed_s: float = 0.0) -> float:
+    def eta_s(self, remaining: list[tuple[float, str | None]], elapsed_s: float = 0.0) -> float:
         """Seconds left: the scaled predictions of what is left, and with a budget no more than the budget's rest
         (whatever will not fit is skipped, in no time)."""
-        eta = self.scale * remaining_predicted_s
+        eta = sum(self.scale(key) * predicted for predicted, key in remaining)
         if self.budget_s is not None:
             eta = min(eta, max(0.0, MARGIN * self.budget_s - elapsed_s))
         return eta

@@ -86,7 +86,7 @@ class Session:
         self.predicted: dict[str, float] = {}
         budget = plan.sweep.time_budget_s
         self.planner = Planner(budget if budget is not None and budget != float("inf") else None)
-        self.left_s = 0.0  # predicted seconds of the cases still to run
+        self.left: set[str] = set()  # the cases still to run or skip, for the ETA
 
     # -- the run's stages ------------------------------------------------------------------------------------
     def open(self, selected: set[str] | None = None, calibration: dict | None = None) -> None:
@@ -153,7 +153,7 @@ class Session:
                                               self.budget_s, bool(b.unsupported_reason(case.device,
                                                                                        case.shape.dtype)),
                                               b.compiles)
-        self.left_s = sum(self.predicted[c.id] for c in self.pending if c.id in self.selected)
+        self.left = {c.id for c in self.pending if c.id in self.selected}
 
     def _calibrate(self) -> dict:
 
@@ -202,12 +202,13 @@ class Session:
         if self.ran_on:
             record["ran_on"] = self.ran_on
         if predicted is not None:
-            self.planner.ran(predicted, record["wall_s"])
+            self.planner.ran(predicted, record["wall_s"], case.shape.dtype)
         return self._keep(case, record, outcome.samples)
 
     def measure_or_skip(self, case: Case) -> tuple[dict[str, Any], dict[str, Any]]:
         """The case measured, or skipped when it no longer fits the time budget."""
-        if self.predicted and not self.planner.fits(self.predicted[case.id], time.perf_counter() - self.started):
+        if self.predicted and not self.planner.fits(self.predicted[case.id], time.perf_counter() - self.started,
+                                                    case.shape.dtype):
             return self.skip(case)
         return self.measure(case)
 
@@ -215,7 +216,8 @@ class Session:
         """A case that does not fit the time budget: recorded `skipped`, its predicted time the reason."""
         predicted = self.predicted[case.id]
         record = dict(self._record(case), status="skipped", predicted_s=predicted, wall_s=0.0,
-                      reason=f"predicted {predicted:.1f} s (x{self.planner.scale:.2f} as this run goes): over the "
+                      reason=f"predicted {predicted:.1f} s (x{self.planner.scale(case.shape.dtype):.2f} as this run "
+                             "goes): over the "
                              f"{self.planner.budget_s:.0f} s time budget")
         return self._keep(case, record, [])
 
@@ -234,7 +236,7 @@ class Session:
 
     def _keep(self, case: Case, record: dict[str, Any], samples: list[float]) -> tuple[dict, dict]:
         """The case's entry into the store, whole or not at all, then its progress line."""
-        self.left_s -= self.predicted.get(case.id, 0.0)
+        self.left.discard(case.id)
         entry = case_entry(record, samples, group=group_of(record))
         with interrupt.deferred():  # a Ctrl-C while recording waits until the case is in the journal
             interrupt.stage("write")
@@ -306,7 +308,8 @@ class Session:
         if self.queue is not None:  # workers start together: the queue's rate is the run's
             eta = (time.perf_counter() - self.t0) / max(done, 1) * max(0, total - done)
         else:  # the cost model's seconds left, scaled by how it has fared in this run
-            eta = self.planner.eta_s(max(0.0, self.left_s), time.perf_counter() - self.started)
+            eta = self.planner.eta_s([(self.predicted[c], self.by_id[c].shape.dtype) for c in self.left],
+                                     time.perf_counter() - self.started)
         status = record["status"]
         if status == "ok":
             ci = (record["ci_high_s"] - record["ci_low_s"]) / 2 / record["median_s"] * 100
