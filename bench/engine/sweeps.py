@@ -19,6 +19,7 @@ from typing import Any
 
 from bench.backends import BACKENDS, backends_for, get_backend
 from bench.errors import InputError, UsageError
+from bench.scores import parse_score
 from bench.shapes import (
     CLASSIC_FIELDS,
     DTYPES,
@@ -27,6 +28,7 @@ from bench.shapes import (
     AttentionShape,
     ShapeError,
     head_dim_for,
+    mask_fields,
     parse_mask,
 )
 
@@ -118,7 +120,8 @@ class Sweep:
     head_dims: tuple[int, ...] = axis((64,), "head-dim", "head dims", check=_positive_int("head_dim"),
                                       clears="d_model")
     dtypes: tuple[str, ...] = axis(("fp32",), "dtype", "fp32,bf16,fp16", words, one_of("dtype", DTYPES))
-    masks: tuple[str, ...] = axis(("causal",), "mask", "none,causal,window:256", words, parse_mask)
+    masks: tuple[str, ...] = axis(("causal",), "mask", "none,causal,window:256,chunk:64 (chunk: Llama-4's chunked "
+                                  "local attention)", words, parse_mask)
     phases: tuple[str, ...] = axis(("prefill",), "phase", "prefill,decode", words, one_of("phase", PHASES))
     passes: tuple[str, ...] = axis(("fwd",), "pass", "fwd,fwd+bwd", words, one_of("pass", PASSES))
     decode_q: tuple[int, ...] = axis((1,), "decode-q", "queries per decode step (1; 4 for speculative decoding)",
@@ -138,6 +141,8 @@ class Sweep:
     page_sizes: tuple[int | None, ...] | None = axis(None, "page-size", "serving decode: KV-cache page sizes, e.g. "
                                                      "contiguous,16,128 (contexts drawn uniform unless --lengths)",
                                                      page_sizes, _page_size)
+    scores: tuple[str, ...] = axis(("none",), "score", "score variants: none,softcap:50,alibi,sinks (sink logits "
+                                   "seeded; see bench.scores)", words, parse_score, shape_field="score")
     budget_s: float = axis(1.0, "budget", "seconds of timing per case before it is marked noisy", seconds)
     d_model: int | None = None  # when set, head_dim = d_model / n_heads (the heads sweep)
     tokens_per_batch: int | None = None  # when set, batch = tokens / seq (GPU sweeps at fixed tokens)
@@ -293,9 +298,10 @@ def cases(sweep: Sweep, device: str) -> list[Case]:
     simple = [(f.metadata["shape_field"], getattr(sweep, f.name)) for f in axis_fields() if f.metadata["shape_field"]]
     for g in geometries(sweep):
         for dtype, mask_text, *more in itertools.product(sweep.dtypes, g.masks, *(values for _, values in simple)):
-            mask, window = parse_mask(mask_text)
-            fixed = dict(n_heads=g.n_heads, n_kv_heads=g.n_kv_heads, head_dim=g.head_dim, dtype=dtype, mask=mask,
-                         window=window, model=g.model, **{name: v for (name, _), v in zip(simple, more, strict=True)})
+            masking = mask_fields(mask_text)
+            mask = masking["mask"]
+            fixed = dict(n_heads=g.n_heads, n_kv_heads=g.n_kv_heads, head_dim=g.head_dim, dtype=dtype, **masking,
+                         model=g.model, **{name: v for (name, _), v in zip(simple, more, strict=True)})
             if "prefill" in sweep.phases:
                 for seq, scope, lengths in itertools.product(sweep.seqs, sweep.scopes, sweep.lengths or (None,)):
                     if lengths is not None and (scope != "attention" or (lengths == "mixed" and mask == "none")):
