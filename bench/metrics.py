@@ -68,7 +68,8 @@ def model_mem_bytes(shape: AttentionShape, memory: str, pass_: str = "fwd") -> i
         expanded = 2 * s.batch * s.n_heads * s.seq_kv * s.head_dim * e if s.n_kv_heads != s.n_heads else 0
         return 2 * score_matrix_bytes(s) + (2 * s.seq_q * s.seq_kv if s.causal else 0) + expanded
     out = s.batch * s.n_heads * s.seq_q * s.head_dim * e
-    explicit_mask = s.seq_q * s.seq_kv if (s.mask in ("window", "chunk") or (s.causal and 1 < s.seq_q < s.seq_kv)) else 0
+    explicit = s.mask in ("window", "chunk") or (s.causal and 1 < s.seq_q < s.seq_kv)
+    explicit_mask = s.seq_q * s.seq_kv if explicit else 0
     return out + s.batch * s.n_heads * s.seq_q * 4 + explicit_mask
 
 

@@ -13,7 +13,7 @@ from bench.backends import BACKENDS
 from bench.engine import sweeps
 from bench.masks import visible, visible_pairs
 from bench.metrics import attention_bytes, attention_flops
-from bench.reference import TOLERANCES, compare_to_reference, reference_attention
+from bench.reference import compare_to_reference, reference_attention
 from bench.scores import alibi_slopes, parse_score, sink_logits
 from bench.shapes import AttentionShape, ShapeError, parse_mask
 
