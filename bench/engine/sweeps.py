@@ -271,6 +271,7 @@ class Geometry:
     head_dim: int
     masks: tuple[str, ...]
     model: str | None = None
+    score: str | None = None  # a model's score variant (softcap, sinks, ALiBi): its only one
 
 
 def geometries(sweep: Sweep) -> list[Geometry]:
@@ -283,8 +284,10 @@ def geometries(sweep: Sweep) -> list[Geometry]:
         for name in sweep.models:
             cfg = load_config(name)
             for shape in attention_shapes(cfg):
-                mask = "none" if cfg.encoder_only else f"window:{shape.window}" if shape.window else "causal"
-                out.append(Geometry(shape.n_heads, shape.n_kv_heads, shape.head_dim, (mask,), cfg.name))
+                mask = "none" if cfg.encoder_only else f"window:{shape.window}" if shape.window else \
+                    f"chunk:{shape.chunk}" if shape.chunk else "causal"
+                score = None if cfg.score == "none" else cfg.score  # the model's own variant replaces --score
+                out.append(Geometry(shape.n_heads, shape.n_kv_heads, shape.head_dim, (mask,), cfg.name, score))
         return out
     return [Geometry(n_heads, n_kv, head_dim, sweep.masks)
             for n_heads in sweep.heads
@@ -295,8 +298,9 @@ def geometries(sweep: Sweep) -> list[Geometry]:
 def cases(sweep: Sweep, device: str) -> list[Case]:
     """Every case of the sweep, ordered so that cases sharing a shape are adjacent (one reference each)."""
     out: list[Case] = []
-    simple = [(f.metadata["shape_field"], getattr(sweep, f.name)) for f in axis_fields() if f.metadata["shape_field"]]
+    axes = [(f.metadata["shape_field"], getattr(sweep, f.name)) for f in axis_fields() if f.metadata["shape_field"]]
     for g in geometries(sweep):
+        simple = [(name, (g.score,) if name == "score" and g.score else values) for name, values in axes]
         for dtype, mask_text, *more in itertools.product(sweep.dtypes, g.masks, *(values for _, values in simple)):
             masking = mask_fields(mask_text)
             mask = masking["mask"]
