@@ -61,7 +61,7 @@ class ModelConfig:
     @property
     def score(self) -> str:
         """The layers' score variant as the --score axis spells it (bench.scores); 'none' without one."""
-        variants = [f"softcap:{self.softcap:g}"] * (self.softcap is not None) + ["alibi"] * self.alibi \
+        variants = ([f"softcap:{self.softcap:g}"] if self.softcap is not None else []) + ["alibi"] * self.alibi \
             + ["sinks"] * self.sinks
         if len(variants) > 1:
             raise ConfigError(f"{self.name}: {' and '.join(variants)} together are not one score variant")
