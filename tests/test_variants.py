@@ -178,3 +178,53 @@ def test_axes_make_new_ids_and_keep_old_ones():
     assert set(ids) <= set(varied)
     assert "naive/mha/b1-hq2-hkv2-q32-kv32-d64-score=alibi/fp32/chunk:16/prefill/fwd/cpu" in varied
     assert len(varied) == 8 * len(ids)
+
+
+def _frame(times: dict[tuple[str, str, str], float]):
+    import pandas as pd
+
+    from bench.shapes import mask_fields, shape_fields
+    rows = []
+    for (backend, mask, score), t in times.items():
+        shape = AttentionShape(1, 128, 128, 4, 2, 16, **mask_fields(mask), score=score)
+        ok = t > 0
+        rows.append({**shape_fields(shape), "backend": backend, "phase": "prefill", "pass": "fwd",
+                     "status": "ok" if ok else "unsupported", "reason": "" if ok else "sdpa: a softcap applies tanh",
+                     "median_s": t if ok else None, "noisy": False, "d_model": None})
+    return pd.DataFrame(rows)
+
+
+def test_variant_claim_reads_traits_and_judges_the_ratio():
+    from bench.report.claims import CLAIMS
+    from bench.report.traits import ALL_VARIANT_KERNELS
+    from bench.report.variant_cost import variant_costs, variants_within
+    from bench.report.verdict import FAILS, HOLDS, NOT_MEASURED
+
+    assert variants_within in CLAIMS
+    every = {"softcap", "alibi", "sinks", "chunk"}
+    expected = tuple(n for n, b in BACKENDS.items() if b.memory == "tiled" and every <= set(b.variants))
+    assert expected == ALL_VARIANT_KERNELS
+    fused = ALL_VARIANT_KERNELS[0]
+    times = {(fused, "causal", "none"): 1.0, (fused, "causal", "softcap:30"): 1.1, (fused, "chunk:32", "none"): 0.6,
+             ("naive", "causal", "none"): 2.0, ("naive", "causal", "alibi"): 3.0,
+             ("sdpa", "causal", "none"): 1.0, ("sdpa", "causal", "softcap:30"): 0.0}
+    df = _frame(times)
+    costs = variant_costs(df)
+    assert set(costs["attn_variant"]) == {"softcap:30", "chunk:32", "alibi"}
+    assert costs.set_index(["backend", "attn_variant"]).loc[("naive", "alibi"), "ratio"] == pytest.approx(1.5)
+    assert variants_within(df).verdict == HOLDS
+    times[(fused, "causal", "sinks")] = 2.0
+    verdict = variants_within(_frame(times))
+    assert verdict.verdict == FAILS and "sinks" in verdict.why
+    assert variants_within(_frame({("naive", "causal", "none"): 1.0})).verdict == NOT_MEASURED
+
+
+def test_variant_figure_draws():
+    from bench.report.catalogue import FIGURES
+
+    df = _frame({("naive", "causal", "none"): 2.0, ("naive", "causal", "alibi"): 3.0,
+                 ("sdpa", "causal", "none"): 1.0, ("sdpa", "causal", "softcap:30"): 0.0,
+                 ("naive", "causal", "softcap:30"): 2.5})
+    fig = FIGURES["variant_cost"].drawer()(df)
+    assert fig is not None
+    assert FIGURES["variant_cost"].drawer()(_frame({("naive", "causal", "none"): 1.0})) is None
