@@ -228,3 +228,46 @@ def test_variant_figure_draws():
     fig = FIGURES["variant_cost"].drawer()(df)
     assert fig is not None
     assert FIGURES["variant_cost"].drawer()(_frame({("naive", "causal", "none"): 1.0})) is None
+
+
+LLAMA4 = {"model_type": "llama4_text", "num_hidden_layers": 8, "num_attention_heads": 40, "num_key_value_heads": 8,
+          "hidden_size": 5120, "head_dim": 128, "attention_chunk_size": 8192}
+
+
+def _read(data: dict):
+    from bench.models.config_json import parse_config
+    return parse_config(data, "config.json", "m")
+
+
+def test_llama4_chunked_layers_and_their_cache():
+    from bench.models.config import kv_total_bytes
+    cfg = _read(LLAMA4)
+    assert cfg.layer_kinds == ("chunked",) * 3 + ("full",) + ("chunked",) * 3 + ("full",)  # Llama4TextConfig's rule
+    assert _read(LLAMA4 | {"no_rope_layers": [1, 0] * 4}).layer_kinds == ("chunked", "full") * 4
+    assert _read(LLAMA4 | {"layer_types": ["full_attention"] * 8}).chunk is None
+    per_layer_token = 2 * 8 * 128 * 2
+    assert kv_total_bytes(cfg, 32768) == per_layer_token * (2 * 32768 + 6 * 8192)  # chunked: min(context, C)
+
+
+def test_softcap_sinks_alibi_and_falcon_heads_from_config():
+    gemma2 = _read({"model_type": "gemma2", "num_hidden_layers": 2, "num_attention_heads": 8, "hidden_size": 64,
+                    "attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0})
+    assert gemma2.score == "softcap:50" and "final_logit_softcapping" in gemma2.ignored[0]
+    assert _read({"model_type": "gpt_oss", "num_hidden_layers": 2, "num_attention_heads": 8,
+                  "hidden_size": 64}).score == "sinks"
+    assert _read({"model_type": "bloom", "n_layer": 2, "n_head": 8, "hidden_size": 64}).score == "alibi"
+    falcon = {"model_type": "falcon", "num_hidden_layers": 2, "num_attention_heads": 8, "hidden_size": 64}
+    assert _read(falcon).n_kv_heads == 1  # multi_query defaults to true, as FalconConfig's does
+    assert _read(falcon | {"multi_query": False}).n_kv_heads == 8
+    assert _read(falcon | {"new_decoder_architecture": True, "num_kv_heads": 2}).n_kv_heads == 2
+    assert _read(falcon | {"new_decoder_architecture": True, "num_kv_heads": None}).n_kv_heads == 8
+
+
+def test_model_sweeps_take_the_models_mask_and_score(tmp_path):
+    import json
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(LLAMA4 | {"attn_logit_softcapping": 30.0}))
+    sweep = sweeps.Sweep(backends=("naive",), models=(str(path),), seqs=(64,), phases=("prefill",))
+    ids = [c.id for c in sweeps.cases(sweep, "cpu")]
+    assert any("/chunk:8192/" in i and "score=softcap:30" in i for i in ids)
+    assert any("/causal/" in i and "score=softcap:30" in i for i in ids)
