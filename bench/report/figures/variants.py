@@ -18,15 +18,17 @@ def variant_cost(df: pd.DataFrame) -> Figure | None:
     costs = variant_costs(df)
     if costs.empty:
         return None
-    costs, desc = modal_slice(costs, ("mask", "score", "seq_q"))
-    costs, _ = modal_slice(costs, ("mask", "score"))  # one length (prefill S or decode KV) too
+    dtype = costs["dtype"].mode().iloc[0]  # one dtype (modal_slice holds the other shape fields)
+    costs, desc = modal_slice(costs[costs["dtype"] == dtype], ("mask", "score", "seq_q"))
+    costs = costs[costs["seq_kv"] == costs["seq_kv"].mode().iloc[0]]  # one length (prefill S or decode KV) too
+    desc = f"{dtype} {desc}"
     variants = sorted(costs["attn_variant"].unique())
     backends = sorted_backends(costs["backend"])
     fig, axes = grid(1, 1, "Attention variants against plain causal", panel=(max(5.0, 1.3 * len(variants)), 3.6))
     ax = axes[0, 0]
     width = 0.8 / max(1, len(backends))
     for i, backend in enumerate(backends):
-        rows = costs[costs["backend"] == backend].set_index("attn_variant")["ratio"]
+        rows = costs[costs["backend"] == backend].groupby("attn_variant")["ratio"].median()
         x = np.arange(len(variants)) + (i - (len(backends) - 1) / 2) * width
         ax.bar(x, [rows.get(v, np.nan) for v in variants], width, color=backend_color(backend), label=backend)
     ax.axhline(1.0, color="black", lw=0.8)
