@@ -14,7 +14,9 @@ The rules, each applied as written (the README's "KV cache calculator" section s
 - KV heads. `num_key_value_heads`; absent or null means MHA (= num_attention_heads), as in transformers. It must
   divide num_attention_heads. Falcon (model_type falcon) as transformers' FalconAttention reads it:
   `new_decoder_architecture` true -> `num_kv_heads` (null: num_attention_heads); else `multi_query` (default true)
-  -> 1; else num_attention_heads. Any other config naming its KV heads another way (`num_kv_heads`, `n_head_kv`,
+  -> 1; else num_attention_heads. (Under new_decoder_architecture transformers expands K and V to all heads before
+  caching them; the cache counted here is the model's num_kv_heads, and `ignored` says so.) Any other config
+  naming its KV heads another way (`num_kv_heads`, `n_head_kv`,
   `n_kv_heads`, `multi_query`, `multi_query_group_num`: ChatGLM, ...) and not num_key_value_heads is refused,
   since reading it as MHA would be silently wrong.
 - Head dim. `head_dim` when given and not null (Qwen3-4B: hidden 2560, 32 heads, head_dim 128; Gemma: 256),
@@ -187,6 +189,9 @@ def parse_config(data: Any, origin: str = "config.json", name: str = "model") ->
     if "chunked" in kinds and chunk is None:
         raise ConfigError(f"{origin}: {prefix}attention_chunk_size is missing but some layers are chunked")
     softcap, ignored = _softcap(text, origin, prefix)
+    if model_type == "falcon" and text.get("new_decoder_architecture") is True and n_kv != n_heads:
+        ignored += (f"transformers' FalconAttention broadcasts K and V to all {n_heads} heads before caching them: its "
+                    f"cache is {n_heads // n_kv}x this one, which counts the model's {n_kv} distinct KV heads",)
     alibi = model_type == "bloom" or (model_type == "falcon" and text.get("alibi") is True)
 
     dtype = _dtype(text, outer, origin, prefix)
