@@ -18,8 +18,12 @@ BWD_FLOP_FACTOR = 2.5  # backward = 2.5 x forward (FlashAttention's convention)
 
 
 def attention_flops(shape: AttentionShape, pass_: str = "fwd") -> int:
-    """Useful FLOPs: 4 * B * Hq * D * visible pairs (QK^T and PV, 2 each); masked-out work never counts."""
-    pairs = visible_pairs(shape.seq_q, shape.seq_kv, shape.causal, shape.window)
+    """Useful FLOPs: 4 * B * Hq * D * visible pairs (QK^T and PV, 2 each); masked-out work never counts, and a chunk
+    mask's pairs are counted exactly. Score variants add none: a softcap's tanh, ALiBi's bias and a sink's exp are
+    O(1) per pair against the 4 * D of the matmuls, elementwise work off the tensor cores that FLOP counts (and the
+    FlashAttention papers' MFU) leave out, as they leave out the softmax's own exp; so one shape has one FLOP count
+    and the variants' times compare directly."""
+    pairs = visible_pairs(shape.seq_q, shape.seq_kv, shape.causal, shape.window, shape.chunk)
     fwd = 4 * shape.batch * shape.n_heads * shape.head_dim * pairs
     if pass_ == "fwd":
         return fwd
@@ -64,7 +68,8 @@ def model_mem_bytes(shape: AttentionShape, memory: str, pass_: str = "fwd") -> i
         expanded = 2 * s.batch * s.n_heads * s.seq_kv * s.head_dim * e if s.n_kv_heads != s.n_heads else 0
         return 2 * score_matrix_bytes(s) + (2 * s.seq_q * s.seq_kv if s.causal else 0) + expanded
     out = s.batch * s.n_heads * s.seq_q * s.head_dim * e
-    explicit_mask = s.seq_q * s.seq_kv if (s.mask == "window" or (s.causal and 1 < s.seq_q < s.seq_kv)) else 0
+    explicit = s.mask in ("window", "chunk") or (s.causal and 1 < s.seq_q < s.seq_kv)
+    explicit_mask = s.seq_q * s.seq_kv if explicit else 0
     return out + s.batch * s.n_heads * s.seq_q * 4 + explicit_mask
 
 

@@ -88,7 +88,7 @@ MEASURED_DOCS: dict[str, str] = {
 FIELDS: dict[str, str] = CASE_DOCS | SHAPE_DOCS | RUN_OF_CASE_DOCS | MEASURED_DOCS
 RECORD_FIELDS: tuple[str, ...] = tuple(FIELDS)
 # Everything that makes two cases the same measurement except the backend.
-SHAPE_KEYS: list[str] = [k for k in (*SHAPE_DOCS, "phase", "pass") if k != "window"]
+SHAPE_KEYS: list[str] = [k for k in (*SHAPE_DOCS, "phase", "pass") if k not in ("window", "chunk")]
 # Shape fields beyond the classic (B, Hq, Hkv, Sq, Skv, D, dtype, mask) ones (scope, model, and any added later):
 # analyses that name their keys by hand add these, so cases that differ in them are never mixed.
 LATER_SHAPE_KEYS: list[str] = list(LATER_FIELDS)

@@ -21,6 +21,7 @@ import torch
 from bench.backends import attention
 from bench.layers import make_layer_input, merge_heads, split_heads
 from bench.masks import visible
+from bench.scores import alibi_slopes, sink_logits
 from bench.shapes import AttentionShape
 
 TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
@@ -32,23 +33,55 @@ TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
 
 
 def reference_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = False,
-                        window: int | None = None) -> torch.Tensor:
-    """Float64 attention on the CPU, written independently of the backends' tricks."""
+                        window: int | None = None, chunk: int | None = None, softcap: float | None = None,
+                        alibi: bool = False, sinks: torch.Tensor | None = None) -> torch.Tensor:
+    """Float64 attention on the CPU, written independently of the backends' tricks; the score variants as
+    bench.scores defines them, the chunk mask as bench.masks does."""
     q, k, v = (t.detach().to("cpu", torch.float64) for t in (q, k, v))
-    return _attention64(q, k, v, causal, window)
+    return _attention64(q, k, v, causal, window, chunk, softcap, alibi, sinks)
 
 
-def _attention64(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, window: int | None) -> torch.Tensor:
+def _attention64(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, window: int | None,
+                 chunk: int | None = None, softcap: float | None = None, alibi: bool = False,
+                 sinks: torch.Tensor | None = None) -> torch.Tensor:
     B, Hq, Sq, D = q.shape
     Hkv, Skv = k.shape[1], k.shape[2]
     group = Hq // Hkv
     kv_head = torch.arange(Hq) // group  # query head i reads KV head i // (Hq / Hkv)
     k, v = k[:, kv_head], v[:, kv_head]  # (B, Hq, Skv, D)
     scores = torch.einsum("bhqd,bhkd->bhqk", q, k) / D**0.5  # (B, Hq, Sq, Skv)
-    ok = visible(Sq, Skv, causal or window is not None, window)
+    if softcap is not None:
+        scores = softcap * torch.tanh(scores / softcap)
+    if alibi:
+        dist = (torch.arange(Sq).view(-1, 1) + (Skv - Sq) - torch.arange(Skv).view(1, -1)).abs()  # |i + off - j|
+        slopes = torch.tensor(alibi_slopes(Hq), dtype=torch.float64)
+        scores = scores - slopes.view(1, Hq, 1, 1) * dist.to(torch.float64)
+    ok = visible(Sq, Skv, causal or window is not None or chunk is not None, window, chunk=chunk)
     if ok is not None:
         scores = scores.masked_fill(~ok, float("-inf"))
-    return torch.einsum("bhqk,bhkd->bhqd", scores.softmax(-1), v)  # (B, Hq, Sq, D)
+    if sinks is None:
+        probs = scores.softmax(-1)
+    else:  # the sink's exp joins the denominator; the row's max includes it, for a stable exp
+        sink = sinks.detach().to("cpu", torch.float64).view(1, Hq, 1, 1)
+        top = torch.maximum(scores.amax(-1, keepdim=True), sink)
+        e = (scores - top).exp()
+        probs = e / ((sink - top).exp() + e.sum(-1, keepdim=True))
+    return torch.einsum("bhqk,bhkd->bhqd", probs, v)  # (B, Hq, Sq, D)
+
+
+def shape_variants(shape: AttentionShape, device: torch.device | str = "cpu") -> dict:
+    """The variant keywords of `attention` (and of the reference) for a swept case: chunk, softcap, alibi and
+    seeded sink logits, only those the shape has."""
+    out: dict = {}
+    if shape.chunk is not None:
+        out["chunk"] = shape.chunk
+    if shape.softcap is not None:
+        out["softcap"] = shape.softcap
+    if shape.alibi:
+        out["alibi"] = True
+    if shape.sinks:
+        out["sinks"] = sink_logits(shape.n_heads, device)
+    return out
 
 
 def make_inputs(shape: AttentionShape, device: torch.device | str = "cpu", seed: int = 0,
@@ -94,10 +127,11 @@ def check_gradients(backend: str, shape: AttentionShape, device: torch.device | 
     """Backward of `backend` against float64 autograd through the reference: dq, dk, dv."""
     q, k, v = make_inputs(shape, device, seed, requires_grad=True)
     grad_out = torch.randn(shape.q_shape, generator=torch.Generator().manual_seed(seed + 1), dtype=torch.float64)
-    out = attention(q, k, v, backend=backend, causal=shape.causal, window=shape.window)
+    extra = shape_variants(shape, device)
+    out = attention(q, k, v, backend=backend, causal=shape.causal, window=shape.window, **extra)
     grads = torch.autograd.grad(out, (q, k, v), grad_out.to(device, q.dtype))
     q64, k64, v64 = (t.detach().to("cpu", torch.float64).requires_grad_() for t in (q, k, v))
-    ref_out = _attention64(q64, k64, v64, shape.causal, shape.window)
+    ref_out = _attention64(q64, k64, v64, shape.causal, shape.window, **extra)
     refs = torch.autograd.grad(ref_out, (q64, k64, v64), grad_out)
     tol = GRAD_TOLERANCES[q.dtype]
     worst = 0.0
@@ -111,10 +145,12 @@ def check_backend(backend: str, shape: AttentionShape, device: torch.device | st
                   seed: int = 0) -> Check:
     """Run `backend` on `shape` and compare with the float64 reference. Raises Unsupported as the backend does."""
     q, k, v = make_inputs(shape, device, seed)
-    out = attention(q, k, v, backend=backend, causal=shape.causal, window=shape.window)
+    extra = shape_variants(shape, device)
+    out = attention(q, k, v, backend=backend, causal=shape.causal, window=shape.window, **extra)
     if out.shape != q.shape:
         return Check(False, float("inf"), *TOLERANCES[q.dtype])
-    return compare_to_reference(out, reference_attention(q, k, v, causal=shape.causal, window=shape.window))
+    return compare_to_reference(out, reference_attention(q, k, v, causal=shape.causal, window=shape.window,
+                                                         **extra))
 
 
 # --- the whole layer (scope="layer"): W_Q, W_K, W_V around the attention, W_O after it -----------------------

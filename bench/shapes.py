@@ -10,13 +10,14 @@ from typing import Any, Literal
 import torch
 
 from bench.errors import InputError
+from bench.scores import parse_score
 
 Variant = Literal["mha", "gqa", "mqa"]
-MaskKind = Literal["none", "causal", "window"]
+MaskKind = Literal["none", "causal", "window", "chunk"]
 
 DTYPES: dict[str, torch.dtype] = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 DTYPE_NAMES: dict[torch.dtype, str] = {v: k for k, v in DTYPES.items()}
-MASKS: tuple[str, ...] = ("none", "causal", "window")
+MASKS: tuple[str, ...] = ("none", "causal", "window", "chunk")
 SCOPES: tuple[str, ...] = ("attention", "layer")
 # serving batches (bench.serving): how a batch's sequence lengths are drawn, or a mixed chunked-prefill + decode batch
 LENGTHS: tuple[str, ...] = ("equal", "uniform", "zipf", "mixed")
@@ -50,24 +51,30 @@ def head_dim_for(d_model: int, n_heads: int) -> int:
 
 
 def parse_mask(text: str) -> tuple[MaskKind, int | None]:
-    """'none' | 'causal' | 'window:256' -> (kind, window)."""
+    """'none' | 'causal' | 'window:256' | 'chunk:8192' -> (kind, size): the window or the chunk size."""
     kind, _, size = text.strip().partition(":")
-    if kind == "window":
+    if kind in ("window", "chunk"):
         if not size:
-            raise ShapeError("mask 'window' needs a size, e.g. window:256")
+            raise ShapeError(f"mask {kind!r} needs a size, e.g. {kind}:256")
         try:
             w = int(size)
         except ValueError:
-            raise ShapeError(f"window size {size!r} is not an integer") from None
-        _positive(window=w)
-        return "window", w
+            raise ShapeError(f"{kind} size {size!r} is not an integer") from None
+        _positive(**{kind: w})
+        return kind, w  # type: ignore[return-value]
     if kind in ("none", "causal") and not size:
         return kind, None  # type: ignore[return-value]
-    raise ShapeError(f"unknown mask {text!r}; expected none, causal or window:<size>")
+    raise ShapeError(f"unknown mask {text!r}; expected none, causal, window:<size> or chunk:<size>")
 
 
-def mask_label(mask: MaskKind, window: int | None) -> str:
-    return f"window:{window}" if mask == "window" else mask
+def mask_fields(text: str) -> dict[str, Any]:
+    """A mask's text as AttentionShape fields: {'mask', 'window', 'chunk'}."""
+    mask, size = parse_mask(text)
+    return {"mask": mask, "window": size if mask == "window" else None, "chunk": size if mask == "chunk" else None}
+
+
+def mask_label(mask: MaskKind, window: int | None, chunk: int | None = None) -> str:
+    return f"window:{window}" if mask == "window" else f"chunk:{chunk}" if mask == "chunk" else mask
 
 
 def _positive(**sizes: object) -> None:
@@ -97,7 +104,7 @@ class AttentionShape:
     n_kv_heads: int = _dim("key/value heads Hkv")
     head_dim: int = _dim("head dimension D")
     dtype: str = _dim("fp32 / bf16 / fp16", "fp32")
-    mask: MaskKind = _dim("none / causal / window:<w>", "none")
+    mask: MaskKind = _dim("none / causal / window:<w> / chunk:<C>", "none")
     window: int | None = _dim("sliding-window size in keys, itself included (empty without a window)", None)
     scope: str = _dim("what is timed: attention (the call alone) or layer (W_Q, W_K, W_V, W_O around it)",
                       "attention")
@@ -107,6 +114,8 @@ class AttentionShape:
                                "count) or mixed (prefill chunks and decode steps); empty for a dense batch", None)
     page_size: int | None = _dim("serving decode: tokens per page of a paged KV cache (empty: a contiguous cache)",
                                  None)
+    chunk: int | None = _dim("chunked local attention: chunk size C in keys (empty without a chunk mask)", None)
+    score: str = _dim("score variant: none / softcap:<X> / alibi / sinks (bench.scores)", "none")
 
     def __post_init__(self) -> None:
         _positive(batch=self.batch, seq_q=self.seq_q, seq_kv=self.seq_kv, head_dim=self.head_dim)
@@ -121,6 +130,16 @@ class AttentionShape:
             _positive(window=self.window)
         elif self.window is not None:
             raise ShapeError(f"window={self.window} given with mask={self.mask!r}; use mask='window'")
+        if self.mask == "chunk":
+            if self.chunk is None:
+                raise ShapeError("mask='chunk' needs a positive chunk size")
+            _positive(chunk=self.chunk)
+        elif self.chunk is not None:
+            raise ShapeError(f"chunk={self.chunk} given with mask={self.mask!r}; use mask='chunk'")
+        try:
+            parse_score(self.score)
+        except InputError as err:
+            raise ShapeError(str(err)) from None
         if self.scope not in SCOPES:
             raise ShapeError(f"scope={self.scope!r} is unknown; expected one of {', '.join(SCOPES)}")
         if self.scope == "layer" and self.seq_q != self.seq_kv:
@@ -160,7 +179,19 @@ class AttentionShape:
 
     @property
     def causal(self) -> bool:
-        return self.mask in ("causal", "window")
+        return self.mask in ("causal", "window", "chunk")
+
+    @property
+    def softcap(self) -> float | None:
+        return parse_score(self.score)[1]
+
+    @property
+    def alibi(self) -> bool:
+        return self.score == "alibi"
+
+    @property
+    def sinks(self) -> bool:
+        return self.score == "sinks"
 
     @property
     def torch_dtype(self) -> torch.dtype:
@@ -168,7 +199,7 @@ class AttentionShape:
 
     @property
     def mask_label(self) -> str:
-        return mask_label(self.mask, self.window)
+        return mask_label(self.mask, self.window, self.chunk)
 
     @property
     def q_shape(self) -> tuple[int, int, int, int]:
@@ -189,8 +220,9 @@ def shape_fields(shape: AttentionShape) -> dict[str, Any]:
 
 # The fields every case id has spelled out from the start (b, hq, hkv, q, kv, d, dtype, mask); fields added later
 # (scope, model, ...) appear in ids only away from their default, and analyses that name keys by hand add them.
+# chunk is here beside window: the mask label (chunk:C) already spells it in the id and the mask column.
 CLASSIC_FIELDS: frozenset[str] = frozenset(
-    {"batch", "seq_q", "seq_kv", "n_heads", "n_kv_heads", "head_dim", "dtype", "mask", "window"})
+    {"batch", "seq_q", "seq_kv", "n_heads", "n_kv_heads", "head_dim", "dtype", "mask", "window", "chunk"})
 LATER_FIELDS: tuple[str, ...] = tuple(
     f.name for f in dataclasses.fields(AttentionShape) if f.name not in CLASSIC_FIELDS)
 

@@ -235,7 +235,7 @@ REFUSALS = [
     (_llama(kv_lora_rank=512), "qk_rope_head_dim is missing"),
     (_llama(is_encoder_decoder=True), "is_encoder_decoder"),
     (_llama(cross_attention_layers=[3, 8]), "cross_attention_layers"),
-    (_llama(attention_chunk_size=8192), "attention_chunk_size"),
+    (_llama(attention_chunk_size=8192, no_rope_layers=[1, 0]), "no_rope_layers must be a list of 32 entries"),
     (_llama(torch_dtype="float8_e4m3fn"), "torch_dtype='float8_e4m3fn' is not one of bfloat16"),
     ({"model_type": "llava", "text_config": {"model_type": "llama", "num_hidden_layers": 32, "hidden_size": 4096}},
      "text_config.num_attention_heads is missing"),

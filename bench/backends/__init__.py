@@ -1,8 +1,9 @@
 """The registry of attention backends and the one public entry point, `attention`.
 
 Adding a backend: one module with its function (q, k, v, *, causal, window) -> out, and one line in BACKENDS
-with its traits. Everything else (the sweeps' CPU lists, the memory model, the claims, the figures' colours)
-reads the traits here.
+with its traits. A backend that runs attention variants lists them in its `variants` trait and takes them as
+keywords (chunk=C, softcap=X, alibi=True, sinks=(Hq,) tensor), passed only when a call asks for them.
+Everything else (the sweeps' CPU lists, the memory model, the claims, the figures' colours) reads the traits here.
 """
 
 from __future__ import annotations
@@ -15,31 +16,40 @@ from bench.backends.flash_attn import flash_attn_attention
 from bench.backends.flex import flex_attention
 from bench.backends.naive import naive_attention
 from bench.errors import InputError
+from bench.scores import VARIANTS, variants_used
 from bench.shapes import DTYPE_NAMES, ShapeError, check_heads
 
 CUDA = ("cuda",)
 HALF = ("bf16", "fp16")
 PADDED = ("padded", "paged-gather")  # sdpa's forced kernels: a padded batch with a padding mask
+# SDPA takes one additive mask: ALiBi's bias and a chunk mask fit in it, a cap (tanh) and a sink (a softmax term) don't
+SDPA_VARIANTS = ("alibi", "chunk")
+SDPA_NOTES = (("softcap", "a softcap applies tanh to the scores, which SDPA's additive attn_mask cannot express"),
+              ("sinks", "a sink adds a term to the softmax's denominator, which SDPA's additive attn_mask cannot "
+                        "express"))
+FLASH_NOTES = (("sinks", "flash_attn_func has no sink logits"),
+               ("chunk", "flash_attn_func's masks are causal and sliding windows, not chunks"))
 
 BACKENDS: dict[str, Backend] = {
     b.name: b
     for b in [
         Backend("naive", naive_attention, "textbook softmax(QK^T/sqrt(D))V, materialises the score matrix",
-                "materialising", "#555555", "o", layouts=("per-sequence", "paged-gather")),
+                "materialising", "#555555", "o", layouts=("per-sequence", "paged-gather"), variants=VARIANTS),
         Backend("sdpa", sdpa.make("sdpa"), "torch SDPA, torch's automatic kernel choice", "tiled", "#1f77b4", "s",
-                layouts=("nested", "paged-gather")),
+                layouts=("nested", "paged-gather"), variants=SDPA_VARIANTS, variant_notes=SDPA_NOTES),
         Backend("sdpa-math", sdpa.make("sdpa-math"), "torch SDPA forced to the math (reference) kernel",
-                "materialising", "#9467bd", "D", layouts=PADDED),
+                "materialising", "#9467bd", "D", layouts=PADDED, variants=SDPA_VARIANTS, variant_notes=SDPA_NOTES),
         Backend("sdpa-flash", sdpa.make("sdpa-flash"), "torch SDPA forced to its FlashAttention kernel", "tiled",
-                "#d62728", "^", layouts=PADDED),
+                "#d62728", "^", layouts=PADDED, variants=SDPA_VARIANTS, variant_notes=SDPA_NOTES),
         Backend("sdpa-efficient", sdpa.make("sdpa-efficient"), "torch SDPA forced to memory-efficient", "tiled",
-                "#ff7f0e", "v", devices=CUDA, layouts=PADDED),
+                "#ff7f0e", "v", devices=CUDA, layouts=PADDED, variants=SDPA_VARIANTS, variant_notes=SDPA_NOTES),
         Backend("sdpa-cudnn", sdpa.make("sdpa-cudnn"), "torch SDPA forced to cuDNN attention", "tiled", "#8c564b",
-                "P", devices=CUDA, layouts=PADDED),
+                "P", devices=CUDA, layouts=PADDED, variants=SDPA_VARIANTS, variant_notes=SDPA_NOTES),
         Backend("flex", flex_attention, "torch.compile(flex_attention) with block masks", "tiled", "#2ca02c", "*",
-                layouts=("packed", "paged-mask"), compiles=True),
+                layouts=("packed", "paged-mask"), variants=VARIANTS, compiles=True),
         Backend("flash-attn", flash_attn_attention, "flash_attn.flash_attn_func (CUDA only)", "tiled", "#e377c2",
-                "h", devices=CUDA, dtypes=HALF, layouts=("varlen", "paged-table")),
+                "h", devices=CUDA, dtypes=HALF, layouts=("varlen", "paged-table"), variants=("softcap", "alibi"),
+                variant_notes=FLASH_NOTES),
     ]
 }
 
@@ -83,24 +93,49 @@ def check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         raise ShapeError(f"q, k, v devices differ: {q.device}, {k.device}, {v.device}")
 
 
+def check_variants(q: torch.Tensor, chunk: int | None, softcap: float | None, sinks: torch.Tensor | None) -> None:
+    if chunk is not None and (not isinstance(chunk, int) or isinstance(chunk, bool) or chunk <= 0):
+        raise ShapeError(f"chunk={chunk!r} must be a positive integer")
+    if softcap is not None and not (isinstance(softcap, (int, float)) and 0 < softcap < float("inf")):
+        raise ShapeError(f"softcap={softcap!r} must be a positive number")
+    if sinks is not None and (not isinstance(sinks, torch.Tensor) or tuple(sinks.shape) != (q.shape[1],)):
+        raise ShapeError(f"sinks must be a ({q.shape[1]},) tensor, one logit per query head, not "
+                         f"{tuple(sinks.shape) if isinstance(sinks, torch.Tensor) else type(sinks).__name__}")
+
+
+def variant_kwargs(chunk: int | None = None, softcap: float | None = None, alibi: bool = False,
+                   sinks: torch.Tensor | None = None) -> dict:
+    """The keywords a backend's function gets for these variants: only those asked for, so that a backend that
+    runs none of them keeps the plain (q, k, v, *, causal, window) signature."""
+    given = {"chunk": chunk, "softcap": None if softcap is None else float(softcap), "alibi": alibi or None,
+             "sinks": sinks}
+    return {name: value for name, value in given.items() if value is not None}
+
+
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, backend: str, causal: bool = False,
-              window: int | None = None) -> torch.Tensor:
+              window: int | None = None, chunk: int | None = None, softcap: float | None = None,
+              alibi: bool = False, sinks: torch.Tensor | None = None) -> torch.Tensor:
     """Attention with q (B, Hq, Sq, D), k/v (B, Hkv, Skv, D) -> (B, Hq, Sq, D), scale 1/sqrt(D).
 
-    Masks are bottom-right aligned (see bench.masks); a window implies causal. Raises Unsupported
-    when `backend` cannot run these inputs here, and never falls back to another kernel.
+    Masks are bottom-right aligned (see bench.masks); a window or a chunk implies causal. Score variants
+    (bench.scores): softcap X, ALiBi (the paper's slopes for Hq heads), sinks (one logit per query head).
+    Raises Unsupported when `backend` cannot run these inputs or variants here, and never falls back to
+    another kernel or approximates a variant.
     """
     impl = get_backend(backend)
     check_inputs(q, k, v)
     if window is not None and (not isinstance(window, int) or window <= 0):
         raise ShapeError(f"window={window!r} must be a positive integer")
-    causal = causal or window is not None
+    check_variants(q, chunk, softcap, sinks)
+    causal = causal or window is not None or chunk is not None
     if causal and q.shape[2] > k.shape[2]:
         raise ShapeError(f"seq_q={q.shape[2]} > seq_kv={k.shape[2]} with a causal mask leaves queries "
                          "with no visible key")
     if why := impl.unsupported_reason(q.device.type, DTYPE_NAMES.get(q.dtype, str(q.dtype))):
         raise Unsupported(why)
-    return impl.fn(q, k, v, causal=causal, window=window)
+    if why := impl.variant_reason(variants_used(chunk, softcap, alibi, sinks)):
+        raise Unsupported(why)
+    return impl.fn(q, k, v, causal=causal, window=window, **variant_kwargs(chunk, softcap, alibi, sinks))
 
 
 __all__ = ["BACKENDS", "Backend", "Unsupported", "attention", "backends_for", "get_backend"]

@@ -56,10 +56,25 @@ class Backend:
     backward: bool = True  # False: fwd+bwd cases are unsupported (a forward-only kernel)
     origin: str = "built-in"  # where it comes from: built-in, `import MODULE:FUNCTION`, an entry point
     label: str = ""  # a display name its author chose (bench.backend(name=...)); the id keeps `name`
+    # the attention variants it runs exactly (bench.scores.VARIANTS: softcap, alibi, sinks, chunk); any other is
+    # Unsupported before its function is called, never approximated
+    variants: tuple[str, ...] = ()
+    # (variant, why it cannot run that variant): the reason its Unsupported gives, beside the generic one
+    variant_notes: tuple[tuple[str, str], ...] = ()
 
     def layout(self, kinds: tuple[str, ...]) -> Layout | None:
         """Its layout among `kinds` (RAGGED_LAYOUTS or PAGED_LAYOUTS), or None when it takes none of them."""
         return next((lay for lay in self.layouts if lay in kinds), None)
+
+    def variant_reason(self, used: tuple[str, ...]) -> str | None:
+        """Why this backend cannot run the variants `used` (bench.scores.variants_used), or None."""
+        missing = [name for name in used if name not in self.variants]
+        if not missing:
+            return None
+        notes = dict(self.variant_notes)
+        why = "; ".join(notes.get(name, f"it does not take {name}") for name in missing)
+        takes = ", ".join(self.variants) or "none"
+        return f"{self.name}: {why} (variants it runs: {takes})"
 
     def unsupported_reason(self, device: str, dtype: str) -> str | None:
         """Why this backend cannot run on `device` in `dtype` by its traits alone, or None."""

@@ -1,14 +1,21 @@
-"""The flash-attn package (Dao-AILab), CUDA only, fp16/bf16 (its registry traits). Its layout is (B, S, H, D)."""
+"""The flash-attn package (Dao-AILab), CUDA only, fp16/bf16 (its registry traits). Its layout is (B, S, H, D).
+
+Variants: softcap (flash-attn >= 2.6's softcap=) and ALiBi (alibi_slopes=, fp32 (Hq,) slopes; flash-attn adds
+-m_h * |i + off - j|, the convention of bench.scores), each where the installed version's flash_attn_func takes it.
+"""
 
 from __future__ import annotations
+
+import inspect
 
 import torch
 
 from bench.backends.base import Unsupported
+from bench.scores import alibi_slopes
 
 
 def flash_attn_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool,
-                         window: int | None) -> torch.Tensor:
+                         window: int | None, softcap: float | None = None, alibi: bool = False) -> torch.Tensor:
     try:
         from flash_attn import flash_attn_func
     except ImportError as err:
@@ -16,8 +23,17 @@ def flash_attn_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, c
                           "on a CUDA machine") from None
     if q.shape[-1] > 256 or q.shape[-1] % 8:
         raise Unsupported(f"flash-attn: head_dim must be a multiple of 8 up to 256, not {q.shape[-1]}")
+    kwargs: dict = {}
+    takes = inspect.signature(flash_attn_func).parameters
+    for name, wanted in (("softcap", softcap is not None), ("alibi_slopes", alibi)):
+        if wanted and name not in takes:
+            raise Unsupported(f"flash-attn: this version's flash_attn_func has no {name}= argument")
+    if softcap is not None:
+        kwargs["softcap"] = softcap
+    if alibi:
+        kwargs["alibi_slopes"] = torch.tensor(alibi_slopes(q.shape[1]), device=q.device, dtype=torch.float32)
     # window w = itself and the w-1 keys before it; flash-attn counts the keys to the left.
     window_size = (window - 1, 0) if window is not None else (-1, -1)
     out = flash_attn_func(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),  # (B, S, H, D)
-                          causal=causal or window is not None, window_size=window_size)
+                          causal=causal or window is not None, window_size=window_size, **kwargs)
     return out.transpose(1, 2)  # (B, Hq, Sq, D)

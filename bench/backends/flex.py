@@ -1,4 +1,7 @@
-"""FlexAttention, compiled: block masks for causal and window, GQA native.
+"""FlexAttention, compiled: block masks for causal, window and chunk, GQA native; softcap and ALiBi as score_mods,
+sinks as one extra key (K = V = 0) whose score the score_mod sets to sigma_h: exact (it takes mass, adds no value).
+This torch's flex_attention has no sink argument, and its compiled CPU kernel refuses return_lse, so the
+log-sum-exp renormalisation attention-gym uses is not open here; the K/V copy with the extra key is in the timed call.
 
 torch.compile caches one graph per shape/dtype; the first call for a shape compiles (tens of seconds
 on CPU), so callers must warm up before timing and report that first call apart.
@@ -12,6 +15,7 @@ import warnings
 import torch
 
 from bench.backends.base import Unsupported
+from bench.scores import alibi_slopes
 
 
 @functools.cache
@@ -28,7 +32,8 @@ def _compiled():
 
 
 @functools.lru_cache(maxsize=64)
-def _block_mask(seq_q: int, seq_kv: int, is_causal: bool, window: int | None, device: str):
+def _block_mask(seq_q: int, seq_kv: int, is_causal: bool, window: int | None, device: str, chunk: int | None = None,
+                sink: bool = False):
     from torch.nn.attention.flex_attention import create_block_mask
 
     off = seq_kv - seq_q
@@ -39,33 +44,76 @@ def _block_mask(seq_q: int, seq_kv: int, is_causal: bool, window: int | None, de
     def sliding(b, h, q_idx, kv_idx):
         return (kv_idx <= q_idx + off) & (kv_idx > q_idx + off - window)
 
+    def chunked(b, h, q_idx, kv_idx):
+        return (kv_idx <= q_idx + off) & ((q_idx + off) // chunk == kv_idx // chunk)
+
+    def chunked_sliding(b, h, q_idx, kv_idx):
+        return sliding(b, h, q_idx, kv_idx) & ((q_idx + off) // chunk == kv_idx // chunk)
+
     def everything(b, h, q_idx, kv_idx):
         return q_idx >= 0
 
-    mask_mod = sliding if window is not None else causal if is_causal else everything
-    return create_block_mask(mask_mod, None, None, seq_q, seq_kv, device=device)
+    if chunk is not None:
+        mask_mod = chunked_sliding if window is not None else chunked
+    else:
+        mask_mod = sliding if window is not None else causal if is_causal else everything
+    if not sink:
+        return create_block_mask(mask_mod, None, None, seq_q, seq_kv, device=device)
+    inner = mask_mod
+
+    def with_sink(b, h, q_idx, kv_idx):  # key seq_kv is the sink: every query sees it
+        return inner(b, h, q_idx, kv_idx) | (kv_idx == seq_kv)
+    return create_block_mask(with_sink, None, None, seq_q, seq_kv + 1, device=device)
+
+
+@functools.lru_cache(maxsize=64)
+def _score_mod(softcap: float | None, alibi: bool, n_heads: int, off: int, device: str, sink_at: int | None = None):
+    """(score_mod or None, the sink buffer or None) for a softcap, ALiBi and/or a sink key at index sink_at: one
+    function per setting, so compiled graphs are reused; the sink logits are copied into the one captured buffer."""
+    if softcap is None and not alibi and sink_at is None:
+        return None, None
+    slopes = torch.tensor(alibi_slopes(n_heads), device=device, dtype=torch.float32) if alibi else None
+    sink_buf = torch.zeros(n_heads, device=device, dtype=torch.float32) if sink_at is not None else None
+
+    def mod(score, b, h, q_idx, kv_idx):
+        if softcap is not None:  # Gemma-2's cap, before the bias and the mask
+            score = softcap * torch.tanh(score / softcap)
+        if slopes is not None:
+            score = score - slopes[h] * (q_idx + off - kv_idx).abs()
+        if sink_buf is not None:
+            score = torch.where(kv_idx == sink_at, sink_buf[h].to(score.dtype), score)
+        return score
+    return mod, sink_buf
 
 
 def flex_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool,
-                   window: int | None) -> torch.Tensor:
+                   window: int | None, chunk: int | None = None, softcap: float | None = None,
+                   alibi: bool = False, sinks: torch.Tensor | None = None) -> torch.Tensor:
     Sq, Skv = q.shape[2], k.shape[2]
     # Even without a mask, a (full) block mask: with block_mask=None compiled flex on CPU keeps O(S^2)
     # intermediates alive, which is not what FlexAttention users pay.
-    block_mask = _block_mask(Sq, Skv, causal, window, str(q.device))
-    return run_flex(q, k, v, block_mask, (causal, window))
+    sink = sinks is not None
+    block_mask = _block_mask(Sq, Skv, causal or chunk is not None, window, str(q.device), chunk, sink)
+    score_mod, sink_buf = _score_mod(softcap, alibi, q.shape[1], Skv - Sq, str(q.device), Skv if sink else None)
+    if sink:
+        sink_buf.copy_(sinks)
+        zero = k.new_zeros(k.shape[0], k.shape[1], 1, k.shape[3])
+        k, v = torch.cat([k, zero], dim=2), torch.cat([v, zero], dim=2)  # (B, Hkv, Skv + 1, D): the sink key
+    return run_flex(q, k, v, block_mask, (causal, window, chunk, softcap, alibi, sink), score_mod)
 
 
-def run_flex(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_mask, mask_key: object) -> torch.Tensor:
+def run_flex(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_mask, mask_key: object,
+             score_mod=None) -> torch.Tensor:
     """Compiled flex_attention under `block_mask` (GQA native). mask_key names the mask's structure: the first call
     of each (shapes, mask_key) is watched for torch's silent fallback to eager flex, later ones run bare."""
     gqa = k.shape[1] != q.shape[1]
     key = (q.shape, k.shape, q.dtype, str(q.device), q.requires_grad, mask_key)
     if key in _COMPILED_OK:  # checked once per shape below: keep the warnings machinery off the timed path
-        return _compiled()(q, k, v, block_mask=block_mask, enable_gqa=gqa)
+        return _compiled()(q, k, v, score_mod=score_mod, block_mask=block_mask, enable_gqa=gqa)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            out = _compiled()(q, k, v, block_mask=block_mask, enable_gqa=gqa)
+            out = _compiled()(q, k, v, score_mod=score_mod, block_mask=block_mask, enable_gqa=gqa)
         except (NotImplementedError, AssertionError) as err:
             raise Unsupported(f"flex: {str(err).splitlines()[0]}") from None
     if any("without torch.compile" in str(w.message) for w in caught):

@@ -45,12 +45,14 @@ class Traits:
     backward: bool
     summary: str | None
     compiles: bool = False
+    variants: tuple[str, ...] = ()
 
 
 def backend(name: str | None = None, memory: str = DEFAULTS["memory"],
             devices: tuple[str, ...] = DEFAULTS["devices"], dtypes: tuple[str, ...] = DEFAULTS["dtypes"],
             layouts: tuple[str, ...] = DEFAULTS["layouts"], backward: bool = DEFAULTS["backward"],
-            summary: str | None = None, compiles: bool = False) -> Callable[[AttentionFn], AttentionFn]:
+            summary: str | None = None, compiles: bool = False,
+            variants: tuple[str, ...] = ()) -> Callable[[AttentionFn], AttentionFn]:
     """Declare an attention function's traits for attnbench; the function itself is returned unchanged.
 
     @bench.backend(name="mine", memory="tiled", devices=("cpu", "cuda"), dtypes=("fp32", "bf16"))
@@ -62,8 +64,12 @@ def backend(name: str | None = None, memory: str = DEFAULTS["memory"],
                                 ("layouts", layouts, RAGGED_LAYOUTS + PAGED_LAYOUTS)):
         if isinstance(given, str) or not set(given) <= set(known):
             raise OutsideBackendError(f"bench.backend({field}={given!r}): a tuple of {', '.join(known)}")
+    from bench.scores import VARIANTS
+
+    if isinstance(variants, str) or not set(variants) <= set(VARIANTS):
+        raise OutsideBackendError(f"bench.backend(variants={variants!r}): a tuple of {', '.join(VARIANTS)}")
     traits = Traits(name, memory, tuple(devices), tuple(dtypes), tuple(layouts), bool(backward), summary,
-                    bool(compiles))
+                    bool(compiles), tuple(variants))
 
     def mark(fn: AttentionFn) -> AttentionFn:
         setattr(fn, TRAITS_ATTR, traits)
@@ -122,7 +128,7 @@ def make_backend(name: str, target: str, origin: str) -> Backend:
     # colour and marker: chosen by bench.report.style among those no registered backend uses
     return Backend(name, fn, summary, traits.memory, "", "", devices=traits.devices,  # type: ignore[arg-type]
                    dtypes=traits.dtypes, layouts=traits.layouts, backward=traits.backward,  # type: ignore[arg-type]
-                   compiles=traits.compiles, origin=origin, label=label)
+                   compiles=traits.compiles, variants=traits.variants, origin=origin, label=label)
 
 
 def entry_points() -> dict[str, metadata.EntryPoint]:

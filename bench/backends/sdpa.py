@@ -17,6 +17,7 @@ from torch.nn.attention.bias import causal_lower_right
 
 from bench.backends.base import Unsupported
 from bench.masks import visible
+from bench.scores import alibi_bias
 
 KERNELS: dict[str, SDPBackend | None] = {
     "sdpa": None,
@@ -27,10 +28,15 @@ KERNELS: dict[str, SDPBackend | None] = {
 }
 
 
-def _mask_args(q: torch.Tensor, k: torch.Tensor, causal: bool, window: int | None) -> dict:
+def _mask_args(q: torch.Tensor, k: torch.Tensor, causal: bool, window: int | None, chunk: int | None = None,
+               alibi: bool = False) -> dict:
     Sq, Skv = q.shape[2], k.shape[2]
-    if window is not None:
-        return {"attn_mask": visible(Sq, Skv, True, window, q.device)}
+    if alibi:  # ALiBi's bias as an additive float mask (1, Hq, Sq, Skv) in q's dtype (torch requires it), -inf masked
+        bias = alibi_bias(q.shape[1], Sq, Skv, q.device).to(q.dtype)  # built in fp32, rounded once
+        ok = visible(Sq, Skv, causal, window, q.device, chunk)
+        return {"attn_mask": (bias if ok is None else bias.masked_fill(~ok, float("-inf"))).unsqueeze(0)}
+    if window is not None or chunk is not None:
+        return {"attn_mask": visible(Sq, Skv, True, window, q.device, chunk)}
     if not causal or Sq == 1:  # a single query sees the whole cache under a bottom-right causal mask
         return {}
     if Sq == Skv:  # torch's is_causal is top-left aligned, which equals bottom-right only here
@@ -39,8 +45,8 @@ def _mask_args(q: torch.Tensor, k: torch.Tensor, causal: bool, window: int | Non
 
 
 def sdpa_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool, window: int | None,
-                   name: str = "sdpa") -> torch.Tensor:
-    kwargs = _mask_args(q, k, causal, window)
+                   name: str = "sdpa", chunk: int | None = None, alibi: bool = False) -> torch.Tensor:
+    kwargs = _mask_args(q, k, causal, window, chunk, alibi)
     if k.shape[1] != q.shape[1]:
         kwargs["enable_gqa"] = True
     return run_sdpa(name, q, k, v, kwargs)

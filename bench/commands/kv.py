@@ -78,6 +78,8 @@ def build_report(model: ModelConfig, context: int, batch: int, dtype: str, memor
         "model": model.name, "source": model.source, "layers": model.layers, "n_heads": model.n_heads,
         "n_kv_heads": model.n_kv_heads, "head_dim": model.head_dim, "variant": model.variant, "window": model.window,
         "full_layers": model.full_layers, "sliding_layers": model.sliding_layers, "kv_latent_dim": model.kv_latent_dim,
+        "chunked_layers": model.chunked_layers, "chunk": model.chunk, "score": model.score,
+        "ignored": list(model.ignored),
         "encoder_only": model.encoder_only, "has_kv_cache": not model.encoder_only,
         "context": context, "tokens": est.tokens, "batch": batch, "dtype": dtype,
         "element_bytes": ELEMENT_BYTES[dtype], "bytes_per_token": est.bytes_per_token, "total_bytes": est.total_bytes,
@@ -115,7 +117,8 @@ def render(r: dict[str, Any]) -> str:
     if not r["has_kv_cache"]:
         return f"{r['note']} (0 bytes at any context and batch)."
     hybrid = r["full_layers"] and r["sliding_layers"]
-    layers = f"{r['layers']} layers" + (f" ({r['full_layers']} full, {r['sliding_layers']} sliding)" if hybrid else "")
+    kinds = [f"{r[k + '_layers']} {k}" for k in ("full", "sliding", "chunked") if r.get(k + "_layers")]
+    layers = f"{r['layers']} layers" + (f" ({', '.join(kinds)})" if len(kinds) > 1 else "")
     heads = f"Hq={r['n_heads']}, " if r["n_heads"] else ""
     if r["kv_latent_dim"]:
         g = r["layer_groups"][0]
@@ -124,6 +127,8 @@ def render(r: dict[str, Any]) -> str:
         variant = f" ({r['variant'].upper()})" if r["variant"] else ""
         geometry = f"{heads}Hkv={r['n_kv_heads']}{variant}, D={r['head_dim']}"
     window = f", sliding window {r['window']:,}" if r["window"] else ""
+    window += f", attention chunk {r['chunk']:,}" if r.get("chunk") else ""
+    window += f", score {r['score']}" if r.get("score", "none") != "none" else ""
     per_token = f"KV cache per token: {format_bytes(r['bytes_per_token'])} ({r['bytes_per_token']:,} bytes)"
     if hybrid:
         growing = sum(g["bytes_per_token"] for g in r["layer_groups"] if g["kind"] == "full")
@@ -139,9 +144,10 @@ def render(r: dict[str, Any]) -> str:
         lines[-1] += f"; the sliding window caps the cache at {r['tokens']:,} tokens"
     if len(r["layer_groups"]) > 1:
         for g in r["layer_groups"]:
-            capped = " (the window)" if g["tokens"] < r["context"] else ""
+            capped = f" (the {'chunk' if g['kind'] == 'chunked' else 'window'})" if g["tokens"] < r["context"] else ""
             lines.append(f"  {g['layers']} {g['kind']} layers: {format_bytes(g['bytes_per_token'])}/token x "
                          f"{g['tokens']:,} tokens{capped} x batch {r['batch']} = {format_bytes(g['total_bytes'])}")
+    lines += [f"({note})" for note in r.get("ignored", [])]
     if "variants_note" in r:
         lines += ["", r["variants_note"]]
     elif len(r["variants"]) > 1:

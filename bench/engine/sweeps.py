@@ -19,6 +19,7 @@ from typing import Any
 
 from bench.backends import BACKENDS, backends_for, get_backend
 from bench.errors import InputError, UsageError
+from bench.scores import parse_score
 from bench.shapes import (
     CLASSIC_FIELDS,
     DTYPES,
@@ -27,6 +28,7 @@ from bench.shapes import (
     AttentionShape,
     ShapeError,
     head_dim_for,
+    mask_fields,
     parse_mask,
 )
 
@@ -134,7 +136,8 @@ class Sweep:
     head_dims: tuple[int, ...] = axis((64,), "head-dim", "head dims", check=_positive_int("head_dim"),
                                       clears="d_model")
     dtypes: tuple[str, ...] = axis(("fp32",), "dtype", "fp32,bf16,fp16", words, one_of("dtype", DTYPES))
-    masks: tuple[str, ...] = axis(("causal",), "mask", "none,causal,window:256", words, parse_mask)
+    masks: tuple[str, ...] = axis(("causal",), "mask", "none,causal,window:256,chunk:64 (chunk: Llama-4's chunked "
+                                  "local attention)", words, parse_mask)
     phases: tuple[str, ...] = axis(("prefill",), "phase", "prefill,decode", words, one_of("phase", PHASES))
     passes: tuple[str, ...] = axis(("fwd",), "pass", "fwd,fwd+bwd", words, one_of("pass", PASSES))
     decode_q: tuple[int, ...] = axis((1,), "decode-q", "queries per decode step (1; 4 for speculative decoding)",
@@ -154,6 +157,8 @@ class Sweep:
     page_sizes: tuple[int | None, ...] | None = axis(None, "page-size", "serving decode: KV-cache page sizes, e.g. "
                                                      "contiguous,16,128 (contexts drawn uniform unless --lengths)",
                                                      page_sizes, _page_size)
+    scores: tuple[str, ...] = axis(("none",), "score", "score variants: none,softcap:50,alibi,sinks (sink logits "
+                                   "seeded; see bench.scores)", words, parse_score, shape_field="score")
     budget_s: float = axis(1.0, "budget", "seconds of timing per case before it is marked noisy", seconds)
     time_budget_s: float | None = axis(None, "time-budget", "plan the run to this long, e.g. 10m or none: cases "
                                        "that will not fit are recorded skipped (the small shapes of every family "
@@ -293,6 +298,7 @@ class Geometry:
     head_dim: int
     masks: tuple[str, ...]
     model: str | None = None
+    score: str | None = None  # a model's score variant (softcap, sinks, ALiBi): its only one
 
 
 def geometries(sweep: Sweep) -> list[Geometry]:
@@ -305,8 +311,10 @@ def geometries(sweep: Sweep) -> list[Geometry]:
         for name in sweep.models:
             cfg = load_config(name)
             for shape in attention_shapes(cfg):
-                mask = "none" if cfg.encoder_only else f"window:{shape.window}" if shape.window else "causal"
-                out.append(Geometry(shape.n_heads, shape.n_kv_heads, shape.head_dim, (mask,), cfg.name))
+                mask = "none" if cfg.encoder_only else f"window:{shape.window}" if shape.window else \
+                    f"chunk:{shape.chunk}" if shape.chunk else "causal"
+                score = None if cfg.score == "none" else cfg.score  # the model's own variant replaces --score
+                out.append(Geometry(shape.n_heads, shape.n_kv_heads, shape.head_dim, (mask,), cfg.name, score))
         return out
     return [Geometry(n_heads, n_kv, head_dim, sweep.masks)
             for n_heads in sweep.heads
@@ -317,12 +325,14 @@ def geometries(sweep: Sweep) -> list[Geometry]:
 def cases(sweep: Sweep, device: str) -> list[Case]:
     """Every case of the sweep, ordered so that cases sharing a shape are adjacent (one reference each)."""
     out: list[Case] = []
-    simple = [(f.metadata["shape_field"], getattr(sweep, f.name)) for f in axis_fields() if f.metadata["shape_field"]]
+    axes = [(f.metadata["shape_field"], getattr(sweep, f.name)) for f in axis_fields() if f.metadata["shape_field"]]
     for g in geometries(sweep):
+        simple = [(name, (g.score,) if name == "score" and g.score else values) for name, values in axes]
         for dtype, mask_text, *more in itertools.product(sweep.dtypes, g.masks, *(values for _, values in simple)):
-            mask, window = parse_mask(mask_text)
-            fixed = dict(n_heads=g.n_heads, n_kv_heads=g.n_kv_heads, head_dim=g.head_dim, dtype=dtype, mask=mask,
-                         window=window, model=g.model, **{name: v for (name, _), v in zip(simple, more, strict=True)})
+            masking = mask_fields(mask_text)
+            mask = masking["mask"]
+            fixed = dict(n_heads=g.n_heads, n_kv_heads=g.n_kv_heads, head_dim=g.head_dim, dtype=dtype, **masking,
+                         model=g.model, **{name: v for (name, _), v in zip(simple, more, strict=True)})
             if "prefill" in sweep.phases:
                 for seq, scope, lengths in itertools.product(sweep.seqs, sweep.scopes, sweep.lengths or (None,)):
                     if lengths is not None and (scope != "attention" or (lengths == "mixed" and mask == "none")):

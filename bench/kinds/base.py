@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
-from bench.backends.base import Backend
+from bench.backends.base import Backend, Unsupported
 from bench.reference import Check
 from bench.shapes import AttentionShape
 
@@ -110,3 +110,11 @@ def shorter_window(window: int | None, case_kv: int, seq_kv: int) -> int | None:
 def decode_kv_fields(case: CaseLike, kv_cache_bytes: Callable[[], int]) -> dict[str, Any]:
     """kv_cache_bytes, on decode cases only: one layer's K and V cache, which a decode step reads whole."""
     return {"kv_cache_bytes": kv_cache_bytes()} if case.phase == "decode" else {}
+
+
+def refuse_variants(shape: AttentionShape, what: str) -> None:
+    """Unsupported for a shape with a score variant or a chunk mask, in a kind whose calls do not pass them on."""
+    used = [f"score={shape.score}"] * (shape.score != "none") + [f"mask={shape.mask_label}"] * (shape.chunk is not None)
+    if used:
+        raise Unsupported(f"{what} does not pass {' and '.join(used)} to the backend; time the variant with "
+                          "scope=attention (a dense call)")

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from bench.backends.base import Backend
-from bench.kinds.base import CaseLike, ReferenceCache
+from bench.kinds.base import CaseLike, ReferenceCache, refuse_variants
 from bench.kinds.dense import DenseKind, dense_check_shape, dense_kv_fields
 from bench.layers import MultiHeadAttention, make_layer, make_layer_input
 from bench.measure.timer import sync
@@ -43,6 +43,7 @@ class LayerKind:
 
     def setup(self, case: CaseLike) -> MultiHeadAttention:
         """One layer (seeded weights) for the check and the timing."""
+        refuse_variants(case.shape, "a whole layer (scope=layer)")
         return make_layer(case.shape, case.backend, case.device, seed=0)
 
     def check(self, case: CaseLike, setup: MultiHeadAttention, references: ReferenceCache) -> tuple[Check, float]:

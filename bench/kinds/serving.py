@@ -11,8 +11,8 @@ from typing import Any
 import torch
 
 from bench.backends import Unsupported, get_backend
-from bench.backends.base import Backend
-from bench.kinds.base import CaseLike, ReferenceCache, decode_kv_fields, fits_exactly, shorter_window
+from bench.backends.base import PAGED_LAYOUTS, RAGGED_LAYOUTS, Backend
+from bench.kinds.base import CaseLike, ReferenceCache, decode_kv_fields, fits_exactly, refuse_variants, shorter_window
 from bench.measure.timer import sync
 from bench.metrics import model_mem_bytes
 from bench.reference import Check
@@ -70,6 +70,8 @@ class ServingKind:
             raise Unsupported(why)
         if case.pass_ != "fwd":
             raise Unsupported("serving batches are inference: forward only")
+        # the layouts build their masks from causal and window alone (bench.serving)
+        refuse_variants(case.shape, f"a serving batch ({backend.layout(RAGGED_LAYOUTS + PAGED_LAYOUTS)} layout)")
         return backend
 
     def check(self, case: CaseLike, setup: Backend, references_: ReferenceCache) -> tuple[Check, float]:

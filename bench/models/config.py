@@ -16,8 +16,9 @@ from typing import Any, Literal, NamedTuple
 
 from bench.errors import InputError
 
-LayerKind = Literal["full", "sliding"]
-LAYER_KINDS: tuple[LayerKind, ...] = ("full", "sliding")
+# chunked: Llama-4's chunked local attention; its cache holds min(context, chunk) tokens, like a window of the chunk
+LayerKind = Literal["full", "sliding", "chunked"]
+LAYER_KINDS: tuple[LayerKind, ...] = ("full", "sliding", "chunked")
 
 # Bytes per element of a cache dtype; equal to bench.metrics.ELEMENT_BYTES (a test keeps them in step), repeated
 # here so that reading configs needs no torch.
@@ -51,6 +52,20 @@ class ModelConfig:
     model_type: str = ""
     source: str = ""
     note: str = ""
+    chunk: int | None = None  # attention_chunk_size; set iff some layer is chunked
+    softcap: float | None = None  # attn_logit_softcapping (Gemma-2), on every layer's scores
+    sinks: bool = False  # one learned sink logit per query head on every layer (gpt-oss)
+    alibi: bool = False  # ALiBi on every layer (BLOOM; Falcon with alibi true)
+    ignored: tuple[str, ...] = ()  # fields read and deliberately left out, each with why
+
+    @property
+    def score(self) -> str:
+        """The layers' score variant as the --score axis spells it (bench.scores); 'none' without one."""
+        variants = ([f"softcap:{self.softcap:g}"] if self.softcap is not None else []) + ["alibi"] * self.alibi \
+            + ["sinks"] * self.sinks
+        if len(variants) > 1:
+            raise ConfigError(f"{self.name}: {' and '.join(variants)} together are not one score variant")
+        return variants[0] if variants else "none"
 
     def __post_init__(self) -> None:
         if not self.layer_kinds and isinstance(self.layers, int):
@@ -66,6 +81,8 @@ class ModelConfig:
             raise ConfigError(f"{self.name}: layer_kinds must hold {self.layers} entries of 'full' or 'sliding'")
         if ("sliding" in self.layer_kinds) != (self.window is not None):
             raise ConfigError(f"{self.name}: window must be set exactly when some layer is sliding")
+        if ("chunked" in self.layer_kinds) != (self.chunk is not None):
+            raise ConfigError(f"{self.name}: chunk must be set exactly when some layer is chunked")
         if (self.kv_lora_rank is None) != (self.qk_rope_head_dim is None):
             raise ConfigError(f"{self.name}: MLA needs both kv_lora_rank and qk_rope_head_dim")
         if self.dtype not in DTYPE_BYTES:
@@ -94,6 +111,14 @@ class ModelConfig:
     @property
     def sliding_layers(self) -> int:
         return self.layer_kinds.count("sliding")
+
+    @property
+    def chunked_layers(self) -> int:
+        return self.layer_kinds.count("chunked")
+
+    def cap(self, kind: LayerKind) -> int | None:
+        """The most tokens a layer of this kind caches: the window, the chunk, or None (the whole context)."""
+        return self.window if kind == "sliding" else self.chunk if kind == "chunked" else None
 
     @property
     def variant(self) -> str | None:
@@ -130,7 +155,8 @@ class ModelConfig:
     def first_layers(self, n: int) -> ModelConfig:
         """The model cut to its first n layers (with their kinds): small caches that keep the model's layout."""
         kinds = self.layer_kinds[:n]
-        return replace(self, layers=n, layer_kinds=kinds, window=self.window if "sliding" in kinds else None)
+        return replace(self, layers=n, layer_kinds=kinds, window=self.window if "sliding" in kinds else None,
+                       chunk=self.chunk if "chunked" in kinds else None)
 
 
 def _check_heads(n_heads: int, n_kv_heads: int, where: str, heads: str, kv_heads: str) -> None:
@@ -182,7 +208,7 @@ def kv_layer_groups(cfg: ModelConfig, dtype: str | None = None) -> list[KVLayerG
         n = cfg.layer_kinds.count(kind)
         if not n:
             continue
-        window = cfg.window if kind == "sliding" else None
+        window = cfg.cap(kind)
         if cfg.is_mla:
             latent = cfg.kv_latent_dim
             groups.append(KVLayerGroup(kind, n, None, None, latent, window, n * latent * e))  # type: ignore[operator]
@@ -218,6 +244,7 @@ class AttentionKind(NamedTuple):
     n_kv_heads: int
     head_dim: int
     window: int | None
+    chunk: int | None = None  # chunked layers: attention_chunk_size
 
 
 def attention_shapes(cfg: ModelConfig) -> list[AttentionKind]:
@@ -227,7 +254,7 @@ def attention_shapes(cfg: ModelConfig) -> list[AttentionKind]:
     if cfg.n_heads is None:
         raise ConfigError(f"{cfg.name}: the number of query heads is unknown, so its attention shape is too")
     return [AttentionKind(kind, cfg.layer_kinds.count(kind), cfg.n_heads, cfg.n_kv_heads, cfg.head_dim,
-                          cfg.window if kind == "sliding" else None)
+                          cfg.window if kind == "sliding" else None, cfg.chunk if kind == "chunked" else None)
             for kind in LAYER_KINDS if kind in cfg.layer_kinds]
 
 
@@ -240,5 +267,7 @@ def model_facts(cfg: ModelConfig, dtypes: tuple[str, ...]) -> dict:
         for group in kv_layer_groups(cfg, dtype):
             per_kind[group.kind] = per_kind.get(group.kind, 0) + group.bytes_per_token
         kv[dtype] = per_kind
-    return {"layers": {"full": cfg.full_layers, "sliding": cfg.sliding_layers}, "window": cfg.window,
+    chunked = {"chunked": cfg.chunked_layers} if cfg.chunk else {}  # keys only when chunked: old facts unchanged
+    return {"layers": {"full": cfg.full_layers, "sliding": cfg.sliding_layers, **chunked}, "window": cfg.window,
+            **({"chunk": cfg.chunk} if cfg.chunk else {}),
             "encoder_only": cfg.encoder_only, "source": cfg.source, "kv_bytes_per_token": kv}

@@ -12,17 +12,25 @@ The rules, each applied as written (the README's "KV cache calculator" section s
   names (`n_layer`, `n_head`, `n_embd`) stand in for them when the HF names are absent, as transformers maps them.
   A config without `num_attention_heads` (a state-space model, say) has no attention to size and is refused.
 - KV heads. `num_key_value_heads`; absent or null means MHA (= num_attention_heads), as in transformers. It must
-  divide num_attention_heads. A config naming its KV heads another way (`num_kv_heads`, `n_head_kv`, `n_kv_heads`,
-  `multi_query`, `multi_query_group_num`: Falcon, ChatGLM, ...) and not num_key_value_heads is refused, since
-  reading it as MHA would be silently wrong.
+  divide num_attention_heads. Falcon (model_type falcon) as transformers' FalconAttention reads it:
+  `new_decoder_architecture` true -> `num_kv_heads` (null: num_attention_heads); else `multi_query` (default true)
+  -> 1; else num_attention_heads. (Under new_decoder_architecture transformers expands K and V to all heads before
+  caching them; the cache counted here is the model's num_kv_heads, and `ignored` says so.) Any other config
+  naming its KV heads another way (`num_kv_heads`, `n_head_kv`,
+  `n_kv_heads`, `multi_query`, `multi_query_group_num`: ChatGLM, ...) and not num_key_value_heads is refused,
+  since reading it as MHA would be silently wrong.
 - Head dim. `head_dim` when given and not null (Qwen3-4B: hidden 2560, 32 heads, head_dim 128; Gemma: 256),
   else hidden_size / num_attention_heads, which must divide.
 - MLA (DeepSeek-V2/V3, any config with a non-null `kv_lora_rank`): each layer caches one latent of
   kv_lora_rank + qk_rope_head_dim elements per token, shared by all heads -- no factor 2 for K and V, no heads.
   `qk_rope_head_dim`, `qk_nope_head_dim` and `v_head_dim` are required; head_dim is then
   qk_nope_head_dim + qk_rope_head_dim (the query/key dim of a decompressed head; any `head_dim` key is ignored).
-- Layer kinds. One entry per layer, "full" or "sliding":
-  `layer_types` when present (HF's "full_attention" / "sliding_attention"; any other value is refused);
+- Layer kinds. One entry per layer, "full", "sliding" or "chunked":
+  `layer_types` when present (HF's "full_attention" / "sliding_attention" / "chunked_attention"; any other value
+  is refused);
+  else, with a non-null `attention_chunk_size` (Llama-4), Llama4TextConfig's rule: layer i is chunked when
+  `no_rope_layers[i]` is 1 (the RoPE layers), full when 0; without no_rope_layers, chunked unless
+  (i + 1) % no_rope_layer_interval == 0 (default 4: three layers in four chunked, every fourth full);
   else all full when `sliding_window` is absent or null, or when `use_sliding_window` is false (any family);
   else the family's known rule, by `model_type`:
     gemma2: layers alternate sliding, full, starting with sliding on layer 0;
@@ -32,14 +40,18 @@ The rules, each applied as written (the README's "KV cache calculator" section s
       0 .. max_window_layers - 1 full and the rest sliding (transformers' Qwen2Config);
   anything else with a non-null sliding_window is refused, naming `layer_types` (give it to say which layers slide).
 - Window. `sliding_window`, kept only when some layer slides; only sliding layers are capped at it: a layer caches
-  min(context, window) tokens, a full layer all of them.
+  min(context, window) tokens, a full layer all of them. A chunked layer caches min(context, attention_chunk_size)
+  tokens (transformers gives it the sliding-window cache layer, with the chunk as its window).
+- Score variants: `attn_logit_softcapping` (non-null: softcap on every layer's scores, Gemma-2);
+  `final_logit_softcapping` caps the LM head's logits, outside attention: ignored, and listed in `ignored` saying
+  so; model_type gpt_oss: a learned sink logit per query head on every layer (GptOssAttention's `sinks`; no config
+  field); model_type bloom, or falcon with `alibi` true: ALiBi.
 - dtype (the default element type). `torch_dtype`, else `dtype` (newer transformers), of the text config then of
   the outer one: bfloat16 -> bf16, float16 -> fp16, float32 -> fp32; absent -> bf16; any other value is refused.
 - Encoder-only (no decoding, so no KV cache): `model_type` bert, roberta, xlm-roberta, electra, deberta,
   deberta-v2 or modernbert, or every entry of `architectures` ending in ForMaskedLM.
 - Refused as well, each naming its field: `is_encoder_decoder` true (the cross-attention cache depends on the
-  source length), a non-empty `cross_attention_layers` (Llama-3.2-Vision: those layers cache image tokens), a
-  non-null `attention_chunk_size` (Llama-4's chunked layers cap their cache differently).
+  source length), a non-empty `cross_attention_layers` (Llama-3.2-Vision: those layers cache image tokens).
 - Name. The last part of `_name_or_path` when given, else the file's stem, or its folder's name for a file called
   config.json; characters other than letters, digits and . _ + - become "-" (the name goes into case ids).
   `_source` and `_note` (our keys, for models without an HF config) give where the facts come from.
@@ -65,7 +77,8 @@ PRESET_NAMES: tuple[str, ...] = ("transformer-base", "bert-base", "gpt2", "qwen2
                                  "llama-2-70b", "llama-3-8b", "mistral-7b-v0.1", "gpt-3-175b")
 
 ENCODER_MODEL_TYPES = frozenset({"bert", "roberta", "xlm-roberta", "electra", "deberta", "deberta-v2", "modernbert"})
-HF_LAYER_TYPES: dict[str, LayerKind] = {"full_attention": "full", "sliding_attention": "sliding"}
+HF_LAYER_TYPES: dict[str, LayerKind] = {"full_attention": "full", "sliding_attention": "sliding",
+                                        "chunked_attention": "chunked"}
 _ALIASES = {"num_hidden_layers": "n_layer", "num_attention_heads": "n_head", "hidden_size": "n_embd"}
 _OTHER_KV_KEYS = ("num_kv_heads", "n_head_kv", "n_kv_heads", "multi_query", "multi_query_group_num")
 _QWEN_TYPES = frozenset({"qwen2", "qwen2_moe", "qwen3", "qwen3_moe"})
@@ -132,9 +145,6 @@ def parse_config(data: Any, origin: str = "config.json", name: str = "model") ->
     if text.get("cross_attention_layers"):
         raise ConfigError(f"{origin}: {prefix}cross_attention_layers is set; models whose layers cache image "
                           "tokens by cross-attention are not supported")
-    if text.get("attention_chunk_size") is not None:
-        raise ConfigError(f"{origin}: {prefix}attention_chunk_size is set; chunked-attention layers are not "
-                          "supported")
 
     layers = r.positive("num_hidden_layers")
     n_heads = r.positive("num_attention_heads", why="without attention heads there is no attention to size")
@@ -144,6 +154,8 @@ def parse_config(data: Any, origin: str = "config.json", name: str = "model") ->
         raise ConfigError(f"{origin}: {prefix}model_type={model_type!r} is not a string")
 
     n_kv = r.positive("num_key_value_heads", required=False)
+    if n_kv is None and model_type == "falcon":
+        n_kv = _falcon_kv_heads(r, n_heads)  # type: ignore[arg-type]
     if n_kv is None:
         other = [key for key in _OTHER_KV_KEYS if key in text]
         if other:
@@ -173,6 +185,14 @@ def parse_config(data: Any, origin: str = "config.json", name: str = "model") ->
     window = r.positive("sliding_window", required=False) if "sliding" in kinds else None
     if "sliding" in kinds and window is None:
         raise ConfigError(f"{origin}: {prefix}sliding_window is missing but some layers are sliding")
+    chunk = r.positive("attention_chunk_size", required=False) if "chunked" in kinds else None
+    if "chunked" in kinds and chunk is None:
+        raise ConfigError(f"{origin}: {prefix}attention_chunk_size is missing but some layers are chunked")
+    softcap, ignored = _softcap(text, origin, prefix)
+    if model_type == "falcon" and text.get("new_decoder_architecture") is True and n_kv != n_heads:
+        ignored += (f"transformers' FalconAttention broadcasts K and V to all {n_heads} heads before caching them: its "
+                    f"cache is {n_heads // n_kv}x this one, which counts the model's {n_kv} distinct KV heads",)
+    alibi = model_type == "bloom" or (model_type == "falcon" and text.get("alibi") is True)
 
     dtype = _dtype(text, outer, origin, prefix)
     name_or_path = outer.get("_name_or_path")
@@ -182,7 +202,27 @@ def parse_config(data: Any, origin: str = "config.json", name: str = "model") ->
     name = re.sub(r"[^A-Za-z0-9._+-]+", "-", name).strip("-") or "model"
     return ModelConfig(name, layers, hidden, n_heads, n_kv, head_dim, kinds, window, mla["kv_lora_rank"],
                        mla["qk_rope_head_dim"], mla["v_head_dim"], dtype, encoder_only, model_type,
-                       str(outer.get("_source") or origin), str(outer.get("_note") or ""))
+                       str(outer.get("_source") or origin), str(outer.get("_note") or ""), chunk, softcap,
+                       model_type == "gpt_oss", alibi, ignored)
+
+
+def _falcon_kv_heads(r: _Reader, n_heads: int) -> int:
+    """transformers' FalconAttention: new_decoder_architecture -> num_kv_heads (null: all heads); else multi_query
+    (FalconConfig's default true) -> 1; else all heads."""
+    if r.data.get("new_decoder_architecture") is True:
+        return r.positive("num_kv_heads", required=False) or n_heads
+    return 1 if r.data.get("multi_query", True) is not False else n_heads
+
+
+def _softcap(text: dict[str, Any], origin: str, prefix: str) -> tuple[float | None, tuple[str, ...]]:
+    cap = text.get("attn_logit_softcapping")
+    if cap is not None and (isinstance(cap, bool) or not isinstance(cap, (int, float)) or not cap > 0):
+        raise ConfigError(f"{origin}: {prefix}attn_logit_softcapping={cap!r} must be a positive number or null")
+    ignored = ()
+    if text.get("final_logit_softcapping") is not None:
+        ignored = (f"{prefix}final_logit_softcapping={text['final_logit_softcapping']!r} caps the LM head's logits, "
+                   "outside attention: ignored",)
+    return (None if cap is None else float(cap)), ignored
 
 
 class _Reader:
@@ -218,6 +258,14 @@ def _layer_kinds(r: _Reader, layers: int, model_type: str) -> tuple[LayerKind, .
             raise ConfigError(f"{where}layer_types holds {', '.join(map(repr, unknown))}; only "
                               f"{' and '.join(map(repr, HF_LAYER_TYPES))} are supported")
         return tuple(HF_LAYER_TYPES[t] for t in layer_types)
+    if text.get("attention_chunk_size") is not None:  # Llama4TextConfig: the RoPE layers are the chunked ones
+        rope = text.get("no_rope_layers")
+        if rope:
+            if not isinstance(rope, list) or len(rope) != layers or any(x not in (0, 1) for x in rope):
+                raise ConfigError(f"{where}no_rope_layers must be a list of {layers} entries of 0 or 1")
+            return tuple("chunked" if x else "full" for x in rope)
+        interval = r.positive("no_rope_layer_interval", required=False) or 4
+        return tuple("full" if (i + 1) % interval == 0 else "chunked" for i in range(layers))
     window = text.get("sliding_window")
     if window is None or text.get("use_sliding_window") is False:  # the config itself says no layer slides
         return ("full",) * layers

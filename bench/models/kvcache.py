@@ -217,8 +217,9 @@ def allocate_kv_cache(model: ModelConfig, context: int, batch: int = 1, dtype: s
     torch_dtype = KV_DTYPES[check_dtype(dtype or model.dtype)]
     caches: list[KVCache | LatentKVCache] = []
     for kind in model.layer_kinds:
-        sliding = kind == "sliding"
-        tokens = min(context, model.window) if sliding else context  # type: ignore[type-var]
+        cap = model.cap(kind)  # a sliding layer's window, a chunked layer's chunk: a rolling buffer that long
+        sliding = cap is not None
+        tokens = min(context, cap) if sliding else context  # type: ignore[type-var]
         if model.is_mla:
             caches.append(LatentKVCache(batch, tokens, model.kv_latent_dim, torch_dtype, device,  # type: ignore[arg-type]
                                         rolling=sliding))

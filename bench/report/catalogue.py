@@ -66,6 +66,10 @@ CATALOGUE: tuple[FigureEntry, ...] = (
     FigureEntry("serving_paged", "Paged KV cache", "Each bar is a backend's decode step on a paged cache divided by "
                 "the same step on a contiguous cache: 1 means paging is free, and gathering backends pay for copying "
                 "the pages together on every step.", "serving:serving_paged", serving=True),
+    FigureEntry("variant_cost", "Attention variants", "Each bar is a backend's time with a score variant (softcap, "
+                "ALiBi, sinks) or a chunk mask divided by its plain causal time at the same size: 1 means the "
+                "variant is free, the dashed line is the variant claim's threshold; variants a backend cannot run "
+                "are named under the panel.", "variants:variant_cost"),
 )
 # By name, for lookups (the same entries, in the same order).
 FIGURES: dict[str, FigureEntry] = {e.name: e for e in CATALOGUE}

@@ -15,7 +15,7 @@ import pandas as pd
 
 from bench.backends import BACKENDS
 from bench.metrics import model_mem_bytes
-from bench.shapes import AttentionShape, parse_mask
+from bench.shapes import AttentionShape, mask_fields
 
 KINDS = ("full", "sliding")
 
@@ -43,9 +43,8 @@ def prefill_bytes(facts: dict, kinds: list[dict], memory: str, dtype: str, conte
         return None
     peaks = []
     for g in kinds:
-        mask, window = parse_mask(g["mask"])
-        shape = AttentionShape(batch, context, context, g["n_heads"], g["n_kv_heads"], g["head_dim"], dtype, mask,
-                               window)
+        shape = AttentionShape(batch, context, context, g["n_heads"], g["n_kv_heads"], g["head_dim"], dtype,
+                               **mask_fields(g["mask"]))
         peaks.append(model_mem_bytes(shape, memory, "fwd") or 0)
     return kv + max(peaks, default=0)
 

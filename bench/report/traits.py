@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from bench.backends import BACKENDS
 from bench.backends.base import PAGED_LAYOUTS
+from bench.scores import VARIANTS
 
 # materialising: builds the Sq x Skv score matrix, and expands K/V to all Hq heads before its products (repeat);
 # tiled (flash-style): O(S) memory, and a fused kernel that reads each KV head once for its whole group
@@ -17,6 +18,10 @@ BASELINE: str = MATERIALISING[0]
 # Backends with a real paged kernel: their paged layout reads the pages in place (not "paged-gather").
 PAGED_KERNELS: tuple[str, ...] = tuple(name for name, b in BACKENDS.items()
                                        if b.layout(PAGED_LAYOUTS) not in (None, "paged-gather"))
+
+# Fused (tiled) kernels that run every attention variant (their `variants` trait lists them all): the variant claim's
+ALL_VARIANT_KERNELS: tuple[str, ...] = tuple(name for name, b in BACKENDS.items()
+                                             if b.memory == "tiled" and set(VARIANTS) <= set(b.variants))
 
 # Kernel families for claims that depend on how a kernel treats grouped K/V heads.
 EXPANDING, FUSED = "expanding", "fused"

@@ -18,6 +18,7 @@ from bench.report.claims.memory import memory_scaling
 from bench.report.layer_share import attention_dominates
 from bench.report.serving import paging_cost
 from bench.report.tables import best_backends
+from bench.report.variant_cost import variants_within
 from bench.report.verdict import RunFacts, Verdict
 
 Claim = Callable[[pd.DataFrame, RunFacts], Verdict]
@@ -31,6 +32,7 @@ CLAIMS: tuple[Claim, ...] = (
     expanding_decode_speedup,
     attention_dominates,
     paging_cost,
+    variants_within,
 )
 
 

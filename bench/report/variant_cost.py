@@ -1,0 +1,73 @@
+"""Attention variants against plain causal: each (softcap, ALiBi, sinks, chunk) case's time over the same backend's
+plain causal case of the same shape, the figure's data and the claim on the fused kernels that take every variant.
+
+A variant row is a dense attention case with a score variant under a causal mask, or a chunk mask with no score
+variant; its twin is the case with mask causal and score none, every other shape field equal. Which backends the
+claim is about is read from the registry's traits (bench.report.traits.ALL_VARIANT_KERNELS), never named here.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from bench.report.frames import attention_rows, dense_rows, geomean, ok_rows, shape_keys_but
+from bench.report.traits import ALL_VARIANT_KERNELS
+from bench.report.verdict import FAILS, HOLDS, NO_FACTS, NOT_MEASURED, RunFacts, Verdict, noisy_note
+
+VARIANT_TOLERANCE = 1.3  # "within 1.3x of plain causal": attention-gym's score_mod overheads are of this order
+CLAIM = (f"Fused kernels that take every variant run score and mask variants within {VARIANT_TOLERANCE}× of "
+         "their plain causal time")
+
+
+def variant_name(mask: str, score: str) -> str | None:
+    """'softcap:30' / 'alibi' / 'sinks' (under causal), 'chunk:C' (no score variant), or None (not a variant row)."""
+    score = score if isinstance(score, str) else "none"
+    if mask == "causal" and score != "none":
+        return score
+    if isinstance(mask, str) and mask.startswith("chunk:") and score == "none":
+        return mask
+    return None
+
+
+def variant_costs(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per variant case with a plain causal twin: backend, variant, the shape keys, median_s, plain_s and
+    ratio (variant time / plain causal time)."""
+    if "score" not in df:
+        return pd.DataFrame()
+    ok = ok_rows(attention_rows(dense_rows(df))).copy()
+    ok["attn_variant"] = [variant_name(m, s) for m, s in zip(ok["mask"], ok["score"], strict=True)]
+    plain = ok[(ok["mask"] == "causal") & (ok["score"] == "none")]
+    varied = ok[ok["attn_variant"].notna()]
+    if plain.empty or varied.empty:
+        return pd.DataFrame()
+    keys = ["backend", *shape_keys_but("mask", "score")]
+    twin = plain[keys + ["median_s"]].rename(columns={"median_s": "plain_s"})
+    out = varied.merge(twin, on=keys, how="inner")
+    out["ratio"] = out["median_s"] / out["plain_s"]
+    return out
+
+
+def variants_within(df: pd.DataFrame, run: RunFacts = NO_FACTS) -> Verdict:
+    """Per backend among ALL_VARIANT_KERNELS and per variant, the geometric mean of variant / plain causal time over
+    the sizes run; holds when every one is within VARIANT_TOLERANCE."""
+    costs = variant_costs(df)
+    if not costs.empty:
+        costs = costs[costs["backend"].isin(ALL_VARIANT_KERNELS)]
+    if costs.empty:
+        return Verdict(CLAIM, NOT_MEASURED, "no variant case with its plain causal twin for "
+                       f"{', '.join(ALL_VARIANT_KERNELS) or 'any backend taking every variant'} (run with "
+                       "--mask causal,chunk:C --score none,softcap:X,alibi,sinks)")
+    detail = []
+    for (backend, variant), grp in costs.groupby(["backend", "attn_variant"]):
+        detail.append({"backend": backend, "variant": variant, "ratio": geomean(grp["ratio"]), "cases": len(grp),
+                       "worst": float(grp["ratio"].max())})
+    table = pd.DataFrame(detail)
+    worst = table.loc[table["ratio"].idxmax()]
+    numbers = ("variant / plain causal time (geometric mean over sizes): "
+               + "; ".join(f"{d['backend']} {d['variant']} {d['ratio']:.2f}× ({d['cases']} sizes)" for d in detail)
+               + f"; within {VARIANT_TOLERANCE}× holds if every one is." + noisy_note(costs))
+    if worst["ratio"] <= VARIANT_TOLERANCE:
+        return Verdict(CLAIM, HOLDS, numbers, detail=tuple(detail))
+    why = (f"{worst['backend']} pays {worst['ratio']:.2f}× for {worst['variant']}"
+           + (": its sinks add an extra key (a K/V copy) on every call" if worst["variant"] == "sinks" else ""))
+    return Verdict(CLAIM, FAILS, numbers, why=why, detail=tuple(detail))
