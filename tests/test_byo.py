@@ -280,3 +280,16 @@ def test_ab_two_interpreters_flags(user_repo, capsys):
     assert main(["ab", "--python-a", sys.executable, "--backend", "mypkg.kern:kernel"]) == 2
     assert main(["ab", "--backend", "mypkg.kern:kernel"]) == 2
     assert "give REV" in capsys.readouterr().err
+
+
+def test_the_flop_floor_is_the_machines_best_gemm_not_an_emulated_dtypes():
+    """A CPU without bf16 units runs a bf16 GEMM 100x below fp32, but torch's bf16 attention computes in fp32:
+    50x faster than that GEMM is plausible; faster than the fp32 GEMM by more than the margin is not."""
+    from bench.kinds.guards import implausible
+
+    calibration = {"gemm_flops_per_s_fp32": 1e11, "gemm_flops_per_s_bf16": 1e9, "read_bytes_per_s": 1e10}
+    record = {"dtype": "bf16", "flops": 1e9, "bytes": 1e3, "median_s": 0.02}  # 50 GFLOP/s: 50x the bf16 GEMM
+    assert implausible(record, calibration) is None
+    record["median_s"] = 1e-4  # 10 TFLOP/s on a machine whose best GEMM is 100 GFLOP/s
+    assert implausible(record, calibration).startswith("implausible: median")
+    assert "best measured GEMM ceiling (fp32)" in implausible(record, calibration)
