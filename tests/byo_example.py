@@ -82,7 +82,7 @@ KERNELS = textwrap.dedent('''
         return out
 
 
-    SLOWDOWN = 1.3
+    SLOWDOWN = 2.0  # a test on a shared 2-core machine needs a slowdown far above its noise; x1.3 is caught by hand
     not_callable = 3
 
 

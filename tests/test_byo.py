@@ -265,7 +265,7 @@ def test_ab_in_a_user_repository_aa_then_a_slower_kernel(user_repo, capsys):
     (user_repo / "mypkg" / "kern.py").write_text("from mypkg.attn import slower as kernel  # noqa: F401\n")
     assert main(["ab", "HEAD", *USER_CASES]) == 1
     regressed, matched = regressed_of(capsys.readouterr().out)
-    assert matched == 12 and regressed >= 10
+    assert matched == 12 and regressed >= 9  # as test_ab.py asks of its x2 slowdown
 
 
 def test_ab_in_a_user_repository_needs_their_backend(user_repo, capsys):
