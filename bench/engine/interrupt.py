@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,6 +21,10 @@ from contextlib import contextmanager
 STAGES = ("calibrate", "check", "time", "write", "report", "cleanup")
 HOOK_ENV = "ATTNBENCH_INTERRUPT_AT"
 _reached: Counter[str] = Counter()
+# Set in a case's worker process (bench.engine.worker), which ignores SIGINT: a terminal's Ctrl-C reaches the whole
+# process group, and it is `bench run` that acts on it. So the hook signals the parent there, and the worker waits
+# to be ended, as it would be.
+in_worker = False
 
 
 def stage(name: str) -> None:
@@ -33,6 +38,9 @@ def stage(name: str) -> None:
         return
     _reached[name] += 1
     if _reached[name] == wanted[name]:
+        if in_worker:
+            os.kill(os.getppid(), signal.SIGINT)
+            time.sleep(3600)  # the parent ends this worker as it stops
         signal.raise_signal(signal.SIGINT)  # handled as a real Ctrl-C: raised, held back or ignored
 
 

@@ -69,7 +69,10 @@ def serve(request: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
 
 
 def main() -> None:
+    from bench.engine import interrupt
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    interrupt.in_worker = True
     out = _protocol_stream()
     state: dict[str, Any] = {}
     for line in sys.stdin:
