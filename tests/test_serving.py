@@ -9,7 +9,7 @@ import torch
 
 from bench.backends import BACKENDS, Backend
 from bench.backends.naive import naive_attention
-from bench.engine import sweeps
+from bench.engine import parse, sweeps
 from bench.engine.runner import Runner
 from bench.engine.sweeps import Case, Sweep
 from bench.errors import UsageError
@@ -136,9 +136,9 @@ def test_sweep_expands_lengths_and_page_sizes():
 
 
 def test_page_size_axis_parses_contiguous_and_paged_decode_defaults_to_uniform_contexts():
-    assert sweeps.page_sizes("contiguous,16,128") == (None, 16, 128)
+    assert parse.page_sizes("contiguous,16,128") == (None, 16, 128)
     with pytest.raises(UsageError):
-        sweeps.page_sizes("16,big")
+        parse.page_sizes("16,big")
     sweep = Sweep(backends=("naive",), phases=("decode",), decode_kv=(256,), page_sizes=(None, 32))
     assert {(c.shape.lengths, c.shape.page_size) for c in sweeps.cases(sweep, "cpu")} == {("uniform", None),
                                                                                         ("uniform", 32)}

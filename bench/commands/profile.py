@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from bench.engine import options, sweeps
+from bench.engine import options, parse, sweeps
 from bench.engine.session import Session
 from bench.errors import UsageError
 from bench.measure.calibrate import MAIN_DTYPE
@@ -121,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def case_budget(args: argparse.Namespace) -> float:
-    return sweeps.seconds(args.budget_s) if args.budget_s else PROFILE_BASE.budget_s
+    return parse.seconds(args.budget_s) if args.budget_s else PROFILE_BASE.budget_s
 
 
 def report_lines(record: dict, timing) -> list[str]:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.backends import BACKENDS, backends_for, get_backend
+from bench.engine.parse import duration, ints, one_of, page_size_check, page_sizes, positive_ints_check, seconds, words
 from bench.errors import InputError, UsageError
 from bench.scores import parse_score
 from bench.shapes import (
@@ -26,7 +27,6 @@ from bench.shapes import (
     LENGTHS,
     SCOPES,
     AttentionShape,
-    ShapeError,
     head_dim_for,
     mask_fields,
     parse_mask,
@@ -34,64 +34,6 @@ from bench.shapes import (
 
 PHASES = ("prefill", "decode")
 PASSES = ("fwd", "fwd+bwd")
-
-
-def ints(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(x) for x in text.split(","))
-    except ValueError:
-        raise UsageError(f"expected comma-separated integers, got {text!r}") from None
-
-
-def seconds(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise UsageError(f"expected a number of seconds, got {text!r}") from None
-
-
-def duration(text: str) -> float | None:
-    """'10m', '90s', '1h', '600' (seconds) or 'none' (no limit: infinity)."""
-    text = text.strip().lower()
-    if text in ("none", "inf", "off"):
-        return float("inf")
-    units = {"s": 1, "m": 60, "h": 3600}
-    scale = units.get(text[-1:])
-    try:
-        value = float(text[:-1] if scale else text) * (scale or 1)
-    except ValueError:
-        raise UsageError(f"expected a duration such as 10m, 90s, 1h or none, got {text!r}") from None
-    if value <= 0:
-        raise UsageError(f"a duration must be positive, got {text!r}")
-    return value
-
-
-def words(text: str) -> tuple[str, ...]:
-    return tuple(x.strip() for x in text.split(",") if x.strip())
-
-
-def one_of(name: str, known: tuple[str, ...] | dict) -> Callable[[str], None]:
-    def check(value: str) -> None:
-        if value not in known:
-            raise UsageError(f"unknown {name} {value!r}; known: {', '.join(known)}")
-    return check
-
-
-def _positive_int(name: str) -> Callable[[int], None]:
-    def check(value: int) -> None:
-        if value <= 0:
-            raise ShapeError(f"{name}={value!r} must be a positive integer")
-    return check
-
-
-def page_sizes(text: str) -> tuple[int | None, ...]:
-    """'contiguous,16,128' -> (None, 16, 128): page sizes, 'contiguous' for an unpaged cache beside them."""
-    return tuple(None if word == "contiguous" else ints(word)[0] for word in words(text))
-
-
-def _page_size(value: int | None) -> None:
-    if value is not None:
-        _positive_int("page_size")(value)
 
 
 def axis(default: Any, flag: str, help: str, parse: Callable[[str], Any] = ints,
@@ -125,15 +67,15 @@ class Sweep:
 
     backends: tuple[str, ...] = axis(tuple(BACKENDS), "backend", "comma-separated backends, e.g. naive,sdpa-flash",
                                      words, check=lambda name: get_backend(name))
-    heads: tuple[int, ...] = axis((8,), "heads", "query heads, e.g. 8 or 8,16", check=_positive_int("n_heads"))
+    heads: tuple[int, ...] = axis((8,), "heads", "query heads, e.g. 8 or 8,16", check=positive_ints_check("n_heads"))
     kv_heads: tuple[int, ...] | None = axis((8, 2, 1), "kv-heads", "KV heads, e.g. 8,2,1 (MHA, GQA, MQA); "
                                             "a profile's None means equal to the query heads",
-                                            check=_positive_int("n_kv_heads"))
+                                            check=positive_ints_check("n_kv_heads"))
     seqs: tuple[int, ...] = axis((256, 512, 1024, 2048), "seq", "prefill sequence lengths",
-                                 check=_positive_int("seq_q"))
-    batches: tuple[int, ...] = axis((1,), "batch", "batch sizes", check=_positive_int("batch"),
+                                 check=positive_ints_check("seq_q"))
+    batches: tuple[int, ...] = axis((1,), "batch", "batch sizes", check=positive_ints_check("batch"),
                                     clears="tokens_per_batch")
-    head_dims: tuple[int, ...] = axis((64,), "head-dim", "head dims", check=_positive_int("head_dim"),
+    head_dims: tuple[int, ...] = axis((64,), "head-dim", "head dims", check=positive_ints_check("head_dim"),
                                       clears="d_model")
     dtypes: tuple[str, ...] = axis(("fp32",), "dtype", "fp32,bf16,fp16", words, one_of("dtype", DTYPES))
     masks: tuple[str, ...] = axis(("causal",), "mask", "none,causal,window:256,chunk:64 (chunk: Llama-4's chunked "
@@ -141,9 +83,9 @@ class Sweep:
     phases: tuple[str, ...] = axis(("prefill",), "phase", "prefill,decode", words, one_of("phase", PHASES))
     passes: tuple[str, ...] = axis(("fwd",), "pass", "fwd,fwd+bwd", words, one_of("pass", PASSES))
     decode_q: tuple[int, ...] = axis((1,), "decode-q", "queries per decode step (1; 4 for speculative decoding)",
-                                     check=_positive_int("decode_q"))
+                                     check=positive_ints_check("decode_q"))
     decode_kv: tuple[int, ...] = axis((1024, 4096, 16384), "decode-kv", "KV-cache lengths for decode",
-                                      check=_positive_int("decode_kv"))
+                                      check=positive_ints_check("decode_kv"))
     scopes: tuple[str, ...] = axis(("attention",), "scope", "attention,layer: time attention alone, and/or the "
                                    "whole layer (W_Q, W_K, W_V, W_O around it; prefill only)", words,
                                    one_of("scope", SCOPES))
@@ -156,7 +98,7 @@ class Sweep:
                                            one_of("lengths", LENGTHS))
     page_sizes: tuple[int | None, ...] | None = axis(None, "page-size", "serving decode: KV-cache page sizes, e.g. "
                                                      "contiguous,16,128 (contexts drawn uniform unless --lengths)",
-                                                     page_sizes, _page_size)
+                                                     page_sizes, page_size_check)
     scores: tuple[str, ...] = axis(("none",), "score", "score variants: none,softcap:50,alibi,sinks (sink logits "
                                    "seeded; see bench.scores)", words, parse_score, shape_field="score")
     budget_s: float = axis(1.0, "budget", "seconds of timing per case before it is marked noisy", seconds)
