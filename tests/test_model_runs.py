@@ -21,11 +21,15 @@ def test_a_hybrid_model_sweeps_one_shape_per_attention_kind():
                        phases=("prefill", "decode"), decode_kv=(8192,), dtypes=("bf16",))
     cases = sweeps.cases(sweep, "cpu")
     ids = [c.id for c in cases]
-    # full layers: causal; sliding layers: the 4096 window; Hq 16, Hkv 8, D 256 from the config, not --heads
-    assert ids == ["naive/gqa/b1-hq16-hkv8-q512-kv512-d256-model=gemma-2-9b/bf16/causal/prefill/fwd/cpu",
-                   "naive/gqa/b1-hq16-hkv8-q1-kv8192-d256-model=gemma-2-9b/bf16/causal/decode/fwd/cpu",
-                   "naive/gqa/b1-hq16-hkv8-q512-kv512-d256-model=gemma-2-9b/bf16/window:4096/prefill/fwd/cpu",
-                   "naive/gqa/b1-hq16-hkv8-q1-kv8192-d256-model=gemma-2-9b/bf16/window:4096/decode/fwd/cpu"]
+    # full layers: causal; sliding layers: the 4096 window; Hq 16, Hkv 8, D 256 from the config, not --heads; and
+    # Gemma-2's attn_logit_softcapping 50 on every layer (the attention the model runs)
+    assert ids == ["naive/gqa/b1-hq16-hkv8-q512-kv512-d256-model=gemma-2-9b-score=softcap:50/bf16/causal/prefill/"
+                   "fwd/cpu",
+                   "naive/gqa/b1-hq16-hkv8-q1-kv8192-d256-model=gemma-2-9b-score=softcap:50/bf16/causal/decode/fwd/cpu",
+                   "naive/gqa/b1-hq16-hkv8-q512-kv512-d256-model=gemma-2-9b-score=softcap:50/bf16/window:4096/prefill/"
+                   "fwd/cpu",
+                   "naive/gqa/b1-hq16-hkv8-q1-kv8192-d256-model=gemma-2-9b-score=softcap:50/bf16/window:4096/decode/"
+                   "fwd/cpu"]
 
 
 def test_presets_and_head_dim_from_the_config():
