@@ -90,8 +90,10 @@ def _adaptive(measure_round: Callable[[int], float], one_call_s: float, budget_s
     least = MIN_ROUNDS
     while len(samples) < MAX_ROUNDS:
         seconds = measure_round(calls) / calls
-        if not samples:  # the first round says how long one is: long ones get fewer rounds
-            least = min_rounds(seconds * calls, budget_s)
+        if not samples:  # how long a round is: long ones get fewer rounds. The warm-up's call time when there
+            # is one, so that one slow first round (a busy machine's hiccup) cannot cut a short call's rounds
+            round_s = seconds * calls if one_call_s <= 0 else min(seconds * calls, one_call_s * calls)
+            least = min_rounds(round_s, budget_s)
         if guard is None or guard.keep():
             samples.append(seconds)
         if len(samples) >= least and summarize(samples).rel_ci_half_width <= target:
