@@ -18,7 +18,6 @@ import dataclasses
 import datetime as dt
 import gc
 import os
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -295,10 +294,6 @@ class Session:
             return 130
         return 1 if self.failing else 0
 
-    def kept(self) -> int:
-        """Cases in the results file now."""
-        return len(self.store.doc.entries()) if self.store is not None else 0
-
     # -- progress -------------------------------------------------------------------------------------------
     def _progress(self, case: Case, record: dict[str, Any]) -> None:
         self.finished += 1
@@ -319,7 +314,3 @@ class Session:
             detail = record["reason"][:90]
         self.say(f"[{done}/{total} eta {int(eta) // 60}m{int(eta) % 60:02d}s] {case.id}  "
                  f"{PROGRESS_LABELS[status]}  {detail}")
-
-
-def stderr_say(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
