@@ -35,6 +35,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--malloc", choices=["default", "tuned"], default="default",
                    help="tuned: restart with glibc malloc kept from returning large blocks to the OS (CPU)")
     p.add_argument("--list", action="store_true", help="print the case ids and exit")
+    p.add_argument("--plan", action="store_true",
+                   help="print the plan (per question: answered or not; each case's predicted seconds) and exit")
+    p.add_argument("--gpu", help="with --plan: plan for this GPU from its spec sheet (e.g. H200), not the ceilings "
+                                 "measured here")
     p.add_argument("--in-process", action="store_true",
                    help="run the cases in this process, not a worker (no --case-timeout, no crash isolation): "
                         "for a debugger")
@@ -56,10 +60,16 @@ def run(args: argparse.Namespace) -> int:
         values["device"] = "cuda"
     if job and values.get("resume"):
         raise UsageError("--resume with --launcher: run the same command again; it resubmits what is missing")
-    plan = options.plan(values, default_out=not args.list and not job, listing=args.list or bool(job),
+    if args.gpu and not args.plan:
+        raise UsageError("--gpu goes with --plan (it plans for a GPU from its spec sheet)")
+    preview = args.list or args.plan
+    plan = options.plan(values, default_out=not preview and not job, listing=preview or bool(job),
                         here=job.get("launcher") != "slurm")
     if args.list:
         print("\n".join(c.id for c in plan.cases))
+        return 0
+    if args.plan:
+        print("\n".join(_preview(plan, args.gpu)))
         return 0
     out = plan.out
     if job:
@@ -79,7 +89,10 @@ def run(args: argparse.Namespace) -> int:
     elif devices:
         code = devices_mod.run_on_devices(values, plan, devices)
     else:
-        code = Session(plan, trace_dir=values.get("trace"), isolate=not args.in_process).run()
+        from bench.engine.console import console_for
+
+        console = console_for(sys.stdout) if QUEUE_ENV not in os.environ else None
+        code = Session(plan, trace_dir=values.get("trace"), isolate=not args.in_process, console=console).run()
     worker = QUEUE_ENV in os.environ  # a --devices worker: the launcher sums up the whole run
     if code == 130:
         if not worker:
@@ -101,6 +114,21 @@ def run(args: argparse.Namespace) -> int:
 
         print("\n".join([*(table_lines(out) if args.tables else []), *summary_lines(out, report)]))
     return code
+
+
+def _preview(plan: options.Plan, gpu: str | None) -> list[str]:
+    """--plan: the ceilings measured here, or a GPU's spec sheet (--gpu, or a CUDA plan on a machine without one)."""
+    import torch
+
+    from bench.engine.preview import preview_lines
+    from bench.measure import calibrate
+
+    if gpu or (plan.device == "cuda" and not torch.cuda.is_available()):
+        ceilings = calibrate.spec_calibration(gpu or "H200")
+    else:
+        print(f"calibrating {plan.device} (GEMM and copy ceilings)...", flush=True)
+        ceilings = calibrate.calibrate(plan.device, plan.sweep.dtypes)
+    return preview_lines(plan, ceilings)
 
 
 def interrupted_line(values: dict[str, Any], plan: options.Plan, out: Path, job: dict) -> str:

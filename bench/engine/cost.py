@@ -42,6 +42,19 @@ def call_s(record: dict[str, Any], calibration: dict[str, Any], memory: str) -> 
     return max(compute, traffic / copy) + CALL_OVERHEAD_S.get(device, 30e-6)
 
 
+def predict_all(cases: list[Case], calibration: dict[str, Any], budget_s: float) -> dict[str, float]:
+    """Every case's predicted seconds, by id, from the backends' traits and the ceilings."""
+    from bench.backends import get_backend
+    from bench.record import new_record
+
+    out = {}
+    for case in cases:
+        b = get_backend(case.backend)
+        out[case.id] = predict(case, new_record(case, b.memory), calibration, b.memory, budget_s,
+                               bool(b.unsupported_reason(case.device, case.shape.dtype)), b.compiles)
+    return out
+
+
 def predict(case: Case, record: dict[str, Any], calibration: dict[str, Any], memory: str, budget_s: float,
             unsupported: bool = False, compiles: bool = False) -> float:
     """Predicted seconds of the whole case: check, first call, timing modes, memory."""

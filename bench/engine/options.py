@@ -134,7 +134,7 @@ def plan(values: Mapping[str, Any], default_out: bool = True, listing: bool = Fa
     import torch
 
     device = values.get("device") or (default_device() if here else "cuda")
-    if device == "cuda" and here and not torch.cuda.is_available():
+    if device == "cuda" and here and not listing and not torch.cuda.is_available():
         raise UsageError("--device cuda: torch sees no CUDA device here")
     name = values.get("profile") or "default"
     base = sweeps.profile(name, device)

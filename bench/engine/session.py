@@ -25,7 +25,9 @@ from typing import Any
 
 from bench.engine import interrupt
 from bench.engine.budget import Planner, priority_order
-from bench.engine.cost import predict
+from bench.engine.console import Console, LogConsole
+from bench.engine.console import fmt_eta as fmt_s
+from bench.engine.cost import predict_all
 from bench.engine.isolate import IsolatedRunner
 from bench.engine.options import Plan
 from bench.engine.queue import DEVICE_ENV, QUEUE_ENV, CaseQueue
@@ -58,11 +60,13 @@ class Session:
     def __init__(self, plan: Plan, run_id: str | None = None, *, say: Callable[[str], None] | None = None,
                  trace_dir: Path | None = None, budget_s: float | None = None,
                  machine_info: Callable[[], dict] | None = None, commit_info: Callable[[], dict] | None = None,
-                 queue: CaseQueue | None = None, ran_on: str | None = None, isolate: bool = False) -> None:
+                 queue: CaseQueue | None = None, ran_on: str | None = None, isolate: bool = False,
+                 console: Console | None = None) -> None:
         self.started = time.perf_counter()  # the time budget counts from here, calibration included
         self.plan = plan
         self.run_id = run_id or plan.run_id
-        self.say = say or (lambda line: print(line, flush=True))
+        self.console = console or LogConsole(say)
+        self.say = self.console.say
         self.trace_dir = trace_dir
         self.budget_s = budget_s if budget_s is not None else plan.sweep.budget_s
         self._machine_info = machine_info or (lambda: machine_info_here(plan.device, plan.profile))
@@ -86,6 +90,9 @@ class Session:
         budget = plan.sweep.time_budget_s
         self.planner = Planner(budget if budget is not None and budget != float("inf") else None)
         self.left: set[str] = set()  # the cases still to run or skip, for the ETA
+        self.agenda: Any = None  # bench.engine.agenda.Agenda: the order under a time budget, said before the first case
+        self.quiet: set[str] = set()  # cases the plan announced as a group: counted, not listed one by one
+        self.over_budget = 0  # cases recorded skipped because they no longer fit the time budget
 
     # -- the run's stages ------------------------------------------------------------------------------------
     def open(self, selected: set[str] | None = None, calibration: dict | None = None) -> None:
@@ -130,6 +137,7 @@ class Session:
             self.runner = Runner(calibration, gpu_name(self.plan.device), budget_s=self.budget_s,
                                  trace_dir=self.trace_dir)
         self._predict(calibration)
+        self._plan_questions(calibration)
         gc.freeze()  # what is alive now lives to the end: keep the collector from rescanning it between rounds
         self.t0 = time.perf_counter()
 
@@ -143,16 +151,36 @@ class Session:
 
     def _predict(self, calibration: dict) -> None:
         """Every case's predicted seconds (bench.engine.cost), for the ETA, the time budget and the record."""
-        from bench.backends import get_backend
-        from bench.record import new_record
-
-        for case in self.plan.cases:
-            b = get_backend(case.backend)
-            self.predicted[case.id] = predict(case, new_record(case, b.memory), calibration, b.memory,
-                                              self.budget_s, bool(b.unsupported_reason(case.device,
-                                                                                       case.shape.dtype)),
-                                              b.compiles)
+        self.predicted = predict_all(self.plan.cases, calibration, self.budget_s)
         self.left = {c.id for c in self.pending if c.id in self.selected}
+
+    def _plan_questions(self, calibration: dict) -> None:
+        """Under a time budget, the questions' agenda (bench.engine.agenda); in any run, one line for the backends
+        this device cannot run at all instead of one per case."""
+        from bench.engine.agenda import cut_dtypes, device_reason, make_agenda, plan_lines
+        from bench.engine.questions import Context
+
+        mine = [c for c in self.pending if c.id in self.selected]
+        if self.queue is not None or not mine:
+            return
+        emulated = cut_dtypes(self.plan, calibration)
+        ctx = Context(self.plan.device, self.predicted, emulated, calibration)
+        unrunnable = {c.id for c in mine if device_reason(c)}
+        self.quiet = set(unrunnable)
+        if self.planner.budget_s is None:
+            if unrunnable:
+                backends = sorted({c.backend for c in mine if c.id in unrunnable})
+                reasons = sorted({device_reason(c) or "" for c in mine if c.id in unrunnable})
+                self.say(f"{len(backends)} backends cannot run here ({'; '.join(reasons)}): their {len(unrunnable)} "
+                         "cases are recorded unsupported")
+            return
+        elapsed = time.perf_counter() - self.started
+        self.agenda = make_agenda(mine, ctx, self.planner.budget_s, elapsed)
+        self.quiet |= set(self.agenda.left_out)
+        for line in plan_lines(self.agenda, self.planner.budget_s, elapsed, emulated):
+            self.say(line)
+        if self.store is not None:
+            self.store.doc.meta.questions = [a.as_dict() for a in self.agenda.answers]
 
     def _calibrate(self) -> dict:
 
@@ -192,6 +220,7 @@ class Session:
         """One case, checked and timed: its record and its results entry, which is in the store when this returns."""
         t0 = time.perf_counter()
         predicted = self.predicted.get(case.id)
+        self.console.running(case.id)
         if self.isolated is not None:
             outcome = self.isolated.run(case, self._record(case), self._timeout(predicted))
         else:
@@ -211,13 +240,16 @@ class Session:
             return self.skip(case)
         return self.measure(case)
 
-    def skip(self, case: Case) -> tuple[dict[str, Any], dict[str, Any]]:
-        """A case that does not fit the time budget: recorded `skipped`, its predicted time the reason."""
+    def skip(self, case: Case, reason: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+        """A case that does not fit the time budget (or that the plan leaves out, for `reason`): recorded
+        `skipped`, its predicted time the reason."""
         predicted = self.predicted[case.id]
-        record = dict(self._record(case), status="skipped", predicted_s=predicted, wall_s=0.0,
-                      reason=f"predicted {predicted:.1f} s (x{self.planner.scale(case.shape.dtype):.2f} as this run "
-                             "goes): over the "
-                             f"{self.planner.budget_s:.0f} s time budget")
+        if reason is None:  # one line for them all at the end, not one per case
+            self.over_budget += 1
+            self.quiet.add(case.id)
+        reason = reason or (f"predicted {predicted:.1f} s (x{self.planner.scale(case.shape.dtype):.2f} as this run "
+                            f"goes): over the {self.planner.budget_s:.0f} s time budget")
+        record = dict(self._record(case), status="skipped", predicted_s=predicted, wall_s=0.0, reason=reason)
         return self._keep(case, record, [])
 
     def _record(self, case: Case) -> dict[str, Any]:
@@ -248,8 +280,15 @@ class Session:
         """The cases this process runs: its pending ones, or those a --devices queue hands it one at a time."""
         if self.queue is None:
             mine = [c for c in self.pending if c.id in self.selected]
-            if self.planner.budget_s is not None:  # the small shapes of every family first
+            if self.agenda is not None:  # the cases left out first (recorded at once), then the questions' order
+                for case in mine:
+                    if case.id in self.agenda.left_out:
+                        self.skip(case, self.agenda.left_out[case.id])
+                mine = [c for c in self.agenda.order if c.id not in self.agenda.left_out]
+            elif self.planner.budget_s is not None:  # the small shapes of every family first
                 mine = priority_order(mine, self.predicted)
+            else:  # the cases this device cannot run first: they are recorded at once
+                mine = sorted(mine, key=lambda c: c.id not in self.quiet)
             yield from mine
             return
         while (case_id := self.queue.claim()) is not None:
@@ -290,6 +329,10 @@ class Session:
                     self.close(self.interrupted)
             except KeyboardInterrupt:  # the test hook's cleanup stage: the file was written all the same
                 self.interrupted = True
+            self.console.close()
+        if self.over_budget:
+            self.say(f"{self.over_budget} cases did not fit the {fmt_s(self.planner.budget_s or 0)} time budget: "
+                     "recorded skipped (--time-budget none runs them all)")
         if self.interrupted:
             return 130
         return 1 if self.failing else 0
@@ -312,5 +355,5 @@ class Session:
                       f"{'  noisy' if record['noisy'] else ''}")
         else:
             detail = record["reason"][:90]
-        self.say(f"[{done}/{total} eta {int(eta) // 60}m{int(eta) % 60:02d}s] {case.id}  "
-                 f"{PROGRESS_LABELS[status]}  {detail}")
+        self.console.finished(f"{case.id}  {PROGRESS_LABELS[status]}  {detail}", status, done, total, eta,
+                              quiet=case.id in self.quiet)

@@ -27,7 +27,8 @@ def summary_lines(results: Path, report: Path | None = None) -> list[str]:
             lines.append(f"  {b['family']:<{width}}  {b['best']} ({b['wins']}/{b['shapes']}{vs})")
     lines.append("claims:")
     for c in evaluate_claims(frame, info.kv_measured):
-        lines.append(f"  {c['verdict']:<13}  {c['claim']}")
+        on = f"  [{c['judged_on']}]" if c.get("judged_on") else ""
+        lines.append(f"  {c['verdict']:<13}  {c['claim']}{on}")
     lines.append(f"results: {results}")
     if report is not None:
         lines.append(f"report:  {report}")

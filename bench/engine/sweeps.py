@@ -158,7 +158,8 @@ PROFILES: dict[str, dict[str, Sweep]] = {
                          # a compact heads sweep and the layer around attention, so every claim gets a verdict
                          also=(Sweep(backends=("naive", "sdpa-math", "sdpa-flash"), heads=(2, 4, 8, 16, 32),
                                      kv_heads=None, d_model=512, seqs=(1024,), budget_s=0.6),
-                               Sweep(backends=("naive", "sdpa-flash"), kv_heads=(8,), seqs=(256, 1024, 2048),
+                               Sweep(backends=("naive", "sdpa-flash"), kv_heads=(8,), seqs=(256, 512, 1024, 2048,
+                                                                                             4096),
                                      scopes=("attention", "layer"), budget_s=0.6))),
         "heads": Sweep(backends=("naive", "sdpa-math", "sdpa-flash", "flex"), heads=(1, 2, 4, 8, 16, 32),
                        kv_heads=None, d_model=512, seqs=(1024,)),
@@ -190,7 +191,19 @@ PROFILES: dict[str, dict[str, Sweep]] = {
                                              Sweep(backends=("naive", "sdpa", "sdpa-flash"), heads=(16,),
                                                    kv_heads=(16,), head_dims=(128,), seqs=(1024, 4096, 16384),
                                                    tokens_per_batch=16384, dtypes=("bf16",),
-                                                   scopes=("attention", "layer"), budget_s=0.5))),
+                                                   scopes=("attention", "layer"), budget_s=0.5),
+                                             # the variant claim: each score variant and a chunk mask beside
+                                             # plain causal, for the kernels that run them
+                                             Sweep(backends=("naive", "sdpa", "flex", "flash-attn"), heads=(16,),
+                                                   kv_heads=(4,), head_dims=(128,), seqs=(4096,),
+                                                   tokens_per_batch=16384, dtypes=("bf16",),
+                                                   masks=("causal", "chunk:1024"),
+                                                   scores=("none", "softcap:50", "alibi", "sinks"), budget_s=0.5),
+                                             # the paging claim: paged decode beside a contiguous cache
+                                             Sweep(heads=(32,), kv_heads=(8,), batches=(16,), head_dims=(128,),
+                                                   dtypes=("bf16",), phases=("decode",), decode_kv=(32768,),
+                                                   page_sizes=(None, 16, 256), lengths=("uniform",),
+                                                   budget_s=0.5))),
         "heads": Sweep(heads=(1, 2, 4, 8, 16, 32), kv_heads=None, d_model=2048, seqs=(4096,), dtypes=("bf16",)),
         "decode": Sweep(heads=(32,), kv_heads=(32, 8, 1), head_dims=(128,), dtypes=("bf16",), phases=("decode",),
                         decode_q=(1, 4), decode_kv=(8192, 32768, 131072), batches=(1, 8)),

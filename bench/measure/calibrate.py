@@ -151,3 +151,23 @@ def calibrate(device: str, dtypes: tuple[str, ...] = ()) -> dict:
                        and out[f"gemm_flops_per_s_{d}"] < EMULATED_BELOW * out["gemm_flops_per_s"]]
     out["notes"] = notes
     return out
+
+
+# A GPU that is not here is planned from its spec sheet at the shares measured on one: an H200's bf16 GEMM reached
+# ~80% of its datasheet peak, its device copy ~90% of the bandwidth.
+SPEC_GEMM_SHARE, SPEC_COPY_SHARE, SPEC_READ_SHARE = 0.8, 0.9, 0.94
+
+
+def spec_calibration(gpu_name: str) -> dict:
+    """Ceilings for planning a run on a GPU that is not here (`bench run --plan --gpu NAME`), from its spec sheet:
+    bf16/fp16 at SPEC_GEMM_SHARE of the tensor-core peak, fp32 (TF32-free) at a sixteenth of it."""
+    sheet = spec_sheet(gpu_name)
+    if sheet is None:
+        from bench.errors import UsageError
+
+        raise UsageError(f"--gpu {gpu_name!r}: no spec sheet; known: {', '.join(SPEC_SHEETS)}")
+    half = SPEC_GEMM_SHARE * sheet.flops_per_s
+    return {"gemm_flops_per_s": half, "gemm_flops_per_s_bf16": half, "gemm_flops_per_s_fp16": half,
+            "gemm_flops_per_s_fp32": half / 16, "copy_bytes_per_s": SPEC_COPY_SHARE * sheet.bytes_per_s,
+            "read_bytes_per_s": SPEC_READ_SHARE * sheet.bytes_per_s, "emulated": [],
+            "notes": [f"planned from the {sheet.name} spec sheet ({sheet.source}), not measured"]}

@@ -180,10 +180,26 @@ def figure_blocks(files: dict[str, str]) -> list[Block]:
 
 def claims_table(df: pd.DataFrame, run: RunInfo | None = None) -> Table:
     """One row per registered claim; where it does not hold, its reason follows the numbers."""
-    rows = [[v.claim, v.verdict, v.numbers + (f" Why: {v.why}" if v.why else "")]
+    rows = [[v.claim, v.verdict, v.judged_on or "–", v.numbers + (f" Why: {v.why}" if v.why else "")]
             for v in verdicts(df, RunFacts.of(run))]
-    return Table(["claim (from the tutorials)", "verdict on this run", "the numbers behind it"], rows,
+    return Table(["claim (from the tutorials)", "verdict on this run", "judged on", "the numbers behind it"], rows,
                  verdict_column=1)
+
+
+def plan_notes(run: RunInfo) -> list[Block]:
+    """What the run's plan said, before its first case, of the questions it could not answer in its time budget."""
+    lines = []
+    for q in run.questions:
+        if q.get("state") == "over budget" and q.get("budget_s"):
+            lines.append(f"{q.get('asks')}: its least ({q.get('least_cases')} cases, about {q.get('least_s')} s) did "
+                         f"not fit this run's time budget; `--time-budget {int(q['budget_s'] // 60)}m` answers it.")
+        elif q.get("state") == "not in this plan" and q.get("command"):
+            when = f" (about {int(q['elsewhere_s'] // 60)} min on this machine)" if q.get("elsewhere_s") else ""
+            lines.append(f"{q.get('asks')}: not in this run's profile; `{q['command']}` measures it{when}.")
+    if not lines:
+        return []
+    return [Para("What the plan said before the first case, of the questions it could not answer here: "
+                 + " ".join(lines))]
 
 
 def models_section(run: RunInfo, df: pd.DataFrame) -> list[Block]:
@@ -315,7 +331,7 @@ def build(loaded: Loaded, figures: dict[str, dict[str, str]]) -> list[Block]:
     for run in runs:
         blocks.append(Heading("Summary" + (f": {run.run_id} on {run.machine}" if several else "")))
         blocks += summary(run, frame[frame["run_id"] == run.run_id])
-    blocks += _per_run(runs, frame, "Claims", lambda run, df: [claims_table(df, run)], several)
+    blocks += _per_run(runs, frame, "Claims", lambda run, df: [claims_table(df, run), *plan_notes(run)], several)
     blocks += _per_run(runs, frame, "Best backends", lambda run, df: best_section(df), several)
     blocks += environment(runs, frame)
     blocks += _per_run([r for r in runs if r.models], frame, "Models", models_section, several)

@@ -15,7 +15,7 @@ import pandas as pd
 
 from bench.report.frames import shape_keys_but
 from bench.report.load import INT_COLUMNS
-from bench.report.verdict import FAILS, HOLDS, NO_FACTS, NOT_MEASURED, RunFacts, Verdict
+from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE, NO_FACTS, NOT_MEASURED, RunFacts, Verdict, judged, span
 
 # What pairs an attention-alone case with its layer twin: the backend and every shape field but the scope (the one
 # thing this analysis varies), so cases that differ in any other field, one added later included, stay apart.
@@ -25,6 +25,8 @@ SHARE_KEYS = ["backend", *shape_keys_but(*VARIED)]
 FAMILY_KEYS = [k for k in SHARE_KEYS if k not in ("backend", "seq_q", "seq_kv")]
 INT_KEYS = (*INT_COLUMNS, "seq")
 DOMINANT = 0.5  # attention "dominates" when it takes at least half of the layer's time
+RISING = 0.2  # attention's time over the rest's, fitted as ∝ S^k: k above this is a share still on its way up
+DECIDING_SPAN = 4  # "does not hold" needs >= 3 lengths over >= 4x with a share that does not rise
 COMMAND = "python -m bench run --model-config llama-3-8b --scope attention,layer --phase prefill"
 CLAIM = "Attention dominates the layer at long sequence lengths"
 
@@ -95,7 +97,7 @@ def attention_dominates(df: pd.DataFrame, run: RunFacts = NO_FACTS) -> Verdict:
                                      f"same shape and backend (run `{COMMAND}`)")
     shares["model_key"] = shares["model"].fillna("")  # groupby drops None keys
     families = shares.groupby([k if k != "model" else "model_key" for k in FAMILY_KEYS], sort=True, dropna=False)
-    detail, parts, verdicts, short = [], [], [], []
+    detail, parts, verdicts, short, open_ = [], [], [], [], []
     for _, fam in families:
         first = fam.iloc[0]
         key = {k: _plain(k, first[k]) for k in FAMILY_KEYS if k != "model"}  # the frame made ints of None floats
@@ -115,7 +117,13 @@ def attention_dominates(df: pd.DataFrame, run: RunFacts = NO_FACTS) -> Verdict:
         longest, at_longest = per_seq[-1]
         verdicts.append(at_longest >= DOMINANT)
         if at_longest < DOMINANT:
-            short.append(f"{_family_label(key)} ({_pct(at_longest)} at S={longest})")
+            crossing = projected_crossing(per_seq)
+            if crossing is not None:  # still rising, or too few lengths to tell: longer lengths decide it
+                open_.append(f"{_family_label(key)} ({_pct(at_longest)} at S={longest}; "
+                             + (f"the trend reaches half near S≈{crossing:,}" if crossing else
+                                "too few lengths to see a trend") + ")")
+            else:
+                short.append(f"{_family_label(key)} ({_pct(at_longest)} at S={longest})")
         where = (f"attention takes half or more from S={from_seq}" if from_seq is not None else
                  f"attention never takes half on this machine (up to S={longest})")
         label = f"{_family_label(key)}: " if families.ngroups > 1 else ""
@@ -127,10 +135,42 @@ def attention_dominates(df: pd.DataFrame, run: RunFacts = NO_FACTS) -> Verdict:
     if noisy:
         numbers += f" {noisy} of {len(shares)} shares rest on a timing flagged noisy."
     holds = all(verdicts)
-    why = "" if holds else ("attention takes under half the layer at the longest S measured in " + "; ".join(short)
-                            + ": the projections grow as S and attention as S², so only longer sequences tip it.")
-    return _result(HOLDS if holds else FAILS, numbers, detail, why)
+    on = judged(span(shares["seq"], "S"), ", ".join(sorted(shares["dtype"].unique())),
+                ", ".join(sorted(shares["backend"].unique())))
+    if holds:
+        return _result(HOLDS, numbers, detail, "", on)
+    if short:
+        why = ("attention takes under half the layer at the longest S measured, and its share does not rise across "
+               f"≥{DECIDING_SPAN}× of lengths, in " + "; ".join(short) + ".")
+        return _result(FAILS, numbers, detail, why, on)
+    why = ("attention takes under half the layer at the longest S measured, but its share is still rising in "
+           + "; ".join(open_) + ": the projections grow as S and attention as S², so longer sequences decide it "
+           f"(`{COMMAND} --seq {_longer(shares)}`).")
+    return _result(INCONCLUSIVE, numbers, detail, why, on)
 
 
-def _result(verdict: str, numbers: str, detail: list[dict] | None = None, why: str = "") -> Verdict:
-    return Verdict(CLAIM, verdict, numbers, why, tuple(detail or ()))
+def projected_crossing(per_seq: list[tuple[int, float]]) -> int | None:
+    """Where attention's share would reach half, from its trend: None when the data decide that it does not (>= 3
+    lengths over >= DECIDING_SPAN x and a share that does not rise), 0 when too few lengths show no trend, else the
+    length at which attention's time over the rest's, fitted as ∝ S^k over the measured lengths, reaches 1."""
+    seqs = [s for s, _ in per_seq]
+    odds = [min(max(m, 1e-6), 1 - 1e-6) for _, m in per_seq]
+    odds = [m / (1 - m) for m in odds]
+    if len(seqs) < 2:
+        return 0
+    k = float(pd.Series(odds).map(math.log).cov(pd.Series(seqs).map(math.log))
+              / pd.Series(seqs).map(math.log).var())
+    if k <= RISING:
+        enough = len(seqs) >= 3 and seqs[-1] >= DECIDING_SPAN * seqs[0]
+        return None if enough else 0
+    return int(seqs[-1] * (1 / odds[-1]) ** (1 / k))
+
+
+def _longer(shares: pd.DataFrame) -> str:
+    """Lengths that would decide it: the longest measured and the next three doublings."""
+    longest = int(shares["seq"].max())
+    return ",".join(str(longest * 2 ** i) for i in range(4))
+
+
+def _result(verdict: str, numbers: str, detail: list[dict] | None = None, why: str = "", on: str = "") -> Verdict:
+    return Verdict(CLAIM, verdict, numbers, why, tuple(detail or ()), judged_on=on)

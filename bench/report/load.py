@@ -79,6 +79,7 @@ class RunInfo:
     n_cases: int
     models: dict[str, Any] = field(default_factory=dict)  # --model-config facts per model (RunMeta.models)
     kv_measured: list[dict] = field(default_factory=list)  # measured KV caches per preset and variant
+    questions: list[dict] = field(default_factory=list)  # what the plan said of each question (RunMeta.questions)
 
 
 @dataclass
@@ -199,7 +200,9 @@ def read_results(path: str | Path, run_id: str | None = None) -> tuple[pd.DataFr
                    datetime=run["run_datetime"], machine=run["machine"], device=device, env=env,
                    calibration=dict(calibration), n_cases=len(frame),
                    models=meta.models if isinstance(meta.models, dict) else {},
-                   kv_measured=meta.kv_measured if isinstance(meta.kv_measured, list) else [])
+                   kv_measured=meta.kv_measured if isinstance(meta.kv_measured, list) else [],
+                   questions=[q for q in meta.questions or [] if isinstance(q, dict)]
+                   if isinstance(meta.questions, list) else [])
     return frame, info
 
 

@@ -36,10 +36,11 @@ figcaption { color: #555; margin-top: .4em; }
 .warning { background: #fff4e5; border-left: 4px solid #f0a020; padding: .5em 1em; }
 tbody tr td.holds { background: #e6f4ea; font-weight: 600; }
 tbody tr td.fails { background: #fde8e8; font-weight: 600; }
+tbody tr td.open { background: #fff4e5; font-weight: 600; }
 tbody tr td.na { color: #777; }
 """
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
-VERDICT_CLASS = {"holds": "holds", "does not hold": "fails", "not measured": "na"}
+VERDICT_CLASS = {"holds": "holds", "does not hold": "fails", "inconclusive": "open", "not measured": "na"}
 
 
 def safe_name(text: str) -> str:

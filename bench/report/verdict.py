@@ -1,4 +1,4 @@
-"""What a claim returns: one frozen Verdict, and the three words a verdict can be.
+"""What a claim returns: one frozen Verdict, and the four words a verdict can be.
 
 A claim is one function `(frame, run) -> Verdict` (the registry is bench.report.claims); `run` carries what a
 claim may read about its run beyond the frame.
@@ -12,7 +12,10 @@ from typing import Any
 import pandas as pd
 
 HOLDS, FAILS, NOT_MEASURED = "holds", "does not hold", "not measured"
-WORDS = (HOLDS, FAILS, NOT_MEASURED)
+# measured, but on data that cannot decide it (lengths stopping short of where it would be decided): the numbers
+# say what was measured and what would decide it; never read as "does not hold"
+INCONCLUSIVE = "inconclusive"
+WORDS = (HOLDS, FAILS, INCONCLUSIVE, NOT_MEASURED)
 
 
 @dataclass(frozen=True)
@@ -22,6 +25,7 @@ class Verdict:
     numbers: str  # the evidence, in one paragraph
     why: str = ""  # where it does not hold (or cannot be judged): what the numbers say the reason is
     detail: tuple[dict[str, Any], ...] = ()  # per-group plain data behind `numbers`, for tests and tables
+    judged_on: str = ""  # the range the verdict was judged on: lengths, head counts, dtypes, backends
 
     def __post_init__(self) -> None:
         if self.verdict not in WORDS:
@@ -29,9 +33,9 @@ class Verdict:
         object.__setattr__(self, "detail", tuple(self.detail))  # a list passed in stays frozen too
 
     def as_dict(self) -> dict[str, Any]:
-        """The plain shape `evaluate_claims` has always returned: claim, verdict, numbers, why, detail (a list)."""
+        """The plain shape `evaluate_claims` returns: claim, verdict, numbers, why, detail (a list), judged_on."""
         return {"claim": self.claim, "verdict": self.verdict, "numbers": self.numbers, "why": self.why,
-                "detail": list(self.detail)}
+                "detail": list(self.detail), "judged_on": self.judged_on}
 
 
 @dataclass(frozen=True)
@@ -53,3 +57,16 @@ def noisy_note(rows: pd.DataFrame) -> str:
     """Timed claims say how many of their timings the engine flagged noisy: a verdict is only as good as those."""
     noisy = int(rows["noisy"].fillna(False).sum())
     return f" {noisy} of {len(rows)} timings behind this are flagged noisy." if noisy else ""
+
+
+def span(values: Any, name: str, unit: str = "") -> str:
+    """'S 256–2048' (or 'S 1024' for one value): the range of a judged quantity, for `judged_on`."""
+    vals = sorted({int(v) for v in values})
+    if not vals:
+        return ""
+    return f"{name} {vals[0]}{unit}" if len(vals) == 1 else f"{name} {vals[0]}–{vals[-1]}{unit}"
+
+
+def judged(*parts: str) -> str:
+    """The non-empty parts joined: 'S 256–2048 · fp32 · naive, sdpa'."""
+    return " · ".join(p for p in parts if p)

@@ -15,7 +15,9 @@ Layout (pytest-benchmark's own keys, so `pytest-benchmark compare` reads it, plu
                   "fingerprint": {"device", "cpu_model", "gpu_name", "torch", "cuda", "threads"},
                   "models": {name: {...}} with --model-config, "kv_measured": [...] (bench.suite.plugin),
                   "baseline": {...} when pooled from several runs, "shards": [...] when merged,
-                  "devices": [...] with bench run --devices}
+                  "devices": [...] with bench run --devices,
+                  "questions": [...] under a time budget: per question of the report, what the plan said of it
+                  (bench.engine.agenda)}
 
 Untimed cases live apart because pytest-benchmark drops a whole file when one of its entries has no statistics.
 Every reader and writer goes through RunDocument (from_dict / to_dict); nothing else edits the raw keys.
@@ -57,6 +59,7 @@ class RunMeta:
     baseline: dict | None = None  # set when pooled from several runs (bench.regress.baseline)
     shards: list | None = None  # set when merged from shards
     devices: list | None = None  # bench run --devices: the (alike) devices whose workers ran the cases
+    questions: list | None = None  # under a time budget: what the plan said of each question before the first case
     other: dict = field(default_factory=dict)  # keys of other versions, kept as they were
 
     @classmethod

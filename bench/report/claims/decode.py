@@ -16,11 +16,23 @@ import pandas as pd
 from bench.record import LATER_SHAPE_KEYS
 from bench.report.frames import dense_rows, ok_rows
 from bench.report.traits import EXPANDING, FAMILY_NAMES, FUSED, kv_family
-from bench.report.verdict import FAILS, HOLDS, NO_FACTS, NOT_MEASURED, RunFacts, Verdict, noisy_note
+from bench.report.verdict import (
+    FAILS,
+    HOLDS,
+    INCONCLUSIVE,
+    NO_FACTS,
+    NOT_MEASURED,
+    RunFacts,
+    Verdict,
+    judged,
+    noisy_note,
+    span,
+)
 
 CLAIM = "GQA/MQA speed up decoding 2–4×"
 DECODE_CLAIM = (2.0, 4.0)
 NEAR = 50.0  # % of a ceiling from which a step counts as held by that ceiling
+ON_CHIP = 100.0  # % of the read-only ceiling above which the KV cache is served from on-chip caches, not memory
 KEYS = ["backend", "dtype", "batch", "n_heads", "head_dim", "seq_q", "seq_kv", "mask", "pass", *LATER_SHAPE_KEYS]
 CEILINGS = ["pct_read_ceiling", "pct_gemm_ceiling"]
 
@@ -98,8 +110,19 @@ def _judge(df: pd.DataFrame, family: str) -> Verdict:
     ok = ok_rows(dense_rows(df))
     numbers += "." + noisy_note(ok[(ok["phase"] == "decode") & (ok["backend"].map(kv_family) == family)])
     holds = median >= low
+    on = judged(span(sp["seq_kv"], "KV"), span(sp["n_heads"], "Hq"), ", ".join(sorted(sp["dtype"].unique())),
+                ", ".join(sorted(sp["backend"].unique())))
+    mha_read = float(pd.to_numeric(at_longest["mha_pct_read_ceiling"], errors="coerce").median())
+    if not holds and family == FUSED and math.isfinite(mha_read) and mha_read > ON_CHIP:
+        # the MHA step read its cache faster than memory can deliver: it sat in on-chip caches, where fewer KV
+        # bytes save no memory traffic; only a cache that spills to memory can decide the claim
+        longest = int(sp["seq_kv"].max())
+        return Verdict(claim, INCONCLUSIVE, numbers, f"At KV {longest} the MHA step runs at {mha_read:.0f}% of the "
+                       "read-only ceiling: its cache is served from on-chip caches, not memory, so this length "
+                       f"cannot show what fewer KV bytes buy. Longer contexts decide it (--decode-kv {4 * longest},"
+                       f"{16 * longest}).", tuple(detail), judged_on=on)
     return Verdict(claim, HOLDS if holds else FAILS, numbers, "" if holds else _why(family, at_longest),
-                   tuple(detail))
+                   tuple(detail), judged_on=on)
 
 
 def fused_decode_speedup(df: pd.DataFrame, run: RunFacts = NO_FACTS) -> Verdict:

@@ -6,10 +6,23 @@ import pandas as pd
 
 from bench.record import LATER_SHAPE_KEYS
 from bench.report.frames import dense_rows, ok_rows
-from bench.report.verdict import FAILS, HOLDS, NO_FACTS, NOT_MEASURED, RunFacts, Verdict, noisy_note
+from bench.report.verdict import (
+    FAILS,
+    HOLDS,
+    INCONCLUSIVE,
+    NO_FACTS,
+    NOT_MEASURED,
+    RunFacts,
+    Verdict,
+    judged,
+    noisy_note,
+    span,
+)
 
 CLAIM = "Heads are a free lunch: at fixed d_model, more heads cost about the same time"
 LUNCH_TOLERANCE = 1.5  # heads are "free" when time across head counts stays within this factor
+MIN_HEADS = 4  # head counts that make a sweep: fewer cannot tell a trend from two configurations
+COMMAND = "python -m bench run --profile heads"
 
 
 def heads_free_lunch(df: pd.DataFrame, run: RunFacts = NO_FACTS) -> Verdict:
@@ -17,17 +30,27 @@ def heads_free_lunch(df: pd.DataFrame, run: RunFacts = NO_FACTS) -> Verdict:
     ok = ok_rows(dense_rows(df))
     ok = ok[(ok["phase"] == "prefill") & (ok["variant"] == "mha")]
     keys = ["backend", "dtype", "mask", "pass", "batch", "d_model", "seq_kv", *LATER_SHAPE_KEYS]
-    detail, used = [], []
+    detail, used, short = [], [], []
     for key, grp in ok.groupby(keys, dropna=False):
-        if grp["n_heads"].nunique() < 3:  # a sweep, not two configurations that happen to share d_model
+        if grp["n_heads"].nunique() < 2:
+            continue
+        if grp["n_heads"].nunique() < MIN_HEADS:  # a sweep, not a few configurations that happen to share d_model
+            short.append(grp)
             continue
         grp = grp.sort_values("n_heads")
         used.append(grp)
         detail.append({**dict(zip(keys, key, strict=True)), "heads": [int(h) for h in grp["n_heads"]],
                        "spread": float(grp["median_s"].max() / grp["median_s"].min()),
                        "most_vs_fewest": float(grp["median_s"].iloc[-1] / grp["median_s"].iloc[0])})
+    if not detail and short:
+        rows = pd.concat(short)
+        return Verdict(CLAIM, INCONCLUSIVE, f"only {rows['n_heads'].nunique()} head counts at one d_model were "
+                       f"measured (Hq {', '.join(str(int(h)) for h in sorted(rows['n_heads'].unique()))}); at least "
+                       f"{MIN_HEADS} decide it (`{COMMAND}`)",
+                       judged_on=judged(span(rows["n_heads"], "Hq"), span(rows["seq_kv"], "S"),
+                                        ", ".join(sorted(rows["backend"].unique()))))
     if not detail:
-        return Verdict(CLAIM, NOT_MEASURED, "no heads sweep at fixed d_model (run the 'heads' profile)")
+        return Verdict(CLAIM, NOT_MEASURED, f"no heads sweep at fixed d_model (`{COMMAND}`)")
     spreads = pd.DataFrame(detail)
     median = float(spreads["spread"].median())
     worst = spreads.loc[spreads["spread"].idxmax()]
@@ -39,4 +62,8 @@ def heads_free_lunch(df: pd.DataFrame, run: RunFacts = NO_FACTS) -> Verdict:
                + ", ".join(f"{b} {v:.2f}×" for b, v in per_backend.items())
                + f"; worst {worst['backend']} at S={int(worst['seq_kv'])} {worst['spread']:.2f}×. "
                "FLOPs are equal at every head count by construction." + noisy_note(pd.concat(used)))
-    return Verdict(CLAIM, HOLDS if median <= LUNCH_TOLERANCE else FAILS, numbers, detail=tuple(detail))
+    rows = pd.concat(used)
+    on = judged(span(rows["n_heads"], "Hq"), span(rows["d_model"], "d_model"), span(rows["seq_kv"], "S"),
+                ", ".join(sorted(rows["dtype"].unique())), ", ".join(sorted(rows["backend"].unique())))
+    return Verdict(CLAIM, HOLDS if median <= LUNCH_TOLERANCE else FAILS, numbers, detail=tuple(detail),
+                   judged_on=on)

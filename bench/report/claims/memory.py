@@ -7,7 +7,7 @@ import pandas as pd
 from bench.record import LATER_SHAPE_KEYS
 from bench.report.frames import dense_rows, fit_exponent, ok_rows
 from bench.report.traits import FLASH_STYLE, MATERIALISING
-from bench.report.verdict import FAILS, HOLDS, NO_FACTS, NOT_MEASURED, RunFacts, Verdict
+from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE, NO_FACTS, NOT_MEASURED, RunFacts, Verdict, judged, span
 
 CLAIM = "The naive score matrix costs O(S²) memory; flash-style kernels cost O(S)"
 QUADRATIC_MIN, LINEAR_MAX = 1.7, 1.3  # fitted exponents that count as ~S^2 and ~S
@@ -19,16 +19,28 @@ def memory_scaling(df: pd.DataFrame, run: RunFacts = NO_FACTS) -> Verdict:
     ok = ok[(ok["phase"] == "prefill") & (ok["peak_mem_bytes"].astype("float64") > 0)]
     keys = ["backend", "variant", "dtype", "batch", "n_heads", "n_kv_heads", "head_dim", "mask", "pass",
             *LATER_SHAPE_KEYS]
-    detail = []
+    detail, short = [], []
     for key, grp in ok.groupby(keys, dropna=False):
         seqs = grp["seq_kv"].astype("float64")
-        if seqs.nunique() < 2 or seqs.max() / seqs.min() < 4:  # too short a range to tell S from S^2
+        if seqs.nunique() < 2:
+            continue
+        if seqs.max() / seqs.min() < 4:  # too short a range to tell S from S^2
+            short.append(grp)
             continue
         detail.append({**dict(zip(keys, key, strict=True)), "points": len(grp), "seq_min": int(seqs.min()),
                        "seq_max": int(seqs.max()),
                        "exponent": fit_exponent(seqs, grp["peak_mem_bytes"].astype("float64"))})
+    if not detail and short:
+        rows = pd.concat(short)
+        return Verdict(CLAIM, INCONCLUSIVE, f"peak memory was measured over S {int(rows['seq_kv'].min())}–"
+                       f"{int(rows['seq_kv'].max())} only: too short a range to tell S from S²; lengths spanning ≥4× "
+                       "decide it (e.g. --seq 256,512,1024,2048)",
+                       judged_on=judged(span(rows["seq_kv"], "S"), ", ".join(sorted(rows["backend"].unique()))))
     if not detail:
         return Verdict(CLAIM, NOT_MEASURED, "no backend has measured peak memory over a ≥4× range of lengths")
+    frame = pd.DataFrame(detail)
+    on = judged(f"S {frame['seq_min'].min()}–{frame['seq_max'].max()}", ", ".join(sorted(frame["dtype"].unique())),
+                ", ".join(sorted(frame["backend"].unique())))
     per_backend = pd.DataFrame(detail).groupby("backend")["exponent"].median()
     quad = {b: e for b, e in per_backend.items() if b in MATERIALISING}
     lin = {b: e for b, e in per_backend.items() if b in FLASH_STYLE}
@@ -41,7 +53,7 @@ def memory_scaling(df: pd.DataFrame, run: RunFacts = NO_FACTS) -> Verdict:
                f"flash-style {show(lin)}" + (f"; others {show(other)}" if other else "")
                + f". O(S²) means k ≥ {QUADRATIC_MIN}, O(S) means k ≤ {LINEAR_MAX}.")
     if not quad and not lin:
-        return Verdict(CLAIM, NOT_MEASURED, numbers, detail=tuple(detail))
+        return Verdict(CLAIM, NOT_MEASURED, numbers, detail=tuple(detail), judged_on=on)
     holds = all(e >= QUADRATIC_MIN for e in quad.values()) and all(e <= LINEAR_MAX for e in lin.values())
     if not (quad and lin):
         numbers += " Only one side measured."
@@ -50,4 +62,4 @@ def memory_scaling(df: pd.DataFrame, run: RunFacts = NO_FACTS) -> Verdict:
         off = [f"{b} S^{e:.2f}" for b, e in quad.items() if e < QUADRATIC_MIN]
         off += [f"{b} S^{e:.2f}" for b, e in lin.items() if e > LINEAR_MAX]
         why = f"off its memory model: {', '.join(off)}."
-    return Verdict(CLAIM, HOLDS if holds else FAILS, numbers, why, tuple(detail))
+    return Verdict(CLAIM, HOLDS if holds else FAILS, numbers, why, tuple(detail), judged_on=on)

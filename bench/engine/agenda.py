@@ -1,0 +1,228 @@
+"""The run's agenda under a time budget: which cases run in what order, what is left out, and what the plan says
+about each question (bench.engine.questions) before the first case.
+
+Order: the cases this device cannot run at all (recorded `unsupported` at once, one console line for all), then
+the least of every question that fits (in report order; a question whose least would overrun the budget is not
+funded, and the plan says how much more time would fund it), then the rest of what the questions pick (depth,
+round-robin over the questions, cheapest first), then everything else (breadth, round-robin over case families:
+bench.engine.budget.priority_order). Cases of a dtype this CPU emulates that no question's least asked for are
+left out: they are recorded `skipped` with that reason (`--dtype` set by hand, or `--time-budget none`, runs them).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench.backends import get_backend
+from bench.engine.budget import MARGIN, priority_order
+from bench.engine.questions import QUESTIONS, Context, Question
+from bench.engine.sweeps import Case
+
+FUNDED, OVER, ABSENT, AT_START = "answered", "over budget", "not in this plan", "measured at the start"
+
+
+@dataclass
+class Answer:
+    """One question's place in the plan."""
+
+    question: Question
+    least: list[Case] = field(default_factory=list)
+    picked: int = 0  # cases of the plan that speak to it
+    state: str = ABSENT
+    cost_s: float = 0.0  # predicted seconds of its least (what is not already funded by an earlier question)
+    budget_s: float | None = None  # the --time-budget that would fund it, when it is over budget
+    elsewhere_s: float | None = None  # predicted seconds of its own command here, when the plan has none of it
+
+    def as_dict(self) -> dict:
+        return {"question": self.question.key, "asks": self.question.asks, "state": self.state,
+                "least_cases": len(self.least), "picked_cases": self.picked, "least_s": round(self.cost_s, 1),
+                "budget_s": self.budget_s, "command": self.question.command if self.question.elsewhere else None,
+                "elsewhere_s": self.elsewhere_s}
+
+
+@dataclass
+class Agenda:
+    order: list[Case]  # what runs, in order (each still checked against the budget as the run goes)
+    left_out: dict[str, str]  # case id -> why it is recorded skipped without running
+    answers: list[Answer]
+    unrunnable: dict[str, str]  # backend -> why it cannot run on this device (its cases come first in `order`)
+
+
+def device_reason(case: Case) -> str | None:
+    """Why the case's backend cannot run on this device at all (in any dtype), or None."""
+    b = get_backend(case.backend)
+    return None if case.device in b.devices else b.unsupported_reason(case.device, case.shape.dtype)
+
+
+def cut_dtypes(plan: Any, calibration: dict) -> tuple[str, ...]:
+    """The emulated dtypes to measure at representatives only: where the profile chose the dtypes, not the user
+    (a `--dtype` given by hand is measured across the grid)."""
+    from bench.engine.sweeps import PROFILES
+
+    base = PROFILES.get(plan.device, {}).get(plan.profile)
+    if base is None or base.dtypes != plan.sweep.dtypes:
+        return ()
+    return tuple(calibration.get("emulated") or ())
+
+
+def suggest_budget(seconds: float) -> float:
+    """A --time-budget (whole minutes) whose planned share covers `seconds`."""
+    return 60.0 * math.ceil(seconds / MARGIN / 60.0)
+
+
+def make_agenda(cases: list[Case], ctx: Context, budget_s: float, elapsed_s: float) -> Agenda:
+    """Order `cases` for a run of `budget_s` seconds of which `elapsed_s` are spent (calibration, KV caches)."""
+    unrunnable_cases = [c for c in cases if device_reason(c)]
+    unrunnable = {c.backend: device_reason(c) or "" for c in unrunnable_cases}
+    runnable = [c for c in cases if not device_reason(c)]
+    cost = ctx.predicted.get
+
+    answers: list[Answer] = []
+    funded: set[str] = set()
+    first: list[Case] = []
+    spent = elapsed_s
+    room = MARGIN * budget_s
+    # the cheapest questions are funded (and run) first: when the run goes slower than predicted, the questions
+    # that go unanswered are the fewest
+    found = []
+    for q in QUESTIONS:
+        picked = [c for c in runnable if q.picks(c)]
+        least = sorted(q.least(picked, ctx), key=lambda c: cost(c.id, 0.0))
+        found.append((sum(cost(c.id, 0.0) for c in least), q, picked, least))
+    for _, q, picked, least in sorted(found, key=lambda item: item[0]):
+        ans = Answer(q, least, len(picked))
+        if q.key == "kv":
+            ans.state = AT_START
+        elif not picked and q.elsewhere:
+            ans.elsewhere_s = elsewhere_seconds(q, ctx)
+        elif least:
+            new = [c for c in least if c.id not in funded]
+            ans.cost_s = sum(cost(c.id, 0.0) for c in new)
+            if spent + ans.cost_s <= room:
+                ans.state = FUNDED
+                spent += ans.cost_s
+                funded.update(c.id for c in new)
+                first += new
+            else:
+                ans.state = OVER
+                ans.budget_s = suggest_budget(spent + ans.cost_s)
+        answers.append(ans)
+    answers.sort(key=lambda a: [q.key for q in QUESTIONS].index(a.question.key))  # report order
+
+    emulated_extra = {c.id for c in runnable if c.shape.dtype in ctx.emulated and c.id not in
+                      {x.id for a in answers for x in a.least}}
+    left_out = {cid: _emulated_reason(ctx, cid, cases) for cid in emulated_extra}
+    unfunded = [c for a in answers if a.state == OVER for c in a.least if c.id not in funded]
+    placed = funded | {c.id for c in unfunded} | emulated_extra
+    depth = _round_robin([[c for c in runnable if q.picks(c) and c.id not in placed] for q in QUESTIONS], ctx)
+    placed |= {c.id for c in depth}
+    rest = [c for c in runnable if c.id not in placed]
+    breadth = priority_order(rest, {c.id: cost(c.id, 0.0) for c in rest})
+    order = unrunnable_cases + first + depth + _dedupe(unfunded) + breadth
+    return Agenda(order, left_out, answers, unrunnable)
+
+
+def elsewhere_seconds(q: Question, ctx: Context) -> float | None:
+    """The predicted seconds of the question's own command on this machine (None if it cannot be planned here)."""
+    from bench.engine import options
+    from bench.engine.cost import predict
+    from bench.engine.sweeps import axis_fields
+    from bench.errors import InputError
+    from bench.record import new_record
+
+    names = {f.metadata["flag"]: f.name for f in axis_fields()} | {"profile": "profile"}
+    try:
+        plan = options.plan({**{names[k]: v for k, v in q.elsewhere.items()}, "device": ctx.device},
+                            default_out=False, listing=True, here=False)
+    except InputError:
+        return None
+    total = 0.0
+    for c in plan.cases:
+        b = get_backend(c.backend)
+        total += predict(c, new_record(c, b.memory), ctx.calibration, b.memory, plan.sweep.budget_s,
+                         bool(b.unsupported_reason(c.device, c.shape.dtype)), b.compiles)
+    return total
+
+
+def _emulated_reason(ctx: Context, case_id: str, cases: list[Case]) -> str:
+    dtype = next(c.shape.dtype for c in cases if c.id == case_id)
+    share = ""
+    gemm, main = ctx.calibration.get(f"gemm_flops_per_s_{dtype}"), ctx.calibration.get("gemm_flops_per_s")
+    if gemm and main:
+        share = f" (its GEMM runs at {100 * gemm / main:.1f}% of fp32's)"
+    return (f"{dtype} is emulated on this CPU{share}: measured at one representative shape per question, not across "
+            f"the grid (--dtype {dtype} or --time-budget none measures every {dtype} case)")
+
+
+def _round_robin(groups: list[list[Case]], ctx: Context) -> list[Case]:
+    """The first (cheapest) case of each group, then the second of each, ...; a case in two groups once."""
+    ranked = []
+    for g in groups:
+        g = sorted(g, key=lambda c: ctx.predicted.get(c.id, 0.0))
+        ranked += [(rank, ctx.predicted.get(c.id, 0.0), c) for rank, c in enumerate(g)]
+    return _dedupe([c for _, _, c in sorted(ranked, key=lambda item: (item[0], item[1]))])
+
+
+def _dedupe(cases: list[Case]) -> list[Case]:
+    seen: set[str] = set()
+    out = []
+    for c in cases:
+        if c.id not in seen:
+            seen.add(c.id)
+            out.append(c)
+    return out
+
+
+def fmt_s(seconds: float) -> str:
+    seconds = max(0, int(round(seconds)))
+    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+def _what(cases: list[Case]) -> str:
+    """The least of a question in a few words: backends, and the sizes it varies."""
+    backends = ", ".join(dict.fromkeys(c.backend for c in cases))
+    dtypes = ", ".join(dict.fromkeys(c.shape.dtype for c in cases))
+    varied: dict[str, set[int]] = defaultdict(set)
+    for c in cases:
+        varied["Hq" if c.phase == "prefill" else "KV"].add(c.shape.n_heads if c.phase == "prefill" else c.shape.seq_kv)
+        if c.phase == "prefill":
+            varied["S"].add(c.shape.seq_q)
+    sizes = "; ".join(f"{k} {min(v)}–{max(v)}" if len(v) > 1 else f"{k} {min(v)}" for k, v in varied.items())
+    return f"{backends} · {dtypes} · {sizes}"
+
+
+def plan_lines(agenda: Agenda, budget_s: float, elapsed_s: float, emulated: tuple[str, ...] = ()) -> list[str]:
+    """What the plan says before the first case: per question whether it will be answered, and how much more time
+    would answer one that cannot fit."""
+    lines = [f"plan for the {fmt_s(budget_s)} time budget ({fmt_s(elapsed_s)} spent on calibration and KV caches):"]
+    width = max(len(a.question.key) for a in agenda.answers)
+    for a in agenda.answers:
+        head = f"  {a.question.key:<{width}}  "
+        if a.state == FUNDED:
+            lines.append(head + f"answered: {len(a.least)} cases, ~{fmt_s(a.cost_s)} ({_what(a.least)})")
+        elif a.state == OVER:
+            lines.append(head + f"will not fit: its least ({len(a.least)} cases) needs ~{fmt_s(a.cost_s)}; "
+                         f"--time-budget {int((a.budget_s or 0) // 60)}m would answer it")
+        elif a.state == AT_START:
+            lines.append(head + "answered from the KV caches allocated at the start")
+        else:
+            when = f" in about {fmt_s(a.elsewhere_s)} here" if a.elsewhere_s else ""
+            lines.append(head + f"not in this plan: `{a.question.command}` measures it{when}")
+    over = [a for a in agenda.answers if a.state == OVER]
+    if over:
+        total = elapsed_s + sum(a.cost_s for a in agenda.answers if a.state in (FUNDED, OVER))
+        lines.append(f"  every question answered: --time-budget {int(suggest_budget(total) // 60)}m")
+    if agenda.unrunnable:
+        n = sum(1 for c in agenda.order if c.backend in agenda.unrunnable)
+        reasons = sorted(set(agenda.unrunnable.values()))
+        lines.append(f"  {len(agenda.unrunnable)} backends cannot run here ({'; '.join(reasons)}): their {n} cases "
+                     "are recorded unsupported")
+    for dtype in emulated:
+        n = sum(1 for r in agenda.left_out.values() if r.startswith(dtype))
+        if n:
+            lines.append(f"  {dtype} is emulated on this CPU: measured at one shape per question; {n} other "
+                         f"{dtype} cases recorded skipped")
+    return lines

@@ -1,0 +1,325 @@
+"""The questions a run answers, and the least set of its cases that answers each.
+
+A report is read for its claims and figures. Each question here stands for one or more of them and says which of
+the plan's cases speak to it (`picks`) and which of those are the least that answers it (`least`):
+- heads:   "heads are a free lunch" and the heads figure: >= 4 head counts at one d_model, for the textbook
+           backend and one fused kernel;
+- scaling: the throughput and latency figures and the memory claim: >= 4 lengths spanning >= 8x, causal MHA, for
+           the textbook backend and the fused kernel of each dtype;
+- decode:  the decode figure and both decode claims: >= 3 KV lengths for each of MHA, GQA and MQA, for one
+           expanding and one fused kernel;
+- layer:   "attention dominates the layer": both scopes at every length up to the first one where the cost model
+           says attention passes half the layer on this machine (at least three lengths);
+- kv:      the KV-cache claim, from caches allocated at the run's start (no case needed);
+- paging, variants: claims whose cases only the serving profile and the variant axes have; a plan without them
+           says the command that would measure them.
+The time budget's planner (bench.engine.budget) funds every question's least first, then the rest of what the
+questions pick (depth), then everything else (breadth). A dtype the CPU emulates (calibration's `emulated`) is
+measured at one representative shape per question: its other cases would spend the budget on missing hardware.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from bench.backends import BACKENDS, get_backend
+from bench.engine.sweeps import Case
+from bench.metrics import projection_flops
+
+MIN_HEADS, MIN_LENGTHS, LENGTH_SPAN, MIN_KV_LENGTHS, MIN_LAYER_LENGTHS = 4, 4, 8, 3, 3
+HALF = 0.5  # the layer claim's threshold: attention takes at least half of the layer's time
+
+
+@dataclass(frozen=True)
+class Context:
+    """What choosing a question's cases may read: the device, each case's predicted seconds, the dtypes this CPU
+    emulates, and the run's calibration (for the layer's crossing length)."""
+
+    device: str
+    predicted: dict[str, float]
+    emulated: tuple[str, ...] = ()
+    calibration: dict = field(default_factory=dict)
+
+    def cost(self, cases: list[Case]) -> float:
+        return sum(self.predicted.get(c.id, 0.0) for c in cases)
+
+
+@dataclass(frozen=True)
+class Question:
+    key: str
+    asks: str  # the claim or figures it answers, as the report names them
+    picks: Callable[[Case], bool]  # the plan's cases that speak to it
+    least: Callable[[list[Case], Context], list[Case]]  # the least of those that answers it
+    # `bench run`'s options (flag -> text) that measure it, for a plan that has none of its cases
+    elsewhere: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def command(self) -> str:
+        return " ".join(["python -m bench run", *(f"--{k.replace('_', '-')} {v}" for k, v in self.elsewhere.items())])
+
+
+def _plain(c: Case) -> bool:
+    """A dense attention call: no serving batch, no model, no score variant."""
+    s = c.shape
+    return s.lengths is None and s.page_size is None and s.score == "none" and s.model is None
+
+
+def _runs_here(c: Case, ctx: Context) -> bool:
+    return get_backend(c.backend).unsupported_reason(ctx.device, c.shape.dtype) is None
+
+
+def textbook(names: set[str]) -> str | None:
+    """The registry's first materialising backend among `names` (naive)."""
+    return next((n for n, b in BACKENDS.items() if n in names and b.memory == "materialising"), None)
+
+
+def fused(cases: list[Case], ctx: Context) -> str | None:
+    """The fused (tiled) kernel to fund: the one whose cases here cost least, one that compiles only when no other
+    runs; ties go to registry order."""
+    by_backend: dict[str, float] = defaultdict(float)
+    for c in cases:
+        b = BACKENDS.get(c.backend)
+        if b is not None and b.memory == "tiled" and _runs_here(c, ctx):
+            by_backend[c.backend] += ctx.predicted.get(c.id, 0.0)
+    if not by_backend:
+        return None
+    order = list(BACKENDS)
+    return min(by_backend, key=lambda n: (BACKENDS[n].compiles, by_backend[n], order.index(n)))
+
+
+def _pair(cases: list[Case], ctx: Context, size: Callable[[Case], int]) -> tuple[str, ...]:
+    """The textbook backend and the fused kernel among these cases (whichever exist), of the backends that cover
+    every size of the group (a backend with one length of a scaling line does not draw the line)."""
+    sizes: dict[str, set[int]] = defaultdict(set)
+    for c in cases:
+        if _runs_here(c, ctx):
+            sizes[c.backend].add(size(c))
+    everything = set().union(*sizes.values()) if sizes else set()
+    complete = [c for c in cases if sizes.get(c.backend) == everything]
+    names = {c.backend for c in complete}
+    return tuple(n for n in (textbook(names), fused(complete, ctx)) if n)
+
+
+def _main_dtype(cases: list[Case], ctx: Context) -> list[str]:
+    """The dtypes measured in depth: those this machine runs natively, else (all emulated) the first."""
+    dtypes = list(dict.fromkeys(c.shape.dtype for c in cases))
+    native = [d for d in dtypes if d not in ctx.emulated]
+    return native or dtypes[:1]
+
+
+def representatives(cases: list[Case], ctx: Context) -> list[Case]:
+    """Of an emulated dtype, one shape per backend: the cheapest, enough to show what the missing hardware costs."""
+    out: dict[tuple[str, str], Case] = {}
+    for c in sorted(cases, key=lambda c: ctx.predicted.get(c.id, 0.0)):
+        if c.shape.dtype in ctx.emulated:
+            out.setdefault((c.backend, c.shape.dtype), c)
+    return list(out.values())
+
+
+def _with_emulated(chosen: list[Case], pool: list[Case], ctx: Context) -> list[Case]:
+    """The chosen cases plus, per emulated dtype in the pool, one representative case of each chosen backend."""
+    backends = {c.backend for c in chosen}
+    emulated = [c for c in pool if c.shape.dtype in ctx.emulated and c.backend in backends]
+    return chosen + representatives(emulated, ctx)
+
+
+# -- heads ----------------------------------------------------------------------------------------------------------
+def _heads_picks(c: Case) -> bool:
+    s = c.shape
+    return (_plain(c) and c.phase == "prefill" and c.pass_ == "fwd" and s.scope == "attention"
+            and s.n_kv_heads == s.n_heads)
+
+
+def _heads_least(cases: list[Case], ctx: Context) -> list[Case]:
+    """One d_model's head counts (>= MIN_HEADS of them) at one length, for the textbook and the fused backend."""
+    groups: dict[tuple, list[Case]] = defaultdict(list)
+    for c in cases:
+        s = c.shape
+        groups[(s.n_heads * s.head_dim, s.seq_q, s.batch, s.dtype, s.mask_label)].append(c)
+    sweeps = {k: g for k, g in groups.items() if len({c.shape.n_heads for c in g}) >= MIN_HEADS}
+    if not sweeps:
+        return []
+    dtypes = _main_dtype([c for g in sweeps.values() for c in g], ctx)
+    native = {k: g for k, g in sweeps.items() if k[3] in dtypes} or sweeps
+    key = min(native, key=lambda k: ctx.cost(native[k]))  # the cheapest sweep that answers
+    pair = _pair(native[key], ctx, lambda c: c.shape.n_heads)
+    return [c for c in native[key] if c.backend in pair]
+
+
+# -- scaling --------------------------------------------------------------------------------------------------------
+def _scaling_picks(c: Case) -> bool:
+    s = c.shape
+    return (_plain(c) and c.phase == "prefill" and c.pass_ == "fwd" and s.scope == "attention"
+            and s.n_kv_heads == s.n_heads)
+
+
+def _lines(cases: list[Case]) -> dict[tuple, list[Case]]:
+    """Cases of one geometry (dtype, Hq, D, mask) over lengths: one line where each length has one batch (a GPU
+    sweep at fixed tokens per batch shrinks B as S grows), else one line per batch."""
+    groups: dict[tuple, list[Case]] = defaultdict(list)
+    for c in cases:
+        s = c.shape
+        groups[(s.dtype, s.n_heads, s.head_dim, s.mask_label)].append(c)
+    lines: dict[tuple, list[Case]] = {}
+    for key, group in groups.items():
+        batches: dict[int, set[int]] = defaultdict(set)
+        for c in group:
+            batches[c.shape.seq_q].add(c.shape.batch)
+        if all(len(b) == 1 for b in batches.values()):
+            lines[(*key, None)] = group
+        else:
+            for c in group:
+                lines.setdefault((*key, c.shape.batch), []).append(c)
+    return lines
+
+
+def _scaling_least(cases: list[Case], ctx: Context) -> list[Case]:
+    """Per geometry that spans >= MIN_LENGTHS lengths over >= LENGTH_SPAN x: the textbook and the fused backend at
+    every length, causal where the plan has it; one such geometry per native dtype, representatives of the rest."""
+    lines = _lines(cases)
+
+    def shortest_span(group: list[Case]) -> list[Case]:
+        """The group's cases at its shortest lengths that still make >= MIN_LENGTHS over >= LENGTH_SPAN x."""
+        seqs = sorted({c.shape.seq_q for c in group})
+        for n in range(MIN_LENGTHS, len(seqs) + 1):
+            if seqs[n - 1] >= LENGTH_SPAN * seqs[0]:
+                return [c for c in group if c.shape.seq_q <= seqs[n - 1]]
+        return []
+
+    lines = {k: cut for k, g in lines.items() if (cut := shortest_span(g))}
+    chosen: list[Case] = []
+    for dtype in _main_dtype([c for g in lines.values() for c in g], ctx):
+        mine = {k: g for k, g in lines.items() if k[0] == dtype}
+        if not mine:
+            continue
+        # causal first (what decoders run, and what the decode and layer questions use), then the cheapest
+        key = min(mine, key=lambda k: (k[3] != "causal", ctx.cost(mine[k])))
+        pair = _pair(mine[key], ctx, lambda c: c.shape.seq_q)
+        chosen += [c for c in mine[key] if c.backend in pair]
+    return _with_emulated(chosen, cases, ctx)
+
+
+# -- decode ---------------------------------------------------------------------------------------------------------
+def _decode_picks(c: Case) -> bool:
+    return _plain(c) and c.phase == "decode"
+
+
+def _decode_least(cases: list[Case], ctx: Context) -> list[Case]:
+    """For one geometry (Hq, D, batch, queries per step) of a native dtype: MHA, GQA and MQA each at >= 3 KV
+    lengths, for the textbook and the fused backend."""
+    groups: dict[tuple, list[Case]] = defaultdict(list)
+    for c in cases:
+        s = c.shape
+        groups[(s.dtype, s.batch, s.n_heads, s.head_dim, s.seq_q, s.mask_label)].append(c)
+
+    def answers(group: list[Case]) -> bool:
+        by_variant: dict[str, set[int]] = defaultdict(set)
+        for c in group:
+            by_variant[c.shape.variant].add(c.shape.seq_kv)
+        return "mha" in by_variant and len(by_variant) >= 2 and all(
+            len(kv) >= MIN_KV_LENGTHS for kv in by_variant.values())
+
+    good = {k: g for k, g in groups.items() if answers(g)}
+    dtypes = _main_dtype([c for g in good.values() for c in g], ctx)
+    native = {k: g for k, g in good.items() if k[0] in dtypes}
+    if not native:
+        return []
+    key = min(native, key=lambda k: (k[4], ctx.cost(native[k])))  # one query per step first
+    pair = _pair(native[key], ctx, lambda c: c.shape.seq_kv * 1000 + c.shape.n_kv_heads)
+    return _with_emulated([c for c in native[key] if c.backend in pair], cases, ctx)
+
+
+# -- layer ----------------------------------------------------------------------------------------------------------
+def _layer_picks(c: Case) -> bool:
+    return _plain(c) and c.phase == "prefill" and c.shape.scope in ("attention", "layer")
+
+
+def predicted_share(case: Case, ctx: Context) -> float:
+    """The cost model's share of attention in the layer at this case's shape: attention's predicted call over it
+    plus the projections' FLOPs at the GEMM ceiling (they are GEMMs)."""
+    from bench.engine.cost import call_s
+    from bench.record import new_record
+
+    b = get_backend(case.backend)
+    attention = call_s(new_record(Case(case.backend, _scoped(case, "attention"), case.phase, case.pass_,
+                                       case.device), b.memory), ctx.calibration, b.memory)
+    gemm = ctx.calibration.get(f"gemm_flops_per_s_{case.shape.dtype}") or ctx.calibration.get("gemm_flops_per_s")
+    projections = projection_flops(case.shape, case.pass_) / (gemm or 1e10)
+    return attention / (attention + projections)
+
+
+def _scoped(case: Case, scope: str):  # noqa: ANN202 - an AttentionShape
+    import dataclasses
+
+    return dataclasses.replace(case.shape, scope=scope)
+
+
+def crossing_length(cases: list[Case], backend: str, ctx: Context) -> int | None:
+    """The shortest length of these cases at which the cost model puts `backend`'s attention at half the layer or
+    more, on this machine's ceilings; None when it never does within them."""
+    for c in sorted((c for c in cases if c.backend == backend), key=lambda c: c.shape.seq_q):
+        if predicted_share(c, ctx) >= HALF:
+            return c.shape.seq_q
+    return None
+
+
+def _layer_least(cases: list[Case], ctx: Context) -> list[Case]:
+    """Both scopes of one geometry, for the textbook and the fused backend, at every length up to where the fused
+    kernel's attention is predicted to pass half the layer (at least MIN_LAYER_LENGTHS lengths)."""
+    layered = {(c.backend, c.shape.dtype, c.shape.n_heads, c.shape.n_kv_heads, c.shape.head_dim, c.shape.batch,
+                c.shape.mask_label) for c in cases if c.shape.scope == "layer"}
+    twins = [c for c in cases if (c.backend, c.shape.dtype, c.shape.n_heads, c.shape.n_kv_heads, c.shape.head_dim,
+                                  c.shape.batch, c.shape.mask_label) in layered]
+    dtypes = _main_dtype(twins, ctx)
+    twins = [c for c in twins if c.shape.dtype == dtypes[0]] if dtypes else []
+    if not twins:
+        return []
+    pair = _pair(twins, ctx, lambda c: c.shape.seq_q * 2 + (c.shape.scope == "layer"))
+    twins = [c for c in twins if c.backend in pair]
+    seqs = sorted({c.shape.seq_q for c in twins if c.shape.scope == "layer"})
+    judge = pair[-1]  # the fused kernel: attention reaches half the layer latest with it
+    cross = crossing_length([c for c in twins if c.shape.scope == "layer"], judge, ctx)
+    # every length up to the predicted crossing and the next one (to see it pass), at least MIN_LAYER_LENGTHS
+    upto = len(seqs) if cross is None else seqs.index(cross) + 2
+    keep = seqs[:max(upto, MIN_LAYER_LENGTHS)]
+    return [c for c in twins if c.shape.seq_q in keep]
+
+
+def _none(cases: list[Case], ctx: Context) -> list[Case]:
+    return []
+
+
+def _all(cases: list[Case], ctx: Context) -> list[Case]:
+    return cases
+
+
+def _paging_picks(c: Case) -> bool:
+    """Serving decode: the paged caches and the contiguous cache they are compared with (same drawn contexts)."""
+    return c.phase == "decode" and c.shape.lengths is not None
+
+
+def _variants_picks(c: Case) -> bool:
+    """A score variant or a chunk mask, and the plain causal prefill they are compared with."""
+    s = c.shape
+    return (s.lengths is None and s.page_size is None and c.phase == "prefill" and s.scope == "attention"
+            and (s.score != "none" or s.chunk is not None))
+
+
+QUESTIONS: tuple[Question, ...] = (
+    Question("heads", "Heads are a free lunch (and the heads figure)", _heads_picks, _heads_least,
+             {"profile": "heads"}),
+    Question("scaling", "Throughput and latency figures; O(S²) vs O(S) memory", _scaling_picks, _scaling_least,
+             {"kv-heads": "8", "seq": "256,512,1024,2048"}),
+    Question("decode", "GQA/MQA speed up decoding 2–4× (and the decode figure)", _decode_picks, _decode_least,
+             {"profile": "decode"}),
+    Question("layer", "Attention dominates the layer at long sequence lengths", _layer_picks, _layer_least,
+             {"kv-heads": "8", "seq": "256,512,1024,2048,4096", "scope": "attention,layer"}),
+    Question("kv", "GQA/MQA shrink the KV cache by Hq/Hkv (caches allocated at the start)", lambda c: False, _none),
+    Question("paging", "A paged KV cache costs little over a contiguous one", _paging_picks, _all,
+             {"profile": "serving", "lengths": "uniform", "phase": "decode", "page-size": "contiguous,16,128"}),
+    Question("variants", "Fused kernels run attention variants within 1.3× of plain causal", _variants_picks, _all,
+             {"backend": "naive,sdpa,flex", "kv-heads": "8", "seq": "512", "mask": "causal,chunk:64",
+              "score": "none,softcap:50,alibi,sinks"}),
+)
