@@ -22,6 +22,7 @@ PINNED = [
     "matplotlib==3.11.2",
     "nvidia-ml-py==13.615.71",
     "scipy==1.17.1",
+    "rich==15.0.0",
     "submitit==1.5.4",  # the optional [slurm] extra: the tests run `--launcher local` through it
 ]
 

@@ -127,24 +127,19 @@ def make_agenda(cases: list[Case], ctx: Context, budget_s: float, elapsed_s: flo
 
 def elsewhere_seconds(q: Question, ctx: Context) -> float | None:
     """The predicted seconds of the question's own command on this machine (None if it cannot be planned here)."""
-    from bench.engine import options
-    from bench.engine.cost import predict
-    from bench.engine.sweeps import axis_fields
+    from bench.engine import sweeps
+    from bench.engine.cost import predict_all
     from bench.errors import InputError
-    from bench.record import new_record
 
-    names = {f.metadata["flag"]: f.name for f in axis_fields()} | {"profile": "profile"}
+    axes = {f.metadata["flag"]: f for f in sweeps.axis_fields()}
     try:
-        plan = options.plan({**{names[k]: v for k, v in q.elsewhere.items()}, "device": ctx.device},
-                            default_out=False, listing=True, here=False)
+        base = sweeps.profile(q.elsewhere.get("profile", "default"), ctx.device)
+        sweep = base.with_axes(**{axes[k].name: axes[k].metadata["parse"](v) for k, v in q.elsewhere.items()
+                                  if k != "profile"})
+        cases = sweeps.cases(sweep, ctx.device)
     except InputError:
         return None
-    total = 0.0
-    for c in plan.cases:
-        b = get_backend(c.backend)
-        total += predict(c, new_record(c, b.memory), ctx.calibration, b.memory, plan.sweep.budget_s,
-                         bool(b.unsupported_reason(c.device, c.shape.dtype)), b.compiles)
-    return total
+    return sum(predict_all(cases, ctx.calibration, sweep.budget_s).values())
 
 
 def _emulated_reason(ctx: Context, case_id: str, cases: list[Case]) -> str:

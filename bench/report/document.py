@@ -143,8 +143,9 @@ def summary(run: RunInfo, df: pd.DataFrame) -> list[Block]:
         sentences.append(f"All {len(df)} cases ran.")
     skipped = int((df["status"] == "skipped").sum())
     if skipped:
-        sentences.append(f"{skipped} of them were skipped to keep the run within its time budget, the larger shapes "
-                         "of each family first (`--time-budget none` runs them all).")
+        sentences.append(f"{skipped} of them were skipped to keep the run within its time budget, after the least set "
+                         "of cases that answers each claim and figure (`--time-budget none` runs them all).")
+    sentences += emulated_sentences(run, df)
     noisy = int((df["noisy"].fillna(False) & (df["status"] == "ok")).sum())
     if noisy:
         sentences.append(f"{noisy} of {int((df['status'] == 'ok').sum())} timings are flagged noisy (their "
@@ -153,6 +154,28 @@ def summary(run: RunInfo, df: pd.DataFrame) -> list[Block]:
     if run.complete is False:
         blocks.append(Para(f"Run {run.run_id} is incomplete: the sweep stopped before its end.", "warning"))
     return blocks
+
+
+def emulated_sentences(run: RunInfo, df: pd.DataFrame) -> list[str]:
+    """Per dtype this CPU emulates: what its representative cases cost against the same shapes in fp32."""
+    out = []
+    main = run.calibration.get("gemm_flops_per_s")
+    for dtype in run.calibration.get("emulated") or []:
+        ok = df[(df["status"] == "ok")]
+        mine = ok[ok["dtype"] == dtype]
+        fp32 = ok[ok["dtype"] == "fp32"].set_index("case_id")["median_s"]
+        ratios = {}
+        for case_id, median, backend in zip(mine["case_id"], mine["median_s"], mine["backend"], strict=True):
+            twin = str(case_id).replace(f"/{dtype}/", "/fp32/")
+            if twin in fp32.index:
+                ratios.setdefault(str(backend), []).append(float(median) / float(fp32[twin]))
+        share = run.calibration.get(f"gemm_flops_per_s_{dtype}")
+        gemm = f" (its GEMM runs at {100 * share / main:.1f}% of fp32's)" if share and main else ""
+        shown = ", ".join(f"{b} {_times(sum(r) / len(r))}" for b, r in sorted(ratios.items()))
+        cost = f": against the same shapes in fp32 it took {shown} the time" if shown else ""
+        out.append(f"{dtype} is emulated on this CPU{gemm}, so it was measured at {len(mine)} representative shapes, "
+                   f"not across the grid{cost}.")
+    return out
 
 
 def best_section(df: pd.DataFrame) -> list[Block]:

@@ -1,0 +1,189 @@
+"""The plan built from the questions (bench.engine.questions, bench.engine.agenda): each claim and figure's least
+set of cases, funded first under a time budget; emulated dtypes at representatives; the unrunnable backends as one
+line; `bench run --plan`, for this CPU and for a GPU from its spec sheet."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from bench.cli import main
+from bench.engine import options, sweeps
+from bench.engine.agenda import ABSENT, AT_START, FUNDED, OVER, cut_dtypes, make_agenda, plan_lines
+from bench.engine.console import LiveConsole, LogConsole
+from bench.engine.cost import predict_all
+from bench.engine.questions import LENGTH_SPAN, MIN_HEADS, MIN_KV_LENGTHS, MIN_LENGTHS, Context
+from bench.measure.calibrate import spec_calibration
+from bench.results import read_run
+
+# An AVX2-only EPYC as measured: bf16 GEMM at ~1% of fp32's (emulated)
+EPYC = {"gemm_flops_per_s": 117e9, "gemm_flops_per_s_fp32": 117e9, "gemm_flops_per_s_bf16": 1.3e9,
+        "copy_bytes_per_s": 23e9, "read_bytes_per_s": 30e9, "emulated": ["bf16"]}
+
+
+def _agenda(profile: str = "default", device: str = "cpu", calibration: dict | None = None,
+            budget_s: float | None = None, elapsed_s: float = 35.0):
+    plan = options.plan({"profile": profile, "device": device}, default_out=False, listing=True)
+    calibration = calibration or EPYC
+    predicted = predict_all(plan.cases, calibration, plan.sweep.budget_s)
+    ctx = Context(device, predicted, cut_dtypes(plan, calibration), calibration)
+    return plan, make_agenda(plan.cases, ctx, budget_s or plan.sweep.time_budget_s, elapsed_s), ctx
+
+
+@pytest.fixture(scope="module")
+def cpu_default():
+    return _agenda()
+
+
+def _answer(agenda, key):
+    return next(a for a in agenda.answers if a.question.key == key)
+
+
+def test_each_question_of_the_cpu_default_gets_its_least_and_every_one_is_funded(cpu_default):
+    _, agenda, _ = cpu_default
+    states = {a.question.key: a.state for a in agenda.answers}
+    assert states == {"heads": FUNDED, "scaling": FUNDED, "decode": FUNDED, "layer": FUNDED, "kv": AT_START,
+                      "paging": ABSENT, "variants": ABSENT}
+    heads = _answer(agenda, "heads").least
+    for backend in {c.backend for c in heads}:
+        mine = [c for c in heads if c.backend == backend]
+        assert len({c.shape.n_heads for c in mine}) >= MIN_HEADS
+        assert len({c.shape.n_heads * c.shape.head_dim for c in mine}) == 1  # one d_model
+    assert {"naive"} < {c.backend for c in heads}  # the textbook backend and a fused kernel
+
+
+def test_a_scaling_line_has_four_lengths_over_8x_in_each_native_dtype_and_the_emulated_one_a_representative(
+        cpu_default):
+    _, agenda, _ = cpu_default
+    least = _answer(agenda, "scaling").least
+    fp32 = [c for c in least if c.shape.dtype == "fp32"]
+    assert len({c.backend for c in fp32}) == 2
+    for backend in {c.backend for c in fp32}:
+        seqs = sorted({c.shape.seq_q for c in fp32 if c.backend == backend})
+        assert len(seqs) >= MIN_LENGTHS and seqs[-1] >= LENGTH_SPAN * seqs[0]
+    bf16 = [c for c in least if c.shape.dtype == "bf16"]
+    assert len(bf16) == 2 and len({c.backend for c in bf16}) == 2  # one shape per backend, not the grid
+
+
+def test_decode_least_has_three_kv_lengths_for_mha_gqa_and_mqa(cpu_default):
+    _, agenda, _ = cpu_default
+    least = [c for c in _answer(agenda, "decode").least if c.shape.dtype == "fp32"]
+    for backend in {c.backend for c in least}:
+        for variant in ("mha", "gqa", "mqa"):
+            kv = {c.shape.seq_kv for c in least if c.backend == backend and c.shape.variant == variant}
+            assert len(kv) >= MIN_KV_LENGTHS, (backend, variant)
+
+
+def test_layer_least_reaches_past_where_the_cost_model_puts_attention_at_half(cpu_default):
+    from bench.engine.questions import predicted_share
+
+    _, agenda, ctx = cpu_default
+    least = _answer(agenda, "layer").least
+    layered = [c for c in least if c.shape.scope == "layer"]
+    assert {c.shape.seq_q for c in layered} == {c.shape.seq_q for c in least if c.shape.scope == "attention"}
+    longest = max(layered, key=lambda c: c.shape.seq_q)
+    assert predicted_share(longest, ctx) >= 0.5  # the plan goes at least to the predicted crossing
+    assert len({c.shape.seq_q for c in layered}) >= 3
+
+
+def test_the_agenda_orders_unrunnable_then_least_then_the_rest_and_cuts_the_emulated_grid(cpu_default):
+    plan, agenda, _ = cpu_default
+    ids = [c.id for c in agenda.order]
+    assert len(ids) == len(set(ids)) and set(ids) | set(agenda.left_out) == {c.id for c in plan.cases}
+    unrunnable = [i for i, c in enumerate(agenda.order) if c.backend in agenda.unrunnable]
+    assert set(agenda.unrunnable) == {"sdpa-efficient", "sdpa-cudnn", "flash-attn"}
+    assert unrunnable == list(range(len(unrunnable)))  # first: recorded at once
+    least = {c.id for a in agenda.answers for c in a.least}
+    first_other = next(i for i, c in enumerate(agenda.order) if i >= len(unrunnable) and c.id not in least)
+    assert {c.id for c in agenda.order[len(unrunnable):first_other]} == least
+    assert agenda.left_out and all(cid.split("/")[3] == "bf16" for cid in agenda.left_out)
+    assert all("emulated" in why and "--dtype bf16" in why for why in agenda.left_out.values())
+
+
+def test_a_question_that_cannot_fit_says_what_budget_would_answer_it():
+    _, agenda, _ = _agenda(budget_s=60.0, elapsed_s=35.0)
+    over = [a for a in agenda.answers if a.state == OVER]
+    assert over
+    for a in over:
+        assert a.budget_s is not None and a.budget_s * 0.9 >= 35.0 + a.cost_s and a.budget_s % 60 == 0
+    lines = "\n".join(plan_lines(agenda, 60.0, 35.0, ("bf16",)))
+    assert "will not fit" in lines and "--time-budget" in lines and "every question answered" in lines
+    assert "paging" in lines and "python -m bench run --profile serving" in lines
+
+
+def test_a_dtype_set_by_hand_is_measured_across_the_grid():
+    plan = options.plan({"profile": "default", "device": "cpu", "dtypes": "bf16"}, default_out=False, listing=True)
+    assert cut_dtypes(plan, EPYC) == ()
+    default = options.plan({"profile": "default", "device": "cpu"}, default_out=False, listing=True)
+    assert cut_dtypes(default, EPYC) == ("bf16",)
+
+
+def test_the_cuda_default_answers_every_question_on_an_h200_by_the_cost_model():
+    _, agenda, _ = _agenda(device="cuda", calibration=spec_calibration("H200"), elapsed_s=15.0)
+    assert {a.question.key: a.state for a in agenda.answers} == {
+        "heads": FUNDED, "scaling": FUNDED, "decode": FUNDED, "layer": FUNDED, "kv": AT_START, "paging": FUNDED,
+        "variants": FUNDED}
+
+
+def test_bench_run_plan_prints_the_questions_and_each_cases_prediction(capsys):
+    assert main(["run", "--profile", "default", "--device", "cuda", "--plan"]) == 0
+    out = capsys.readouterr().out
+    assert "planned from the H200 spec sheet" in out and "variants  answered" in out
+    case_lines = [line for line in out.splitlines() if line.endswith("/cuda")]
+    assert len(case_lines) == len(sweeps.cases(sweeps.profile("default", "cuda"), "cuda"))
+    assert all(line.split()[1] == "s" for line in case_lines)
+    assert main(["run", "--gpu", "H200", "--list"]) == 2  # --gpu goes with --plan
+    assert "--gpu goes with --plan" in capsys.readouterr().err
+
+
+def test_an_unknown_gpu_is_named():
+    from bench.errors import UsageError
+
+    with pytest.raises(UsageError, match="no spec sheet"):
+        spec_calibration("RTX 9999")
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_log_console_lists_each_case_but_the_ones_announced_as_a_group():
+    lines: list[str] = []
+    log = LogConsole(lines.append)
+    log.finished("a  ok  1 ms", "ok", 1, 3, 65.0)
+    log.finished("b  unsupported  runs only on CUDA", "unsupported", 2, 3, 60.0, quiet=True)
+    assert lines == ["[1/3 eta 1m05s] a  ok  1 ms"]
+
+
+def test_the_live_console_counts_statuses_and_lists_only_the_cases_that_ran():
+    stream = _Terminal()
+    live = LiveConsole(stream)
+    live.say("plan ...")
+    live.running("case/a")
+    live.finished("case/a  ok  1 ms", "ok", 1, 3, 30.0)
+    live.finished("case/b  unsupported  why", "unsupported", 2, 3, 20.0)
+    live.finished("case/c  skipped  why", "skipped", 3, 3, 0.0)
+    live.close()
+    text = stream.getvalue()
+    assert "case/a  ok" in text and "case/b  unsupported" not in text and "plan ..." in text
+    assert live.counts == {"ok": 1, "unsupported": 1, "skipped": 1}
+
+
+def test_a_budgeted_run_says_its_plan_records_every_case_and_keeps_the_plan(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr("bench.measure.calibrate.calibrate", lambda device, dtypes=None: dict(EPYC))
+    monkeypatch.setattr("bench.models.kvcache.measured_presets", lambda device: [])
+    out = tmp_path / "r.json"
+    args = ["run", "--backend", "naive,sdpa,sdpa-cudnn", "--heads", "2", "--kv-heads", "2", "--seq", "32,64",
+            "--dtype", "fp32", "--mask", "causal", "--phase", "prefill", "--budget", "0.02", "--device", "cpu",
+            "--time-budget", "5m", "--in-process", "--out", str(out)]
+    assert main(args) == 0
+    printed = capsys.readouterr().out
+    assert "plan for the 5m00s time budget" in printed
+    assert "1 backends cannot run here (sdpa-cudnn: runs only on CUDA, not on CPU): their 2 cases" in printed
+    assert "sdpa-cudnn/" not in printed.split("plan for")[1].split("==")[0]  # no line per unrunnable case
+    doc = read_run(out)
+    assert len(doc.entries()) == 6
+    assert [q["question"] for q in doc.meta.questions] == ["heads", "scaling", "decode", "layer", "kv", "paging",
+                                                            "variants"]

@@ -1,0 +1,98 @@
+"""Honest verdicts: a claim whose data cannot decide it says "inconclusive", with what was measured and what would
+decide it, never "does not hold"; every verdict names the range it was judged on."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from bench.engine.summary import summary_lines
+from bench.report.claims.decode import fused_decode_speedup
+from bench.report.claims.heads import heads_free_lunch
+from bench.report.claims.memory import memory_scaling
+from bench.report.layer_share import attention_dominates, projected_crossing
+from bench.report.load import read_results
+from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE, WORDS
+from tests.results_factory import make_record, make_run
+from tests.test_layer_scope import share_records
+
+
+def _frame(tmp_path: Path, recs: list[dict], calibration: dict | None = None):
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(make_run(recs, calibration=calibration)))
+    return read_results(path)[0]
+
+
+def _heads(counts, seconds=lambda h: 1e-3):
+    return [make_record(b, h, h, 1024, head_dim=512 // h, median_s=seconds(h), d_model=512)
+            for b in ("naive", "sdpa-flash") for h in counts]
+
+
+def test_inconclusive_is_a_verdict_word():
+    assert INCONCLUSIVE in WORDS
+
+
+def test_heads_with_three_head_counts_is_inconclusive_and_with_four_is_judged_on_its_range(tmp_path):
+    v = heads_free_lunch(_frame(tmp_path, _heads((2, 4, 8))))
+    assert v.verdict == INCONCLUSIVE and "at least 4" in v.numbers and v.judged_on.startswith("Hq 2–8")
+    v = heads_free_lunch(_frame(tmp_path, _heads((2, 4, 8, 16))))
+    assert v.verdict == HOLDS and "Hq 2–16" in v.judged_on and "S 1024" in v.judged_on
+    v = heads_free_lunch(_frame(tmp_path, _heads((2, 4, 8, 16), seconds=lambda h: 1e-3 * h)))
+    assert v.verdict == FAILS
+
+
+def test_memory_over_a_short_range_is_inconclusive(tmp_path):
+    recs = [make_record(b, seq=s) for b in ("naive", "sdpa-flash") for s in (256, 512)]
+    v = memory_scaling(_frame(tmp_path, recs))
+    assert v.verdict == INCONCLUSIVE and "S 256–512" in v.numbers and "≥4×" in v.numbers
+    recs = [make_record("naive", seq=s) for s in (256, 512, 1024, 2048)]
+    v = memory_scaling(_frame(tmp_path, recs))
+    assert v.verdict == HOLDS and v.judged_on.startswith("S 256–2048")
+
+
+def test_the_layer_claim_still_rising_below_half_is_inconclusive_and_names_longer_lengths(tmp_path):
+    times = {256: {"naive": (0.01, 0.10)}, 512: {"naive": (0.03, 0.15)}, 1024: {"naive": (0.1, 0.3)}}
+    v = attention_dominates(_frame(tmp_path, share_records(times)))
+    assert v.verdict == INCONCLUSIVE and "still rising" in v.why and "--seq 1024,2048,4096,8192" in v.why
+    assert v.judged_on.startswith("S 256–1024")
+    one = {256: {"naive": (0.01, 0.10)}}
+    assert attention_dominates(_frame(tmp_path, share_records(one))).verdict == INCONCLUSIVE
+
+
+def test_the_layer_claim_flat_over_a_deciding_range_does_not_hold(tmp_path):
+    flat = {256: {"naive": (0.02, 0.1)}, 1024: {"naive": (0.08, 0.4)}, 4096: {"naive": (0.3, 1.5)}}
+    v = attention_dominates(_frame(tmp_path, share_records(flat)))
+    assert v.verdict == FAILS and "does not rise" in v.why
+
+
+def test_projected_crossing():
+    assert projected_crossing([(256, 0.2)]) == 0  # one length: no trend
+    assert projected_crossing([(256, 0.2), (1024, 0.2), (4096, 0.2)]) is None  # flat over 16x: decided
+    assert projected_crossing([(256, 0.2), (512, 0.2)]) == 0  # flat over 2x: too short to decide
+    rising = projected_crossing([(256, 1 / 9), (1024, 0.2)])  # odds 1/8 -> 1/4 over 4x: k = 0.5
+    assert 15000 < rising < 17000  # odds reach 1 at 1024 * 4^2
+
+
+def _decode(read_pct: float):
+    recs = []
+    for kv in (1024, 4096):
+        recs.append(make_record("sdpa", 8, 8, kv, phase="decode", median_s=1e-3, pct_read_ceiling=read_pct,
+                                pct_gemm_ceiling=1.0))
+        recs.append(make_record("sdpa", 8, 1, kv, phase="decode", median_s=0.9e-3, pct_read_ceiling=read_pct / 8,
+                                pct_gemm_ceiling=1.1))
+    return recs
+
+
+def test_decode_whose_mha_cache_sits_on_chip_is_inconclusive(tmp_path):
+    v = fused_decode_speedup(_frame(tmp_path, _decode(160.0)))
+    assert v.verdict == INCONCLUSIVE and "on-chip" in v.why and "--decode-kv 16384,65536" in v.why
+    assert v.judged_on.startswith("KV 1024–4096")
+    assert fused_decode_speedup(_frame(tmp_path, _decode(70.0))).verdict == FAILS
+
+
+def test_the_closing_summary_names_the_range_each_verdict_was_judged_on(tmp_path):
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(make_run(_heads((2, 4, 8, 16)))))
+    lines = summary_lines(path)
+    heads = next(line for line in lines if "Heads are a free lunch" in line)
+    assert heads.strip().startswith("holds") and "[Hq 2–16" in heads
