@@ -176,7 +176,6 @@ class Session:
             return
         elapsed = time.perf_counter() - self.started
         self.agenda = make_agenda(mine, ctx, self.planner.budget_s, elapsed)
-        self.quiet |= set(self.agenda.left_out)
         for line in plan_lines(self.agenda, self.planner.budget_s, elapsed, emulated):
             self.say(line)
         if self.store is not None:
@@ -281,6 +280,7 @@ class Session:
         if self.queue is None:
             mine = [c for c in self.pending if c.id in self.selected]
             if self.agenda is not None:  # the cases left out first (recorded at once), then the questions' order
+                self.quiet |= set(self.agenda.left_out)
                 for case in mine:
                     if case.id in self.agenda.left_out:
                         self.skip(case, self.agenda.left_out[case.id])

@@ -58,7 +58,8 @@ def modal_slice(df: pd.DataFrame, free: tuple[str, ...]) -> tuple[pd.DataFrame, 
     keys = [k for k in CONFIG_KEYS if k not in free]
     if df.empty or not keys:
         return df, ""
-    counts = df.groupby(keys, dropna=False).size()
+    ok = df[df["status"] == "ok"]  # the configuration that ran most, where any did: a panel shows measurements
+    counts = (ok if len(ok) else df).groupby(keys, dropna=False).size()
     top = counts.idxmax()
     top = top if isinstance(top, tuple) else (top,)
     chosen = pd.DataFrame([top], columns=keys).astype({k: df[k].dtype for k in keys})
@@ -79,7 +80,7 @@ def never_ran(rows: pd.DataFrame) -> dict[str, str]:
             reasons = grp["reason"].replace("", np.nan).dropna()
             reason = str(reasons.mode().iloc[0] if len(reasons) else grp["status"].mode().iloc[0])
             reason = reason.removeprefix(f"{backend}: ")  # backends' reasons start with their own name
-            out[backend] = reason[:110]
+            out[backend] = reason if len(reason) <= 110 else reason[:110].rsplit(" ", 1)[0] + " …"
     return out
 
 
@@ -179,14 +180,16 @@ def noisy_handles(noisy: bool) -> list[Line2D]:
                    label="hollow: timing flagged noisy")] if noisy else []
 
 
-def legend_below(fig: Figure, handles: list, never: dict[str, str] | None = None, fontsize: float = NOTE_SIZE) -> None:
+def legend_below(fig: Figure, handles: list, never: dict[str, str] | None = None, fontsize: float = NOTE_SIZE,
+                 note: str = "") -> None:
     """One legend under the panels, as many columns as fit the figure's width; backends that never ran are named
-    in its title, not silently dropped."""
-    if not (handles or never):
+    in its title, not silently dropped, and so are the panels left out (`note`)."""
+    if not (handles or never or note):
         return
+    title = "\n".join(t for t in (never_ran_text(never) if never else "", note) if t) or None
     legend = fit_legend(lambda **kw: fig.legend(handles=handles, loc="outside lower center", fontsize=fontsize,
                                                 frameon=False, title_fontsize=NOTE_SIZE, **kw),
-                        handles, fig, title=never_ran_text(never) if never else None, grow=True)
+                        handles, fig, title=title, grow=True)
     legend.get_title().set_color("#444444")
 
 
@@ -211,9 +214,10 @@ class Facets:
     never: dict[str, str]  # backends that ran nowhere -> why
     statuses: set[str] = field(default_factory=set)  # statuses drawn in the bands
     noisy: bool = False  # a timing flagged noisy was drawn hollow
+    left_out: str = ""  # the dtypes and variants with no case that ran: no panel, named under the figure
 
     def with_legend(self, handles: list) -> Figure:
-        legend_below(self.fig, handles, self.never)
+        legend_below(self.fig, handles, self.never, note=self.left_out)
         return self.fig
 
 
@@ -223,10 +227,15 @@ def facet_grid(df: pd.DataFrame, title: str, draw: Callable[[Axes, pd.DataFrame,
     """One panel per dtype (rows) and variant (columns) against seq_kv, each at its most common configuration
     of the keys not in `free`. `draw(ax, rows, panel)` draws the panel's data and y axis, and returns True when
     it drew a timing flagged noisy; cases that did not run, the x axis and the grid are drawn here."""
-    dtypes, names = sorted({str(d) for d in df["dtype"]}), variants(df["variant"])
+    ran = df[df["status"] == "ok"] if (df["status"] == "ok").any() else df
+    dtypes, names = sorted({str(d) for d in ran["dtype"]}), variants(ran["variant"])
+    # a dtype or variant with no case that ran gets no panel of empty bands: one line under the figure says so
+    dropped = [f"{variant_label(v)}" for v in variants(df["variant"]) if v not in names]
+    dropped += sorted({str(d) for d in df["dtype"]} - set(dtypes))
     fig, axes = grid(len(dtypes), len(names), title, sharey=sharey, panel=panel)
     never = never_ran(df)
-    out = Facets(fig, [b for b in sorted_backends(df["backend"]) if b not in never], never)
+    left_out = f"No case ran for {', '.join(dropped)}: no panel (see 'Cases that did not run')." if dropped else ""
+    out = Facets(fig, [b for b in sorted_backends(df["backend"]) if b not in never], never, left_out=left_out)
     offsets = jitter(out.backends)
     for r, dtype in enumerate(dtypes):
         for c, variant in enumerate(names):

@@ -63,7 +63,7 @@ def latency(df: pd.DataFrame) -> Figure | None:
         noisy = backend_lines(ax, rows, "seq_kv", lambda grp: grp["median_s"], _with_exponent)
         seconds_axis(ax, frames.ok_rows(rows)["median_s"], "median latency per call", force_log=True)
         if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7, loc="upper left", frameon=True, framealpha=0.85, handlelength=1.5)
+            ax.legend(fontsize=7, loc="best", frameon=True, framealpha=0.85, handlelength=1.5)
         return noisy
 
     drawn = facet_grid(pre, "Prefill latency vs sequence length, log–log (legend: fitted exponent k in time ∝ S^k)",
