@@ -73,9 +73,9 @@ def test_projected_crossing():
     assert 15000 < rising < 17000  # odds reach 1 at 1024 * 4^2
 
 
-def _decode(read_pct: float):
+def _decode(read_pct: float, lengths=(1024, 2048, 4096)):
     recs = []
-    for kv in (1024, 4096):
+    for kv in lengths:
         recs.append(make_record("sdpa", 8, 8, kv, phase="decode", median_s=1e-3, pct_read_ceiling=read_pct,
                                 pct_gemm_ceiling=1.0))
         recs.append(make_record("sdpa", 8, 1, kv, phase="decode", median_s=0.9e-3, pct_read_ceiling=read_pct / 8,
@@ -88,6 +88,11 @@ def test_decode_whose_mha_cache_sits_on_chip_is_inconclusive(tmp_path):
     assert v.verdict == INCONCLUSIVE and "on-chip" in v.why and "--decode-kv 16384,65536" in v.why
     assert v.judged_on.startswith("KV 1024–4096")
     assert fused_decode_speedup(_frame(tmp_path, _decode(70.0))).verdict == FAILS
+
+
+def test_decode_short_of_the_claim_at_too_few_kv_lengths_is_inconclusive(tmp_path):
+    v = fused_decode_speedup(_frame(tmp_path, _decode(70.0, lengths=(2048,))))
+    assert v.verdict == INCONCLUSIVE and "KV 2048 only" in v.why and "--decode-kv" in v.why
 
 
 def test_the_closing_summary_names_the_range_each_verdict_was_judged_on(tmp_path):

@@ -278,18 +278,20 @@ def test_decode_claim_measures_mha_over_gqa_at_equal_hq(tmp_path):
     assert speedups[("gqa", 8192)] == pytest.approx(3.2) and speedups[("mqa", 8192)] == pytest.approx(4.0)
     assert speedups[("gqa", 1024)] == pytest.approx(1 / 0.9)
     slow = [rec(8, 8192, 1e-4), rec(2, 8192, 0.9e-4)]
+    assert evaluate_claims(_frame(slow, tmp_path))[3]["verdict"] == INCONCLUSIVE  # one KV length cannot decide
+    slow = [r for kv in (2048, 4096, 8192) for r in (rec(8, kv, 1e-4), rec(2, kv, 0.9e-4))]
     assert evaluate_claims(_frame(slow, tmp_path))[3]["verdict"] == FAILS
     assert evaluate_claims(_frame([make_record()], tmp_path))[3]["verdict"] == NOT_MEASURED
 
 
 def test_decode_claim_is_judged_per_kernel_family_and_says_why(tmp_path):
-    def rec(backend, hkv, t, read, gemm):
-        return make_record(backend, 8, hkv, 8192, phase="decode", median_s=t, pct_read_ceiling=read,
-                           pct_gemm_ceiling=gemm)
+    def rec(backend, hkv, t, read, gemm):  # the same step at three KV lengths: a shortfall there is a finding
+        return [make_record(backend, 8, hkv, kv, phase="decode", median_s=t * kv / 8192, pct_read_ceiling=read,
+                            pct_gemm_ceiling=gemm) for kv in (2048, 4096, 8192)]
 
     # a fused kernel reads Hkv heads: MQA 4x faster; an expanding one repeats K/V to Hq heads: no faster
-    recs = [rec("sdpa", 8, 4e-4, 80, 5), rec("sdpa", 1, 1e-4, 40, 20), rec("naive", 8, 4e-4, 80, 5),
-            rec("naive", 1, 4.4e-4, 10, 5)]
+    recs = [*rec("sdpa", 8, 4e-4, 80, 5), *rec("sdpa", 1, 1e-4, 40, 20), *rec("naive", 8, 4e-4, 80, 5),
+            *rec("naive", 1, 4.4e-4, 10, 5)]
     fused, expanding = evaluate_claims(_frame(recs, tmp_path))[3:5]
     assert "fused kernels" in fused["claim"] and "expand K/V" in expanding["claim"]
     assert fused["verdict"] == HOLDS and fused["why"] == "" and {d["backend"] for d in fused["detail"]} == {"sdpa"}
@@ -297,13 +299,14 @@ def test_decode_claim_is_judged_per_kernel_family_and_says_why(tmp_path):
     assert "expand K/V to all Hq heads" in expanding["why"]
     assert "MHA step runs at 80% of the read-only ceiling and 5% of the GEMM ceiling" in expanding["why"]
     # a fused step nearer its GEMM ceiling than its read ceiling is compute-bound: fewer KV bytes gain nothing
-    compute = evaluate_claims(_frame([rec("sdpa", 8, 1e-4, 20, 60), rec("sdpa", 1, 0.9e-4, 3, 66)], tmp_path))[3]
+    compute = evaluate_claims(_frame([*rec("sdpa", 8, 1e-4, 20, 60), *rec("sdpa", 1, 0.9e-4, 3, 66)], tmp_path))[3]
     assert compute["verdict"] == FAILS and "compute-bound" in compute["why"] and "3% and 66%" in compute["why"]
     # near neither ceiling: costs that do not scale with the KV bytes set the step
-    neither = evaluate_claims(_frame([rec("flex", 8, 1e-4, 70, 10), rec("flex", 1, 0.9e-4, 30, 12)], tmp_path))[3]
+    neither = evaluate_claims(_frame([*rec("flex", 8, 1e-4, 70, 10), *rec("flex", 1, 0.9e-4, 30, 12)], tmp_path))[3]
     assert neither["verdict"] == FAILS and "Near neither ceiling" in neither["why"]
     # an MHA step reading faster than the read-only ceiling (its cache on chip): this length cannot decide it
-    on_chip = evaluate_claims(_frame([rec("flex", 8, 1e-4, 150, 10), rec("flex", 1, 0.9e-4, 30, 12)], tmp_path))[3]
+    on_chip = evaluate_claims(_frame([*rec("flex", 8, 1e-4, 150, 10), *rec("flex", 1, 0.9e-4, 30, 12)],
+                                     tmp_path))[3]
     assert on_chip["verdict"] == INCONCLUSIVE and "on-chip caches" in on_chip["why"] and "--decode-kv" in on_chip["why"]
 
 

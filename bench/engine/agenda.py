@@ -21,6 +21,8 @@ from bench.engine.budget import MARGIN, priority_order
 from bench.engine.questions import QUESTIONS, Context, Question
 from bench.engine.sweeps import Case
 
+# seconds before a run's first case: calibration and the KV-cache measurements (~35 s measured on a 2-core CPU)
+BEFORE_FIRST_CASE_S = {"cpu": 35.0, "cuda": 15.0}
 FUNDED, OVER, ABSENT, AT_START = "answered", "over budget", "not in this plan", "measured at the start"
 
 
@@ -96,7 +98,7 @@ def make_agenda(cases: list[Case], ctx: Context, budget_s: float, elapsed_s: flo
         ans = Answer(q, least, len(picked))
         if q.key == "kv":
             ans.state = AT_START
-        elif not picked and q.elsewhere:
+        elif not least and q.elsewhere:
             ans.elsewhere_s = elsewhere_seconds(q, ctx)
         elif least:
             new = [c for c in least if c.id not in funded]
@@ -139,7 +141,8 @@ def elsewhere_seconds(q: Question, ctx: Context) -> float | None:
         cases = sweeps.cases(sweep, ctx.device)
     except InputError:
         return None
-    return sum(predict_all(cases, ctx.calibration, sweep.budget_s).values())
+    before = BEFORE_FIRST_CASE_S.get(ctx.device, 30.0)
+    return before + sum(predict_all(cases, ctx.calibration, sweep.budget_s).values())
 
 
 def _emulated_reason(ctx: Context, case_id: str, cases: list[Case]) -> str:
@@ -204,7 +207,8 @@ def plan_lines(agenda: Agenda, budget_s: float, elapsed_s: float, emulated: tupl
             lines.append(head + "answered from the KV caches allocated at the start")
         else:
             when = f" in about {fmt_s(a.elsewhere_s)} here" if a.elsewhere_s else ""
-            lines.append(head + f"not in this plan: `{a.question.command}` measures it{when}")
+            what = (f"its {a.picked} cases here cannot answer it" if a.picked else "not in this plan")
+            lines.append(head + f"{what}: `{a.question.command}` measures it{when}")
     over = [a for a in agenda.answers if a.state == OVER]
     if over:
         total = elapsed_s + sum(a.cost_s for a in agenda.answers if a.state in (FUNDED, OVER))

@@ -8,14 +8,11 @@ so a CUDA plan can be read before a GPU is booked.
 
 from __future__ import annotations
 
-from bench.engine.agenda import FUNDED, cut_dtypes, fmt_s, make_agenda, plan_lines
+from bench.engine.agenda import BEFORE_FIRST_CASE_S, FUNDED, cut_dtypes, fmt_s, make_agenda, plan_lines
 from bench.engine.budget import MARGIN
 from bench.engine.cost import predict_all
 from bench.engine.options import Plan
 from bench.engine.questions import Context
-
-# seconds before the first case: calibration and the KV-cache measurements (measured: ~35 s on a 2-core CPU)
-BEFORE_FIRST_CASE_S = {"cpu": 35.0, "cuda": 15.0}
 
 
 def preview_lines(plan: Plan, calibration: dict) -> list[str]:

@@ -307,19 +307,23 @@ def _variants_picks(c: Case) -> bool:
             and (s.score != "none" or s.chunk is not None))
 
 
+# The commands that answer a question on their own (the least a plan without its cases would run)
+PREFILL = {"dtype": "fp32", "mask": "causal", "phase": "prefill"}
 QUESTIONS: tuple[Question, ...] = (
     Question("heads", "Heads are a free lunch (and the heads figure)", _heads_picks, _heads_least,
-             {"profile": "heads"}),
+             {"profile": "heads", "backend": "naive,sdpa-flash"}),
     Question("scaling", "Throughput and latency figures; O(S²) vs O(S) memory", _scaling_picks, _scaling_least,
-             {"kv-heads": "8", "seq": "256,512,1024,2048"}),
+             {"backend": "naive,sdpa", "kv-heads": "8", "seq": "256,512,1024,2048", **PREFILL}),
     Question("decode", "GQA/MQA speed up decoding 2–4× (and the decode figure)", _decode_picks, _decode_least,
-             {"profile": "decode"}),
+             {"backend": "naive,sdpa", "kv-heads": "8,2,1", "dtype": "fp32", "mask": "causal", "phase": "decode",
+              "decode-kv": "1024,4096,16384"}),
     Question("layer", "Attention dominates the layer at long sequence lengths", _layer_picks, _layer_least,
-             {"kv-heads": "8", "seq": "256,512,1024,2048,4096", "scope": "attention,layer"}),
+             {"backend": "naive,sdpa-flash", "kv-heads": "8", "seq": "256,512,1024,2048,4096",
+              "scope": "attention,layer", **PREFILL}),
     Question("kv", "GQA/MQA shrink the KV cache by Hq/Hkv (caches allocated at the start)", lambda c: False, _none),
     Question("paging", "A paged KV cache costs little over a contiguous one", _paging_picks, _all,
              {"profile": "serving", "lengths": "uniform", "phase": "decode", "page-size": "contiguous,16,128"}),
     Question("variants", "Fused kernels run attention variants within 1.3× of plain causal", _variants_picks, _all,
              {"backend": "naive,sdpa,flex", "kv-heads": "8", "seq": "512", "mask": "causal,chunk:64",
-              "score": "none,softcap:50,alibi,sinks"}),
+              "score": "none,softcap:50,alibi,sinks", "dtype": "fp32", "phase": "prefill"}),
 )

@@ -33,6 +33,7 @@ CLAIM = "GQA/MQA speed up decoding 2–4×"
 DECODE_CLAIM = (2.0, 4.0)
 NEAR = 50.0  # % of a ceiling from which a step counts as held by that ceiling
 ON_CHIP = 100.0  # % of the read-only ceiling above which the KV cache is served from on-chip caches, not memory
+MIN_KV_LENGTHS = 3  # a speedup short of the claim is only a finding over this many KV lengths
 KEYS = ["backend", "dtype", "batch", "n_heads", "head_dim", "seq_q", "seq_kv", "mask", "pass", *LATER_SHAPE_KEYS]
 CEILINGS = ["pct_read_ceiling", "pct_gemm_ceiling"]
 
@@ -112,6 +113,12 @@ def _judge(df: pd.DataFrame, family: str) -> Verdict:
     holds = median >= low
     on = judged(span(sp["seq_kv"], "KV"), span(sp["n_heads"], "Hq"), ", ".join(sorted(sp["dtype"].unique())),
                 ", ".join(sorted(sp["backend"].unique())))
+    lengths = sorted(int(k) for k in sp["seq_kv"].unique())
+    if not holds and len(lengths) < MIN_KV_LENGTHS:
+        return Verdict(claim, INCONCLUSIVE, numbers, f"Measured at KV {', '.join(map(str, lengths))} only: a "
+                       f"speedup short of the claim needs ≥ {MIN_KV_LENGTHS} KV lengths to be a finding (the gain "
+                       "grows as the cache outgrows on-chip caches); --decode-kv 1024,4096,16384 decides it.",
+                       tuple(detail), judged_on=on)
     mha_read = float(pd.to_numeric(at_longest["mha_pct_read_ceiling"], errors="coerce").median())
     if not holds and family == FUSED and math.isfinite(mha_read) and mha_read > ON_CHIP:
         # the MHA step read its cache faster than memory can deliver: it sat in on-chip caches, where fewer KV
