@@ -3,6 +3,7 @@ with the worker's interface and made-up timings), and real runs: an injected slo
 
 from __future__ import annotations
 
+import json
 import random
 import shutil
 import signal
@@ -240,8 +241,9 @@ def test_real_injected_slowdown_is_caught(real_repo, capsys):
     code = ab(real_repo, *REAL_CASES, "--format", "json")
     out = capsys.readouterr().out
     assert code == 1, out
-    regressed = int(out.split('"regressed": ')[1].split(",")[0])
-    assert regressed >= 9, out[-3000:]
+    counts = json.loads(out)["counts"]
+    # x2 everywhere; on a loaded 2-core machine a case's 4 blocks can scatter too widely to decide (inconclusive)
+    assert counts["regressed"] >= 6 and counts["improved"] == 0 and counts["noisy"] == 0, out[-3000:]
 
 
 @pytest.mark.slow
