@@ -102,6 +102,9 @@ def with_notes(comparison: Comparison, ab: AbRun) -> Comparison:
     if ab.auto and ab.extended:
         notes.append(f"--blocks auto: {len(ab.extended)} undecided cases got more blocks (up to "
                      f"{max(ab.extended.values())}; --ab-time {ab.auto.time_s:g} s)")
+    elif ab.auto and comparison.summary.counts.get("inconclusive"):
+        notes.append(f"--blocks auto: no case got more blocks: the first {ab.blocks} blocks of every case took all "
+                     f"of --ab-time ({ab.auto.time_s:g} s)")
     elif ab.auto:
         notes.append(f"--blocks auto: every case decided, or failed, within its first {ab.blocks} blocks")
     for side, ids in (("REV", ab.only_base), ("the working tree", ab.only_current)):
