@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 
@@ -85,54 +83,10 @@ def report(session: nox.Session) -> None:
 def regress(session: nox.Session) -> None:
     """CI regression check -> reports/regress.md. Extra args go to the command that runs (`bench ab` or `compare`).
 
-    In a checkout that has the target branch's history (a pull request in CI: GITHUB_BASE_REF, or `-- --base REF`),
-    A/B of the quick sweep against the merge base with that branch: both revisions on this machine, interleaved
-    (`bench ab`), so no stored per-machine baseline is needed. Otherwise, the quick sweep against this machine's
-    stored baseline.
+    bench.regress.gate decides, and says which and why: in a pull request (GITHUB_BASE_REF, or `-- --base REF`), A/B
+    of the quick sweep against the merge base, interleaved on this machine; otherwise this machine's stored baseline,
+    but only when it was recorded on this host with the ceilings this machine measures now; otherwise A/B against the
+    previous commit. An unchanged tree never fails because the machine changed.
     """
     install(session)
-    args = list(session.posargs)
-    target = _take_option(args, "--base") or (f"origin/{os.environ['GITHUB_BASE_REF']}"
-                                              if os.environ.get("GITHUB_BASE_REF") else None)
-    base = _merge_base(target) if target else None
-    if base:
-        session.log(f"A/B against the merge base with {target}: {base[:12]}")
-        session.run("python", "-m", "bench", "ab", base, "--profile", "quick", "--format", "markdown", "--output",
-                    "reports/regress.md", *args)
-        return
-    if target:
-        session.warn(f"no merge base with {target} in this checkout (fetch its history: actions/checkout with "
-                     "fetch-depth: 0); falling back to the stored baseline")
-    # Two passes in two processes: a case regresses only when both are slower, so a stall or a slow spell
-    # of a shared machine during one pass cannot fail CI on its own.
-    passes = [Path(f"results/regress-current-{i}.json") for i in (1, 2)]
-    for out in passes:
-        out.unlink(missing_ok=True)  # bench run refuses to overwrite a results file
-        # exit 1 (a case incorrect or errored) still yields a file; compare fails on that status change
-        session.run("python", "-m", "bench", "run", "--profile", "quick", "--out", str(out), success_codes=[0, 1])
-    session.run("python", "-m", "bench", "compare", "results/baselines", *map(str, passes), "--format", "markdown",
-                "--output", "reports/regress.md", *args)
-
-
-def _take_option(args: list[str], name: str) -> str | None:
-    """Remove `name VALUE` (or `name=VALUE`) from args and return VALUE."""
-    for i, arg in enumerate(args):
-        if arg == name and i + 1 < len(args):
-            value = args[i + 1]
-            del args[i:i + 2]
-            return value
-        if arg.startswith(name + "="):
-            del args[i]
-            return arg.split("=", 1)[1]
-    return None
-
-
-def _merge_base(target: str) -> str | None:
-    """The merge base of HEAD with `target`, or None when this checkout lacks that history (a shallow clone)."""
-    try:
-        done = subprocess.run(["git", "merge-base", "HEAD", target], capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    if done.returncode != 0:
-        return None
-    return done.stdout.strip() or None
+    session.run("python", "-m", "bench.regress.gate", *session.posargs)

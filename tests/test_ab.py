@@ -1,8 +1,9 @@
 """`bench ab`: the ABBA schedule, pooling a side's slices, the worker protocol and its refusals (on a fake revision
-with the worker's interface and made-up timings), and real runs: an A/A passes, an injected slowdown is caught."""
+with the worker's interface and made-up timings), and real runs: an injected slowdown is caught."""
 
 from __future__ import annotations
 
+import json
 import random
 import shutil
 import signal
@@ -145,7 +146,7 @@ def edit(repo: Path, name: str, old: str, new: str) -> None:
 
 
 def ab(repo: Path, *args: str) -> int:
-    return main(["ab", "HEAD", "--repo", str(repo), "--blocks", "1", "--seed", "3", *args])  # later flags win
+    return main(["ab", "HEAD", "--repo", str(repo), "--blocks", "3", "--seed", "3", *args])  # later flags win
 
 
 @pytest.mark.slow
@@ -218,11 +219,10 @@ def test_unusable_revision_is_exit_2_with_the_reason(broken, message, fake_repo,
 
 # --- real runs: this tree's code against itself, and made slower by tests/injected_slowdown.py -----------------
 
-# 12 cases: enough for the cross-case noise model (8 or more); 2 blocks, so that the block levelling applies.
-# --threshold 10%: with 2 blocks of a 0.05 s budget a case is far less precise than with the defaults (5 blocks,
-# the profile's budget) that the 5% default was measured with; at 5% this A/A flagged a case in 1 of 5 runs here.
+# 12 cases: enough for the cross-case guard (8 or more); 4 blocks, each case judged by its own (bench.regress.blocks).
+# An A/A of this tree runs in tests/test_gate.py (the regress session against the previous commit).
 REAL_CASES = ["--backend", "sdpa-flash,naive", "--seq", "64,128,192", "--kv-heads", "8,1", "--phase", "prefill",
-              "--budget", "0.05", "--blocks", "2", "--threshold", "10%"]
+              "--budget", "0.05", "--blocks", "4"]
 
 
 @pytest.fixture
@@ -235,21 +235,15 @@ def real_repo(tmp_path) -> Path:
 
 
 @pytest.mark.slow
-def test_real_aa_passes(real_repo, capsys):
-    code = ab(real_repo, *REAL_CASES, "--format", "text")
-    out = capsys.readouterr().out
-    assert code == 0 and "(12 matched)" in out, out
-
-
-@pytest.mark.slow
 def test_real_injected_slowdown_is_caught(real_repo, capsys):
     registry = inject(real_repo, extra=1.0)  # every backend x2 in the working tree, REV (HEAD) untouched
     assert MARK in registry.read_text()
     code = ab(real_repo, *REAL_CASES, "--format", "json")
     out = capsys.readouterr().out
     assert code == 1, out
-    regressed = int(out.split('"regressed": ')[1].split(",")[0])
-    assert regressed >= 9, out[-3000:]
+    counts = json.loads(out)["counts"]
+    # x2 everywhere; on a loaded 2-core machine a case's 4 blocks can scatter too widely to decide (inconclusive)
+    assert counts["regressed"] >= 6 and counts["improved"] == 0 and counts["noisy"] == 0, out[-3000:]
 
 
 @pytest.mark.slow

@@ -158,6 +158,15 @@ def test_too_few_cases_use_the_prior_noise_and_say_so():
     assert "only 3 cases timed in both runs, too few to measure it" in render_text(cmp)
 
 
+def test_too_few_cases_to_decide_say_so_and_name_bench_ab():
+    """One case x1.43 in two stored runs: compare cannot tell it from run-to-run noise, and says what can."""
+    one = CASES[:1]
+    cmp = compare_runs(sweep(1, cases=one), sweep(2, cases=one, slowdown=1.43))
+    (v,) = cmp.cases
+    assert v.verdict == "noisy" and "cannot decide" in v.reason and "bench ab" in v.reason
+    assert "python -m bench ab REV" in render_text(cmp)
+
+
 @pytest.mark.parametrize("metric", ["median", "mean", "min"])
 def test_metrics(metric):
     cmp = compare_runs(sweep(1), sweep(2, slowdown=1.5, slowed=lambda k: k == CASES[0]), Rule(metric=metric))

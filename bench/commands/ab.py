@@ -10,8 +10,12 @@ from bench.commands.run import TUNED_MALLOC
 from bench.engine import sweeps
 from bench.errors import UsageError
 from bench.regress.ab import git
-from bench.regress.ab.engine import run_ab
-from bench.regress.compare import METRICS, Comparison, Rule, compare_runs
+from bench.regress.ab.auto import DEFAULT_TIME_S, AutoBlocks, parse_blocks, parse_time
+from bench.regress.ab.auto import START as AUTO_START
+from bench.regress.ab.auto import STEP as AUTO_STEP
+from bench.regress.ab.engine import AbRun, run_ab
+from bench.regress.ab.verdict import judge
+from bench.regress.compare import METRICS, Comparison, Rule
 from bench.regress.noise import parse_threshold
 from bench.regress.render import RENDERERS, emit
 from bench.results import write_atomic
@@ -19,9 +23,8 @@ from bench.results import write_atomic
 help = ("A/B: measure REV (a branch, tag or commit) and the working tree alternately on this machine and compare "
         "them case by case; exit 1 on a regression, 2 when unusable")
 
-# Half of compare's 10%: interleaving on one machine removes the run-to-run drift a stored baseline carries. Measured
-# here (README, A/B against a git revision): A/A 0 of 252 cases regressed at 5%; a 1.1x slowdown caught in 81% of
-# cases at 5% against 69% at 10%; thresholds of 3-4% caught no more (the misses are significance-limited).
+# Half of compare's 10%: interleaving on one machine removes the run-to-run drift a stored baseline carries, and each
+# case is judged by its own blocks. What it catches, and its A/A false alarms: README, bench ab detection.
 DEFAULT_THRESHOLD = "5%"
 SWEEP_OPTIONS = ("profile", "device", "threads")  # bench run's options that shape the sweep (no files, no shards)
 
@@ -39,8 +42,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "its slowest thread, so one busy core stalls every call)")
     for f in sweeps.axis_fields():
         p.add_argument(f"--{f.metadata['flag']}", dest=f.name, help=f.metadata["help"], default=None)
-    p.add_argument("--blocks", type=int, default=5,
-                   help="ABBA blocks per case (default 5): each side times each case twice per block")
+    p.add_argument("--blocks", default="auto",
+                   help="ABBA blocks per case, at least 2 (each side times each case twice per block), or auto "
+                        f"(default): {AUTO_START} blocks, then {AUTO_STEP} more at a time for each case whose interval "
+                        "straddles the threshold, until it decides or --ab-time is spent")
+    p.add_argument("--ab-time", default=f"{DEFAULT_TIME_S:g}",
+                   help=f"with --blocks auto: after this long (seconds, or 5m) no more blocks are added (default "
+                        f"{DEFAULT_TIME_S:g}); the first blocks of every case are always measured")
     p.add_argument("--seed", type=int, help="seed of the blocks' random order (default: a fresh one, printed)")
     p.add_argument("--malloc", choices=["default", "tuned"], default="tuned",
                    help="glibc malloc of both sides (CPU): tuned (default) keeps large blocks in the heap, so "
@@ -48,8 +56,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--metric", choices=list(METRICS), default="median", help="statistic of the rounds compared")
     p.add_argument("--threshold", default=DEFAULT_THRESHOLD,
                    help="smallest change that counts: 5%% or 0.05 (default 5%%, half of compare's 10%%: both sides run "
-                        "interleaved on one machine, so A/A measured 0 regressions in 252 cases at 5%%, and a 1.1x "
-                        "slowdown, which measures x1.10-1.14, sits on a 10%% threshold)")
+                        "interleaved on one machine; a case regresses when its blocks' interval lies above it)")
     p.add_argument("--format", choices=list(RENDERERS), default="text", help="text table, markdown, or json")
     p.add_argument("--output", metavar="FILE", help="also write the report to FILE (e.g. for a CI job summary)")
     p.add_argument("--save", metavar="DIR", type=Path,
@@ -61,8 +68,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     rule = Rule(metric=args.metric, threshold=parse_threshold(args.threshold))  # bad input before any work
-    if args.blocks < 1:
-        raise UsageError(f"--blocks {args.blocks}: at least 1")
+    blocks = parse_blocks(args.blocks)
+    auto = AutoBlocks(time_s=parse_time(args.ab_time)) if blocks is None else None
     values = {name: getattr(args, name) for name in (*SWEEP_OPTIONS, *(f.name for f in sweeps.axis_fields()))}
     values = {k: v for k, v in values.items() if v is not None}
     values.setdefault("profile", "quick")
@@ -79,18 +86,27 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"{repo} is not attnbench's checkout, so `bench ab` compares your code in it: name your "
                          "backend with --backend MODULE:FUNCTION (or an attnbench.backends entry point)")
     env = dict(TUNED_MALLOC) if args.malloc == "tuned" else {}
-    ab = run_ab(repo, args.rev, values, blocks=args.blocks, seed=args.seed, env=env, pythons=pythons)
+    ab = run_ab(repo, args.rev, values, blocks=blocks or AUTO_START, seed=args.seed, env=env, pythons=pythons,
+                rule=rule, auto=auto)
     if args.save:
         write_atomic(args.save / "ab-base.json", ab.base)
         write_atomic(args.save / "ab-current.json", ab.current)
-    # one machine, interleaved: machine drift hits both sides alike, so no GEMM control is needed (or meaningful)
-    comparison = with_notes(compare_runs(ab.base, ab.current, rule, control=False), ab)
+    # each case judged by its own blocks: machine drift hits both sides of a block alike, so no GEMM control
+    comparison = with_notes(judge(ab.base, ab.current, rule), ab)
     return emit(comparison, args.format, args.output)
 
 
-def with_notes(comparison: Comparison, ab) -> Comparison:
+def with_notes(comparison: Comparison, ab: AbRun) -> Comparison:
     """The comparison with what A/B adds: how it was measured, and the cases only one side's sweep has."""
     notes = [f"A/B on one machine: {ab.blocks} randomised ABBA blocks per case (seed {ab.seed})"]
+    if ab.auto and ab.extended:
+        notes.append(f"--blocks auto: {len(ab.extended)} undecided cases got more blocks (up to "
+                     f"{max(ab.extended.values())}; --ab-time {ab.auto.time_s:g} s)")
+    elif ab.auto and comparison.summary.counts.get("inconclusive"):
+        notes.append(f"--blocks auto: no case got more blocks: the first {ab.blocks} blocks of every case took all "
+                     f"of --ab-time ({ab.auto.time_s:g} s)")
+    elif ab.auto:
+        notes.append(f"--blocks auto: every case decided, or failed, within its first {ab.blocks} blocks")
     for side, ids in (("REV", ab.only_base), ("the working tree", ab.only_current)):
         if ids:
             shown = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")

@@ -127,6 +127,26 @@ def gpu_name(device: str) -> str | None:
     return torch.cuda.get_device_name() if device == "cuda" and torch.cuda.is_available() else None
 
 
+MACHINE_ID_FILES = ("/etc/machine-id", "/var/lib/dbus/machine-id")
+
+
+def host_id() -> str:
+    """This host as the OS names it: a short hash of its machine id (systemd's /etc/machine-id) and hostname.
+
+    Not the CPU's name: hosts sold under one name differ (one 'AMD EPYC' measured GEMM 183 GFLOP/s, another 117).
+    Machines cloned from one image can share both, so a stored baseline also keeps the ceilings measured with it
+    (bench.regress.gate checks both)."""
+    machine = ""
+    for path in MACHINE_ID_FILES:
+        try:
+            with open(path) as f:
+                machine = f.read().strip()
+            break
+        except OSError:
+            continue
+    return hashlib.sha256(f"{machine}|{platform.node()}".encode()).hexdigest()[:16]
+
+
 def fingerprint(device: str) -> dict[str, Any]:
     """What must match for two runs' times to be comparable (FINGERPRINT_FIELDS)."""
     import torch
@@ -159,6 +179,7 @@ def environment(device: str, profile: str) -> dict[str, Any]:
         "nvml": nvml_state(),
         "git_commit": git_commit(),
         "python": platform.python_version(),
+        "host_id": host_id(),
     }
 
 

@@ -34,68 +34,21 @@ m as 0, and group/global do not apply.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 from scipy.stats import mannwhitneyu
 
 from bench.measure.environment import fingerprint_diff
 from bench.regress.noise import CompareError, NoiseModel, Rule, noise_model
+from bench.regress.verdicts import VERDICTS, CaseVerdict, ComparedRun, Comparison, Summary
 from bench.results import RunDocument, as_run
 from bench.status import FAILING
 
-VERDICTS = ("regressed", "status changed", "noisy", "improved", "missing", "new", "unchanged")  # by severity
+__all__ = ["VERDICTS", "CaseVerdict", "ComparedRun", "Comparison", "CompareError", "Rule", "Summary", "compare_runs"]
+
 METRICS = {"median": np.median, "mean": np.mean, "min": np.min}
 OVERLAP = "the middle 60% of the two runs' rounds overlap"
-
-
-@dataclass(frozen=True)
-class CaseVerdict:
-    case_id: str
-    verdict: str  # one of VERDICTS
-    failing: bool  # counts towards exit code 1
-    reason: str
-    base_status: str | None
-    cur_status: str | None
-    base_value: float | None  # the metric over the rounds: seconds, or GEMM FLOP-equivalents with --normalize
-    cur_value: float | None
-    ratio: float | None  # current / baseline time
-    p_value: float | None
-    mem_ratio: float | None  # current / baseline peak_mem_bytes
-
-
-@dataclass(frozen=True)
-class ComparedRun:
-    """One side of a comparison as the verdict table heads it (not bench.report.load.RunInfo: a frame's run)."""
-
-    run_id: str | None
-    profile: str | None
-    complete: bool | None
-    passes: int  # how many runs a saved baseline pooled (1 for a plain run)
-    fingerprint: dict | None
-    gemm_flops_per_s: float | None
-
-
-@dataclass(frozen=True)
-class Summary:
-    baseline: ComparedRun
-    current: ComparedRun
-    rule: Rule
-    noise: NoiseModel
-    normalized: bool  # times were divided into GEMM units by each run's own calibration
-    fingerprint_diffs: tuple[str, ...]  # what differs between the machines (only possible with normalized)
-    counts: dict[str, int]
-    n_failing: int  # regressed cases plus failing status changes
-    n_matched: int
-    warnings: tuple[str, ...]
-    exit_code: int  # 0 no regression, 1 regression
-    controlled: bool = False  # timing verdicts also had to hold in GEMM units of each run (the in-run control)
-
-
-@dataclass(frozen=True)
-class Comparison:
-    summary: Summary
-    cases: tuple[CaseVerdict, ...] = field(default_factory=tuple)
 
 
 @dataclass(frozen=True)
@@ -221,7 +174,12 @@ def _time_verdict(t: _Timed, within: tuple[float | None, list[str]], noise: Nois
     apart = d * (l - noise.center)
     alone = apart > noise.k * noise.sigma
     in_group = noise.group_shift == d and apart > thr
-    if not (alone or in_group or noise.global_shift == d):
+    if not (alone or in_group or noise.global_shift == d) and noise.kind == "prior":
+        # two runs made apart carry run-to-run noise that only many cases can measure: say so, and what decides
+        doubts.append(f"cannot decide: {noise.n_cases} cases are too few to measure the run-to-run noise (a case "
+                      f"must move x{noise.floor_ratio:.2f} to count); `python -m bench ab REV` decides one case "
+                      "from interleaved blocks")
+    elif not (alone or in_group or noise.global_shift == d):
         doubts.append(f"within run-to-run noise (alone a case must stand out of the others by x{noise.floor_ratio:.2f},"
                       f" and the cases past the threshold do not lean {'slower' if d > 0 else 'faster'})")
     if noise.global_shift == d:

@@ -7,7 +7,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from bench.regress.compare import VERDICTS, CaseVerdict, Comparison, Summary
+from bench.regress.verdicts import VERDICTS, CaseVerdict, Comparison, Summary
 from bench.results import json_safe
 
 
@@ -39,7 +39,8 @@ def _noise_line(s: Summary) -> str:
     n = s.noise
     if n.kind == "prior":
         return (f"run-to-run noise: only {n.n_cases} cases timed in both runs, too few to measure it; assumed sigma "
-                f"{n.sigma:.0%} per case, so a case must move by {_ratio(n.floor_ratio)} to count")
+                f"{n.sigma:.0%} per case, so a case must move by {_ratio(n.floor_ratio)} to count; to decide a smaller "
+                "move, measure it interleaved: python -m bench ab REV")
     text = (f"run-to-run noise (from {n.n_cases} cases): sigma {n.sigma:.1%} per case; the run as a whole moved "
             f"{_ratio(n.center_ratio)}; alone a case must stand out of the others by {_ratio(n.floor_ratio)}; past the "
             f"threshold: {n.n_slower} clean cases slower, {n.n_faster} faster (lean p={n.group_p:.2g})")
@@ -50,8 +51,21 @@ def _noise_line(s: Summary) -> str:
     return text
 
 
+def _blocks_line(s: Summary) -> str:
+    r, n = s.rule, s.noise
+    text = (f"verdicts from each case's own ABBA blocks: the geometric mean of its per-block B/A ratios, their "
+            f"{1 - 2 * r.alpha:.0%} t-interval and a one-sided t-test at alpha {r.alpha}; regressed when the interval "
+            f"lies above x{1 + r.threshold:.2f}, inconclusive when it straddles it")
+    if n.kind == "prior":
+        return text + f"; cross-case guard off ({n.n_cases} timed cases, fewer than {r.min_cases}: the blocks carry " \
+                      "the noise)"
+    return text + (f"; cross-case guard ({n.n_cases} cases): sigma {n.sigma:.1%} per case, the median case moved "
+                   f"{_ratio(n.center_ratio)}; a case must stand out by {_ratio(n.floor_ratio)}, lean with a group, "
+                   "or move with the whole A/B")
+
+
 def _context_lines(s: Summary) -> list[str]:
-    lines = [_noise_line(s)]
+    lines = [_blocks_line(s) if s.method == "blocks" else _noise_line(s)]
     if s.normalized:
         gb, gc = s.baseline.gemm_flops_per_s / 1e9, s.current.gemm_flops_per_s / 1e9
         lines.append(f"normalized: times x each run's own GEMM speed (baseline {gb:.4g}, current {gc:.4g} GFLOP/s), "
@@ -62,6 +76,9 @@ def _context_lines(s: Summary) -> list[str]:
         lines.append(f"in-run control: each run's GEMM speed at its start and end (baseline {gb:.4g}, current "
                      f"{gc:.4g} GFLOP/s); a timing change must hold in seconds and in GEMM units")
     lines += [f"warning: {w}" for w in s.warnings]
+    if s.counts.get("inconclusive"):
+        lines.append(f"{s.counts['inconclusive']} inconclusive: their intervals straddle the threshold, so they are "
+                     "neither passed nor failed; more blocks decide them (--blocks auto with a longer --ab-time)")
     return lines
 
 
@@ -72,23 +89,49 @@ def _title(s: Summary) -> str:
             f"threshold {s.rule.threshold:.0%}, alpha {s.rule.alpha}")
 
 
-def _row(v: CaseVerdict, normalized: bool) -> list[str]:
+STRIP_MAX = 12  # block ratios shown one by one; past this, the first ones and a count
+
+
+def strip(blocks: tuple[float, ...]) -> str:
+    """The per-block B/A ratios in block order, e.g. '1.12 1.09 1.15 1.10 1.11', so a reader sees why a case was
+    called; '-' for a comparison without blocks."""
+    if not blocks:
+        return "-"
+    shown = " ".join(f"{b:.2f}" for b in blocks[:STRIP_MAX])
+    return shown + (f" +{len(blocks) - STRIP_MAX} more" if len(blocks) > STRIP_MAX else "")
+
+
+def _interval(v: CaseVerdict) -> str:
+    if v.interval is None or not all(x == x for x in v.interval):  # nan: one block
+        return "-"
+    return f"[{v.interval[0]:.2f}, {v.interval[1]:.2f}]"
+
+
+def _row(v: CaseVerdict, normalized: bool, blocks: bool = False) -> list[str]:
     status = v.cur_status if v.base_status == v.cur_status else f"{v.base_status or '-'} -> {v.cur_status or '-'}"
-    return [v.verdict + (" (fails)" if v.failing and v.verdict != "regressed" else ""), _ratio(v.ratio), _p(v.p_value),
-            _ratio(v.mem_ratio), _time(v.base_value, normalized), _time(v.cur_value, normalized), status or "-",
-            v.case_id, v.reason]
+    cells = [v.verdict + (" (fails)" if v.failing and v.verdict != "regressed" else ""), _ratio(v.ratio),
+             _p(v.p_value), _ratio(v.mem_ratio), _time(v.base_value, normalized), _time(v.cur_value, normalized),
+             status or "-", v.case_id, v.reason]
+    return cells[:2] + [_interval(v), strip(v.blocks)] + cells[2:] if blocks else cells
 
 
 _HEAD = ["verdict", "time", "p", "memory", "baseline", "current", "status", "case", "note"]
+_HEAD_BLOCKS = [*_HEAD[:2], "interval", "blocks B/A", *_HEAD[2:]]
+
+
+def _head(s: Summary) -> list[str]:
+    return _HEAD_BLOCKS if s.method == "blocks" else _HEAD
 
 
 def render_text(cmp: Comparison) -> str:
     s = cmp.summary
-    rows = [_HEAD] + [_row(v, s.normalized) for v in cmp.cases]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(_HEAD) - 1)]
+    head = _head(s)
+    rows = [head] + [_row(v, s.normalized, s.method == "blocks") for v in cmp.cases]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head) - 1)]
     table = ["  ".join(cell.ljust(w) for cell, w in zip(r[:-1], widths, strict=True)) + "  " + r[-1] for r in rows]
     verdict = "REGRESSION" if s.exit_code else "no regression"
-    return "\n".join([f"attnbench compare: {_title(s)}", *_context_lines(s), f"result: {verdict}: {_counts(s)}", "",
+    command = "ab" if s.method == "blocks" else "compare"
+    return "\n".join([f"attnbench {command}: {_title(s)}", *_context_lines(s), f"result: {verdict}: {_counts(s)}", "",
                       *(line.rstrip() for line in table)]) + "\n"
 
 
@@ -101,14 +144,16 @@ def render_markdown(cmp: Comparison) -> str:
     mark = ":x: **regression**" if s.exit_code else ":white_check_mark: no regression"
     lines = [f"### attnbench: {mark}: {_counts(s)}", "", _title(s) + "  ", *(line + "  " for line in _context_lines(s)),
              ""]
-    shown = [v for v in cmp.cases if v.verdict != "unchanged"]
+    # an A/B shows every case: its block ratios are why it was called, unchanged ones included
+    shown = [v for v in cmp.cases if v.verdict != "unchanged" or s.method == "blocks"]
     if not shown:
         lines.append(f"All {s.n_matched} cases are within the threshold of the baseline.")
         return "\n".join(lines) + "\n"
-    lines += ["| " + " | ".join(_HEAD) + " |", "|" + "---|" * len(_HEAD)]
+    head = _head(s)
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for v in shown:
-        cells = _row(v, s.normalized)
-        cells[7] = f"`{cells[7]}`"
+        cells = _row(v, s.normalized, s.method == "blocks")
+        cells[head.index("case")] = f"`{cells[head.index('case')]}`"
         lines.append("| " + " | ".join(_md(c) for c in cells) + " |")
     return "\n".join(lines) + "\n"
 

@@ -10,23 +10,32 @@ sides become two ordinary run documents for bench.regress.compare.
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import random
 import signal
+import statistics
 import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bench.regress.ab import git
+from bench.regress.ab.auto import AutoBlocks, more, to_extend
 from bench.regress.ab.git import AbError
-from bench.regress.ab.rounds import judged_rounds
+from bench.regress.ab.rounds import block_ratios, judged_rounds
 from bench.regress.ab.side import Side, running_attnbench
+from bench.regress.blocks import BlockStats, block_stats
+from bench.regress.noise import Rule
 from bench.results import RunDocument, RunMeta
 from bench.results.entry import case_entry, median_of, pooled_entry
+
+# A slice shorter than this holds a handful of rounds of a millisecond kernel, and each block's ratio then scatters
+# with whatever the host did in those few milliseconds; a slice also costs its checks and warm-up (about 0.3 s
+# each on a loaded 2-core machine), so a longer timed part adds little to the A/B's time.
+MIN_SLICE_S = 0.1
 
 
 def schedule(blocks: int, rng: random.Random) -> list[str]:
@@ -76,7 +85,9 @@ class AbRun:
     only_base: list[str]
     only_current: list[str]
     seed: int
-    blocks: int
+    blocks: int  # every case's first blocks
+    auto: AutoBlocks | None = None  # --blocks auto: how more blocks were added to undecided cases
+    extended: dict[str, int] = field(default_factory=dict)  # case -> its blocks, for cases given more than `blocks`
 
 
 def _document(info: SideInfo, entries: list[dict], repo: Path, fingerprint: dict, profile: str | None,
@@ -90,9 +101,11 @@ def _document(info: SideInfo, entries: list[dict], repo: Path, fingerprint: dict
     return doc
 
 
-def measure_case(case_id: str, sides: dict[str, Side], order: list[str]) -> dict[str, Slices]:
-    """Run a case's slices in `order`; once both sides ran it, a side where it is not ok ends the case."""
-    got = {name: Slices() for name in sides}
+def measure_case(case_id: str, sides: dict[str, Side], order: list[str], got: dict[str, Slices] | None = None,
+                 first_block: int = 0) -> dict[str, Slices]:
+    """Run a case's slices in `order` (blocks numbered from first_block, added to `got` when given); once both
+    sides ran it, a side where it is not ok ends the case."""
+    got = got if got is not None else {name: Slices() for name in sides}
     for i, name in enumerate(order):
         if all(s.records for s in got.values()) and any(s.failed for s in got.values()):
             break  # a status change (or a case unsupported on both sides) needs no timing
@@ -101,27 +114,30 @@ def measure_case(case_id: str, sides: dict[str, Side], order: list[str]) -> dict
         answer = sides[name].ask({"cmd": "run", "case": case_id})
         got[name].records.append(answer["record"])
         got[name].samples.append([float(x) for x in answer["samples"]])
-        got[name].blocks.append(i // 4)
+        got[name].blocks.append(first_block + i // 4)
     return got
 
 
-def run_ab(repo: Path, rev: str | None, values: dict[str, Any], blocks: int = 3, seed: int | None = None,
+def run_ab(repo: Path, rev: str | None, values: dict[str, Any], blocks: int = 5, seed: int | None = None,
            env: dict[str, str] | None = None, say: Callable[[str], None] | None = None,
-           pythons: tuple[str, str] | None = None) -> AbRun:
+           pythons: tuple[str, str] | None = None, rule: Rule | None = None, auto: AutoBlocks | None = None) -> AbRun:
     """Measure the sweep that `values` describe with REV (in a temporary worktree) and with the working tree; with
-    `pythons` (A's interpreter, B's), the working tree in both, each side in its own interpreter (rev: None)."""
+    `pythons` (A's interpreter, B's), the working tree in both, each side in its own interpreter (rev: None).
+    auto: `blocks` is auto.start, and undecided cases (by `rule`) get more blocks (bench.regress.ab.auto)."""
     say = say or (lambda line: print(line, file=sys.stderr, flush=True))
-    if blocks < 1:
-        raise AbError(f"--blocks {blocks}: at least one ABBA block is needed")
+    rule = rule or Rule()
+    blocks = auto.start if auto else blocks
+    if blocks < 2:
+        raise AbError(f"--blocks {blocks}: at least 2 ABBA blocks are needed (one gives no interval)")
     commit = git.resolve(repo, rev or "HEAD")
     seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
     rng = random.Random(seed)
-    request = {"cmd": "plan", "values": values, "slices": 2 * blocks}
+    request = {"cmd": "plan", "values": values, "slices": 2 * blocks, "min_slice_s": MIN_SLICE_S}
     # a cancelled CI job gets SIGTERM: end like Ctrl-C, so the workers stop and the worktree is removed
     main_thread = threading.current_thread() is threading.main_thread()  # only it may set signal handlers
     previous = signal.signal(signal.SIGTERM, _interrupt) if main_thread else None
     try:
-        return _run_ab(repo, rev or "HEAD", commit, values, blocks, seed, rng, request, env, say, pythons)
+        return _run_ab(repo, rev or "HEAD", commit, values, blocks, seed, rng, request, env, say, pythons, rule, auto)
     finally:
         if main_thread:
             signal.signal(signal.SIGTERM, previous)
@@ -147,7 +163,7 @@ def _interrupt(signum: int, frame: Any) -> None:
 
 def _run_ab(repo: Path, rev: str, commit: str, values: dict[str, Any], blocks: int, seed: int, rng: random.Random,
             request: dict, env: dict[str, str] | None, say: Callable[[str], None],
-            pythons: tuple[str, str] | None = None) -> AbRun:
+            pythons: tuple[str, str] | None, rule: Rule, auto: AutoBlocks | None) -> AbRun:
     # two interpreters: one tree (the working tree) for both sides, no worktree
     with (contextlib.nullcontext(repo) if pythons else git.worktree(repo, commit)) as tree:
         base_label = f"{rev} ({commit[:12]})" if not commit.startswith(rev) else commit[:12]
@@ -174,16 +190,17 @@ def _run_ab(repo: Path, rev: str, commit: str, values: dict[str, Any], blocks: i
                               f"{len(ids['B'])}; their case ids differ")
             say(f"{len(common)} cases x {blocks} ABBA blocks (seed {seed}); {len(only_a)} only in A, "
                 f"{len(only_b)} only in B")
-            entries: dict[str, list[dict]] = {"A": [], "B": []}
+            started = time.monotonic()
+            got: dict[str, dict[str, Slices]] = {}
             for n, case_id in enumerate(common, 1):
-                got = measure_case(case_id, sides, schedule(blocks, rng))
-                judged = {"A": None, "B": None}
-                if not any(s.failed or not s.samples for s in got.values()):
-                    judged["A"], judged["B"] = judged_rounds(*(list(zip(got[n].blocks, got[n].samples, strict=True))
-                                                              for n in ("A", "B")))
-                for name in sides:
-                    entries[name].append(pooled(got[name], judged[name]))
-                say(_progress(n, len(common), case_id, entries["A"][-1], entries["B"][-1]))
+                got[case_id] = measure_case(case_id, sides, schedule(blocks, rng))
+                say(_progress(f"{n}/{len(common)}", case_id, got[case_id], rule))
+            if auto:
+                _extend(got, sides, rng, rule, auto, started, say)
+            entries: dict[str, list[dict]] = {"A": [], "B": []}
+            for case_id in common:
+                for name, entry in _entries(got[case_id]).items():
+                    entries[name].append(entry)
         finally:
             for side in sides.values():
                 side.close()
@@ -193,16 +210,59 @@ def _run_ab(repo: Path, rev: str, commit: str, values: dict[str, Any], blocks: i
     base = _document(SideInfo(base_label, commit, plans["A"]), entries["A"], repo, fingerprint, profile, False)
     current = _document(SideInfo(current_label, head, plans["B"]), entries["B"], repo, fingerprint, profile,
                         git.is_dirty(repo))
-    return AbRun(base, current, only_a, only_b, seed, blocks)
+    extended = {cid: len(set(g["A"].blocks)) for cid, g in got.items() if len(set(g["A"].blocks)) > blocks}
+    return AbRun(base, current, only_a, only_b, seed, blocks, auto, extended)
 
 
-def _progress(n: int, total: int, case_id: str, a: dict, b: dict) -> str:
-    def show(entry: dict) -> str:
-        rec = entry["extra_info"]
-        if rec.get("status") != "ok" or not entry["stats"]:
-            return rec.get("status", "?")
-        return f"{rec['median_s'] * 1e3:.3f} ms"
+def _pairs(slices: Slices) -> list[tuple[int, list[float]]]:
+    return list(zip(slices.blocks, slices.samples, strict=True))
 
-    ra, rb = a["extra_info"].get("median_s"), b["extra_info"].get("median_s")
-    ratio = f"  x{rb / ra:.2f}" if a["stats"] and b["stats"] and ra and rb and math.isfinite(rb / ra) else ""
-    return f"[{n}/{total}] {case_id}  A {show(a)}  B {show(b)}{ratio}"
+
+def _timed(got: dict[str, Slices]) -> bool:
+    return not any(s.failed or not s.samples for s in got.values())
+
+
+def case_stats(got: dict[str, Slices], rule: Rule) -> BlockStats | None:
+    """The block statistics of a case measured so far; None when it is not timed on both sides."""
+    ratios = block_ratios(_pairs(got["A"]), _pairs(got["B"])) if _timed(got) else []
+    return block_stats(ratios, rule) if ratios else None
+
+
+def _entries(got: dict[str, Slices]) -> dict[str, dict]:
+    """Each side's results entry of a case: its judged rounds pooled (bench.regress.ab.rounds)."""
+    judged: dict[str, list[float] | None] = {"A": None, "B": None}
+    if _timed(got):
+        judged["A"], judged["B"] = judged_rounds(_pairs(got["A"]), _pairs(got["B"]))
+    return {name: pooled(got[name], judged[name]) for name in ("A", "B")}
+
+
+def _extend(got: dict[str, dict[str, Slices]], sides: dict[str, Side], rng: random.Random, rule: Rule,
+            auto: AutoBlocks, started: float, say: Callable[[str], None]) -> None:
+    """--blocks auto: rounds of more blocks for the undecided cases (bench.regress.ab.auto's stop rule)."""
+    while True:
+        undecided = {cid: len(set(g["A"].blocks)) for cid, g in got.items()
+                     if (st := case_stats(g, rule)) is not None and not st.decided}
+        todo = to_extend(undecided, time.monotonic() - started, auto)
+        if not todo:
+            if undecided:
+                say(f"--blocks auto: {len(undecided)} cases still inconclusive after "
+                    f"{time.monotonic() - started:.0f} s (--ab-time {auto.time_s:g} s, at most {auto.max_blocks} "
+                    "blocks a case)")
+            return
+        for cid in todo:
+            if time.monotonic() - started >= auto.time_s:
+                break
+            n = undecided[cid]
+            measure_case(cid, sides, schedule(more(n, auto), rng), got[cid], first_block=n)
+            say(_progress(f"+{more(n, auto)}", cid, got[cid], rule))
+
+
+def _progress(where: str, case_id: str, got: dict[str, Slices], rule: Rule) -> str:
+    def show(slices: Slices) -> str:
+        if slices.failed or not slices.samples:
+            return (slices.records[0].get("status") if slices.records else None) or "?"
+        return f"{statistics.median(x for part in slices.samples for x in part) * 1e3:.3f} ms"
+
+    stats = case_stats(got, rule)
+    ratio = f"  x{stats.estimate:.2f} ({stats.n} blocks: {stats.verdict})" if stats is not None else ""
+    return f"[{where}] {case_id}  A {show(got['A'])}  B {show(got['B'])}{ratio}"

@@ -1,4 +1,5 @@
-"""From the two sides' raw slices of one case to the rounds bench.regress.compare judges (pure functions).
+"""From the two sides' raw slices of one case to what is judged (pure functions): each block's B/A ratio, which
+bench.regress.blocks turns into the case's verdict, and the pooled rounds each side's run document keeps.
 
 Two steps, applied to both sides alike, so that a shared machine's interference cancels instead of deciding:
 1. Per slice, the fastest half of its rounds (at least 3). Interference on a busy host only ever adds time to a
@@ -47,3 +48,16 @@ def judged_rounds(a: list[tuple[int, list[float]]],
         a = [(k, [x * grand / level[k] for x in r] if k in level else r) for k, r in a]
         b = [(k, [x * grand / level[k] for x in r] if k in level else r) for k, r in b]
     return [x for _, r in a for x in r], [x for _, r in b for x in r]
+
+
+def block_ratios(a: list[tuple[int, list[float]]], b: list[tuple[int, list[float]]]) -> list[float]:
+    """b_j / a_j of every block both sides timed, in block order: each side's median over its fastest halves of the
+    block's slices (step 1 above). What bench.regress.blocks judges a case by."""
+    ma = _block_medians([(k, fastest_half(r)) for k, r in a if r])
+    mb = _block_medians([(k, fastest_half(r)) for k, r in b if r])
+    return [mb[k] / ma[k] for k in sorted(ma) if k in mb and ma[k] > 0 and mb[k] > 0]
+
+
+def slices_of(record: dict) -> list[tuple[int, list[float]]]:
+    """(block, raw rounds) of each slice a side's record keeps (`ab_slices`, bench.regress.ab.engine.pooled)."""
+    return [(int(s["block"]), [float(x) for x in s["rounds"]]) for s in record.get("ab_slices") or []]

@@ -17,7 +17,7 @@ Missing pieces: the worker answers {"fatal": reason} and exits 2.
 
 Protocol: one JSON object per line. The parent writes a request on stdin, the worker writes exactly one answer on
 its protocol stream (the original stdout; anything else the revision prints goes to stderr):
-  {"cmd": "plan", "values": {...}, "slice_budget_s": x | null, "slices": n}
+  {"cmd": "plan", "values": {...}, "slice_budget_s": x | null, "slices": n, "min_slice_s": x | null}
       -> {"ok": true, "cases": [ids], "device", "fingerprint", "calibration", "commit", "bench_file", "budget_s"}
   {"cmd": "run", "case": id}  -> {"ok": true, "record": {...}, "samples": [...]}
   {"cmd": "quit"}             -> {"ok": true}, then exit 0
@@ -98,7 +98,8 @@ def _plan(api: dict, request: dict, state: dict) -> dict:
         if plan.threads:
             torch.set_num_threads(plan.threads)
     # the case's time budget is shared by its slices: each side times a case `slices` times
-    budget = request.get("slice_budget_s") or plan.sweep.budget_s / max(1, int(request.get("slices") or 1))
+    budget = request.get("slice_budget_s") or max(plan.sweep.budget_s / max(1, int(request.get("slices") or 1)),
+                                                  float(request.get("min_slice_s") or 0))
     calibration = api["calibrate"](plan.device)
     try:
         if api.get("Session"):  # the engine's session, as `bench run` measures (no results file)

@@ -1,0 +1,63 @@
+"""What a comparison returns: a verdict per case and a summary (bench.regress.compare and bench.regress.ab.verdict
+fill them, bench.regress.render turns them into text)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from bench.regress.noise import NoiseModel, Rule
+
+# by severity; "inconclusive" only from bench ab: a case's block interval straddles the threshold
+VERDICTS = ("regressed", "status changed", "noisy", "inconclusive", "improved", "missing", "new", "unchanged")
+
+
+@dataclass(frozen=True)
+class CaseVerdict:
+    case_id: str
+    verdict: str  # one of VERDICTS
+    failing: bool  # counts towards exit code 1
+    reason: str
+    base_status: str | None
+    cur_status: str | None
+    base_value: float | None  # the metric over the rounds: seconds, or GEMM FLOP-equivalents with --normalize
+    cur_value: float | None
+    ratio: float | None  # current / baseline time (bench ab: the geometric mean of the block ratios)
+    p_value: float | None
+    mem_ratio: float | None  # current / baseline peak_mem_bytes
+    blocks: tuple[float, ...] = ()  # bench ab: each ABBA block's B/A ratio, in block order
+    interval: tuple[float, float] | None = None  # bench ab: the (1 - 2 alpha) interval of the ratio
+
+
+@dataclass(frozen=True)
+class ComparedRun:
+    """One side of a comparison as the verdict table heads it (not bench.report.load.RunInfo: a frame's run)."""
+
+    run_id: str | None
+    profile: str | None
+    complete: bool | None
+    passes: int  # how many runs a saved baseline pooled (1 for a plain run)
+    fingerprint: dict | None
+    gemm_flops_per_s: float | None
+
+
+@dataclass(frozen=True)
+class Summary:
+    baseline: ComparedRun
+    current: ComparedRun
+    rule: Rule
+    noise: NoiseModel
+    normalized: bool  # times were divided into GEMM units by each run's own calibration
+    fingerprint_diffs: tuple[str, ...]  # what differs between the machines (only possible with normalized)
+    counts: dict[str, int]
+    n_failing: int  # regressed cases plus failing status changes
+    n_matched: int
+    warnings: tuple[str, ...]
+    exit_code: int  # 0 no regression, 1 regression
+    controlled: bool = False  # timing verdicts also had to hold in GEMM units of each run (the in-run control)
+    method: str = "runs"  # "runs": the noise model across cases (compare); "blocks": each case's ABBA blocks (ab)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    summary: Summary
+    cases: tuple[CaseVerdict, ...] = field(default_factory=tuple)

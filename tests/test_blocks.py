@@ -1,0 +1,177 @@
+"""`bench ab`'s verdict from a case's own ABBA blocks (bench.regress.blocks, bench.regress.ab.verdict) and the
+`--blocks auto` stop rule (bench.regress.ab.auto), on synthetic block ratios: no timing here."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from bench.errors import UsageError
+from bench.regress.ab.auto import AutoBlocks, more, parse_blocks, parse_time, to_extend
+from bench.regress.ab.rounds import block_ratios
+from bench.regress.ab.verdict import judge
+from bench.regress.blocks import block_stats
+from bench.regress.noise import Rule
+from bench.regress.render import render_markdown, render_text, strip
+from bench.results import RunDocument, RunMeta
+
+RULE = Rule(threshold=0.05)
+
+
+def scattered(factor: float, n: int, spread: float, seed: int = 0) -> list[float]:
+    rng = random.Random(seed)
+    return [factor * math.exp(rng.gauss(0, spread)) for _ in range(n)]
+
+
+def test_a_clear_slowdown_with_tight_blocks_regresses():
+    s = block_stats(scattered(1.1, 5, 0.01), RULE)
+    assert s.verdict == "regressed" and s.decided
+    assert 1.05 < s.low < s.estimate < s.high and s.p < RULE.alpha
+    assert s.estimate == pytest.approx(1.1, rel=0.03)
+
+
+def test_a_clear_speedup_improves():
+    assert block_stats(scattered(1 / 1.2, 5, 0.01), RULE).verdict == "improved"
+
+
+def test_aa_blocks_are_unchanged_not_regressed():
+    verdicts = [block_stats(scattered(1.0, 5, 0.01, seed), RULE).verdict for seed in range(50)]
+    assert "regressed" not in verdicts and "improved" not in verdicts
+    assert verdicts.count("unchanged") >= 45  # a 1% scatter over 5 blocks lies well within +-5%
+
+
+def test_blocks_straddling_the_threshold_are_inconclusive_with_their_interval():
+    s = block_stats([1.02, 1.12, 1.0, 1.09, 1.06], RULE)  # the mean is past 5%, the interval reaches below it
+    assert s.verdict == "inconclusive" and not s.decided
+    assert s.low < 1.05 < s.high
+
+
+def test_one_wild_block_widens_the_interval_instead_of_deciding():
+    # four A/A blocks and one the host slowed x3 on side B only: no regression
+    s = block_stats([1.0, 1.01, 0.99, 1.0, 3.0], RULE)
+    assert s.verdict == "inconclusive" and s.estimate > 1.2
+
+
+def test_one_block_has_no_interval():
+    s = block_stats([1.5], RULE)
+    assert s.verdict == "inconclusive" and math.isnan(s.low)
+
+
+def test_more_blocks_decide_what_few_could_not():
+    ratios = scattered(1.1, 40, 0.05, seed=3)
+    assert block_stats(ratios[:5], RULE).verdict == "inconclusive"
+    assert block_stats(ratios, RULE).verdict == "regressed"
+
+
+@pytest.mark.parametrize("bad", [[], [1.0, 0.0], [1.0, float("nan")], [-1.0, 1.0]])
+def test_bad_ratios_are_refused(bad):
+    with pytest.raises(ValueError, match="block ratios"):
+        block_stats(bad, RULE)
+
+
+def test_block_ratios_pair_the_sides_block_by_block():
+    a = [(0, [1.0, 1.0, 1.0, 9.0]), (0, [1.0] * 4), (1, [2.0] * 4), (1, [2.0] * 4)]
+    b = [(0, [1.2] * 4), (0, [1.2] * 4), (1, [2.4] * 4), (1, [2.4, 2.4, 2.4, 30.0])]
+    assert block_ratios(a, b) == pytest.approx([1.2, 1.2])  # slow rounds dropped, each block its own ratio
+
+
+# --- --blocks auto: the stop rule ------------------------------------------------------------------------------
+
+
+def test_auto_extends_only_undecided_cases_below_their_maximum():
+    auto = AutoBlocks(start=5, step=3, max_blocks=11, time_s=60)
+    assert to_extend({"a": 5, "b": 11, "c": 8}, elapsed_s=10, auto=auto) == ["a", "c"]
+    assert more(5, auto) == 3 and more(10, auto) == 1 and more(11, auto) == 0
+
+
+def test_auto_stops_when_the_time_is_spent_or_nothing_is_undecided():
+    auto = AutoBlocks(time_s=60)
+    assert to_extend({"a": 5}, elapsed_s=60, auto=auto) == []
+    assert to_extend({}, elapsed_s=0, auto=auto) == []
+
+
+def test_auto_loop_reaches_a_decision_or_stops_at_the_maximum():
+    """The engine's loop on synthetic blocks: a x1.1 case with 5% scatter decides; an x1.05 case cannot."""
+    auto = AutoBlocks(start=5, step=3, max_blocks=41, time_s=1e9)
+    source = {"clear": scattered(1.1, 100, 0.05, seed=1), "edge": scattered(1.05, 100, 0.05, seed=2)}
+    have = dict.fromkeys(source, auto.start)
+    while todo := to_extend({c: n for c, n in have.items() if not block_stats(source[c][:n], RULE).decided}, 0, auto):
+        for c in todo:
+            have[c] += more(have[c], auto)
+    assert block_stats(source["clear"][:have["clear"]], RULE).verdict == "regressed" and have["clear"] < 41
+    assert have["edge"] == 41 and not block_stats(source["edge"][:41], RULE).decided
+
+
+@pytest.mark.parametrize(("text", "message"), [("1", "at least 2"), ("x", "whole number"), ("0", "at least 2")])
+def test_bad_blocks_are_refused(text, message):
+    with pytest.raises(UsageError, match=message):
+        parse_blocks(text)
+
+
+def test_blocks_and_time_parse():
+    assert parse_blocks("auto") is None and parse_blocks("7") == 7
+    assert parse_time("300") == 300 and parse_time("5m") == 300
+    with pytest.raises(UsageError, match="--ab-time"):
+        parse_time("-1")
+
+
+# --- the A/B verdict on two documents with ab_slices -----------------------------------------------------------
+
+
+def _doc(label: str, cases: dict[str, list[float]]) -> RunDocument:
+    """A side's run document whose case c has one ABBA block per value (two slices of 6 equal rounds each)."""
+    from bench.results.entry import case_entry, pooled_entry
+
+    doc = RunDocument(meta=RunMeta(run_id=label, profile="t", complete=True, cases=len(cases),
+                                   fingerprint={"device": "cpu", "cpu_model": "x", "gpu_name": None, "torch": "t",
+                                                "cuda": None, "threads": 1}), machine_info={}, commit_info={})
+    for cid, levels in cases.items():
+        rec = {"case_id": cid, "status": "ok", "reason": "", "median_s": levels[0], "peak_mem_bytes": 100,
+               "ab_slices": [{"block": j, "rounds": [v] * 6} for j, v in enumerate(levels) for _ in (0, 1)]}
+        doc.add(pooled_entry(case_entry(rec, name=cid, group=None), [v for v in levels for _ in range(12)], 100))
+    return doc
+
+
+def _ab(factors: dict[str, list[float]]) -> tuple[RunDocument, RunDocument]:
+    base = {cid: [1e-3 * (1 + 0.3 * j) for j in range(len(f))] for cid, f in factors.items()}
+    cur = {cid: [a * r for a, r in zip(base[cid], f, strict=True)] for cid, f in factors.items()}
+    return _doc("A", base), _doc("B", cur)
+
+
+def test_one_case_regression_is_judged_by_its_blocks_alone():
+    """The issue's case: one case, x1.43 in every block; compare's cross-case prior would call it noise."""
+    cmp = judge(*_ab({"only": [1.42, 1.44, 1.43, 1.45, 1.41]}), RULE)
+    (v,) = cmp.cases
+    assert v.verdict == "regressed" and cmp.summary.exit_code == 1 and cmp.summary.method == "blocks"
+    assert v.blocks == pytest.approx((1.42, 1.44, 1.43, 1.45, 1.41)) and v.interval[0] > 1.05
+    text = render_text(cmp)
+    assert "1.42 1.44 1.43 1.45 1.41" in text and "cross-case guard off" in text
+    assert "1.42 1.44 1.43 1.45 1.41" in render_markdown(cmp)
+
+
+def test_an_inconclusive_case_does_not_fail_and_the_report_says_why():
+    cmp = judge(*_ab({"c": [1.02, 1.12, 1.0, 1.09, 1.06]}), RULE)
+    assert cmp.cases[0].verdict == "inconclusive" and cmp.summary.exit_code == 0
+    assert "straddles the threshold" in cmp.cases[0].reason and "1 inconclusive" in render_text(cmp)
+
+
+def test_guard_demotes_a_case_that_does_not_stand_out_of_many():
+    """12 cases whose estimates scatter +-15% from process to process: a tight x1.12 is within that spread."""
+    rng = random.Random(5)
+    factors = {f"c{i}": [f] * 5 for i, f in enumerate(math.exp(rng.gauss(0, 0.15)) for _ in range(11))}
+    factors["c11"] = [1.12, 1.121, 1.119, 1.12, 1.12]
+    cases = {v.case_id: v for v in judge(*_ab(factors), RULE).cases}
+    assert cases["c11"].verdict == "noisy" and "does not stand out" in cases["c11"].reason
+
+
+def test_guard_keeps_a_move_of_the_whole_ab():
+    factors = {f"c{i}": [1.1 * (1 + 0.002 * ((i + j) % 3)) for j in range(5)] for i in range(12)}
+    cmp = judge(*_ab(factors), RULE)
+    assert cmp.summary.counts["regressed"] == 12 and "cross-case guard (12 cases)" in render_text(cmp)
+
+
+def test_strip_shows_each_block_then_a_count():
+    assert strip((1.1, 1.2)) == "1.10 1.20" and strip(()) == "-"
+    assert strip(tuple([1.0] * 15)).endswith("+3 more")
