@@ -217,3 +217,33 @@ def test_outside_backend_declares_mla(tmp_path, monkeypatch):
     with pytest.raises(Unsupported, match="it does not take mla"):
         attention(q, k, v, backend="mla_outside:plain")
     sys.modules.pop("mla_outside", None)
+
+
+# ------------------------------------------------------------------------------------------------- the claim
+
+def _decode_row(backend: str, variant: str, seconds: float, kv: int = 4096, read: float = 10.0,
+                gemm: float = 60.0) -> dict:
+    mla_row = variant == "mla"
+    return {"status": "ok", "median_s": seconds, "phase": "decode", "variant": variant, "backend": backend,
+            "dtype": "fp32", "batch": 1, "n_heads": 8, "seq_q": 1, "seq_kv": kv, "mask": "causal", "pass": "fwd",
+            "head_dim": 96 if mla_row else 64, "v_head_dim": 64 if mla_row else None, "pct_read_ceiling": read,
+            "pct_gemm_ceiling": gemm, "noisy": False, "sdpa_kernel": "math" if backend == "sdpa" else None}
+
+
+def test_mla_decode_claim_judges_against_gqa_and_says_the_bound():
+    import pandas as pd
+
+    from bench.report.claims.decode import mla_decode_step
+    from bench.report.verdict import FAILS, HOLDS, NOT_MEASURED
+
+    rows = [_decode_row(*args) for args in [("sdpa", "gqa", 2e-3), ("sdpa", "mqa", 1e-3), ("sdpa", "mla", 4e-3),
+                                            ("flex", "gqa", 3e-3), ("flex", "mqa", 2e-3), ("flex", "mla", 6e-3),
+                                            ("sdpa", "mla", 1e-3, 1024)]]  # a shorter MLA context: not judged
+    slow = mla_decode_step(pd.DataFrame(rows))
+    assert slow.verdict == FAILS and "sdpa GQA 0.50×, MQA 0.25×" in slow.numbers and "KV 4096" in slow.numbers
+    assert "compute-bound here" in slow.numbers and "sdpa ran math" in slow.numbers and "2.00× GQA's" in slow.why
+    fast = [dict(r, median_s=r["median_s"] / 10) if r["variant"] == "mla" else r for r in rows]
+    fast = [dict(r, pct_read_ceiling=80.0, pct_gemm_ceiling=20.0) for r in fast]
+    judged = mla_decode_step(pd.DataFrame(fast))
+    assert judged.verdict == HOLDS and "memory-bound here" in judged.numbers
+    assert mla_decode_step(pd.DataFrame([r for r in rows if r["variant"] != "mla"])).verdict == NOT_MEASURED
