@@ -194,7 +194,7 @@ def test_conformance_has_forward_mla_groups():
     assert row.status == "pass", row.detail
     flash = run_group("sdpa-flash", mla_groups[1], "cpu")
     assert flash.status == "unsupported" and "same last dimension" in flash.detail
-    assert "Triggered internally" not in flash.detail  # torch's C++ source location is dropped from the reason
+    assert "Triggered internally" not in flash.detail and "because:;" not in flash.detail  # torch's noise dropped
 
 
 def test_outside_backend_declares_mla(tmp_path, monkeypatch):
@@ -247,3 +247,15 @@ def test_mla_decode_claim_judges_against_gqa_and_says_the_bound():
     judged = mla_decode_step(pd.DataFrame(fast))
     assert judged.verdict == HOLDS and "memory-bound here" in judged.numbers
     assert mla_decode_step(pd.DataFrame([r for r in rows if r["variant"] != "mla"])).verdict == NOT_MEASURED
+
+
+def test_cli_check_runs_the_mla_groups_alone(capsys):
+    import json
+
+    from bench.cli import main
+
+    assert main(["check", "naive", "--variant", "mla", "--dtype", "fp32", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert [(r["group"].split()[2], r["status"]) for r in rows] == [("mla", "pass")] * 3
+    assert main(["check", "naive", "--variant", "mlx"]) == 2
+    assert "--variant 'mlx': one of mha, gqa, mqa, mla" in capsys.readouterr().err

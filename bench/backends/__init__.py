@@ -137,11 +137,11 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, backend: str
     if causal and q.shape[2] > k.shape[2]:
         raise ShapeError(f"seq_q={q.shape[2]} > seq_kv={k.shape[2]} with a causal mask leaves queries "
                          "with no visible key")
-    if why := impl.unsupported_reason(q.device.type, DTYPE_NAMES.get(q.dtype, str(q.dtype))):
-        raise Unsupported(why)
-    if why := impl.variant_reason(variants_used(chunk, softcap, alibi, sinks,
-                                                      mla=v.shape[3] != k.shape[3])):
-        raise Unsupported(why)
+    # both reasons where both apply: a CUDA-only kernel that also lacks a variant says so on a CPU too
+    reasons = [impl.unsupported_reason(q.device.type, DTYPE_NAMES.get(q.dtype, str(q.dtype))),
+               impl.variant_reason(variants_used(chunk, softcap, alibi, sinks, mla=v.shape[3] != k.shape[3]))]
+    if any(reasons):
+        raise Unsupported("; ".join(why for why in reasons if why))
     return impl.fn(q, k, v, causal=causal, window=window, **variant_kwargs(chunk, softcap, alibi, sinks))
 
 

@@ -71,8 +71,9 @@ def run_sdpa(name: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kwarg
         warnings.simplefilter("always")
         with contextlib.suppress(RuntimeError):
             _call(kernel, q, k, v, kwargs)
-    # torch's C++ source locations say nothing to a reader of the reason
-    why = "; ".join(TORCH_SOURCE.sub("", str(w.message)).strip() for w in caught) or first
+    # torch's C++ source locations say nothing to a reader of the reason, nor does a header left empty by them
+    said = [TORCH_SOURCE.sub("", str(w.message)).strip() for w in caught]
+    why = "; ".join(m for m in said if m and not m.endswith(":")) or first
     raise Unsupported(f"{name}: {why}")
 
 

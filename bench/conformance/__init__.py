@@ -62,11 +62,13 @@ class Row:
         return self.status in ("fail", "error")
 
 
-def groups(backend: str, dtypes: tuple[str, ...] | None = None) -> list[Group]:
-    """Every group for `backend`: the dtypes given (default: the ones it claims), backward when it claims one."""
+def groups(backend: str, dtypes: tuple[str, ...] | None = None,
+           variants: tuple[str, ...] | None = None) -> list[Group]:
+    """Every group for `backend`: the dtypes given (default: the ones it claims), the variants given (default:
+    all), backward when it claims one."""
     b = get_backend(backend)
     passes = ("fwd", "bwd") if b.backward else ("fwd",)
-    return [Group(p, dt, var, mask) for p in passes for dt in (dtypes or b.dtypes) for var in VARIANTS
+    return [Group(p, dt, var, mask) for p in passes for dt in (dtypes or b.dtypes) for var in (variants or VARIANTS)
             for mask in MASKS if not (var == "mla" and p == "bwd")]  # MLA is timed (and checked) forward only
 
 
@@ -109,9 +111,10 @@ def shape_text(s: AttentionShape) -> str:
     return f"(Hq={s.n_heads} Hkv={s.n_kv_heads} Sq={s.seq_q} Skv={s.seq_kv}{form})"
 
 
-def check(backend: str, device: str = "cpu", dtypes: tuple[str, ...] | None = None) -> list[Row]:
-    """Every group of `backend` on `device`, in order."""
-    return [run_group(backend, g, device) for g in groups(backend, dtypes)]
+def check(backend: str, device: str = "cpu", dtypes: tuple[str, ...] | None = None,
+          variants: tuple[str, ...] | None = None) -> list[Row]:
+    """Every group of `backend` on `device` (of the variants given, default all), in order."""
+    return [run_group(backend, g, device) for g in groups(backend, dtypes, variants)]
 
 
-__all__ = ["DTYPES", "GRAD_TOLERANCES", "Group", "Row", "check", "groups", "run_group"]
+__all__ = ["DTYPES", "GRAD_TOLERANCES", "VARIANTS", "Group", "Row", "check", "groups", "run_group"]
