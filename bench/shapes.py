@@ -115,7 +115,7 @@ class AttentionShape:
     seq_kv: int = _dim("key/value length Skv (the context, or KV-cache length when decoding)")
     n_heads: int = _dim("query heads Hq")
     n_kv_heads: int = _dim("key/value heads Hkv")
-    head_dim: int = _dim("head dimension D")
+    head_dim: int = _dim("head dimension D (MLA: D_qk of a decompressed head, qk_nope + rope_dim)")
     dtype: str = _dim("fp32 / bf16 / fp16", "fp32")
     mask: MaskKind = _dim("none / causal / window:<w> / chunk:<C>", "none")
     window: int | None = _dim("sliding-window size in keys, itself included (empty without a window)", None)

@@ -226,7 +226,8 @@ def _decode_row(backend: str, variant: str, seconds: float, kv: int = 4096, read
     mla_row = variant == "mla"
     return {"status": "ok", "median_s": seconds, "phase": "decode", "variant": variant, "backend": backend,
             "dtype": "fp32", "batch": 1, "n_heads": 8, "seq_q": 1, "seq_kv": kv, "mask": "causal", "pass": "fwd",
-            "head_dim": 96 if mla_row else 64, "v_head_dim": 64 if mla_row else None, "pct_read_ceiling": read,
+            "head_dim": 96 if mla_row else 64, "flops": 8e6 if mla_row else 2e6, "bytes": 1e6,
+            "v_head_dim": 64 if mla_row else None, "pct_read_ceiling": read,
             "pct_gemm_ceiling": gemm, "noisy": False, "sdpa_kernel": "math" if backend == "sdpa" else None}
 
 
@@ -242,10 +243,11 @@ def test_mla_decode_claim_judges_against_gqa_and_says_the_bound():
     slow = mla_decode_step(pd.DataFrame(rows))
     assert slow.verdict == FAILS and "sdpa GQA 0.50×, MQA 0.25×" in slow.numbers and "KV 4096" in slow.numbers
     assert "compute-bound here" in slow.numbers and "sdpa ran math" in slow.numbers and "2.00× GQA's" in slow.why
+    assert "8 FLOP per byte against this machine's ridge at 1.33: right of the ridge" in slow.numbers
     fast = [dict(r, median_s=r["median_s"] / 10) if r["variant"] == "mla" else r for r in rows]
     fast = [dict(r, pct_read_ceiling=80.0, pct_gemm_ceiling=20.0) for r in fast]
     judged = mla_decode_step(pd.DataFrame(fast))
-    assert judged.verdict == HOLDS and "memory-bound here" in judged.numbers
+    assert judged.verdict == HOLDS and "memory-bound here" in judged.numbers and "left of the ridge" in judged.numbers
     assert mla_decode_step(pd.DataFrame([r for r in rows if r["variant"] != "mla"])).verdict == NOT_MEASURED
 
 

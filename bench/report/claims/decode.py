@@ -158,7 +158,7 @@ def mla_decode_step(df: pd.DataFrame, run: RunFacts = NO_FACTS) -> Verdict:
         return Verdict(MLA_CLAIM, NOT_MEASURED, "no MLA decode cases (run --variant mha,gqa,mqa,mla --phase decode, "
                                                 "or the decode profile)")
     twins = ok[ok["variant"].isin(["gqa", "mqa"])][MLA_KEYS + ["variant", "head_dim", "median_s"]]
-    pairs = mla[MLA_KEYS + ["v_head_dim", "median_s", *CEILINGS]].merge(
+    pairs = mla[MLA_KEYS + ["v_head_dim", "median_s", "flops", "bytes", *CEILINGS]].merge(
         twins.rename(columns={"head_dim": "v_head_dim", "median_s": "twin_s"}), on=MLA_KEYS + ["v_head_dim"])
     if pairs.empty:
         return Verdict(MLA_CLAIM, NOT_MEASURED, "no GQA/MQA decode case at MLA's Hq, context and head dim")
@@ -177,6 +177,7 @@ def mla_decode_step(df: pd.DataFrame, run: RunFacts = NO_FACTS) -> Verdict:
                    f"{b} " + ", ".join(f"{v.upper()} {x:.2f}×" for v, x in row.dropna().items())
                    for b, row in per.iterrows())
                + f". MLA's step: {_pct(reads)} of the read ceiling, {_pct(gemms)} of the GEMM ceiling: {bound}."
+               + _roofline(at_longest)
                + _kernels(mla) + noisy_note(mla))
     if not math.isfinite(gqa):
         return Verdict(MLA_CLAIM, NOT_MEASURED, numbers, "no GQA step at MLA's shape to judge against",
@@ -195,3 +196,17 @@ def _kernels(rows: pd.DataFrame) -> str:
     ran = rows.dropna(subset=["sdpa_kernel"]).drop_duplicates("backend")
     pairs = ", ".join(f"{b} ran {k}" for b, k in zip(ran["backend"], ran["sdpa_kernel"], strict=True))
     return f" SDPA's kernel for MLA: {pairs}." if len(ran) else ""
+
+
+def _roofline(rows: pd.DataFrame) -> str:
+    """MLA's step on this machine's roofline: its FLOPs per byte against the ridge (GEMM ceiling / read ceiling,
+    recovered from the two percentages: ridge = intensity x pct_read / pct_gemm)."""
+    rows = rows.drop_duplicates("backend")
+    intensity = pd.to_numeric(rows["flops"], errors="coerce") / pd.to_numeric(rows["bytes"], errors="coerce")
+    ridge = intensity * pd.to_numeric(rows["pct_read_ceiling"], errors="coerce") / pd.to_numeric(
+        rows["pct_gemm_ceiling"], errors="coerce")
+    i, r = float(intensity.median()), float(ridge.median())
+    if not (math.isfinite(i) and math.isfinite(r) and r > 0):
+        return ""
+    return (f" On the roofline: {i:.3g} FLOP per byte against this machine's ridge at {r:.3g}: "
+            f"{'right of the ridge (compute side)' if i >= r else 'left of the ridge (memory side)'}.")
