@@ -86,7 +86,8 @@ def check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         if t.dim() != 4:
             raise ShapeError(f"{name} must be 4-D (B, H, S, D), got shape {tuple(t.shape)}")
     if k.shape[:3] != v.shape[:3]:
-        raise ShapeError(f"k {tuple(k.shape)} and v {tuple(v.shape)} must agree in (B, Hkv, Skv)")
+        raise ShapeError(f"k {tuple(k.shape)} and v {tuple(v.shape)} must have the same shape in (B, Hkv, Skv) "
+                         "(only the head dim may differ: MLA)")
     if q.shape[0] != k.shape[0]:
         raise ShapeError(f"batch of q ({q.shape[0]}) != batch of k/v ({k.shape[0]})")
     if q.shape[3] != k.shape[3]:
