@@ -65,10 +65,11 @@ class Row:
 def groups(backend: str, dtypes: tuple[str, ...] | None = None,
            variants: tuple[str, ...] | None = None) -> list[Group]:
     """Every group for `backend`: the dtypes given (default: the ones it claims), the variants given (default:
-    all), backward when it claims one."""
+    MHA/GQA/MQA, and MLA where its `variants` trait lists mla), backward when it claims one."""
     b = get_backend(backend)
     passes = ("fwd", "bwd") if b.backward else ("fwd",)
-    return [Group(p, dt, var, mask) for p in passes for dt in (dtypes or b.dtypes) for var in (variants or VARIANTS)
+    variants = variants or tuple(v for v in VARIANTS if v != "mla" or "mla" in b.variants)
+    return [Group(p, dt, var, mask) for p in passes for dt in (dtypes or b.dtypes) for var in variants
             for mask in MASKS if not (var == "mla" and p == "bwd")]  # MLA is timed (and checked) forward only
 
 
