@@ -179,14 +179,16 @@ def mla_decode_step(df: pd.DataFrame, run: RunFacts = NO_FACTS) -> Verdict:
                + f". MLA's step: {_pct(reads)} of the read ceiling, {_pct(gemms)} of the GEMM ceiling: {bound}."
                + _roofline(at_longest)
                + _kernels(mla) + noisy_note(mla))
+    detail = tuple(pairs[MLA_KEYS + ["variant", "ratio"]].to_dict("records"))
+    on = judged(span(at_longest["seq_kv"], "KV"), span(at_longest["n_heads"], "Hq"),
+                ", ".join(sorted(at_longest["dtype"].unique())), ", ".join(sorted(at_longest["backend"].unique())))
     if not math.isfinite(gqa):
-        return Verdict(MLA_CLAIM, NOT_MEASURED, numbers, "no GQA step at MLA's shape to judge against",
-                       tuple(pairs[MLA_KEYS + ["variant", "ratio"]].to_dict("records")))
+        return Verdict(MLA_CLAIM, NOT_MEASURED, numbers, "no GQA step at MLA's shape to judge against", detail,
+                       judged_on=on)
     holds = gqa >= 1.0
     why = "" if holds else (f"MLA's step is {1 / gqa:.2f}× GQA's (median over backends): it reads fewer bytes per "
                             f"token but does ~Hq× the FLOPs per byte, and is {bound}.")
-    return Verdict(MLA_CLAIM, HOLDS if holds else FAILS, numbers, why,
-                   tuple(pairs[MLA_KEYS + ["variant", "ratio"]].to_dict("records")))
+    return Verdict(MLA_CLAIM, HOLDS if holds else FAILS, numbers, why, detail, judged_on=on)
 
 
 def _kernels(rows: pd.DataFrame) -> str:
