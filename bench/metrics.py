@@ -1,9 +1,14 @@
 """FLOP, byte and memory models as pure functions.
 
 Conventions (the README's Reference states them too): FLOPs count query heads and only the visible (query, key)
-pairs of the mask, 4 per pair and head dim (QK^T and PV, a multiply and an add each); backward is 2.5x forward.
+pairs of the mask, 2 per pair and dim of QK^T (D_qk) and of PV (D_v): 2 * B * Hq * pairs * (D_qk + D_v), which is
+4 * B * Hq * D * pairs when D_v = D_qk = D; backward is 2.5x forward.
 Bytes are the minimum forward traffic: Q and O at Hq heads, K and V at Hkv heads, once each.
 KV cache = 2 (K and V) x layers x Hkv x head_dim x tokens x batch x element size, tokens capped by a sliding window.
+MLA (bench.mla): the call's D_qk and D_v are the shape's qk_dim and value_dim; the absorbed form's V is the first
+kv_lora_rank columns of its K (one latent cache), read once: B * Skv * (rank + rope) elements; its cache per layer
+is (rank + rope) x tokens x batch x element size. The projections around the call (decompression, absorption,
+W_UV) are the model's, outside the timed call, and not counted.
 A whole layer (scope="layer"): attention's FLOPs and bytes plus the projections' FLOPs and the weights' bytes
 (layer_flops, layer_bytes; the conventions are above them).
 """
@@ -18,13 +23,13 @@ BWD_FLOP_FACTOR = 2.5  # backward = 2.5 x forward (FlashAttention's convention)
 
 
 def attention_flops(shape: AttentionShape, pass_: str = "fwd") -> int:
-    """Useful FLOPs: 4 * B * Hq * D * visible pairs (QK^T and PV, 2 each); masked-out work never counts, and a chunk
+    """Useful FLOPs: 2 * B * Hq * (D_qk + D_v) * visible pairs (QK^T and PV); masked-out work never counts, and a chunk
     mask's pairs are counted exactly. Score variants add none: a softcap's tanh, ALiBi's bias and a sink's exp are
     O(1) per pair against the 4 * D of the matmuls, elementwise work off the tensor cores that FLOP counts (and the
     FlashAttention papers' MFU) leave out, as they leave out the softmax's own exp; so one shape has one FLOP count
     and the variants' times compare directly."""
     pairs = visible_pairs(shape.seq_q, shape.seq_kv, shape.causal, shape.window, shape.chunk)
-    fwd = 4 * shape.batch * shape.n_heads * shape.head_dim * pairs
+    fwd = 2 * shape.batch * shape.n_heads * (shape.qk_dim + shape.value_dim) * pairs
     if pass_ == "fwd":
         return fwd
     if pass_ == "fwd+bwd":
@@ -33,10 +38,12 @@ def attention_flops(shape: AttentionShape, pass_: str = "fwd") -> int:
 
 
 def attention_bytes(shape: AttentionShape) -> int:
-    """Minimum forward memory traffic: read Q, K, V and write O once (K and V at Hkv heads)."""
-    e = ELEMENT_BYTES[shape.dtype]
-    q_and_o = 2 * shape.batch * shape.n_heads * shape.seq_q * shape.head_dim
-    k_and_v = 2 * shape.batch * shape.n_kv_heads * shape.seq_kv * shape.head_dim
+    """Minimum forward memory traffic: read Q, K, V and write O once (K and V at Hkv heads; absorbed MLA's V is
+    part of its K, the latent cache, read once)."""
+    s = shape
+    e = ELEMENT_BYTES[s.dtype]
+    q_and_o = s.batch * s.n_heads * s.seq_q * (s.qk_dim + s.value_dim)
+    k_and_v = s.batch * s.n_kv_heads * s.seq_kv * (s.qk_dim + (0 if s.mla_form == "absorbed" else s.value_dim))
     return (q_and_o + k_and_v) * e
 
 
@@ -53,6 +60,14 @@ def kv_cache_bytes(layers: int, n_kv_heads: int, head_dim: int, tokens: int, bat
     return 2 * layers * n_kv_heads * head_dim * tokens * batch * ELEMENT_BYTES[dtype]
 
 
+def latent_cache_bytes(layers: int, latent_dim: int, tokens: int, batch: int = 1, dtype: str = "bf16",
+                       window: int | None = None) -> int:
+    """MLA: layers x (kv_lora_rank + rope) x tokens x batch x element size, one latent shared by all heads."""
+    if window is not None:
+        tokens = min(tokens, window)
+    return layers * latent_dim * tokens * batch * ELEMENT_BYTES[dtype]
+
+
 def model_mem_bytes(shape: AttentionShape, memory: str, pass_: str = "fwd") -> int | None:
     """Analytic peak memory of one forward call above its inputs; None for fwd+bwd, which has no model here.
 
@@ -65,9 +80,9 @@ def model_mem_bytes(shape: AttentionShape, memory: str, pass_: str = "fwd") -> i
     s = shape
     e = ELEMENT_BYTES[s.dtype]
     if memory == "materialising":
-        expanded = 2 * s.batch * s.n_heads * s.seq_kv * s.head_dim * e if s.n_kv_heads != s.n_heads else 0
+        expanded = s.batch * s.n_heads * s.seq_kv * (s.qk_dim + s.value_dim) * e if s.n_kv_heads != s.n_heads else 0
         return 2 * score_matrix_bytes(s) + (2 * s.seq_q * s.seq_kv if s.causal else 0) + expanded
-    out = s.batch * s.n_heads * s.seq_q * s.head_dim * e
+    out = s.batch * s.n_heads * s.seq_q * s.value_dim * e
     explicit = s.mask in ("window", "chunk") or (s.causal and 1 < s.seq_q < s.seq_kv)
     explicit_mask = s.seq_q * s.seq_kv if explicit else 0
     return out + s.batch * s.n_heads * s.seq_q * 4 + explicit_mask

@@ -19,8 +19,10 @@ import torch
 from bench.errors import InputError
 
 SCORE_KINDS: tuple[str, ...] = ("none", "softcap", "alibi", "sinks")
-# the variant names a backend's `variants` trait lists (bench.backends.base.Backend)
-VARIANTS: tuple[str, ...] = ("softcap", "alibi", "sinks", "chunk")
+# the variant names a backend's `variants` trait lists (bench.backends.base.Backend); "mla": it takes a V whose head
+# dim differs from Q/K's (MLA's expanded prefill, D_v = v_head_dim) and a V that is a view of K (MLA's absorbed
+# decode: V = the first kv_lora_rank columns of the one latent cache, bench.mla)
+VARIANTS: tuple[str, ...] = ("softcap", "alibi", "sinks", "chunk", "mla")
 SINK_SEED = 1234  # sink logits of a swept case: seeded, so the check and every backend see the same ones
 
 
@@ -65,10 +67,11 @@ def sink_logits(n_heads: int, device: torch.device | str = "cpu", seed: int = SI
     return torch.randn(n_heads, generator=gen, dtype=torch.float32).to(device)
 
 
-def variants_used(chunk: int | None, softcap: float | None, alibi: bool, sinks: object) -> tuple[str, ...]:
-    """The VARIANTS a call asks for, in VARIANTS' order."""
+def variants_used(chunk: int | None, softcap: float | None, alibi: bool, sinks: object,
+                  mla: bool = False) -> tuple[str, ...]:
+    """The VARIANTS a call asks for, in VARIANTS' order (mla: its V's head dim differs from its K's)."""
     used = {"softcap": softcap is not None, "alibi": bool(alibi), "sinks": sinks is not None,
-            "chunk": chunk is not None}
+            "chunk": chunk is not None, "mla": mla}
     return tuple(name for name in VARIANTS if used[name])
 
 

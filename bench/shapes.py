@@ -1,4 +1,13 @@
-"""The vocabulary of attention shapes: sizes, variant (MHA/GQA/MQA), dtype and mask, validated once."""
+"""The vocabulary of attention shapes: sizes, variant (MHA/GQA/MQA/MLA), dtype and mask, validated once.
+
+MLA (multi-head latent attention, DeepSeek-V2/V3): Hq query heads over a cache of one latent c (kv_lora_rank
+elements) and one rotary key k_rope (rope_dim) per token, shared by all heads. An MLA shape names its form:
+  expanded (prefill, as real implementations run it): K_h = [W_UK,h c ; k_rope], V_h = W_UV,h c, so one attention
+    with Hkv = Hq, D_qk = head_dim (qk_nope + rope_dim) and D_v = v_head_dim;
+  absorbed (decode): q_lat,h = [W_UK,h^T q_nope,h ; q_rope,h] attends over [c ; k_rope] (Hkv = 1: MQA-shaped)
+    with D_qk = kv_lora_rank + rope_dim and D_v = kv_lora_rank, then W_UV,h maps each head's output to v_head_dim.
+Both forms keep the expanded form's scale 1/sqrt(head_dim) (bench.mla).
+"""
 
 from __future__ import annotations
 
@@ -12,7 +21,8 @@ import torch
 from bench.errors import InputError
 from bench.scores import parse_score
 
-Variant = Literal["mha", "gqa", "mqa"]
+Variant = Literal["mha", "gqa", "mqa", "mla"]
+MlaForm = Literal["expanded", "absorbed"]
 MaskKind = Literal["none", "causal", "window", "chunk"]
 
 DTYPES: dict[str, torch.dtype] = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -21,6 +31,8 @@ MASKS: tuple[str, ...] = ("none", "causal", "window", "chunk")
 SCOPES: tuple[str, ...] = ("attention", "layer")
 # serving batches (bench.serving): how a batch's sequence lengths are drawn, or a mixed chunked-prefill + decode batch
 LENGTHS: tuple[str, ...] = ("equal", "uniform", "zipf", "mixed")
+VARIANTS: tuple[str, ...] = ("mha", "gqa", "mqa", "mla")
+MLA_FORMS: tuple[str, ...] = ("expanded", "absorbed")
 
 
 class ShapeError(InputError):
@@ -90,7 +102,8 @@ def _dim(doc: str, default: object = dataclasses.MISSING) -> Any:
 
 @dataclass(frozen=True)
 class AttentionShape:
-    """One attention call: q (B, Hq, Sq, D), k and v (B, Hkv, Skv, D).
+    """One attention call: q (B, Hq, Sq, D), k and v (B, Hkv, Skv, D); under MLA (mla_form set) the call's
+    D_qk and D_v are qk_dim and value_dim (the module docstring says how each form gets them).
 
     Every field is a column of a case's record (bench.record) and of the report's tidy table, with its doc:
     a new shape field reaches the results files, the loader and the report's shape keys on its own. Fields
@@ -102,7 +115,7 @@ class AttentionShape:
     seq_kv: int = _dim("key/value length Skv (the context, or KV-cache length when decoding)")
     n_heads: int = _dim("query heads Hq")
     n_kv_heads: int = _dim("key/value heads Hkv")
-    head_dim: int = _dim("head dimension D")
+    head_dim: int = _dim("head dimension D (MLA: D_qk of a decompressed head, qk_nope + rope_dim)")
     dtype: str = _dim("fp32 / bf16 / fp16", "fp32")
     mask: MaskKind = _dim("none / causal / window:<w> / chunk:<C>", "none")
     window: int | None = _dim("sliding-window size in keys, itself included (empty without a window)", None)
@@ -116,6 +129,11 @@ class AttentionShape:
                                  None)
     chunk: int | None = _dim("chunked local attention: chunk size C in keys (empty without a chunk mask)", None)
     score: str = _dim("score variant: none / softcap:<X> / alibi / sinks (bench.scores)", "none")
+    v_head_dim: int | None = _dim("MLA: value head dim D_v of a decompressed head (empty: V has head_dim, as K)", None)
+    kv_lora_rank: int | None = _dim("MLA: the cached latent's width (kv_lora_rank); empty without MLA", None)
+    rope_dim: int | None = _dim("MLA: the shared rotary key's width (qk_rope_head_dim), part of head_dim", None)
+    mla_form: str | None = _dim("MLA: expanded (prefill: K/V decompressed per head) or absorbed (decode: attention "
+                                "over the latent); empty without MLA", None)
 
     def __post_init__(self) -> None:
         _positive(batch=self.batch, seq_q=self.seq_q, seq_kv=self.seq_kv, head_dim=self.head_dim)
@@ -148,6 +166,7 @@ class AttentionShape:
         if self.model is not None and not re.fullmatch(r"[A-Za-z0-9._+-]+", self.model):
             raise ShapeError(f"model={self.model!r}: a name of letters, digits and . _ + - (it goes into case ids)")
         self._check_serving()
+        self._check_mla()
         if self.causal and self.seq_q > self.seq_kv:
             raise ShapeError(
                 f"seq_q={self.seq_q} > seq_kv={self.seq_kv} with a {self.mask} mask leaves the first "
@@ -173,9 +192,52 @@ class AttentionShape:
                              f"mask, seq_q == seq_kv and batch >= 2, not batch={self.batch}, seq_q={self.seq_q}, "
                              f"seq_kv={self.seq_kv}, mask={self.mask!r}")
 
+    def _check_mla(self) -> None:
+        latent = {"v_head_dim": self.v_head_dim, "kv_lora_rank": self.kv_lora_rank, "rope_dim": self.rope_dim}
+        if self.mla_form is None:
+            given = [name for name, value in latent.items() if value is not None]
+            if given:
+                raise ShapeError(f"{', '.join(given)} describe MLA; set mla_form='expanded' or 'absorbed' (the other "
+                                 "variants give K and V one head_dim)")
+            return
+        if self.mla_form not in MLA_FORMS:
+            raise ShapeError(f"mla_form={self.mla_form!r} is unknown; expected one of {', '.join(MLA_FORMS)}")
+        missing = [name for name, value in latent.items() if value is None]
+        if missing:
+            raise ShapeError(f"an MLA shape needs {', '.join(missing)} (DeepSeek-V3: v_head_dim=128, "
+                             "kv_lora_rank=512, rope_dim=64)")
+        _positive(**latent)
+        if self.rope_dim >= self.head_dim:  # type: ignore[operator]
+            raise ShapeError(f"rope_dim={self.rope_dim} must be below head_dim={self.head_dim} (head_dim = qk_nope + "
+                             "rope_dim, and qk_nope >= 1)")
+        want = self.n_heads if self.mla_form == "expanded" else 1
+        if self.n_kv_heads != want:
+            raise ShapeError(f"an MLA {self.mla_form} shape has n_kv_heads={want} ("
+                             + ("K/V decompressed per query head" if want > 1 else "one latent shared by all heads")
+                             + f"), not {self.n_kv_heads}")
+        if self.score != "none" or self.chunk is not None:
+            raise ShapeError(f"MLA takes no score variant or chunk mask (score={self.score!r}, "
+                             f"mask={self.mask_label!r})")
+        if self.scope != "attention" or self.lengths is not None or self.page_size is not None:
+            raise ShapeError("MLA shapes time one dense attention call: scope='attention', no lengths or page_size")
+
     @property
     def variant(self) -> Variant:
-        return variant_of(self.n_heads, self.n_kv_heads)
+        return "mla" if self.mla_form is not None else variant_of(self.n_heads, self.n_kv_heads)
+
+    @property
+    def qk_dim(self) -> int:
+        """D_qk of the attention call: head_dim, or under absorbed MLA kv_lora_rank + rope_dim."""
+        if self.mla_form == "absorbed":
+            return self.kv_lora_rank + self.rope_dim  # type: ignore[operator]
+        return self.head_dim
+
+    @property
+    def value_dim(self) -> int:
+        """D_v of the attention call: head_dim, v_head_dim under expanded MLA, kv_lora_rank under absorbed MLA."""
+        if self.mla_form == "absorbed":
+            return self.kv_lora_rank  # type: ignore[return-value]
+        return self.v_head_dim if self.v_head_dim is not None else self.head_dim
 
     @property
     def causal(self) -> bool:
@@ -203,11 +265,16 @@ class AttentionShape:
 
     @property
     def q_shape(self) -> tuple[int, int, int, int]:
-        return (self.batch, self.n_heads, self.seq_q, self.head_dim)
+        return (self.batch, self.n_heads, self.seq_q, self.qk_dim)
 
     @property
     def kv_shape(self) -> tuple[int, int, int, int]:
-        return (self.batch, self.n_kv_heads, self.seq_kv, self.head_dim)
+        """K's shape (and V's, but for its last dim: value_dim)."""
+        return (self.batch, self.n_kv_heads, self.seq_kv, self.qk_dim)
+
+    @property
+    def out_shape(self) -> tuple[int, int, int, int]:
+        return (self.batch, self.n_heads, self.seq_q, self.value_dim)
 
 
 def shape_fields(shape: AttentionShape) -> dict[str, Any]:
@@ -227,5 +294,5 @@ LATER_FIELDS: tuple[str, ...] = tuple(
     f.name for f in dataclasses.fields(AttentionShape) if f.name not in CLASSIC_FIELDS)
 
 # column -> doc for every shape field (in order) and the derived variant
-SHAPE_DOCS: dict[str, str] = {"variant": "mha / gqa / mqa (from n_heads and n_kv_heads)"} | {
+SHAPE_DOCS: dict[str, str] = {"variant": "mha / gqa / mqa (from n_heads and n_kv_heads), or mla (mla_form set)"} | {
     f.name: f.metadata["doc"] for f in dataclasses.fields(AttentionShape)}

@@ -133,3 +133,52 @@ def test_gradient_check_catches_wrong_backward():
         assert not check_gradients("wrong-grad", shape).ok  # ...backward is not
     finally:
         del BACKENDS["wrong-grad"]
+
+
+# ------------------------------------------------------------------------------------------------------ MLA
+# Every built-in backend on MLA's two forms (bench.mla), checked end to end against the float64 expanded formula:
+# a backend that cannot take D_v != D_qk must say so (torch's reason), never return something else.
+
+def mla_shape(form: str, mask: str, dtype: str) -> AttentionShape:
+    sq, skv = (29, 29) if form == "expanded" else (1, 83)
+    return AttentionShape(2, sq, skv, 6, 6 if form == "expanded" else 1, 40, dtype, mask, 9 if mask == "window" else
+                          None, v_head_dim=24, kv_lora_rank=48, rope_dim=8, mla_form=form)
+
+
+MLA_CASES = [mla_shape(f, m, dt) for f in ("expanded", "absorbed") for m in ("none", "causal", "window")
+             for dt in ("fp32", "bf16")]
+# flex compiles per shape (seconds each on CPU): its masks are checked on MHA/GQA/MQA above, MLA on causal here
+MLA_PAIRS = [(b, s) for b in BACKENDS for s in MLA_CASES if b != "flex" or s.mask == "causal"]
+
+
+@pytest.mark.parametrize("backend, shape", MLA_PAIRS,
+                         ids=[f"{b}-mla-{s.mla_form}-{s.mask_label}-{s.dtype}" for b, s in MLA_PAIRS])
+def test_mla_backend_matches_reference(backend, shape, device):
+    from bench.mla import check_mla
+
+    try:
+        check = check_mla(backend, shape, device)
+    except Unsupported as err:
+        if backend == "sdpa-flash" and device == "cpu":  # torch's CPU flash kernel: one head dim for Q, K and V
+            assert "same last dimension" in str(err)
+            return
+        if device == "cpu" and backend in CPU_BACKENDS:
+            pytest.fail(f"{backend} must run MLA on CPU: {err}")
+        assert str(err), "an unsupported MLA call says why"
+        pytest.skip(str(err))
+    assert check.ok, f"{backend} {shape}: {check.describe()}"
+
+
+def test_mla_check_catches_a_wrong_absorption_scale():
+    """A backend that scales by its own 1/sqrt(rank + rope) without the pre-scaled q (the absorbed form's trap) is
+    caught: q_lat is undone to the unscaled absorption and the check fails."""
+    from bench.mla import call_tensors, finish, make_mla_inputs, reference_mla
+
+    shape = mla_shape("absorbed", "causal", "fp32")
+    x = make_mla_inputs(shape)
+    q, k, v = call_tensors(shape, x)
+    unscaled = q / ((shape.qk_dim / shape.head_dim) ** 0.5)
+    out = attention(unscaled, k, v, backend="naive", causal=True)
+    assert not compare_to_reference(finish(shape, out, x), reference_mla(shape, x)).ok
+    assert compare_to_reference(finish(shape, attention(q, k, v, backend="naive", causal=True), x),
+                                reference_mla(shape, x)).ok

@@ -165,6 +165,20 @@ def test_mla_has_no_variants_and_one_latent() -> None:
     assert kv_layer_groups(ds) == [KVLayerGroup("full", 61, None, None, 576, None, 61 * 576 * 2)]
 
 
+def test_mla_decompressed_twins_cache_k_and_v_per_head() -> None:
+    """DeepSeek-V3 without its latent, at its Hq: K of 192 and V of 128 per head (MHA) or one such head (MQA)."""
+    ds = cfg("deepseek-v3")
+    mha, mqa = ds.decompressed("mha"), ds.decompressed("mqa")
+    assert not mha.is_mla and (mha.n_kv_heads, mqa.n_kv_heads) == (128, 1)
+    assert kv_bytes_per_token(mha) == 61 * 128 * (192 + 128) * 2 and kv_bytes_per_token(mqa) == 61 * 320 * 2
+    assert kv_bytes_per_token(mha) / kv_bytes_per_token(ds) == pytest.approx(128 * 320 / 576)
+    for m in (ds, mha, mqa):  # allocated, as the KV claim measures them
+        c = m.first_layers(2)
+        assert measure_kv_cache_bytes(c, 100, 1, "bf16", "cpu") == kv_total_bytes(c, 100, 1, "bf16")
+    with pytest.raises(ConfigError, match="decompressed"):
+        cfg("llama-3-8b").decompressed("mha")
+
+
 def test_cli_mla(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["kv", "--config", str(fixture("deepseek-v3")), "--context", "32k", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
@@ -347,7 +361,7 @@ OLD_PRESETS = {
 
 
 def test_presets_read_from_files_keep_their_facts() -> None:
-    assert tuple(PRESETS) == PRESET_NAMES == tuple(OLD_PRESETS)
+    assert tuple(PRESETS) == PRESET_NAMES == (*OLD_PRESETS, "deepseek-v3")
     for name, facts in OLD_PRESETS.items():
         p = PRESETS[name]
         assert (p.layers, p.hidden_size, p.n_heads, p.n_kv_heads, p.head_dim, p.window, p.encoder_only) == facts, name
@@ -358,11 +372,12 @@ def test_presets_read_from_files_keep_their_facts() -> None:
     assert "Vaswani" in preset("transformer-base").source and "decoder" in preset("transformer-base").note
 
 
-@pytest.mark.parametrize("name", ["llama-3-8b", "qwen2.5-0.5b", "mistral-7b-v0.1"])
+@pytest.mark.parametrize("name", ["llama-3-8b", "qwen2.5-0.5b", "mistral-7b-v0.1", "deepseek-v3"])
 def test_fixture_and_preset_agree(name: str) -> None:
     a, b = cfg(name), preset(name)
-    assert (a.layers, a.n_heads, a.n_kv_heads, a.head_dim, a.layer_kinds, a.window, a.dtype) == (
-        b.layers, b.n_heads, b.n_kv_heads, b.head_dim, b.layer_kinds, b.window, b.dtype)
+    assert (a.layers, a.n_heads, a.n_kv_heads, a.head_dim, a.layer_kinds, a.window, a.dtype, a.kv_lora_rank,
+            a.qk_rope_head_dim, a.v_head_dim) == (b.layers, b.n_heads, b.n_kv_heads, b.head_dim, b.layer_kinds,
+                                                  b.window, b.dtype, b.kv_lora_rank, b.qk_rope_head_dim, b.v_head_dim)
 
 
 def test_readme_example_config() -> None:

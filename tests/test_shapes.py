@@ -56,7 +56,10 @@ def test_parse_mask_rejects(text):
 
 
 def test_presets_match_their_published_configs():
-    assert len(PRESETS) == 9
+    assert len(PRESETS) == 10
+    ds = preset("deepseek-v3")  # MLA: one latent of 512 + 64 per token, K/V heads of 192 / 128 when decompressed
+    assert (ds.variant, ds.n_heads, ds.kv_lora_rank, ds.qk_rope_head_dim, ds.head_dim, ds.v_head_dim) == (
+        "mla", 128, 512, 64, 192, 128)
     q = preset("qwen2.5-0.5b")
     assert (q.layers, q.hidden_size, q.n_heads, q.n_kv_heads, q.head_dim, q.variant) == (24, 896, 14, 2, 64, "gqa")
     assert preset("llama-2-70b").variant == "gqa" and preset("gpt-3-175b").variant == "mha"
@@ -65,3 +68,46 @@ def test_presets_match_their_published_configs():
     assert all(p.source for p in PRESETS.values())
     with pytest.raises(UsageError, match="unknown model preset 'llama-9'; known: transformer-base"):
         preset("llama-9")
+
+
+# ------------------------------------------------------------------------------------------------------ MLA
+
+def mla(**kw):
+    base = dict(batch=1, seq_q=16, seq_kv=16, n_heads=8, n_kv_heads=8, head_dim=96, v_head_dim=64, kv_lora_rank=256,
+                rope_dim=32, mla_form="expanded", mask="causal")
+    return AttentionShape(**(base | kw))
+
+
+def test_mla_forms_give_the_call_dims():
+    expanded = mla()
+    assert (expanded.variant, expanded.qk_dim, expanded.value_dim) == ("mla", 96, 64)
+    assert expanded.q_shape == (1, 8, 16, 96) and expanded.kv_shape == (1, 8, 16, 96)
+    assert expanded.out_shape == (1, 8, 16, 64)
+    absorbed = mla(seq_q=1, seq_kv=100, n_kv_heads=1, mla_form="absorbed")
+    assert (absorbed.variant, absorbed.qk_dim, absorbed.value_dim) == ("mla", 256 + 32, 256)
+    assert absorbed.kv_shape == (1, 1, 100, 288) and absorbed.out_shape == (1, 8, 1, 256)
+    assert shape().out_shape == shape().q_shape  # the other variants: V as wide as K
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(mla_form=None), "v_head_dim, kv_lora_rank, rope_dim describe MLA; set mla_form"),
+    (dict(mla_form="folded"), "mla_form='folded' is unknown; expected one of expanded, absorbed"),
+    (dict(kv_lora_rank=None), "an MLA shape needs kv_lora_rank"),
+    (dict(v_head_dim=None, rope_dim=None), "an MLA shape needs v_head_dim, rope_dim"),
+    (dict(kv_lora_rank=0), "kv_lora_rank=0 must be a positive integer"),
+    (dict(rope_dim=96), "rope_dim=96 must be below head_dim=96"),
+    (dict(n_kv_heads=1), "an MLA expanded shape has n_kv_heads=8 (K/V decompressed per query head), not 1"),
+    (dict(mla_form="absorbed"), "an MLA absorbed shape has n_kv_heads=1 (one latent shared by all heads), not 8"),
+    (dict(score="softcap:30"), "MLA takes no score variant or chunk mask"),
+    (dict(mask="chunk", chunk=8), "MLA takes no score variant or chunk mask"),
+    (dict(scope="layer"), "MLA shapes time one dense attention call"),
+    (dict(lengths="uniform"), "MLA shapes time one dense attention call"),
+])
+def test_impossible_mla_shapes_name_field_and_rule(kw, message):
+    with pytest.raises(ShapeError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        mla(**kw)
+
+
+def test_v_head_dim_alone_is_refused():
+    with pytest.raises(ShapeError, match="v_head_dim describe MLA"):
+        shape(v_head_dim=32)

@@ -3,6 +3,8 @@
 Adding a backend: one module with its function (q, k, v, *, causal, window) -> out, and one line in BACKENDS
 with its traits. A backend that runs attention variants lists them in its `variants` trait and takes them as
 keywords (chunk=C, softcap=X, alibi=True, sinks=(Hq,) tensor), passed only when a call asks for them.
+A backend that takes a V of another head dim than Q/K (MLA, bench.mla) lists "mla" among its variants; the others
+are refused such calls.
 Everything else (the sweeps' CPU lists, the memory model, the claims, the figures' colours) reads the traits here.
 """
 
@@ -23,12 +25,15 @@ CUDA = ("cuda",)
 HALF = ("bf16", "fp16")
 PADDED = ("padded", "paged-gather")  # sdpa's forced kernels: a padded batch with a padding mask
 # SDPA takes one additive mask: ALiBi's bias and a chunk mask fit in it, a cap (tanh) and a sink (a softmax term) don't
-SDPA_VARIANTS = ("alibi", "chunk")
+SDPA_VARIANTS = ("alibi", "chunk", "mla")  # mla: torch's math kernel takes D_v != D_qk; a forced kernel that
+# refuses it says so in torch's own words (CPU flash: "requires q,k,v to have the same last dimension")
 SDPA_NOTES = (("softcap", "a softcap applies tanh to the scores, which SDPA's additive attn_mask cannot express"),
               ("sinks", "a sink adds a term to the softmax's denominator, which SDPA's additive attn_mask cannot "
                         "express"))
 FLASH_NOTES = (("sinks", "flash_attn_func has no sink logits"),
-               ("chunk", "flash_attn_func's masks are causal and sliding windows, not chunks"))
+               ("chunk", "flash_attn_func's masks are causal and sliding windows, not chunks"),
+               ("mla", "flash_attn_func takes one head dim for K and V (MLA's D_v differs from D_qk); FlashMLA and "
+                       "FlashInfer's MLA kernels are not wired in"))
 
 BACKENDS: dict[str, Backend] = {
     b.name: b
@@ -76,12 +81,13 @@ def backends_for(device: str) -> tuple[str, ...]:
 
 
 def check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
-    """q (B, Hq, Sq, D), k and v (B, Hkv, Skv, D), one dtype and device."""
+    """q (B, Hq, Sq, D), k (B, Hkv, Skv, D) and v (B, Hkv, Skv, D_v), one dtype and device; D_v != D is MLA's."""
     for name, t in (("q", q), ("k", k), ("v", v)):
         if t.dim() != 4:
             raise ShapeError(f"{name} must be 4-D (B, H, S, D), got shape {tuple(t.shape)}")
-    if k.shape != v.shape:
-        raise ShapeError(f"k {tuple(k.shape)} and v {tuple(v.shape)} must have the same shape")
+    if k.shape[:3] != v.shape[:3]:
+        raise ShapeError(f"k {tuple(k.shape)} and v {tuple(v.shape)} must have the same shape in (B, Hkv, Skv) "
+                         "(only the head dim may differ: MLA)")
     if q.shape[0] != k.shape[0]:
         raise ShapeError(f"batch of q ({q.shape[0]}) != batch of k/v ({k.shape[0]})")
     if q.shape[3] != k.shape[3]:
@@ -115,7 +121,8 @@ def variant_kwargs(chunk: int | None = None, softcap: float | None = None, alibi
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, backend: str, causal: bool = False,
               window: int | None = None, chunk: int | None = None, softcap: float | None = None,
               alibi: bool = False, sinks: torch.Tensor | None = None) -> torch.Tensor:
-    """Attention with q (B, Hq, Sq, D), k/v (B, Hkv, Skv, D) -> (B, Hq, Sq, D), scale 1/sqrt(D).
+    """Attention with q (B, Hq, Sq, D), k (B, Hkv, Skv, D), v (B, Hkv, Skv, D_v) -> (B, Hq, Sq, D_v), scale
+    1/sqrt(D). D_v != D (MLA's calls, bench.mla) only for backends whose variants list "mla".
 
     Masks are bottom-right aligned (see bench.masks); a window or a chunk implies causal. Score variants
     (bench.scores): softcap X, ALiBi (the paper's slopes for Hq heads), sinks (one logit per query head).
@@ -131,10 +138,11 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, backend: str
     if causal and q.shape[2] > k.shape[2]:
         raise ShapeError(f"seq_q={q.shape[2]} > seq_kv={k.shape[2]} with a causal mask leaves queries "
                          "with no visible key")
-    if why := impl.unsupported_reason(q.device.type, DTYPE_NAMES.get(q.dtype, str(q.dtype))):
-        raise Unsupported(why)
-    if why := impl.variant_reason(variants_used(chunk, softcap, alibi, sinks)):
-        raise Unsupported(why)
+    # both reasons where both apply: a CUDA-only kernel that also lacks a variant says so on a CPU too
+    reasons = [impl.unsupported_reason(q.device.type, DTYPE_NAMES.get(q.dtype, str(q.dtype))),
+               impl.variant_reason(variants_used(chunk, softcap, alibi, sinks, mla=v.shape[3] != k.shape[3]))]
+    if any(reasons):
+        raise Unsupported("; ".join(why for why in reasons if why))
     return impl.fn(q, k, v, causal=causal, window=window, **variant_kwargs(chunk, softcap, alibi, sinks))
 
 

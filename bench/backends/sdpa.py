@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import re
 import warnings
 
 import torch
@@ -26,6 +27,9 @@ KERNELS: dict[str, SDPBackend | None] = {
     "sdpa-efficient": SDPBackend.EFFICIENT_ATTENTION,
     "sdpa-cudnn": SDPBackend.CUDNN_ATTENTION,
 }
+
+
+TORCH_SOURCE = re.compile(r"\s*\(Triggered internally at [^)]*\)")
 
 
 def _mask_args(q: torch.Tensor, k: torch.Tensor, causal: bool, window: int | None, chunk: int | None = None,
@@ -67,7 +71,9 @@ def run_sdpa(name: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kwarg
         warnings.simplefilter("always")
         with contextlib.suppress(RuntimeError):
             _call(kernel, q, k, v, kwargs)
-    why = "; ".join(str(w.message).strip() for w in caught) or first
+    # torch's C++ source locations say nothing to a reader of the reason, nor does a header left empty by them
+    said = [TORCH_SOURCE.sub("", str(w.message)).strip() for w in caught]
+    why = "; ".join(m for m in said if m and not m.endswith(":")) or first
     raise Unsupported(f"{name}: {why}")
 
 

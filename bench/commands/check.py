@@ -8,7 +8,7 @@ import json
 
 import torch
 
-from bench.conformance import check
+from bench.conformance import VARIANTS, check
 from bench.errors import UsageError
 from bench.shapes import DTYPES
 
@@ -19,6 +19,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("backend", help="a backend name, MODULE:FUNCTION, or an attnbench.backends entry point")
     parser.add_argument("--device", choices=["cpu", "cuda"], default=None, help="default: cuda when present, else cpu")
     parser.add_argument("--dtype", default=None, help="comma-separated dtypes (default: the ones it claims)")
+    parser.add_argument("--variant", default=None, help=f"comma-separated variants (default: all of "
+                                                        f"{', '.join(VARIANTS)})")
     parser.add_argument("--json", action="store_true", help="print the rows as one JSON object")
 
 
@@ -30,7 +32,11 @@ def run(args: argparse.Namespace) -> int:
     for dt in dtypes or ():
         if dt not in DTYPES:
             raise UsageError(f"--dtype {dt!r}: one of {', '.join(DTYPES)}")
-    rows = check(args.backend, device, dtypes)
+    variants = tuple(v.strip() for v in args.variant.split(",") if v.strip()) if args.variant else None
+    for var in variants or ():
+        if var not in VARIANTS:
+            raise UsageError(f"--variant {var!r}: one of {', '.join(VARIANTS)}")
+    rows = check(args.backend, device, dtypes, variants)
     failed = sum(r.failed for r in rows)
     if args.json:
         print(json.dumps({"backend": args.backend, "device": device, "failed": failed,

@@ -3,7 +3,10 @@ mask and length pattern attnbench sweeps, in each dtype it claims, forward and (
 
 One group per (pass, dtype, variant, mask); each group runs three shapes with odd sizes, so that a kernel tuned
 for powers of two is caught: square (Sq = Skv), Sq < Skv (a chunk of prefill against a longer cache), and decode
-(one query). `bench check` prints one row per group; bench/conformance/test_backend.py runs the same groups under
+(one query). MLA (bench.mla; forward only, as it is timed) runs its expanded form on the square and Sq < Skv shapes
+(D_qk = 24, D_v = 20) and its absorbed form on decode (D_qk = rank + rope = 48, D_v = rank = 40, V a view of K),
+each checked end to end against the float64 expanded formula.
+`bench check` prints one row per group; bench/conformance/test_backend.py runs the same groups under
 pytest (`pytest --pyargs bench.conformance --attn-backend mypkg.attn:fn`).
 """
 
@@ -13,10 +16,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from bench.backends import Unsupported, get_backend
+from bench.mla import check_mla
 from bench.reference import GRAD_TOLERANCES, Check, check_backend, check_gradients
 from bench.shapes import DTYPES, AttentionShape
 
-VARIANTS = {"mha": (4, 4), "gqa": (6, 2), "mqa": (4, 1)}  # (Hq, Hkv); GQA with 3 query heads per KV head
+VARIANTS = {"mha": (4, 4), "gqa": (6, 2), "mqa": (4, 1), "mla": (4, 1)}  # (Hq, Hkv); GQA with 3 query heads per KV head
+MLA = {"v_head_dim": 20, "kv_lora_rank": 40, "rope_dim": 8}  # head_dim 24 = qk_nope 16 + rope 8
 MASKS = {"none": ("none", None), "causal": ("causal", None), "window": ("window", 7)}
 # (Sq, Skv): odd, not multiples of any block size
 LENGTHS = {"square": (37, 37), "sq<skv": (13, 45), "decode": (1, 67)}
@@ -38,6 +43,11 @@ class Group:
         hq, hkv = VARIANTS[self.variant]
         mask, window = MASKS[self.mask]
         for name, (sq, skv) in LENGTHS.items():
+            if self.variant == "mla":
+                form = "absorbed" if name == "decode" else "expanded"
+                yield name, AttentionShape(BATCH, sq, skv, hq, 1 if form == "absorbed" else hq, HEAD_DIM, self.dtype,
+                                           mask, window, mla_form=form, **MLA)
+                continue
             yield name, AttentionShape(BATCH, sq, skv, hq, hkv, HEAD_DIM, self.dtype, mask, window)
 
 
@@ -52,15 +62,20 @@ class Row:
         return self.status in ("fail", "error")
 
 
-def groups(backend: str, dtypes: tuple[str, ...] | None = None) -> list[Group]:
-    """Every group for `backend`: the dtypes given (default: the ones it claims), backward when it claims one."""
+def groups(backend: str, dtypes: tuple[str, ...] | None = None,
+           variants: tuple[str, ...] | None = None) -> list[Group]:
+    """Every group for `backend`: the dtypes given (default: the ones it claims), the variants given (default:
+    MHA/GQA/MQA, and MLA where its `variants` trait lists mla), backward when it claims one."""
     b = get_backend(backend)
     passes = ("fwd", "bwd") if b.backward else ("fwd",)
-    return [Group(p, dt, var, mask) for p in passes for dt in (dtypes or b.dtypes) for var in VARIANTS
-            for mask in MASKS]
+    variants = variants or tuple(v for v in VARIANTS if v != "mla" or "mla" in b.variants)
+    return [Group(p, dt, var, mask) for p in passes for dt in (dtypes or b.dtypes) for var in variants
+            for mask in MASKS if not (var == "mla" and p == "bwd")]  # MLA is timed (and checked) forward only
 
 
 def _one(backend: str, group: Group, shape: AttentionShape, device: str) -> Check:
+    if shape.mla_form is not None:
+        return check_mla(backend, shape, device)
     if group.pass_ == "fwd":
         return check_backend(backend, shape, device)
     return check_gradients(backend, shape, device)
@@ -93,12 +108,14 @@ def shape_of(group: Group, name: str) -> AttentionShape:
 
 
 def shape_text(s: AttentionShape) -> str:
-    return f"(Hq={s.n_heads} Hkv={s.n_kv_heads} Sq={s.seq_q} Skv={s.seq_kv})"
+    form = f" MLA {s.mla_form}" if s.mla_form else ""
+    return f"(Hq={s.n_heads} Hkv={s.n_kv_heads} Sq={s.seq_q} Skv={s.seq_kv}{form})"
 
 
-def check(backend: str, device: str = "cpu", dtypes: tuple[str, ...] | None = None) -> list[Row]:
-    """Every group of `backend` on `device`, in order."""
-    return [run_group(backend, g, device) for g in groups(backend, dtypes)]
+def check(backend: str, device: str = "cpu", dtypes: tuple[str, ...] | None = None,
+          variants: tuple[str, ...] | None = None) -> list[Row]:
+    """Every group of `backend` on `device` (of the variants given, default all), in order."""
+    return [run_group(backend, g, device) for g in groups(backend, dtypes, variants)]
 
 
-__all__ = ["DTYPES", "GRAD_TOLERANCES", "Group", "Row", "check", "groups", "run_group"]
+__all__ = ["DTYPES", "GRAD_TOLERANCES", "VARIANTS", "Group", "Row", "check", "groups", "run_group"]

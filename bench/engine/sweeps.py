@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.backends import BACKENDS, backends_for, get_backend
+from bench.engine.geometry import Geometry, axis_geometries, model_geometries
 from bench.engine.parse import duration, ints, one_of, page_size_check, page_sizes, positive_ints_check, seconds, words
 from bench.errors import InputError, UsageError
 from bench.scores import parse_score
@@ -26,8 +27,8 @@ from bench.shapes import (
     DTYPES,
     LENGTHS,
     SCOPES,
+    VARIANTS,
     AttentionShape,
-    head_dim_for,
     mask_fields,
     parse_mask,
 )
@@ -101,6 +102,15 @@ class Sweep:
                                                      page_sizes, page_size_check)
     scores: tuple[str, ...] = axis(("none",), "score", "score variants: none,softcap:50,alibi,sinks (sink logits "
                                    "seeded; see bench.scores)", words, parse_score, shape_field="score")
+    variants: tuple[str, ...] | None = axis(None, "variant", "mha,gqa,mqa,mla: the variants at each --heads Hq "
+                                            "(MHA Hkv = Hq, GQA the --kv-heads values that group Hq, MQA 1, MLA a "
+                                            "latent cache: prefill expanded, decode absorbed, forward only); "
+                                            "default: --kv-heads as given", words, one_of("variant", VARIANTS))
+    kv_lora_ranks: tuple[int, ...] = axis((256,), "kv-lora-rank", "MLA latent widths (DeepSeek-V3: 512 at head dim "
+                                          "128; halved like the default --head-dim 64)",
+                                          check=positive_ints_check("kv_lora_rank"))
+    rope_dims: tuple[int, ...] = axis((32,), "rope-dim", "MLA shared rotary key widths, added to --head-dim for "
+                                      "Q/K (DeepSeek-V3: 64 at head dim 128)", check=positive_ints_check("rope_dim"))
     budget_s: float = axis(1.0, "budget", "seconds of timing per case before it is marked noisy", seconds)
     time_budget_s: float | None = axis(None, "time-budget", "plan the run to this long, e.g. 10m or none: cases "
                                        "that will not fit are recorded skipped (the small shapes of every family "
@@ -163,7 +173,10 @@ PROFILES: dict[str, dict[str, Sweep]] = {
                                      scopes=("attention", "layer"), budget_s=0.6))),
         "heads": Sweep(backends=("naive", "sdpa-math", "sdpa-flash", "flex"), heads=(1, 2, 4, 8, 16, 32),
                        kv_heads=None, d_model=512, seqs=(1024,)),
-        "decode": Sweep(phases=("decode",), decode_q=(1, 4), decode_kv=(1024, 4096, 16384)),
+        # MHA/GQA/MQA, then MLA at the same Hq and contexts (its absorbed decode: one latent of 256 + 32)
+        "decode": Sweep(phases=("decode",), decode_q=(1, 4), decode_kv=(1024, 4096, 16384),
+                        also=(Sweep(variants=("mla",), phases=("decode",), decode_q=(1, 4),
+                                    decode_kv=(1024, 4096, 16384)),)),
         # serving batches: ragged prefill (padded, nested, packed) and mixed batches; paged vs contiguous decode
         "serving": Sweep(backends=backends_for("cpu"), heads=(8,), kv_heads=(8,), seqs=(128,), batches=(8,),
                          masks=("none", "causal"),
@@ -206,7 +219,10 @@ PROFILES: dict[str, dict[str, Sweep]] = {
                                                    budget_s=0.5))),
         "heads": Sweep(heads=(1, 2, 4, 8, 16, 32), kv_heads=None, d_model=2048, seqs=(4096,), dtypes=("bf16",)),
         "decode": Sweep(heads=(32,), kv_heads=(32, 8, 1), head_dims=(128,), dtypes=("bf16",), phases=("decode",),
-                        decode_q=(1, 4), decode_kv=(8192, 32768, 131072), batches=(1, 8)),
+                        decode_q=(1, 4), decode_kv=(8192, 32768, 131072), batches=(1, 8),
+                        also=(Sweep(heads=(32,), variants=("mla",), head_dims=(128,), kv_lora_ranks=(512,),
+                                    rope_dims=(64,), dtypes=("bf16",), phases=("decode",), decode_q=(1, 4),
+                                    decode_kv=(8192, 32768, 131072), batches=(1, 8)),)),
         # 16 sequences sharing 32k tokens; decode at 8k and 32k average contexts, flash-attn's 256-token pages too
         "serving": Sweep(heads=(32,), kv_heads=(8,), seqs=(2048,), batches=(16,), head_dims=(128,), dtypes=("bf16",),
                          masks=("none", "causal"), lengths=("equal", "uniform", "zipf", "mixed"), budget_s=0.4,
@@ -240,41 +256,9 @@ def profile(name: str, device: str) -> Sweep:
         raise UsageError(f"unknown profile {name!r}; known: {', '.join(PROFILES['cpu'])}") from None
 
 
-def _kv_heads(sweep: Sweep, n_heads: int) -> tuple[int, ...]:
-    return (n_heads,) if sweep.kv_heads is None else sweep.kv_heads
-
-
-@dataclass(frozen=True)
-class Geometry:
-    """The heads of one attention shape, the masks it is swept with, and the model it comes from (if any)."""
-
-    n_heads: int
-    n_kv_heads: int
-    head_dim: int
-    masks: tuple[str, ...]
-    model: str | None = None
-    score: str | None = None  # a model's score variant (softcap, sinks, ALiBi): its only one
-
-
 def geometries(sweep: Sweep) -> list[Geometry]:
-    """The sweep's head geometries: its heads x KV heads x head dims, or each model's attention kinds."""
-    if sweep.models:
-        from bench.models.config import attention_shapes
-        from bench.models.config_json import load_config  # config files are read only for model sweeps
-
-        out = []
-        for name in sweep.models:
-            cfg = load_config(name)
-            for shape in attention_shapes(cfg):
-                mask = "none" if cfg.encoder_only else f"window:{shape.window}" if shape.window else \
-                    f"chunk:{shape.chunk}" if shape.chunk else "causal"
-                score = None if cfg.score == "none" else cfg.score  # the model's own variant replaces --score
-                out.append(Geometry(shape.n_heads, shape.n_kv_heads, shape.head_dim, (mask,), cfg.name, score))
-        return out
-    return [Geometry(n_heads, n_kv, head_dim, sweep.masks)
-            for n_heads in sweep.heads
-            for n_kv in _kv_heads(sweep, n_heads)
-            for head_dim in ((head_dim_for(sweep.d_model, n_heads),) if sweep.d_model else sweep.head_dims)]
+    """The sweep's head geometries: its heads x KV heads (or variants) x head dims, or each model's attention kinds."""
+    return model_geometries(sweep.models) if sweep.models else axis_geometries(sweep)
 
 
 def cases(sweep: Sweep, device: str) -> list[Case]:
@@ -288,6 +272,10 @@ def cases(sweep: Sweep, device: str) -> list[Case]:
             mask = masking["mask"]
             fixed = dict(n_heads=g.n_heads, n_kv_heads=g.n_kv_heads, head_dim=g.head_dim, dtype=dtype, **masking,
                          model=g.model, **{name: v for (name, _), v in zip(simple, more, strict=True)})
+            if g.is_mla:  # attention alone, forward, no score variant or chunk: bench.shapes says why
+                if fixed["score"] == "none" and masking["chunk"] is None:
+                    out += _mla_cases(sweep, g, fixed, device)
+                continue
             if "prefill" in sweep.phases:
                 for seq, scope, lengths in itertools.product(sweep.seqs, sweep.scopes, sweep.lengths or (None,)):
                     if lengths is not None and (scope != "attention" or (lengths == "mixed" and mask == "none")):
@@ -314,6 +302,23 @@ def cases(sweep: Sweep, device: str) -> list[Case]:
             if case.id not in seen:
                 seen.add(case.id)
                 out.append(case)
+    return out
+
+
+def _mla_cases(sweep: Sweep, g: Geometry, fixed: dict, device: str) -> list[Case]:
+    """An MLA geometry's cases: prefill expanded (each --seq, scope attention, fwd), decode absorbed."""
+    out: list[Case] = []
+    if "prefill" in sweep.phases and "attention" in sweep.scopes and "fwd" in sweep.passes and not sweep.lengths:
+        prefill = fixed | g.mla_fields("expanded")
+        for seq in sweep.seqs:
+            for batch in _batches(sweep, seq):
+                shape = AttentionShape(batch=batch, seq_q=seq, seq_kv=seq, **prefill)
+                out += [Case(b, shape, "prefill", "fwd", device) for b in sweep.backends]
+    if "decode" in sweep.phases and fixed["mask"] != "none" and not sweep.page_sizes and not sweep.lengths:
+        decode = fixed | g.mla_fields("absorbed")
+        for sq, kv, batch in itertools.product(sweep.decode_q, sweep.decode_kv, sweep.batches):
+            shape = AttentionShape(batch=batch, seq_q=sq, seq_kv=kv, **decode)
+            out += [Case(b, shape, "decode", "fwd", device) for b in sweep.backends]
     return out
 
 

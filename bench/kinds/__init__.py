@@ -10,10 +10,11 @@ from __future__ import annotations
 from bench.kinds.base import EXACT_CHECK_ELEMENTS, CaseKind, ReferenceCache
 from bench.kinds.dense import DenseKind
 from bench.kinds.layer import LayerKind
+from bench.kinds.mla import MlaKind
 from bench.kinds.serving import ServingKind
 from bench.shapes import AttentionShape
 
-KINDS: tuple[CaseKind, ...] = (ServingKind(), LayerKind(), DenseKind())
+KINDS: tuple[CaseKind, ...] = (ServingKind(), LayerKind(), MlaKind(), DenseKind())
 
 
 def kind_of(shape: AttentionShape) -> CaseKind:

@@ -32,8 +32,10 @@ class TimedGuard:
     """The timed call's inputs as they were, its last output, and how to compute the reference for them."""
 
     def __init__(self, inputs: dict[str, torch.Tensor],
-                 reference: Callable[[dict[str, torch.Tensor]], torch.Tensor] | None) -> None:
+                 reference: Callable[[dict[str, torch.Tensor]], torch.Tensor] | None,
+                 out_shape: tuple[int, ...] | None = None) -> None:
         self.inputs = inputs
+        self.out_shape = tuple(inputs["q"].shape) if out_shape is None else tuple(out_shape)  # MLA: D_v != D_qk
         self.before = {name: t.detach().clone() for name, t in inputs.items()}
         self.reference = reference  # None: the case is too large for a float64 reference, or has no single output
         self.last: Any = None
@@ -50,8 +52,8 @@ class TimedGuard:
                     "timed rounds: they were timed on other inputs than the case's")
         if self.reference is None or not isinstance(self.last, torch.Tensor):
             return None
-        if self.last.shape != self.before["q"].shape:
-            return f"the last timed call returned shape {tuple(self.last.shape)}, not {tuple(self.before['q'].shape)}"
+        if tuple(self.last.shape) != self.out_shape:
+            return f"the last timed call returned shape {tuple(self.last.shape)}, not {self.out_shape}"
         check = compare_to_reference(self.last, self.reference(self.before))
         if not check.ok:
             return f"the last timed call's output no longer matches the reference: {check.describe()}"

@@ -4,9 +4,9 @@ A ModelConfig is read from a HuggingFace-style config.json, or a preset shipped 
 bench.models.config_json (whose docstring states every rule of reading one). Pure Python: nothing here imports torch.
 
 KV bytes. A layer group is the layers of one kind. Per token and sequence, a group caches
-2 (K and V) x layers x Hkv x head_dim x element size, or layers x (kv_lora_rank + qk_rope_head_dim) x element size
-under MLA; at a context it holds min(context, window) tokens when sliding, all of them when full. Encoder-only
-models cache nothing.
+layers x Hkv x (head_dim + v_head_dim) x element size (2 x layers x Hkv x head_dim when V is as wide as K, as in
+every non-MLA model), or layers x (kv_lora_rank + qk_rope_head_dim) x element size under MLA; at a context it
+holds min(context, window) tokens when sliding, all of them when full. Encoder-only models cache nothing.
 """
 
 from __future__ import annotations
@@ -145,6 +145,14 @@ class ModelConfig:
             return self
         raise ConfigError(f"{self.name} is {self.variant}: it has no GQA grouping of its own; expected mha or mqa")
 
+    def decompressed(self, variant: str) -> ModelConfig:
+        """An MLA model without its latent: K (head_dim) and V (v_head_dim) cached per head at Hkv = Hq (mha) or 1
+        (mqa), the caches MLA's is compared with at the same Hq."""
+        if not self.is_mla or self.n_heads is None or variant not in ("mha", "mqa"):
+            raise ConfigError(f"{self.name}: decompressed() takes an MLA model with known heads and mha or mqa")
+        return replace(self, kv_lora_rank=None, qk_rope_head_dim=None,
+                       n_kv_heads=self.n_heads if variant == "mha" else 1)
+
     def variants(self) -> list[str]:
         """MHA, the model's own GQA if it has one, MQA; empty when Hq is unknown or under MLA (nothing to compare)."""
         if self.n_heads is None or self.is_mla:
@@ -213,8 +221,9 @@ def kv_layer_groups(cfg: ModelConfig, dtype: str | None = None) -> list[KVLayerG
             latent = cfg.kv_latent_dim
             groups.append(KVLayerGroup(kind, n, None, None, latent, window, n * latent * e))  # type: ignore[operator]
         else:
+            v_dim = cfg.head_dim if cfg.v_head_dim is None else cfg.v_head_dim  # an MLA model decompressed: 128
             groups.append(KVLayerGroup(kind, n, cfg.n_kv_heads, cfg.head_dim, None, window,
-                                       2 * n * cfg.n_kv_heads * cfg.head_dim * e))
+                                       n * cfg.n_kv_heads * (cfg.head_dim + v_dim) * e))
     return groups
 
 
@@ -249,8 +258,8 @@ class AttentionKind(NamedTuple):
 
 def attention_shapes(cfg: ModelConfig) -> list[AttentionKind]:
     """One entry per layer kind present (full first). MLA is given in its prefill form, K and V decompressed
-    per head: Hkv = num_key_value_heads, head_dim = qk_nope_head_dim + qk_rope_head_dim (v_head_dim, which may
-    differ, is not represented)."""
+    per head: Hkv = num_key_value_heads, head_dim = qk_nope_head_dim + qk_rope_head_dim (a model sweep adds the
+    latent dims and v_head_dim from the config: bench.engine.geometry)."""
     if cfg.n_heads is None:
         raise ConfigError(f"{cfg.name}: the number of query heads is unknown, so its attention shape is too")
     return [AttentionKind(kind, cfg.layer_kinds.count(kind), cfg.n_heads, cfg.n_kv_heads, cfg.head_dim,

@@ -74,7 +74,7 @@ from bench.models.config import DEFAULT_DTYPE, ConfigError, LayerKind, ModelConf
 CONFIG_DTYPES: dict[str, str] = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 # The presets shipped as bench/models/configs/<name>.json, in the order they are listed to users.
 PRESET_NAMES: tuple[str, ...] = ("transformer-base", "bert-base", "gpt2", "qwen2.5-0.5b", "llama-2-7b",
-                                 "llama-2-70b", "llama-3-8b", "mistral-7b-v0.1", "gpt-3-175b")
+                                 "llama-2-70b", "llama-3-8b", "mistral-7b-v0.1", "gpt-3-175b", "deepseek-v3")
 
 ENCODER_MODEL_TYPES = frozenset({"bert", "roberta", "xlm-roberta", "electra", "deberta", "deberta-v2", "modernbert"})
 HF_LAYER_TYPES: dict[str, LayerKind] = {"full_attention": "full", "sliding_attention": "sliding",

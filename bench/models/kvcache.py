@@ -171,12 +171,14 @@ class KVCache(nn.Module):
     """
 
     def __init__(self, batch: int, n_kv_heads: int, max_tokens: int, head_dim: int,
-                 dtype: torch.dtype = torch.bfloat16, device: str | torch.device = "cpu", rolling: bool = False):
+                 dtype: torch.dtype = torch.bfloat16, device: str | torch.device = "cpu", rolling: bool = False,
+                 v_head_dim: int | None = None):
         super().__init__()
         shape = (batch, n_kv_heads, max_tokens, head_dim)  # (B, Hkv, T, D)
+        v_shape = shape[:3] + (head_dim if v_head_dim is None else v_head_dim,)  # a decompressed MLA model's V: 128
         self.max_tokens, self.rolling = max_tokens, rolling
         self.register_buffer("k_cache", torch.zeros(shape, dtype=dtype, device=device), persistent=False)
-        self.register_buffer("v_cache", torch.zeros(shape, dtype=dtype, device=device), persistent=False)
+        self.register_buffer("v_cache", torch.zeros(v_shape, dtype=dtype, device=device), persistent=False)
 
     def update(self, pos: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Write k, v (B, Hkv, S, D) at positions pos (S,); return the whole (B, Hkv, T, D) caches."""
@@ -225,7 +227,7 @@ def allocate_kv_cache(model: ModelConfig, context: int, batch: int = 1, dtype: s
                                         rolling=sliding))
         else:
             caches.append(KVCache(batch, model.n_kv_heads, tokens, model.head_dim, torch_dtype, device,
-                                  rolling=sliding))
+                                  rolling=sliding, v_head_dim=model.v_head_dim))
     return caches
 
 
@@ -288,19 +290,24 @@ def _cuda_delta(model: ModelConfig, context: int, batch: int, dtype: str | None,
 
 
 def measured_presets(device: str = "cpu", context: int = 64) -> list[dict]:
-    """Every preset with a KV cache, as MHA, its own grouping and MQA: the cache allocated for `context` tokens
-    and measured (the CUDA allocator's bytes, or the CPU profiler's allocation events), for the claim that
-    GQA/MQA shrink the cache by Hq/Hkv. Done once per run, at its start; a few seconds on a CPU."""
+    """Every preset with a KV cache, as MHA, its own grouping and MQA (an MLA preset: as MLA, and decompressed as
+    MHA and MQA at its Hq): the cache allocated for `context` tokens and measured (the CUDA allocator's bytes, or
+    the CPU profiler's allocation events), for the claim that GQA/MQA shrink the cache by Hq/Hkv. kv_elements is
+    what one token and layer caches (Hkv x (D_qk + D_v), or rank + rope): the ratio each measured cache should
+    show against its MHA twin. Done once per run, at its start; a few seconds on a CPU."""
     from bench.models.presets import PRESETS
 
     method: MeasureMethod = "allocator" if torch.device(device).type == "cuda" else "profiler"
     out = []
     for cfg in PRESETS.values():
-        if cfg.encoder_only or cfg.is_mla:
+        if cfg.encoder_only:
             continue
-        for variant in cfg.variants():
-            m = cfg.as_variant(variant)
-            out.append({"model": cfg.name, "variant": variant, "n_heads": m.n_heads, "n_kv_heads": m.n_kv_heads,
+        twins = [("mla", cfg), ("mha", cfg.decompressed("mha")), ("mqa", cfg.decompressed("mqa"))] if cfg.is_mla \
+            else [(variant, cfg.as_variant(variant)) for variant in cfg.variants()]
+        for variant, m in twins:
+            elements = m.kv_latent_dim or m.n_kv_heads * (m.head_dim + (m.v_head_dim or m.head_dim))
+            out.append({"model": cfg.name, "variant": variant, "n_heads": m.n_heads,
+                        "n_kv_heads": 1 if m.is_mla else m.n_kv_heads, "kv_elements": elements,
                         "context": context, "dtype": "bf16", "method": method,
                         "bytes": measure_kv_cache_bytes(m, context, 1, "bf16", device, method)})
     return out

@@ -19,9 +19,9 @@ _SPARE_MARKERS = ("p", "<", ">", "8", "H", "d", "X", "1")
 # Registered backends first in registry order, then others alphabetically: legends read the same everywhere.
 BACKEND_ORDER: tuple[str, ...] = tuple(BACKENDS)
 
-VARIANT_ORDER = ("mha", "gqa", "mqa")
-VARIANT_STYLES = {"mha": "-", "gqa": "--", "mqa": ":"}
-VARIANT_MARKERS = {"mha": "o", "gqa": "s", "mqa": "^"}
+VARIANT_ORDER = ("mha", "gqa", "mqa", "mla")
+VARIANT_STYLES = {"mha": "-", "gqa": "--", "mqa": ":", "mla": "-."}
+VARIANT_MARKERS = {"mha": "o", "gqa": "s", "mqa": "^", "mla": "D"}
 
 # How a case that produced no time is drawn: at the bottom of the axis, in the backend's colour; one marker
 # for each of bench.status.NOT_OK (a test holds the two together).

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from bench.report.claims.decode import expanding_decode_speedup, fused_decode_speedup
+from bench.report.claims.decode import expanding_decode_speedup, fused_decode_speedup, mla_decode_step
 from bench.report.claims.heads import heads_free_lunch
 from bench.report.claims.kv_cache import kv_cache_shrink
 from bench.report.claims.memory import memory_scaling
@@ -30,6 +30,7 @@ CLAIMS: tuple[Claim, ...] = (
     kv_cache_shrink,
     fused_decode_speedup,
     expanding_decode_speedup,
+    mla_decode_step,
     attention_dominates,
     paging_cost,
     variants_within,

@@ -140,3 +140,75 @@ def fused_decode_speedup(df: pd.DataFrame, run: RunFacts = NO_FACTS) -> Verdict:
 def expanding_decode_speedup(df: pd.DataFrame, run: RunFacts = NO_FACTS) -> Verdict:
     """Materialising kernels repeat K/V to Hq heads: the claim is not expected to hold for them."""
     return _judge(df, EXPANDING)
+
+
+MLA_CLAIM = "MLA decodes at least as fast as GQA/MQA (one latent read for all heads)"
+MLA_KEYS = ["backend", "dtype", "batch", "n_heads", "seq_q", "seq_kv", "mask", "pass"]
+
+
+def mla_decode_step(df: pd.DataFrame, run: RunFacts = NO_FACTS) -> Verdict:
+    """MLA's absorbed decode step against the GQA and MQA steps of the same backend, Hq, batch and context (their
+    head dim = MLA's v_head_dim, the width it was scaled from): ratio = their time / MLA's. Holds when MLA's step
+    is at least as fast as GQA's at the longest context (median over backends). Says where MLA's step sits: its
+    FLOPs per byte are ~Hq x MHA's (bench.metrics), so it is the first to leave the read ceiling for the GEMM's."""
+    ok = ok_rows(dense_rows(df))
+    ok = ok[ok["phase"] == "decode"]
+    mla = ok[ok["variant"] == "mla"]
+    if mla.empty or "v_head_dim" not in ok:
+        return Verdict(MLA_CLAIM, NOT_MEASURED, "no MLA decode cases (run --variant mha,gqa,mqa,mla --phase decode, "
+                                                "or the decode profile)")
+    twins = ok[ok["variant"].isin(["gqa", "mqa"])][MLA_KEYS + ["variant", "head_dim", "median_s"]]
+    pairs = mla[MLA_KEYS + ["v_head_dim", "median_s", "flops", "bytes", *CEILINGS]].merge(
+        twins.rename(columns={"head_dim": "v_head_dim", "median_s": "twin_s"}), on=MLA_KEYS + ["v_head_dim"])
+    if pairs.empty:
+        return Verdict(MLA_CLAIM, NOT_MEASURED, "no GQA/MQA decode case at MLA's Hq, context and head dim")
+    pairs = pairs.assign(ratio=pairs["twin_s"] / pairs["median_s"])
+    at_longest = pairs[pairs["seq_kv"] == pairs["seq_kv"].max()]
+    per = at_longest.groupby(["variant", "backend"])["ratio"].median().unstack("variant")
+    gqa = float(per["gqa"].median()) if "gqa" in per else float("nan")
+    reads = float(pd.to_numeric(at_longest["pct_read_ceiling"], errors="coerce").median())
+    gemms = float(pd.to_numeric(at_longest["pct_gemm_ceiling"], errors="coerce").median())
+    nearer = "GEMM" if gemms >= reads else "read"
+    bound = ("no ceilings recorded" if not (math.isfinite(reads) and math.isfinite(gemms)) else
+             f"near neither ceiling (both under {NEAR:g}%; nearer the {nearer} one): overheads set the step"
+             if max(reads, gemms) < NEAR else "compute-bound here" if nearer == "GEMM" else "memory-bound here")
+    numbers = (f"at KV {int(at_longest['seq_kv'].max())} (Hq {int(at_longest['n_heads'].iloc[0])}), the GQA/MQA "
+               "step's time over MLA's, per backend: " + "; ".join(
+                   f"{b} " + ", ".join(f"{v.upper()} {x:.2f}×" for v, x in row.dropna().items())
+                   for b, row in per.iterrows())
+               + f". MLA's step: {_pct(reads)} of the read ceiling, {_pct(gemms)} of the GEMM ceiling: {bound}."
+               + _roofline(at_longest)
+               + _kernels(mla) + noisy_note(mla))
+    detail = tuple(pairs[MLA_KEYS + ["variant", "ratio"]].to_dict("records"))
+    on = judged(span(at_longest["seq_kv"], "KV"), span(at_longest["n_heads"], "Hq"),
+                ", ".join(sorted(at_longest["dtype"].unique())), ", ".join(sorted(at_longest["backend"].unique())))
+    if not math.isfinite(gqa):
+        return Verdict(MLA_CLAIM, NOT_MEASURED, numbers, "no GQA step at MLA's shape to judge against", detail,
+                       judged_on=on)
+    holds = gqa >= 1.0
+    why = "" if holds else (f"MLA's step is {1 / gqa:.2f}× GQA's (median over backends): it reads fewer bytes per "
+                            f"token but does ~Hq× the FLOPs per byte, and is {bound}.")
+    return Verdict(MLA_CLAIM, HOLDS if holds else FAILS, numbers, why, detail, judged_on=on)
+
+
+def _kernels(rows: pd.DataFrame) -> str:
+    """Which SDPA kernel ran MLA (torch's CPU flash kernel needs D_v = D_qk: its automatic choice falls to math)."""
+    if "sdpa_kernel" not in rows:
+        return ""
+    ran = rows.dropna(subset=["sdpa_kernel"]).drop_duplicates("backend")
+    pairs = ", ".join(f"{b} ran {k}" for b, k in zip(ran["backend"], ran["sdpa_kernel"], strict=True))
+    return f" SDPA's kernel for MLA: {pairs}." if len(ran) else ""
+
+
+def _roofline(rows: pd.DataFrame) -> str:
+    """MLA's step on this machine's roofline: its FLOPs per byte against the ridge (GEMM ceiling / read ceiling,
+    recovered from the two percentages: ridge = intensity x pct_read / pct_gemm)."""
+    rows = rows.drop_duplicates("backend")
+    intensity = pd.to_numeric(rows["flops"], errors="coerce") / pd.to_numeric(rows["bytes"], errors="coerce")
+    ridge = intensity * pd.to_numeric(rows["pct_read_ceiling"], errors="coerce") / pd.to_numeric(
+        rows["pct_gemm_ceiling"], errors="coerce")
+    i, r = float(intensity.median()), float(ridge.median())
+    if not (math.isfinite(i) and math.isfinite(r) and r > 0):
+        return ""
+    return (f" On the roofline: {i:.3g} FLOP per byte against this machine's ridge at {r:.3g}: "
+            f"{'right of the ridge (compute side)' if i >= r else 'left of the ridge (memory side)'}.")

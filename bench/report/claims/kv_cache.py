@@ -13,7 +13,9 @@ CLAIM = "GQA/MQA shrink the KV cache by Hq/Hkv"
 
 def kv_cache_shrink(df: pd.DataFrame, run: RunFacts = NO_FACTS) -> Verdict:
     """Hq/Hkv from KV caches really allocated and measured at the run's start (each preset as MHA, its own grouping
-    and MQA: RunMeta.kv_measured), not from the formula on both sides, which could not fail."""
+    and MQA: RunMeta.kv_measured), not from the formula on both sides, which could not fail. An MLA preset is
+    measured as MLA beside its MHA and MQA twins at the same Hq: its expected ratio is Hq x (D_qk + D_v) /
+    (rank + rope), the elements per token and layer (kv_elements) of each."""
     kv_measured = list(run.kv_measured)
     if not kv_measured:
         return Verdict(CLAIM, NOT_MEASURED, "this run measured no KV cache allocations (runs of attnbench from "
@@ -29,8 +31,11 @@ def kv_cache_shrink(df: pd.DataFrame, run: RunFacts = NO_FACTS) -> Verdict:
         for variant, m in variants.items():
             if variant == "mha" or not m.get("bytes"):
                 continue
+            # kv_elements (per token and layer): MLA's latent against MHA's Hq x (D_qk + D_v); Hq/Hkv otherwise
+            expected = mha["kv_elements"] / m["kv_elements"] if m.get("kv_elements") and mha.get("kv_elements") \
+                else m["n_heads"] / m["n_kv_heads"]
             detail.append({"source": "measured", "what": f"{model} {variant.upper()}",
-                           "ratio": mha["bytes"] / m["bytes"], "expected": m["n_heads"] / m["n_kv_heads"],
+                           "ratio": mha["bytes"] / m["bytes"], "expected": expected,
                            "method": m.get("method"), "mha_bytes": mha["bytes"], "bytes": m["bytes"]})
     if not detail:
         return Verdict(CLAIM, NOT_MEASURED, "no preset was measured both as MHA and as GQA/MQA")
@@ -42,7 +47,24 @@ def kv_cache_shrink(df: pd.DataFrame, run: RunFacts = NO_FACTS) -> Verdict:
                + ", ".join(f"{d['what']} {d['ratio']:.3g}× of {d['expected']:g}×" for d in detail[:6])
                + (", …" if len(detail) > 6 else "") + f"); furthest: {worst['what']} {worst['ratio']:.3g}× "
                f"against {worst['expected']:g}×.")
+    numbers += _mla_note(by_model)
     holds = len(exact) == len(detail)
     why = "" if holds else (f"{len(detail) - len(exact)} cache(s) hold more than K/V at Hkv heads (e.g. "
                             f"{worst['what']}: {worst['bytes']:,} bytes against MHA's {worst['mha_bytes']:,}).")
     return Verdict(CLAIM, HOLDS if holds else FAILS, numbers, why, tuple(detail))
+
+
+def _mla_note(by_model: dict[str, dict[str, dict]]) -> str:
+    """MLA beside its MHA and MQA twins at the same Hq, in the caches measured: one sentence per MLA model."""
+    notes = []
+    for model, v in by_model.items():
+        mla, mha, mqa = v.get("mla"), v.get("mha"), v.get("mqa")
+        if not (mla and mha and mla.get("bytes") and mha.get("bytes")):
+            continue
+        note = (f" MLA ({model}, Hq {mla['n_heads']}): its latent of {mla.get('kv_elements')} elements per token "
+                f"and layer caches {mha['bytes'] / mla['bytes']:.3g}× less than MHA's Hq × (D_qk + D_v) = "
+                f"{mha.get('kv_elements')}")
+        if mqa and mqa.get("bytes"):
+            note += f", {mla['bytes'] / mqa['bytes']:.3g}× as much as MQA's one K/V head"
+        notes.append(note + ".")
+    return "".join(notes)

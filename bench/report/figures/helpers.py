@@ -4,6 +4,7 @@ band of cases that did not run, and the legend under the panels.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -64,12 +65,14 @@ def modal_slice(df: pd.DataFrame, free: tuple[str, ...]) -> tuple[pd.DataFrame, 
     top = top if isinstance(top, tuple) else (top,)
     chosen = pd.DataFrame([top], columns=keys).astype({k: df[k].dtype for k in keys})
     rows = df.merge(chosen, on=keys, how="inner")  # merge, not ==: a missing value matches a missing value
-    names = {"batch": "B", "n_heads": "Hq", "n_kv_heads": "Hkv", "head_dim": "D", "seq_q": "Sq"}
+    names = {"batch": "B", "n_heads": "Hq", "n_kv_heads": "Hkv", "head_dim": "D", "seq_q": "Sq", "v_head_dim": "Dv",
+             "kv_lora_rank": "rank", "rope_dim": "rope", "mla_form": "form"}  # MLA's: short, panel titles are narrow
     # later shape fields (scope, model, ...) are named only where they differ from their default
-    parts = [f"{names[k]}={v}" if k in names else f"{k}={v}" if k in LATER_SHAPE_KEYS else str(v)
+    parts = [f"{names[k]}={v:g}" if k in names and isinstance(v, float) else
+             f"{names[k]}={v}" if k in names else f"{k}={v}" if k in LATER_SHAPE_KEYS else str(v)
              for k, v in zip(keys, top, strict=True)
              if k not in LATER_SHAPE_KEYS or not (pd.isna(v) or v == SHAPE_DEFAULTS.get(k))]
-    return rows, " ".join(parts)
+    return rows, textwrap.fill(" ".join(parts), 48)  # a long one (a model, MLA dims) on two lines: panels are narrow
 
 
 def never_ran(rows: pd.DataFrame) -> dict[str, str]:

@@ -8,7 +8,8 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from bench.metrics import kv_cache_bytes
+from bench.metrics import kv_cache_bytes, latent_cache_bytes
+from bench.models.config import kv_total_bytes
 from bench.models.presets import PRESETS
 from bench.report.figures.axes import bytes_axis, seq_axis
 from bench.report.figures.helpers import Panel, backend_handles, by_backend, facet_grid, status_handles
@@ -57,8 +58,9 @@ def kv_cache(df: pd.DataFrame) -> Figure:
     decoders = [p for p in PRESETS.values() if not p.encoder_only]
     drawn: dict[tuple, str] = {}
     for i, p in enumerate(decoders):
-        sizes = [kv_cache_bytes(p.layers, p.n_kv_heads, p.head_dim, int(t), window=p.window) for t in tokens]
-        label = f"{p.name} ({variant_label(p.variant)} {p.n_heads}/{p.n_kv_heads})" + (
+        sizes = [kv_total_bytes(p, int(t), 1, "bf16") for t in tokens]  # the config's cache, MLA's latent too
+        heads = f"{p.n_heads}, latent {p.kv_latent_dim}" if p.is_mla else f"{p.n_heads}/{p.n_kv_heads}"
+        label = f"{p.name} ({variant_label(p.variant)} {heads})" + (
             f", window {fmt_tokens(p.window)}" if p.window else "")
         if tuple(sizes) in drawn:  # e.g. transformer-base and qwen2.5-0.5b both hold 12 KiB per token
             label += f" = {drawn[tuple(sizes)]}"
@@ -71,8 +73,14 @@ def kv_cache(df: pd.DataFrame) -> Figure:
         sizes = [kv_cache_bytes(base.layers, n_kv, base.head_dim, int(t)) for t in tokens]
         right.plot(tokens, sizes, color="#444444", ls=VARIANT_STYLES[variant], marker=VARIANT_MARKERS[variant], ms=4,
                    label=f"{variant_label(variant)}: Hkv={n_kv}  (÷{base.n_heads // n_kv} vs MHA)")
+    ds = PRESETS.get("deepseek-v3")
+    if ds is not None and ds.kv_latent_dim:  # MLA's latent at the same layers: one per token, whatever Hq
+        sizes = [latent_cache_bytes(base.layers, ds.kv_latent_dim, int(t)) for t in tokens]
+        right.plot(tokens, sizes, color="#444444", ls=VARIANT_STYLES["mla"], marker=VARIANT_MARKERS["mla"], ms=4,
+                   label=f"MLA: latent {ds.kv_lora_rank} + {ds.qk_rope_head_dim} (DeepSeek-V3's)  "
+                         f"(÷{2 * base.n_heads * base.head_dim / ds.kv_latent_dim:.3g} vs MHA)")
     right.set_title(f"one geometry (llama-3-8b: L={base.layers}, Hq={base.n_heads}, D={base.head_dim}) "
-                    "as MHA / GQA / MQA", fontsize=9)
+                    "as MHA / GQA / MQA, and MLA's latent", fontsize=9)
     memory = df["device_memory_bytes"].dropna()
     for ax in (left, right):
         seq_axis(ax, tokens, "context length (tokens, log scale)")

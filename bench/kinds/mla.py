@@ -1,0 +1,86 @@
+"""MLA (bench.mla): one attention call in the shape's form (expanded prefill, absorbed decode), timed alone as
+FlashMLA and FlashInfer's MLA kernels take it, and checked end to end (projections included) against the float64
+expanded formula. Inference only: a fwd+bwd MLA case is unsupported (attnbench times MLA as models serve it)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from bench.backends import attention, get_backend
+from bench.backends.base import Backend, Unsupported
+from bench.kinds.base import CaseLike, ReferenceCache, decode_kv_fields
+from bench.kinds.dense import dense_check_shape
+from bench.kinds.guards import TimedGuard
+from bench.measure.timer import sync
+from bench.metrics import ELEMENT_BYTES, attention_bytes, attention_flops, latent_cache_bytes, model_mem_bytes
+from bench.mla import call_tensors, finish, make_mla_inputs, reference_mla
+from bench.reference import TOLERANCES, Check, compare_to_reference, reference_attention
+from bench.shapes import AttentionShape
+
+FORWARD_ONLY = "MLA cases are timed forward only (inference, as DeepSeek models are served); use pass=fwd"
+
+
+class MlaKind:
+    name = "mla"
+
+    def matches(self, shape: AttentionShape) -> bool:
+        return shape.mla_form is not None
+
+    def record_fields(self, case: CaseLike, backend: Backend) -> dict[str, Any]:
+        s = case.shape
+        latent = s.kv_lora_rank + s.rope_dim  # type: ignore[operator]
+        return {"flops": attention_flops(s, case.pass_), "bytes": attention_bytes(s),
+                "model_mem_bytes": model_mem_bytes(s, backend.memory, case.pass_),
+                "real_tokens": s.batch * s.seq_q,
+                **decode_kv_fields(case, lambda: latent_cache_bytes(1, latent, s.seq_kv, s.batch, s.dtype,
+                                                                    window=s.window))}
+
+    def predicted_bytes(self, case: CaseLike, backend: Backend) -> int:
+        s = case.shape  # the call's inputs as built (expanded K/V at Hq heads) and the model's peak above them
+        e = ELEMENT_BYTES[s.dtype]
+        inputs = s.batch * s.n_kv_heads * s.seq_kv * (s.qk_dim + s.value_dim) * e
+        return inputs + (model_mem_bytes(s, backend.memory, "fwd") or 0)
+
+    def check_shape(self, shape: AttentionShape) -> AttentionShape:
+        return dense_check_shape(shape)
+
+    def setup(self, case: CaseLike) -> None:
+        if case.pass_ != "fwd":
+            raise Unsupported(FORWARD_ONLY)
+        return None
+
+    def check(self, case: CaseLike, setup: Any, references: ReferenceCache) -> tuple[Check, float]:
+        shape = self.check_shape(case.shape)
+        x = make_mla_inputs(shape, case.device, seed=0)
+        q, k, v = call_tensors(shape, x)
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            out = attention(q, k, v, backend=case.backend, causal=shape.causal, window=shape.window)
+        sync(case.device)
+        seconds = time.perf_counter() - t0
+        if tuple(out.shape) != shape.out_shape:
+            return Check(False, float("inf"), *TOLERANCES[q.dtype]), seconds
+        ref = references.get((self.name, shape, case.device), lambda: reference_mla(shape, x))
+        return compare_to_reference(finish(shape, out, x), ref), seconds
+
+    def gradients(self, case: CaseLike, setup: Any) -> Check:
+        raise Unsupported(FORWARD_ONLY)
+
+    def timed_call(self, case: CaseLike, setup: Any) -> Callable[[], object]:
+        """The backend itself on the call's tensors (drawn from another seed than the check's)."""
+        s = case.shape
+        q, k, v = call_tensors(s, make_mla_inputs(s, case.device, seed=1))
+        fn = get_backend(case.backend).fn
+        exact = dense_check_shape(s) == s  # the call's own float64 reference fits: the last output is checked
+        guard = TimedGuard({"q": q, "k": k, "v": v}, (lambda t: reference_attention(
+            t["q"], t["k"], t["v"], causal=s.causal, window=s.window)) if exact else None, s.out_shape)
+
+        def forward():
+            with torch.no_grad():
+                return guard.keep(fn(q, k, v, causal=s.causal, window=s.window))
+        forward.guard = guard  # type: ignore[attr-defined]
+        return forward
