@@ -203,7 +203,7 @@ def _scaling_least(cases: list[Case], ctx: Context) -> list[Case]:
 
 # -- decode ---------------------------------------------------------------------------------------------------------
 def _decode_picks(c: Case) -> bool:
-    return _plain(c) and c.phase == "decode"
+    return _plain(c) and c.phase == "decode" and c.shape.mla_form is None
 
 
 def _decode_least(cases: list[Case], ctx: Context) -> list[Case]:
@@ -229,6 +229,30 @@ def _decode_least(cases: list[Case], ctx: Context) -> list[Case]:
     key = min(native, key=lambda k: (k[4], ctx.cost(native[k])))  # one query per step first
     pair = _pair(native[key], ctx, lambda c: c.shape.seq_kv * 1000 + c.shape.n_kv_heads)
     return _with_emulated([c for c in native[key] if c.backend in pair], cases, ctx)
+
+
+# -- MLA ------------------------------------------------------------------------------------------------------------
+def _mla_picks(c: Case) -> bool:
+    """MLA's absorbed decode steps and the GQA/MQA steps they are judged against."""
+    return _plain(c) and c.phase == "decode" and (c.shape.mla_form == "absorbed" or c.shape.variant in ("gqa", "mqa"))
+
+
+def _mla_least(cases: list[Case], ctx: Context) -> list[Case]:
+    """For one MLA geometry of a native dtype, its steps at every context for the textbook and the fused backend,
+    and the GQA/MQA steps of the same backends, Hq, batch and context at head dim = MLA's value head dim."""
+    mla = [c for c in cases if c.shape.mla_form == "absorbed"]
+    dtypes = _main_dtype(mla, ctx)
+    mla = [c for c in mla if c.shape.dtype in dtypes[:1]]
+    if not mla:
+        return []
+    pair = _pair(mla, ctx, lambda c: c.shape.seq_kv)
+    mla = [c for c in mla if c.backend in pair]
+    keys = {(c.backend, c.shape.dtype, c.shape.batch, c.shape.n_heads, c.shape.seq_q, c.shape.seq_kv,
+             c.shape.v_head_dim) for c in mla}
+    twins = [c for c in cases if c.shape.mla_form is None and (c.backend, c.shape.dtype, c.shape.batch,
+                                                               c.shape.n_heads, c.shape.seq_q, c.shape.seq_kv,
+                                                               c.shape.head_dim) in keys]
+    return mla + twins if twins else []
 
 
 # -- layer ----------------------------------------------------------------------------------------------------------
@@ -317,6 +341,9 @@ QUESTIONS: tuple[Question, ...] = (
     Question("decode", "GQA/MQA speed up decoding 2–4× (and the decode figure)", _decode_picks, _decode_least,
              {"backend": "naive,sdpa", "kv-heads": "8,2,1", "dtype": "fp32", "mask": "causal", "phase": "decode",
               "decode-kv": "1024,4096,16384"}),
+    Question("mla", "MLA decodes at least as fast as GQA/MQA", _mla_picks, _mla_least,
+             {"backend": "naive,sdpa,flex", "variant": "gqa,mqa,mla", "dtype": "fp32", "mask": "causal",
+              "phase": "decode", "decode-kv": "4096,16384"}),
     Question("layer", "Attention dominates the layer at long sequence lengths", _layer_picks, _layer_least,
              {"backend": "naive,sdpa-flash", "kv-heads": "8", "seq": "256,512,1024,2048,4096",
               "scope": "attention,layer", **PREFILL}),

@@ -212,6 +212,12 @@ PROFILES: dict[str, dict[str, Sweep]] = {
                                                    tokens_per_batch=16384, dtypes=("bf16",),
                                                    masks=("causal", "chunk:1024"),
                                                    scores=("none", "softcap:50", "alibi", "sinks"), budget_s=0.5),
+                                             # the MLA claim: DeepSeek-V3's latent (512 + 64) at the decode
+                                             # sweep's Hq and contexts, beside its GQA/MQA steps at D 128
+                                             Sweep(heads=(16,), variants=("mla",), head_dims=(128,),
+                                                   kv_lora_ranks=(512,), rope_dims=(64,), dtypes=("bf16",),
+                                                   phases=("decode",), decode_kv=(8192, 32768, 131072),
+                                                   budget_s=0.5),
                                              # the paging claim: paged decode beside a contiguous cache
                                              Sweep(heads=(32,), kv_heads=(8,), batches=(16,), head_dims=(128,),
                                                    dtypes=("bf16",), phases=("decode",), decode_kv=(32768,),
