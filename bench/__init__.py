@@ -1,9 +1,43 @@
-"""attnbench: how fast and how memory-hungry attention really is on your hardware."""
+"""attnbench: how fast and how memory-hungry attention really is on your hardware.
 
-from bench.backends import BACKENDS, attention, get_backend
-from bench.backends.base import Unsupported
-from bench.backends.outside import backend
-from bench.shapes import AttentionShape, ShapeError
+The public names (`bench.attention`, `bench.backend`, ...) are loaded on first use (PEP 562): `import bench` alone
+imports no torch, so `python -m bench --help`, `bench kv` and the inert pytest plugin start at once.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# public name -> the module that defines it
+_PUBLIC = {
+    "BACKENDS": "bench.backends",
+    "attention": "bench.backends",
+    "get_backend": "bench.backends",
+    "Unsupported": "bench.backends.base",
+    "backend": "bench.backends.outside",
+    "AttentionShape": "bench.shapes",
+    "ShapeError": "bench.shapes",
+}
 
 __all__ = ["BACKENDS", "AttentionShape", "ShapeError", "Unsupported", "attention", "backend", "get_backend"]
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from bench.backends import BACKENDS, attention, get_backend
+    from bench.backends.base import Unsupported
+    from bench.backends.outside import backend
+    from bench.shapes import AttentionShape, ShapeError
+
+
+def __getattr__(name: str) -> Any:
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module 'bench' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_PUBLIC])

@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -85,3 +87,44 @@ def test_a_second_ctrl_c_during_cleanup_loses_nothing(tmp_path):
     assert len(doc.entries()) == 1
     journal = out.with_name(out.name + ".journal")
     assert journal.exists() and journal.read_text().splitlines()[-1].startswith('{"end"')
+
+
+def test_ctrl_c_before_the_command_module_is_imported_is_one_line(tmp_path):
+    proc, out = run_interrupted(tmp_path, "import")
+    assert proc.returncode == 130
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines() == ["interrupted while starting; nothing was run"]
+    assert not out.exists()
+
+
+# Moments of start-up, named by the import that has just finished (python -X importtime reports each as it ends):
+# attnbench's command line loaded; numpy, inside torch's own import; torch done; the session; the whole run module
+# (its last import), and a second after it (planning or calibration). Import progress, not the clock, picks them.
+MOMENTS = [("bench.cli", 0.0), ("numpy", 0.0), ("torch", 0.0), ("bench.engine.session", 0.0),
+           ("bench.launch.slurm", 0.0), ("bench.launch.slurm", 1.0)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("after", "wait_s"), MOMENTS)
+def test_ctrl_c_at_any_moment_of_start_up_is_exit_130_and_one_line(tmp_path, after, wait_s):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    env.update(PYTHONPATH=str(REPO), KINETO_LOG_LEVEL="5")
+    proc = subprocess.Popen([sys.executable, "-X", "importtime", "-m", "bench", "run", "--profile", "quick", *ARGS,
+                             "--out", str(tmp_path / "r.json")], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    seen = []
+    try:
+        for line in proc.stderr:
+            seen.append(line)
+            if line.startswith("import time:") and line.rsplit("|", 1)[-1].strip() == after:
+                break
+        assert proc.poll() is None, f"the process ended before importing {after}: {''.join(seen)[-2000:]}"
+        time.sleep(wait_s)
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=300)
+    finally:
+        proc.kill()
+    said = [line for line in [*seen, *stderr.splitlines(True)] if not line.startswith("import time:")]
+    assert proc.returncode == 130, "".join(said)[-3000:] + stdout[-2000:]
+    assert "Traceback" not in "".join(said)
+    assert len(said) == 1 and said[0].startswith("interrupted"), said

@@ -8,10 +8,9 @@ import json
 from typing import Any
 
 from bench.errors import UsageError
-from bench.metrics import ELEMENT_BYTES
-from bench.models.config import ModelConfig
+from bench.models.config import DTYPE_BYTES, ModelConfig
 from bench.models.config_json import PRESET_NAMES, load_config, preset_config
-from bench.models.kvcache import (
+from bench.models.kvsize import (
     check_dtype,
     estimate,
     format_bytes,
@@ -82,7 +81,7 @@ def build_report(model: ModelConfig, context: int, batch: int, dtype: str, memor
         "ignored": list(model.ignored),
         "encoder_only": model.encoder_only, "has_kv_cache": not model.encoder_only,
         "context": context, "tokens": est.tokens, "batch": batch, "dtype": dtype,
-        "element_bytes": ELEMENT_BYTES[dtype], "bytes_per_token": est.bytes_per_token, "total_bytes": est.total_bytes,
+        "element_bytes": DTYPE_BYTES[dtype], "bytes_per_token": est.bytes_per_token, "total_bytes": est.total_bytes,
         "layer_groups": [{**g.as_dict(), "tokens": g.cached_tokens(context),
                           "total_bytes": g.total_bytes(context, batch)} for g in est.groups],
     }

@@ -1,8 +1,9 @@
 """Ctrl-C belongs to attnbench: the run's stages, a test hook that interrupts one of them, and a guard that keeps a
 second Ctrl-C from tearing the cleanup.
 
-Stages a run passes through: calibrate, check (a case's correctness check), time (its timing), write (recording it),
-report (building the report), cleanup (writing the results file at the end). `ATTNBENCH_INTERRUPT_AT=STAGE[:N],...`
+Stages a run passes through: import (`python -m bench` about to import the command's module, torch and all),
+calibrate, check (a case's correctness check), time (its timing), write (recording it), report (building the
+report), cleanup (writing the results file at the end). `ATTNBENCH_INTERRUPT_AT=STAGE[:N],...`
 sends this process a real SIGINT the N-th time (default 1) the run reaches STAGE, exactly as a Ctrl-C there would:
 the tests interrupt each stage deterministically with it instead of sending a signal and hoping for the moment.
 Several stages may be listed (check:2,cleanup: a second Ctrl-C while the first one's cleanup runs).
@@ -18,7 +19,7 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-STAGES = ("calibrate", "check", "time", "write", "report", "cleanup")
+STAGES = ("import", "calibrate", "check", "time", "write", "report", "cleanup")
 HOOK_ENV = "ATTNBENCH_INTERRUPT_AT"
 _reached: Counter[str] = Counter()
 # Set in a case's worker process (bench.engine.worker), which ignores SIGINT: a terminal's Ctrl-C reaches the whole

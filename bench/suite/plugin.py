@@ -8,31 +8,35 @@ a pytest11 entry point without touching other test suites.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from pytest_benchmark.stats import Metadata
 
-from bench.engine.options import add_options, option_names, plan
-from bench.engine.session import Session
-from bench.errors import InputError
-from bench.results.entry import stats_of
-from bench.status import EXIT_1
+# Light on purpose: every pytest run in an environment with attnbench installed loads this module. The options come
+# from bench.commands.spec's record of bench.engine.options (no torch); the engine is imported only for a sweep.
+from bench.commands.spec import add_run_options, run_option_names
 
-SESSION_KEY = pytest.StashKey[Session]()
+if TYPE_CHECKING:
+    from bench.engine.session import Session
+
+SESSION_KEY = pytest.StashKey["Session"]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("attnbench", "attention benchmarks (python -m bench run's options)")
-    add_options(group.addoption, flag_prefix="attn-", dest_prefix="attn_")
+    add_run_options(group.addoption, flag_prefix="attn-", dest_prefix="attn_")
     group.addoption("--attn-run-id", dest="attn_run_id", default=None,
                     help="id of the run (default: time-profile-device)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    values = {name: config.getoption(f"attn_{name}") for name in option_names()}
+    values = {name: config.getoption(f"attn_{name}") for name in run_option_names()}
     if not any(v not in (None, False) for v in values.values()):
         return
+    from bench.engine.options import plan
+    from bench.engine.session import Session
+    from bench.errors import InputError
+
     try:
         checked = plan(values, default_out=False)
     except InputError as err:
@@ -131,6 +135,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int):
 def measure(attn: Session, case_id: str, benchmark: Any) -> None:
     """The test's body: the session measures the case; pytest-benchmark gets the same rounds for its tables and
     --benchmark-compare, and the case's status becomes the test's outcome."""
+    from pytest_benchmark.stats import Metadata
+
+    from bench.results.entry import stats_of
+    from bench.status import EXIT_1
+
     record, entry = attn.measure_or_skip(attn.by_id[case_id])
     benchmark.group = entry["group"]
     benchmark.extra_info.update(record)
