@@ -236,7 +236,8 @@ def test_gpu_check_dry_run(tmp_path, capsys):
     out = capsys.readouterr().out
     assert code == 0, out
     summary = (tmp_path / "summary.txt").read_text()
-    for expected in ("tests: exit 0", "sweep: exit 0", "ceiling | measured", "sdpa's kernel", "mode kernel"):
+    for expected in ("correctness: exit 0: naive 18 pass", "sweep: exit 0", "ceiling | measured", "sdpa's kernel",
+                     "mode kernel"):
         assert expected in summary, expected
     assert (tmp_path / "report" / "index.html").exists()
 
