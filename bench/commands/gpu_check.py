@@ -26,7 +26,8 @@ from pathlib import Path
 
 from bench.errors import UsageError
 
-help = "run the GPU check (NVML, CUDA correctness tests, the gpu-check sweep, calibration) and print its summary"
+help = ("run the GPU check (NVML, the conformance check of every backend, the gpu-check sweep, calibration) and print "
+        "its summary")
 # the folder holding the bench package (site-packages once installed): the steps' `python -m bench` imports this one
 PACKAGE_PARENT = Path(__file__).resolve().parents[2]
 DRY_CHECKS = (("naive", "fp32"),)  # (backend, dtypes) of the dry run; on CUDA every built-in backend, every dtype
