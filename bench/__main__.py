@@ -8,7 +8,7 @@ try:
     from bench.cli import main
 
     code = main()
-except KeyboardInterrupt:
+except KeyboardInterrupt:  # before bench.cli could catch it: the same line as its own
     print("interrupted while starting; nothing was run", file=sys.stderr)
     code = 130
 # The outcome is decided: a Ctrl-C during the interpreter's shutdown must not replace it with a traceback.

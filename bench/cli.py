@@ -11,36 +11,31 @@ line on stderr, never a traceback.
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import sys
 
-from bench.commands.spec import COMMANDS
+from bench.commands.spec import COMMANDS, build_parser
 from bench.engine import interrupt
 from bench.errors import InputError
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from bench.commands.spec import build_parser as from_spec
-
-    return from_spec()
-
-
 def main(argv: list[str] | None = None) -> int:
-    started = False
     try:
         args = build_parser().parse_args(argv)
         run = args._run
         if isinstance(run, str):  # the command's module name (bench.commands.spec): imported now, torch and all
             interrupt.stage("import")
             run = importlib.import_module(run).run
-        started = True
+    except KeyboardInterrupt:
+        print("interrupted while starting; nothing was run", file=sys.stderr)
+        return 130
+    try:
         return int(run(args) or 0)
     except (InputError, OSError) as err:  # OSError: a path the user gave cannot be read or written
         print(f"error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("interrupted" if started else "interrupted while starting; nothing was run", file=sys.stderr)
+        print("interrupted", file=sys.stderr)
         return 130
