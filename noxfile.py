@@ -38,7 +38,8 @@ def tests(session: nox.Session) -> None:
     the `serial` ones (they time things or start daemons) alone, so no other test shares the CPU with them.
 
     Extra args go to both runs: `nox -s tests -- -m "not slow"` (the inner loop), `-- tests/test_store.py -x`. A -m
-    given is combined with each part's own; a part that selects no test is not a failure (exit 5), both must pass.
+    given is combined with each part's own; a part that selects no test is not a failure (exit 5); the serial part
+    runs once the parallel one has passed.
     """
     install(session)
     parallel, serial = split_parts(session.posargs or ["-q"])
