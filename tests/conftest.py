@@ -1,8 +1,9 @@
 """What every test file shares: the `device` fixture, and tests that cannot run here folded into one skip per group.
 
 A group is one test function's cases that cannot run on this machine for one reason: those whose `skipif` holds
-(the CUDA-only tests on a machine where torch.cuda.is_available() is False), and those whose `backend` cannot run
-on their `device` (its `devices` trait: sdpa-efficient on the CPU). Each group shows as one skip, its reason
+(the CUDA-only tests on a machine where torch.cuda.is_available() is False), and, in a test marked
+`skip_off_device` (it skips a backend that raises Unsupported), those whose `backend` cannot run on their `device`
+(its `devices` trait: sdpa-efficient on the CPU). Each group shows as one skip, its reason
 saying how many cases it stands for; the others are deselected, so a CPU run prints no wall of `s` and a GPU run
 still runs every case. Folding happens after -k and -m, so the counts are of the cases selected.
 """
@@ -28,6 +29,8 @@ def _cannot_run_here(item: pytest.Item) -> str | None:
         # string conditions would need pytest's evaluation; none of ours are strings, and they are left alone
         if mark.args and all(isinstance(c, bool) for c in mark.args) and any(mark.args):
             return mark.kwargs.get("reason", "skipif")
+    if item.get_closest_marker("skip_off_device") is None:  # a test may assert the Unsupported: it runs
+        return None
     params = getattr(getattr(item, "callspec", None), "params", {})
     backend, device = params.get("backend"), params.get("device")
     if isinstance(backend, str) and isinstance(device, str) and backend in BACKENDS:

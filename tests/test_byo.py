@@ -94,6 +94,7 @@ def test_a_kernel_wrong_only_for_gqa_is_incorrect_only_there(mypkg):
     assert gqa["status"] == "incorrect" and "exceeds tolerance" in gqa["reason"]
 
 
+@pytest.mark.slow  # bench backends probes every built-in backend in every dtype: three flex compiles
 def test_entry_point_backends_are_found_by_name_and_listed(mypkg, monkeypatch, capsys):
     dist = mypkg / "mypkg-0.1.dist-info"
     dist.mkdir()
