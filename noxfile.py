@@ -22,6 +22,7 @@ PINNED = [
     "scipy==1.17.1",
     "rich==15.0.0",
     "submitit==1.5.4",  # the optional [slurm] extra: the tests run `--launcher local` through it
+    "pytest-xdist==3.8.0",  # `nox -s tests` runs the suite on every core (pyproject's [dev] extra pins the same)
 ]
 
 
@@ -32,9 +33,39 @@ def install(session: nox.Session) -> None:
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """The test suite (slow flex compiles included); extra args go to pytest."""
+    """The whole test suite in two pytest runs: every test but the `serial` ones on all cores (pytest-xdist), then
+    the `serial` ones (they time things or start daemons) alone, so no other test shares the CPU with them.
+
+    Extra args go to both runs: `nox -s tests -- -m "not slow"` (the inner loop), `-- tests/test_store.py -x`. A -m
+    given is combined with each part's own; a part that selects no test is not a failure (exit 5); the serial part
+    runs once the parallel one has passed.
+    """
     install(session)
-    session.run("pytest", *(session.posargs or ["-q"]))
+    parallel, serial = split_parts(session.posargs or ["-q"])
+    session.run("pytest", *parallel, success_codes=[0, 5])
+    session.run("pytest", *serial, success_codes=[0, 5])
+
+
+def split_parts(args: list[str]) -> tuple[list[str], list[str]]:
+    """pytest's args for the parallel part and the serial part of `nox -s tests`: the last -m (pytest's rule) is
+    and-ed with `not serial` / `serial`; -n and --dist reach the parallel part only. worksteal: a worker that runs
+    out of tests takes some of the other's, so a run of long tests (FlexAttention compiles) does not end on one."""
+    rest, mark, parallel_only = [], None, []
+    it = iter(args)
+    for arg in it:
+        if arg == "-m":
+            mark = next(it, "")
+        elif arg.startswith("-m") and not arg.startswith("--"):
+            mark = arg[2:].lstrip("=")
+        elif arg in ("-n", "--numprocesses", "--dist"):
+            parallel_only += [arg, next(it, "")]
+        elif arg.startswith(("--numprocesses=", "--dist=")) or (arg.startswith("-n") and arg[2:].isdigit()):
+            parallel_only.append(arg)
+        else:
+            rest.append(arg)
+    both = f"({mark}) and " if mark else ""
+    return (["-n", "auto", "--dist", "worksteal", *parallel_only, "-m", f"{both}not serial", *rest],
+            ["-p", "no:xdist", "-m", f"{both}serial", *rest])
 
 
 # The GPU machine's torch. Its PyPI wheel is a CUDA build (about 4.7 GB installed, with its NVIDIA libraries) that

@@ -1,5 +1,19 @@
+"""What every test file shares: the `device` fixture, and tests that cannot run here folded into one skip per group.
+
+A group is one test function's cases that cannot run on this machine for one reason: those whose `skipif` holds
+(the CUDA-only tests on a machine where torch.cuda.is_available() is False), and, in a test marked
+`skip_off_device` (it skips a backend that raises Unsupported), those whose `backend` cannot run on their `device`
+(its `devices` trait: sdpa-efficient on the CPU). Each group shows as one skip, its reason
+saying how many cases it stands for; the others are deselected, so a CPU run prints no wall of `s` and a GPU run
+still runs every case. Folding happens after -k and -m, so the counts are of the cases selected.
+"""
+
+from __future__ import annotations
+
 import pytest
 import torch
+
+from bench.backends import BACKENDS
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
@@ -7,3 +21,39 @@ DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 @pytest.fixture(params=DEVICES)
 def device(request) -> str:
     return request.param
+
+
+def _cannot_run_here(item: pytest.Item) -> str | None:
+    """Why `item` cannot run on this machine, or None; only reasons known before it runs."""
+    for mark in item.iter_markers("skipif"):
+        # string conditions would need pytest's evaluation; none of ours are strings, and they are left alone
+        if mark.args and all(isinstance(c, bool) for c in mark.args) and any(mark.args):
+            return mark.kwargs.get("reason", "skipif")
+    if item.get_closest_marker("skip_off_device") is None:  # a test may assert the Unsupported: it runs
+        return None
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    backend, device = params.get("backend"), params.get("device")
+    if isinstance(backend, str) and isinstance(device, str) and backend in BACKENDS:
+        devices = BACKENDS[backend].devices
+        if device not in devices:
+            return f"{backend} runs on {', '.join(devices)} only (its devices trait), not {device}"
+    return None
+
+
+@pytest.hookimpl(trylast=True)  # after -k and -m have deselected theirs
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    groups: dict[tuple, list[pytest.Item]] = {}
+    for item in items:
+        reason = _cannot_run_here(item)
+        if reason is not None:
+            groups.setdefault((item.path, getattr(item, "originalname", item.name), reason), []).append(item)
+    folded: set[int] = set()
+    for (_, name, reason), members in groups.items():
+        if len(members) > 1:
+            reason += f" ({len(members)} cases of {name}, skipped as one)"
+        # in front of the group's own skipif, which would otherwise give its reason first
+        members[0].add_marker(pytest.mark.skipif(True, reason=reason), append=False)
+        folded.update(id(m) for m in members[1:])
+    if folded:
+        config.hook.pytest_deselected(items=[i for i in items if id(i) in folded])
+        items[:] = [i for i in items if id(i) not in folded]

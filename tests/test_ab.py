@@ -235,6 +235,7 @@ def real_repo(tmp_path) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # times both sides: nothing else may share the CPU
 def test_real_injected_slowdown_is_caught(real_repo, capsys):
     registry = inject(real_repo, extra=1.0)  # every backend x2 in the working tree, REV (HEAD) untouched
     assert MARK in registry.read_text()

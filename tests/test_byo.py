@@ -94,6 +94,7 @@ def test_a_kernel_wrong_only_for_gqa_is_incorrect_only_there(mypkg):
     assert gqa["status"] == "incorrect" and "exceeds tolerance" in gqa["reason"]
 
 
+@pytest.mark.slow  # bench backends probes every built-in backend in every dtype: three flex compiles
 def test_entry_point_backends_are_found_by_name_and_listed(mypkg, monkeypatch, capsys):
     dist = mypkg / "mypkg-0.1.dist-info"
     dist.mkdir()
@@ -188,6 +189,7 @@ def test_a_kernel_that_writes_into_its_input_is_incorrect(mypkg):
     assert "wrote into its input q during the timed rounds" in record["reason"]
 
 
+@pytest.mark.serial  # a measured ceiling against a timed kernel
 def test_a_cached_output_is_implausible_and_a_real_kernel_is_not(mypkg, measured_ceilings):
     cached = run_case("mypkg.attn:cached", big(), calibration=measured_ceilings)
     assert cached["status"] == "incorrect" and cached["reason"].startswith("implausible: median"), cached["reason"]
@@ -259,6 +261,7 @@ def regressed_of(out: str) -> tuple[int, int]:
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # times both sides: nothing else may share the CPU
 def test_ab_in_a_user_repository_aa_then_a_slower_kernel(user_repo, capsys):
     assert main(["ab", "HEAD", *USER_CASES]) == 0
     assert regressed_of(capsys.readouterr().out) == (0, 12)

@@ -58,6 +58,7 @@ def test_decide_order(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # runs an A/B that times both sides: nothing else may share the CPU
 def test_session_against_a_baseline_of_other_ceilings_passes_an_unchanged_tree(tmp_path, monkeypatch, capsys):
     """The session end to end on a copy of this tree with two commits and a stored baseline of this machine's key
     whose GEMM ceiling is 3x this machine's: no regression, exit 0, and the report names why it ran an A/B."""

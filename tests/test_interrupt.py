@@ -24,8 +24,10 @@ def run_interrupted(tmp_path: Path, at: str, *extra: str) -> tuple[subprocess.Co
     out = tmp_path / "r.json"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
     env.update(PYTHONPATH=str(REPO), KINETO_LOG_LEVEL="5", **{HOOK_ENV: at})
+    # SIG_DFL in the child: a process started with SIGINT ignored (under a pytest-xdist worker) keeps ignoring it
     proc = subprocess.run([sys.executable, "-m", "bench", "run", *ARGS, "--out", str(out), *extra], cwd=tmp_path,
-                          env=env, capture_output=True, text=True, timeout=300)
+                          env=env, capture_output=True, text=True, timeout=300,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     return proc, out
 
 

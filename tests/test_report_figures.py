@@ -54,7 +54,7 @@ def test_every_catalogued_figure_has_a_drawer_and_back():
                 assert f"{info.name}:{name}" in drawn, f"{info.name}.{name} draws a figure no entry names"
 
 
-def test_style_reads_the_registry_and_marks_every_failing_status():
+def test_style_reads_the_registry_and_marks_every_failing_status(monkeypatch):
     from bench.backends import BACKENDS
     from bench.report.style import STATUS_MARKERS, backend_color, backend_marker, backend_sort_key
     from bench.status import NOT_OK
@@ -63,7 +63,9 @@ def test_style_reads_the_registry_and_marks_every_failing_status():
     for name, backend in BACKENDS.items():
         assert (backend_color(name), backend_marker(name)) == (backend.color, backend.marker)
     assert sorted(["zzz", *reversed(BACKENDS), "aaa"], key=backend_sort_key) == [*BACKENDS, "aaa", "zzz"]
-    # an unknown backend: a colour no registered backend has, the same in every process (not hash())
+    # an unknown backend: a colour no registered backend has, the same in every process (not hash()); slots start
+    # empty as in the fresh process below (names other tests of this process coloured would take theirs first)
+    monkeypatch.setattr("bench.report.style._SLOTS", {})
     assert backend_color(LONG_NAME) not in {b.color for b in BACKENDS.values()}
     other = subprocess.run([sys.executable, "-c", f"from bench.report.style import backend_color as c; "
                             f"print(c({LONG_NAME!r}))"], capture_output=True, text=True, check=True,

@@ -21,6 +21,7 @@ from bench.engine import options, sweeps
 from bench.errors import InputError
 from bench.results import entries, read_run, write_atomic
 from tests.results_factory import make_record, make_run
+from tests.shared import once
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -166,11 +167,14 @@ def expected_cases(args: list[str]) -> list[sweeps.Case]:
 
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory):
-    """One tiny sweep: 2 backends that run on CPU and one that does not, MHA and MQA, S = 32."""
-    cwd = tmp_path_factory.mktemp("sweep")
-    out = cwd / "tmp" / "r.json"
-    proc = bench_run([*SWEEP_ARGS, "--out", "tmp/r.json"], cwd)
-    return proc, out
+    """One tiny sweep: 2 backends that run on CPU and one that does not, MHA and MQA, S = 32. Run once per test
+    run (tests/shared.py); the tests only read it."""
+    def run(cwd: Path) -> dict:
+        proc = bench_run([*SWEEP_ARGS, "--out", "tmp/r.json"], cwd)
+        return {"returncode": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr}
+
+    cwd, proc = once(tmp_path_factory, "run-cli-sweep", run)
+    return subprocess.CompletedProcess(SWEEP_ARGS, **proc), cwd / "tmp" / "r.json"
 
 
 @pytest.mark.slow  # runs a sweep
