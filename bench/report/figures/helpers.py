@@ -251,5 +251,7 @@ def facet_grid(df: pd.DataFrame, title: str, draw: Callable[[Axes, pd.DataFrame,
             ax.grid(alpha=0.3)
             if rows.empty:
                 empty_note(ax)
+            elif not (rows["status"] == "ok").any():  # only the bands of cases that did not run: say so
+                empty_note(ax, "no case ran here")
     reserve_bands(axes)
     return out
