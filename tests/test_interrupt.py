@@ -113,7 +113,9 @@ def test_ctrl_c_at_any_moment_of_start_up_is_exit_130_and_one_line(tmp_path, aft
     env.update(PYTHONPATH=str(REPO), KINETO_LOG_LEVEL="5")
     proc = subprocess.Popen([sys.executable, "-X", "importtime", "-m", "bench", "run", "--profile", "quick", *ARGS,
                              "--out", str(tmp_path / "r.json")], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True,
+                            # SIG_DFL in the child: under a pytest-xdist worker it would inherit SIGINT ignored
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     seen = []
     try:
         for line in proc.stderr:
