@@ -20,6 +20,7 @@ measured at one representative shape per question: its other cases would spend t
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -267,17 +268,11 @@ def predicted_share(case: Case, ctx: Context) -> float:
     from bench.record import new_record
 
     b = get_backend(case.backend)
-    attention = call_s(new_record(Case(case.backend, _scoped(case, "attention"), case.phase, case.pass_,
-                                       case.device), b.memory), ctx.calibration, b.memory)
+    alone = Case(case.backend, dataclasses.replace(case.shape, scope="attention"), case.phase, case.pass_, case.device)
+    attention = call_s(new_record(alone, b.memory), ctx.calibration, b.memory)
     gemm = ctx.calibration.get(f"gemm_flops_per_s_{case.shape.dtype}") or ctx.calibration.get("gemm_flops_per_s")
     projections = projection_flops(case.shape, case.pass_) / (gemm or 1e10)
     return attention / (attention + projections)
-
-
-def _scoped(case: Case, scope: str):  # noqa: ANN202 - an AttentionShape
-    import dataclasses
-
-    return dataclasses.replace(case.shape, scope=scope)
 
 
 def crossing_length(cases: list[Case], backend: str, ctx: Context) -> int | None:
