@@ -234,7 +234,7 @@ def test_kernel_above_warm_leaves_overhead_out():
 # --- bench ab in a user's repository -----------------------------------------------------------------------------
 
 USER_CASES = ["--backend", "mypkg.kern:kernel", "--heads", "8", "--seq", "32,48,64", "--kv-heads", "8,1",
-              "--mask", "none,causal", "--dtype", "fp32", "--phase", "prefill", "--budget", "0.05", "--blocks", "4",
+              "--mask", "none,causal", "--dtype", "fp32", "--phase", "prefill", "--budget", "0.05", "--blocks", "7",
               "--threshold", "10%", "--seed", "3", "--format", "json"]
 
 

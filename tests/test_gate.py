@@ -76,7 +76,7 @@ def test_session_against_a_baseline_of_other_ceilings_passes_an_unchanged_tree(t
                       3 * ceilings["gemm_flops_per_s"], ceilings["copy_bytes_per_s"])
     monkeypatch.chdir(repo)
     code = gate.main(["--device", "cpu", "--backend", "sdpa-flash", "--seq", "64", "--kv-heads", "8", "--phase",
-                      "prefill", "--budget", "0.1", "--blocks", "4"],
+                      "prefill", "--budget", "0.1", "--blocks", "7"],
                      here=lambda device: (host_id(), ceilings, stored))
     err = capsys.readouterr().err
     report = (repo / "reports" / "regress.md").read_text()

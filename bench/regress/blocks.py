@@ -2,40 +2,46 @@
 
 Each block measured both sides side by side (ABBA or BAAB), so its ratio r_j = b_j / a_j carries the noise of this
 case on this machine at that moment, drift of the machine included. With l_j = ln r_j over n blocks:
-  estimate   exp(mean l_j), the geometric mean of the block ratios;
-  interval   exp(mean l_j +- t(1 - alpha, n - 1) * sd(l_j) / sqrt(n)): the two-sided (1 - 2 alpha) interval, 98% at
-             alpha = 0.01, so that its lower end past the threshold is the one-sided test at alpha that the case is
-             slower by more than the threshold;
-  test       one-sided t-test of mean l_j against 0 (no change), in the direction of the estimate; p < alpha.
+  estimate   exp(HL), HL the Hodges-Lehmann estimate of the centre of the l_j: the median of the n(n+1)/2 Walsh
+             averages (l_i + l_j) / 2, i <= j;
+  interval   the distribution-free (1 - 2 alpha) interval of that centre from the same Walsh averages (the one the
+             signed-rank test inverts): 98% at alpha = 0.01, so that its lower end past the threshold is the
+             one-sided test at alpha that the case is slower by more than the threshold;
+  test       the one-sided Wilcoxon signed-rank test of the l_j against 0 (no change), exact, in the direction of
+             the estimate; p < alpha.
 Verdict, with t = ln(1 + threshold):
   regressed     the interval lies above +t and the test rejects;  improved: below -t and the test rejects;
   unchanged     the interval lies within [-t, +t]: whatever moved is smaller than the threshold;
-  inconclusive  the interval straddles +t or -t (or there is one block): more blocks would decide (--blocks auto).
-A t-interval, not a rank test: with 5 blocks no rank test can reach alpha = 0.01 (a signed-rank p >= 1/32), and one
-block slowed by the host widens the interval (more doubt), it does not make a verdict.
+  inconclusive  the interval straddles +t or -t, or there are too few blocks for any interval at alpha (fewer than
+                MIN_BLOCKS): more blocks would decide (--blocks auto).
+Ranks, not a t-interval: on a shared machine a block ratio is sometimes far off (a process that ran beside one side
+only for a whole slice), and one such block moves a mean and its standard deviation, so the t-interval of 5-44
+blocks of a x1.1 kernel on a loaded 2-core machine spanned x1.05-x1.64; ranks give it the weight of any one block.
+The price: the interval needs 2^-n <= alpha, so at least MIN_BLOCKS blocks.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import t as student_t
 
 from bench.regress.noise import Rule
 
 DECIDED = ("regressed", "improved", "unchanged")
+MIN_BLOCKS = 7  # 2^-7 = 0.0078: the fewest blocks whose signed-rank test can reach alpha = 0.01
 
 
 @dataclass(frozen=True)
 class BlockStats:
     ratios: tuple[float, ...]  # b_j / a_j of each block, in block order
-    estimate: float  # geometric mean of the ratios
-    low: float  # the (1 - 2 alpha) interval of the estimate, as ratios (nan with one block)
+    estimate: float  # exp of the Hodges-Lehmann estimate of the log ratios
+    low: float  # the (1 - 2 alpha) interval of the estimate, as ratios (nan with too few blocks)
     high: float
-    p: float  # one-sided t-test against no change, in the direction of the estimate (1.0 with one block)
+    p: float  # one-sided signed-rank test against no change, in the direction of the estimate
     verdict: str  # regressed | improved | unchanged | inconclusive
 
     @property
@@ -47,36 +53,74 @@ class BlockStats:
         return self.verdict in DECIDED
 
 
+@functools.lru_cache(maxsize=64)
+def _signed_rank_cdf(n: int) -> np.ndarray:
+    """P(T+ <= t) for t = 0 .. n(n+1)/2 under no change: T+ is the sum of the ranks of the positive l_j, each rank
+    positive or negative with probability 1/2 (the exact null distribution, by counting subsets of 1..n)."""
+    counts = np.zeros(n * (n + 1) // 2 + 1)
+    counts[0] = 1.0
+    for rank in range(1, n + 1):
+        counts[rank:] = counts[rank:] + counts[:-rank].copy()
+    return np.cumsum(counts) / 2.0**n
+
+
+def _critical(n: int, alpha: float) -> int | None:
+    """The largest c with P(T+ <= c - 1) <= alpha, i.e. how many Walsh averages each end of the interval drops;
+    None when even T+ = 0 is likelier than alpha (too few blocks for an interval)."""
+    cdf = _signed_rank_cdf(n)
+    below = np.nonzero(cdf <= alpha)[0]
+    return int(below[-1]) + 1 if len(below) else None
+
+
+def _t_plus(logs: np.ndarray) -> float:
+    """Sum of the ranks of |l_j| over the positive l_j (average ranks for ties; a zero counts half each way)."""
+    order = np.abs(logs)
+    ranks = np.empty(len(logs))
+    sorted_idx = np.argsort(order, kind="stable")
+    ranks[sorted_idx] = np.arange(1, len(logs) + 1)
+    for value in np.unique(order):  # ties share their average rank
+        same = order == value
+        if same.sum() > 1:
+            ranks[same] = ranks[same].mean()
+    return float(ranks[logs > 0].sum() + 0.5 * ranks[logs == 0].sum())
+
+
 def block_stats(ratios: Sequence[float], rule: Rule) -> BlockStats:
     """Estimate, interval, test and verdict of one case from its blocks' B/A ratios (the module docstring)."""
     r = np.asarray(ratios, dtype=float)
     if not len(r) or not np.all(np.isfinite(r)) or np.any(r <= 0):
         raise ValueError(f"block ratios must be positive and finite, got {list(ratios)}")
-    logs = np.log(r)
-    mean, n = float(np.mean(logs)), len(logs)
+    logs, n = np.log(r), len(r)
+    i, j = np.triu_indices(n)
+    walsh = np.sort((logs[i] + logs[j]) / 2)
+    centre = float(np.median(walsh))
     thr = math.log1p(rule.threshold)
-    if n < 2:  # one ratio has no spread: nothing to build an interval from
-        return BlockStats(tuple(map(float, r)), math.exp(mean), math.nan, math.nan, 1.0, "inconclusive")
-    se = float(np.std(logs, ddof=1)) / math.sqrt(n)
-    half = float(student_t.ppf(1 - rule.alpha, n - 1)) * se
-    lo, hi = mean - half, mean + half
-    # identical blocks (synthetic data) are certain, unless there is no move at all
-    p = float(student_t.sf(abs(mean) / se, n - 1)) if se > 0 else (0.0 if mean != 0 else 1.0)
-    if lo > thr and mean > 0 and p < rule.alpha:
+    c = _critical(n, rule.alpha)
+    if c is None:  # no interval at alpha from this few blocks
+        return BlockStats(tuple(map(float, r)), math.exp(centre), math.nan, math.nan, 1.0, "inconclusive")
+    lo, hi = float(walsh[c - 1]), float(walsh[len(walsh) - c])
+    t_plus, cdf = _t_plus(logs), _signed_rank_cdf(n)
+    total = n * (n + 1) // 2
+    if centre >= 0:  # P(T+ >= observed) = P(T+ <= total - observed), by symmetry
+        p = float(cdf[int(math.floor(total - t_plus + 1e-9))])
+    else:
+        p = float(cdf[int(math.floor(t_plus + 1e-9))])
+    if lo > thr and centre > 0 and p < rule.alpha:
         verdict = "regressed"
-    elif hi < -thr and mean < 0 and p < rule.alpha:
+    elif hi < -thr and centre < 0 and p < rule.alpha:
         verdict = "improved"
     elif -thr <= lo and hi <= thr:
         verdict = "unchanged"
     else:
         verdict = "inconclusive"
-    return BlockStats(tuple(map(float, r)), math.exp(mean), math.exp(lo), math.exp(hi), p, verdict)
+    return BlockStats(tuple(map(float, r)), math.exp(centre), math.exp(lo), math.exp(hi), p, verdict)
 
 
 def describe(stats: BlockStats, rule: Rule) -> str:
     """One phrase for the report: the estimate, its interval, and why that is the verdict."""
-    if stats.n < 2:
-        return f"x{stats.estimate:.2f} from 1 block: no interval (give at least 2 blocks)"
+    if math.isnan(stats.low):
+        return (f"x{stats.estimate:.2f} from {stats.n} blocks: too few for an interval at alpha {rule.alpha:g} "
+                f"(give at least {MIN_BLOCKS})")
     level = f"{1 - 2 * rule.alpha:.0%}"
     span = f"x{stats.estimate:.3f} [{stats.low:.3f}, {stats.high:.3f}] ({level}, {stats.n} blocks)"
     edge = f"x{1 + rule.threshold:.2f}"

@@ -12,10 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bench.errors import UsageError
+from bench.regress.blocks import MIN_BLOCKS
 
-START = 5  # as the fixed default: 5 blocks give the t-interval 4 degrees of freedom
-STEP = 3
-MAX_BLOCKS = 60  # past this a case's blocks scatter too widely to decide at the threshold in a useful time
+START = MIN_BLOCKS  # the fewest blocks whose interval can exist at alpha (bench.regress.blocks)
+STEP = 4
+# Time-only slices (bench.regress.ab.worker) make a block of a millisecond kernel about half a second, and a case
+# whose blocks scatter by 10% needs about a hundred of them to place a x1.1 move above x1.05; --ab-time bounds it.
+MAX_BLOCKS = 200
 DEFAULT_TIME_S = 300.0
 
 
@@ -35,16 +38,17 @@ class AutoBlocks:
 
 
 def parse_blocks(text: str) -> int | None:
-    """'--blocks N' -> N (at least 2: one block gives no interval); 'auto' -> None."""
+    """'--blocks N' -> N (at least MIN_BLOCKS: fewer give no interval at alpha); 'auto' -> None."""
     raw = str(text).strip().lower()
     if raw == "auto":
         return None
     try:
         n = int(raw)
     except ValueError:
-        raise UsageError(f"--blocks {text!r}: a whole number of ABBA blocks (at least 2), or auto") from None
-    if n < 2:
-        raise UsageError(f"--blocks {n}: at least 2 (one block gives one ratio, and no interval to judge it by)")
+        raise UsageError(f"--blocks {text!r}: a whole number of ABBA blocks (at least {MIN_BLOCKS}), or auto") from None
+    if n < MIN_BLOCKS:
+        raise UsageError(f"--blocks {n}: at least {MIN_BLOCKS} (a case's signed-rank interval at alpha 0.01 needs "
+                         f"{MIN_BLOCKS} block ratios; fewer could never decide)")
     return n
 
 

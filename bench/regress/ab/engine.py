@@ -27,7 +27,7 @@ from bench.regress.ab.auto import AutoBlocks, more, to_extend
 from bench.regress.ab.git import AbError
 from bench.regress.ab.rounds import block_ratios, judged_rounds
 from bench.regress.ab.side import Side, running_attnbench
-from bench.regress.blocks import BlockStats, block_stats
+from bench.regress.blocks import MIN_BLOCKS, BlockStats, block_stats
 from bench.regress.noise import Rule
 from bench.results import RunDocument, RunMeta
 from bench.results.entry import case_entry, median_of, pooled_entry
@@ -102,23 +102,24 @@ def _document(info: SideInfo, entries: list[dict], repo: Path, fingerprint: dict
 
 
 def measure_case(case_id: str, sides: dict[str, Side], order: list[str], got: dict[str, Slices] | None = None,
-                 first_block: int = 0) -> dict[str, Slices]:
+                 first_block: int = 0, retime: bool = False) -> dict[str, Slices]:
     """Run a case's slices in `order` (blocks numbered from first_block, added to `got` when given); once both
-    sides ran it, a side where it is not ok ends the case."""
+    sides ran it, a side where it is not ok ends the case. retime (both workers can): a side's later slices of the
+    case only time it again (bench.regress.ab.worker)."""
     got = got if got is not None else {name: Slices() for name in sides}
     for i, name in enumerate(order):
         if all(s.records for s in got.values()) and any(s.failed for s in got.values()):
             break  # a status change (or a case unsupported on both sides) needs no timing
         if got[name].failed:
             continue
-        answer = sides[name].ask({"cmd": "run", "case": case_id})
+        answer = sides[name].ask({"cmd": "run", "case": case_id, "retime": retime})
         got[name].records.append(answer["record"])
         got[name].samples.append([float(x) for x in answer["samples"]])
         got[name].blocks.append(first_block + i // 4)
     return got
 
 
-def run_ab(repo: Path, rev: str | None, values: dict[str, Any], blocks: int = 5, seed: int | None = None,
+def run_ab(repo: Path, rev: str | None, values: dict[str, Any], blocks: int = MIN_BLOCKS, seed: int | None = None,
            env: dict[str, str] | None = None, say: Callable[[str], None] | None = None,
            pythons: tuple[str, str] | None = None, rule: Rule | None = None, auto: AutoBlocks | None = None) -> AbRun:
     """Measure the sweep that `values` describe with REV (in a temporary worktree) and with the working tree; with
@@ -127,8 +128,8 @@ def run_ab(repo: Path, rev: str | None, values: dict[str, Any], blocks: int = 5,
     say = say or (lambda line: print(line, file=sys.stderr, flush=True))
     rule = rule or Rule()
     blocks = auto.start if auto else blocks
-    if blocks < 2:
-        raise AbError(f"--blocks {blocks}: at least 2 ABBA blocks are needed (one gives no interval)")
+    if blocks < MIN_BLOCKS:
+        raise AbError(f"--blocks {blocks}: at least {MIN_BLOCKS} ABBA blocks are needed (fewer give no interval)")
     commit = git.resolve(repo, rev or "HEAD")
     seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
     rng = random.Random(seed)
@@ -191,12 +192,13 @@ def _run_ab(repo: Path, rev: str, commit: str, values: dict[str, Any], blocks: i
             say(f"{len(common)} cases x {blocks} ABBA blocks (seed {seed}); {len(only_a)} only in A, "
                 f"{len(only_b)} only in B")
             started = time.monotonic()
+            retime = all(plan.get("retime") for plan in plans.values())
             got: dict[str, dict[str, Slices]] = {}
             for n, case_id in enumerate(common, 1):
-                got[case_id] = measure_case(case_id, sides, schedule(blocks, rng))
+                got[case_id] = measure_case(case_id, sides, schedule(blocks, rng), retime=retime)
                 say(_progress(f"{n}/{len(common)}", case_id, got[case_id], rule))
             if auto:
-                _extend(got, sides, rng, rule, auto, started, say)
+                _extend(got, sides, rng, rule, auto, started, say, retime)
             entries: dict[str, list[dict]] = {"A": [], "B": []}
             for case_id in common:
                 for name, entry in _entries(got[case_id]).items():
@@ -237,7 +239,7 @@ def _entries(got: dict[str, Slices]) -> dict[str, dict]:
 
 
 def _extend(got: dict[str, dict[str, Slices]], sides: dict[str, Side], rng: random.Random, rule: Rule,
-            auto: AutoBlocks, started: float, say: Callable[[str], None]) -> None:
+            auto: AutoBlocks, started: float, say: Callable[[str], None], retime: bool = False) -> None:
     """--blocks auto: rounds of more blocks for the undecided cases (bench.regress.ab.auto's stop rule)."""
     while True:
         undecided = {cid: len(set(g["A"].blocks)) for cid, g in got.items()
@@ -253,7 +255,7 @@ def _extend(got: dict[str, dict[str, Slices]], sides: dict[str, Side], rng: rand
             if time.monotonic() - started >= auto.time_s:
                 break
             n = undecided[cid]
-            measure_case(cid, sides, schedule(more(n, auto), rng), got[cid], first_block=n)
+            measure_case(cid, sides, schedule(more(n, auto), rng), got[cid], first_block=n, retime=retime)
             say(_progress(f"+{more(n, auto)}", cid, got[cid], rule))
 
 

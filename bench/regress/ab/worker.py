@@ -18,10 +18,18 @@ Missing pieces: the worker answers {"fatal": reason} and exits 2.
 Protocol: one JSON object per line. The parent writes a request on stdin, the worker writes exactly one answer on
 its protocol stream (the original stdout; anything else the revision prints goes to stderr):
   {"cmd": "plan", "values": {...}, "slice_budget_s": x | null, "slices": n, "min_slice_s": x | null}
-      -> {"ok": true, "cases": [ids], "device", "fingerprint", "calibration", "commit", "bench_file", "budget_s"}
-  {"cmd": "run", "case": id}  -> {"ok": true, "record": {...}, "samples": [...]}
+      -> {"ok": true, "cases": [ids], "device", "fingerprint", "calibration", "commit", "bench_file", "budget_s",
+          "retime"}
+  {"cmd": "run", "case": id, "retime": bool}  -> {"ok": true, "record": {...}, "samples": [...], "retimed": bool}
   {"cmd": "quit"}             -> {"ok": true}, then exit 0
 A request the worker cannot serve (bad input, unknown case): {"ok": false, "error": one line}.
+
+Time-only slices ("retime", when the plan's answer says `"retime": true`): the first slice of a case runs the whole
+engine (check against float64, warm-up, every timing mode, the kernel profile); the worker then keeps that case's
+timed call (the Runner's keep_last), and a later slice of the same case, asked with retime, only times it again in
+the device's headline mode with the revision's own timer (bench.measure.timer: time_cpu on CPU, time_cold on
+CUDA). The check and the profile describe the case, not the moment: repeating them in every slice spent two thirds
+of an A/B's time outside the timed rounds, and spread each block's A and B slices further apart in time.
 """
 
 from __future__ import annotations
@@ -106,13 +114,15 @@ def _plan(api: dict, request: dict, state: dict) -> dict:
             session = api["Session"](plan, budget_s=budget, say=lambda line: print(line, file=sys.stderr))
             session.open(calibration=calibration)
             state["runner"] = lambda case: _from_session(session, case)
+            state["engine"] = getattr(session, "runner", None)
         else:  # a revision from before the session: its Runner
             runner = api["Runner"](calibration, budget_s=budget)
             state["runner"] = lambda case: (lambda o: (o.record, list(o.samples)))(runner.run(case))
     except TypeError as err:
         _fatal(state["out"], f"the revision's engine does not take (plan or calibration, budget_s=...): {err}")
     state["cases"] = {c.id: c for c in plan.cases}
-    return {"ok": True, "cases": list(state["cases"]), "device": plan.device,
+    state["timer"] = _retimer(state.get("engine"), plan.device, budget)
+    return {"ok": True, "retime": state["timer"] is not None, "cases": list(state["cases"]), "device": plan.device,
             "fingerprint": api["fingerprint"](plan.device), "calibration": calibration,
             "commit": api["git_commit"](), "bench_file": state["bench_dir"], "budget_s": budget,
             "threads": torch.get_num_threads() if torch is not None else None}
@@ -122,8 +132,40 @@ def _run(request: dict, state: dict) -> dict:
     case = state.get("cases", {}).get(request.get("case"))
     if case is None or "runner" not in state:
         return {"ok": False, "error": f"unknown case {request.get('case')!r} (or no plan yet)"}
+    kept = state.get("kept")
+    if request.get("retime") and kept is not None and kept[0] == case.id:
+        return {"ok": True, "record": kept[1], "samples": state["timer"](kept[2], kept[3]), "retimed": True}
+    engine = state.get("engine")
+    if state.get("timer") is not None:
+        engine.keep_last, engine.last = True, None
     record, samples = state["runner"](case)
-    return {"ok": True, "record": record, "samples": samples}
+    # keep only the last case's call: its inputs stay in memory until the next case replaces them
+    last = getattr(engine, "last", None) if state.get("timer") is not None else None
+    state["kept"] = (case.id, record, last[0], _one_call_s(samples)) if last and samples else None
+    return {"ok": True, "record": record, "samples": samples, "retimed": False}
+
+
+def _one_call_s(samples: list[float]) -> float:
+    ordered = sorted(samples)
+    return ordered[len(ordered) // 2]
+
+
+def _retimer(engine, device: str, budget_s: float):
+    """(fn, one_call_s) -> the headline mode's samples, from the revision's timer; None when the revision's runner
+    cannot keep its last call or its timer lacks the functions (every slice then runs the whole engine)."""
+    if engine is None or not hasattr(engine, "keep_last"):
+        return None
+    try:
+        timer = __import__("bench.measure.timer", fromlist=["time_cpu"])
+        time_mode = timer.time_cold if device == "cuda" else timer.time_cpu
+    except Exception:  # noqa: BLE001
+        return None
+
+    def retime(fn, one_call_s: float) -> list[float]:
+        fn()  # one untimed call: the other side ran in between and left its own data in the caches
+        return list((time_mode(fn, budget_s) if device == "cuda" else time_mode(fn, one_call_s, budget_s)).samples)
+
+    return retime
 
 
 def _from_session(session, case) -> tuple[dict, list[float]]:
