@@ -271,3 +271,27 @@ def test_both_workers_are_pinned_to_the_same_cpus(monkeypatch):
     assert engine.pinned("1") == {"ATTNBENCH_AB_CPUS": "3"}
     assert engine.pinned(2) == {"ATTNBENCH_AB_CPUS": "2,3"}
     assert engine.pinned("4") == {} and engine.pinned(None) == {} and engine.pinned("many") == {}
+
+
+def test_later_slices_of_a_case_only_time_it_again():
+    """A worker on this tree: the first slice of a case runs the whole engine (checked against float64), a later
+    one asked with retime only times the kept call; another case runs whole again."""
+    from bench.regress.ab.side import Side
+
+    side = Side("this tree", ROOT)
+    try:
+        plan = side.ask({"cmd": "plan", "values": {"backends": "sdpa", "heads": "2", "kv_heads": "2", "seqs": "32,64",
+                                                   "dtypes": "fp32", "masks": "causal", "phases": "prefill",
+                                                   "device": "cpu", "profile": "quick", "budget": "0.02"},
+                         "slices": 4, "min_slice_s": 0.02})
+        assert plan["ok"] and plan["retime"], plan
+        first, second = plan["cases"][:2]
+        whole = side.ask({"cmd": "run", "case": first, "retime": True})
+        again = side.ask({"cmd": "run", "case": first, "retime": True})
+        other = side.ask({"cmd": "run", "case": second, "retime": True})
+        assert whole["record"]["status"] == "ok" and whole["record"]["max_abs_err"] is not None
+        assert not whole["retimed"] and again["retimed"] and not other["retimed"]
+        assert again["samples"] and all(s > 0 for s in again["samples"])
+        assert again["record"]["case_id"] == first and other["record"]["case_id"] == second
+    finally:
+        side.close()
