@@ -104,7 +104,7 @@ def _option_text(call: dict[str, Any]) -> tuple[str, str]:
             " " + (kwargs.get("metavar") or "{" + ",".join(kwargs["choices"]) + "}" if "choices" in kwargs
                    else kwargs.get("metavar") or kwargs.get("dest", flags[-1].lstrip("-")).upper().replace("-", "_"))
         name = ", ".join(flags) + value
-    help_ = (kwargs.get("help") or "").replace("%(default)s", str(kwargs.get("default")))
+    help_ = (kwargs.get("help") or "").replace("%(default)s", str(kwargs.get("default"))).replace("%%", "%")
     return name, help_
 
 
