@@ -1,6 +1,6 @@
 """FLOP, byte and memory models as pure functions.
 
-Conventions (the README's Reference states them too): FLOPs count query heads and only the visible (query, key)
+Conventions (bench/REFERENCE.md shows this docstring): FLOPs count query heads and only the visible (query, key)
 pairs of the mask, 2 per pair and dim of QK^T (D_qk) and of PV (D_v): 2 * B * Hq * pairs * (D_qk + D_v), which is
 4 * B * Hq * D * pairs when D_v = D_qk = D; backward is 2.5x forward.
 Bytes are the minimum forward traffic: Q and O at Hq heads, K and V at Hkv heads, once each.

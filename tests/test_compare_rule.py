@@ -1,4 +1,5 @@
-"""The compare rule at its edges, as the README states it: the threshold, too few rounds, memory, the global waiver."""
+"""The compare rule at its edges, as bench.regress.compare states it: the threshold, too few rounds, memory, the
+global waiver."""
 
 from __future__ import annotations
 

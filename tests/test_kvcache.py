@@ -37,7 +37,7 @@ def model(name: str) -> ModelConfig:
 
 # KV bytes per token at 2 bytes (bf16), computed from each model's published config (layers, KV heads, head dim):
 # llama-2-7b 2x32x32x128x2, llama-3-8b 2x32x8x128x2, llama-2-70b 2x80x8x128x2, qwen2.5-0.5b 2x24x2x64x2,
-# gpt-3-175b 2x96x96x128x2 = 4.5 MiB. Also in the README's Reference section.
+# gpt-3-175b 2x96x96x128x2 = 4.5 MiB. Also in the README's "KV cache calculator" section.
 @pytest.mark.parametrize("name, per_token", [
     ("llama-2-7b", 512 * KiB), ("llama-3-8b", 128 * KiB), ("llama-2-70b", 320 * KiB),
     ("qwen2.5-0.5b", 12 * KiB), ("gpt-3-175b", 4608 * KiB),  # bf16

@@ -35,7 +35,7 @@ def _kwargs(variant: str, n_heads: int) -> dict:
 
 
 def brute_force(q, k, v, causal=True, window=None, chunk=None, softcap=None, alibi=False, sinks=None):
-    """The conventions as the README states them, one (b, h, i) row at a time in Python floats."""
+    """The conventions as bench.masks and bench.scores state them, one (b, h, i) row at a time in Python floats."""
     B, Hq, Sq, D = q.shape
     Hkv, Skv = k.shape[1], k.shape[2]
     off = Skv - Sq

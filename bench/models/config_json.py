@@ -3,7 +3,7 @@
 `load_config(path_or_preset_name)` reads a file, a folder holding config.json, or the name of a preset shipped in
 bench/models/configs/ (the nine presets are such files, read by the same code).
 
-The rules, each applied as written (the README's "KV cache calculator" section states them too):
+The rules, each applied as written (bench/REFERENCE.md shows them from this docstring):
 
 - Text model. A config with a `text_config` object (multimodal models: Gemma-3, LLaVA, ...) is read from it;
   the name, and the dtype when text_config has none, come from the outer config. Fields are then named

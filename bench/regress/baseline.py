@@ -3,7 +3,7 @@
 A machine is its fingerprint (FINGERPRINT_FIELDS); runs of different machines are not compared unless
 normalized. A baseline may pool several runs ("passes") of one machine: the between-run noise that a single
 run's rounds never show (on shared CPU machines some cases flip between two speeds from one process to the
-next; see the README's Reference) is then visible to `compare`.
+next; see the README's regression section) is then visible to `compare`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The run-to-run noise model of a comparison, and the knobs of the verdict (bench.regress.compare applies them).
 
-Within-run statistics understate the noise between runs on shared machines (see the README's Reference: per-case
+Within-run statistics understate the noise between runs on shared machines (the README's regression section: per-case
 ratios between two identical sweeps spread x0.71-x1.75 while each run's own CI looked tight). So the cases of a
 comparison measure it themselves: the median of their log ratios is how much the run as a whole moved, and 1.4826
 times their median absolute deviation is the spread of one case.

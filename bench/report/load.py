@@ -43,8 +43,8 @@ RUN_DETAIL_COLUMNS: dict[str, str] = dict(
     source="the results file the row came from",
 )
 # The tidy columns, in order, with their meaning: the run's, then every record field (bench.record owns them, the
-# shape's included), then what the loader derives. The README's results schema documents the record's part (a
-# test keeps the two in step).
+# shape's included), then what the loader derives. bench/REFERENCE.md's record fields list the record's part
+# (generated from bench.record.FIELDS).
 COLUMNS: dict[str, str] = RUN_COLUMNS | FIELDS | DERIVED_COLUMNS | RUN_DETAIL_COLUMNS
 
 # shape fields that have a default, and so may be absent from files older than the field
