@@ -151,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     rule = Rule(threshold=parse_threshold(args.threshold))
     extra = [*args.ab_args, "--threshold", args.threshold]
     table: dict[tuple[str, int, float], Counter] = {}
+    walls: dict[tuple[str, float], list[float]] = {}  # seconds of each A/B, per load and factor
     started, load_at_start = time.time(), os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="attnbench-power-") as tmp:
         for load, factor in itertools.product(loads, factors):
@@ -160,7 +161,9 @@ def main(argv: list[str] | None = None) -> int:
                 spinner = _busy() if load == "busy" else None
                 try:
                     save = Path(tmp) / f"{load}-{factor:g}-{t}"
+                    t0 = time.monotonic()
                     run_ab(repo, args.cases, extra, save)
+                    walls.setdefault((load, factor), []).append(time.monotonic() - t0)
                 finally:
                     if spinner:
                         spinner.kill()
@@ -178,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     for load, size in itertools.product(loads, sizes):
         print(f"| {load} | {size} | " + " | ".join(_cell(table.get((load, size, f), Counter()), f) for f in factors)
               + " |")
+    print("\nseconds per A/B (median): " + "; ".join(
+        f"{load} {'A/A' if f == 1 else f'x{f:g}'} {sorted(w)[len(w) // 2]:.0f}" for (load, f), w in walls.items()))
     return 0
 
 
