@@ -19,7 +19,8 @@ from typing import Any, Literal
 import torch
 
 from bench.errors import InputError
-from bench.scores import parse_score
+from bench.masks import Mask
+from bench.scores import Score, parse_score
 
 Variant = Literal["mha", "gqa", "mqa", "mla"]
 MlaForm = Literal["expanded", "absorbed"]
@@ -64,19 +65,13 @@ def head_dim_for(d_model: int, n_heads: int) -> int:
 
 def parse_mask(text: str) -> tuple[MaskKind, int | None]:
     """'none' | 'causal' | 'window:256' | 'chunk:8192' -> (kind, size): the window or the chunk size."""
-    kind, _, size = text.strip().partition(":")
-    if kind in ("window", "chunk"):
-        if not size:
-            raise ShapeError(f"mask {kind!r} needs a size, e.g. {kind}:256")
-        try:
-            w = int(size)
-        except ValueError:
-            raise ShapeError(f"{kind} size {size!r} is not an integer") from None
-        _positive(**{kind: w})
-        return kind, w  # type: ignore[return-value]
-    if kind in ("none", "causal") and not size:
-        return kind, None  # type: ignore[return-value]
-    raise ShapeError(f"unknown mask {text!r}; expected none, causal, window:<size> or chunk:<size>")
+    try:
+        mask = Mask.parse(text)
+    except InputError as err:
+        raise ShapeError(str(err)) from None
+    if mask.window is not None and mask.chunk is not None:
+        raise ShapeError(f"mask {text!r}: one mask per case; expected none, causal, window:<size> or chunk:<size>")
+    return mask.kind, mask.window or mask.chunk  # type: ignore[return-value]
 
 
 def mask_fields(text: str) -> dict[str, Any]:
@@ -242,6 +237,17 @@ class AttentionShape:
     @property
     def causal(self) -> bool:
         return self.mask in ("causal", "window", "chunk")
+
+    @property
+    def mask_value(self) -> Mask:
+        """The mask as the one value backends and the reference receive (bench.masks.Mask)."""
+        return Mask(self.causal, self.window, self.chunk)
+
+    @property
+    def score_value(self) -> Score:
+        """The score variant as the one value backends and the reference receive (bench.scores.Score), its sink
+        logits not yet bound (Score.with_logits: seeded)."""
+        return Score.parse(self.score)
 
     @property
     def softcap(self) -> float | None:

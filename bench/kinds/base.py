@@ -99,14 +99,6 @@ def fits_exactly(score_elements: int) -> bool:
     return score_elements <= EXACT_CHECK_ELEMENTS
 
 
-def shorter_window(window: int | None, case_kv: int, seq_kv: int) -> int | None:
-    """The window of a check shape with seq_kv keys: a window that really cuts the case's keys must cut the shorter
-    ones too, or the check could not tell it from plain causal; one as long as the context stays that long."""
-    if window is None:
-        return None
-    return min(window, seq_kv) if window >= case_kv else min(window, max(1, seq_kv // 2))
-
-
 def decode_kv_fields(case: CaseLike, kv_cache_bytes: Callable[[], int]) -> dict[str, Any]:
     """kv_cache_bytes, on decode cases only: one layer's K and V cache, which a decode step reads whole."""
     return {"kv_cache_bytes": kv_cache_bytes()} if case.phase == "decode" else {}

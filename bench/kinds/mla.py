@@ -59,7 +59,7 @@ class MlaKind:
         q, k, v = call_tensors(shape, x)
         t0 = time.perf_counter()
         with torch.no_grad():
-            out = attention(q, k, v, backend=case.backend, causal=shape.causal, window=shape.window)
+            out = attention(q, k, v, backend=case.backend, mask=shape.mask_value)
         sync(case.device)
         seconds = time.perf_counter() - t0
         if tuple(out.shape) != shape.out_shape:
@@ -76,11 +76,12 @@ class MlaKind:
         q, k, v = call_tensors(s, make_mla_inputs(s, case.device, seed=1))
         fn = get_backend(case.backend).fn
         exact = dense_check_shape(s) == s  # the call's own float64 reference fits: the last output is checked
+        mask, score = s.mask_value, s.score_value  # MLA takes no score variant (bench.shapes)
         guard = TimedGuard({"q": q, "k": k, "v": v}, (lambda t: reference_attention(
-            t["q"], t["k"], t["v"], causal=s.causal, window=s.window)) if exact else None, s.out_shape)
+            t["q"], t["k"], t["v"], mask=mask)) if exact else None, s.out_shape)
 
         def forward():
             with torch.no_grad():
-                return guard.keep(fn(q, k, v, causal=s.causal, window=s.window))
+                return guard.keep(fn(q, k, v, mask=mask, score=score))
         forward.guard = guard  # type: ignore[attr-defined]
         return forward
