@@ -83,7 +83,7 @@ class Score:
     @property
     def label(self) -> str:
         """The text `parse` reads back: none, softcap:50, alibi, sinks."""
-        parts = [f"softcap:{self.softcap:g}"] * (self.softcap is not None) + ["alibi"] * self.alibi \
+        parts = ([] if self.softcap is None else [f"softcap:{self.softcap:g}"]) + ["alibi"] * self.alibi \
             + ["sinks"] * self.sinks
         return "+".join(parts) or "none"
 
