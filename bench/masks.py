@@ -9,8 +9,10 @@ p = i + off and key j at position j:
 A window or a chunk implies causal; they may be combined (each cuts further). `Mask.allows` is the one definition:
 the boolean matrix (`Mask.visible`), flex's mask_mod and the serving layouts' masks are built from it.
 
-A new mask variant is a field here (its term in `allows`, `pairs`, `label`/`parse` and, when backends must opt in
-to it, `variants`), plus the backends that run it natively. Nothing here imports torch at module level.
+A new mask variant is a field here (its term in `allows`, `pairs`, `shorter`, `kind`, `label`/`parse`, and its name
+in MASK_VARIANTS when backends opt in to it), plus the backends that run it: naive, flex (its mask_mod is `allows`),
+SDPA (a boolean mask) and the float64 reference build it from `allows` already, and a shape holds a later kind's
+label whole in its `mask` field (bench.shapes). Nothing here imports torch at module level.
 """
 
 from __future__ import annotations
@@ -23,6 +25,11 @@ from bench.errors import InputError
 
 if TYPE_CHECKING:
     import torch
+
+
+# the masks a backend opts in to by naming them in its `variants` trait (bench.scores.VARIANTS); causal and window
+# are every backend's contract
+MASK_VARIANTS: tuple[str, ...] = ("chunk",)
 
 
 class MaskError(InputError):
@@ -82,9 +89,9 @@ class Mask:
 
     @property
     def variants(self) -> tuple[str, ...]:
-        """The variant names (bench.scores.VARIANTS) a backend must list to run this mask: causal and window are
-        every backend's contract, a chunk is opt-in."""
-        return ("chunk",) * (self.chunk is not None)
+        """The variant names (MASK_VARIANTS) a backend must list to run this mask: causal and window are every
+        backend's contract, a chunk is opt-in."""
+        return tuple(name for name in MASK_VARIANTS if getattr(self, name) is not None)
 
     def allows(self, q_pos: Any, k_pos: Any) -> Any:
         """Whether the query at aligned position q_pos (i + off) sees the key at k_pos: ints or tensors (broadcast),

@@ -10,8 +10,9 @@ With off = Skv - Sq (bench.masks), in this order:
 The `score` axis holds one of them per case ("none", "softcap:50", "alibi", "sinks"); a call may combine them.
 Chunked local attention is a mask (bench.masks).
 
-A new score variant is a field here (its step in `score_mod` or `softmax`, `label`/`parse`, `variants`, and its
-name in VARIANTS), plus the backends that run it. Nothing here imports torch at module level.
+A new score variant is a field here (its step in `score_mod` or `softmax`, `label`/`parse`, and its name in
+SCORE_VARIANTS), plus the backends that run it: naive and the float64 reference apply `score_mod`, flex takes it as
+its score_mod. Nothing here imports torch at module level.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from bench.errors import InputError
+from bench.masks import MASK_VARIANTS
 
 if TYPE_CHECKING:
     import torch
@@ -31,7 +33,8 @@ SCORE_KINDS: tuple[str, ...] = ("none", "softcap", "alibi", "sinks")
 # the variant names a backend's `variants` trait lists (bench.backends.base.Backend); "mla": it takes a V whose head
 # dim differs from Q/K's (MLA's expanded prefill, D_v = v_head_dim) and a V that is a view of K (MLA's absorbed
 # decode: V = the first kv_lora_rank columns of the one latent cache, bench.mla)
-VARIANTS: tuple[str, ...] = ("softcap", "alibi", "sinks", "chunk", "mla")
+SCORE_VARIANTS: tuple[str, ...] = ("softcap", "alibi", "sinks")  # Score's fields, each opt-in
+VARIANTS: tuple[str, ...] = (*SCORE_VARIANTS, *MASK_VARIANTS, "mla")
 SINK_SEED = 1234  # sink logits of a swept case: seeded, so the check and every backend see the same ones
 
 
@@ -90,7 +93,7 @@ class Score:
     @property
     def variants(self) -> tuple[str, ...]:
         """The variant names (VARIANTS) a backend must list to run this score."""
-        return tuple(name for name in ("softcap", "alibi", "sinks") if getattr(self, name) not in (None, False))
+        return tuple(name for name in SCORE_VARIANTS if getattr(self, name) not in (None, False))
 
     def with_logits(self, n_heads: int, device: torch.device | str = "cpu") -> Score:
         """This score with its sink logits in place: the given ones, else the seeded ones (sink_logits); itself

@@ -105,8 +105,10 @@ def decode_kv_fields(case: CaseLike, kv_cache_bytes: Callable[[], int]) -> dict[
 
 
 def refuse_variants(shape: AttentionShape, what: str) -> None:
-    """Unsupported for a shape with a score variant or a chunk mask, in a kind whose calls do not pass them on."""
-    used = [f"score={shape.score}"] * (shape.score != "none") + [f"mask={shape.mask_label}"] * (shape.chunk is not None)
+    """Unsupported for a shape with a score variant or a mask beyond causal and window (a chunk), in a kind whose
+    calls do not pass them on."""
+    used = [f"score={shape.score}"] * (shape.score != "none") \
+        + [f"mask={shape.mask_label}"] * bool(shape.mask_value.variants)
     if used:
         raise Unsupported(f"{what} does not pass {' and '.join(used)} to the backend; time the variant with "
                           "scope=attention (a dense call)")
