@@ -70,6 +70,16 @@ def keyword_backend(fn: Callable[..., Any]) -> AttentionFn:
     return adapter  # type: ignore[return-value]
 
 
+def bind(fn: AttentionFn, mask: Mask, score: Score) -> Callable[[torch.Tensor, torch.Tensor, torch.Tensor],
+                                                                   torch.Tensor]:
+    """`fn` with the mask and score fixed, for a timed call: an adapter's keyword function gets its keywords
+    computed once here, so no backend pays for the translation inside the timed call."""
+    keywords = getattr(fn, ADAPTED, None)
+    if keywords is not None:
+        return functools.partial(keywords, **keywords_of(mask, score))
+    return functools.partial(fn, mask=mask, score=score)
+
+
 Memory = Literal["materialising", "tiled"]
 ALL_DTYPES = ("fp32", "bf16", "fp16")
 # How a backend takes a serving batch (bench.serving), in the layout its own users would give it:

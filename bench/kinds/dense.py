@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from bench.backends import attention, get_backend
-from bench.backends.base import Backend
+from bench.backends.base import Backend, bind
 from bench.kinds.base import CaseLike, ReferenceCache, decode_kv_fields, fits_exactly
 from bench.kinds.guards import TimedGuard
 from bench.measure.timer import sync
@@ -93,10 +93,10 @@ class DenseKind:
         s = case.shape
         grad = case.pass_ == "fwd+bwd"
         q, k, v = make_inputs(s, case.device, seed=1, requires_grad=grad)
-        fn = get_backend(case.backend).fn
         # the runner asks the guard after the timed rounds (bench.kinds.guards); the last output is checked only
         # where the check itself ran the case's own shape (a float64 reference of a longer one would not fit)
         mask, score = case_variants(s, case.device)  # the check ran these through bench.attention's variant rules
+        fn = bind(get_backend(case.backend).fn, mask, score)
         exact = not grad and dense_check_shape(s) == s
         guard = TimedGuard({"q": q, "k": k, "v": v}, (lambda t: reference_attention(
             t["q"], t["k"], t["v"], mask=mask, score=score)) if exact else None)
@@ -104,13 +104,13 @@ class DenseKind:
         if not grad:
             def forward():
                 with torch.no_grad():
-                    return guard.keep(fn(q, k, v, mask=mask, score=score))
+                    return guard.keep(fn(q, k, v))
             call = forward
         else:
             grad_out = torch.randn(s.q_shape, device=q.device, dtype=q.dtype)
 
             def forward_backward():
-                out = fn(q, k, v, mask=mask, score=score)
+                out = fn(q, k, v)
                 return torch.autograd.grad(out, (q, k, v), grad_out)
             call = forward_backward
         call.guard = guard  # type: ignore[attr-defined]

@@ -26,7 +26,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from bench.backends.base import PAGED_LAYOUTS, RAGGED_LAYOUTS, Backend, Layout, Unsupported
+from bench.backends.base import PAGED_LAYOUTS, RAGGED_LAYOUTS, Backend, Layout, Unsupported, bind
 from bench.backends.flex import run_flex
 from bench.backends.sdpa import run_sdpa
 from bench.masks import Mask
@@ -115,14 +115,13 @@ def _gather(backend: Backend, shape: AttentionShape, w: Workload, seqs: Sequence
 
 def _per_sequence(backend: Backend, shape: AttentionShape, w: Workload, seqs: Sequences, cache: PagedCache
                   ) -> Prepared:
-    mask, score = shape.mask_value, NO_SCORE  # serving batches take no score variant (bench.kinds.serving)
+    fn = bind(backend.fn, shape.mask_value, NO_SCORE)  # serving batches take no score variant (bench.kinds.serving)
 
     def call():
         k, v = cache.gathered()  # (sum of contexts, Hkv, D)
         outs = []
         for q, k_i, v_i in zip(seqs.q, k.split(list(w.kv_lens)), v.split(list(w.kv_lens)), strict=True):
-            outs.append(backend.fn(q, k_i.transpose(0, 1).unsqueeze(0), v_i.transpose(0, 1).unsqueeze(0),
-                                   mask=mask, score=score))
+            outs.append(fn(q, k_i.transpose(0, 1).unsqueeze(0), v_i.transpose(0, 1).unsqueeze(0)))
         return outs
     return call, lambda outs: outs
 

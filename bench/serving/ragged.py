@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from bench.backends import BACKENDS
-from bench.backends.base import MIXED_LAYOUTS, RAGGED_LAYOUTS, Backend, Layout, Unsupported
+from bench.backends.base import MIXED_LAYOUTS, RAGGED_LAYOUTS, Backend, Layout, Unsupported, bind
 from bench.backends.flex import run_flex
 from bench.backends.sdpa import run_sdpa
 from bench.masks import NO_MASK, Mask
@@ -55,10 +55,10 @@ def ragged(backend: Backend, shape: AttentionShape, w: Workload, seqs: Sequences
 
 
 def _per_sequence(backend: Backend, shape: AttentionShape, w: Workload, seqs: Sequences) -> Prepared:
-    mask, score = shape.mask_value, NO_SCORE  # serving batches take no score variant (bench.kinds.serving)
+    fn = bind(backend.fn, shape.mask_value, NO_SCORE)  # serving batches take no score variant (bench.kinds.serving)
 
     def call():
-        return [backend.fn(q, k, v, mask=mask, score=score) for q, k, v in zip(seqs.q, seqs.k, seqs.v, strict=True)]
+        return [fn(q, k, v) for q, k, v in zip(seqs.q, seqs.k, seqs.v, strict=True)]
     return call, lambda outs: outs
 
 
