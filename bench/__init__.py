@@ -17,16 +17,21 @@ _PUBLIC = {
     "Unsupported": "bench.backends.base",
     "backend": "bench.backends.outside",
     "AttentionShape": "bench.shapes",
+    "Mask": "bench.masks",
+    "Score": "bench.scores",
     "ShapeError": "bench.shapes",
 }
 
-__all__ = ["BACKENDS", "AttentionShape", "ShapeError", "Unsupported", "attention", "backend", "get_backend"]
+__all__ = ["BACKENDS", "AttentionShape", "Mask", "Score", "ShapeError", "Unsupported", "attention", "backend",
+           "get_backend"]
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from bench.backends import BACKENDS, attention, get_backend
     from bench.backends.base import Unsupported
     from bench.backends.outside import backend
+    from bench.masks import Mask
+    from bench.scores import Score
     from bench.shapes import AttentionShape, ShapeError
 
 

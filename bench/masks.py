@@ -1,44 +1,153 @@
-"""Mask semantics shared by every backend and the reference.
+"""The mask: which keys each query sees, as one value (`Mask`) that every backend and the reference receive whole.
 
-With off = Skv - Sq (bottom-right alignment, as flash-attn >= 2.1 and decoding need):
-  causal:     query i sees key j iff j <= i + off
-  window(w):  query i sees key j iff i + off - w < j <= i + off   (itself and the w-1 keys before it)
-  chunk(C):   query i sees key j iff j <= i + off and floor((i + off) / C) == floor(j / C)   (Llama-4's chunked
-              local attention: the keys are cut into blocks of C from key 0, a query sees its own block up to itself)
+With off = Skv - Sq (bottom-right alignment, as flash-attn >= 2.1 and decoding need), query i sits at position
+p = i + off and key j at position j:
+  causal:     query i sees key j iff j <= p
+  window(w):  query i sees key j iff p - w < j <= p   (itself and the w-1 keys before it)
+  chunk(C):   query i sees key j iff j <= p and floor(p / C) == floor(j / C)   (Llama-4's chunked local attention:
+              the keys are cut into blocks of C from key 0, a query sees its own block up to itself)
+A window or a chunk implies causal; they may be combined (each cuts further). `Mask.allows` is the one definition:
+the boolean matrix (`Mask.visible`), flex's mask_mod and the serving layouts' masks are built from it.
+
+A new mask variant is a field here (its term in `allows`, `pairs`, `shorter`, `kind`, `label`/`parse`, and its name
+in MASK_VARIANTS when backends opt in to it), plus the backends that run it: naive, flex (its mask_mod is `allows`),
+SDPA (a boolean mask) and the float64 reference build it from `allows` already, and a shape holds a later kind's
+label whole in its `mask` field (bench.shapes). Nothing here imports torch at module level.
 """
 
 from __future__ import annotations
 
-import torch
+import dataclasses
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from bench.errors import InputError
+
+if TYPE_CHECKING:
+    import torch
+
+
+# the masks a backend opts in to by naming them in its `variants` trait (bench.scores.VARIANTS); causal and window
+# are every backend's contract
+MASK_VARIANTS: tuple[str, ...] = ("chunk",)
+
+
+class MaskError(InputError):
+    """An unknown or malformed mask."""
+
+
+def _size(name: str, value: object) -> None:
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
+        raise MaskError(f"{name}={value!r} must be a positive integer")
+
+
+@dataclass(frozen=True)
+class Mask:
+    """none: Mask(); causal: Mask(causal=True); window w: Mask(window=w); chunk C: Mask(chunk=C)."""
+
+    causal: bool = False
+    window: int | None = None  # sliding window in keys, itself included
+    chunk: int | None = None  # chunked local attention: block size in keys
+
+    def __post_init__(self) -> None:
+        _size("window", self.window)
+        _size("chunk", self.chunk)
+        if self.window is not None or self.chunk is not None:  # a window or a chunk implies causal
+            object.__setattr__(self, "causal", True)
+
+    @classmethod
+    def parse(cls, text: str) -> Mask:
+        """'none' | 'causal' | 'window:256' | 'chunk:8192', or several joined by '+' (window:256+chunk:64)."""
+        fields: dict[str, Any] = {}
+        for part in text.strip().split("+"):
+            kind, _, size = part.strip().partition(":")
+            if kind in ("window", "chunk"):
+                if not size:
+                    raise MaskError(f"mask {kind!r} needs a size, e.g. {kind}:256")
+                try:
+                    fields[kind] = int(size)
+                except ValueError:
+                    raise MaskError(f"{kind} size {size!r} is not an integer") from None
+            elif kind == "causal" and not size:
+                fields["causal"] = True
+            elif kind != "none" or size or "+" in text:
+                raise MaskError(f"unknown mask {text!r}; expected none, causal, window:<size> or chunk:<size>")
+        return cls(**fields)
+
+    @property
+    def kind(self) -> str:
+        """none / causal / window / chunk: the one kind of a single-term mask (AttentionShape's `mask` field)."""
+        return "chunk" if self.chunk is not None else "window" if self.window is not None else \
+            "causal" if self.causal else "none"
+
+    @property
+    def label(self) -> str:
+        """The text `parse` reads back: none, causal, window:256, chunk:8192 (the case id's and results' mask)."""
+        parts = [f"window:{self.window}"] * (self.window is not None) \
+            + [f"chunk:{self.chunk}"] * (self.chunk is not None)
+        return "+".join(parts) or ("causal" if self.causal else "none")
+
+    @property
+    def variants(self) -> tuple[str, ...]:
+        """The variant names (MASK_VARIANTS) a backend must list to run this mask: causal and window are every
+        backend's contract, a chunk is opt-in."""
+        return tuple(name for name in MASK_VARIANTS if getattr(self, name) is not None)
+
+    def allows(self, q_pos: Any, k_pos: Any) -> Any:
+        """Whether the query at aligned position q_pos (i + off) sees the key at k_pos: ints or tensors (broadcast),
+        or flex's index scalars inside a mask_mod."""
+        ok = (k_pos <= q_pos) if self.causal else (k_pos >= 0)
+        if self.window is not None:
+            ok = ok & (k_pos > q_pos - self.window)
+        if self.chunk is not None:
+            ok = ok & (q_pos // self.chunk == k_pos // self.chunk)
+        return ok
+
+    def visible(self, seq_q: int, seq_kv: int, device: torch.device | str = "cpu") -> torch.Tensor | None:
+        """Boolean (Sq, Skv) matrix, True where query i may attend to key j; None when nothing is masked."""
+        if self == NO_MASK:
+            return None
+        import torch
+
+        i = torch.arange(seq_q, device=device).unsqueeze(1) + (seq_kv - seq_q)  # (Sq, 1) aligned positions
+        j = torch.arange(seq_kv, device=device).unsqueeze(0)  # (1, Skv)
+        return self.allows(i, j)
+
+    def pairs(self, seq_q: int, seq_kv: int) -> int:
+        """Exact number of (query, key) pairs that are not masked out."""
+        if not self.causal:
+            return seq_q * seq_kv
+        off = seq_kv - seq_q
+        total = 0
+        for i in range(seq_q):
+            p = i + off
+            hi = min(p, seq_kv - 1)
+            lo = max(0, p - self.window + 1) if self.window is not None else 0
+            if self.chunk is not None:  # the query's own chunk starts at the multiple of C at or below p
+                lo = max(lo, p // self.chunk * self.chunk)
+            total += max(0, hi - lo + 1)
+        return total
+
+    def shorter(self, case_kv: int, seq_kv: int) -> Mask:
+        """This mask for a check shape of seq_kv keys cut from a case of case_kv: a window or chunk that really cuts
+        the case's keys must cut the shorter ones too, or the check could not tell it from plain causal."""
+        def cut(size: int | None) -> int | None:
+            if size is None:
+                return None
+            return min(size, seq_kv) if size >= case_kv else min(size, max(1, seq_kv // 2))
+        return dataclasses.replace(self, window=cut(self.window), chunk=cut(self.chunk))
+
+
+NO_MASK = Mask()
+CAUSAL = Mask(causal=True)
 
 
 def visible(seq_q: int, seq_kv: int, causal: bool, window: int | None, device: torch.device | str = "cpu",
             chunk: int | None = None) -> torch.Tensor | None:
-    """Boolean (Sq, Skv) matrix, True where query i may attend to key j; None when nothing is masked.
-    A window or a chunk implies causal."""
-    if not causal and window is None and chunk is None:
-        return None
-    off = seq_kv - seq_q
-    i = torch.arange(seq_q, device=device).unsqueeze(1)  # (Sq, 1)
-    j = torch.arange(seq_kv, device=device).unsqueeze(0)  # (1, Skv)
-    ok = j <= i + off  # (Sq, Skv)
-    if window is not None:
-        ok &= j > i + off - window
-    if chunk is not None:
-        ok &= (i + off) // chunk == j // chunk
-    return ok
+    """Mask(causal, window, chunk).visible(seq_q, seq_kv, device), by its keywords."""
+    return Mask(causal, window, chunk).visible(seq_q, seq_kv, device)
 
 
 def visible_pairs(seq_q: int, seq_kv: int, causal: bool, window: int | None, chunk: int | None = None) -> int:
-    """Exact number of (query, key) pairs that are not masked out."""
-    if not causal and window is None and chunk is None:
-        return seq_q * seq_kv
-    off = seq_kv - seq_q
-    total = 0
-    for i in range(seq_q):
-        hi = min(i + off, seq_kv - 1)
-        lo = max(0, i + off - window + 1) if window is not None else 0
-        if chunk is not None:  # the query's own chunk starts at the multiple of C at or below i + off
-            lo = max(lo, (i + off) // chunk * chunk)
-        total += max(0, hi - lo + 1)
-    return total
+    """Mask(causal, window, chunk).pairs(seq_q, seq_kv), by its keywords."""
+    return Mask(causal, window, chunk).pairs(seq_q, seq_kv)

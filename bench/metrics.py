@@ -15,7 +15,6 @@ A whole layer (scope="layer"): attention's FLOPs and bytes plus the projections'
 
 from __future__ import annotations
 
-from bench.masks import visible_pairs
 from bench.shapes import AttentionShape
 
 ELEMENT_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
@@ -28,7 +27,7 @@ def attention_flops(shape: AttentionShape, pass_: str = "fwd") -> int:
     O(1) per pair against the 4 * D of the matmuls, elementwise work off the tensor cores that FLOP counts (and the
     FlashAttention papers' MFU) leave out, as they leave out the softmax's own exp; so one shape has one FLOP count
     and the variants' times compare directly."""
-    pairs = visible_pairs(shape.seq_q, shape.seq_kv, shape.causal, shape.window, shape.chunk)
+    pairs = shape.mask_value.pairs(shape.seq_q, shape.seq_kv)
     fwd = 2 * shape.batch * shape.n_heads * (shape.qk_dim + shape.value_dim) * pairs
     if pass_ == "fwd":
         return fwd
@@ -83,7 +82,7 @@ def model_mem_bytes(shape: AttentionShape, memory: str, pass_: str = "fwd") -> i
         expanded = s.batch * s.n_heads * s.seq_kv * (s.qk_dim + s.value_dim) * e if s.n_kv_heads != s.n_heads else 0
         return 2 * score_matrix_bytes(s) + (2 * s.seq_q * s.seq_kv if s.causal else 0) + expanded
     out = s.batch * s.n_heads * s.seq_q * s.value_dim * e
-    explicit = s.mask in ("window", "chunk") or (s.causal and 1 < s.seq_q < s.seq_kv)
+    explicit = s.mask not in ("none", "causal") or (s.causal and 1 < s.seq_q < s.seq_kv)
     explicit_mask = s.seq_q * s.seq_kv if explicit else 0
     return out + s.batch * s.n_heads * s.seq_q * 4 + explicit_mask
 

@@ -103,7 +103,7 @@ def reference_mla(shape: AttentionShape, x: MlaInputs) -> torch.Tensor:
     cpu = MlaInputs(*(t.detach().to("cpu", torch.float64) for t in (x.c, x.k_rope, x.q_nope, x.q_rope, x.w_uk,
                                                                      x.w_uv)))
     q, k, v = call_tensors(shape, cpu, torch.float64, form="expanded")
-    return reference_attention(q, k, v, causal=shape.causal, window=shape.window)
+    return reference_attention(q, k, v, mask=shape.mask_value)
 
 
 def check_mla(backend: str, shape: AttentionShape, device: torch.device | str = "cpu", seed: int = 0,
@@ -113,7 +113,7 @@ def check_mla(backend: str, shape: AttentionShape, device: torch.device | str = 
     x = make_mla_inputs(shape, device, seed)
     q, k, v = call_tensors(shape, x)
     with torch.no_grad():
-        out = attention(q, k, v, backend=backend, causal=shape.causal, window=shape.window)
+        out = attention(q, k, v, backend=backend, mask=shape.mask_value)
     if tuple(out.shape) != shape.out_shape:
         return Check(False, float("inf"), *TOLERANCES[q.dtype])
     return compare_to_reference(finish(shape, out, x), reference_mla(shape, x) if ref is None else ref)

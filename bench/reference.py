@@ -18,10 +18,10 @@ from dataclasses import dataclass
 
 import torch
 
-from bench.backends import attention
+from bench.backends import attention, variant_values
 from bench.layers import make_layer_input, merge_heads, split_heads
-from bench.masks import visible
-from bench.scores import alibi_slopes, sink_logits
+from bench.masks import Mask
+from bench.scores import Score
 from bench.shapes import AttentionShape
 
 TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
@@ -32,56 +32,44 @@ TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
 }
 
 
-def reference_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = False,
-                        window: int | None = None, chunk: int | None = None, softcap: float | None = None,
-                        alibi: bool = False, sinks: torch.Tensor | None = None) -> torch.Tensor:
-    """Float64 attention on the CPU, written independently of the backends' tricks; the score variants as
-    bench.scores defines them, the chunk mask as bench.masks does."""
+def reference_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, mask: Mask | str | None = None,
+                        score: Score | str | None = None, causal: bool = False, window: int | None = None,
+                        chunk: int | None = None, softcap: float | None = None, alibi: bool = False,
+                        sinks: torch.Tensor | None = None) -> torch.Tensor:
+    """Float64 attention on the CPU, written independently of the backends' tricks; the mask and the score variant
+    given as `bench.attention` takes them (whole, or by keywords), with the semantics bench.masks and bench.scores
+    define."""
+    mask, score = variant_values(q, mask, score, causal=causal, window=window, chunk=chunk, softcap=softcap,
+                                 alibi=alibi, sinks=sinks)
     q, k, v = (t.detach().to("cpu", torch.float64) for t in (q, k, v))
-    return _attention64(q, k, v, causal, window, chunk, softcap, alibi, sinks)
+    return _attention64(q, k, v, mask, score)
 
 
-def _attention64(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, window: int | None,
-                 chunk: int | None = None, softcap: float | None = None, alibi: bool = False,
-                 sinks: torch.Tensor | None = None) -> torch.Tensor:
+def _attention64(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Mask, score: Score) -> torch.Tensor:
     B, Hq, Sq, D = q.shape
     Hkv, Skv = k.shape[1], k.shape[2]
     group = Hq // Hkv
     kv_head = torch.arange(Hq) // group  # query head i reads KV head i // (Hq / Hkv)
     k, v = k[:, kv_head], v[:, kv_head]  # (B, Hq, Skv, D)
     scores = torch.einsum("bhqd,bhkd->bhqk", q, k) / D**0.5  # (B, Hq, Sq, Skv)
-    if softcap is not None:
-        scores = softcap * torch.tanh(scores / softcap)
-    if alibi:
-        dist = (torch.arange(Sq).view(-1, 1) + (Skv - Sq) - torch.arange(Skv).view(1, -1)).abs()  # |i + off - j|
-        slopes = torch.tensor(alibi_slopes(Hq), dtype=torch.float64)
-        scores = scores - slopes.view(1, Hq, 1, 1) * dist.to(torch.float64)
-    ok = visible(Sq, Skv, causal or window is not None or chunk is not None, window, chunk=chunk)
+    scores = score.apply(scores)  # softcap, then ALiBi (float64 here)
+    ok = mask.visible(Sq, Skv)
     if ok is not None:
         scores = scores.masked_fill(~ok, float("-inf"))
-    if sinks is None:
+    if not score.sinks:
         probs = scores.softmax(-1)
     else:  # the sink's exp joins the denominator; the row's max includes it, for a stable exp
-        sink = sinks.detach().to("cpu", torch.float64).view(1, Hq, 1, 1)
+        sink = score.sink_logits.detach().to("cpu", torch.float64).view(1, Hq, 1, 1)
         top = torch.maximum(scores.amax(-1, keepdim=True), sink)
         e = (scores - top).exp()
         probs = e / ((sink - top).exp() + e.sum(-1, keepdim=True))
     return torch.einsum("bhqk,bhkd->bhqd", probs, v)  # (B, Hq, Sq, D)
 
 
-def shape_variants(shape: AttentionShape, device: torch.device | str = "cpu") -> dict:
-    """The variant keywords of `attention` (and of the reference) for a swept case: chunk, softcap, alibi and
-    seeded sink logits, only those the shape has."""
-    out: dict = {}
-    if shape.chunk is not None:
-        out["chunk"] = shape.chunk
-    if shape.softcap is not None:
-        out["softcap"] = shape.softcap
-    if shape.alibi:
-        out["alibi"] = True
-    if shape.sinks:
-        out["sinks"] = sink_logits(shape.n_heads, device)
-    return out
+def case_variants(shape: AttentionShape, device: torch.device | str = "cpu") -> tuple[Mask, Score]:
+    """A swept case's mask and score values, as `attention` and the reference take them: the score's sink logits
+    seeded (bench.scores.sink_logits), so the check and every backend see the same ones."""
+    return shape.mask_value, shape.score_value.with_logits(shape.n_heads, device)
 
 
 def make_inputs(shape: AttentionShape, device: torch.device | str = "cpu", seed: int = 0,
@@ -127,11 +115,11 @@ def check_gradients(backend: str, shape: AttentionShape, device: torch.device | 
     """Backward of `backend` against float64 autograd through the reference: dq, dk, dv."""
     q, k, v = make_inputs(shape, device, seed, requires_grad=True)
     grad_out = torch.randn(shape.q_shape, generator=torch.Generator().manual_seed(seed + 1), dtype=torch.float64)
-    extra = shape_variants(shape, device)
-    out = attention(q, k, v, backend=backend, causal=shape.causal, window=shape.window, **extra)
+    mask, score = case_variants(shape, device)
+    out = attention(q, k, v, backend=backend, mask=mask, score=score)
     grads = torch.autograd.grad(out, (q, k, v), grad_out.to(device, q.dtype))
     q64, k64, v64 = (t.detach().to("cpu", torch.float64).requires_grad_() for t in (q, k, v))
-    ref_out = _attention64(q64, k64, v64, shape.causal, shape.window, **extra)
+    ref_out = _attention64(q64, k64, v64, mask, score)
     refs = torch.autograd.grad(ref_out, (q64, k64, v64), grad_out)
     tol = GRAD_TOLERANCES[q.dtype]
     worst = 0.0
@@ -145,12 +133,11 @@ def check_backend(backend: str, shape: AttentionShape, device: torch.device | st
                   seed: int = 0) -> Check:
     """Run `backend` on `shape` and compare with the float64 reference. Raises Unsupported as the backend does."""
     q, k, v = make_inputs(shape, device, seed)
-    extra = shape_variants(shape, device)
-    out = attention(q, k, v, backend=backend, causal=shape.causal, window=shape.window, **extra)
+    mask, score = case_variants(shape, device)
+    out = attention(q, k, v, backend=backend, mask=mask, score=score)
     if out.shape != q.shape:
         return Check(False, float("inf"), *TOLERANCES[q.dtype])
-    return compare_to_reference(out, reference_attention(q, k, v, causal=shape.causal, window=shape.window,
-                                                         **extra))
+    return compare_to_reference(out, reference_attention(q, k, v, mask=mask, score=score))
 
 
 # --- the whole layer (scope="layer"): W_Q, W_K, W_V around the attention, W_O after it -----------------------
@@ -170,7 +157,7 @@ def _layer64(layer: torch.nn.Module, x: torch.Tensor, params: dict[str, torch.Te
     q = split_heads(project("W_Q", x), layer.n_heads)  # (B, Hq, S, D)
     k = split_heads(project("W_K", x), layer.n_kv_heads)  # (B, Hkv, S, D)
     v = split_heads(project("W_V", x), layer.n_kv_heads)
-    return project("W_O", merge_heads(_attention64(q, k, v, causal, window)))  # (B, S, d_model)
+    return project("W_O", merge_heads(_attention64(q, k, v, Mask(causal, window), Score())))  # (B, S, d_model)
 
 
 def reference_layer(layer: torch.nn.Module, x: torch.Tensor, *, causal: bool = False,

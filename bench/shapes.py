@@ -19,7 +19,8 @@ from typing import Any, Literal
 import torch
 
 from bench.errors import InputError
-from bench.scores import parse_score
+from bench.masks import Mask
+from bench.scores import Score, parse_score
 
 Variant = Literal["mha", "gqa", "mqa", "mla"]
 MlaForm = Literal["expanded", "absorbed"]
@@ -62,31 +63,46 @@ def head_dim_for(d_model: int, n_heads: int) -> int:
     return d_model // n_heads
 
 
+def case_mask(text: str) -> Mask:
+    """A case's mask from its text (bench.masks.Mask.parse): one kind, not a combination."""
+    try:
+        mask = Mask.parse(text)
+    except InputError as err:
+        raise ShapeError(str(err)) from None
+    if "+" in mask.label:
+        raise ShapeError(f"mask {text!r}: one mask per case; expected none, causal, window:<size> or chunk:<size>")
+    return mask
+
+
 def parse_mask(text: str) -> tuple[MaskKind, int | None]:
-    """'none' | 'causal' | 'window:256' | 'chunk:8192' -> (kind, size): the window or the chunk size."""
-    kind, _, size = text.strip().partition(":")
-    if kind in ("window", "chunk"):
-        if not size:
-            raise ShapeError(f"mask {kind!r} needs a size, e.g. {kind}:256")
-        try:
-            w = int(size)
-        except ValueError:
-            raise ShapeError(f"{kind} size {size!r} is not an integer") from None
-        _positive(**{kind: w})
-        return kind, w  # type: ignore[return-value]
-    if kind in ("none", "causal") and not size:
-        return kind, None  # type: ignore[return-value]
-    raise ShapeError(f"unknown mask {text!r}; expected none, causal, window:<size> or chunk:<size>")
+    """'none' | 'causal' | 'window:256' | 'chunk:8192' -> (kind, size): the window or the chunk size (a later
+    kind: (its label, None))."""
+    mask = case_mask(text)
+    if mask.kind not in MASKS:
+        return mask.label, None  # type: ignore[return-value]
+    return mask.kind, mask.window or mask.chunk  # type: ignore[return-value]
 
 
 def mask_fields(text: str) -> dict[str, Any]:
-    """A mask's text as AttentionShape fields: {'mask', 'window', 'chunk'}."""
-    mask, size = parse_mask(text)
-    return {"mask": mask, "window": size if mask == "window" else None, "chunk": size if mask == "chunk" else None}
+    """A mask's text as AttentionShape fields: {'mask', 'window', 'chunk'} (a later kind: its label in 'mask')."""
+    mask = case_mask(text)
+    if mask.kind not in MASKS:
+        return {"mask": mask.label, "window": None, "chunk": None}
+    return {"mask": mask.kind, "window": mask.window, "chunk": mask.chunk}
 
 
 def mask_label(mask: MaskKind, window: int | None, chunk: int | None = None) -> str:
     return f"window:{window}" if mask == "window" else f"chunk:{chunk}" if mask == "chunk" else mask
+
+
+def _later_mask(text: str) -> bool:
+    """Whether `text` is the label of a mask kind added after window and chunk (bench.masks.Mask), which a shape
+    holds whole in its `mask` field: the four first kinds keep their own fields (window, chunk) and ids."""
+    try:
+        mask = Mask.parse(text)
+    except InputError:
+        return False
+    return mask.kind not in MASKS and mask.label == text
 
 
 def _positive(**sizes: object) -> None:
@@ -140,7 +156,7 @@ class AttentionShape:
         check_heads(self.n_heads, self.n_kv_heads)
         if self.dtype not in DTYPES:
             raise ShapeError(f"dtype={self.dtype!r} is unknown; expected one of {', '.join(DTYPES)}")
-        if self.mask not in MASKS:
+        if self.mask not in MASKS and not _later_mask(self.mask):
             raise ShapeError(f"mask={self.mask!r} is unknown; expected one of {', '.join(MASKS)}")
         if self.mask == "window":
             if self.window is None:
@@ -215,7 +231,7 @@ class AttentionShape:
             raise ShapeError(f"an MLA {self.mla_form} shape has n_kv_heads={want} ("
                              + ("K/V decompressed per query head" if want > 1 else "one latent shared by all heads")
                              + f"), not {self.n_kv_heads}")
-        if self.score != "none" or self.chunk is not None:
+        if self.score != "none" or self.mask_value.variants:
             raise ShapeError(f"MLA takes no score variant or chunk mask (score={self.score!r}, "
                              f"mask={self.mask_label!r})")
         if self.scope != "attention" or self.lengths is not None or self.page_size is not None:
@@ -241,7 +257,20 @@ class AttentionShape:
 
     @property
     def causal(self) -> bool:
-        return self.mask in ("causal", "window", "chunk")
+        return self.mask in ("causal", "window", "chunk") or (self.mask not in MASKS and self.mask_value.causal)
+
+    @property
+    def mask_value(self) -> Mask:
+        """The mask as the one value backends and the reference receive (bench.masks.Mask)."""
+        if self.mask not in MASKS:  # a later kind: its label is the field
+            return Mask.parse(self.mask)
+        return Mask(self.mask != "none", self.window, self.chunk)
+
+    @property
+    def score_value(self) -> Score:
+        """The score variant as the one value backends and the reference receive (bench.scores.Score), its sink
+        logits not yet bound (Score.with_logits: seeded)."""
+        return Score.parse(self.score)
 
     @property
     def softcap(self) -> float | None:

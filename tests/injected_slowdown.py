@@ -21,9 +21,9 @@ MARK = "# injected by tests/injected_slowdown.py"
 
 
 def slowed(fn, extra: float = EXTRA):
-    def attention_and_more(q, k, v, *, causal, window):
+    def attention_and_more(q, k, v, *, mask, score):
         t0 = time.perf_counter()
-        out = fn(q, k, v, causal=causal, window=window)
+        out = fn(q, k, v, mask=mask, score=score)
         until = time.perf_counter() + extra * (time.perf_counter() - t0)
         while time.perf_counter() < until:  # extra work in proportion to the call's own
             pass

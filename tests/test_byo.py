@@ -204,9 +204,9 @@ def test_a_last_output_that_drifts_is_incorrect(mypkg):
 
     calls = []
 
-    def drifting(q, k, v, *, causal, window):  # right on its first calls, then wrong
+    def drifting(q, k, v, *, mask, score):  # right on its first calls, then wrong
         calls.append(1)
-        out = get_backend("mypkg.attn:attn").fn(q, k, v, causal=causal, window=window)
+        out = get_backend("mypkg.attn:attn").fn(q, k, v, mask=mask, score=score)
         return out if len(calls) < 5 else out + 1
 
     import bench.backends as registry

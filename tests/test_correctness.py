@@ -122,8 +122,8 @@ class ScaledBackward(torch.autograd.Function):
 
 
 def test_gradient_check_catches_wrong_backward():
-    def wrong(q, k, v, *, causal, window):
-        return ScaledBackward.apply(BACKENDS["naive"].fn(q, k, v, causal=causal, window=window), 1.05)
+    def wrong(q, k, v, *, mask, score):
+        return ScaledBackward.apply(BACKENDS["naive"].fn(q, k, v, mask=mask, score=score), 1.05)
 
     from bench.backends.base import Backend
 

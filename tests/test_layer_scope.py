@@ -17,6 +17,7 @@ from bench.engine.runner import EXACT_CHECK_ELEMENTS, Runner, check_shape
 from bench.engine.sweeps import Case
 from bench.kinds import kind_of
 from bench.layers import MultiHeadAttention, make_layer, make_layer_input, merge_heads
+from bench.masks import NO_MASK
 from bench.metrics import (
     attention_bytes,
     attention_flops,
@@ -36,6 +37,7 @@ from bench.reference import (
 from bench.report.layer_share import COMMAND, attention_dominates, attention_share
 from bench.report.load import read_results
 from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE, NOT_MEASURED, Verdict
+from bench.scores import NO_SCORE
 from bench.shapes import AttentionShape
 from tests.results_factory import make_record, make_run
 from tests.test_correctness import ScaledBackward
@@ -59,9 +61,9 @@ def register(monkeypatch, name, fn):
     """A test backend; returns the list of the query shapes it was called with."""
     calls = []
 
-    def wrapped(q, k, v, *, causal, window):
+    def wrapped(q, k, v, *, mask, score):
         calls.append(tuple(q.shape))
-        return fn(q, k, v, causal=causal, window=window)
+        return fn(q, k, v, mask=mask, score=score)
 
     monkeypatch.setitem(BACKENDS, name, Backend(name, wrapped, "test backend", "materialising", "#000000", "o"))
     return calls
@@ -206,8 +208,8 @@ def test_bf16_layer_case_passes_its_tolerance():
 
 
 def test_backend_ignoring_the_mask_is_incorrect_and_not_timed(monkeypatch):
-    calls = register(monkeypatch, "maskless", lambda q, k, v, **kw: naive_attention(q, k, v, causal=False,
-                                                                                   window=None))
+    calls = register(monkeypatch, "maskless", lambda q, k, v, **kw: naive_attention(q, k, v, mask=NO_MASK,
+                                                                                   score=NO_SCORE))
     out = run("maskless")
     assert out.record["status"] == "incorrect"
     assert "exceeds tolerance" in out.record["reason"]

@@ -12,9 +12,11 @@ import torch
 
 from bench.backends import get_backend
 from bench.cli import main
+from bench.masks import CAUSAL
 from bench.measure import kernels, modes, nvml, timer
 from bench.measure.calibrate import spec_sheet
 from bench.reference import make_inputs
+from bench.scores import NO_SCORE
 from bench.shapes import AttentionShape
 
 SHAPE = AttentionShape(batch=1, seq_q=64, seq_kv=64, n_heads=2, n_kv_heads=2, head_dim=16, dtype="fp32", mask="causal")
@@ -23,7 +25,7 @@ SHAPE = AttentionShape(batch=1, seq_q=64, seq_kv=64, n_heads=2, n_kv_heads=2, he
 def call_of(backend: str, shape: AttentionShape = SHAPE):
     q, k, v = make_inputs(shape, "cpu")
     fn = get_backend(backend).fn
-    return lambda: fn(q, k, v, causal=shape.causal, window=shape.window)
+    return lambda: fn(q, k, v, mask=shape.mask_value, score=shape.score_value)
 
 
 @pytest.mark.parametrize("backend, op, choice", [
@@ -193,7 +195,7 @@ def test_cuda_modes_run_side_by_side():
                            mask="causal")
     q, k, v = make_inputs(shape, "cuda")
     fn = get_backend("sdpa").fn
-    ct = modes.time_case(lambda: fn(q, k, v, causal=True, window=None), "cuda", budget_s=0.1,
+    ct = modes.time_case(lambda: fn(q, k, v, mask=CAUSAL, score=NO_SCORE), "cuda", budget_s=0.1,
                          gpu=nvml.Gpu.open(0))
     assert {"cold", "warm", "kernel"} <= set(ct.timings()) and ct.headline.mode == "cold"
     assert ct.kernel.sdpa_kernel in ("flash", "efficient", "cudnn", "math") and ct.kernel.rows

@@ -188,9 +188,9 @@ def test_model_mem_bytes():
 def counting_backend(monkeypatch, name, fn):
     calls = []
 
-    def wrapped(q, k, v, *, causal, window):
+    def wrapped(q, k, v, *, mask, score):
         calls.append(q.shape)
-        return fn(q, k, v, causal=causal, window=window)
+        return fn(q, k, v, mask=mask, score=score)
 
     monkeypatch.setitem(BACKENDS, name, Backend(name, wrapped, "test backend", "materialising", "#000000", "o"))
     return calls

@@ -359,9 +359,9 @@ def fake_backend(monkeypatch, name: str, layouts: tuple) -> list[tuple]:
     """A backend from outside the registry's own modules: naive's function under another name, with `layouts`."""
     calls = []
 
-    def fn(q, k, v, *, causal, window):
+    def fn(q, k, v, *, mask, score):
         calls.append(tuple(q.shape))
-        return naive_attention(q, k, v, causal=causal, window=window)
+        return naive_attention(q, k, v, mask=mask, score=score)
 
     monkeypatch.setitem(BACKENDS, name, Backend(name, fn, "test backend", "tiled", "#000000", "o", layouts=layouts))
     return calls

@@ -1,8 +1,10 @@
 """The registry of attention backends and the one public entry point, `attention`.
 
-Adding a backend: one module with its function (q, k, v, *, causal, window) -> out, and one line in BACKENDS
-with its traits. A backend that runs attention variants lists them in its `variants` trait and takes them as
-keywords (chunk=C, softcap=X, alibi=True, sinks=(Hq,) tensor), passed only when a call asks for them.
+Adding a backend: one module with its function (q, k, v, *, mask, score) -> out, and one line in BACKENDS
+with its traits. The mask (bench.masks.Mask: causal, window, chunk) and the score variant (bench.scores.Score:
+softcap, ALiBi, sinks with their (Hq,) logits) come whole; a backend that runs a variant beyond causal and window
+lists it in its `variants` trait, and is never called with one it does not list. A function written to the keyword
+signature (q, k, v, *, causal, window[, chunk, softcap, alibi, sinks]) is adapted (bench.backends.base).
 A backend that takes a V of another head dim than Q/K (MLA, bench.mla) lists "mla" among its variants; the others
 are refused such calls.
 Everything else (the sweeps' CPU lists, the memory model, the claims, the figures' colours) reads the traits here.
@@ -18,7 +20,8 @@ from bench.backends.flash_attn import flash_attn_attention
 from bench.backends.flex import flex_attention
 from bench.backends.naive import naive_attention
 from bench.errors import InputError
-from bench.scores import VARIANTS, variants_used
+from bench.masks import Mask
+from bench.scores import VARIANTS, Score, variants_used
 from bench.shapes import DTYPE_NAMES, ShapeError, check_heads
 
 CUDA = ("cuda",)
@@ -99,51 +102,65 @@ def check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         raise ShapeError(f"q, k, v devices differ: {q.device}, {k.device}, {v.device}")
 
 
-def check_variants(q: torch.Tensor, chunk: int | None, softcap: float | None, sinks: torch.Tensor | None) -> None:
-    if chunk is not None and (not isinstance(chunk, int) or isinstance(chunk, bool) or chunk <= 0):
-        raise ShapeError(f"chunk={chunk!r} must be a positive integer")
-    if softcap is not None and not (isinstance(softcap, (int, float)) and 0 < softcap < float("inf")):
-        raise ShapeError(f"softcap={softcap!r} must be a positive number")
-    if sinks is not None and (not isinstance(sinks, torch.Tensor) or tuple(sinks.shape) != (q.shape[1],)):
+def variant_values(q: torch.Tensor, mask: Mask | str | None = None, score: Score | str | None = None, *,
+                   causal: bool = False, window: int | None = None, chunk: int | None = None,
+                   softcap: float | None = None, alibi: bool = False,
+                   sinks: torch.Tensor | None = None) -> tuple[Mask, Score]:
+    """The call's mask and score values: given whole (a value or its text), or by the keywords (not both); the
+    score's sink logits bound (given, else seeded: bench.scores.sink_logits) and checked against q's heads."""
+    try:
+        if mask is None:
+            mask = Mask(bool(causal), window, chunk)
+        elif causal or window is not None or chunk is not None:
+            raise ShapeError("give the mask as mask= or as causal/window/chunk, not both")
+        elif isinstance(mask, str):
+            mask = Mask.parse(mask)
+        if score is None:
+            score = Score(softcap, bool(alibi), sinks is not None, sinks)
+        elif softcap is not None or alibi or sinks is not None:
+            raise ShapeError("give the score variant as score= or as softcap/alibi/sinks, not both")
+        elif isinstance(score, str):
+            score = Score.parse(score)
+    except ShapeError:
+        raise
+    except InputError as err:  # a malformed mask or score is a shape error, as it always was
+        raise ShapeError(str(err)) from None
+    if not isinstance(mask, Mask) or not isinstance(score, Score):
+        raise ShapeError(f"mask={mask!r} and score={score!r}: a bench.masks.Mask and a bench.scores.Score (or text)")
+    score = score.with_logits(q.shape[1], q.device)
+    logits = score.sink_logits
+    if score.sinks and (not isinstance(logits, torch.Tensor) or tuple(logits.shape) != (q.shape[1],)):
         raise ShapeError(f"sinks must be a ({q.shape[1]},) tensor, one logit per query head, not "
-                         f"{tuple(sinks.shape) if isinstance(sinks, torch.Tensor) else type(sinks).__name__}")
+                         f"{tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__}")
+    return mask, score
 
 
-def variant_kwargs(chunk: int | None = None, softcap: float | None = None, alibi: bool = False,
-                   sinks: torch.Tensor | None = None) -> dict:
-    """The keywords a backend's function gets for these variants: only those asked for, so that a backend that
-    runs none of them keeps the plain (q, k, v, *, causal, window) signature."""
-    given = {"chunk": chunk, "softcap": None if softcap is None else float(softcap), "alibi": alibi or None,
-             "sinks": sinks}
-    return {name: value for name, value in given.items() if value is not None}
-
-
-def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, backend: str, causal: bool = False,
-              window: int | None = None, chunk: int | None = None, softcap: float | None = None,
-              alibi: bool = False, sinks: torch.Tensor | None = None) -> torch.Tensor:
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, backend: str, mask: Mask | str | None = None,
+              score: Score | str | None = None, causal: bool = False, window: int | None = None,
+              chunk: int | None = None, softcap: float | None = None, alibi: bool = False,
+              sinks: torch.Tensor | None = None) -> torch.Tensor:
     """Attention with q (B, Hq, Sq, D), k (B, Hkv, Skv, D), v (B, Hkv, Skv, D_v) -> (B, Hq, Sq, D_v), scale
     1/sqrt(D). D_v != D (MLA's calls, bench.mla) only for backends whose variants list "mla".
 
-    Masks are bottom-right aligned (see bench.masks); a window or a chunk implies causal. Score variants
-    (bench.scores): softcap X, ALiBi (the paper's slopes for Hq heads), sinks (one logit per query head).
-    Raises Unsupported when `backend` cannot run these inputs or variants here, and never falls back to
-    another kernel or approximates a variant.
+    The mask as mask= (a bench.masks.Mask or its text: "window:256") or by causal/window/chunk; masks are
+    bottom-right aligned (see bench.masks), a window or a chunk implies causal. The score variant as score= (a
+    bench.scores.Score or its text: "softcap:50") or by softcap X, alibi (the paper's slopes for Hq heads), sinks
+    (one logit per query head; score="sinks": seeded ones). Raises Unsupported when `backend` cannot run these
+    inputs or variants here, and never falls back to another kernel or approximates a variant.
     """
     impl = get_backend(backend)
     check_inputs(q, k, v)
-    if window is not None and (not isinstance(window, int) or window <= 0):
-        raise ShapeError(f"window={window!r} must be a positive integer")
-    check_variants(q, chunk, softcap, sinks)
-    causal = causal or window is not None or chunk is not None
-    if causal and q.shape[2] > k.shape[2]:
+    mask, score = variant_values(q, mask, score, causal=causal, window=window, chunk=chunk, softcap=softcap,
+                                 alibi=alibi, sinks=sinks)
+    if mask.causal and q.shape[2] > k.shape[2]:
         raise ShapeError(f"seq_q={q.shape[2]} > seq_kv={k.shape[2]} with a causal mask leaves queries "
                          "with no visible key")
     # both reasons where both apply: a CUDA-only kernel that also lacks a variant says so on a CPU too
     reasons = [impl.unsupported_reason(q.device.type, DTYPE_NAMES.get(q.dtype, str(q.dtype))),
-               impl.variant_reason(variants_used(chunk, softcap, alibi, sinks, mla=v.shape[3] != k.shape[3]))]
+               impl.variant_reason(variants_used(mask, score, mla=v.shape[3] != k.shape[3]))]
     if any(reasons):
         raise Unsupported("; ".join(why for why in reasons if why))
-    return impl.fn(q, k, v, causal=causal, window=window, **variant_kwargs(chunk, softcap, alibi, sinks))
+    return impl.fn(q, k, v, mask=mask, score=score)
 
 
 __all__ = ["BACKENDS", "Backend", "Unsupported", "attention", "backends_for", "get_backend"]

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import torch
+
+from bench.masks import Mask
+from bench.scores import Score
 
 
 class Unsupported(RuntimeError):
@@ -13,8 +19,65 @@ class Unsupported(RuntimeError):
 
 
 class AttentionFn(Protocol):
-    def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool,
-                 window: int | None) -> torch.Tensor: ...
+    """A backend: q (B, Hq, Sq, D), k and v (B, Hkv, Skv, D) -> (B, Hq, Sq, D), the mask and the score variant
+    whole (bench.masks.Mask, bench.scores.Score, its sink logits bound). A function written to the keyword
+    signature (q, k, v, *, causal, window[, chunk, softcap, alibi, sinks]) is adapted (`keyword_backend`)."""
+
+    def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, mask: Mask,
+                 score: Score) -> torch.Tensor: ...
+
+
+ADAPTED = "__attnbench_keywords__"  # on an adapter: the keyword-signature function it calls
+
+
+def takes_values(fn: Callable[..., Any]) -> bool:
+    """Whether `fn` takes the mask and score values (mask=, score=) rather than the keywords: an adapter does, and so
+    does a function with a `mask` parameter."""
+    if hasattr(fn, ADAPTED):
+        return True
+    try:
+        return "mask" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):  # a builtin without a signature: the documented keyword one
+        return False
+
+
+def keywords_of(mask: Mask, score: Score) -> dict[str, Any]:
+    """The keywords a function written to the keyword signature gets: causal and window always, chunk, softcap,
+    alibi and sinks (the (Hq,) logits) only when asked for, so one that runs none of them keeps (causal, window)."""
+    out: dict[str, Any] = {"causal": mask.causal, "window": mask.window}
+    if mask.chunk is not None:
+        out["chunk"] = mask.chunk
+    if score.softcap is not None:
+        out["softcap"] = score.softcap
+    if score.alibi:
+        out["alibi"] = True
+    if score.sinks:
+        out["sinks"] = score.sink_logits
+    return out
+
+
+def keyword_backend(fn: Callable[..., Any]) -> AttentionFn:
+    """`fn` as a backend: itself when it takes the values, else an adapter that translates them into its keywords
+    (the signature README.md documents for kernels of one's own)."""
+    if takes_values(fn):
+        return fn  # type: ignore[return-value]
+
+    @functools.wraps(fn)
+    def adapter(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, mask: Mask, score: Score) -> torch.Tensor:
+        return fn(q, k, v, **keywords_of(mask, score))
+
+    setattr(adapter, ADAPTED, fn)
+    return adapter  # type: ignore[return-value]
+
+
+def bind(fn: AttentionFn, mask: Mask, score: Score) -> Callable[[torch.Tensor, torch.Tensor, torch.Tensor],
+                                                                   torch.Tensor]:
+    """`fn` with the mask and score fixed, for a timed call: an adapter's keyword function gets its keywords
+    computed once here, so no backend pays for the translation inside the timed call."""
+    keywords = getattr(fn, ADAPTED, None)
+    if keywords is not None:
+        return functools.partial(keywords, **keywords_of(mask, score))
+    return functools.partial(fn, mask=mask, score=score)
 
 
 Memory = Literal["materialising", "tiled"]
@@ -61,6 +124,9 @@ class Backend:
     variants: tuple[str, ...] = ()
     # (variant, why it cannot run that variant): the reason its Unsupported gives, beside the generic one
     variant_notes: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "fn", keyword_backend(self.fn))
 
     def layout(self, kinds: tuple[str, ...]) -> Layout | None:
         """Its layout among `kinds` (RAGGED_LAYOUTS or PAGED_LAYOUTS), or None when it takes none of them."""

@@ -11,11 +11,12 @@ import inspect
 import torch
 
 from bench.backends.base import Unsupported
-from bench.scores import alibi_slopes
+from bench.masks import Mask
+from bench.scores import Score, alibi_slopes
 
 
-def flash_attn_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool,
-                         window: int | None, softcap: float | None = None, alibi: bool = False) -> torch.Tensor:
+def flash_attn_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, mask: Mask,
+                         score: Score) -> torch.Tensor:
     try:
         from flash_attn import flash_attn_func
     except ImportError as err:
@@ -25,15 +26,15 @@ def flash_attn_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, c
         raise Unsupported(f"flash-attn: head_dim must be a multiple of 8 up to 256, not {q.shape[-1]}")
     kwargs: dict = {}
     takes = inspect.signature(flash_attn_func).parameters
-    for name, wanted in (("softcap", softcap is not None), ("alibi_slopes", alibi)):
+    for name, wanted in (("softcap", score.softcap is not None), ("alibi_slopes", score.alibi)):
         if wanted and name not in takes:
             raise Unsupported(f"flash-attn: this version's flash_attn_func has no {name}= argument")
-    if softcap is not None:
-        kwargs["softcap"] = softcap
-    if alibi:
+    if score.softcap is not None:
+        kwargs["softcap"] = score.softcap
+    if score.alibi:
         kwargs["alibi_slopes"] = torch.tensor(alibi_slopes(q.shape[1]), device=q.device, dtype=torch.float32)
     # window w = itself and the w-1 keys before it; flash-attn counts the keys to the left.
-    window_size = (window - 1, 0) if window is not None else (-1, -1)
+    window_size = (mask.window - 1, 0) if mask.window is not None else (-1, -1)
     out = flash_attn_func(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),  # (B, S, H, D)
-                          causal=causal or window is not None, window_size=window_size, **kwargs)
+                          causal=mask.causal, window_size=window_size, **kwargs)
     return out.transpose(1, 2)  # (B, Hq, Sq, D)

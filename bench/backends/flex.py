@@ -15,7 +15,8 @@ import warnings
 import torch
 
 from bench.backends.base import Unsupported
-from bench.scores import alibi_slopes
+from bench.masks import Mask
+from bench.scores import Score
 
 
 @functools.cache
@@ -32,74 +33,54 @@ def _compiled():
 
 
 @functools.lru_cache(maxsize=64)
-def _block_mask(seq_q: int, seq_kv: int, is_causal: bool, window: int | None, device: str, chunk: int | None = None,
-                sink: bool = False):
+def _block_mask(seq_q: int, seq_kv: int, mask: Mask, device: str, sink: bool = False):
+    """The block mask of `mask` (its `allows`, bottom-right aligned), with a sink key at index seq_kv that every
+    query sees when `sink`. Even without a mask a (full) block mask: with block_mask=None compiled flex on CPU keeps
+    O(S^2) intermediates alive, which is not what FlexAttention users pay."""
     from torch.nn.attention.flex_attention import create_block_mask
 
     off = seq_kv - seq_q
 
-    def causal(b, h, q_idx, kv_idx):
-        return kv_idx <= q_idx + off
+    def mask_mod(b, h, q_idx, kv_idx):
+        return mask.allows(q_idx + off, kv_idx)
 
-    def sliding(b, h, q_idx, kv_idx):
-        return (kv_idx <= q_idx + off) & (kv_idx > q_idx + off - window)
-
-    def chunked(b, h, q_idx, kv_idx):
-        return (kv_idx <= q_idx + off) & ((q_idx + off) // chunk == kv_idx // chunk)
-
-    def chunked_sliding(b, h, q_idx, kv_idx):
-        return sliding(b, h, q_idx, kv_idx) & ((q_idx + off) // chunk == kv_idx // chunk)
-
-    def everything(b, h, q_idx, kv_idx):
-        return q_idx >= 0
-
-    if chunk is not None:
-        mask_mod = chunked_sliding if window is not None else chunked
-    else:
-        mask_mod = sliding if window is not None else causal if is_causal else everything
     if not sink:
         return create_block_mask(mask_mod, None, None, seq_q, seq_kv, device=device)
-    inner = mask_mod
 
     def with_sink(b, h, q_idx, kv_idx):  # key seq_kv is the sink: every query sees it
-        return inner(b, h, q_idx, kv_idx) | (kv_idx == seq_kv)
+        return mask_mod(b, h, q_idx, kv_idx) | (kv_idx == seq_kv)
     return create_block_mask(with_sink, None, None, seq_q, seq_kv + 1, device=device)
 
 
 @functools.lru_cache(maxsize=64)
-def _score_mod(softcap: float | None, alibi: bool, n_heads: int, off: int, device: str, sink_at: int | None = None):
-    """(score_mod or None, the sink buffer or None) for a softcap, ALiBi and/or a sink key at index sink_at: one
-    function per setting, so compiled graphs are reused; the sink logits are copied into the one captured buffer."""
-    if softcap is None and not alibi and sink_at is None:
+def _score_mod(score: Score, n_heads: int, off: int, device: str, sink_at: int | None = None):
+    """(score_mod or None, the sink buffer or None) for the score's steps (softcap, ALiBi: Score.score_mod) and/or
+    a sink key at index sink_at: one function per setting, so compiled graphs are reused; the sink logits are copied
+    into the one captured buffer."""
+    steps = score.score_mod(n_heads, device)
+    if steps is None and sink_at is None:
         return None, None
-    slopes = torch.tensor(alibi_slopes(n_heads), device=device, dtype=torch.float32) if alibi else None
     sink_buf = torch.zeros(n_heads, device=device, dtype=torch.float32) if sink_at is not None else None
 
-    def mod(score, b, h, q_idx, kv_idx):
-        if softcap is not None:  # Gemma-2's cap, before the bias and the mask
-            score = softcap * torch.tanh(score / softcap)
-        if slopes is not None:
-            score = score - slopes[h] * (q_idx + off - kv_idx).abs()
+    def mod(s, b, h, q_idx, kv_idx):
+        if steps is not None:
+            s = steps(s, h, q_idx + off, kv_idx)
         if sink_buf is not None:
-            score = torch.where(kv_idx == sink_at, sink_buf[h].to(score.dtype), score)
-        return score
+            s = torch.where(kv_idx == sink_at, sink_buf[h].to(s.dtype), s)
+        return s
     return mod, sink_buf
 
 
-def flex_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool,
-                   window: int | None, chunk: int | None = None, softcap: float | None = None,
-                   alibi: bool = False, sinks: torch.Tensor | None = None) -> torch.Tensor:
+def flex_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, mask: Mask, score: Score) -> torch.Tensor:
     Sq, Skv = q.shape[2], k.shape[2]
-    # Even without a mask, a (full) block mask: with block_mask=None compiled flex on CPU keeps O(S^2)
-    # intermediates alive, which is not what FlexAttention users pay.
-    sink = sinks is not None
-    block_mask = _block_mask(Sq, Skv, causal or chunk is not None, window, str(q.device), chunk, sink)
-    score_mod, sink_buf = _score_mod(softcap, alibi, q.shape[1], Skv - Sq, str(q.device), Skv if sink else None)
+    sink = score.sinks
+    block_mask = _block_mask(Sq, Skv, mask, str(q.device), sink)
+    score_mod, sink_buf = _score_mod(score, q.shape[1], Skv - Sq, str(q.device), Skv if sink else None)
     if sink:
-        sink_buf.copy_(sinks)
+        sink_buf.copy_(score.sink_logits)
         zero = k.new_zeros(k.shape[0], k.shape[1], 1, k.shape[3])
         k, v = torch.cat([k, zero], dim=2), torch.cat([v, zero], dim=2)  # (B, Hkv, Skv + 1, D): the sink key
-    return run_flex(q, k, v, block_mask, (causal, window, chunk, softcap, alibi, sink), score_mod)
+    return run_flex(q, k, v, block_mask, (mask, score), score_mod)
 
 
 def run_flex(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_mask, mask_key: object,

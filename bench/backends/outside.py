@@ -5,6 +5,11 @@ run, the pytest plugin, profile, check, ab and --devices workers — takes the s
 Resolution is lazy (nothing is imported until a name asks for it) and cached per process.
 
 Traits come from the `bench.backend(...)` decorator on the function, or DEFAULTS below.
+
+Signatures: a function written to the documented keyword signature (q, k, v, *, causal, window), with chunk=,
+softcap=, alibi=, sinks= for the variants it declares, gets those keywords: its Backend's fn is an adapter that
+translates the mask and score values every built-in backend gets (bench.backends.base.keyword_backend). A function
+with a `mask` parameter, (q, k, v, *, mask, score), gets the values themselves (bench.masks.Mask, bench.scores.Score).
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
 
-from bench.backends.base import ALL_DTYPES, PAGED_LAYOUTS, RAGGED_LAYOUTS, AttentionFn, Backend
+from bench.backends.base import ALL_DTYPES, PAGED_LAYOUTS, RAGGED_LAYOUTS, AttentionFn, Backend, keyword_backend
 from bench.errors import InputError
 
 ENTRY_POINT_GROUP = "attnbench.backends"
@@ -111,11 +116,15 @@ def _check_signature(name: str, fn: Any) -> None:
         sig = inspect.signature(fn)
     except (TypeError, ValueError):
         return  # a builtin or extension function without a signature: its first call will tell
+    values = "mask" in sig.parameters
     try:
-        sig.bind(object(), object(), object(), causal=False, window=None)
+        if values:
+            sig.bind(object(), object(), object(), mask=None, score=None)
+        else:
+            sig.bind(object(), object(), object(), causal=False, window=None)
     except TypeError as err:
-        raise OutsideBackendError(f"backend {name!r}: its signature {sig} cannot take (q, k, v, *, causal, "
-                                  f"window): {err}") from None
+        takes = "(q, k, v, *, mask, score)" if values else "(q, k, v, *, causal, window)"
+        raise OutsideBackendError(f"backend {name!r}: its signature {sig} cannot take {takes}: {err}") from None
 
 
 def make_backend(name: str, target: str, origin: str) -> Backend:
@@ -125,8 +134,9 @@ def make_backend(name: str, target: str, origin: str) -> Backend:
     traits: Traits = getattr(fn, TRAITS_ATTR, None) or Traits(None, **DEFAULTS, summary=None)
     label = traits.name or name
     summary = traits.summary or (inspect.getdoc(fn) or "").split("\n")[0] or f"{target} ({origin})"
-    # colour and marker: chosen by bench.report.style among those no registered backend uses
-    return Backend(name, fn, summary, traits.memory, "", "", devices=traits.devices,  # type: ignore[arg-type]
+    # colour and marker: chosen by bench.report.style among those no registered backend uses; the keyword signature
+    # adapted to the values (keyword_backend)
+    return Backend(name, keyword_backend(fn), summary, traits.memory, "", "", devices=traits.devices,  # type: ignore[arg-type]
                    dtypes=traits.dtypes, layouts=traits.layouts, backward=traits.backward,  # type: ignore[arg-type]
                    compiles=traits.compiles, variants=traits.variants, origin=origin, label=label)
 

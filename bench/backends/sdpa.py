@@ -17,8 +17,8 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.nn.attention.bias import causal_lower_right
 
 from bench.backends.base import Unsupported
-from bench.masks import visible
-from bench.scores import alibi_bias
+from bench.masks import Mask
+from bench.scores import Score, alibi_bias
 
 KERNELS: dict[str, SDPBackend | None] = {
     "sdpa": None,
@@ -32,25 +32,26 @@ KERNELS: dict[str, SDPBackend | None] = {
 TORCH_SOURCE = re.compile(r"\s*\(Triggered internally at [^)]*\)")
 
 
-def _mask_args(q: torch.Tensor, k: torch.Tensor, causal: bool, window: int | None, chunk: int | None = None,
-               alibi: bool = False) -> dict:
+def _mask_args(q: torch.Tensor, k: torch.Tensor, mask: Mask, score: Score) -> dict:
+    """SDPA's one additive mask: ALiBi's bias with the mask in it, a boolean mask, or is_causal where that is exact.
+    Its variants trait lists what fits in it (alibi, chunk); the rest never reaches here."""
     Sq, Skv = q.shape[2], k.shape[2]
-    if alibi:  # ALiBi's bias as an additive float mask (1, Hq, Sq, Skv) in q's dtype (torch requires it), -inf masked
+    if score.alibi:  # ALiBi's bias as an additive float mask (1, Hq, Sq, Skv) in q's dtype (torch requires it)
         bias = alibi_bias(q.shape[1], Sq, Skv, q.device).to(q.dtype)  # built in fp32, rounded once
-        ok = visible(Sq, Skv, causal, window, q.device, chunk)
+        ok = mask.visible(Sq, Skv, q.device)
         return {"attn_mask": (bias if ok is None else bias.masked_fill(~ok, float("-inf"))).unsqueeze(0)}
-    if window is not None or chunk is not None:
-        return {"attn_mask": visible(Sq, Skv, True, window, q.device, chunk)}
-    if not causal or Sq == 1:  # a single query sees the whole cache under a bottom-right causal mask
+    if not mask.causal or Sq == 1 and mask.kind == "causal":  # a single query sees the whole cache under causal
         return {}
+    if mask.kind != "causal":  # a window, a chunk: the boolean mask
+        return {"attn_mask": mask.visible(Sq, Skv, q.device)}
     if Sq == Skv:  # torch's is_causal is top-left aligned, which equals bottom-right only here
         return {"is_causal": True}
     return {"attn_mask": causal_lower_right(Sq, Skv)}
 
 
-def sdpa_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool, window: int | None,
-                   name: str = "sdpa", chunk: int | None = None, alibi: bool = False) -> torch.Tensor:
-    kwargs = _mask_args(q, k, causal, window, chunk, alibi)
+def sdpa_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, mask: Mask, score: Score,
+                   name: str = "sdpa") -> torch.Tensor:
+    kwargs = _mask_args(q, k, mask, score)
     if k.shape[1] != q.shape[1]:
         kwargs["enable_gqa"] = True
     return run_sdpa(name, q, k, v, kwargs)

@@ -29,6 +29,7 @@ from bench.shapes import (
     SCOPES,
     VARIANTS,
     AttentionShape,
+    case_mask,
     mask_fields,
     parse_mask,
 )
@@ -279,7 +280,7 @@ def cases(sweep: Sweep, device: str) -> list[Case]:
             fixed = dict(n_heads=g.n_heads, n_kv_heads=g.n_kv_heads, head_dim=g.head_dim, dtype=dtype, **masking,
                          model=g.model, **{name: v for (name, _), v in zip(simple, more, strict=True)})
             if g.is_mla:  # attention alone, forward, no score variant or chunk: bench.shapes says why
-                if fixed["score"] == "none" and masking["chunk"] is None:
+                if fixed["score"] == "none" and not case_mask(mask_text).variants:
                     out += _mla_cases(sweep, g, fixed, device)
                 continue
             if "prefill" in sweep.phases:

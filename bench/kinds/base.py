@@ -99,22 +99,16 @@ def fits_exactly(score_elements: int) -> bool:
     return score_elements <= EXACT_CHECK_ELEMENTS
 
 
-def shorter_window(window: int | None, case_kv: int, seq_kv: int) -> int | None:
-    """The window of a check shape with seq_kv keys: a window that really cuts the case's keys must cut the shorter
-    ones too, or the check could not tell it from plain causal; one as long as the context stays that long."""
-    if window is None:
-        return None
-    return min(window, seq_kv) if window >= case_kv else min(window, max(1, seq_kv // 2))
-
-
 def decode_kv_fields(case: CaseLike, kv_cache_bytes: Callable[[], int]) -> dict[str, Any]:
     """kv_cache_bytes, on decode cases only: one layer's K and V cache, which a decode step reads whole."""
     return {"kv_cache_bytes": kv_cache_bytes()} if case.phase == "decode" else {}
 
 
 def refuse_variants(shape: AttentionShape, what: str) -> None:
-    """Unsupported for a shape with a score variant or a chunk mask, in a kind whose calls do not pass them on."""
-    used = [f"score={shape.score}"] * (shape.score != "none") + [f"mask={shape.mask_label}"] * (shape.chunk is not None)
+    """Unsupported for a shape with a score variant or a mask beyond causal and window (a chunk), in a kind whose
+    calls do not pass them on."""
+    used = [f"score={shape.score}"] * (shape.score != "none") \
+        + [f"mask={shape.mask_label}"] * bool(shape.mask_value.variants)
     if used:
         raise Unsupported(f"{what} does not pass {' and '.join(used)} to the backend; time the variant with "
                           "scope=attention (a dense call)")

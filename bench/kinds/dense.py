@@ -10,19 +10,19 @@ from typing import Any
 import torch
 
 from bench.backends import attention, get_backend
-from bench.backends.base import Backend
-from bench.kinds.base import CaseLike, ReferenceCache, decode_kv_fields, fits_exactly, shorter_window
+from bench.backends.base import Backend, bind
+from bench.kinds.base import CaseLike, ReferenceCache, decode_kv_fields, fits_exactly
 from bench.kinds.guards import TimedGuard
 from bench.measure.timer import sync
 from bench.metrics import attention_bytes, attention_flops, kv_cache_bytes, model_mem_bytes
 from bench.reference import (
     TOLERANCES,
     Check,
+    case_variants,
     check_gradients,
     compare_to_reference,
     make_inputs,
     reference_attention,
-    shape_variants,
 )
 from bench.shapes import AttentionShape
 
@@ -35,9 +35,9 @@ def dense_check_shape(shape: AttentionShape) -> AttentionShape:
     seq_q = min(shape.seq_q, 256)
     seq_kv = seq_q if shape.seq_q == shape.seq_kv else min(shape.seq_kv, 4096)
     # two sequences, so that batch strides are checked too
-    return dataclasses.replace(shape, batch=min(shape.batch, 2), seq_q=seq_q, seq_kv=seq_kv,
-                               window=shorter_window(shape.window, shape.seq_kv, seq_kv),
-                               chunk=shorter_window(shape.chunk, shape.seq_kv, seq_kv))  # a chunk that cuts, too
+    mask = shape.mask_value.shorter(shape.seq_kv, seq_kv)  # a window or a chunk that cuts keeps cutting
+    return dataclasses.replace(shape, batch=min(shape.batch, 2), seq_q=seq_q, seq_kv=seq_kv, window=mask.window,
+                               chunk=mask.chunk)
 
 
 def dense_kv_fields(case: CaseLike) -> dict[str, Any]:
@@ -72,17 +72,16 @@ class DenseKind:
     def check(self, case: CaseLike, setup: Any, references: ReferenceCache) -> tuple[Check, float]:
         shape = self.check_shape(case.shape)
         q, k, v = make_inputs(shape, case.device, seed=0)
-        extra = shape_variants(shape, case.device)
+        mask, score = case_variants(shape, case.device)
         t0 = time.perf_counter()
         with torch.no_grad():
-            out = attention(q, k, v, backend=case.backend, causal=shape.causal, window=shape.window, **extra)
+            out = attention(q, k, v, backend=case.backend, mask=mask, score=score)
         sync(case.device)
         seconds = time.perf_counter() - t0
         if out.shape != q.shape:
             return Check(False, float("inf"), *TOLERANCES[q.dtype]), seconds
         ref = references.get((self.name, shape, case.device),
-                             lambda: reference_attention(q, k, v, causal=shape.causal, window=shape.window,
-                                                         **extra))
+                             lambda: reference_attention(q, k, v, mask=mask, score=score))
         return compare_to_reference(out, ref), seconds
 
     def gradients(self, case: CaseLike, setup: Any) -> Check:
@@ -94,24 +93,24 @@ class DenseKind:
         s = case.shape
         grad = case.pass_ == "fwd+bwd"
         q, k, v = make_inputs(s, case.device, seed=1, requires_grad=grad)
-        fn = get_backend(case.backend).fn
         # the runner asks the guard after the timed rounds (bench.kinds.guards); the last output is checked only
         # where the check itself ran the case's own shape (a float64 reference of a longer one would not fit)
-        extra = shape_variants(s, case.device)  # the check ran these through bench.attention's variant rules
+        mask, score = case_variants(s, case.device)  # the check ran these through bench.attention's variant rules
+        fn = bind(get_backend(case.backend).fn, mask, score)
         exact = not grad and dense_check_shape(s) == s
         guard = TimedGuard({"q": q, "k": k, "v": v}, (lambda t: reference_attention(
-            t["q"], t["k"], t["v"], causal=s.causal, window=s.window, **extra)) if exact else None)
+            t["q"], t["k"], t["v"], mask=mask, score=score)) if exact else None)
         call: Callable[[], object]
         if not grad:
             def forward():
                 with torch.no_grad():
-                    return guard.keep(fn(q, k, v, causal=s.causal, window=s.window, **extra))
+                    return guard.keep(fn(q, k, v))
             call = forward
         else:
             grad_out = torch.randn(s.q_shape, device=q.device, dtype=q.dtype)
 
             def forward_backward():
-                out = fn(q, k, v, causal=s.causal, window=s.window, **extra)
+                out = fn(q, k, v)
                 return torch.autograd.grad(out, (q, k, v), grad_out)
             call = forward_backward
         call.guard = guard  # type: ignore[attr-defined]

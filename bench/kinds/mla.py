@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from bench.backends import attention, get_backend
-from bench.backends.base import Backend, Unsupported
+from bench.backends.base import Backend, Unsupported, bind
 from bench.kinds.base import CaseLike, ReferenceCache, decode_kv_fields
 from bench.kinds.dense import dense_check_shape
 from bench.kinds.guards import TimedGuard
@@ -19,6 +19,7 @@ from bench.measure.timer import sync
 from bench.metrics import ELEMENT_BYTES, attention_bytes, attention_flops, latent_cache_bytes, model_mem_bytes
 from bench.mla import call_tensors, finish, make_mla_inputs, reference_mla
 from bench.reference import TOLERANCES, Check, compare_to_reference, reference_attention
+from bench.scores import NO_SCORE
 from bench.shapes import AttentionShape
 
 FORWARD_ONLY = "MLA cases are timed forward only (inference, as DeepSeek models are served); use pass=fwd"
@@ -59,7 +60,7 @@ class MlaKind:
         q, k, v = call_tensors(shape, x)
         t0 = time.perf_counter()
         with torch.no_grad():
-            out = attention(q, k, v, backend=case.backend, causal=shape.causal, window=shape.window)
+            out = attention(q, k, v, backend=case.backend, mask=shape.mask_value)
         sync(case.device)
         seconds = time.perf_counter() - t0
         if tuple(out.shape) != shape.out_shape:
@@ -74,13 +75,14 @@ class MlaKind:
         """The backend itself on the call's tensors (drawn from another seed than the check's)."""
         s = case.shape
         q, k, v = call_tensors(s, make_mla_inputs(s, case.device, seed=1))
-        fn = get_backend(case.backend).fn
         exact = dense_check_shape(s) == s  # the call's own float64 reference fits: the last output is checked
+        mask = s.mask_value  # MLA takes no score variant (bench.shapes)
+        fn = bind(get_backend(case.backend).fn, mask, NO_SCORE)
         guard = TimedGuard({"q": q, "k": k, "v": v}, (lambda t: reference_attention(
-            t["q"], t["k"], t["v"], causal=s.causal, window=s.window)) if exact else None, s.out_shape)
+            t["q"], t["k"], t["v"], mask=mask)) if exact else None, s.out_shape)
 
         def forward():
             with torch.no_grad():
-                return guard.keep(fn(q, k, v, causal=s.causal, window=s.window))
+                return guard.keep(fn(q, k, v))
         forward.guard = guard  # type: ignore[attr-defined]
         return forward

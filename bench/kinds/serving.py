@@ -12,7 +12,7 @@ import torch
 
 from bench.backends import Unsupported, get_backend
 from bench.backends.base import PAGED_LAYOUTS, RAGGED_LAYOUTS, Backend
-from bench.kinds.base import CaseLike, ReferenceCache, decode_kv_fields, fits_exactly, refuse_variants, shorter_window
+from bench.kinds.base import CaseLike, ReferenceCache, decode_kv_fields, fits_exactly, refuse_variants
 from bench.measure.timer import sync
 from bench.metrics import model_mem_bytes
 from bench.reference import Check
@@ -41,7 +41,7 @@ def serving_check_shape(shape: AttentionShape) -> AttentionShape:
         seq_kv = small.seq_kv // 2
         seq_q = seq_kv if small.seq_q == small.seq_kv else small.seq_q
         small = dataclasses.replace(small, seq_q=seq_q, seq_kv=seq_kv,
-                                    window=shorter_window(small.window, shape.seq_kv, seq_kv))
+                                    window=small.mask_value.shorter(shape.seq_kv, seq_kv).window)
     return small
 
 

@@ -26,9 +26,11 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from bench.backends.base import PAGED_LAYOUTS, RAGGED_LAYOUTS, Backend, Layout, Unsupported
+from bench.backends.base import PAGED_LAYOUTS, RAGGED_LAYOUTS, Backend, Layout, Unsupported, bind
 from bench.backends.flex import run_flex
 from bench.backends.sdpa import run_sdpa
+from bench.masks import Mask
+from bench.scores import NO_SCORE
 from bench.serving.batch import Sequences, offsets
 from bench.serving.ragged import (
     Prepared,
@@ -113,12 +115,13 @@ def _gather(backend: Backend, shape: AttentionShape, w: Workload, seqs: Sequence
 
 def _per_sequence(backend: Backend, shape: AttentionShape, w: Workload, seqs: Sequences, cache: PagedCache
                   ) -> Prepared:
+    fn = bind(backend.fn, shape.mask_value, NO_SCORE)  # serving batches take no score variant (bench.kinds.serving)
+
     def call():
         k, v = cache.gathered()  # (sum of contexts, Hkv, D)
         outs = []
         for q, k_i, v_i in zip(seqs.q, k.split(list(w.kv_lens)), v.split(list(w.kv_lens)), strict=True):
-            outs.append(backend.fn(q, k_i.transpose(0, 1).unsqueeze(0), v_i.transpose(0, 1).unsqueeze(0),
-                                   causal=shape.causal, window=shape.window))
+            outs.append(fn(q, k_i.transpose(0, 1).unsqueeze(0), v_i.transpose(0, 1).unsqueeze(0)))
         return outs
     return call, lambda outs: outs
 
@@ -158,7 +161,7 @@ def _padded(backend: Backend, shape: AttentionShape, w: Workload, seqs: Sequence
 
 
 @functools.lru_cache(maxsize=8)
-def paged_mask(w: Workload, causal: bool, window: int | None, device: str):
+def paged_mask(w: Workload, mask: Mask, device: str):
     """Flex's paged block mask: query token t of sequence s sees pool slot j iff the block table puts one of s's
     tokens there and the mask lets it. KV blocks are one page, so whole pages of other sequences are skipped.
     Cached (the pool's order is a function of the workload and the seed), so the check and the timed call share
@@ -178,17 +181,17 @@ def paged_mask(w: Workload, causal: bool, window: int | None, device: str):
     owner, position, q_seq, q_pos = (t.to(device) for t in (owner, position, q_seq, q_pos))
 
     def paged(b, h, q_idx, kv_idx):
-        return masked(owner[kv_idx] == q_seq[q_idx], q_pos[q_idx], position[kv_idx], causal, window)
+        return masked(owner[kv_idx] == q_seq[q_idx], q_pos[q_idx], position[kv_idx], mask)
 
     return create_block_mask(paged, None, None, len(q_seq), pages * p, device=device, BLOCK_SIZE=(128, p))
 
 
 def _mask(backend: Backend, shape: AttentionShape, w: Workload, seqs: Sequences, cache: PagedCache) -> Prepared:
-    block_mask = paged_mask(w, shape.causal, shape.window, str(seqs.device))
+    block_mask = paged_mask(w, shape.mask_value, str(seqs.device))
     q = torch.cat(seqs.q, dim=2)  # (1, Hq, B x Sq, D)
     k = cache.k_pool.flatten(0, 1).transpose(0, 1).unsqueeze(0).contiguous()  # (1, Hkv, pages x page_size, D)
     v = cache.v_pool.flatten(0, 1).transpose(0, 1).unsqueeze(0).contiguous()
-    key = ("paged", w, shape.causal, shape.window)
+    key = ("paged", w, shape.mask_value)
 
     def call():
         return run_flex(q, k, v, block_mask, key)

@@ -24,9 +24,11 @@ import torch
 import torch.nn.functional as F
 
 from bench.backends import BACKENDS
-from bench.backends.base import MIXED_LAYOUTS, RAGGED_LAYOUTS, Backend, Layout, Unsupported
+from bench.backends.base import MIXED_LAYOUTS, RAGGED_LAYOUTS, Backend, Layout, Unsupported, bind
 from bench.backends.flex import run_flex
 from bench.backends.sdpa import run_sdpa
+from bench.masks import NO_MASK, Mask
+from bench.scores import NO_SCORE
 from bench.serving.batch import Sequences, offsets, packed, unpacked
 from bench.serving.workload import Workload
 from bench.shapes import AttentionShape
@@ -53,21 +55,17 @@ def ragged(backend: Backend, shape: AttentionShape, w: Workload, seqs: Sequences
 
 
 def _per_sequence(backend: Backend, shape: AttentionShape, w: Workload, seqs: Sequences) -> Prepared:
+    fn = bind(backend.fn, shape.mask_value, NO_SCORE)  # serving batches take no score variant (bench.kinds.serving)
+
     def call():
-        return [backend.fn(q, k, v, causal=shape.causal, window=shape.window)
-                for q, k, v in zip(seqs.q, seqs.k, seqs.v, strict=True)]
+        return [fn(q, k, v) for q, k, v in zip(seqs.q, seqs.k, seqs.v, strict=True)]
     return call, lambda outs: outs
 
 
-def masked(ok: torch.Tensor, pos_q: torch.Tensor, pos_k: torch.Tensor, causal: bool, window: int | None
-           ) -> torch.Tensor:
+def masked(ok: torch.Tensor, pos_q: torch.Tensor, pos_k: torch.Tensor, mask: Mask) -> torch.Tensor:
     """`ok` where the case's mask also lets the query at position pos_q see the key at pos_k of its sequence
-    (no in-place ops: flex's mask_mod runs under vmap)."""
-    if causal or window is not None:
-        ok = ok & (pos_k <= pos_q)
-    if window is not None:
-        ok = ok & (pos_k > pos_q - window)
-    return ok
+    (Mask.allows; no in-place ops: flex's mask_mod runs under vmap)."""
+    return ok if mask == NO_MASK else ok & mask.allows(pos_q, pos_k)
 
 
 def padding_mask(shape: AttentionShape, w: Workload, device: torch.device, kv_width: int | None = None
@@ -80,7 +78,7 @@ def padding_mask(shape: AttentionShape, w: Workload, device: torch.device, kv_wi
     kv_len = torch.tensor(w.kv_lens, device=device).view(-1, 1, 1)
     a = torch.arange(lq, device=device).view(1, -1, 1)  # (1, lq, 1)
     j = torch.arange(lk, device=device).view(1, 1, -1)  # (1, 1, lk)
-    ok = masked(j < kv_len, a + kv_len - q_len, j, shape.causal, shape.window)  # (B, lq, lk)
+    ok = masked(j < kv_len, a + kv_len - q_len, j, shape.mask_value)  # (B, lq, lk)
     ok = ok | ((a >= q_len) & (j == 0))  # (B, lq, lk)
     return ok.unsqueeze(1)  # (B, 1, lq, lk)
 
@@ -166,7 +164,7 @@ def _positions(w: Workload, queries: bool, device: str) -> tuple[torch.Tensor, t
 
 
 @functools.lru_cache(maxsize=8)
-def document_mask(w: Workload, causal: bool, window: int | None, device: str):
+def document_mask(w: Workload, mask: Mask, device: str):
     """Flex's block mask for the packed batch: a query sees the keys of its own sequence that the mask allows.
     Cached, so the check and the timed call share one mask_mod (and one compiled kernel)."""
     from torch.nn.attention.flex_attention import create_block_mask
@@ -175,17 +173,17 @@ def document_mask(w: Workload, causal: bool, window: int | None, device: str):
     seq_k, pos_k = _positions(w, False, device)
 
     def document(b, h, q_idx, kv_idx):
-        return masked(seq_q[q_idx] == seq_k[kv_idx], pos_q[q_idx], pos_k[kv_idx], causal, window)
+        return masked(seq_q[q_idx] == seq_k[kv_idx], pos_q[q_idx], pos_k[kv_idx], mask)
 
     return create_block_mask(document, None, None, len(seq_q), len(seq_k), device=device)
 
 
 def _packed(backend: Backend, shape: AttentionShape, w: Workload, seqs: Sequences) -> Prepared:
-    block_mask = document_mask(w, shape.causal, shape.window, str(seqs.device))
+    block_mask = document_mask(w, shape.mask_value, str(seqs.device))
     q = packed(seqs.q).transpose(0, 1).unsqueeze(0)  # (1, Hq, total q, D)
     k = packed(seqs.k).transpose(0, 1).unsqueeze(0)  # (1, Hkv, total kv, D)
     v = packed(seqs.v).transpose(0, 1).unsqueeze(0)
-    key = ("document", w, shape.causal, shape.window)
+    key = ("document", w, shape.mask_value)
 
     def call():
         return run_flex(q, k, v, block_mask, key)
