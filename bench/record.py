@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from bench.backends import get_backend
+from bench.case import Case
 from bench.kinds import kind_of
 from bench.shapes import LATER_FIELDS, SHAPE_DOCS, shape_fields
 
@@ -94,10 +95,10 @@ SHAPE_KEYS: list[str] = [k for k in (*SHAPE_DOCS, "phase", "pass") if k not in (
 LATER_SHAPE_KEYS: list[str] = list(LATER_FIELDS)
 
 
-def new_record(case: Any, memory: str) -> dict[str, Any]:
+def new_record(case: Case, memory: str) -> dict[str, Any]:
     """The record of a case before it runs: identity, shape, and what the formulas say (FLOPs, bytes, memory).
 
-    case is a bench.engine.sweeps.Case; memory the backend's trait ("materialising" or "tiled"). The formula fields
+    memory is the backend's trait ("materialising" or "tiled"). The formula fields
     come from the case's kind (bench.kinds: dense, layer, serving), which reads the backend's traits.
     """
     s = case.shape
@@ -106,7 +107,7 @@ def new_record(case: Any, memory: str) -> dict[str, Any]:
     rec.update(case_id=case.id, reason="", backend=case.backend, **shape_fields(s), phase=case.phase,
                device=case.device, rounds=0, threads=torch.get_num_threads())
     rec["pass"] = case.pass_
-    rec.update(kind_of(s).record_fields(case, backend))
+    rec.update(kind_of(case).record_fields(case, backend))
     return rec
 
 

@@ -7,7 +7,6 @@ results store, so nothing finished is lost whatever the worker does.
 from __future__ import annotations
 
 import collections
-import dataclasses
 import json
 import os
 import select
@@ -121,8 +120,7 @@ class IsolatedRunner:
 
     def run(self, case: Case, record: dict[str, Any], timeout_s: float | None) -> Outcome:
         """`record` is the case's record before it runs: a timeout or a crash ends it with that status."""
-        request = {"cmd": "run", "case": {"backend": case.backend, "shape": dataclasses.asdict(case.shape),
-                                          "phase": case.phase, "pass_": case.pass_, "device": case.device}}
+        request = {"cmd": "run", "case": case.to_dict()}
         try:
             answer = self._ready(with_runner=True).ask(request, timeout_s)
         except TimeoutError:

@@ -29,13 +29,6 @@ def _protocol_stream():
     return out
 
 
-def case_from_dict(d: dict[str, Any]):
-    from bench.engine.sweeps import Case
-    from bench.shapes import AttentionShape
-
-    return Case(d["backend"], AttentionShape(**d["shape"]), d["phase"], d["pass_"], d["device"])
-
-
 def serve(request: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
     cmd = request["cmd"]
     if cmd == "calibrate":
@@ -63,7 +56,9 @@ def serve(request: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
         gc.freeze()  # what is alive now lives to the end: keep the collector from rescanning it between rounds
         return {"ok": True}
     if cmd == "run":
-        outcome = state["runner"].run(case_from_dict(request["case"]))
+        from bench.case import Case
+
+        outcome = state["runner"].run(Case.from_dict(request["case"]))
         return {"record": outcome.record, "samples": list(outcome.samples)}
     return {"error": f"unknown command {cmd!r}"}
 
