@@ -8,6 +8,7 @@ here. Seconds and bytes only; human units belong to reports.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -15,6 +16,7 @@ import torch
 from bench.backends import get_backend
 from bench.case import Case
 from bench.kinds import kind_of
+from bench.meta import Calibration
 from bench.shapes import LATER_FIELDS, SHAPE_DOCS, shape_fields
 
 CASE_DOCS: dict[str, str] = {
@@ -111,28 +113,29 @@ def new_record(case: Case, memory: str) -> dict[str, Any]:
     return rec
 
 
-def derived(record: dict[str, Any], median_s: float, calibration: dict[str, float],
+def derived(record: dict[str, Any], median_s: float, calibration: Calibration | Mapping[str, Any],
             spec: float | None) -> dict[str, Any]:
     """Throughput metrics from the median time and this run's measured ceilings."""
+    calibration = Calibration.of(calibration)
     flops_s = record["flops"] / median_s
     bytes_s = record["bytes"] / median_s
     tokens = record.get("real_tokens") or record["batch"] * record["seq_q"]
-    gemm = calibration.get(f"gemm_flops_per_s_{record['dtype']}") or calibration["gemm_flops_per_s"]
+    gemm = calibration.gemm(record["dtype"])
+    copy, read = calibration.copy_bytes_per_s, calibration.read_bytes_per_s
     return {
         "tflops": flops_s / 1e12,
         "tokens_per_s": tokens / median_s,
         "gb_per_s": bytes_s / 1e9,
         "pct_gemm_ceiling": 100 * flops_s / gemm,
-        "pct_copy_ceiling": 100 * bytes_s / calibration["copy_bytes_per_s"],
-        "pct_read_ceiling": 100 * bytes_s / calibration["read_bytes_per_s"] if calibration.get("read_bytes_per_s")
-        else None,
+        "pct_copy_ceiling": 100 * bytes_s / copy,
+        "pct_read_ceiling": 100 * bytes_s / read if read else None,
         # the spec sheet's figure is for bf16/fp16 tensor cores: other dtypes have no honest percentage of it
         "pct_spec_flops": 100 * flops_s / spec if spec and record["dtype"] in ("bf16", "fp16") else None,
         "kv_bytes_per_s": record["kv_cache_bytes"] / median_s if record["kv_cache_bytes"] else None,
     }
 
 
-def timed(record: dict[str, Any], stats: Any, timing: Any, calibration: dict[str, float],
+def timed(record: dict[str, Any], stats: Any, timing: Any, calibration: Calibration,
           spec: float | None) -> dict[str, Any]:
     """The record of a case that was timed: the statistics (bench.measure.stats.Summary) and what derives from them."""
     return dict(record, status="ok", reason="noisy: CI wider than +-3% after the time budget" if timing.noisy else "",

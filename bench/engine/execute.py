@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from bench.case import Case
+from bench.meta import Calibration
 
 if TYPE_CHECKING:  # the runner imports torch: loaded when a run starts, not when the CLI does
     from bench.engine.runner import Outcome, Runner
@@ -21,19 +22,19 @@ class RunnerSetup:
     """What a Runner is built from: the run's ceilings, the GPU (for its spec sheet), the per-case timing budget,
     where --trace writes, and torch's CPU threads."""
 
-    calibration: dict[str, Any]
+    calibration: Calibration
     gpu_name: str | None
     budget_s: float
     trace_dir: str | None
     threads: int | None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"calibration": self.calibration, "gpu_name": self.gpu_name, "budget_s": self.budget_s,
+        return {"calibration": self.calibration.to_dict(), "gpu_name": self.gpu_name, "budget_s": self.budget_s,
                 "trace_dir": self.trace_dir, "threads": self.threads}
 
 
 class Executor(Protocol):
-    def calibrate(self, device: str, dtypes: tuple[str, ...]) -> dict[str, Any]:
+    def calibrate(self, device: str, dtypes: tuple[str, ...]) -> Calibration:
         """This machine's GEMM and copy ceilings (bench.measure.calibrate), measured where the cases run."""
         ...
 
@@ -58,10 +59,10 @@ class InProcess:
     def __init__(self) -> None:
         self.runner: Runner | None = None  # `bench profile` reads the last call and its timing from it
 
-    def calibrate(self, device: str, dtypes: tuple[str, ...]) -> dict[str, Any]:
+    def calibrate(self, device: str, dtypes: tuple[str, ...]) -> Calibration:
         from bench.measure.calibrate import calibrate
 
-        return calibrate(device, dtypes)
+        return Calibration.of(calibrate(device, dtypes))
 
     def kv_measured(self, device: str) -> list[dict[str, Any]]:
         from bench.models.kvcache import measured_presets

@@ -20,6 +20,7 @@ from typing import Any
 from bench.case import Case
 from bench.engine.execute import RunnerSetup
 from bench.engine.runner import Outcome
+from bench.meta import Calibration
 
 STDERR_LINES = 8  # of a crashed worker's stderr, kept in the case's reason
 
@@ -111,8 +112,9 @@ class Isolated:
         return self.worker
 
     # a dead or hung worker outside a case (calibration, the KV caches) is a failure of the run
-    def calibrate(self, device: str, dtypes: tuple[str, ...]) -> dict[str, Any]:
-        return self._ready().ask({"cmd": "calibrate", "device": device, "dtypes": list(dtypes)})["calibration"]
+    def calibrate(self, device: str, dtypes: tuple[str, ...]) -> Calibration:
+        answer = self._ready().ask({"cmd": "calibrate", "device": device, "dtypes": list(dtypes)})
+        return Calibration.from_dict(answer["calibration"])
 
     def kv_measured(self, device: str) -> list[dict[str, Any]]:
         return self._ready().ask({"cmd": "kv", "device": device})["kv_measured"]

@@ -9,19 +9,20 @@ from typing import Any
 from bench.engine import interrupt
 from bench.engine.execute import Executor
 from bench.engine.options import Plan
+from bench.meta import Calibration
 
 
-def calibrate(executor: Executor, plan: Plan, say: Callable[[str], None]) -> dict[str, Any]:
+def calibrate(executor: Executor, plan: Plan, say: Callable[[str], None]) -> Calibration:
     """The GEMM and copy ceilings in the sweep's dtypes, measured where the cases run."""
     say(f"calibrating {plan.device} (GEMM and copy ceilings)...")
     interrupt.stage("calibrate")
     calibration = executor.calibrate(plan.device, plan.sweep.dtypes)
-    say(f"  GEMM {calibration['gemm_flops_per_s'] / 1e9:.1f} GFLOP/s, "
-        f"copy {calibration['copy_bytes_per_s'] / 1e9:.1f} GB/s")
-    for note in calibration.get("notes") or []:
+    say(f"  GEMM {(calibration.gemm_flops_per_s or 0) / 1e9:.1f} GFLOP/s, "
+        f"copy {(calibration.copy_bytes_per_s or 0) / 1e9:.1f} GB/s")
+    for note in calibration.notes:
         say(f"  note: {note}")
-    for dtype in calibration.get("emulated") or []:
-        share = calibration[f"gemm_flops_per_s_{dtype}"] / calibration["gemm_flops_per_s"]
+    for dtype in calibration.emulated:
+        share = (calibration.gemm(dtype) or 0) / (calibration.gemm_flops_per_s or 1)
         say(f"  {dtype} is emulated on this CPU (its GEMM runs at {100 * share:.1f}% of fp32's): its "
             "cases are slow for want of hardware, not code")
     return calibration

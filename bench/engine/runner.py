@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import gc
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ from bench.measure.memory import available_cpu_bytes, peak_bytes
 from bench.measure.modes import CaseTiming, time_case
 from bench.measure.nvml import Gpu
 from bench.measure.stats import summarize
+from bench.meta import Calibration
 from bench.record import new_record, timed, with_modes
 
 # the engine session, `bench ab` workers and tests read these here
@@ -56,9 +57,9 @@ def _free(device: str, failed: bool) -> None:
 
 
 class Runner:
-    def __init__(self, calibration: dict[str, float], gpu_name: str | None = None, budget_s: float = 1.0,
-                 trace_dir: Path | None = None) -> None:
-        self.calibration = calibration
+    def __init__(self, calibration: Calibration | Mapping[str, Any], gpu_name: str | None = None,
+                 budget_s: float = 1.0, trace_dir: Path | None = None) -> None:
+        self.calibration = Calibration.of(calibration)  # a worker is sent the file's dict
         self.budget_s = budget_s
         self.sheet = spec_sheet(gpu_name)
         self.sheet_flops = self.sheet.flops_per_s if self.sheet else None

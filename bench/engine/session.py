@@ -39,6 +39,7 @@ from bench.engine.options import Plan
 from bench.engine.progress import Progress
 from bench.engine.queue import DEVICE_ENV, QUEUE_ENV, CaseQueue
 from bench.engine.schedule import Schedule
+from bench.meta import Calibration
 from bench.results import ResultsStore, RunMeta
 from bench.results.entry import case_entry, group_of
 
@@ -83,8 +84,9 @@ class Session:
         return [c for c in self.pending if c.id in self.selected]
 
     # -- the run's stages ------------------------------------------------------------------------------------
-    def open(self, selected: set[str] | None = None, calibration: dict | None = None) -> None:
-        """Calibrate and open the results store (only when some case is to run, or to resume)."""
+    def open(self, selected: set[str] | None = None, calibration: Calibration | dict | None = None) -> None:
+        """Calibrate and open the results store (only when some case is to run, or to resume). Ceilings given
+        (bench profile, bench ab) are a single case's: no calibration, no KV caches."""
         import torch
 
         from bench.measure.environment import gpu_name
@@ -104,10 +106,11 @@ class Session:
             self.say(f"resuming {self.plan.out}: {len(self.plan.done)} cases done, {len(self.selected)} to go")
         else:
             kv = None
-            if calibration is None:  # a sweep's run; ceilings given are a single case's (bench profile, bench ab)
+            if calibration is None:
                 calibration = machine.calibrate(self.executor, self.plan, self.say)
                 kv = machine.kv_measured(self.executor, self.plan, self.say)
-            self.store = self._new_store(calibration, kv)
+            self.store = self._new_store(Calibration.of(calibration), kv)
+        calibration = Calibration.of(calibration)
         self.executor.start(RunnerSetup(calibration, gpu_name(self.plan.device), self.budget_s,
                                         str(self.trace_dir) if self.trace_dir else None, self.plan.threads))
         self.schedule.predict(calibration, self.budget_s)
@@ -119,7 +122,7 @@ class Session:
         self.progress.start(mine)
         gc.freeze()  # what is alive now lives to the end: keep the collector from rescanning it between rounds
 
-    def _new_store(self, calibration: dict, kv: list | None) -> ResultsStore:
+    def _new_store(self, calibration: Calibration, kv: list | None) -> ResultsStore:
         import pytest_benchmark
 
         from bench.measure.environment import fingerprint

@@ -34,7 +34,7 @@ def serve(request: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
     if cmd == "calibrate":
         from bench.measure.calibrate import calibrate
 
-        return {"calibration": calibrate(request["device"], tuple(request.get("dtypes") or ()))}
+        return {"calibration": calibrate(request["device"], tuple(request.get("dtypes") or ())).to_dict()}
     if cmd == "kv":
         from bench.models.kvcache import measured_presets
 
