@@ -13,12 +13,15 @@ is already in its GEMM ceiling, so its cases are predicted slow. The predictions
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench.engine.sweeps import Case
 from bench.kinds import check_shape
 from bench.meta import Calibration
 from bench.metrics import attention_flops
+
+if TYPE_CHECKING:
+    from bench.record import Record
 
 GEMM_SHARE = 0.5  # attention's matmuls reach about half the GEMM ceiling on CPU (softmax and masking between them)
 CALL_OVERHEAD_S = {"cpu": 30e-6, "cuda": 15e-6}  # Python, dispatch and launch per call
@@ -31,7 +34,7 @@ KERNEL_MODE_S = 0.15  # the kernel mode's profiled calls (about 50 ms) and the p
 PER_CASE_S = 0.05  # inputs, the record, the journal line
 
 
-def call_s(record: dict[str, Any], calibration: Calibration, memory: str) -> float:
+def call_s(record: Record, calibration: Calibration, memory: str) -> float:
     """Predicted seconds of one timed call."""
     device = record["device"]
     gemm = calibration.gemm(record["dtype"]) or 1e10
@@ -58,7 +61,7 @@ def predict_all(cases: list[Case], calibration: Calibration | Mapping[str, Any],
     return out
 
 
-def predict(case: Case, record: dict[str, Any], calibration: Calibration, memory: str, budget_s: float,
+def predict(case: Case, record: Record, calibration: Calibration, memory: str, budget_s: float,
             unsupported: bool = False, compiles: bool = False) -> float:
     """Predicted seconds of the whole case: check, first call, timing modes, memory."""
     if unsupported:  # refused by the backend's traits before any tensor is made

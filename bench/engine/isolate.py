@@ -15,12 +15,14 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from typing import Any
 
 from bench.case import Case
 from bench.engine.execute import RunnerSetup
 from bench.engine.runner import Outcome
 from bench.meta import Calibration
+from bench.record import Record, new_record
 
 STDERR_LINES = 8  # of a crashed worker's stderr, kept in the case's reason
 
@@ -128,12 +130,12 @@ class Isolated:
             answer = self._ready(with_runner=True).ask({"cmd": "run", "case": case.to_dict()}, timeout_s)
         except TimeoutError:
             self.close()
-            return Outcome(dict(_before(case), status="timeout", reason=f"still running after {timeout_s:.0f} s "
-                                "(--case-timeout); its worker was ended"))
+            return Outcome(replace(_before(case), status="timeout", reason=f"still running after {timeout_s:.0f} s "
+                                   "(--case-timeout); its worker was ended"))
         except WorkerDied as died:
             self.worker = None
-            return Outcome(dict(_before(case), status="crashed", reason=died.describe()[:500]))
-        return Outcome(answer["record"], [float(x) for x in answer["samples"]])
+            return Outcome(replace(_before(case), status="crashed", reason=died.describe()[:500]))
+        return Outcome(Record.from_dict(answer["record"]), [float(x) for x in answer["samples"]])
 
     def close(self) -> None:
         if self.worker is not None:
@@ -141,8 +143,7 @@ class Isolated:
             self.worker = None
 
 
-def _before(case: Case) -> dict[str, Any]:
+def _before(case: Case) -> Record:
     from bench.backends import get_backend
-    from bench.record import new_record
 
     return new_record(case, get_backend(case.backend).memory)

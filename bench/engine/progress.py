@@ -4,13 +4,16 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 from bench.case import Case
 from bench.engine.console import Console
 from bench.engine.queue import CaseQueue
 from bench.engine.schedule import Schedule
 from bench.status import EXIT_1, PROGRESS_LABELS
+
+if TYPE_CHECKING:  # bench.record imports torch: not at the CLI's start
+    from bench.record import Record
 
 
 class Progress:
@@ -31,22 +34,22 @@ class Progress:
     def running(self, case: Case) -> None:
         self.console.running(case.id)
 
-    def finished_case(self, case: Case, record: dict[str, Any]) -> None:
+    def finished_case(self, case: Case, record: Record) -> None:
         self.left.pop(case.id, None)
         self.finished += 1
-        self.failing += record["status"] in EXIT_1
+        self.failing += record.status in EXIT_1
         # a worker of --devices counts every worker's cases, so its line reads as the whole run's progress
         done, total = (self.queue.finished(), len(self.queue)) if self.queue else (self.finished, self.total)
         if self.queue is not None:  # workers start together: the queue's rate is the run's
             eta = (time.perf_counter() - self.t0) / max(done, 1) * max(0, total - done)
         else:
             eta = self.schedule.eta_s(list(self.left.values()))
-        status = record["status"]
-        if status == "ok":
-            ci = (record["ci_high_s"] - record["ci_low_s"]) / 2 / record["median_s"] * 100
-            detail = (f"{record['median_s'] * 1e3:9.3f} ms ±{ci:4.1f}%  {record['tflops'] * 1e3:8.1f} GFLOP/s"
-                      f"{'  noisy' if record['noisy'] else ''}")
+        status = record.status or ""
+        if status == "ok" and record.median_s:
+            ci = ((record.ci_high_s or 0) - (record.ci_low_s or 0)) / 2 / record.median_s * 100
+            detail = (f"{record.median_s * 1e3:9.3f} ms ±{ci:4.1f}%  {(record.tflops or 0) * 1e3:8.1f} GFLOP/s"
+                      f"{'  noisy' if record.noisy else ''}")
         else:
-            detail = record["reason"][:90]
+            detail = record.reason[:90]
         self.console.finished(f"{case.id}  {PROGRESS_LABELS[status]}  {detail}", status, done, total, eta,
                               quiet=case.id in self.schedule.quiet)

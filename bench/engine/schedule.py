@@ -14,6 +14,7 @@ from bench.engine.budget import Planner, priority_order
 from bench.engine.console import fmt_eta
 from bench.engine.cost import predict_all
 from bench.engine.options import Plan
+from bench.meta import Calibration
 
 MIN_TIMEOUT_S = 60.0  # a case's default limit is never under a minute (a compile, a loaded machine)
 TIMEOUT_FACTOR = 10.0  # ... and a generous multiple of its prediction: only a hang gets near it
@@ -33,11 +34,11 @@ class Schedule:
     def elapsed_s(self) -> float:
         return time.perf_counter() - self.started
 
-    def predict(self, calibration: dict[str, Any], budget_s: float) -> None:
+    def predict(self, calibration: Calibration, budget_s: float) -> None:
         """Every case's predicted seconds, for the ETA, the time budget, the timeout and the record."""
         self.predicted = predict_all(self.plan.cases, calibration, budget_s)
 
-    def announce(self, mine: list[Case], calibration: dict[str, Any], say: Callable[[str], None]) -> list[dict] | None:
+    def announce(self, mine: list[Case], calibration: Calibration, say: Callable[[str], None]) -> list[dict] | None:
         """Under a time budget, the questions' agenda (its answers are returned for the run's metadata); in any
         run, one line for the backends this device cannot run at all instead of one per case."""
         from bench.engine.agenda import cut_dtypes, device_reason, make_agenda, plan_lines

@@ -28,7 +28,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench.case import Case
 from bench.engine import interrupt, machine
@@ -42,6 +42,9 @@ from bench.engine.schedule import Schedule
 from bench.meta import Calibration
 from bench.results import ResultsStore, RunMeta
 from bench.results.entry import case_entry, group_of
+
+if TYPE_CHECKING:  # bench.record imports torch, which the session loads only when a run opens
+    from bench.record import Record
 
 
 class Session:
@@ -137,38 +140,37 @@ class Session:
             return ResultsStore.new(self.plan.out, meta, machine_info(), commit_info(), pytest_benchmark.__version__,
                                     dt.datetime.now().isoformat(timespec="seconds"))
 
-    def measure(self, case: Case) -> tuple[dict[str, Any], dict[str, Any]]:
+    def measure(self, case: Case) -> tuple[Record, dict[str, Any]]:
         """One case, checked and timed: its record and its results entry, which is in the store when this returns."""
         t0 = time.perf_counter()
         self.progress.running(case)
         outcome = self.executor.run(case, self.schedule.timeout_s(case))
-        record = outcome.record
-        record.update(predicted_s=self.schedule.predicted.get(case.id), wall_s=time.perf_counter() - t0)
-        if self.ran_on:
-            record["ran_on"] = self.ran_on
-        self.schedule.ran(case, record["wall_s"])
+        wall_s = time.perf_counter() - t0
+        record = dataclasses.replace(outcome.record, predicted_s=self.schedule.predicted.get(case.id), wall_s=wall_s,
+                                     ran_on=self.ran_on or outcome.record.ran_on)
+        self.schedule.ran(case, wall_s)
         return self._keep(case, record, outcome.samples)
 
-    def measure_or_skip(self, case: Case) -> tuple[dict[str, Any], dict[str, Any]]:
+    def measure_or_skip(self, case: Case) -> tuple[Record, dict[str, Any]]:
         """The case measured, or skipped when it no longer fits the time budget."""
         if not self.schedule.fits(case):
             return self.skip(case)
         return self.measure(case)
 
-    def skip(self, case: Case, reason: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    def skip(self, case: Case, reason: str | None = None) -> tuple[Record, dict[str, Any]]:
         """A case that does not fit the time budget (or that the plan leaves out, for `reason`): recorded
         `skipped`, its predicted time the reason."""
         from bench.backends import get_backend
         from bench.record import new_record
 
         reason = reason or self.schedule.over_budget_reason(case)
-        record = dict(new_record(case, get_backend(case.backend).memory), status="skipped",
-                      predicted_s=self.schedule.predicted[case.id], wall_s=0.0, reason=reason)
+        record = dataclasses.replace(new_record(case, get_backend(case.backend).memory), status="skipped",
+                                     predicted_s=self.schedule.predicted[case.id], wall_s=0.0, reason=reason)
         return self._keep(case, record, [])
 
-    def _keep(self, case: Case, record: dict[str, Any], samples: list[float]) -> tuple[dict, dict]:
+    def _keep(self, case: Case, record: Record, samples: list[float]) -> tuple[Record, dict[str, Any]]:
         """The case's entry into the store, whole or not at all, then its progress line."""
-        entry = case_entry(record, samples, group=group_of(record))
+        entry = case_entry(record.to_dict(), samples, group=group_of(record))
         with interrupt.deferred():  # a Ctrl-C while recording waits until the case is in the journal
             interrupt.stage("write")
             if self.store is not None:

@@ -59,7 +59,7 @@ def serve(request: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
         from bench.case import Case
 
         outcome = state["runner"].run(Case.from_dict(request["case"]))
-        return {"record": outcome.record, "samples": list(outcome.samples)}
+        return {"record": outcome.record.to_dict(), "samples": list(outcome.samples)}
     return {"error": f"unknown command {cmd!r}"}
 
 

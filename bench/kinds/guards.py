@@ -61,7 +61,7 @@ class TimedGuard:
         return None
 
 
-def implausible(record: dict[str, Any], calibration: Calibration | Mapping[str, Any]) -> str | None:
+def implausible(record: Mapping[str, Any], calibration: Calibration | Mapping[str, Any]) -> str | None:
     """'implausible: ...' when the median is below the case's physical floor by more than its margin, else None.
 
     Only when this run measured the case's dtype (calibrate measures a GEMM per dtype and the read ceiling),

@@ -10,6 +10,7 @@ sides, pooled baselines) builds them here.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Mapping
 from typing import Any
 
 from pytest_benchmark.stats import Stats
@@ -34,7 +35,7 @@ def stats_entry(stats: Stats, iterations: int = 1) -> dict[str, Any]:
     return stats.as_dict() | {"data": list(stats.data), "iterations": iterations}
 
 
-def group_of(record: dict[str, Any]) -> str:
+def group_of(record: Mapping[str, Any]) -> str:
     """pytest-benchmark's group of a case: cases that differ only in backend compare side by side."""
     return (f"{record['phase']} {record['pass']} {record['dtype']} {record['mask']} q{record['seq_q']} "
             f"kv{record['seq_kv']} d{record['head_dim']}")

@@ -108,7 +108,7 @@ def _plan(api: dict, request: dict, state: dict) -> dict:
             state["runner"] = lambda case: _from_session(session, case)
         else:  # a revision from before the session: its Runner
             runner = api["Runner"](calibration, budget_s=budget)
-            state["runner"] = lambda case: (lambda o: (o.record, list(o.samples)))(runner.run(case))
+            state["runner"] = lambda case: (lambda o: (dict(o.record), list(o.samples)))(runner.run(case))
     except TypeError as err:
         _fatal(state["out"], f"the revision's engine does not take (plan or calibration, budget_s=...): {err}")
     state["cases"] = {c.id: c for c in plan.cases}
@@ -128,7 +128,7 @@ def _run(request: dict, state: dict) -> dict:
 
 def _from_session(session, case) -> tuple[dict, list[float]]:
     record, entry = session.measure(case)
-    return record, list((entry.get("stats") or {}).get("data") or [])
+    return dict(record), list((entry.get("stats") or {}).get("data") or [])  # a Record, or an older revision's dict
 
 
 def main() -> None:
