@@ -12,10 +12,7 @@ from typing import Literal
 
 from bench.shapes import CLASSIC_FIELDS, AttentionShape
 
-KindName = Literal["serving", "layer", "mla", "dense"]
-# Every kind, in the order they claim a shape (first match wins; dense takes the rest). bench.kinds holds each
-# kind's code under the same names.
-KIND_NAMES: tuple[KindName, ...] = ("serving", "layer", "mla", "dense")
+KindName = Literal["serving", "layer", "mla", "dense"]  # bench.kinds holds each kind's code under its name
 
 
 def shape_kind(shape: AttentionShape) -> KindName:
