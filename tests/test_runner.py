@@ -373,8 +373,9 @@ def test_nvml_readings_survive_unsupported_fields(monkeypatch):
 def test_a_record_is_frozen_typed_and_serialises_to_exactly_the_documented_fields():
     import dataclasses
 
-    from bench.record import RECORD_FIELDS, Record
+    from bench.record import _OWN, RECORD_FIELDS, SHAPE_DOCS, Record
 
+    assert _OWN | {"pass"} | set(SHAPE_DOCS) == set(RECORD_FIELDS)  # every documented field, and no other
     rec = base_record(case(pass_="fwd+bwd"))
     assert isinstance(rec, Record) and list(rec.to_dict()) == list(RECORD_FIELDS)
     assert rec["pass"] == rec.pass_ == "fwd+bwd" and rec["seq_q"] == rec.shape["seq_q"]

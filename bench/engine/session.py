@@ -170,7 +170,7 @@ class Session:
 
     def _keep(self, case: Case, record: Record, samples: list[float]) -> tuple[Record, dict[str, Any]]:
         """The case's entry into the store, whole or not at all, then its progress line."""
-        entry = case_entry(record.to_dict(), samples, group=group_of(record))
+        entry = case_entry(record, samples, group=group_of(record))  # its extra_info: the record's to_dict()
         with interrupt.deferred():  # a Ctrl-C while recording waits until the case is in the journal
             interrupt.stage("write")
             if self.store is not None:

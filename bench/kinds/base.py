@@ -28,7 +28,7 @@ class CaseKind(Protocol):
 
     name: str
 
-    def record_fields(self, case: Case, backend: Backend) -> dict[str, Any]:
+    def record_fields(self, case: Case, backend: Backend) -> dict[str, float | None]:
         """The record's formula fields: flops, bytes, model_mem_bytes, real_tokens, and where they apply
         padding_waste and kv_cache_bytes."""
         ...
@@ -89,7 +89,7 @@ def shorter_window(window: int | None, case_kv: int, seq_kv: int) -> int | None:
     return min(window, seq_kv) if window >= case_kv else min(window, max(1, seq_kv // 2))
 
 
-def decode_kv_fields(case: Case, kv_cache_bytes: Callable[[], int]) -> dict[str, Any]:
+def decode_kv_fields(case: Case, kv_cache_bytes: Callable[[], int]) -> dict[str, float | None]:
     """kv_cache_bytes, on decode cases only: one layer's K and V cache, which a decode step reads whole."""
     return {"kv_cache_bytes": kv_cache_bytes()} if case.phase == "decode" else {}
 

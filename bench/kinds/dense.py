@@ -41,7 +41,7 @@ def dense_check_shape(shape: AttentionShape) -> AttentionShape:
                                chunk=shorter_window(shape.chunk, shape.seq_kv, seq_kv))  # a chunk that cuts, too
 
 
-def dense_kv_fields(case: Case) -> dict[str, Any]:
+def dense_kv_fields(case: Case) -> dict[str, float | None]:
     s = case.shape
     return decode_kv_fields(case, lambda: kv_cache_bytes(1, s.n_kv_heads, s.head_dim, s.seq_kv, s.batch, s.dtype,
                                                          window=s.window))
@@ -52,7 +52,7 @@ class DenseKind:
 
     name = "dense"
 
-    def record_fields(self, case: Case, backend: Backend) -> dict[str, Any]:
+    def record_fields(self, case: Case, backend: Backend) -> dict[str, float | None]:
         s = case.shape
         return {"flops": attention_flops(s, case.pass_), "bytes": attention_bytes(s),
                 "model_mem_bytes": model_mem_bytes(s, backend.memory, case.pass_),

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
 
 import torch
 
@@ -23,7 +22,7 @@ from bench.shapes import AttentionShape
 class LayerKind:
     name = "layer"
 
-    def record_fields(self, case: Case, backend: Backend) -> dict[str, Any]:
+    def record_fields(self, case: Case, backend: Backend) -> dict[str, float | None]:
         # the projections are counted too; the memory model covers attention alone, so a layer has none
         s = case.shape
         return {"flops": layer_flops(s, case.pass_), "bytes": layer_bytes(s), "model_mem_bytes": None,

@@ -28,7 +28,7 @@ FORWARD_ONLY = "MLA cases are timed forward only (inference, as DeepSeek models 
 class MlaKind:
     name = "mla"
 
-    def record_fields(self, case: Case, backend: Backend) -> dict[str, Any]:
+    def record_fields(self, case: Case, backend: Backend) -> dict[str, float | None]:
         s = case.shape
         latent = s.kv_lora_rank + s.rope_dim  # type: ignore[operator]
         return {"flops": attention_flops(s, case.pass_), "bytes": attention_bytes(s),

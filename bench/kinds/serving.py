@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable
-from typing import Any
 
 import torch
 
@@ -48,7 +47,7 @@ def serving_check_shape(shape: AttentionShape) -> AttentionShape:
 class ServingKind:
     name = "serving"
 
-    def record_fields(self, case: Case, backend: Backend) -> dict[str, Any]:
+    def record_fields(self, case: Case, backend: Backend) -> dict[str, float | None]:
         # counted over the batch's real sequences; the padding the backend's layout adds is padding_waste
         s = case.shape
         return {"flops": serving_flops(s), "bytes": serving_bytes(s), "model_mem_bytes": None,

@@ -41,7 +41,7 @@ def group_of(record: Mapping[str, Any]) -> str:
             f"kv{record['seq_kv']} d{record['head_dim']}")
 
 
-def case_entry(record: dict[str, Any], samples: list[float] | None = None, *, name: str | None = None,
+def case_entry(record: Mapping[str, Any], samples: list[float] | None = None, *, name: str | None = None,
                group: str | None = None) -> dict[str, Any]:
     """The entry of one case: timed when it has samples (status ok), else with "stats": None."""
     case_id = record["case_id"]
