@@ -5,7 +5,7 @@ bench` is that revision's code. This file comes from the current tree (the revis
 nothing of attnbench at module level and relies only on this interface of the revision it measures:
 
   bench.engine.options.plan(values)           -> .cases (each with .id), .device, .threads, .sweep.budget_s
-  bench.measure.calibrate.calibrate(device)   -> {"gemm_flops_per_s", "copy_bytes_per_s"}
+  bench.measure.calibrate.calibrate(device)   -> a Calibration (older revisions: {"gemm_flops_per_s", ...})
   bench.measure.environment.fingerprint(device), .git_commit()
   bench.engine.session.Session(plan, budget_s=..., say=...) .open(calibration=...) .measure(case) -> record, entry
   or, in revisions before the session, bench.engine.runner.Runner(calibration, budget_s=...).run(case) -> .record,
@@ -113,7 +113,9 @@ def _plan(api: dict, request: dict, state: dict) -> dict:
         _fatal(state["out"], f"the revision's engine does not take (plan or calibration, budget_s=...): {err}")
     state["cases"] = {c.id: c for c in plan.cases}
     return {"ok": True, "cases": list(state["cases"]), "device": plan.device,
-            "fingerprint": api["fingerprint"](plan.device), "calibration": calibration,
+            "fingerprint": api["fingerprint"](plan.device),
+            # a bench.meta.Calibration, or an older revision's dict: the pipe carries the file's form
+            "calibration": calibration.to_dict() if hasattr(calibration, "to_dict") else calibration,
             "commit": api["git_commit"](), "bench_file": state["bench_dir"], "budget_s": budget,
             "threads": torch.get_num_threads() if torch is not None else None}
 
