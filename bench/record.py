@@ -1,6 +1,7 @@
 """A case's record: the one module that builds it, and the one list of its fields with their meaning.
 
-A record is a flat dict, stored as a results entry's `extra_info`. Its shape columns come from the shape itself
+A record is a frozen Record, built once per case and stored flat (Record.to_dict) as a results entry's
+`extra_info`; a worker sends it the same way. Its shape columns come from the shape itself
 (bench.shapes.shape_fields), so a new shape field reaches the files, the loader and the report without edits
 here. Seconds and bytes only; human units belong to reports.
 """
@@ -8,12 +9,16 @@ here. Seconds and bytes only; human units belong to reports.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from bench.backends import get_backend
+from bench.case import Case
 from bench.kinds import kind_of
+from bench.meta import Calibration
 from bench.shapes import LATER_FIELDS, SHAPE_DOCS, shape_fields
 
 CASE_DOCS: dict[str, str] = {
@@ -94,68 +99,156 @@ SHAPE_KEYS: list[str] = [k for k in (*SHAPE_DOCS, "phase", "pass") if k not in (
 LATER_SHAPE_KEYS: list[str] = list(LATER_FIELDS)
 
 
-def new_record(case: Any, memory: str) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Record(Mapping[str, Any]):
+    """A case's record, built once per case from its measurement (bench.engine.runner) and amended only by
+    dataclasses.replace (the session adds predicted_s and wall_s, a worker's fate sets status and reason).
+
+    Its fields are RECORD_FIELDS, with the shape's columns held in `shape` (bench.shapes.shape_fields) so a new shape
+    field needs no edit here. Read-only as a mapping in the file's schema (record["pass"], record["seq_q"]):
+    to_dict() is what a results entry's extra_info holds, from_dict() reads it back.
+    """
+
+    case_id: str = ""
+    status: str | None = None  # None until the case has run; bench.status lists every status
+    reason: str = ""
+    backend: str = ""
+    shape: Mapping[str, Any] = field(default_factory=dict)
+    phase: str = ""
+    pass_: str = ""
+    device: str = ""
+    ran_on: str | None = None
+    flops: int | None = None
+    bytes: int | None = None
+    tflops: float | None = None
+    real_tokens: int | None = None
+    padding_waste: float | None = None
+    tokens_per_s: float | None = None
+    gb_per_s: float | None = None
+    peak_mem_bytes: int | None = None
+    model_mem_bytes: int | None = None
+    max_abs_err: float | None = None
+    pct_gemm_ceiling: float | None = None
+    pct_copy_ceiling: float | None = None
+    pct_read_ceiling: float | None = None
+    pct_spec_flops: float | None = None
+    pct_spec_bandwidth: float | None = None
+    median_s: float | None = None
+    ci_low_s: float | None = None
+    ci_high_s: float | None = None
+    iqr_s: float | None = None
+    rounds: int = 0
+    noisy: bool | None = None
+    predicted_s: float | None = None
+    wall_s: float | None = None
+    first_call_s: float | None = None
+    timer: str | None = None
+    calls_per_round: int | None = None
+    kv_cache_bytes: int | None = None
+    kv_bytes_per_s: float | None = None
+    threads: int | None = None
+    gpu_before: dict[str, Any] | None = None
+    gpu_after: dict[str, Any] | None = None
+    timings: dict[str, Any] | None = None
+    overhead_pct: float | None = None
+    launch_bound: bool | None = None
+    kernels: list[dict[str, Any]] | None = None
+    sdpa_kernel: str | None = None
+    throttled: bool | None = None
+    joules_per_call: float | None = None
+    tokens_per_joule: float | None = None
+    watts: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The results entry's extra_info: every field of RECORD_FIELDS, in its order."""
+        return {name: self[name] for name in RECORD_FIELDS}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Record:
+        """From extra_info (or a worker's answer); keys of other versions are dropped."""
+        own = {name: d[name] for name in _OWN if name in d}
+        return cls(**own, pass_=d.get("pass") or "", shape={k: d.get(k) for k in SHAPE_DOCS})
+
+    def __getitem__(self, name: str) -> Any:
+        if name == "pass":
+            return self.pass_
+        if name in _OWN:
+            return getattr(self, name)
+        if name in SHAPE_DOCS:
+            return self.shape.get(name)
+        raise KeyError(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(RECORD_FIELDS)
+
+    def __len__(self) -> int:
+        return len(RECORD_FIELDS)
+
+
+_OWN = frozenset(f.name for f in dataclasses.fields(Record)) - {"shape", "pass_"}
+
+
+def new_record(case: Case, memory: str) -> Record:
     """The record of a case before it runs: identity, shape, and what the formulas say (FLOPs, bytes, memory).
 
-    case is a bench.engine.sweeps.Case; memory the backend's trait ("materialising" or "tiled"). The formula fields
+    memory is the backend's trait ("materialising" or "tiled"). The formula fields
     come from the case's kind (bench.kinds: dense, layer, serving), which reads the backend's traits.
     """
-    s = case.shape
     backend = dataclasses.replace(get_backend(case.backend), memory=memory)
-    rec: dict[str, Any] = dict.fromkeys(RECORD_FIELDS)
-    rec.update(case_id=case.id, reason="", backend=case.backend, **shape_fields(s), phase=case.phase,
-               device=case.device, rounds=0, threads=torch.get_num_threads())
-    rec["pass"] = case.pass_
-    rec.update(kind_of(s).record_fields(case, backend))
-    return rec
+    return Record(case_id=case.id, backend=case.backend, shape=shape_fields(case.shape), phase=case.phase,
+                  pass_=case.pass_, device=case.device, threads=torch.get_num_threads(),
+                  **kind_of(case).record_fields(case, backend))
 
 
-def derived(record: dict[str, Any], median_s: float, calibration: dict[str, float],
+def derived(record: Mapping[str, Any], median_s: float, calibration: Calibration | Mapping[str, Any],
             spec: float | None) -> dict[str, Any]:
     """Throughput metrics from the median time and this run's measured ceilings."""
+    calibration = Calibration.of(calibration)
     flops_s = record["flops"] / median_s
     bytes_s = record["bytes"] / median_s
     tokens = record.get("real_tokens") or record["batch"] * record["seq_q"]
-    gemm = calibration.get(f"gemm_flops_per_s_{record['dtype']}") or calibration["gemm_flops_per_s"]
+    gemm = calibration.gemm(record["dtype"])
+    copy, read = calibration.copy_bytes_per_s, calibration.read_bytes_per_s
     return {
         "tflops": flops_s / 1e12,
         "tokens_per_s": tokens / median_s,
         "gb_per_s": bytes_s / 1e9,
         "pct_gemm_ceiling": 100 * flops_s / gemm,
-        "pct_copy_ceiling": 100 * bytes_s / calibration["copy_bytes_per_s"],
-        "pct_read_ceiling": 100 * bytes_s / calibration["read_bytes_per_s"] if calibration.get("read_bytes_per_s")
-        else None,
+        "pct_copy_ceiling": 100 * bytes_s / copy,
+        "pct_read_ceiling": 100 * bytes_s / read if read else None,
         # the spec sheet's figure is for bf16/fp16 tensor cores: other dtypes have no honest percentage of it
         "pct_spec_flops": 100 * flops_s / spec if spec and record["dtype"] in ("bf16", "fp16") else None,
         "kv_bytes_per_s": record["kv_cache_bytes"] / median_s if record["kv_cache_bytes"] else None,
     }
 
 
-def timed(record: dict[str, Any], stats: Any, timing: Any, calibration: dict[str, float],
-          spec: float | None) -> dict[str, Any]:
+def timed(record: Record, stats: Any, timing: Any, calibration: Calibration, spec: float | None) -> Record:
     """The record of a case that was timed: the statistics (bench.measure.stats.Summary) and what derives from them."""
-    return dict(record, status="ok", reason="noisy: CI wider than +-3% after the time budget" if timing.noisy else "",
-                timer=timing.timer, calls_per_round=timing.calls_per_round, noisy=timing.noisy,
-                **derived(record, stats.median, calibration, spec), median_s=stats.median, ci_low_s=stats.ci_low,
-                ci_high_s=stats.ci_high, iqr_s=stats.iqr, rounds=stats.rounds)
+    return dataclasses.replace(
+        record, status="ok", reason="noisy: CI wider than +-3% after the time budget" if timing.noisy else "",
+        timer=timing.timer, calls_per_round=timing.calls_per_round, noisy=timing.noisy,
+        **derived(record, stats.median, calibration, spec), median_s=stats.median, ci_low_s=stats.ci_low,
+        ci_high_s=stats.ci_high, iqr_s=stats.iqr, rounds=stats.rounds)
 
 
-def with_modes(record: dict[str, Any], case_timing: Any, spec_bytes_per_s: float | None = None) -> dict[str, Any]:
+def with_modes(record: Record | Mapping[str, Any], case_timing: Any, spec_bytes_per_s: float | None = None) -> Record:
     """The fields only a bench.measure.modes.CaseTiming gives: every mode, kernels, energy, throttling."""
+    record = record if isinstance(record, Record) else Record.from_dict(record)
     kernel = case_timing.kernel
     energy = case_timing.energy
     joules = energy["joules"] / energy["calls"] if energy else None
     notes = "; ".join([record["reason"], *case_timing.notes]).strip("; ")
-    return dict(record, reason=notes, timings=case_timing.timings(), overhead_pct=case_timing.overhead_pct(),
-                launch_bound=case_timing.launch_bound(), kernels=kernel.top() if kernel else None,
-                sdpa_kernel=kernel.sdpa_kernel if kernel else None, throttled=case_timing.throttled,
-                joules_per_call=joules, tokens_per_joule=record["batch"] * record["seq_q"] / joules if joules else None,
-                watts=energy["joules"] / energy["seconds"] if energy else None,
-                pct_spec_bandwidth=100 * record["bytes"] / record["median_s"] / spec_bytes_per_s
-                if spec_bytes_per_s and record.get("median_s") else None)
+    return dataclasses.replace(
+        record, reason=notes, timings=case_timing.timings(), overhead_pct=case_timing.overhead_pct(),
+        launch_bound=case_timing.launch_bound(), kernels=kernel.top() if kernel else None,
+        sdpa_kernel=kernel.sdpa_kernel if kernel else None, throttled=case_timing.throttled,
+        joules_per_call=joules, tokens_per_joule=record["batch"] * record["seq_q"] / joules if joules else None,
+        watts=energy["joules"] / energy["seconds"] if energy else None,
+        pct_spec_bandwidth=100 * record["bytes"] / record["median_s"] / spec_bytes_per_s
+        if spec_bytes_per_s and record.get("median_s") else None)
 
 
-def untimed_entry(record: dict[str, Any], name: str, fullname: str, group: str | None) -> dict[str, Any]:
+def untimed_entry(record: Mapping[str, Any], name: str, fullname: str, group: str | None) -> dict[str, Any]:
     """A results entry for a case without timings, in pytest-benchmark's layout with "stats": None."""
     return {"group": group, "name": name, "fullname": fullname, "params": {"case": record["case_id"]},
             "param": record["case_id"], "extra_info": dict(record), "options": {}, "stats": None}

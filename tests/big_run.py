@@ -24,7 +24,7 @@ def big_run(profile: str = "full", device: str = "cpu", seed: int = 0, devices: 
     rng = random.Random(seed)
     records = []
     for i, case in enumerate(sweeps.cases(sweeps.profile(profile, device), device)):
-        rec = new_record(case, BACKENDS[case.backend].memory)
+        rec = new_record(case, BACKENDS[case.backend].memory).to_dict()  # the file's form, filled in below
         if devices:
             rec["ran_on"] = devices[i % len(devices)]
         s = case.shape

@@ -73,7 +73,7 @@ def test_session_against_a_baseline_of_other_ceilings_passes_an_unchanged_tree(t
     commit_all(repo, "two")
     ceilings = calibrate("cpu")
     stored = baseline(repo / "results" / "baselines" / f"{fingerprint_key(fingerprint('cpu'))}.json", host_id(),
-                      3 * ceilings["gemm_flops_per_s"], ceilings["copy_bytes_per_s"])
+                      3 * ceilings.gemm_flops_per_s, ceilings.copy_bytes_per_s)
     monkeypatch.chdir(repo)
     code = gate.main(["--device", "cpu", "--backend", "sdpa-flash", "--seq", "64", "--kv-heads", "8", "--phase",
                       "prefill", "--budget", "0.1", "--blocks", "7"],

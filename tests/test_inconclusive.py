@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bench.engine.summary import summary_lines
 from bench.report.claims.decode import fused_decode_speedup
 from bench.report.claims.heads import heads_free_lunch
 from bench.report.claims.memory import memory_scaling
 from bench.report.layer_share import attention_dominates, projected_crossing
 from bench.report.load import read_results
+from bench.report.summary import summary_lines
 from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE, WORDS
 from tests.results_factory import make_record, make_run
 from tests.test_layer_scope import share_records

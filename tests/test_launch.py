@@ -97,7 +97,7 @@ def test_devices_queue_with_two_cpu_workers_fills_one_file(tmp_path, monkeypatch
     assert sorted(doc.case_ids()) == sorted(c.id for c in plan.cases)  # every case once, in one file
     assert doc.meta.complete is True and doc.meta.devices == ["cpu:0", "cpu:1"]
     assert {r["ran_on"] for r in doc.records()} <= {"cpu:0", "cpu:1"}
-    assert doc.meta.calibration["gemm_flops_per_s"] > 0 and doc.meta.fingerprint["device"] == "cpu"
+    assert doc.meta.calibration.gemm_flops_per_s > 0 and doc.meta.fingerprint["device"] == "cpu"
     assert not devices_mod.parts_folder(plan.out).exists() and not journal_path(plan.out).exists()
 
 
@@ -158,7 +158,7 @@ def test_fold_takes_every_workers_cases_once_even_from_a_killed_worker(tmp_path)
     _worker_file(parts / "worker1.json", ids[2:], fp, finish=False)  # killed: its cases are in its journal only
     doc = devices_mod.fold(plan, parts)
     assert sorted(doc.case_ids()) == sorted(ids) and doc.meta.complete is True
-    assert doc.meta.fingerprint == fp and doc.meta.calibration["gemm_flops_per_s"] == 1e11
+    assert doc.meta.fingerprint == fp and doc.meta.calibration.gemm_flops_per_s == 1e11
     assert read_run(plan.out).case_ids() == doc.case_ids() and not parts.exists()
 
 

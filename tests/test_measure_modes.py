@@ -15,6 +15,7 @@ from bench.cli import main
 from bench.masks import CAUSAL
 from bench.measure import kernels, modes, nvml, timer
 from bench.measure.calibrate import spec_sheet
+from bench.meta import Calibration
 from bench.reference import make_inputs
 from bench.scores import NO_SCORE
 from bench.shapes import AttentionShape
@@ -269,7 +270,7 @@ def test_report_tables_sdpa_choice_per_family_and_dtype():
     assert sdpa_agreed(same) == ["sdpa-flash ran its flash kernel in all 4 cases (cuda, every shape family and "
                                  "dtype, lengths 1024–4096)."]
     assert ["cuda", "naive", "prefill", "80%", "1 of 1"] in overhead_rows(df)
-    spec = ceiling_rows([{"read_bytes_per_s": 4e12, "gemm_flops_per_s_bf16": 8e14}], ["NVIDIA H100 NVL"])
+    spec = ceiling_rows([Calibration(read_bytes_per_s=4e12, gemm_by_dtype={"bf16": 8e14})], ["NVIDIA H100 NVL"])
     assert spec[-1][1].startswith("H100 NVL") and len(spec) == 3
 
 
@@ -304,8 +305,9 @@ def test_ceilings_per_dtype_and_read_only():
 
     rec = {"flops": 1e9, "bytes": 1e6, "batch": 1, "seq_q": 1, "dtype": "bf16", "kv_cache_bytes": None}
     cal = {"gemm_flops_per_s": 1e12, "gemm_flops_per_s_bf16": 2e12, "copy_bytes_per_s": 1e9, "read_bytes_per_s": 2e9}
-    out = derived(rec, 1e-3, cal, None)
+    out = derived(rec, 1e-3, Calibration.from_dict(cal), None)
     assert out["pct_gemm_ceiling"] == pytest.approx(50.0)  # against bf16's own GEMM, not the main dtype's
     assert out["pct_copy_ceiling"] == pytest.approx(100.0) and out["pct_read_ceiling"] == pytest.approx(50.0)
-    older = derived(rec, 1e-3, {"gemm_flops_per_s": 1e12, "copy_bytes_per_s": 1e9}, None)  # a file before these
+    older = derived(rec, 1e-3, Calibration.from_dict({"gemm_flops_per_s": 1e12, "copy_bytes_per_s": 1e9}), None)
+    # ^ a file before the per-dtype and read-only ceilings
     assert older["pct_gemm_ceiling"] == pytest.approx(100.0) and older["pct_read_ceiling"] is None

@@ -67,7 +67,7 @@ def test_pytest_entry_writes_an_attnbench_results_file(tmp_path):
     cases = options.plan({n: getattr(parsed, n) for n in options.option_names()}, default_out=False).cases
     assert sorted(doc.case_ids()) == sorted(c.id for c in cases)  # the same cases as `bench run`
     assert doc.meta.complete is True and doc.meta.sweep_id == sweeps.sweep_id(cases)
-    assert doc.meta.calibration["gemm_flops_per_s"] > 0 and doc.environment["device"] == "cpu"
+    assert doc.meta.calibration.gemm_flops_per_s > 0 and doc.environment["device"] == "cpu"
     for entry in doc.benchmarks:  # pytest-benchmark's statistics are of the rounds our timer measured
         assert entry["stats"]["median"] == pytest.approx(entry["extra_info"]["median_s"], rel=1e-9)
         assert entry["params"] == {"case": entry["extra_info"]["case_id"]}

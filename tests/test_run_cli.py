@@ -191,7 +191,7 @@ def test_sweep_writes_a_complete_results_file(sweep):
     assert meta.complete is True
     assert meta.sweep_id == sweeps.sweep_id(cases)
     assert meta.cases == 6 and meta.profile == "quick"
-    assert meta.calibration["gemm_flops_per_s"] > 1e8 and meta.calibration["copy_bytes_per_s"] > 1e8
+    assert meta.calibration.gemm_flops_per_s > 1e8 and meta.calibration.copy_bytes_per_s > 1e8
     assert meta.fingerprint["device"] == "cpu"
     assert doc.environment["device"] == "cpu"
     assert doc.environment["profile"] == "quick"

@@ -368,3 +368,19 @@ def test_nvml_readings_survive_unsupported_fields(monkeypatch):
     assert reading["mem_clock_mhz"] == 3201 and reading["clock_event_reasons"] == 0 and "name" not in reading
     monkeypatch.setitem(sys.modules, "pynvml", None)  # import fails: no NVML library
     assert environment.nvml_state()["available"] is False and environment.gpu_reading(0) is None
+
+
+def test_a_record_is_frozen_typed_and_serialises_to_exactly_the_documented_fields():
+    import dataclasses
+
+    from bench.record import _OWN, RECORD_FIELDS, SHAPE_DOCS, Record
+
+    assert _OWN | {"pass"} | set(SHAPE_DOCS) == set(RECORD_FIELDS)  # every documented field, and no other
+    rec = base_record(case(pass_="fwd+bwd"))
+    assert isinstance(rec, Record) and list(rec.to_dict()) == list(RECORD_FIELDS)
+    assert rec["pass"] == rec.pass_ == "fwd+bwd" and rec["seq_q"] == rec.shape["seq_q"]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        rec.status = "ok"  # type: ignore[misc]
+    assert Record.from_dict(rec.to_dict()) == rec  # what a worker sends and a file holds reads back the same
+    amended = dataclasses.replace(rec, status="skipped", reason="over budget")
+    assert (amended["status"], rec.status) == ("skipped", None)

@@ -3,6 +3,8 @@ and every case's entry comes from bench.results.entry, with pytest-benchmark's o
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from pytest_benchmark.stats import Stats
 
@@ -62,7 +64,7 @@ def test_a_session_records_each_case_whole_and_reports_a_failing_one(tmp_path, m
     def broken_sdpa(self, case):  # one case errors: the run goes on and exits 1
         outcome = real_run(self, case)
         if case.backend == "sdpa":
-            outcome.record.update(status="error", reason="RuntimeError: injected")
+            outcome.record = dataclasses.replace(outcome.record, status="error", reason="RuntimeError: injected")
             outcome.samples.clear()
         return outcome
 

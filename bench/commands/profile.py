@@ -21,13 +21,14 @@ from bench.engine.session import Session
 from bench.errors import UsageError
 from bench.measure.calibrate import MAIN_DTYPE
 from bench.measure.memory import cuda_memory_snapshot
+from bench.meta import Calibration
 from bench.report.units import fmt_bytes, fmt_seconds
 from bench.shapes import AttentionShape, ShapeError, mask_fields
 
 help = "profile one case: kernel table, SDPA's kernel, peak memory, a Perfetto trace (and a CUDA memory snapshot)"
 # one value per axis unless given: a single MHA prefill case
 PROFILE_BASE = sweeps.Sweep(backends=("sdpa",), kv_heads=None, seqs=(1024,), decode_kv=(4096,), budget_s=0.5)
-NO_CEILINGS = {"gemm_flops_per_s": math.nan, "copy_bytes_per_s": math.nan}  # percentages are not printed here
+NO_CEILINGS = Calibration(math.nan, math.nan)  # percentages are not printed here
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
                   f"python -m bench report {out}", file=sys.stderr, flush=True)
             return 130
     if out.exists() and not worker:
-        from bench.engine.summary import summary_lines, table_lines
+        from bench.report.summary import summary_lines, table_lines
 
         print("\n".join([*(table_lines(out) if args.tables else []), *summary_lines(out, report)]))
     return code

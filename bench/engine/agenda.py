@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +21,7 @@ from bench.backends import get_backend
 from bench.engine.budget import MARGIN, priority_order
 from bench.engine.questions import QUESTIONS, Context, Question
 from bench.engine.sweeps import Case
+from bench.meta import Calibration
 
 # seconds before a run's first case: calibration and the KV-cache measurements (~35 s measured on a 2-core CPU)
 BEFORE_FIRST_CASE_S = {"cpu": 35.0, "cuda": 15.0}
@@ -59,7 +61,7 @@ def device_reason(case: Case) -> str | None:
     return None if case.device in b.devices else b.unsupported_reason(case.device, case.shape.dtype)
 
 
-def cut_dtypes(plan: Any, calibration: dict) -> tuple[str, ...]:
+def cut_dtypes(plan: Any, calibration: Calibration | Mapping[str, Any]) -> tuple[str, ...]:
     """The emulated dtypes to measure at representatives only: where the profile chose the dtypes, not the user
     (a `--dtype` given by hand is measured across the grid)."""
     from bench.engine.sweeps import PROFILES
@@ -67,7 +69,7 @@ def cut_dtypes(plan: Any, calibration: dict) -> tuple[str, ...]:
     base = PROFILES.get(plan.device, {}).get(plan.profile)
     if base is None or base.dtypes != plan.sweep.dtypes:
         return ()
-    return tuple(calibration.get("emulated") or ())
+    return Calibration.of(calibration).emulated
 
 
 def suggest_budget(seconds: float) -> float:
@@ -148,7 +150,7 @@ def elsewhere_seconds(q: Question, ctx: Context) -> float | None:
 def _emulated_reason(ctx: Context, case_id: str, cases: list[Case]) -> str:
     dtype = next(c.shape.dtype for c in cases if c.id == case_id)
     share = ""
-    gemm, main = ctx.calibration.get(f"gemm_flops_per_s_{dtype}"), ctx.calibration.get("gemm_flops_per_s")
+    gemm, main = ctx.calibration.gemm_by_dtype.get(dtype), ctx.calibration.gemm_flops_per_s
     if gemm and main:
         share = f" (GEMM at {100 * gemm / main:.1f}% of fp32's)"
     return f"{dtype} is emulated on this CPU{share}: one shape per question; --dtype {dtype} runs all"

@@ -12,11 +12,16 @@ is already in its GEMM ceiling, so its cases are predicted slow. The predictions
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from bench.engine.sweeps import Case
 from bench.kinds import check_shape
+from bench.meta import Calibration
 from bench.metrics import attention_flops
+
+if TYPE_CHECKING:
+    from bench.record import Record
 
 GEMM_SHARE = 0.5  # attention's matmuls reach about half the GEMM ceiling on CPU (softmax and masking between them)
 CALL_OVERHEAD_S = {"cpu": 30e-6, "cuda": 15e-6}  # Python, dispatch and launch per call
@@ -29,11 +34,11 @@ KERNEL_MODE_S = 0.15  # the kernel mode's profiled calls (about 50 ms) and the p
 PER_CASE_S = 0.05  # inputs, the record, the journal line
 
 
-def call_s(record: dict[str, Any], calibration: dict[str, Any], memory: str) -> float:
+def call_s(record: Record, calibration: Calibration, memory: str) -> float:
     """Predicted seconds of one timed call."""
     device = record["device"]
-    gemm = calibration.get(f"gemm_flops_per_s_{record['dtype']}") or calibration.get("gemm_flops_per_s") or 1e10
-    copy = calibration.get("copy_bytes_per_s") or 1e10
+    gemm = calibration.gemm(record["dtype"]) or 1e10
+    copy = calibration.copy_bytes_per_s or 1e10
     traffic = float(record.get("bytes") or 0)
     if memory == "materialising":  # the fp32 score matrix goes through memory several times
         scores = record["batch"] * record["n_heads"] * record["seq_q"] * record["seq_kv"] * 4
@@ -42,8 +47,9 @@ def call_s(record: dict[str, Any], calibration: dict[str, Any], memory: str) -> 
     return max(compute, traffic / copy) + CALL_OVERHEAD_S.get(device, 30e-6)
 
 
-def predict_all(cases: list[Case], calibration: dict[str, Any], budget_s: float) -> dict[str, float]:
+def predict_all(cases: list[Case], calibration: Calibration | Mapping[str, Any], budget_s: float) -> dict[str, float]:
     """Every case's predicted seconds, by id, from the backends' traits and the ceilings."""
+    calibration = Calibration.of(calibration)
     from bench.backends import get_backend
     from bench.record import new_record
 
@@ -55,13 +61,13 @@ def predict_all(cases: list[Case], calibration: dict[str, Any], budget_s: float)
     return out
 
 
-def predict(case: Case, record: dict[str, Any], calibration: dict[str, Any], memory: str, budget_s: float,
+def predict(case: Case, record: Record, calibration: Calibration, memory: str, budget_s: float,
             unsupported: bool = False, compiles: bool = False) -> float:
     """Predicted seconds of the whole case: check, first call, timing modes, memory."""
     if unsupported:  # refused by the backend's traits before any tensor is made
         return PER_CASE_S
     one = call_s(record, calibration, memory)
-    fp32 = calibration.get("gemm_flops_per_s") or 1e10
+    fp32 = calibration.gemm_flops_per_s or 1e10
     checked = check_shape(case.shape)
     check_flops = attention_flops(checked, case.pass_)
     share = min(1.0, check_flops / max(float(record.get("flops") or 1), 1.0))

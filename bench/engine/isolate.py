@@ -7,7 +7,6 @@ results store, so nothing finished is lost whatever the worker does.
 from __future__ import annotations
 
 import collections
-import dataclasses
 import json
 import os
 import select
@@ -16,10 +15,14 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from typing import Any
 
+from bench.case import Case
+from bench.engine.execute import RunnerSetup
 from bench.engine.runner import Outcome
-from bench.engine.sweeps import Case
+from bench.meta import Calibration
+from bench.record import Record, new_record
 
 STDERR_LINES = 8  # of a crashed worker's stderr, kept in the case's reason
 
@@ -93,11 +96,11 @@ class Worker:
         self._relay.join(timeout=2)
 
 
-class IsolatedRunner:
-    """The Runner's `run(case) -> Outcome`, in a worker process, with a per-case time limit."""
+class Isolated:
+    """bench.engine.execute's Executor in a worker process, with a per-case time limit."""
 
     def __init__(self) -> None:
-        self.runner_request: dict[str, Any] | None = None  # what each fresh worker's Runner is built from
+        self.setup: RunnerSetup | None = None  # what each fresh worker's Runner is built from
         self.worker: Worker | None = None
         self.has_runner = False
 
@@ -105,36 +108,42 @@ class IsolatedRunner:
         if self.worker is None:
             self.worker, self.has_runner = Worker(), False
         if with_runner and not self.has_runner:
-            assert self.runner_request is not None, "set_runner() first"
-            self.worker.ask({"cmd": "runner", **self.runner_request})
+            assert self.setup is not None, "start() first"
+            self.worker.ask({"cmd": "runner", **self.setup.to_dict()})
             self.has_runner = True
         return self.worker
 
-    def set_runner(self, calibration: dict, gpu_name: str | None, budget_s: float, trace_dir: str | None,
-                   threads: int | None) -> None:
-        self.runner_request = {"calibration": calibration, "gpu_name": gpu_name, "budget_s": budget_s,
-                               "trace_dir": trace_dir, "threads": threads}
+    # a dead or hung worker outside a case (calibration, the KV caches) is a failure of the run
+    def calibrate(self, device: str, dtypes: tuple[str, ...]) -> Calibration:
+        answer = self._ready().ask({"cmd": "calibrate", "device": device, "dtypes": list(dtypes)})
+        return Calibration.from_dict(answer["calibration"])
 
-    def ask(self, request: dict[str, Any], timeout_s: float | None = None) -> dict[str, Any]:
-        """A request outside a case (calibration): a dead or hung worker here is a failure of the run."""
-        return self._ready().ask(request, timeout_s)
+    def kv_measured(self, device: str) -> list[dict[str, Any]]:
+        return self._ready().ask({"cmd": "kv", "device": device})["kv_measured"]
 
-    def run(self, case: Case, record: dict[str, Any], timeout_s: float | None) -> Outcome:
-        """`record` is the case's record before it runs: a timeout or a crash ends it with that status."""
-        request = {"cmd": "run", "case": {"backend": case.backend, "shape": dataclasses.asdict(case.shape),
-                                          "phase": case.phase, "pass_": case.pass_, "device": case.device}}
+    def start(self, setup: RunnerSetup) -> None:
+        self.setup = setup
+
+    def run(self, case: Case, timeout_s: float | None) -> Outcome:
+        """A timeout or a crash ends the case with that status, on its record as it was before it ran."""
         try:
-            answer = self._ready(with_runner=True).ask(request, timeout_s)
+            answer = self._ready(with_runner=True).ask({"cmd": "run", "case": case.to_dict()}, timeout_s)
         except TimeoutError:
             self.close()
-            return Outcome(dict(record, status="timeout", reason=f"still running after {timeout_s:.0f} s "
-                                "(--case-timeout); its worker was ended"))
+            return Outcome(replace(_before(case), status="timeout", reason=f"still running after {timeout_s:.0f} s "
+                                   "(--case-timeout); its worker was ended"))
         except WorkerDied as died:
             self.worker = None
-            return Outcome(dict(record, status="crashed", reason=died.describe()[:500]))
-        return Outcome(answer["record"], [float(x) for x in answer["samples"]])
+            return Outcome(replace(_before(case), status="crashed", reason=died.describe()[:500]))
+        return Outcome(Record.from_dict(answer["record"]), [float(x) for x in answer["samples"]])
 
     def close(self) -> None:
         if self.worker is not None:
             self.worker.end()
             self.worker = None
+
+
+def _before(case: Case) -> Record:
+    from bench.backends import get_backend
+
+    return new_record(case, get_backend(case.backend).memory)

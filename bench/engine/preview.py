@@ -8,22 +8,27 @@ so a CUDA plan can be read before a GPU is booked.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from bench.engine.agenda import BEFORE_FIRST_CASE_S, FUNDED, cut_dtypes, fmt_s, make_agenda, plan_lines
 from bench.engine.budget import MARGIN
 from bench.engine.cost import predict_all
 from bench.engine.options import Plan
 from bench.engine.questions import Context
+from bench.meta import Calibration
 
 
-def preview_lines(plan: Plan, calibration: dict) -> list[str]:
+def preview_lines(plan: Plan, calibration: Calibration | Mapping[str, Any]) -> list[str]:
+    calibration = Calibration.of(calibration)
     predicted = predict_all(plan.cases, calibration, plan.sweep.budget_s)
     emulated = cut_dtypes(plan, calibration)
     ctx = Context(plan.device, predicted, emulated, calibration)
     budget = plan.sweep.time_budget_s
     elapsed = BEFORE_FIRST_CASE_S.get(plan.device, 30.0)
-    source = "; ".join(calibration.get("notes") or []) or "measured here"
-    lines = [f"ceilings ({source}): GEMM {calibration['gemm_flops_per_s'] / 1e9:,.0f} GFLOP/s, "
-             f"copy {calibration['copy_bytes_per_s'] / 1e9:,.0f} GB/s"]
+    source = "; ".join(calibration.notes) or "measured here"
+    lines = [f"ceilings ({source}): GEMM {(calibration.gemm_flops_per_s or 0) / 1e9:,.0f} GFLOP/s, "
+             f"copy {(calibration.copy_bytes_per_s or 0) / 1e9:,.0f} GB/s"]
     if budget is None or budget == float("inf"):
         total = sum(predicted.values())
         lines.append(f"no time budget: all {len(plan.cases)} cases run, predicted {fmt_s(elapsed + total)}")

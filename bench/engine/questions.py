@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 from bench.backends import BACKENDS, get_backend
 from bench.engine.sweeps import Case
+from bench.meta import Calibration
 from bench.metrics import projection_flops
 
 MIN_HEADS, MIN_LENGTHS, LENGTH_SPAN, MIN_KV_LENGTHS, MIN_LAYER_LENGTHS = 4, 4, 8, 3, 3
@@ -41,7 +42,10 @@ class Context:
     device: str
     predicted: dict[str, float]
     emulated: tuple[str, ...] = ()
-    calibration: dict = field(default_factory=dict)
+    calibration: Calibration = field(default_factory=Calibration)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "calibration", Calibration.of(self.calibration))  # callers may hand the file's dict
 
     def cost(self, cases: list[Case]) -> float:
         return sum(self.predicted.get(c.id, 0.0) for c in cases)
@@ -270,7 +274,7 @@ def predicted_share(case: Case, ctx: Context) -> float:
     b = get_backend(case.backend)
     alone = Case(case.backend, dataclasses.replace(case.shape, scope="attention"), case.phase, case.pass_, case.device)
     attention = call_s(new_record(alone, b.memory), ctx.calibration, b.memory)
-    gemm = ctx.calibration.get(f"gemm_flops_per_s_{case.shape.dtype}") or ctx.calibration.get("gemm_flops_per_s")
+    gemm = ctx.calibration.gemm(case.shape.dtype)
     projections = projection_flops(case.shape, case.pass_) / (gemm or 1e10)
     return attention / (attention + projections)
 

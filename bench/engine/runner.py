@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import gc
 import re
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,8 @@ from bench.measure.memory import available_cpu_bytes, peak_bytes
 from bench.measure.modes import CaseTiming, time_case
 from bench.measure.nvml import Gpu
 from bench.measure.stats import summarize
-from bench.record import new_record, timed, with_modes
+from bench.meta import Calibration
+from bench.record import Record, new_record, timed, with_modes
 
 # the engine session, `bench ab` workers and tests read these here
 __all__ = ["EXACT_CHECK_ELEMENTS", "Outcome", "ReferenceCache", "Runner", "check_shape"]
@@ -37,7 +38,7 @@ __all__ = ["EXACT_CHECK_ELEMENTS", "Outcome", "ReferenceCache", "Runner", "check
 
 @dataclass
 class Outcome:
-    record: dict[str, Any]
+    record: Record
     samples: list[float] = field(default_factory=list)
 
 
@@ -56,9 +57,9 @@ def _free(device: str, failed: bool) -> None:
 
 
 class Runner:
-    def __init__(self, calibration: dict[str, float], gpu_name: str | None = None, budget_s: float = 1.0,
-                 trace_dir: Path | None = None) -> None:
-        self.calibration = calibration
+    def __init__(self, calibration: Calibration | Mapping[str, Any], gpu_name: str | None = None,
+                 budget_s: float = 1.0, trace_dir: Path | None = None) -> None:
+        self.calibration = Calibration.of(calibration)  # a worker is sent the file's dict
         self.budget_s = budget_s
         self.sheet = spec_sheet(gpu_name)
         self.sheet_flops = self.sheet.flops_per_s if self.sheet else None
@@ -69,19 +70,20 @@ class Runner:
 
     def run(self, case: Case) -> Outcome:
         record = new_record(case, get_backend(case.backend).memory)
+        found: dict[str, Any] = {}  # what the case measured before it ended, kept whatever its end
         try:
-            outcome = self._run(case, record)
+            outcome = self._run(case, record, found)
         except Unsupported as err:
-            outcome = Outcome(dict(record, status="unsupported", reason=str(err)))
+            outcome = Outcome(replace(record, **found, status="unsupported", reason=str(err)))
         except Exception as err:
             status = "oom" if _is_oom(err) else "error"
             first = str(err).strip().splitlines()[0] if str(err).strip() else ""
-            outcome = Outcome(dict(record, status=status, reason=f"{type(err).__name__}: {first}"[:500]))
+            outcome = Outcome(replace(record, **found, status=status, reason=f"{type(err).__name__}: {first}"[:500]))
         try:
-            _free(case.device, failed=outcome.record["status"] != "ok")
+            _free(case.device, failed=outcome.record.status != "ok")
         except Exception as err:  # e.g. a CUDA context broken by the kernel: keep this case's record all the same
-            outcome.record["reason"] = (outcome.record["reason"] + f"; cleanup failed: {type(err).__name__}: "
-                                        f"{str(err).splitlines()[0] if str(err) else ''}").lstrip("; ")
+            why = f"cleanup failed: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+            outcome.record = replace(outcome.record, reason=f"{outcome.record.reason}; {why}".lstrip("; "))
         return outcome
 
     def _predicted_oom(self, case: Case) -> str | None:
@@ -94,27 +96,28 @@ class Runner:
             return f"predicted: needs ~{need / 2**30:.1f} GiB, {available / 2**30:.1f} GiB available; not run"
         return None
 
-    def _run(self, case: Case, record: dict[str, Any]) -> Outcome:
+    def _run(self, case: Case, record: Record, found: dict[str, Any]) -> Outcome:
+        """`found` collects the measured fields as they come; the record is built from them once, at the end."""
         shape, device = case.shape, case.device
         if why := self._predicted_oom(case):
-            return Outcome(dict(record, status="oom", reason=why))
+            return Outcome(replace(record, status="oom", reason=why))
         if why := get_backend(case.backend).pass_reason(case.pass_):
             raise Unsupported(why)
         kind = kind_of(shape)
         setup = kind.setup(case)  # what the check and the timed call share (a layer's weights)
         interrupt.stage("check")
         check, check_call_s = kind.check(case, setup, self.references)
-        record["max_abs_err"] = check.max_abs_err
+        found["max_abs_err"] = check.max_abs_err
         if not check.ok:
-            return Outcome(dict(record, status="incorrect", reason=check.describe()))
+            return Outcome(replace(record, **found, status="incorrect", reason=check.describe()))
         if case.pass_ == "fwd+bwd":
             grads = kind.gradients(case, setup)
             if not grads.ok:
                 reason = f"gradients: max relative error {grads.max_abs_err:.3g} > {grads.atol:g}"
-                return Outcome(dict(record, status="incorrect", reason=reason))
+                return Outcome(replace(record, **found, status="incorrect", reason=reason))
 
         if device == "cuda":  # throttling during the case shows as clock-event reasons and lower clocks after it
-            record["gpu_before"] = gpu_reading(torch.cuda.current_device())
+            found["gpu_before"] = gpu_reading(torch.cuda.current_device())
         fn = kind.timed_call(case, setup)
         # every timing mode (bench.measure.modes); the warm-up compiles flex, builds plans
         gpu = Gpu.open(torch.cuda.current_device()) if device == "cuda" else None
@@ -123,16 +126,16 @@ class Runner:
         warm_up_s, timing = case_timing.first_call_s, case_timing.headline
         # The first call of this backend on this shape: the check's, when it ran the case's own shape forward.
         exact_fwd = kind.check_shape(shape) == shape and case.pass_ == "fwd"
-        record["first_call_s"] = check_call_s if exact_fwd else warm_up_s
-        record["peak_mem_bytes"] = peak_bytes(fn, device)
+        found["first_call_s"] = check_call_s if exact_fwd else warm_up_s
+        found["peak_mem_bytes"] = peak_bytes(fn, device)
         if device == "cuda":
-            record["gpu_after"] = gpu_reading(torch.cuda.current_device())
-        record = timed(record, summarize(timing.samples), timing, self.calibration, self.sheet_flops)
+            found["gpu_after"] = gpu_reading(torch.cuda.current_device())
+        record = timed(replace(record, **found), summarize(timing.samples), timing, self.calibration, self.sheet_flops)
         record = with_modes(record, case_timing, self.sheet.bytes_per_s if self.sheet else None)
         # a kernel cannot fool the timer (bench.kinds.guards): inputs untouched, last output right, time possible
         guard = getattr(fn, "guard", None)
         if why := (guard.verdict() if guard is not None else None) or implausible(record, self.calibration):
-            return Outcome(dict(record, status="incorrect", reason=why))  # no samples: an untimed entry
+            return Outcome(replace(record, status="incorrect", reason=why))  # no samples: an untimed entry
         if self.keep_last:  # `bench profile` reads the whole kernel table and re-runs the call for a memory snapshot
             self.last = (fn, case_timing)
         return Outcome(record, timing.samples)

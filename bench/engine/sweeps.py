@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.backends import BACKENDS, backends_for, get_backend
+from bench.case import Case  # re-exported: the engine and its callers name it here
 from bench.engine.geometry import Geometry, axis_geometries, model_geometries
 from bench.engine.parse import duration, ints, one_of, page_size_check, page_sizes, positive_ints_check, seconds, words
 from bench.errors import InputError, UsageError
 from bench.scores import parse_score
 from bench.shapes import (
-    CLASSIC_FIELDS,
     DTYPES,
     LENGTHS,
     SCOPES,
@@ -44,23 +44,6 @@ def axis(default: Any, flag: str, help: str, parse: Callable[[str], Any] = ints,
     shape_field: each value goes straight into that AttentionShape field (cases() needs no edit for it)."""
     return field(default=default, metadata={"flag": flag, "help": help, "parse": parse, "check": check,
                                             "clears": clears, "shape_field": shape_field})
-
-
-@dataclass(frozen=True)
-class Case:
-    backend: str
-    shape: AttentionShape
-    phase: str  # prefill: Sq == Skv; decode: Sq (1, or a few for speculative decoding) against the cache
-    pass_: str  # fwd | fwd+bwd
-    device: str
-
-    @property
-    def id(self) -> str:
-        s = self.shape
-        extra = "".join(f"-{f.name}={getattr(s, f.name)}" for f in dataclasses.fields(s)
-                        if f.name not in CLASSIC_FIELDS and getattr(s, f.name) != f.default)
-        return (f"{self.backend}/{s.variant}/b{s.batch}-hq{s.n_heads}-hkv{s.n_kv_heads}-q{s.seq_q}-kv{s.seq_kv}"
-                f"-d{s.head_dim}{extra}/{s.dtype}/{s.mask_label}/{self.phase}/{self.pass_}/{self.device}")
 
 
 @dataclass(frozen=True)
@@ -368,7 +351,7 @@ def predicted_cost(case: Case) -> float:
     """What a case is expected to cost: its FLOPs (the layer's for scope=layer) plus a fixed set-up cost."""
     from bench.metrics import attention_flops, layer_flops
 
-    flops = layer_flops if case.shape.scope == "layer" else attention_flops
+    flops = layer_flops if case.kind == "layer" else attention_flops
     return CASE_SETUP_FLOPS + flops(case.shape, case.pass_)
 
 

@@ -29,19 +29,12 @@ def _protocol_stream():
     return out
 
 
-def case_from_dict(d: dict[str, Any]):
-    from bench.engine.sweeps import Case
-    from bench.shapes import AttentionShape
-
-    return Case(d["backend"], AttentionShape(**d["shape"]), d["phase"], d["pass_"], d["device"])
-
-
 def serve(request: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
     cmd = request["cmd"]
     if cmd == "calibrate":
         from bench.measure.calibrate import calibrate
 
-        return {"calibration": calibrate(request["device"], tuple(request.get("dtypes") or ()))}
+        return {"calibration": calibrate(request["device"], tuple(request.get("dtypes") or ())).to_dict()}
     if cmd == "kv":
         from bench.models.kvcache import measured_presets
 
@@ -63,8 +56,10 @@ def serve(request: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
         gc.freeze()  # what is alive now lives to the end: keep the collector from rescanning it between rounds
         return {"ok": True}
     if cmd == "run":
-        outcome = state["runner"].run(case_from_dict(request["case"]))
-        return {"record": outcome.record, "samples": list(outcome.samples)}
+        from bench.case import Case
+
+        outcome = state["runner"].run(Case.from_dict(request["case"]))
+        return {"record": outcome.record.to_dict(), "samples": list(outcome.samples)}
     return {"error": f"unknown command {cmd!r}"}
 
 

@@ -1,12 +1,13 @@
-"""Case kinds: what differs between a dense attention case, a whole-layer case and a serving batch, behind one
-interface (bench.kinds.base.CaseKind) that the runner and bench.record call.
+"""Case kinds: what differs between a dense attention case, a whole-layer case, an MLA case and a serving batch,
+behind one interface (bench.kinds.base.CaseKind) that the runner and bench.record call.
 
-Adding a kind: one module with a class that has CaseKind's methods, and one line in KINDS (first match wins, so
-the catch-all dense kind comes last).
+Which kind a case is, is decided once, by bench.case.shape_kind (Case.kind); this package holds each kind's code
+under that name. Adding a kind: its name and rule in bench.case, one module here, one line in KINDS.
 """
 
 from __future__ import annotations
 
+from bench.case import Case, shape_kind
 from bench.kinds.base import EXACT_CHECK_ELEMENTS, CaseKind, ReferenceCache
 from bench.kinds.dense import DenseKind
 from bench.kinds.layer import LayerKind
@@ -14,12 +15,12 @@ from bench.kinds.mla import MlaKind
 from bench.kinds.serving import ServingKind
 from bench.shapes import AttentionShape
 
-KINDS: tuple[CaseKind, ...] = (ServingKind(), LayerKind(), MlaKind(), DenseKind())
+KINDS: dict[str, CaseKind] = {kind.name: kind for kind in (ServingKind(), LayerKind(), MlaKind(), DenseKind())}
 
 
-def kind_of(shape: AttentionShape) -> CaseKind:
-    """The kind a shape is a case of: the first in KINDS that claims it."""
-    return next(kind for kind in KINDS if kind.matches(shape))
+def kind_of(of: Case | AttentionShape) -> CaseKind:
+    """The code of a case's kind (or of the kind a shape would be a case of)."""
+    return KINDS[of.kind if isinstance(of, Case) else shape_kind(of)]
 
 
 def check_shape(shape: AttentionShape) -> AttentionShape:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
 from bench.backends.base import Backend, Unsupported
+from bench.case import Case
 from bench.reference import Check
 from bench.shapes import AttentionShape
 
@@ -22,36 +23,17 @@ EXACT_CHECK_ELEMENTS = 1 << 25
 T = TypeVar("T")
 
 
-class CaseLike(Protocol):
-    """What a kind reads of a case (bench.engine.sweeps.Case, which this layer may not import)."""
-
-    @property
-    def backend(self) -> str: ...
-    @property
-    def shape(self) -> AttentionShape: ...
-    @property
-    def phase(self) -> str: ...
-    @property
-    def pass_(self) -> str: ...
-    @property
-    def device(self) -> str: ...
-
-
 class CaseKind(Protocol):
     """One kind of case. `setup` builds what the check and the timed call share (a layer's weights), or None."""
 
     name: str
 
-    def matches(self, shape: AttentionShape) -> bool:
-        """Whether `shape` is a case of this kind (bench.kinds.kind_of asks each kind in turn)."""
-        ...
-
-    def record_fields(self, case: CaseLike, backend: Backend) -> dict[str, Any]:
+    def record_fields(self, case: Case, backend: Backend) -> dict[str, float | None]:
         """The record's formula fields: flops, bytes, model_mem_bytes, real_tokens, and where they apply
         padding_waste and kv_cache_bytes."""
         ...
 
-    def predicted_bytes(self, case: CaseLike, backend: Backend) -> int:
+    def predicted_bytes(self, case: Case, backend: Backend) -> int:
         """Bytes one forward call needs at least, for the CPU's predicted-OOM guard."""
         ...
 
@@ -59,19 +41,19 @@ class CaseKind(Protocol):
         """The shape the check runs on: the case itself when it fits EXACT_CHECK_ELEMENTS, else a shorter copy."""
         ...
 
-    def setup(self, case: CaseLike) -> Any:
+    def setup(self, case: Case) -> Any:
         """What the check, the gradient check and the timed call of this case share."""
         ...
 
-    def check(self, case: CaseLike, setup: Any, references: ReferenceCache) -> tuple[Check, float]:
+    def check(self, case: Case, setup: Any, references: ReferenceCache) -> tuple[Check, float]:
         """The forward check against float64 and the seconds of the checked call; Unsupported when it cannot run."""
         ...
 
-    def gradients(self, case: CaseLike, setup: Any) -> Check:
+    def gradients(self, case: Case, setup: Any) -> Check:
         """The backward check of a fwd+bwd case against float64 autograd."""
         ...
 
-    def timed_call(self, case: CaseLike, setup: Any) -> Callable[[], object]:
+    def timed_call(self, case: Case, setup: Any) -> Callable[[], object]:
         """The call the timer repeats: the case's own shape, inputs drawn from another seed than the check's."""
         ...
 
@@ -99,7 +81,7 @@ def fits_exactly(score_elements: int) -> bool:
     return score_elements <= EXACT_CHECK_ELEMENTS
 
 
-def decode_kv_fields(case: CaseLike, kv_cache_bytes: Callable[[], int]) -> dict[str, Any]:
+def decode_kv_fields(case: Case, kv_cache_bytes: Callable[[], int]) -> dict[str, float | None]:
     """kv_cache_bytes, on decode cases only: one layer's K and V cache, which a decode step reads whole."""
     return {"kv_cache_bytes": kv_cache_bytes()} if case.phase == "decode" else {}
 

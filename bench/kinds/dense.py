@@ -11,7 +11,8 @@ import torch
 
 from bench.backends import attention, get_backend
 from bench.backends.base import Backend, bind
-from bench.kinds.base import CaseLike, ReferenceCache, decode_kv_fields, fits_exactly
+from bench.case import Case
+from bench.kinds.base import ReferenceCache, decode_kv_fields, fits_exactly
 from bench.kinds.guards import TimedGuard
 from bench.measure.timer import sync
 from bench.metrics import attention_bytes, attention_flops, kv_cache_bytes, model_mem_bytes
@@ -40,7 +41,7 @@ def dense_check_shape(shape: AttentionShape) -> AttentionShape:
                                chunk=mask.chunk)
 
 
-def dense_kv_fields(case: CaseLike) -> dict[str, Any]:
+def dense_kv_fields(case: Case) -> dict[str, float | None]:
     s = case.shape
     return decode_kv_fields(case, lambda: kv_cache_bytes(1, s.n_kv_heads, s.head_dim, s.seq_kv, s.batch, s.dtype,
                                                          window=s.window))
@@ -51,25 +52,22 @@ class DenseKind:
 
     name = "dense"
 
-    def matches(self, shape: AttentionShape) -> bool:
-        return True
-
-    def record_fields(self, case: CaseLike, backend: Backend) -> dict[str, Any]:
+    def record_fields(self, case: Case, backend: Backend) -> dict[str, float | None]:
         s = case.shape
         return {"flops": attention_flops(s, case.pass_), "bytes": attention_bytes(s),
                 "model_mem_bytes": model_mem_bytes(s, backend.memory, case.pass_),
                 "real_tokens": s.batch * s.seq_q, **dense_kv_fields(case)}
 
-    def predicted_bytes(self, case: CaseLike, backend: Backend) -> int:
+    def predicted_bytes(self, case: Case, backend: Backend) -> int:
         return model_mem_bytes(case.shape, backend.memory, "fwd") or 0
 
     def check_shape(self, shape: AttentionShape) -> AttentionShape:
         return dense_check_shape(shape)
 
-    def setup(self, case: CaseLike) -> None:
+    def setup(self, case: Case) -> None:
         return None
 
-    def check(self, case: CaseLike, setup: Any, references: ReferenceCache) -> tuple[Check, float]:
+    def check(self, case: Case, setup: Any, references: ReferenceCache) -> tuple[Check, float]:
         shape = self.check_shape(case.shape)
         q, k, v = make_inputs(shape, case.device, seed=0)
         mask, score = case_variants(shape, case.device)
@@ -84,10 +82,10 @@ class DenseKind:
                              lambda: reference_attention(q, k, v, mask=mask, score=score))
         return compare_to_reference(out, ref), seconds
 
-    def gradients(self, case: CaseLike, setup: Any) -> Check:
+    def gradients(self, case: Case, setup: Any) -> Check:
         return check_gradients(case.backend, self.check_shape(case.shape), case.device)
 
-    def timed_call(self, case: CaseLike, setup: Any) -> Callable[[], object]:
+    def timed_call(self, case: Case, setup: Any) -> Callable[[], object]:
         """The backend itself: the inputs were validated by the check, so `bench.attention`'s checks would only add
         their microseconds to a decode step's."""
         s = case.shape

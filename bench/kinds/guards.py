@@ -9,11 +9,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
 
+from bench.meta import Calibration
 from bench.reference import compare_to_reference
 
 # How far below a floor a median may sit before it is implausible, and why that far:
@@ -60,10 +61,10 @@ class TimedGuard:
         return None
 
 
-def implausible(record: dict[str, Any], calibration: dict[str, float]) -> str | None:
+def implausible(record: Mapping[str, Any], calibration: Calibration | Mapping[str, Any]) -> str | None:
     """'implausible: ...' when the median is below the case's physical floor by more than its margin, else None.
 
-    Only when this run measured the case's dtype (calibrate writes gemm_flops_per_s_<dtype> and read_bytes_per_s),
+    Only when this run measured the case's dtype (calibrate measures a GEMM per dtype and the read ceiling),
     and then against the machine's fastest GEMM in any dtype: a kernel may compute in another dtype than its
     inputs' (torch's CPU SDPA runs bf16 attention through fp32, far above a CPU's emulated bf16 GEMM), but none
     does attention's FLOPs faster than the machine's best GEMM."""
@@ -71,13 +72,13 @@ def implausible(record: dict[str, Any], calibration: dict[str, float]) -> str | 
     if not median:
         return None
     floors = []
-    gemms = {k.rsplit("_", 1)[1]: v for k, v in calibration.items()
-             if k.startswith("gemm_flops_per_s_") and isinstance(v, (int, float)) and v > 0}
+    calibration = Calibration.of(calibration)
+    gemms = {dtype: v for dtype, v in calibration.gemm_by_dtype.items() if v > 0}
     if record.get("dtype") in gemms and record.get("flops"):
         best = max(gemms, key=gemms.get)
         floors.append((record["flops"] / gemms[best], FLOP_MARGIN, f"{record['flops'] / 1e6:.3g} MFLOP at the "
                        f"machine's best measured GEMM ceiling ({best}) {gemms[best] / 1e9:.3g} GFLOP/s"))
-    read = calibration.get("read_bytes_per_s")
+    read = calibration.read_bytes_per_s
     if read and record.get("bytes"):
         floors.append((record["bytes"] / read, BYTE_MARGIN, f"{record['bytes'] / 1e6:.3g} MB at the measured read "
                        f"ceiling {read / 1e9:.3g} GB/s"))

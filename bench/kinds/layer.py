@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
 
 import torch
 
 from bench.backends.base import Backend
-from bench.kinds.base import CaseLike, ReferenceCache, refuse_variants
+from bench.case import Case
+from bench.kinds.base import ReferenceCache, refuse_variants
 from bench.kinds.dense import DenseKind, dense_check_shape, dense_kv_fields
 from bench.layers import MultiHeadAttention, make_layer, make_layer_input
 from bench.measure.timer import sync
@@ -22,16 +22,13 @@ from bench.shapes import AttentionShape
 class LayerKind:
     name = "layer"
 
-    def matches(self, shape: AttentionShape) -> bool:
-        return shape.scope == "layer"
-
-    def record_fields(self, case: CaseLike, backend: Backend) -> dict[str, Any]:
+    def record_fields(self, case: Case, backend: Backend) -> dict[str, float | None]:
         # the projections are counted too; the memory model covers attention alone, so a layer has none
         s = case.shape
         return {"flops": layer_flops(s, case.pass_), "bytes": layer_bytes(s), "model_mem_bytes": None,
                 "real_tokens": s.batch * s.seq_q, **dense_kv_fields(case)}
 
-    def predicted_bytes(self, case: CaseLike, backend: Backend) -> int:
+    def predicted_bytes(self, case: Case, backend: Backend) -> int:
         """The attention inside, plus the weights and x, Q, K, V, O and the output."""
         s = case.shape
         tokens = s.batch * s.seq_q * ELEMENT_BYTES[s.dtype]
@@ -41,12 +38,12 @@ class LayerKind:
     def check_shape(self, shape: AttentionShape) -> AttentionShape:
         return dense_check_shape(shape)
 
-    def setup(self, case: CaseLike) -> MultiHeadAttention:
+    def setup(self, case: Case) -> MultiHeadAttention:
         """One layer (seeded weights) for the check and the timing."""
         refuse_variants(case.shape, "a whole layer (scope=layer)")
         return make_layer(case.shape, case.backend, case.device, seed=0)
 
-    def check(self, case: CaseLike, setup: MultiHeadAttention, references: ReferenceCache) -> tuple[Check, float]:
+    def check(self, case: Case, setup: MultiHeadAttention, references: ReferenceCache) -> tuple[Check, float]:
         shape = self.check_shape(case.shape)
         x = make_layer_input(shape, case.device, seed=0)
         t0 = time.perf_counter()
@@ -60,10 +57,10 @@ class LayerKind:
                              lambda: reference_layer(setup, x, causal=shape.causal, window=shape.window))
         return compare_to_reference(out, ref, LAYER_TOLERANCES), seconds
 
-    def gradients(self, case: CaseLike, setup: MultiHeadAttention) -> Check:
+    def gradients(self, case: Case, setup: MultiHeadAttention) -> Check:
         return check_layer_gradients(setup, self.check_shape(case.shape), case.device)
 
-    def timed_call(self, case: CaseLike, setup: MultiHeadAttention) -> Callable[[], object]:
+    def timed_call(self, case: Case, setup: MultiHeadAttention) -> Callable[[], object]:
         """The whole layer, projections included; fwd+bwd differentiates with respect to x and every weight, as
         training does."""
         s, layer = case.shape, setup

@@ -12,7 +12,8 @@ import torch
 
 from bench.backends import attention, get_backend
 from bench.backends.base import Backend, Unsupported, bind
-from bench.kinds.base import CaseLike, ReferenceCache, decode_kv_fields
+from bench.case import Case
+from bench.kinds.base import ReferenceCache, decode_kv_fields
 from bench.kinds.dense import dense_check_shape
 from bench.kinds.guards import TimedGuard
 from bench.measure.timer import sync
@@ -28,10 +29,7 @@ FORWARD_ONLY = "MLA cases are timed forward only (inference, as DeepSeek models 
 class MlaKind:
     name = "mla"
 
-    def matches(self, shape: AttentionShape) -> bool:
-        return shape.mla_form is not None
-
-    def record_fields(self, case: CaseLike, backend: Backend) -> dict[str, Any]:
+    def record_fields(self, case: Case, backend: Backend) -> dict[str, float | None]:
         s = case.shape
         latent = s.kv_lora_rank + s.rope_dim  # type: ignore[operator]
         return {"flops": attention_flops(s, case.pass_), "bytes": attention_bytes(s),
@@ -40,7 +38,7 @@ class MlaKind:
                 **decode_kv_fields(case, lambda: latent_cache_bytes(1, latent, s.seq_kv, s.batch, s.dtype,
                                                                     window=s.window))}
 
-    def predicted_bytes(self, case: CaseLike, backend: Backend) -> int:
+    def predicted_bytes(self, case: Case, backend: Backend) -> int:
         s = case.shape  # the call's inputs as built (expanded K/V at Hq heads) and the model's peak above them
         e = ELEMENT_BYTES[s.dtype]
         inputs = s.batch * s.n_kv_heads * s.seq_kv * (s.qk_dim + s.value_dim) * e
@@ -49,12 +47,12 @@ class MlaKind:
     def check_shape(self, shape: AttentionShape) -> AttentionShape:
         return dense_check_shape(shape)
 
-    def setup(self, case: CaseLike) -> None:
+    def setup(self, case: Case) -> None:
         if case.pass_ != "fwd":
             raise Unsupported(FORWARD_ONLY)
         return None
 
-    def check(self, case: CaseLike, setup: Any, references: ReferenceCache) -> tuple[Check, float]:
+    def check(self, case: Case, setup: Any, references: ReferenceCache) -> tuple[Check, float]:
         shape = self.check_shape(case.shape)
         x = make_mla_inputs(shape, case.device, seed=0)
         q, k, v = call_tensors(shape, x)
@@ -68,10 +66,10 @@ class MlaKind:
         ref = references.get((self.name, shape, case.device), lambda: reference_mla(shape, x))
         return compare_to_reference(finish(shape, out, x), ref), seconds
 
-    def gradients(self, case: CaseLike, setup: Any) -> Check:
+    def gradients(self, case: Case, setup: Any) -> Check:
         raise Unsupported(FORWARD_ONLY)
 
-    def timed_call(self, case: CaseLike, setup: Any) -> Callable[[], object]:
+    def timed_call(self, case: Case, setup: Any) -> Callable[[], object]:
         """The backend itself on the call's tensors (drawn from another seed than the check's)."""
         s = case.shape
         q, k, v = call_tensors(s, make_mla_inputs(s, case.device, seed=1))

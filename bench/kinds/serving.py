@@ -6,20 +6,19 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable
-from typing import Any
 
 import torch
 
 from bench.backends import Unsupported, get_backend
 from bench.backends.base import PAGED_LAYOUTS, RAGGED_LAYOUTS, Backend
-from bench.kinds.base import CaseLike, ReferenceCache, decode_kv_fields, fits_exactly, refuse_variants
+from bench.case import Case
+from bench.kinds.base import ReferenceCache, decode_kv_fields, fits_exactly, refuse_variants
 from bench.measure.timer import sync
 from bench.metrics import model_mem_bytes
 from bench.reference import Check
 from bench.serving.batch import check_sequences, references
 from bench.serving.case import prepare
 from bench.serving.workload import (
-    is_serving,
     padding_waste,
     serving_bytes,
     serving_flops,
@@ -48,23 +47,20 @@ def serving_check_shape(shape: AttentionShape) -> AttentionShape:
 class ServingKind:
     name = "serving"
 
-    def matches(self, shape: AttentionShape) -> bool:
-        return is_serving(shape)
-
-    def record_fields(self, case: CaseLike, backend: Backend) -> dict[str, Any]:
+    def record_fields(self, case: Case, backend: Backend) -> dict[str, float | None]:
         # counted over the batch's real sequences; the padding the backend's layout adds is padding_waste
         s = case.shape
         return {"flops": serving_flops(s), "bytes": serving_bytes(s), "model_mem_bytes": None,
                 "real_tokens": sum(workload_of(s).q_lens), "padding_waste": padding_waste(s, backend),
                 **decode_kv_fields(case, lambda: serving_kv_bytes(s))}
 
-    def predicted_bytes(self, case: CaseLike, backend: Backend) -> int:
+    def predicted_bytes(self, case: Case, backend: Backend) -> int:
         return model_mem_bytes(case.shape, backend.memory, "fwd") or 0  # the dense batch's: a rough bound
 
     def check_shape(self, shape: AttentionShape) -> AttentionShape:
         return serving_check_shape(shape)
 
-    def setup(self, case: CaseLike) -> Backend:
+    def setup(self, case: Case) -> Backend:
         backend = get_backend(case.backend)
         if why := backend.unsupported_reason(case.device, case.shape.dtype):
             raise Unsupported(why)
@@ -74,7 +70,7 @@ class ServingKind:
         refuse_variants(case.shape, f"a serving batch ({backend.layout(RAGGED_LAYOUTS + PAGED_LAYOUTS)} layout)")
         return backend
 
-    def check(self, case: CaseLike, setup: Backend, references_: ReferenceCache) -> tuple[Check, float]:
+    def check(self, case: Case, setup: Backend, references_: ReferenceCache) -> tuple[Check, float]:
         small = self.check_shape(case.shape)
         seqs, call, split = prepare(setup, small, case.device, seed=0)
         t0 = time.perf_counter()
@@ -85,10 +81,10 @@ class ServingKind:
         refs = references_.get((self.name, small, case.device), lambda: references(small, seqs))
         return check_sequences(split(out), refs), seconds
 
-    def gradients(self, case: CaseLike, setup: Backend) -> Check:
+    def gradients(self, case: Case, setup: Backend) -> Check:
         raise Unsupported("serving batches are inference: forward only")
 
-    def timed_call(self, case: CaseLike, setup: Backend) -> Callable[[], object]:
+    def timed_call(self, case: Case, setup: Backend) -> Callable[[], object]:
         _, call, _ = prepare(setup, case.shape, case.device, seed=1)
 
         def forward():

@@ -8,8 +8,9 @@
   KV cache and writes one row) can beat the copy's figure, so decode is judged against this one.
 Every figure is the headline timer's median (bench.measure.timer.measure). Each ceiling takes a few seconds at most
 on any machine: a GEMM whose first call takes longer than CALL_LIMIT_S (bf16 on a CPU without bf16 units: a minute
-for 2048^3) is measured on a smaller shape instead, and `calibration["notes"]` says so. A dtype whose GEMM runs far
-below fp32's is emulated by this CPU (`calibration["emulated"]`): its cases are slow for want of hardware, not code.
+for 2048^3) is measured on a smaller shape instead, and `Calibration.notes` says so. A dtype whose GEMM runs far
+below fp32's is emulated by this CPU (`Calibration.emulated`): its cases are slow for want of hardware, not code.
+The figures are a bench.meta.Calibration; the results file holds its to_dict().
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import torch
 
 from bench.measure.stats import summarize
 from bench.measure.timer import measure
+from bench.meta import Calibration
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 MAIN_DTYPE = {"cpu": "fp32", "cuda": "bf16"}
@@ -134,23 +136,21 @@ def read_bytes_per_s(device: str) -> float:
     return buf.numel() * 4 / _time(lambda: buf.sum(), device)
 
 
-def calibrate(device: str, dtypes: tuple[str, ...] = ()) -> dict:
-    """The run's ceilings; dtypes: also a GEMM ceiling in each of these (`gemm_flops_per_s_<dtype>`). With them:
-    "notes" (what was measured otherwise than planned) and "emulated" (dtypes far below the main one's GEMM)."""
+def calibrate(device: str, dtypes: tuple[str, ...] = ()) -> Calibration:
+    """The run's ceilings; dtypes: also a GEMM ceiling in each of these. With them: `notes` (what was measured
+    otherwise than planned) and `emulated` (dtypes far below the main one's GEMM)."""
     main = MAIN_DTYPE[device]
     notes: list[str] = []
-    out: dict = {"gemm_flops_per_s": gemm_flops_per_s(device, main, notes=notes),
-                 "copy_bytes_per_s": copy_bytes_per_s(device), "read_bytes_per_s": read_bytes_per_s(device)}
-    out[f"gemm_flops_per_s_{main}"] = out["gemm_flops_per_s"]
+    gemm = gemm_flops_per_s(device, main, notes=notes)
+    copy, read = copy_bytes_per_s(device), read_bytes_per_s(device)
+    gemms = {main: gemm}
     # a CPU without bf16/fp16 matrix units takes seconds per GEMM in them: one shape there
     others = GEMM_SHAPES[device][:1] if device == "cpu" else None
     for dtype in dtypes:
-        if f"gemm_flops_per_s_{dtype}" not in out:
-            out[f"gemm_flops_per_s_{dtype}"] = gemm_flops_per_s(device, dtype, others, notes)
-    out["emulated"] = [d for d in dtypes if d != main and device == "cpu"
-                       and out[f"gemm_flops_per_s_{d}"] < EMULATED_BELOW * out["gemm_flops_per_s"]]
-    out["notes"] = notes
-    return out
+        if dtype not in gemms:
+            gemms[dtype] = gemm_flops_per_s(device, dtype, others, notes)
+    emulated = [d for d in dtypes if d != main and device == "cpu" and gemms[d] < EMULATED_BELOW * gemm]
+    return Calibration(gemm, copy, read, gemms, tuple(emulated), tuple(notes))
 
 
 # A GPU that is not here is planned from its spec sheet at the shares measured on one: an H200's bf16 GEMM reached
@@ -158,7 +158,7 @@ def calibrate(device: str, dtypes: tuple[str, ...] = ()) -> dict:
 SPEC_GEMM_SHARE, SPEC_COPY_SHARE, SPEC_READ_SHARE = 0.8, 0.9, 0.94
 
 
-def spec_calibration(gpu_name: str) -> dict:
+def spec_calibration(gpu_name: str) -> Calibration:
     """Ceilings for planning a run on a GPU that is not here (`bench run --plan --gpu NAME`), from its spec sheet:
     bf16/fp16 at SPEC_GEMM_SHARE of the tensor-core peak, fp32 (TF32-free) at a sixteenth of it."""
     sheet = spec_sheet(gpu_name)
@@ -167,7 +167,6 @@ def spec_calibration(gpu_name: str) -> dict:
 
         raise UsageError(f"--gpu {gpu_name!r}: no spec sheet; known: {', '.join(SPEC_SHEETS)}")
     half = SPEC_GEMM_SHARE * sheet.flops_per_s
-    return {"gemm_flops_per_s": half, "gemm_flops_per_s_bf16": half, "gemm_flops_per_s_fp16": half,
-            "gemm_flops_per_s_fp32": half / 16, "copy_bytes_per_s": SPEC_COPY_SHARE * sheet.bytes_per_s,
-            "read_bytes_per_s": SPEC_READ_SHARE * sheet.bytes_per_s, "emulated": [],
-            "notes": [f"planned from the {sheet.name} spec sheet ({sheet.source}), not measured"]}
+    return Calibration(half, SPEC_COPY_SHARE * sheet.bytes_per_s, SPEC_READ_SHARE * sheet.bytes_per_s,
+                       {"bf16": half, "fp16": half, "fp32": half / 16},
+                       notes=(f"planned from the {sheet.name} spec sheet ({sheet.source}), not measured",))

@@ -41,11 +41,11 @@ from scipy.stats import mannwhitneyu
 
 from bench.measure.environment import fingerprint_diff
 from bench.regress.noise import CompareError, NoiseModel, Rule, noise_model
-from bench.regress.verdicts import VERDICTS, CaseVerdict, ComparedRun, Comparison, Summary
+from bench.regress.verdicts import VERDICTS, CaseVerdict, Comparison, Summary
 from bench.results import RunDocument, as_run
 from bench.status import FAILING
 
-__all__ = ["VERDICTS", "CaseVerdict", "ComparedRun", "Comparison", "CompareError", "Rule", "Summary", "compare_runs"]
+__all__ = ["VERDICTS", "CaseVerdict", "Comparison", "CompareError", "Rule", "Summary", "compare_runs"]
 
 METRICS = {"median": np.median, "mean": np.mean, "min": np.min}
 OVERLAP = "the middle 60% of the two runs' rounds overlap"
@@ -216,12 +216,6 @@ def _by_case(doc: RunDocument, label: str) -> dict[str, dict]:
     return out
 
 
-def _run_info(doc: RunDocument) -> ComparedRun:
-    meta = doc.meta
-    return ComparedRun(meta.run_id, meta.profile, meta.complete, int((meta.baseline or {}).get("passes") or 1),
-                   doc.fingerprint, doc.control_gemm())
-
-
 def compare_runs(baseline: RunDocument | dict, current: RunDocument | dict, rule: Rule | None = None,
                  normalize: bool = False, control: bool = True) -> Comparison:
     """Verdict per case (matched by case_id) plus a summary; raises CompareError when the runs are not comparable.
@@ -234,19 +228,20 @@ def compare_runs(baseline: RunDocument | dict, current: RunDocument | dict, rule
     baseline, current = as_run(baseline), as_run(current)
     if rule.metric not in METRICS:
         raise CompareError(f"metric {rule.metric!r}: choose one of {', '.join(METRICS)}")
-    binfo, cinfo = _run_info(baseline), _run_info(current)
-    diffs = tuple(fingerprint_diff(binfo.fingerprint, cinfo.fingerprint))
+    binfo, cinfo = baseline.meta, current.meta
+    bgemm, cgemm = binfo.control_gemm(), cinfo.control_gemm()  # each run's in-run control
+    diffs = tuple(fingerprint_diff(baseline.fingerprint, current.fingerprint))
     if diffs and not normalize:
         raise CompareError("the runs come from different machines: " + "; ".join(diffs)
                            + " (compare runs of one machine, or pass --normalize to compare in GEMM units)")
     base_scale = cur_scale = None
-    missing = [name for name, info in (("baseline", binfo), ("current", cinfo)) if info.gemm_flops_per_s is None]
+    missing = [name for name, gemm in (("baseline", bgemm), ("current", cgemm)) if gemm is None]
     if normalize and missing:
         raise CompareError(f"--normalize needs attnbench.calibration.gemm_flops_per_s; missing in the "
                            f"{' and '.join(missing)} run")
     if normalize:
         # time x GEMM speed of the same run: the share of the machine's speed a case needs, comparable across machines
-        base_scale, cur_scale = binfo.gemm_flops_per_s, cinfo.gemm_flops_per_s
+        base_scale, cur_scale = bgemm, cgemm
     bcases, ccases = _by_case(baseline, "baseline"), _by_case(current, "current")
     common = [cid for cid in bcases if cid in ccases]
     if not common:
@@ -258,8 +253,7 @@ def compare_runs(baseline: RunDocument | dict, current: RunDocument | dict, rule
     if use_control:
         # The in-run control: the same verdicts in GEMM units of each run (pass). A move that disappears there
         # was the machine's speed (a slow spell of a shared host), not the code: it is demoted to noisy.
-        _, in_gemm = _judge(bcases, ccases, common, rule, binfo.gemm_flops_per_s, cinfo.gemm_flops_per_s,
-                            per_pass=True)
+        _, in_gemm = _judge(bcases, ccases, common, rule, bgemm, cgemm, per_pass=True)
         verdicts = [_controlled(v, w, rule) for v, w in zip(verdicts, in_gemm, strict=True)]
     verdicts += [CaseVerdict(cid, "missing", False, "in the baseline, not in the current run", bcases[cid]["status"],
                              None, None, None, None, None, None) for cid in bcases if cid not in ccases]

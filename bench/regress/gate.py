@@ -20,10 +20,12 @@ import math
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from bench.meta import Calibration
 from bench.results import RunDocument
 
 CEILING_TOLERANCE = 1.3  # one host's GEMM reading moved x1.18 under load (README); hosts named alike moved x1.56
@@ -40,17 +42,18 @@ class Decision:
     baseline: Path | None = None
 
 
-def baseline_is_here(doc: RunDocument, host: str, ceilings: dict[str, float]) -> tuple[bool, str]:
+def baseline_is_here(doc: RunDocument, host: str, ceilings: Calibration | Mapping[str, Any]) -> tuple[bool, str]:
     """Whether a stored baseline was recorded on this machine, and the reason (rule 2 of the module docstring)."""
     recorded = doc.environment.get("host_id")
     if not recorded:
         return False, "it records no host id (saved before attnbench recorded one), so it may be another host's"
     if recorded != host:
         return False, f"it was recorded on another host (host id {recorded}, this one {host})"
-    for key, (name, scale, unit) in CEILINGS.items():
-        then = [c.get(key) for c in (doc.meta.calibration or {}, doc.meta.calibration_end or {})]
-        then = [float(v) for v in then if isinstance(v, (int, float)) and v > 0]
-        now = ceilings.get(key)
+    ceilings = Calibration.of(ceilings)
+    for key, (name, scale, unit) in CEILINGS.items():  # keys: Calibration's attributes
+        then = [getattr(c, key) for c in (doc.meta.calibration, doc.meta.calibration_end) if c is not None]
+        then = [v for v in then if v is not None and v > 0]
+        now = getattr(ceilings, key)
         if not then or not now:
             return False, f"its {name} ceiling or this machine's is not recorded"
         nearest = min(then, key=lambda v: abs(math.log(v / now)))
@@ -61,7 +64,7 @@ def baseline_is_here(doc: RunDocument, host: str, ceilings: dict[str, float]) ->
 
 
 def decide(target: str | None, merge_base: str | None, baseline: Path | None, host: str,
-           ceilings: dict[str, float], previous: str | None) -> Decision:
+           ceilings: Calibration | Mapping[str, Any], previous: str | None) -> Decision:
     """What to compare against (the module docstring's order); pure, given what the caller found."""
     if target and merge_base:
         return Decision("ab", f"a pull request into {target}: A/B against the merge base {merge_base[:12]}, "
@@ -108,7 +111,7 @@ def _bench(argv: Sequence[str]) -> int:
     return subprocess.run([sys.executable, "-m", "bench", *argv]).returncode
 
 
-def _here(device: str) -> tuple[str, dict[str, float], Path | None]:
+def _here(device: str) -> tuple[str, Calibration, Path | None]:
     """This host's id, its ceilings measured now, and the stored baseline of its fingerprint (or None)."""
     from bench.measure.calibrate import calibrate
     from bench.measure.environment import fingerprint, host_id
@@ -118,7 +121,7 @@ def _here(device: str) -> tuple[str, dict[str, float], Path | None]:
 
 
 def main(argv: Sequence[str] | None = None, bench: Callable[[Sequence[str]], int] = _bench,
-         here: Callable[[str], tuple[str, dict[str, float], Path | None]] = _here) -> int:
+         here: Callable[[str], tuple[str, Any, Path | None]] = _here) -> int:
     """The session: decide, say which and why, run it. bench: runs `python -m bench ARGV` (tests pass their own)."""
     args = list(sys.argv[1:] if argv is None else argv)
     target = take_option(args, "--base") or (f"origin/{os.environ['GITHUB_BASE_REF']}"

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from collections.abc import Callable
 from pathlib import Path
 
+from bench.meta import RunMeta
 from bench.regress.verdicts import VERDICTS, CaseVerdict, Comparison, Summary
 from bench.results import json_safe
 
@@ -64,15 +66,19 @@ def _blocks_line(s: Summary) -> str:
                    "or move with the whole A/B")
 
 
+def _gemm(run: RunMeta) -> float:
+    return run.control_gemm() or math.nan  # set whenever the summary says it normalized or controlled
+
+
 def _context_lines(s: Summary) -> list[str]:
     lines = [_blocks_line(s) if s.method == "blocks" else _noise_line(s)]
     if s.normalized:
-        gb, gc = s.baseline.gemm_flops_per_s / 1e9, s.current.gemm_flops_per_s / 1e9
+        gb, gc = _gemm(s.baseline) / 1e9, _gemm(s.current) / 1e9
         lines.append(f"normalized: times x each run's own GEMM speed (baseline {gb:.4g}, current {gc:.4g} GFLOP/s), "
                      "i.e. compared in GEMM units")
         lines += [f"machines differ: {d}" for d in s.fingerprint_diffs]
     if s.controlled:
-        gb, gc = s.baseline.gemm_flops_per_s / 1e9, s.current.gemm_flops_per_s / 1e9
+        gb, gc = _gemm(s.baseline) / 1e9, _gemm(s.current) / 1e9
         lines.append(f"in-run control: each run's GEMM speed at its start and end (baseline {gb:.4g}, current "
                      f"{gc:.4g} GFLOP/s); a timing change must hold in seconds and in GEMM units")
     lines += [f"warning: {w}" for w in s.warnings]
@@ -158,10 +164,19 @@ def render_markdown(cmp: Comparison) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _side(run: RunMeta) -> dict:
+    """A side of the comparison in the JSON's layout (what the verdict table heads it with)."""
+    return {"run_id": run.run_id, "profile": run.profile, "complete": run.complete, "passes": run.passes,
+            "fingerprint": run.fingerprint if isinstance(run.fingerprint, dict) else None,
+            "gemm_flops_per_s": run.control_gemm()}
+
+
 def render_json(cmp: Comparison) -> str:
     s = cmp.summary
     noise = {**dataclasses.asdict(s.noise), "center_ratio": s.noise.center_ratio, "floor_ratio": s.noise.floor_ratio}
-    doc = {"result": "regression" if s.exit_code else "ok", "exit_code": s.exit_code, **dataclasses.asdict(s),
+    summary = {f.name: getattr(s, f.name) for f in dataclasses.fields(s)} | {
+        "rule": dataclasses.asdict(s.rule), "baseline": _side(s.baseline), "current": _side(s.current)}
+    doc = {"result": "regression" if s.exit_code else "ok", "exit_code": s.exit_code, **summary,
            "noise": noise, "cases": [dataclasses.asdict(v) for v in cmp.cases]}
     return json.dumps(json_safe(doc), indent=1, allow_nan=False) + "\n"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from bench.meta import RunMeta
 from bench.regress.noise import NoiseModel, Rule
 
 # by severity; "inconclusive" only from bench ab: a case's block interval straddles the threshold
@@ -29,21 +30,9 @@ class CaseVerdict:
 
 
 @dataclass(frozen=True)
-class ComparedRun:
-    """One side of a comparison as the verdict table heads it (not bench.report.load.RunInfo: a frame's run)."""
-
-    run_id: str | None
-    profile: str | None
-    complete: bool | None
-    passes: int  # how many runs a saved baseline pooled (1 for a plain run)
-    fingerprint: dict | None
-    gemm_flops_per_s: float | None
-
-
-@dataclass(frozen=True)
 class Summary:
-    baseline: ComparedRun
-    current: ComparedRun
+    baseline: RunMeta  # each side as the verdict table heads it: id, profile, passes pooled, in-run control
+    current: RunMeta
     rule: Rule
     noise: NoiseModel
     normalized: bool  # times were divided into GEMM units by each run's own calibration

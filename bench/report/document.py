@@ -21,7 +21,7 @@ from bench.report.model_section import model_summary
 from bench.report.tables import best_backends, headline_speedups
 from bench.report.traits import BASELINE
 from bench.report.units import fmt_bandwidth, fmt_bytes, fmt_flops, fmt_seconds
-from bench.report.verdict import RunFacts
+from bench.report.verdict import NO_FACTS
 
 
 @dataclass(frozen=True)
@@ -104,17 +104,14 @@ def environment(runs: list[RunInfo], frame: pd.DataFrame) -> list[Block]:
     add("written", [text(r.datetime) for r in runs])
     for key in ENV_FIELDS:
         add(key, [env_text(key, r.env.get(key)) for r in runs])
-    add("GEMM ceiling (measured)", [fmt_flops(r.calibration["gemm_flops_per_s"])
-                                    if isinstance(r.calibration.get("gemm_flops_per_s"), (int, float)) else "—"
-                                    for r in runs])
-    add("copy ceiling (measured)", [fmt_bandwidth(r.calibration["copy_bytes_per_s"])
-                                    if isinstance(r.calibration.get("copy_bytes_per_s"), (int, float)) else "—"
-                                    for r in runs])
+    add("GEMM ceiling (measured)", [fmt_flops(r.calibration.gemm_flops_per_s)
+                                    if r.calibration.gemm_flops_per_s is not None else "—" for r in runs])
+    add("copy ceiling (measured)", [fmt_bandwidth(r.calibration.copy_bytes_per_s)
+                                    if r.calibration.copy_bytes_per_s is not None else "—" for r in runs])
     rows += kernels.ceiling_rows([r.calibration for r in runs], [r.env.get("gpu_name") for r in runs])
     # a dtype this CPU has no hardware for: its cases are slow for that reason, which a reader must know
-    add("emulated dtypes (GEMM far below fp32's)", [", ".join(r.calibration.get("emulated") or []) or "none"
-                                                    for r in runs])
-    add("calibration notes", ["; ".join(r.calibration.get("notes") or []) or "—" for r in runs])
+    add("emulated dtypes (GEMM far below fp32's)", [", ".join(r.calibration.emulated) or "none" for r in runs])
+    add("calibration notes", ["; ".join(r.calibration.notes) or "—" for r in runs])
     counts = frame.groupby("run_id")["status"].agg(lambda s: f"{(s == 'ok').sum()} ok of {len(s)}")
     add("cases", [counts.get(r.run_id, "0") for r in runs])
     shown = set(ENV_FIELDS) | {"device", "profile"}
@@ -159,8 +156,8 @@ def summary(run: RunInfo, df: pd.DataFrame) -> list[Block]:
 def emulated_sentences(run: RunInfo, df: pd.DataFrame) -> list[str]:
     """Per dtype this CPU emulates: what its representative cases cost against the same shapes in fp32."""
     out = []
-    main = run.calibration.get("gemm_flops_per_s")
-    for dtype in run.calibration.get("emulated") or []:
+    main = run.calibration.gemm_flops_per_s
+    for dtype in run.calibration.emulated:
         ok = df[(df["status"] == "ok")]
         mine = ok[ok["dtype"] == dtype]
         fp32 = ok[ok["dtype"] == "fp32"].set_index("case_id")["median_s"]
@@ -169,7 +166,7 @@ def emulated_sentences(run: RunInfo, df: pd.DataFrame) -> list[str]:
             twin = str(case_id).replace(f"/{dtype}/", "/fp32/")
             if twin in fp32.index:
                 ratios.setdefault(str(backend), []).append(float(median) / float(fp32[twin]))
-        share = run.calibration.get(f"gemm_flops_per_s_{dtype}")
+        share = run.calibration.gemm_by_dtype.get(dtype)
         gemm = f" (its GEMM runs at {100 * share / main:.1f}% of fp32's)" if share and main else ""
         shown = ", ".join(f"{b} {_times(sum(r) / len(r))}" for b, r in sorted(ratios.items()))
         cost = f": against the same shapes in fp32 it took {shown} the time" if shown else ""
@@ -204,7 +201,7 @@ def figure_blocks(files: dict[str, str]) -> list[Block]:
 def claims_table(df: pd.DataFrame, run: RunInfo | None = None) -> Table:
     """One row per registered claim; where it does not hold, its reason follows the numbers."""
     rows = [[v.claim, v.verdict, v.judged_on or "–", v.numbers + (f" Why: {v.why}" if v.why else "")]
-            for v in verdicts(df, RunFacts.of(run))]
+            for v in verdicts(df, run.meta if run is not None else NO_FACTS)]
     return Table(["claim (from the tutorials)", "verdict on this run", "judged on", "the numbers behind it"], rows,
                  verdict_column=1)
 

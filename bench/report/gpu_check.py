@@ -68,7 +68,7 @@ def summary_lines(path: Path) -> list[str]:
     doc = read_run(path)
     records = doc.records()
     ok = [r for r in records if r["status"] == "ok"]
-    cal = doc.meta.calibration
+    cal = doc.meta.calibration.to_dict()  # the anchors below name the file's keys
     gpu = (doc.fingerprint or {}).get("gpu_name")
     sheet = spec_sheet(gpu)
     spec = (f"{sheet.name}, {sheet.flops_per_s / 1e12:g} TFLOP/s, {sheet.bytes_per_s / 1e12:g} TB/s ({sheet.source})"

@@ -11,6 +11,7 @@ from collections import Counter
 import pandas as pd
 
 from bench.measure.calibrate import spec_sheet
+from bench.meta import Calibration
 from bench.report.units import fmt_bandwidth, fmt_flops
 
 FAMILY = ["device", "phase", "variant", "mask", "pass", "dtype"]
@@ -65,14 +66,14 @@ def overhead_rows(df: pd.DataFrame) -> list[list[str]]:
     return rows
 
 
-def ceiling_rows(calibrations: list[dict], gpu_names: list[str | None]) -> list[list[str]]:
+def ceiling_rows(calibrations: list[Calibration], gpu_names: list[str | None]) -> list[list[str]]:
     """Environment rows: the read-only ceiling, GEMM per dtype, and the spec sheet used (name and source)."""
-    def value(cal: dict, key: str, fmt) -> str:
-        return fmt(cal[key]) if isinstance(cal.get(key), (int, float)) else "—"
+    def value(figure: float | None, fmt) -> str:
+        return fmt(figure) if figure is not None else "—"
 
-    dtypes = sorted({k.rsplit("_", 1)[1] for cal in calibrations for k in cal if k.startswith("gemm_flops_per_s_")})
-    rows = [["read-only ceiling (measured)", *[value(c, "read_bytes_per_s", fmt_bandwidth) for c in calibrations]]]
-    rows += [[f"GEMM ceiling {d} (measured)", *[value(c, f"gemm_flops_per_s_{d}", fmt_flops) for c in calibrations]]
+    dtypes = sorted({dtype for cal in calibrations for dtype in cal.gemm_by_dtype})
+    rows = [["read-only ceiling (measured)", *[value(c.read_bytes_per_s, fmt_bandwidth) for c in calibrations]]]
+    rows += [[f"GEMM ceiling {d} (measured)", *[value(c.gemm_by_dtype.get(d), fmt_flops) for c in calibrations]]
              for d in dtypes]
     sheets = [spec_sheet(name) for name in gpu_names]
     rows.append(["spec sheet (for % of spec)", *[f"{s.name}: {fmt_flops(s.flops_per_s)}, {fmt_bandwidth(s.bytes_per_s)}"

@@ -13,9 +13,10 @@ import math
 
 import pandas as pd
 
+from bench.meta import RunMeta
 from bench.report.frames import shape_keys_but
 from bench.report.load import INT_COLUMNS
-from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE, NO_FACTS, NOT_MEASURED, RunFacts, Verdict, judged, span
+from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE, NO_FACTS, NOT_MEASURED, Verdict, judged, span
 
 # What pairs an attention-alone case with its layer twin: the backend and every shape field but the scope (the one
 # thing this analysis varies), so cases that differ in any other field, one added later included, stay apart.
@@ -80,7 +81,7 @@ def _pct(x: float) -> str:
     return f"{math.floor(1000 * x) / 10:.1f}%"
 
 
-def attention_dominates(df: pd.DataFrame, run: RunFacts = NO_FACTS) -> Verdict:
+def attention_dominates(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
     """Does attention take at least half of the layer's time at the longest S measured?
 
     Per family (one geometry, dtype, mask, batch and pass), the share at each S is the median over the backends

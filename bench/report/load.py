@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from bench.meta import Calibration, RunMeta
 from bench.record import FIELDS
 from bench.results import ResultsError, read_run
 from bench.shapes import AttentionShape
@@ -65,21 +66,41 @@ REQUIRED = ("case_id", "status", "backend", "variant", "batch", "n_heads", "n_kv
 
 @dataclass(frozen=True)
 class RunInfo:
-    """What a report says about one run besides its cases."""
+    """A run as a report shows it: its RunMeta (what the run was and measured), and what the report adds: the id
+    it goes by here (the meta's, made unique in the report), the file, the machine, its environment, its cases."""
 
+    meta: RunMeta
     run_id: str
     source: str
-    profile: str | None
-    complete: bool | None
     datetime: str | None
     machine: str
     device: str
     env: dict[str, Any]
-    calibration: dict[str, Any]
     n_cases: int
-    models: dict[str, Any] = field(default_factory=dict)  # --model-config facts per model (RunMeta.models)
-    kv_measured: list[dict] = field(default_factory=list)  # measured KV caches per preset and variant
-    questions: list[dict] = field(default_factory=list)  # what the plan said of each question (RunMeta.questions)
+
+    @property
+    def profile(self) -> str | None:
+        return self.meta.profile
+
+    @property
+    def complete(self) -> bool | None:
+        return self.meta.complete
+
+    @property
+    def calibration(self) -> Calibration:
+        return self.meta.calibration
+
+    @property
+    def models(self) -> dict[str, Any]:  # --model-config facts per model
+        return self.meta.model_facts()
+
+    @property
+    def kv_measured(self) -> list[dict]:  # measured KV caches per preset and variant
+        return self.meta.kv_caches()
+
+    @property
+    def questions(self) -> list[dict]:  # what the plan said of each question
+        return self.meta.question_notes()
 
 
 @dataclass
@@ -189,20 +210,15 @@ def read_results(path: str | Path, run_id: str | None = None) -> tuple[pd.DataFr
     run = {
         "run_id": run_id, "machine": str(machine or "unknown machine"), "device": device,
         "profile": meta.profile,
-        "gemm_flops_per_s": _number(path, "-", "gemm_flops_per_s", calibration.get("gemm_flops_per_s")),
-        "copy_bytes_per_s": _number(path, "-", "copy_bytes_per_s", calibration.get("copy_bytes_per_s")),
+        "gemm_flops_per_s": _number(path, "-", "gemm_flops_per_s", calibration.gemm_flops_per_s),
+        "copy_bytes_per_s": _number(path, "-", "copy_bytes_per_s", calibration.copy_bytes_per_s),
         "device_memory_bytes": _number(path, "-", "device_memory_bytes", env.get("device_memory_bytes")),
         "run_datetime": str(doc.datetime) if doc.datetime else None, "source": str(path),
     }
     rows = [_row(path, rec, run) for rec in doc.records()]
     frame = tidy(rows)
-    info = RunInfo(run_id=run_id, source=str(path), profile=meta.profile, complete=meta.complete,
-                   datetime=run["run_datetime"], machine=run["machine"], device=device, env=env,
-                   calibration=dict(calibration), n_cases=len(frame),
-                   models=meta.models if isinstance(meta.models, dict) else {},
-                   kv_measured=meta.kv_measured if isinstance(meta.kv_measured, list) else [],
-                   questions=[q for q in meta.questions or [] if isinstance(q, dict)]
-                   if isinstance(meta.questions, list) else [])
+    info = RunInfo(meta=meta, run_id=run_id, source=str(path), datetime=run["run_datetime"], machine=run["machine"],
+                   device=device, env=env, n_cases=len(frame))
     return frame, info
 
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import pandas as pd
 
+from bench.meta import RunMeta
 from bench.report.frames import ok_rows, serving_rows, shape_keys_but
 from bench.report.traits import PAGED_KERNELS
-from bench.report.verdict import FAILS, HOLDS, NO_FACTS, NOT_MEASURED, RunFacts, Verdict, noisy_note
+from bench.report.verdict import FAILS, HOLDS, NO_FACTS, NOT_MEASURED, Verdict, noisy_note
 
 # vLLM's paper measured its paged attention kernel 20-26% slower than a contiguous one: the claim's bound.
 PAGING_CLAIM = 1.3
@@ -41,7 +42,7 @@ def paged_vs_contiguous(df: pd.DataFrame) -> pd.DataFrame:
     return merged
 
 
-def paging_cost(df: pd.DataFrame, run: RunFacts = NO_FACTS) -> Verdict:
+def paging_cost(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
     """The claim: a paged KV cache costs little against a contiguous one, for backends with a real paged kernel
     (PAGED_KERNELS: their paged layout reads the pages in place instead of gathering them)."""
     claim = f"Paging the KV cache costs little: a paged decode step within {PAGING_CLAIM:g}× of a contiguous one " \

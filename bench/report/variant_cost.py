@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import pandas as pd
 
+from bench.meta import RunMeta
 from bench.report.frames import attention_rows, dense_rows, geomean, ok_rows, shape_keys_but
 from bench.report.traits import ALL_VARIANT_KERNELS
-from bench.report.verdict import FAILS, HOLDS, NO_FACTS, NOT_MEASURED, RunFacts, Verdict, noisy_note
+from bench.report.verdict import FAILS, HOLDS, NO_FACTS, NOT_MEASURED, Verdict, noisy_note
 
 VARIANT_TOLERANCE = 1.3  # "within 1.3x of plain causal": attention-gym's score_mod overheads are of this order
 CLAIM = (f"Fused kernels that take every variant run score and mask variants within {VARIANT_TOLERANCE}× of "
@@ -47,7 +48,7 @@ def variant_costs(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def variants_within(df: pd.DataFrame, run: RunFacts = NO_FACTS) -> Verdict:
+def variants_within(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
     """Per backend among ALL_VARIANT_KERNELS and per variant, the geometric mean of variant / plain causal time over
     the sizes run; holds when every one is within VARIANT_TOLERANCE."""
     costs = variant_costs(df)

@@ -1,7 +1,7 @@
 """What a claim returns: one frozen Verdict, and the four words a verdict can be.
 
-A claim is one function `(frame, run) -> Verdict` (the registry is bench.report.claims); `run` carries what a
-claim may read about its run beyond the frame.
+A claim is one function `(frame, run) -> Verdict` (the registry is bench.report.claims); `run` is the run's
+bench.meta.RunMeta: what a claim may read about its run beyond the frame (the KV caches measured at its start).
 """
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
+
+from bench.meta import RunMeta
 
 HOLDS, FAILS, NOT_MEASURED = "holds", "does not hold", "not measured"
 # measured, but on data that cannot decide it (lengths stopping short of where it would be decided): the numbers
@@ -38,19 +40,7 @@ class Verdict:
                 "detail": list(self.detail), "judged_on": self.judged_on}
 
 
-@dataclass(frozen=True)
-class RunFacts:
-    """What a claim may read about its run besides the frame (a slice of bench.report.load.RunInfo)."""
-
-    kv_measured: tuple[dict[str, Any], ...] = ()  # KV caches allocated and measured at the run's start
-
-    @classmethod
-    def of(cls, run: Any) -> RunFacts:
-        """From a RunInfo (or anything with its attributes); None -> no facts."""
-        return cls(kv_measured=tuple(getattr(run, "kv_measured", None) or ()))
-
-
-NO_FACTS = RunFacts()
+NO_FACTS = RunMeta()  # a claim judged on a frame alone: nothing known of its run (read only, never filled in)
 
 
 def noisy_note(rows: pd.DataFrame) -> str:

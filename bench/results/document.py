@@ -27,53 +27,16 @@ from __future__ import annotations
 
 import copy
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 from bench.errors import InputError
+from bench.meta import SCHEMA, RunMeta  # RunMeta lives low (bench.meta): the report and compare hold it too
 from bench.status import STATUSES
-
-SCHEMA = 1
 
 
 class ResultsError(InputError):
     """A results file that cannot be used; the message names the file and what is wrong."""
-
-
-@dataclass
-class RunMeta:
-    """The run's own section (`attnbench`): what the run was and what it measured of the machine."""
-
-    schema: int = SCHEMA
-    run_id: str | None = None
-    profile: str | None = None
-    sweep_id: str | None = None
-    complete: bool | None = False
-    axes: dict | None = None
-    cases: int | None = None  # cases of the sweep (or shard), finished or not
-    calibration: dict = field(default_factory=dict)  # this machine's ceilings at the start of the run
-    calibration_end: dict | None = None  # and at its end: the regression check's in-run control
-    fingerprint: dict | None = None  # what must match for two runs' times to be comparable
-    models: dict | None = None  # --model-config: per model, its layers per attention kind and KV bytes per token
-    kv_measured: list | None = None  # KV caches of the presets as MHA/GQA/MQA, bytes measured by the allocator
-    baseline: dict | None = None  # set when pooled from several runs (bench.regress.baseline)
-    shards: list | None = None  # set when merged from shards
-    devices: list | None = None  # bench run --devices: the (alike) devices whose workers ran the cases
-    questions: list | None = None  # under a time budget: what the plan said of each question before the first case
-    other: dict = field(default_factory=dict)  # keys of other versions, kept as they were
-
-    @classmethod
-    def from_dict(cls, d: dict) -> RunMeta:
-        known = {f.name for f in fields(cls)} - {"other"}
-        kwargs = {k: copy.deepcopy(v) for k, v in d.items() if k in known}
-        if not isinstance(kwargs.get("calibration"), dict):
-            kwargs["calibration"] = {}
-        return cls(**kwargs, other={k: copy.deepcopy(v) for k, v in d.items() if k not in known | {"untimed"}})
-
-    def to_dict(self) -> dict:
-        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "other"}
-        out = {k: v for k, v in out.items() if v is not None or k in ("run_id", "profile", "sweep_id", "complete")}
-        return out | self.other
 
 
 @dataclass
@@ -147,9 +110,7 @@ class RunDocument:
 
     def control_gemm(self) -> float | None:
         """The in-run control: GEMM FLOP/s, the geometric mean of the start and end calibrations."""
-        values = [(c or {}).get("gemm_flops_per_s") for c in (self.meta.calibration, self.meta.calibration_end)]
-        values = [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v) and v > 0]
-        return math.exp(sum(map(math.log, values)) / len(values)) if values else None
+        return self.meta.control_gemm()
 
 
 _TOP_KEYS = {"machine_info", "commit_info", "benchmarks", "datetime", "version", "attnbench"}

@@ -10,6 +10,7 @@ sides, pooled baselines) builds them here.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Mapping
 from typing import Any
 
 from pytest_benchmark.stats import Stats
@@ -34,13 +35,13 @@ def stats_entry(stats: Stats, iterations: int = 1) -> dict[str, Any]:
     return stats.as_dict() | {"data": list(stats.data), "iterations": iterations}
 
 
-def group_of(record: dict[str, Any]) -> str:
+def group_of(record: Mapping[str, Any]) -> str:
     """pytest-benchmark's group of a case: cases that differ only in backend compare side by side."""
     return (f"{record['phase']} {record['pass']} {record['dtype']} {record['mask']} q{record['seq_q']} "
             f"kv{record['seq_kv']} d{record['head_dim']}")
 
 
-def case_entry(record: dict[str, Any], samples: list[float] | None = None, *, name: str | None = None,
+def case_entry(record: Mapping[str, Any], samples: list[float] | None = None, *, name: str | None = None,
                group: str | None = None) -> dict[str, Any]:
     """The entry of one case: timed when it has samples (status ok), else with "stats": None."""
     case_id = record["case_id"]

@@ -12,6 +12,7 @@ Every document must be of the same sweep on the same kind of machine; what diffe
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 import statistics
 from datetime import datetime, timezone
@@ -120,9 +121,10 @@ def merge_passes(docs: list[RunDocument | dict], labels: list[str] | None = None
             gemm_of.setdefault(_case_id(entry), []).append(doc.control_gemm())
     merged.replace_entries([_pool(entries, gemm_of[cid]) if len(docs) > 1 else copy.deepcopy(entries[0])
                             for cid, entries in by_case.items()])
-    gemms = [d.meta.calibration.get("gemm_flops_per_s") for d in docs]
-    if len(docs) > 1 and all(isinstance(g, (int, float)) and math.isfinite(g) for g in gemms):
-        merged.meta.calibration["gemm_flops_per_s"] = statistics.median(gemms)
+    gemms = [d.meta.calibration.gemm_flops_per_s for d in docs]
+    if len(docs) > 1 and all(g is not None and math.isfinite(g) for g in gemms):
+        median = statistics.median(gemms)
+        merged.meta.calibration = dataclasses.replace(merged.meta.calibration, gemm_flops_per_s=median)
     merged.meta.baseline = {"passes": len(docs), "run_ids": [d.meta.run_id for d in docs],
                             "saved": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     return merged

@@ -21,6 +21,7 @@ import random
 from dataclasses import dataclass
 
 from bench.backends.base import PAGED_LAYOUTS, RAGGED_LAYOUTS, Backend
+from bench.case import shape_kind
 from bench.masks import visible_pairs
 from bench.metrics import ELEMENT_BYTES
 from bench.shapes import AttentionShape
@@ -29,8 +30,8 @@ SEED = 0
 
 
 def is_serving(shape: AttentionShape) -> bool:
-    """A serving batch (ragged lengths, mixed or paged) rather than a dense one."""
-    return shape.lengths is not None or shape.page_size is not None
+    """A serving batch (ragged lengths, mixed or paged) rather than a dense one (bench.case holds the rule)."""
+    return shape_kind(shape) == "serving"
 
 
 def draw_lengths(distribution: str, count: int, total: int, minimum: int = 1, seed: int = SEED) -> list[int]:

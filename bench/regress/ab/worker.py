@@ -5,7 +5,7 @@ bench` is that revision's code. This file comes from the current tree (the revis
 nothing of attnbench at module level and relies only on this interface of the revision it measures:
 
   bench.engine.options.plan(values)           -> .cases (each with .id), .device, .threads, .sweep.budget_s
-  bench.measure.calibrate.calibrate(device)   -> {"gemm_flops_per_s", "copy_bytes_per_s"}
+  bench.measure.calibrate.calibrate(device)   -> a Calibration (older revisions: {"gemm_flops_per_s", ...})
   bench.measure.environment.fingerprint(device), .git_commit()
   bench.engine.session.Session(plan, budget_s=..., say=...) .open(calibration=...) .measure(case) -> record, entry
   or, in revisions before the session, bench.engine.runner.Runner(calibration, budget_s=...).run(case) -> .record,
@@ -117,13 +117,15 @@ def _plan(api: dict, request: dict, state: dict) -> dict:
             state["engine"] = getattr(session, "runner", None)
         else:  # a revision from before the session: its Runner
             runner = api["Runner"](calibration, budget_s=budget)
-            state["runner"] = lambda case: (lambda o: (o.record, list(o.samples)))(runner.run(case))
+            state["runner"] = lambda case: (lambda o: (dict(o.record), list(o.samples)))(runner.run(case))
     except TypeError as err:
         _fatal(state["out"], f"the revision's engine does not take (plan or calibration, budget_s=...): {err}")
     state["cases"] = {c.id: c for c in plan.cases}
     state["timer"] = _retimer(state.get("engine"), plan.device, budget)
     return {"ok": True, "retime": state["timer"] is not None, "cases": list(state["cases"]), "device": plan.device,
-            "fingerprint": api["fingerprint"](plan.device), "calibration": calibration,
+            "fingerprint": api["fingerprint"](plan.device),
+            # a bench.meta.Calibration, or an older revision's dict: the pipe carries the file's form
+            "calibration": calibration.to_dict() if hasattr(calibration, "to_dict") else calibration,
             "commit": api["git_commit"](), "bench_file": state["bench_dir"], "budget_s": budget,
             "threads": torch.get_num_threads() if torch is not None else None}
 
@@ -170,7 +172,7 @@ def _retimer(engine, device: str, budget_s: float):
 
 def _from_session(session, case) -> tuple[dict, list[float]]:
     record, entry = session.measure(case)
-    return record, list((entry.get("stats") or {}).get("data") or [])
+    return dict(record), list((entry.get("stats") or {}).get("data") or [])  # a Record, or an older revision's dict
 
 
 def main() -> None:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import pandas as pd
 
+from bench.meta import RunMeta
 from bench.report.claims.decode import expanding_decode_speedup, fused_decode_speedup, mla_decode_step
 from bench.report.claims.heads import heads_free_lunch
 from bench.report.claims.kv_cache import kv_cache_shrink
@@ -19,9 +20,9 @@ from bench.report.layer_share import attention_dominates
 from bench.report.serving import paging_cost
 from bench.report.tables import best_backends
 from bench.report.variant_cost import variants_within
-from bench.report.verdict import RunFacts, Verdict
+from bench.report.verdict import Verdict
 
-Claim = Callable[[pd.DataFrame, RunFacts], Verdict]
+Claim = Callable[[pd.DataFrame], Verdict]
 
 # In report order.
 CLAIMS: tuple[Claim, ...] = (
@@ -37,14 +38,14 @@ CLAIMS: tuple[Claim, ...] = (
 )
 
 
-def verdicts(df: pd.DataFrame, run: RunFacts) -> list[Verdict]:
+def verdicts(df: pd.DataFrame, run: RunMeta) -> list[Verdict]:
     """Every claim's verdict on one run."""
     return [claim(df, run) for claim in CLAIMS]
 
 
 def evaluate_claims(df: pd.DataFrame, kv_measured: list[dict] | None = None) -> list[dict]:
     """verdicts() as plain dicts (claim, verdict, numbers, why, detail): `bench run`'s summary reads these."""
-    return [v.as_dict() for v in verdicts(df, RunFacts(kv_measured=tuple(kv_measured or ())))]
+    return [v.as_dict() for v in verdicts(df, RunMeta(kv_measured=list(kv_measured or [])))]
 
 
 __all__ = ["CLAIMS", "Claim", "best_backends", "evaluate_claims", "verdicts"]

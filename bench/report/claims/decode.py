@@ -13,6 +13,7 @@ import math
 
 import pandas as pd
 
+from bench.meta import RunMeta
 from bench.record import LATER_SHAPE_KEYS
 from bench.report.frames import dense_rows, ok_rows
 from bench.report.traits import EXPANDING, FAMILY_NAMES, FUSED, kv_family
@@ -22,7 +23,6 @@ from bench.report.verdict import (
     INCONCLUSIVE,
     NO_FACTS,
     NOT_MEASURED,
-    RunFacts,
     Verdict,
     judged,
     noisy_note,
@@ -132,12 +132,12 @@ def _judge(df: pd.DataFrame, family: str) -> Verdict:
                    tuple(detail), judged_on=on)
 
 
-def fused_decode_speedup(df: pd.DataFrame, run: RunFacts = NO_FACTS) -> Verdict:
+def fused_decode_speedup(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
     """Fused (tiled) kernels read each KV head once: the family the tutorials' claim is about."""
     return _judge(df, FUSED)
 
 
-def expanding_decode_speedup(df: pd.DataFrame, run: RunFacts = NO_FACTS) -> Verdict:
+def expanding_decode_speedup(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
     """Materialising kernels repeat K/V to Hq heads: the claim is not expected to hold for them."""
     return _judge(df, EXPANDING)
 
@@ -146,7 +146,7 @@ MLA_CLAIM = "MLA decodes at least as fast as GQA/MQA (one latent read for all he
 MLA_KEYS = ["backend", "dtype", "batch", "n_heads", "seq_q", "seq_kv", "mask", "pass"]
 
 
-def mla_decode_step(df: pd.DataFrame, run: RunFacts = NO_FACTS) -> Verdict:
+def mla_decode_step(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
     """MLA's absorbed decode step against the GQA and MQA steps of the same backend, Hq, batch and context (their
     head dim = MLA's v_head_dim, the width it was scaled from): ratio = their time / MLA's. Holds when MLA's step
     is at least as fast as GQA's at the longest context (median over backends). Says where MLA's step sits: its

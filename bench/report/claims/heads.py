@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from bench.meta import RunMeta
 from bench.record import LATER_SHAPE_KEYS
 from bench.report.frames import dense_rows, ok_rows
 from bench.report.verdict import (
@@ -12,7 +13,6 @@ from bench.report.verdict import (
     INCONCLUSIVE,
     NO_FACTS,
     NOT_MEASURED,
-    RunFacts,
     Verdict,
     judged,
     noisy_note,
@@ -25,7 +25,7 @@ MIN_HEADS = 4  # head counts that make a sweep: fewer cannot tell a trend from t
 COMMAND = "python -m bench run --profile heads"
 
 
-def heads_free_lunch(df: pd.DataFrame, run: RunFacts = NO_FACTS) -> Verdict:
+def heads_free_lunch(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
     """At fixed d_model, FLOPs do not depend on the head count; does the time not either?"""
     ok = ok_rows(dense_rows(df))
     ok = ok[(ok["phase"] == "prefill") & (ok["variant"] == "mha")]

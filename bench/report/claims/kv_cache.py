@@ -6,17 +6,18 @@ import math
 
 import pandas as pd
 
-from bench.report.verdict import FAILS, HOLDS, NO_FACTS, NOT_MEASURED, RunFacts, Verdict
+from bench.meta import RunMeta
+from bench.report.verdict import FAILS, HOLDS, NO_FACTS, NOT_MEASURED, Verdict
 
 CLAIM = "GQA/MQA shrink the KV cache by Hq/Hkv"
 
 
-def kv_cache_shrink(df: pd.DataFrame, run: RunFacts = NO_FACTS) -> Verdict:
+def kv_cache_shrink(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
     """Hq/Hkv from KV caches really allocated and measured at the run's start (each preset as MHA, its own grouping
     and MQA: RunMeta.kv_measured), not from the formula on both sides, which could not fail. An MLA preset is
     measured as MLA beside its MHA and MQA twins at the same Hq: its expected ratio is Hq x (D_qk + D_v) /
     (rank + rope), the elements per token and layer (kv_elements) of each."""
-    kv_measured = list(run.kv_measured)
+    kv_measured = run.kv_caches()
     if not kv_measured:
         return Verdict(CLAIM, NOT_MEASURED, "this run measured no KV cache allocations (runs of attnbench from "
                        "before they were measured); run any profile again")

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import pandas as pd
 
+from bench.meta import RunMeta
 from bench.record import LATER_SHAPE_KEYS
 from bench.report.frames import dense_rows, fit_exponent, ok_rows
 from bench.report.traits import FLASH_STYLE, MATERIALISING
-from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE, NO_FACTS, NOT_MEASURED, RunFacts, Verdict, judged, span
+from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE, NO_FACTS, NOT_MEASURED, Verdict, judged, span
 
 CLAIM = "The naive score matrix costs O(S²) memory; flash-style kernels cost O(S)"
 QUADRATIC_MIN, LINEAR_MAX = 1.7, 1.3  # fitted exponents that count as ~S^2 and ~S
 
 
-def memory_scaling(df: pd.DataFrame, run: RunFacts = NO_FACTS) -> Verdict:
+def memory_scaling(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
     """Fit peak memory ∝ S^k per backend over prefill lengths: ~2 for the score matrix, ~1 for flash-style."""
     ok = ok_rows(dense_rows(df))
     ok = ok[(ok["phase"] == "prefill") & (ok["peak_mem_bytes"].astype("float64") > 0)]

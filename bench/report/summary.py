@@ -1,19 +1,20 @@
 """The few lines `bench run` ends with: statuses, the best backend per shape family, the claims' verdicts, and
-where the results and the report are; and, with --tables, a table of every case."""
+where the results and the report are; and, with --tables, a table of every case. Part of the report (it reads the
+results as the report does): the command calls it once the run is over, so the engine never loads the report."""
 
 from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
 
+from bench.report.claims import best_backends, evaluate_claims
+from bench.report.load import read_results
+from bench.results import read_run
+from bench.results.entry import group_of
 from bench.status import STATUSES
 
 
 def summary_lines(results: Path, report: Path | None = None) -> list[str]:
-    # imported here: pandas loads once the sweep is over, not before it
-    from bench.report.claims import best_backends, evaluate_claims
-    from bench.report.load import read_results
-
     frame, info = read_results(results)
     counts = Counter(frame["status"])
     lines = ["", f"== {info.n_cases} cases: " + ", ".join(f"{counts[s]} {s}" for s in STATUSES if counts[s])
@@ -38,9 +39,6 @@ def summary_lines(results: Path, report: Path | None = None) -> list[str]:
 def table_lines(results: Path) -> list[str]:
     """Every case, grouped as pytest-benchmark groups them (cases differing only in backend side by side): median,
     IQR and rounds of the timed ones, the status of the others."""
-    from bench.results import read_run
-    from bench.results.entry import group_of
-
     by_group: dict[str, list[dict]] = {}
     for rec in read_run(results).records():
         by_group.setdefault(group_of(rec), []).append(rec)

@@ -1,0 +1,57 @@
+"""A case: one backend on one shape, phase, pass and device; its stable id and its kind, decided here only.
+
+Low in the package (it imports bench.shapes alone) so that every layer can hold a real Case: the kinds, the
+record, the engine, the report. bench.engine.sweeps re-exports it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Literal
+
+from bench.shapes import CLASSIC_FIELDS, AttentionShape
+
+KindName = Literal["serving", "layer", "mla", "dense"]  # bench.kinds holds each kind's code under its name
+
+
+def shape_kind(shape: AttentionShape) -> KindName:
+    """The one rule for which kind of case a shape is: a serving batch (ragged lengths or a paged cache), a whole
+    layer, MLA, else dense attention."""
+    if shape.lengths is not None or shape.page_size is not None:
+        return "serving"
+    if shape.scope == "layer":
+        return "layer"
+    if shape.mla_form is not None:
+        return "mla"
+    return "dense"
+
+
+@dataclass(frozen=True)
+class Case:
+    backend: str
+    shape: AttentionShape
+    phase: str  # prefill: Sq == Skv; decode: Sq (1, or a few for speculative decoding) against the cache
+    pass_: str  # fwd | fwd+bwd
+    device: str
+
+    @property
+    def id(self) -> str:
+        s = self.shape
+        extra = "".join(f"-{f.name}={getattr(s, f.name)}" for f in dataclasses.fields(s)
+                        if f.name not in CLASSIC_FIELDS and getattr(s, f.name) != f.default)
+        return (f"{self.backend}/{s.variant}/b{s.batch}-hq{s.n_heads}-hkv{s.n_kv_heads}-q{s.seq_q}-kv{s.seq_kv}"
+                f"-d{s.head_dim}{extra}/{s.dtype}/{s.mask_label}/{self.phase}/{self.pass_}/{self.device}")
+
+    @property
+    def kind(self) -> KindName:
+        return shape_kind(self.shape)
+
+    def to_dict(self) -> dict[str, object]:
+        """The plain form a worker process is sent (bench.engine.worker)."""
+        return {"backend": self.backend, "shape": dataclasses.asdict(self.shape), "phase": self.phase,
+                "pass_": self.pass_, "device": self.device}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Case:
+        return cls(d["backend"], AttentionShape(**d["shape"]), d["phase"], d["pass_"], d["device"])

@@ -1,0 +1,86 @@
+"""Where a run's cases run, behind one interface (Executor) so the session never asks which: in this process
+(InProcess, the engine's Runner) or in a worker process with a time limit per case (bench.engine.isolate.Isolated).
+
+Both measure the machine where the cases run (the ceilings, the presets' KV caches: on CUDA the same process, one
+context) and both hand back the Runner's Outcome.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from bench.case import Case
+from bench.meta import Calibration
+
+if TYPE_CHECKING:  # the runner imports torch: loaded when a run starts, not when the CLI does
+    from bench.engine.runner import Outcome, Runner
+
+
+@dataclass(frozen=True)
+class RunnerSetup:
+    """What a Runner is built from: the run's ceilings, the GPU (for its spec sheet), the per-case timing budget,
+    where --trace writes, and torch's CPU threads."""
+
+    calibration: Calibration
+    gpu_name: str | None
+    budget_s: float
+    trace_dir: str | None
+    threads: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"calibration": self.calibration.to_dict(), "gpu_name": self.gpu_name, "budget_s": self.budget_s,
+                "trace_dir": self.trace_dir, "threads": self.threads}
+
+
+class Executor(Protocol):
+    def calibrate(self, device: str, dtypes: tuple[str, ...]) -> Calibration:
+        """This machine's GEMM and copy ceilings (bench.measure.calibrate), measured where the cases run."""
+        ...
+
+    def kv_measured(self, device: str) -> list[dict[str, Any]]:
+        """The presets' KV caches allocated and measured (bench.models.kvcache)."""
+        ...
+
+    def start(self, setup: RunnerSetup) -> None:
+        """Ready to run cases: the Runner built (in a worker: each fresh worker builds one)."""
+        ...
+
+    def run(self, case: Case, timeout_s: float | None) -> Outcome:
+        """One case's outcome; timeout_s is honoured where a case can be stopped (a worker)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class InProcess:
+    """Cases in this process: fastest, nothing to start, but a hang or a crash is the run's."""
+
+    def __init__(self) -> None:
+        self.runner: Runner | None = None  # `bench profile` reads the last call and its timing from it
+
+    def calibrate(self, device: str, dtypes: tuple[str, ...]) -> Calibration:
+        from bench.measure.calibrate import calibrate
+
+        return Calibration.of(calibrate(device, dtypes))
+
+    def kv_measured(self, device: str) -> list[dict[str, Any]]:
+        from bench.models.kvcache import measured_presets
+
+        return measured_presets(device)
+
+    def start(self, setup: RunnerSetup) -> None:
+        from pathlib import Path
+
+        from bench.engine.runner import Runner
+
+        self.runner = Runner(setup.calibration, setup.gpu_name, budget_s=setup.budget_s,
+                             trace_dir=Path(setup.trace_dir) if setup.trace_dir else None)
+
+    def run(self, case: Case, timeout_s: float | None) -> Outcome:
+        assert self.runner is not None, "start() first"
+        return self.runner.run(case)  # nothing in-process can stop a case: timeout_s is the worker's
+
+    def close(self) -> None:
+        pass
+

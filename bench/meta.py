@@ -1,0 +1,147 @@
+"""What a run records about itself beside its cases: the machine's ceilings (Calibration) and the run's metadata
+(RunMeta, the results file's `attnbench` section). Plain typed values, read and written as dicts only at the
+file's (and the worker pipe's) edge; low in the package and free of torch, so every layer can hold them.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+GEMM_PREFIX = "gemm_flops_per_s_"  # a GEMM ceiling per dtype is stored under this prefix and the dtype's name
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """This machine's ceilings, measured in the run (bench.measure.calibrate) or taken from a spec sheet.
+
+    gemm_flops_per_s is the device's main dtype (fp32 on CPU, bf16 on CUDA), the regression check's in-run control;
+    gemm_by_dtype the GEMM ceiling in each dtype the sweep uses. Every figure may be absent in an old or pooled
+    file (None), never in a run's own."""
+
+    gemm_flops_per_s: float | None = None
+    copy_bytes_per_s: float | None = None
+    read_bytes_per_s: float | None = None  # a read-only sum: the ceiling a read-mostly decode step is judged against
+    gemm_by_dtype: Mapping[str, float] = field(default_factory=dict)
+    emulated: tuple[str, ...] = ()  # dtypes this CPU has no hardware path for (GEMM far below the main dtype's)
+    notes: tuple[str, ...] = ()  # what was measured otherwise than planned
+    other: Mapping[str, Any] = field(default_factory=dict)  # keys of other versions, kept as they were
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "gemm_by_dtype", dict(self.gemm_by_dtype))  # a copy: the caller's stays theirs
+        object.__setattr__(self, "emulated", tuple(self.emulated))
+        object.__setattr__(self, "notes", tuple(self.notes))
+
+    def gemm(self, dtype: str | None = None) -> float | None:
+        """The GEMM ceiling in `dtype`, else the main dtype's."""
+        return self.gemm_by_dtype.get(dtype or "") or self.gemm_flops_per_s
+
+    @classmethod
+    def of(cls, value: Calibration | Mapping[str, Any] | None) -> Calibration:
+        """A Calibration from either form (callers and old revisions hand over the file's dict)."""
+        if isinstance(value, Calibration):
+            return value
+        return cls.from_dict(value or {})
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Calibration:
+        def number(key: str) -> float | None:
+            value = d.get(key)
+            return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+        named = {"gemm_flops_per_s", "copy_bytes_per_s", "read_bytes_per_s", "emulated", "notes"}
+        gemms = {k[len(GEMM_PREFIX):]: float(v) for k, v in d.items()
+                 if k.startswith(GEMM_PREFIX) and isinstance(v, (int, float)) and not isinstance(v, bool)}
+        return cls(number("gemm_flops_per_s"), number("copy_bytes_per_s"), number("read_bytes_per_s"), gemms,
+                   tuple(d.get("emulated") or ()), tuple(d.get("notes") or ()),
+                   {k: copy.deepcopy(v) for k, v in d.items() if k not in named and not k.startswith(GEMM_PREFIX)})
+
+    def to_dict(self) -> dict[str, Any]:
+        """The file's layout: gemm_flops_per_s, copy_bytes_per_s, read_bytes_per_s, gemm_flops_per_s_<dtype>,
+        emulated, notes (absent figures left out)."""
+        out: dict[str, Any] = {k: v for k, v in (("gemm_flops_per_s", self.gemm_flops_per_s),
+                                                 ("copy_bytes_per_s", self.copy_bytes_per_s),
+                                                 ("read_bytes_per_s", self.read_bytes_per_s)) if v is not None}
+        out |= {GEMM_PREFIX + dtype: v for dtype, v in self.gemm_by_dtype.items()}
+        out |= {"emulated": list(self.emulated), "notes": list(self.notes)} | dict(self.other)
+        return out
+
+    def __bool__(self) -> bool:
+        """Whether anything was measured (an old or broken file's section may hold nothing)."""
+        return any(v is not None for v in (self.gemm_flops_per_s, self.copy_bytes_per_s, self.read_bytes_per_s)) \
+            or bool(self.gemm_by_dtype)
+
+
+
+SCHEMA = 1
+
+
+@dataclass
+class RunMeta:
+    """The run's own section (`attnbench`): what the run was and what it measured of the machine. The one run
+    metadata type: the results store writes it, compare heads its verdict table with it, the report's RunInfo and
+    the claims read it."""
+
+    schema: int = SCHEMA
+    run_id: str | None = None
+    profile: str | None = None
+    sweep_id: str | None = None
+    complete: bool | None = False
+    axes: dict | None = None
+    cases: int | None = None  # cases of the sweep (or shard), finished or not
+    calibration: Calibration = field(default_factory=Calibration)  # this machine's ceilings at the start of the run
+    calibration_end: Calibration | None = None  # and at its end: the regression check's in-run control
+    fingerprint: dict | None = None  # what must match for two runs' times to be comparable
+    models: dict | None = None  # --model-config: per model, its layers per attention kind and KV bytes per token
+    kv_measured: list | None = None  # KV caches of the presets as MHA/GQA/MQA, bytes measured by the allocator
+    baseline: dict | None = None  # set when pooled from several runs (bench.regress.baseline)
+    shards: list | None = None  # set when merged from shards
+    devices: list | None = None  # bench run --devices: the (alike) devices whose workers ran the cases
+    questions: list | None = None  # under a time budget: what the plan said of each question before the first case
+    other: dict = field(default_factory=dict)  # keys of other versions, kept as they were
+
+    def __post_init__(self) -> None:  # callers (and tests) may hand the file's dicts
+        self.calibration = Calibration.of(self.calibration)
+        if self.calibration_end is not None:
+            self.calibration_end = Calibration.of(self.calibration_end)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> RunMeta:
+        known = {f.name for f in fields(cls)} - {"other"}
+        kwargs = {k: copy.deepcopy(v) for k, v in d.items() if k in known}
+        if not isinstance(kwargs.get("calibration"), dict):
+            kwargs["calibration"] = {}
+        if not isinstance(kwargs.get("calibration_end"), dict):
+            kwargs.pop("calibration_end", None)
+        return cls(**kwargs, other={k: copy.deepcopy(v) for k, v in d.items() if k not in known | {"untimed"}})
+
+    def to_dict(self) -> dict:
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "other"}
+        out["calibration"] = self.calibration.to_dict()
+        out["calibration_end"] = self.calibration_end.to_dict() if self.calibration_end is not None else None
+        out = {k: v for k, v in out.items() if v is not None or k in ("run_id", "profile", "sweep_id", "complete")}
+        return out | self.other
+
+    @property
+    def passes(self) -> int:
+        """How many runs a saved baseline pooled (1 for a plain run)."""
+        return int((self.baseline or {}).get("passes") or 1)
+
+    def control_gemm(self) -> float | None:
+        """The in-run control: GEMM FLOP/s, the geometric mean of the start and end calibrations."""
+        values = [c.gemm_flops_per_s for c in (self.calibration, self.calibration_end) if c is not None]
+        values = [v for v in values if v is not None and math.isfinite(v) and v > 0]
+        return math.exp(sum(map(math.log, values)) / len(values)) if values else None
+
+    # what the report reads, each checked once here: an old or hand-edited file may hold anything
+    def model_facts(self) -> dict[str, Any]:
+        return self.models if isinstance(self.models, dict) else {}
+
+    def kv_caches(self) -> list[dict]:
+        return [kv for kv in self.kv_measured if isinstance(kv, dict)] if isinstance(self.kv_measured, list) else []
+
+    def question_notes(self) -> list[dict]:
+        return [q for q in self.questions if isinstance(q, dict)] if isinstance(self.questions, list) else []
