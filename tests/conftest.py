@@ -6,16 +6,46 @@ A group is one test function's cases that cannot run on this machine for one rea
 (its `devices` trait: sdpa-efficient on the CPU). Each group shows as one skip, its reason
 saying how many cases it stands for; the others are deselected, so a CPU run prints no wall of `s` and a GPU run
 still runs every case. Folding happens after -k and -m, so the counts are of the cases selected.
+
+The machine's ceilings and the presets' KV caches are measured once per test run (ATTNBENCH_REUSE_CEILINGS, read by
+bench.measure.calibrate.reused): the first `bench run` of the run measures them, in-process or in a subprocess,
+every later one reads them back, so the suite's many runs do not each spend seconds (tens, loaded) measuring.
+A test that wants them measured afresh deletes the variable (monkeypatch.delenv).
+
+Under pytest-xdist (`nox -s tests` runs one worker per core) each worker's torch, and every process it starts
+(OMP_NUM_THREADS), gets an even share of the cores (one each with -n auto): workers that each start a thread per
+core oversubscribe the machine, and torch's threads then spin waiting for each other (the float64 matrix ran 10x
+slower so on a loaded 2-core machine). The serial part (the tests that time things) keeps torch's default.
 """
 
 from __future__ import annotations
+
+import os
 
 import pytest
 import torch
 
 from bench.backends import BACKENDS
+from bench.measure.calibrate import REUSE_ENV
+from tests.shared import shared_root
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 0)  # set in an xdist worker only
+    if workers > 1:
+        threads = max(1, len(os.sched_getaffinity(0)) // workers)
+        torch.set_num_threads(threads)
+        os.environ["OMP_NUM_THREADS"] = str(threads)  # the `bench run`s and workers it starts
+
+
+@pytest.fixture(scope="session", autouse=True)
+def reuse_ceilings(tmp_path_factory):
+    """Every `bench run` of this test run, here or in a subprocess, measures the ceilings once between them."""
+    os.environ[REUSE_ENV] = str(shared_root(tmp_path_factory) / "ceilings.json")
+    yield
+    os.environ.pop(REUSE_ENV, None)
 
 
 @pytest.fixture(params=DEVICES)

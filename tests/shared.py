@@ -15,11 +15,17 @@ import pytest
 from filelock import FileLock  # a dependency of torch's
 
 
-def once(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callable[[Path], Any]) -> tuple[Path, Any]:
-    """(the folder `make` filled, what it returned, as JSON gives it back): made by the first caller of this run."""
+def shared_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """This test run's temporary folder, the same in every pytest-xdist worker."""
     root = tmp_path_factory.getbasetemp()
     if os.environ.get("PYTEST_XDIST_WORKER"):
         root = root.parent  # the controller's temporary folder: this run's, shared by its workers
+    return root
+
+
+def once(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callable[[Path], Any]) -> tuple[Path, Any]:
+    """(the folder `make` filled, what it returned, as JSON gives it back): made by the first caller of this run."""
+    root = shared_root(tmp_path_factory)
     folder, made = root / f"shared-{name}", root / f"shared-{name}.json"
     with FileLock(str(root / f"shared-{name}.lock")):
         if not made.exists():

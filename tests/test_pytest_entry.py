@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -13,6 +14,7 @@ import pytest
 
 from bench.cli import build_parser
 from bench.engine import options, sweeps
+from bench.measure.calibrate import REUSE_ENV
 from bench.results import read_run
 
 REPO = Path(__file__).resolve().parents[1]
@@ -29,7 +31,8 @@ def attn(args: list[str]) -> list[str]:
 
 
 def pytest_run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    env = {"PYTHONPATH": str(REPO), "KINETO_LOG_LEVEL": "5", "PATH": "/usr/bin:/bin"}
+    env = {"PYTHONPATH": str(REPO), "KINETO_LOG_LEVEL": "5", "PATH": "/usr/bin:/bin",
+           **{k: os.environ[k] for k in (REUSE_ENV, "OMP_NUM_THREADS") if k in os.environ}}  # tests/conftest.py
     return subprocess.run([sys.executable, "-m", "pytest", "--pyargs", "bench.suite", "-p", "bench.suite.plugin",
                            "-p", "no:cacheprovider", *args], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=600)

@@ -541,6 +541,7 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic
                   "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
+@pytest.mark.slow  # a headless chromium: tens of seconds on a loaded machine
 @pytest.mark.browser
 def test_report_renders_in_a_browser(realistic, tmp_path):
     import os

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.shared import once
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -26,8 +28,14 @@ def _run(cmd: list, cwd: Path, timeout: float = 600) -> subprocess.CompletedProc
     return proc
 
 
-@pytest.mark.slow
-def test_the_installed_wheel_runs_gpu_check_from_an_empty_folder(tmp_path):
+def installed_gpu_check(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    """A wheel built from this tree, installed into a fresh virtual environment, and what it printed from an empty
+    folder: once per test run (tests/shared.py), for this file's test and test_measure_modes.py's
+    test_gpu_check_dry_run, which reads the same `gpu-check --dry-run` (a minute or more of the suite's time each)."""
+    return once(tmp_path_factory, "wheel-gpu-check", _install_and_run)
+
+
+def _install_and_run(tmp_path: Path) -> dict:
     # build from a copy, so the checkout gets no build/ or egg-info of ours
     src = tmp_path / "src"
     shutil.copytree(REPO / "bench", src / "bench", ignore=shutil.ignore_patterns("__pycache__"))
@@ -52,14 +60,22 @@ def test_the_installed_wheel_runs_gpu_check_from_an_empty_folder(tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
     where = _run([python, "-c", "import bench; print(bench.__file__)"], empty).stdout.strip()
-    assert Path(where).is_relative_to(env_dir), f"bench imported from {where}, not the wheel"
-    assert "usage: python -m bench" in _run([python, "-m", "bench", "run", "--help"], empty).stdout
-    assert "llama-3-8b" in _run([python, "-m", "bench", "kv", "--model", "llama-3-8b"], empty).stdout
+    run_help = _run([python, "-m", "bench", "run", "--help"], empty).stdout
+    kv = _run([python, "-m", "bench", "kv", "--model", "llama-3-8b"], empty).stdout
+    proc = _run([python, "-m", "bench", "gpu-check", "--dry-run", "--out", tmp_path / "check"], empty, timeout=900)
+    return {"env_dir": str(env_dir), "where": where, "run_help": run_help, "kv": kv, "stdout": proc.stdout,
+            "left_in_empty": [p.name for p in empty.iterdir()]}
 
-    out = tmp_path / "check"
-    proc = _run([python, "-m", "bench", "gpu-check", "--dry-run", "--out", out], empty, timeout=900)
-    summary = (out / "summary.txt").read_text()
+
+@pytest.mark.slow
+def test_the_installed_wheel_runs_gpu_check_from_an_empty_folder(tmp_path_factory):
+    folder, got = installed_gpu_check(tmp_path_factory)
+    assert Path(got["where"]).is_relative_to(got["env_dir"]), f"bench imported from {got['where']}, not the wheel"
+    assert "usage: python -m bench" in got["run_help"]
+    assert "llama-3-8b" in got["kv"]
+
+    summary = (folder / "check" / "summary.txt").read_text()
     assert re.search(r"correctness: exit 0: naive \d+ pass", summary) and "sweep: exit 0" in summary, \
-        proc.stdout[-3000:]
-    assert "tests/" not in proc.stdout
-    assert list(empty.iterdir()) == []  # every file went to --out
+        got["stdout"][-3000:]
+    assert "tests/" not in got["stdout"]
+    assert got["left_in_empty"] == []  # every file went to --out

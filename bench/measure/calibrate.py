@@ -11,12 +11,21 @@ on any machine: a GEMM whose first call takes longer than CALL_LIMIT_S (bf16 on 
 for 2048^3) is measured on a smaller shape instead, and `Calibration.notes` says so. A dtype whose GEMM runs far
 below fp32's is emulated by this CPU (`Calibration.emulated`): its cases are slow for want of hardware, not code.
 The figures are a bench.meta.Calibration; the results file holds its to_dict().
+
+For the test suite only: with ATTNBENCH_REUSE_CEILINGS=FILE set, the ceilings (and the presets' KV caches,
+bench.models.kvcache.measured_presets) are measured once and kept in FILE, and every later run reads them back
+(`reused`): tests/conftest.py sets it, so the suite's many `bench run`s do not each spend seconds measuring.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -136,9 +145,39 @@ def read_bytes_per_s(device: str) -> float:
     return buf.numel() * 4 / _time(lambda: buf.sum(), device)
 
 
+REUSE_ENV = "ATTNBENCH_REUSE_CEILINGS"  # test-only: see the module's docstring
+
+
+def reused(key: str, measure: Callable[[], Any]) -> Any:
+    """measure(), or, with ATTNBENCH_REUSE_CEILINGS=FILE set (the tests only), what it returned the first time any
+    process asked for `key`: kept in FILE (JSON, under a file lock, so concurrent runs measure it once). What is
+    kept must be JSON: callers convert (calibrate keeps the Calibration's to_dict)."""
+    path = os.environ.get(REUSE_ENV)
+    if not path:
+        return measure()
+    from filelock import FileLock  # a dependency of torch's
+
+    file = Path(path)
+    with FileLock(f"{file}.lock"):
+        kept = json.loads(file.read_text()) if file.exists() else {}
+        if key not in kept:
+            kept[key] = measure()
+            tmp = file.with_name(f"{file.name}.{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(kept))
+            tmp.replace(file)
+        return json.loads(json.dumps(kept[key]))
+
+
 def calibrate(device: str, dtypes: tuple[str, ...] = ()) -> Calibration:
     """The run's ceilings; dtypes: also a GEMM ceiling in each of these. With them: `notes` (what was measured
     otherwise than planned) and `emulated` (dtypes far below the main one's GEMM)."""
+    if not os.environ.get(REUSE_ENV):
+        return _calibrate(device, tuple(dtypes))
+    kept = reused(f"calibrate {device} {','.join(dtypes)}", lambda: _calibrate(device, tuple(dtypes)).to_dict())
+    return Calibration.from_dict(kept)
+
+
+def _calibrate(device: str, dtypes: tuple[str, ...]) -> Calibration:
     main = MAIN_DTYPE[device]
     notes: list[str] = []
     gemm = gemm_flops_per_s(device, main, notes=notes)

@@ -170,7 +170,14 @@ def measured_presets(device: str = "cpu", context: int = 64) -> list[dict]:
     MHA and MQA at its Hq): the cache allocated for `context` tokens and measured (the CUDA allocator's bytes, or
     the CPU profiler's allocation events), for the claim that GQA/MQA shrink the cache by Hq/Hkv. kv_elements is
     what one token and layer caches (Hkv x (D_qk + D_v), or rank + rope): the ratio each measured cache should
-    show against its MHA twin. Done once per run, at its start; a few seconds on a CPU."""
+    show against its MHA twin. Done once per run, at its start; a few seconds on a CPU (in the tests, once per test
+    run: bench.measure.calibrate.reused)."""
+    from bench.measure.calibrate import reused
+
+    return reused(f"kv {device} {context}", lambda: _measured_presets(device, context))
+
+
+def _measured_presets(device: str, context: int) -> list[dict]:
     from bench.models.presets import PRESETS
 
     method: MeasureMethod = "allocator" if torch.device(device).type == "cuda" else "profiler"
