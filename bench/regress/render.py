@@ -55,8 +55,9 @@ def _noise_line(s: Summary) -> str:
 
 def _blocks_line(s: Summary) -> str:
     r, n = s.rule, s.noise
-    text = (f"verdicts from each case's own ABBA blocks: the geometric mean of its per-block B/A ratios, their "
-            f"{1 - 2 * r.alpha:.0%} t-interval and a one-sided t-test at alpha {r.alpha}; regressed when the interval "
+    text = (f"verdicts from each case's own ABBA blocks: the Hodges-Lehmann estimate of its per-block B/A ratios, "
+            f"their {1 - 2 * r.alpha:.0%} signed-rank interval and a one-sided signed-rank test at alpha {r.alpha}; "
+            "regressed when the interval "
             f"lies above x{1 + r.threshold:.2f}, inconclusive when it straddles it")
     if n.kind == "prior":
         return text + f"; cross-case guard off ({n.n_cases} timed cases, fewer than {r.min_cases}: the blocks carry " \

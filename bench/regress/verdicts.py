@@ -22,7 +22,7 @@ class CaseVerdict:
     cur_status: str | None
     base_value: float | None  # the metric over the rounds: seconds, or GEMM FLOP-equivalents with --normalize
     cur_value: float | None
-    ratio: float | None  # current / baseline time (bench ab: the geometric mean of the block ratios)
+    ratio: float | None  # current / baseline time (bench ab: the Hodges-Lehmann estimate of the block ratios)
     p_value: float | None
     mem_ratio: float | None  # current / baseline peak_mem_bytes
     blocks: tuple[float, ...] = ()  # bench ab: each ABBA block's B/A ratio, in block order
