@@ -322,17 +322,9 @@ def _slug(heading: str) -> str:
 
 
 def main(argv: list[str]) -> int:
-    text = generate()
-    if argv == ["--write"]:
-        REFERENCE.write_text(text)
-        print(f"wrote {REFERENCE}")
-        return 0
-    if argv == ["--check"]:
-        same = REFERENCE.exists() and REFERENCE.read_text() == text
-        print(f"{REFERENCE} is {'up to date' if same else f'stale: run {COMMAND}'}")
-        return 0 if same else 1
-    print("usage: python -m bench.refdoc --write | --check", file=sys.stderr)
-    return 2
+    from bench.commands.spec import write_or_check
+
+    return write_or_check(REFERENCE, generate(), argv, "bench.refdoc")
 
 
 if __name__ == "__main__":

@@ -169,18 +169,23 @@ def run_option_names() -> list[str]:
     return [call["kwargs"]["dest"] for call in load()["run_options"]]
 
 
-def main(argv: list[str]) -> int:
-    text = json.dumps(record(), indent=1, ensure_ascii=False) + "\n"
+def write_or_check(path: Path, text: str, argv: list[str], module: str) -> int:
+    """`python -m MODULE --write | --check` of a generated file: write it, or say (exit 1) when it is stale."""
     if argv == ["--write"]:
-        SPEC_FILE.write_text(text)
-        print(f"wrote {SPEC_FILE}")
+        path.write_text(text)
+        print(f"wrote {path}")
         return 0
     if argv == ["--check"]:
-        same = SPEC_FILE.exists() and SPEC_FILE.read_text() == text
-        print(f"{SPEC_FILE} is {'up to date' if same else 'stale: run python -m bench.commands.spec --write'}")
+        same = path.exists() and path.read_text() == text
+        print(f"{path} is {'up to date' if same else f'stale: run python -m {module} --write'}")
         return 0 if same else 1
-    print("usage: python -m bench.commands.spec --write | --check", file=sys.stderr)
+    print(f"usage: python -m {module} --write | --check", file=sys.stderr)
     return 2
+
+
+def main(argv: list[str]) -> int:
+    return write_or_check(SPEC_FILE, json.dumps(record(), indent=1, ensure_ascii=False) + "\n", argv,
+                          "bench.commands.spec")
 
 
 if __name__ == "__main__":
