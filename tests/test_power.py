@@ -9,28 +9,16 @@ import pytest
 
 from bench.regress.noise import Rule
 from bench.regress.power import _cell, shapes, tally
-from bench.results import RunDocument, RunMeta
-from bench.results.entry import case_entry, pooled_entry
+from tests.test_blocks import _doc  # a side's document with one ABBA block per level
 
 RULE = Rule(threshold=0.05)
-
-
-def _side(label: str, levels: dict[str, list[float]]) -> RunDocument:
-    doc = RunDocument(meta=RunMeta(run_id=label, profile="t", complete=True, cases=len(levels),
-                                   fingerprint={"device": "cpu", "cpu_model": "x", "gpu_name": None, "torch": "t",
-                                                "cuda": None, "threads": 1}), machine_info={}, commit_info={})
-    for cid, per_block in levels.items():
-        rec = {"case_id": cid, "status": "ok", "reason": "", "median_s": per_block[0], "peak_mem_bytes": 100,
-               "ab_slices": [{"block": j, "rounds": [v] * 4} for j, v in enumerate(per_block) for _ in (0, 1)]}
-        doc.add(pooled_entry(case_entry(rec, name=cid, group=None), [v for v in per_block for _ in range(8)], 100))
-    return doc
 
 
 def test_one_ab_is_judged_whole_in_groups_and_case_by_case():
     factors = {f"c{i}": [1.2 + 0.001 * j for j in range(7)] for i in range(5)}  # 5 cases, each x1.2 in 7 blocks
     factors["c5"] = [1.0 + 0.001 * (j % 2) for j in range(7)]  # one unchanged case
-    base = _side("A", {c: [1e-3] * 7 for c in factors})
-    cur = _side("B", {c: [1e-3 * f for f in fs] for c, fs in factors.items()})
+    base = _doc("A", {c: [1e-3] * 7 for c in factors})
+    cur = _doc("B", {c: [1e-3 * f for f in fs] for c, fs in factors.items()})
     got = tally(base, cur, RULE, [1, 3, 6])
     assert got[1]["regressed"] == 5 and got[1]["unchanged"] == 1 and got[1]["a/b"] == 6 and got[1]["a/b failed"] == 5
     assert got[3]["a/b"] == 2 and got[3]["a/b failed"] == 2 and got[3]["regressed"] == 5
