@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -33,23 +35,37 @@ def install(session: nox.Session) -> None:
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """The whole test suite in two pytest runs: every test but the `serial` ones on all cores (pytest-xdist), then
-    the `serial` ones (they time things or start daemons) alone, so no other test shares the CPU with them.
+    """The whole test suite in three pytest runs: every test but the `serial` and `daemons` ones on all cores
+    (pytest-xdist); beside it, in its own process, the `daemons` ones (a real Slurm: they mostly wait on it, and
+    time nothing); then the `serial` ones (they time things) alone, so no other test shares the CPU with them.
 
-    Extra args go to both runs: `nox -s tests -- -m "not slow"` (the inner loop), `-- tests/test_store.py -x`. A -m
+    Extra args go to every run: `nox -s tests -- -m "not slow"` (the inner loop), `-- tests/test_store.py -x`. A -m
     given is combined with each part's own; a part that selects no test is not a failure (exit 5); the serial part
-    runs once the parallel one has passed.
+    runs once the other two have passed. The daemons part's output is printed when it ends.
     """
     install(session)
-    parallel, serial = split_parts(session.posargs or ["-q"])
-    session.run("pytest", *parallel, success_codes=[0, 5])
+    parallel, daemons, serial = split_parts(session.posargs or ["-q"])
+    with tempfile.TemporaryFile("w+") as log:
+        beside = subprocess.Popen([str(Path(session.bin) / "pytest"), *daemons], stdout=log,
+                                  stderr=subprocess.STDOUT, env={**os.environ, **session.env})
+        try:
+            session.run("pytest", *parallel, success_codes=[0, 5])
+        except BaseException:  # the parallel part failed or was interrupted: stop the daemons part too
+            beside.terminate()
+            raise
+        finally:
+            code = beside.wait()
+            log.seek(0)
+            session.log(f"the `daemons` part (pytest {' '.join(daemons)}):\n{log.read()}")
+    if code not in (0, 5):
+        session.error(f"the `daemons` part failed (pytest exit {code}); its output is above")
     session.run("pytest", *serial, success_codes=[0, 5])
 
 
-def split_parts(args: list[str]) -> tuple[list[str], list[str]]:
-    """pytest's args for the parallel part and the serial part of `nox -s tests`: the last -m (pytest's rule) is
-    and-ed with `not serial` / `serial`; -n and --dist reach the parallel part only. worksteal: a worker that runs
-    out of tests takes some of the other's, so a run of long tests (FlexAttention compiles) does not end on one."""
+def split_parts(args: list[str]) -> tuple[list[str], list[str], list[str]]:
+    """pytest's args for the parallel, daemons and serial parts of `nox -s tests`: the last -m (pytest's rule) is
+    and-ed with each part's own; -n and --dist reach the parallel part only. worksteal: a worker that runs out of
+    tests takes some of the other's, so a run of long tests (FlexAttention compiles) does not end on one."""
     rest, mark, parallel_only = [], None, []
     it = iter(args)
     for arg in it:
@@ -64,7 +80,8 @@ def split_parts(args: list[str]) -> tuple[list[str], list[str]]:
         else:
             rest.append(arg)
     both = f"({mark}) and " if mark else ""
-    return (["-n", "auto", "--dist", "worksteal", *parallel_only, "-m", f"{both}not serial", *rest],
+    return (["-n", "auto", "--dist", "worksteal", *parallel_only, "-m", f"{both}not serial and not daemons", *rest],
+            ["-p", "no:xdist", "-m", f"{both}daemons", *rest],
             ["-p", "no:xdist", "-m", f"{both}serial", *rest])
 
 

@@ -22,7 +22,7 @@ from tests.slurm_cluster import SlurmCluster, why_not
 ROOT = Path(__file__).resolve().parents[1]
 SWEEP = ["--profile", "quick", "--backend", "naive,sdpa-math", "--kv-heads", "8,1", "--seq", "32,64",
          "--phase", "prefill", "--pass", "fwd", "--budget", "0.5", "--device", "cpu", "--threads", "1"]
-pytestmark = [pytest.mark.slow, pytest.mark.serial]  # its daemons and jobs need the CPUs to themselves
+pytestmark = [pytest.mark.slow, pytest.mark.daemons]  # `nox -s tests` runs them beside the parallel part
 
 
 class _Clusters:

@@ -14,7 +14,6 @@ import warnings
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
-from torch.nn.attention.bias import causal_lower_right
 
 from bench.backends.base import Unsupported
 from bench.masks import Mask
@@ -46,6 +45,8 @@ def _mask_args(q: torch.Tensor, k: torch.Tensor, mask: Mask, score: Score) -> di
         return {"attn_mask": mask.visible(Sq, Skv, q.device)}
     if Sq == Skv:  # torch's is_causal is top-left aligned, which equals bottom-right only here
         return {"is_causal": True}
+    from torch.nn.attention.bias import causal_lower_right  # here: importing it imports torch._dynamo (2 s)
+
     return {"attn_mask": causal_lower_right(Sq, Skv)}
 
 

@@ -20,7 +20,6 @@ from functools import lru_cache
 from statistics import median
 
 import numpy as np
-from scipy.stats import binom
 
 
 @lru_cache(maxsize=4096)
@@ -31,6 +30,8 @@ def _ci_rank(n: int, confidence: float) -> int | None:
     Coverage of [x[k], x[n-1-k]] for a continuous law: P(k + 1 <= B <= n - 1 - k) = 1 - 2 * cdf(k), B ~ Bin(n, 1/2)
     the number of samples below the true median. The largest k with cdf(k) <= (1 - confidence) / 2 is wanted.
     """
+    from scipy.stats import binom  # here, not at the top: it costs every `bench` process 1.6 s of start-up
+
     tail = (1 - confidence) / 2
     k = int(binom.ppf(tail, n, 0.5))  # the smallest k with cdf(k) >= tail: k - 1 qualifies, k itself maybe
     while k >= 0 and binom.cdf(k, n, 0.5) > tail:
