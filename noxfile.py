@@ -46,8 +46,10 @@ def tests(session: nox.Session) -> None:
     install(session)
     parallel, daemons, serial = split_parts(session.posargs or ["-q"])
     with tempfile.TemporaryFile("w+") as log:
+        env = {**os.environ, **{k: v for k, v in session.env.items() if v is not None},  # None: unset, in nox
+               "PATH": os.pathsep.join([session.bin, os.environ.get("PATH", "")])}
         beside = subprocess.Popen([str(Path(session.bin) / "pytest"), *daemons], stdout=log,
-                                  stderr=subprocess.STDOUT, env={**os.environ, **session.env})
+                                  stderr=subprocess.STDOUT, env=env)
         try:
             session.run("pytest", *parallel, success_codes=[0, 5])
         except BaseException:  # the parallel part failed or was interrupted: stop the daemons part too
