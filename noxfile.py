@@ -134,9 +134,10 @@ def regress(session: nox.Session) -> None:
     """CI regression check -> reports/regress.md. Extra args go to the command that runs (`bench ab` or `compare`).
 
     bench.regress.gate decides, and says which and why: in a pull request (GITHUB_BASE_REF, or `-- --base REF`), A/B
-    of the quick sweep against the merge base, interleaved on this machine; otherwise this machine's stored baseline,
-    but only when it was recorded on this host with the ceilings this machine measures now; otherwise A/B against the
-    previous commit. An unchanged tree never fails because the machine changed.
+    of the quick sweep (one GQA prefill and one decode shape per backend) against the merge base, interleaved on
+    this machine; otherwise this machine's stored baseline, but only when it was recorded on this host with the
+    ceilings this machine measures now; otherwise A/B against the previous commit. An unchanged tree never fails
+    because the machine changed.
     """
     install(session)
     session.run("python", "-m", "bench.regress.gate", *session.posargs)

@@ -1,8 +1,9 @@
 """`nox -s regress`: which regression check runs here, and why (`python -m bench.regress.gate [--base REF] [ARGS]`).
 
 An unchanged tree must never fail because the machine changed. So:
-1. A pull request (GITHUB_BASE_REF, or --base REF) whose merge base is in the checkout: `bench ab` of the quick sweep
-   against the merge base, both revisions interleaved on this machine.
+1. A pull request (GITHUB_BASE_REF, or --base REF) whose merge base is in the checkout: `bench ab` against the merge
+   base, both revisions interleaved on this machine, of the quick sweep cut to one GQA prefill and one decode shape
+   per backend (AB_SWEEP: fewer cases, more blocks each, so a x1.1 move decides within --ab-time).
 2. Otherwise, the stored baseline (results/baselines/, by fingerprint) counts only when it is THIS machine's:
    recorded with this host's id (machine_info.attnbench.host_id: the OS's machine id and hostname, not the CPU's
    marketing name) AND with ceilings (GEMM FLOP/s, copy bytes/s: meta.calibration, calibration_end) within
@@ -32,6 +33,10 @@ CEILING_TOLERANCE = 1.3  # one host's GEMM reading moved x1.18 under load (READM
 CEILINGS = {"gemm_flops_per_s": ("GEMM", 1e9, "GFLOP/s"), "copy_bytes_per_s": ("copy", 1e9, "GB/s")}
 REPORT = "reports/regress.md"
 PROFILE = ["--profile", "quick"]
+# The A/B's sweep: the quick sweep cut to one GQA prefill and one decode shape per backend (10 cases on a CPU).
+# Its 45 cases took all of --ab-time's 300 s for their first 7 blocks each (and a compile per FlexAttention case
+# and side), which decides only moves far past the threshold: fewer cases get the blocks that decide x1.1.
+AB_SWEEP = [*PROFILE, "--kv-heads", "2", "--seq", "512"]
 
 
 @dataclass(frozen=True)
@@ -138,7 +143,7 @@ def main(argv: Sequence[str] | None = None, bench: Callable[[Sequence[str]], int
     if decision.kind == "ab":
         assert decision.rev is not None
         Path(REPORT).unlink(missing_ok=True)
-        code = bench(["ab", decision.rev, *PROFILE, "--device", device, "--format", "markdown", "--output", REPORT,
+        code = bench(["ab", decision.rev, *AB_SWEEP, "--device", device, "--format", "markdown", "--output", REPORT,
                       *args])
     else:
         # Two passes in two processes: a case regresses only when both are slower, so a stall or a slow spell
