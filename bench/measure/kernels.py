@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from torch.profiler import ProfilerActivity, profile, record_function
+from torch.profiler import record_function
 
-from bench.measure.memory import quiet_profiler
+from bench.measure.memory import profiled
 
 MARKER = "attnbench.call"
 MIN_CALLS, MAX_CALLS = 3, 20
@@ -80,14 +80,12 @@ def _is_device(event: object) -> bool:
 
 def profile_calls(fn: Callable[[], object], device: str, calls: int, trace: Path | None = None) -> KernelProfile:
     """Profile `calls` calls of fn (already warmed up); trace: also write the Chrome / Perfetto trace there."""
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
-
     def sync() -> None:
         if device == "cuda":
             torch.cuda.synchronize()
 
     sync()
-    with quiet_profiler(), profile(activities=activities) as prof:
+    with profiled(device) as prof:
         for _ in range(calls):
             with record_function(MARKER):
                 fn()
@@ -95,7 +93,7 @@ def profile_calls(fn: Callable[[], object], device: str, calls: int, trace: Path
     if trace is not None:
         trace.parent.mkdir(parents=True, exist_ok=True)
         prof.export_chrome_trace(str(trace))
-    return summarize_events(list(prof.events()), device)
+    return summarize_events(list(prof.function_events), device)
 
 
 def summarize_events(events: list, device: str) -> KernelProfile:

@@ -15,7 +15,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import torch
-from torch.profiler import ProfilerActivity, profile
 
 
 def peak_cuda(fn: Callable[[], object]) -> int:
@@ -42,8 +41,18 @@ def quiet_profiler() -> Iterator[None]:
         os.close(saved)
 
 
+@contextmanager
+def profiled(device: str = "cpu", memory: bool = False) -> Iterator[torch.autograd.profiler.profile]:
+    """The Kineto profiler (CPU ops, and CUDA kernels through CUPTI on "cuda"), quiet; its events are
+    `.function_events` once the block ends. torch.autograd.profiler.profile, what torch.profiler.profile wraps:
+    the wrapper's start asks hasattr(torch, "_inductor"), which imports torch._dynamo (2 s) in every process."""
+    with quiet_profiler(), torch.autograd.profiler.profile(use_kineto=True, use_cpu=True, profile_memory=memory,
+                                                           use_device="cuda" if device == "cuda" else None) as prof:
+        yield prof
+
+
 def peak_cpu(fn: Callable[[], object]) -> int:
-    with quiet_profiler(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    with profiled(memory=True) as prof:
         fn()
     with tempfile.TemporaryDirectory() as tmp:
         trace = os.path.join(tmp, "trace.json")

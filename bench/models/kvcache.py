@@ -14,7 +14,7 @@ from typing import Literal
 import torch
 from torch import nn
 
-from bench.measure.memory import quiet_profiler
+from bench.measure.memory import profiled
 from bench.models.config import ModelConfig
 
 # The formula and the size parsing live in kvsize (no torch, for `bench kv`); kept importable from here.
@@ -139,11 +139,9 @@ def measure_kv_cache_bytes(model: ModelConfig, context: int, batch: int = 1, dty
     if method == "profiler":
         if dev.type != "cpu":
             raise ValueError("method='profiler' reads CPU memory events; use allocator or requested on CUDA")
-        from torch.profiler import ProfilerActivity, profile
-
-        with quiet_profiler(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        with profiled(memory=True) as prof:
             caches = allocate_kv_cache(model, context, batch, dtype, dev)  # kept alive: frees would net out
-        measured = sum(event.self_cpu_memory_usage for event in prof.events())
+        measured = sum(event.self_cpu_memory_usage for event in prof.function_events)
         del caches
         return measured
     raise ValueError(f"unknown method {method!r}; expected allocator, requested, storage or profiler")
