@@ -39,8 +39,9 @@ def tests(session: nox.Session) -> None:
     (pytest-xdist); beside it, in its own process, the `daemons` ones (a real Slurm: they mostly wait on it, and
     time nothing); then the `serial` ones (they time things) alone, so no other test shares the CPU with them.
 
-    Extra args go to every run: `nox -s tests -- -m "not slow"` (the inner loop), `-- tests/test_store.py -x`. A -m
-    given is combined with each part's own; a part that selects no test is not a failure (exit 5); the serial part
+    Extra args go to every run: `nox -R -s tests -- -m "not slow"` (the inner loop; -R: reuse the venv, no
+    reinstall), `-- tests/test_store.py -x`. A -m given is combined with each part's own; a part that selects no
+    test is not a failure (exit 5); the serial part
     runs once the other two have passed. The daemons part's output is printed when it ends.
     """
     install(session)
