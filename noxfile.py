@@ -41,8 +41,8 @@ def tests(session: nox.Session) -> None:
 
     Extra args go to every run: `nox -R -s tests -- -m "not slow"` (the inner loop; -R: reuse the venv, no
     reinstall), `-- tests/test_store.py -x`. A -m given is combined with each part's own; a part that selects no
-    test is not a failure (exit 5); the serial part
-    runs once the other two have passed. The daemons part's output is printed when it ends.
+    test is not a failure (exit 5); the serial part runs once the other two have passed. The daemons part's output
+    is printed when it ends; it is stopped when the parallel part fails.
     """
     install(session)
     parallel, daemons, serial = split_parts(session.posargs or ["-q"])
