@@ -134,3 +134,26 @@ def test_ctrl_c_at_any_moment_of_start_up_is_exit_130_and_one_line(tmp_path, aft
     assert proc.returncode == 130, "".join(said)[-3000:] + stdout[-2000:]
     assert "Traceback" not in "".join(said)
     assert len(said) == 1 and said[0].startswith("interrupted"), said
+
+
+# A KeyboardInterrupt that passed through C's PyRun_String (as one can inside torch's start-up) sets CPython's
+# "unhandled KeyboardInterrupt" flag even when it is caught later; a program run with -m then ends by SIGINT (-2).
+THROUGH_PYRUN = """
+import ctypes, bench.cli
+run = ctypes.pythonapi.PyRun_String
+run.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.py_object, ctypes.py_object]
+def main(argv=None):
+    run(b"raise KeyboardInterrupt", 257, {}, {})  # 257: Py_file_input
+bench.cli.main = main
+from bench.__main__ import entry
+entry()
+"""
+
+
+def test_a_ctrl_c_raised_through_c_code_still_exits_130(tmp_path):
+    (tmp_path / "through_pyrun.py").write_text(THROUGH_PYRUN)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")} | {"PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, "-m", "through_pyrun"], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 130, proc.stderr[-2000:]
+    assert proc.stderr.strip().splitlines() == ["interrupted while starting; nothing was run"]
