@@ -16,11 +16,17 @@ Under pytest-xdist (`nox -s tests` runs one worker per core) each worker's torch
 (OMP_NUM_THREADS), gets an even share of the cores (one each with -n auto): workers that each start a thread per
 core oversubscribe the machine, and torch's threads then spin waiting for each other (the float64 matrix ran 10x
 slower so on a loaded 2-core machine). The serial part (the tests that time things) keeps torch's default.
+
+torch.compile builds its kernels in this process, not in a pool of compile workers (TORCHINDUCTOR_COMPILE_THREADS=1,
+here and in every process a test starts): the same kernels, but no pool that imports torch again in every process
+that compiles FlexAttention, on a machine whose cores the tests already fill.
 """
 
 from __future__ import annotations
 
 import os
+
+os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")  # before torch's inductor reads it
 
 import pytest
 import torch

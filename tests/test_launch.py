@@ -14,7 +14,7 @@ from bench.cli import main
 from bench.engine import options
 from bench.engine.queue import CaseQueue
 from bench.launch import devices as devices_mod
-from bench.launch import slurm
+from bench.launch import shard_job, slurm
 from bench.results import journal_path, read_run, write_atomic
 from tests.results_factory import make_record, make_run
 
@@ -257,10 +257,10 @@ def test_a_slurm_time_under_the_warning_signal_is_refused(tmp_path, capsys):
 
 def test_a_shard_job_decides_resume_when_it_starts(tmp_path, monkeypatch):
     calls = []
-    monkeypatch.setattr(slurm.subprocess, "run", lambda argv, check: calls.append(argv) or
+    monkeypatch.setattr(shard_job.subprocess, "run", lambda argv, check: calls.append(argv) or
                         type("Done", (), {"returncode": 0})())
     out = tmp_path / "shard-1of2.json"
-    job = slurm.ShardJob()
+    job = shard_job.ShardJob()
     job(["--shard=1/2"], str(out))  # first start: a fresh file
     write_atomic(out, make_run([make_record()], complete=False))
     job(["--shard=1/2"], str(out))  # requeued (same pickled arguments): continues its own file

@@ -161,27 +161,45 @@ def test_shards_cancelled_running_and_pending_are_named_and_the_rerun_finishes_t
     print(f"rerun: the 2 incomplete shards resubmitted, merged in {took:.0f} s")
 
 
+# A user's kernel (MODULE:FUNCTION, found in the job's working directory) that takes a second a call and leaves the
+# CPU to the tests running beside this file: for the jobs that must last (preempted midway, or past a time limit).
+SLEEPY = """
+import time
+
+import torch
+
+
+def attn(q, k, v, *, causal, window):
+    time.sleep(1.0)
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal,
+                                                            enable_gqa=k.shape[1] != q.shape[1])
+"""
+
+
 def test_a_preempted_shard_is_requeued_and_continues_its_file(clusters, tmp_path):
     cluster = clusters.get(accounting=True)
-    slower = [*SWEEP[:-6], "--budget", "2", *SWEEP[-4:]]  # cases long enough to preempt one midway
+    (tmp_path / "sleepy.py").write_text(SLEEPY)
+    slower = ["--backend", "sleepy:attn", "--kv-heads", "8,1", "--seq", "32,64", "--dtype", "fp32", "--mask", "causal",
+              "--phase", "prefill", "--pass", "fwd", "--budget", "2", "--device", "cpu", "--threads", "1"]
     launcher = Launcher(cluster, tmp_path, *slower, "--shards", "1", "--slurm-time", "30", "--out", "r.json")
     job = launcher.job_id()  # one shard is a plain job, not an array
     _until(lambda: _cases_in_journal(_shard(tmp_path, 1, 1)) >= 1, 120, "the shard's first case")
     launcher.scancel("--signal=USR2", job)  # what a preempting scheduler sends (submitit's signal)
     code, took = launcher.wait()
     assert code == 0, launcher
-    assert len(read_run(tmp_path / "r.json").entries()) == 8
+    assert len(read_run(tmp_path / "r.json").entries()) == 4
     out = (tmp_path / f".r.json.shards/logs/{job}_0_log.out").read_text()  # both runs of the job (append)
     assert "this job is preempted" in out and "Requeued job" in out, out
-    firsts = [int(n) for n in re.findall(r"^8 cases \((\d+) to run\)", out, re.M)]
-    assert len(firsts) == 2 and firsts[0] == 8 and firsts[1] < 8, out  # the requeued job resumed its file
+    firsts = [int(n) for n in re.findall(r"^4 cases \((\d+) to run\)", out, re.M)]
+    assert len(firsts) == 2 and firsts[0] == 4 and firsts[1] < 4, out  # the requeued job resumed its file
     print(f"preempted and requeued: resumed its file, merged in {took:.0f} s")
 
 
 def test_a_shard_that_hits_its_time_limit_says_so(clusters, tmp_path):
     cluster = clusters.get(accounting=True)
-    slow = ["--profile", "quick", "--backend", "naive", "--kv-heads", "8,4,2,1", "--seq", "1024,2048",
-            "--phase", "prefill", "--pass", "fwd+bwd", "--budget", "20", "--device", "cpu", "--threads", "1"]
+    (tmp_path / "sleepy.py").write_text(SLEEPY)
+    slow = ["--backend", "sleepy:attn", "--kv-heads", "8", "--seq", "32,64,96,128", "--dtype", "fp32", "--mask",
+            "causal", "--phase", "prefill", "--pass", "fwd", "--budget", "20", "--device", "cpu", "--threads", "1"]
     launcher = Launcher(cluster, tmp_path, *slow, "--shards", "1", "--slurm-time", "2", "--out", "r.json")
     job = launcher.job_id()
     code, took = launcher.wait(200)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import pickle
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -27,6 +26,7 @@ from typing import Any
 
 from bench.engine import options
 from bench.errors import UsageError
+from bench.launch.shard_job import ShardJob, complete
 from bench.launch.slurm_states import ArrayStates, TaskState
 from bench.results import ResultsError, journal_path, read_run, write_atomic
 
@@ -87,37 +87,6 @@ def kept_cases(out: Path, shards: int) -> int:
     return sum(_cases_done(f) for f in shard_files(out, shards))
 
 
-class ShardJob:
-    """One job of the array: `bench run ARGV --out OUT` in its own process (torch and CUDA state stay out of
-    submitit's), with --resume when OUT was started before: a requeued or resubmitted shard continues its file.
-    Checkpointable, so that submitit requeues it when preempted whatever its time limit (it asks `checkpoint`)."""
-
-    def __call__(self, argv: list[str], out: str) -> int:
-        path = Path(out)
-        if _complete(path):
-            return 0  # finished before its job was stopped: nothing is left to run
-        resume = ["--resume"] if _started(path) else []
-        return subprocess.run([sys.executable, "-m", "bench", "run", *argv, "--out", out, *resume],
-                              check=False).returncode
-
-    def checkpoint(self, argv: list[str], out: str) -> Any:
-        """Called by submitit on USR2: the same call again (its journal is the checkpoint)."""
-        from submitit.helpers import DelayedSubmission
-
-        return DelayedSubmission(self, argv, out)
-
-
-def _started(path: Path) -> bool:
-    return path.exists() or journal_path(path).exists()
-
-
-def _complete(path: Path) -> bool:
-    try:
-        return _started(path) and read_run(path).meta.complete is True
-    except ResultsError:
-        return False
-
-
 def _cases_done(path: Path) -> int:
     """Finished cases of a shard, cheaply: a running one's journal lines after the first."""
     try:
@@ -135,7 +104,7 @@ def launch(values: dict[str, Any], plan: options.Plan, job: dict[str, Any], out:
     folder = shards_folder(out)
     folder.mkdir(parents=True, exist_ok=True)
     files = shard_files(out, n)
-    todo = [k for k in range(1, n + 1) if not _complete(files[k - 1])]
+    todo = [k for k in range(1, n + 1) if not complete(files[k - 1])]
     base = options.as_flags({k: v for k, v in values.items() if k not in ("out", "resume", "shard")}
                             | {"device": plan.device}, "")
     if job["gpus"] > 1 and plan.device == "cuda":
@@ -159,7 +128,7 @@ def launch(values: dict[str, Any], plan: options.Plan, job: dict[str, Any], out:
     else:
         print(f"all {n} shards are complete in {folder}", flush=True)
         ended = {}
-    failed = [k for k in todo if not _complete(files[k - 1])]
+    failed = [k for k in todo if not complete(files[k - 1])]
     for i, k in enumerate(todo):
         if k in failed:
             j = jobs[i]
@@ -250,13 +219,13 @@ def _wait(watch: Any, files: list[Path]) -> dict[int, TaskState]:
     last = None
     while True:
         states = watch.poll()
-        complete = [_complete(f) for f in files]
-        words = [("COMPLETED" if complete[i] and not s.live else s.state) for i, s in sorted(states.items())]
+        done = [complete(f) for f in files]
+        words = [("COMPLETED" if done[i] and not s.live else s.state) for i, s in sorted(states.items())]
         line = ", ".join(f"{words.count(s)} {s.lower()}" for s in sorted(set(words)))
         line += f"; {sum(_cases_done(f) for f in files)} cases finished"
         if line != last:
             print(f"shards: {line}", flush=True)
             last = line
-        if all(complete[i] or (not s.live and s.state != "UNKNOWN") for i, s in states.items()):
+        if all(done[i] or (not s.live and s.state != "UNKNOWN") for i, s in states.items()):
             return states
         time.sleep(POLL_S)
