@@ -34,6 +34,8 @@ def install(session: nox.Session) -> None:
     session.env["PYTHONDONTWRITEBYTECODE"] = None  # None: unset, in nox
     session.install("--no-compile", *PINNED)
     session.install("--no-deps", "--no-compile", "-e", ".")
+    # ...and what every run imports is compiled here, once: the processes a run starts together would each compile it
+    session.run_install("python", "-c", "import torch._inductor.compile_fx, pandas, matplotlib.pyplot, pytest")
 
 
 @nox.session
