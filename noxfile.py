@@ -28,11 +28,11 @@ PINNED = [
 ]
 
 
-def install(session: nox.Session) -> None:
+def install(session: nox.Session, pins: list[str] = PINNED) -> None:
     # pip byte-compiles every module it installs (56 of the 76 s that installing these took here); Python compiles
     # only what a run imports, once, on first import, which needs bytecode writing on (some environments turn it off)
     session.env["PYTHONDONTWRITEBYTECODE"] = None  # None: unset, in nox
-    session.install("--no-compile", *PINNED)
+    session.install("--no-compile", *pins)
     session.install("--no-deps", "--no-compile", "-e", ".")
     # ...and what every run imports is compiled here, once: the processes a run starts together would each compile it
     session.run_install("python", "-c", "import torch._inductor.compile_fx, pandas, matplotlib.pyplot, pytest")
@@ -101,8 +101,7 @@ COMPAT_TORCH = "torch==2.11.0"
 @nox.session
 def compat(session: nox.Session) -> None:
     """Under the GPU machine's torch 2.11, on the CPU: the GPU check's dry run and the quick profile."""
-    session.install(COMPAT_TORCH, *[p for p in PINNED if not p.startswith("torch==")])
-    session.install("--no-deps", "-e", ".")
+    install(session, [COMPAT_TORCH, *[p for p in PINNED if not p.startswith("torch==")]])
     session.run("python", "-c", "import torch; print('torch', torch.__version__)")
     out = Path(tempfile.mkdtemp(prefix="attnbench-compat-"))
     try:
