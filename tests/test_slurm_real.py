@@ -176,11 +176,16 @@ def attn(q, k, v, *, causal, window):
 """
 
 
+def sleepy_sweep(cwd: Path, kv_heads: str, seqs: str, budget: str) -> list[str]:
+    """bench run's arguments for SLEEPY's cases, its module written to the job's working directory."""
+    (cwd / "sleepy.py").write_text(SLEEPY)
+    return ["--backend", "sleepy:attn", "--kv-heads", kv_heads, "--seq", seqs, "--dtype", "fp32", "--mask", "causal",
+            "--phase", "prefill", "--pass", "fwd", "--budget", budget, "--device", "cpu", "--threads", "1"]
+
+
 def test_a_preempted_shard_is_requeued_and_continues_its_file(clusters, tmp_path):
     cluster = clusters.get(accounting=True)
-    (tmp_path / "sleepy.py").write_text(SLEEPY)
-    slower = ["--backend", "sleepy:attn", "--kv-heads", "8,1", "--seq", "32,64", "--dtype", "fp32", "--mask", "causal",
-              "--phase", "prefill", "--pass", "fwd", "--budget", "2", "--device", "cpu", "--threads", "1"]
+    slower = sleepy_sweep(tmp_path, "8,1", "32,64", budget="2")  # 4 cases, long enough to preempt one midway
     launcher = Launcher(cluster, tmp_path, *slower, "--shards", "1", "--slurm-time", "30", "--out", "r.json")
     job = launcher.job_id()  # one shard is a plain job, not an array
     _until(lambda: _cases_in_journal(_shard(tmp_path, 1, 1)) >= 1, 120, "the shard's first case")
@@ -197,9 +202,7 @@ def test_a_preempted_shard_is_requeued_and_continues_its_file(clusters, tmp_path
 
 def test_a_shard_that_hits_its_time_limit_says_so(clusters, tmp_path):
     cluster = clusters.get(accounting=True)
-    (tmp_path / "sleepy.py").write_text(SLEEPY)
-    slow = ["--backend", "sleepy:attn", "--kv-heads", "8", "--seq", "32,64,96,128", "--dtype", "fp32", "--mask",
-            "causal", "--phase", "prefill", "--pass", "fwd", "--budget", "20", "--device", "cpu", "--threads", "1"]
+    slow = sleepy_sweep(tmp_path, "8", "32,64,96,128", budget="20")  # 4 cases that outlast the 2-minute limit
     launcher = Launcher(cluster, tmp_path, *slow, "--shards", "1", "--slurm-time", "2", "--out", "r.json")
     job = launcher.job_id()
     code, took = launcher.wait(200)
