@@ -4,6 +4,7 @@ with the worker's interface and made-up timings), and real runs: an injected slo
 from __future__ import annotations
 
 import json
+import os
 import random
 import shutil
 import signal
@@ -272,6 +273,29 @@ def test_both_workers_are_pinned_to_the_same_cpus(monkeypatch):
     assert engine.pinned("1") == {"ATTNBENCH_AB_CPUS": "3"}
     assert engine.pinned(2) == {"ATTNBENCH_AB_CPUS": "2,3"}
     assert engine.pinned("4") == {} and engine.pinned(None) == {} and engine.pinned("many") == {}
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs two CPUs to pin to one of them")
+def test_every_thread_of_a_worker_is_pinned_once_its_imports_are_done():
+    """The worker pins itself after importing (the two sides import at once), so the threads torch started by then
+    must be pinned too, not only the main one: every thread of a planned worker is on the one CPU it was given."""
+    from bench.regress.ab.side import Side
+
+    cpu = max(os.sched_getaffinity(0))
+    side = Side("this tree", ROOT, env={"ATTNBENCH_AB_CPUS": str(cpu)})
+    try:
+        plan = side.ask({"cmd": "plan", "values": {"backends": "naive", "heads": "2", "kv_heads": "2", "seqs": "32",
+                                                   "dtypes": "fp32", "masks": "none", "phases": "prefill",
+                                                   "device": "cpu", "profile": "quick", "budget": "0.02"}})
+        assert plan["ok"], plan
+        assert side.ask({"cmd": "run", "case": plan["cases"][0]})["record"]["status"] == "ok"
+        tasks = Path(f"/proc/{side.proc.pid}/task")
+        allowed = {t.name: next(ln.split(":")[1].strip() for ln in (t / "status").read_text().splitlines()
+                                if ln.startswith("Cpus_allowed_list")) for t in tasks.iterdir()}
+        assert len(allowed) >= 2 and set(allowed.values()) == {str(cpu)}, allowed
+    finally:
+        side.close()
 
 
 def test_later_slices_of_a_case_only_time_it_again():

@@ -175,16 +175,26 @@ def _from_session(session, case) -> tuple[dict, list[float]]:
     return dict(record), list((entry.get("stats") or {}).get("data") or [])  # a Record, or an older revision's dict
 
 
+def pin(cpus: str | None) -> None:
+    """Every thread of this process onto `cpus` (ATTNBENCH_AB_CPUS: bench.regress.ab.engine.pinned), before anything
+    is measured; the threads torch starts later inherit it from them. After the imports, not before: the two sides
+    start at once, and pinned from the start their imports would queue for the same core."""
+    if not cpus or not hasattr(os, "sched_setaffinity"):
+        return
+    mask = {int(c) for c in cpus.split(",")}
+    tasks = "/proc/self/task"  # the threads already started (torch's import starts one): each is pinned by its id
+    for tid in os.listdir(tasks) if os.path.isdir(tasks) else ["0"]:
+        os.sched_setaffinity(int(tid), mask)
+
+
 def main() -> None:
     # the directory of this file must not shadow the revision's modules
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
     tree = os.environ.get("ATTNBENCH_AB_TREE", "")
-    cpus = os.environ.get("ATTNBENCH_AB_CPUS")
-    if cpus and hasattr(os, "sched_setaffinity"):  # before torch starts its threads, which inherit it
-        os.sched_setaffinity(0, {int(c) for c in cpus.split(",")})
     out = _protocol_stream()
     api, bench_dir = _interface(out, tree)
+    pin(os.environ.get("ATTNBENCH_AB_CPUS"))
     state = {"out": out, "bench_dir": bench_dir}
     import gc
 
