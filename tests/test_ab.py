@@ -289,7 +289,6 @@ def test_every_thread_of_a_worker_is_pinned_once_its_imports_are_done():
                                                    "dtypes": "fp32", "masks": "none", "phases": "prefill",
                                                    "device": "cpu", "profile": "quick", "budget": "0.02"}})
         assert plan["ok"], plan
-        assert side.ask({"cmd": "run", "case": plan["cases"][0]})["record"]["status"] == "ok"
         tasks = Path(f"/proc/{side.proc.pid}/task")
         allowed = {t.name: next(ln.split(":")[1].strip() for ln in (t / "status").read_text().splitlines()
                                 if ln.startswith("Cpus_allowed_list")) for t in tasks.iterdir()}

@@ -66,7 +66,7 @@ class Launcher:
 
     def __init__(self, cluster: SlurmCluster, cwd: Path, *argv: str) -> None:
         self.cluster, self.cwd = cluster, cwd
-        self.env = {**os.environ, **cluster.env, "PYTHONPATH": str(ROOT), "ATTNBENCH_SLURM_POLL_S": "0.5"}
+        self.env = {**os.environ, **cluster.env, "PYTHONPATH": str(ROOT), "ATTNBENCH_SLURM_POLL_S": "2"}
         self.out_path, self.err_path = cwd / "launcher.out", cwd / "launcher.err"
         self.start = time.monotonic()
         with open(self.out_path, "wb") as out, open(self.err_path, "wb") as err:
