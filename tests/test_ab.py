@@ -283,7 +283,8 @@ def test_every_thread_of_a_worker_is_pinned_once_its_imports_are_done():
     from bench.regress.ab.side import Side
 
     cpu = max(os.sched_getaffinity(0))
-    side = Side("this tree", ROOT, env={"ATTNBENCH_AB_CPUS": str(cpu)})
+    # two OpenMP threads: torch's import then starts a second thread (with one, under pytest-xdist, it starts none)
+    side = Side("this tree", ROOT, env={"ATTNBENCH_AB_CPUS": str(cpu), "OMP_NUM_THREADS": "2"})
     try:
         plan = side.ask({"cmd": "plan", "values": {"backends": "naive", "heads": "2", "kv_heads": "2", "seqs": "32",
                                                    "dtypes": "fp32", "masks": "none", "phases": "prefill",
