@@ -37,7 +37,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import mannwhitneyu
 
 from bench.measure.environment import fingerprint_diff
 from bench.regress.noise import CompareError, NoiseModel, Rule, noise_model
@@ -111,6 +110,8 @@ def _within(t: _Timed, rule: Rule) -> tuple[float | None, list[str]]:
     """(p, doubts) from the case's own rounds, for a move in the direction of its ratio (steps a and b)."""
     if min(len(t.base), len(t.cur)) < rule.min_rounds:
         return None, [f"too few rounds to test ({len(t.base)} vs {len(t.cur)})"]
+    from scipy.stats import mannwhitneyu  # here: importing scipy.stats takes 1.6 s of CPU
+
     d = 1 if t.log_ratio > 0 else -1
     p = float(mannwhitneyu(t.cur, t.base, alternative="greater" if d > 0 else "less").pvalue)
     # middle 60%: wide enough to catch two modes mixed in one run, narrow enough to ignore a few preempted rounds
@@ -148,6 +149,8 @@ def _within_all(timed: dict[str, _Timed], rule: Rule) -> dict[str, tuple[float |
             batches.setdefault((nb, nc, 1 if t.log_ratio > 0 else -1), []).append(cid)
         else:
             out[cid] = _within(t, rule)
+    from scipy.stats import mannwhitneyu
+
     for (_, _, d), cids in batches.items():
         base = np.stack([timed[c].base for c in cids])
         cur = np.stack([timed[c].cur for c in cids])
