@@ -13,8 +13,6 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import torch
-
 from bench.backends import get_backend
 from bench.case import Case
 from bench.kinds import kind_of
@@ -188,15 +186,20 @@ class Record(Mapping[str, Any]):
 _OWN = frozenset(f.name for f in dataclasses.fields(Record)) - {"shape", "pass_"}
 
 
-def new_record(case: Case, memory: str) -> Record:
+def new_record(case: Case, memory: str, threads: int | None = None) -> Record:
     """The record of a case before it runs: identity, shape, and what the formulas say (FLOPs, bytes, memory).
 
     memory is the backend's trait ("materialising" or "tiled"). The formula fields
     come from the case's kind (bench.kinds: dense, layer, serving), which reads the backend's traits.
+    threads: the CPU threads torch runs the case with where it runs; None: this process's torch's.
     """
+    if threads is None:
+        import torch
+
+        threads = torch.get_num_threads()
     backend = dataclasses.replace(get_backend(case.backend), memory=memory)
     return Record(case_id=case.id, backend=case.backend, shape=shape_fields(case.shape), phase=case.phase,
-                  pass_=case.pass_, device=case.device, threads=torch.get_num_threads(),
+                  pass_=case.pass_, device=case.device, threads=threads,
                   **kind_of(case).record_fields(case, backend))
 
 

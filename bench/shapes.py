@@ -14,20 +14,22 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass, field
-from typing import Any, Literal
-
-import torch
+from typing import TYPE_CHECKING, Any, Literal
 
 from bench.errors import InputError
 from bench.masks import Mask
 from bench.scores import Score, parse_score
 
+if TYPE_CHECKING:
+    import torch
+
 Variant = Literal["mha", "gqa", "mqa", "mla"]
 MlaForm = Literal["expanded", "absorbed"]
 MaskKind = Literal["none", "causal", "window", "chunk"]
 
-DTYPES: dict[str, torch.dtype] = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-DTYPE_NAMES: dict[torch.dtype, str] = {v: k for k, v in DTYPES.items()}
+# A dtype's name -> its torch attribute. The names are all a plan needs; DTYPES (name -> torch.dtype) and DTYPE_NAMES
+# (its inverse) import torch, so they are made on first use (`__getattr__` below).
+DTYPE_ATTRS: dict[str, str] = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 MASKS: tuple[str, ...] = ("none", "causal", "window", "chunk")
 SCOPES: tuple[str, ...] = ("attention", "layer")
 # serving batches (bench.serving): how a batch's sequence lengths are drawn, or a mixed chunked-prefill + decode batch
@@ -154,8 +156,8 @@ class AttentionShape:
     def __post_init__(self) -> None:
         _positive(batch=self.batch, seq_q=self.seq_q, seq_kv=self.seq_kv, head_dim=self.head_dim)
         check_heads(self.n_heads, self.n_kv_heads)
-        if self.dtype not in DTYPES:
-            raise ShapeError(f"dtype={self.dtype!r} is unknown; expected one of {', '.join(DTYPES)}")
+        if self.dtype not in DTYPE_ATTRS:
+            raise ShapeError(f"dtype={self.dtype!r} is unknown; expected one of {', '.join(DTYPE_ATTRS)}")
         if self.mask not in MASKS and not _later_mask(self.mask):
             raise ShapeError(f"mask={self.mask!r} is unknown; expected one of {', '.join(MASKS)}")
         if self.mask == "window":
@@ -286,7 +288,9 @@ class AttentionShape:
 
     @property
     def torch_dtype(self) -> torch.dtype:
-        return DTYPES[self.dtype]
+        import torch
+
+        return getattr(torch, DTYPE_ATTRS[self.dtype])
 
     @property
     def mask_label(self) -> str:
@@ -325,3 +329,14 @@ LATER_FIELDS: tuple[str, ...] = tuple(
 # column -> doc for every shape field (in order) and the derived variant
 SHAPE_DOCS: dict[str, str] = {"variant": "mha / gqa / mqa (from n_heads and n_kv_heads), or mla (mla_form set)"} | {
     f.name: f.metadata["doc"] for f in dataclasses.fields(AttentionShape)}
+
+
+def __getattr__(name: str) -> Any:
+    """DTYPES and DTYPE_NAMES, made (importing torch) on their first use."""
+    if name not in ("DTYPES", "DTYPE_NAMES"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import torch
+
+    dtypes = {key: getattr(torch, attr) for key, attr in DTYPE_ATTRS.items()}
+    globals().update(DTYPES=dtypes, DTYPE_NAMES={dt: key for key, dt in dtypes.items()})
+    return globals()[name]

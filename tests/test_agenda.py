@@ -14,7 +14,7 @@ from bench.engine.agenda import ABSENT, AT_START, FUNDED, OVER, cut_dtypes, make
 from bench.engine.console import LiveConsole, LogConsole
 from bench.engine.cost import predict_all
 from bench.engine.questions import LENGTH_SPAN, MIN_HEADS, MIN_KV_LENGTHS, MIN_LENGTHS, Context
-from bench.measure.calibrate import spec_calibration
+from bench.measure.spec_sheets import spec_calibration
 from bench.results import read_run
 
 # An AVX2-only EPYC as measured: bf16 GEMM at ~1% of fp32's (emulated)

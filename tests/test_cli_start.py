@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -47,12 +48,32 @@ def test_help_and_kv_import_no_torch_pandas_or_matplotlib():
         assert code == (2 if "lots" in argv else 0), argv
 
 
+def test_a_cpu_run_imports_no_torch_in_its_own_process(tmp_path):
+    """`bench run` plans, records and reports here; torch loads only in the worker its cases run in, and the
+    results file still says what the worker's torch is and the threads it ran with."""
+    out = tmp_path / "r.json"
+    argv = ["run", "--profile", "quick", "--backend", "naive", "--heads", "2", "--kv-heads", "2", "--seq", "32",
+            "--device", "cpu", "--threads", "1", "--out", str(out)]
+    proc = subprocess.run([sys.executable, "-c", PROBE.format(heavy=("torch",)), json.dumps([argv])], cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=300)
+    assert json.loads(proc.stderr.strip().splitlines()[-1]) == [[argv, 0, []]], proc.stderr[-2000:]
+    doc = json.loads(out.read_text())
+    import torch
+
+    assert doc["machine_info"]["attnbench"]["torch"] == torch.__version__
+    assert doc["machine_info"]["attnbench"]["threads"] == 1
+    assert {b["extra_info"]["threads"] for b in doc["benchmarks"]} == {1}
+
+
 def test_import_bench_and_the_inert_pytest_plugin_are_light_and_the_api_loads_on_use():
+    # the registry loads without torch too (a plan reads only its traits); a backend's kernel loads on its first call
     code = ("import sys, bench, bench.cli, bench.suite.plugin; heavy = [m for m in {h!r} if m in sys.modules]; "
-            "print(heavy); bench.attention; print('torch' in sys.modules, callable(bench.backend))")
+            "print(heavy); attention = bench.attention; print('torch' in sys.modules, callable(bench.backend)); "
+            "import torch; q = torch.ones(1, 2, 3, 4); print(torch.equal(attention(q, q, q, backend='naive'), q), "
+            "'bench.backends.naive' in sys.modules, 'bench.backends.flex' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code.format(h=HEAVY)], cwd=REPO, capture_output=True, text=True,
                          timeout=300, check=True).stdout.splitlines()
-    assert out == ["[]", "True True"]
+    assert out == ["[]", "False True", "True True False"]
 
 
 def test_unknown_public_name_is_an_attribute_error():

@@ -9,7 +9,8 @@ import pytest
 import torch
 from torch import nn
 
-import bench.kinds.layer
+import bench.layers
+import bench.reference
 from bench.backends import BACKENDS, Backend
 from bench.backends.naive import naive_attention
 from bench.engine import runner
@@ -170,7 +171,7 @@ def test_tiny_layer_case_is_ok_with_the_layers_flops(backend, monkeypatch):
         built.append(layer)
         return layer
 
-    monkeypatch.setattr(bench.kinds.layer, "make_layer", spy)
+    monkeypatch.setattr(bench.layers, "make_layer", spy)
     shape = layer_shape()
     out = run(backend, shape)
     r = out.record
@@ -245,7 +246,7 @@ def test_broken_layer_is_incorrect_and_not_timed(monkeypatch):
         bad.load_state_dict(good.state_dict())
         return bad
 
-    monkeypatch.setattr(bench.kinds.layer, "make_layer", broken)
+    monkeypatch.setattr(bench.layers, "make_layer", broken)
     out = run("naive")
     assert out.record["status"] == "incorrect" and out.record["max_abs_err"] > 0.1
     assert_untimed(out)
@@ -295,13 +296,13 @@ def test_check_shape_keeps_scope_and_model():
 def test_layer_and_attention_references_are_not_confused(monkeypatch):
     # one cache for every kind: a layer and its attention-alone twin (same dims) must each get their own reference
     built = []
-    real = bench.kinds.layer.reference_layer
+    real = bench.reference.reference_layer
 
     def counting(*args, **kwargs):
         built.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(bench.kinds.layer, "reference_layer", counting)
+    monkeypatch.setattr(bench.reference, "reference_layer", counting)
     cache = runner.ReferenceCache()
     s = layer_shape()
     layer_kind, dense_kind = kind_of(s), kind_of(AttentionShape(1, 32, 32, 4, 2, 16, "fp32", "causal"))

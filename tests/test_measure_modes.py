@@ -14,7 +14,7 @@ from bench.backends import get_backend
 from bench.cli import main
 from bench.masks import CAUSAL
 from bench.measure import kernels, modes, nvml, timer
-from bench.measure.calibrate import spec_sheet
+from bench.measure.spec_sheets import spec_sheet
 from bench.meta import Calibration
 from bench.reference import make_inputs
 from bench.scores import NO_SCORE

@@ -12,17 +12,18 @@ Everything else (the sweeps' CPU lists, the memory model, the claims, the figure
 
 from __future__ import annotations
 
-import torch
+from typing import TYPE_CHECKING
 
-from bench.backends import outside, sdpa
-from bench.backends.base import Backend, Unsupported
-from bench.backends.flash_attn import flash_attn_attention
-from bench.backends.flex import flex_attention
-from bench.backends.naive import naive_attention
+from bench import shapes
+from bench.backends import outside
+from bench.backends.base import Backend, Deferred, Unsupported
 from bench.errors import InputError
 from bench.masks import Mask
 from bench.scores import VARIANTS, Score, variants_used
-from bench.shapes import DTYPE_NAMES, ShapeError, check_heads
+from bench.shapes import ShapeError, check_heads
+
+if TYPE_CHECKING:
+    import torch
 
 CUDA = ("cuda",)
 HALF = ("bf16", "fp16")
@@ -38,26 +39,30 @@ FLASH_NOTES = (("sinks", "flash_attn_func has no sink logits"),
                ("mla", "flash_attn_func takes one head dim for K and V (MLA's D_v differs from D_qk); FlashMLA and "
                        "FlashInfer's MLA kernels are not wired in"))
 
+# Each function is imported on its first call (its module imports torch): bench.backends.base.Deferred
+SDPA = "bench.backends.sdpa:make"
 BACKENDS: dict[str, Backend] = {
     b.name: b
     for b in [
-        Backend("naive", naive_attention, "textbook softmax(QK^T/sqrt(D))V, materialises the score matrix",
-                "materialising", "#555555", "o", layouts=("per-sequence", "paged-gather"), variants=VARIANTS),
-        Backend("sdpa", sdpa.make("sdpa"), "torch SDPA, torch's automatic kernel choice", "tiled", "#1f77b4", "s",
-                layouts=("nested", "paged-gather"), variants=SDPA_VARIANTS, variant_notes=SDPA_NOTES),
-        Backend("sdpa-math", sdpa.make("sdpa-math"), "torch SDPA forced to the math (reference) kernel",
+        Backend("naive", Deferred("bench.backends.naive:naive_attention"),
+                "textbook softmax(QK^T/sqrt(D))V, materialises the score matrix", "materialising", "#555555", "o",
+                layouts=("per-sequence", "paged-gather"), variants=VARIANTS),
+        Backend("sdpa", Deferred(SDPA, "sdpa"), "torch SDPA, torch's automatic kernel choice", "tiled", "#1f77b4",
+                "s", layouts=("nested", "paged-gather"), variants=SDPA_VARIANTS, variant_notes=SDPA_NOTES),
+        Backend("sdpa-math", Deferred(SDPA, "sdpa-math"), "torch SDPA forced to the math (reference) kernel",
                 "materialising", "#9467bd", "D", layouts=PADDED, variants=SDPA_VARIANTS, variant_notes=SDPA_NOTES),
-        Backend("sdpa-flash", sdpa.make("sdpa-flash"), "torch SDPA forced to its FlashAttention kernel", "tiled",
+        Backend("sdpa-flash", Deferred(SDPA, "sdpa-flash"), "torch SDPA forced to its FlashAttention kernel", "tiled",
                 "#d62728", "^", layouts=PADDED, variants=SDPA_VARIANTS, variant_notes=SDPA_NOTES),
-        Backend("sdpa-efficient", sdpa.make("sdpa-efficient"), "torch SDPA forced to memory-efficient", "tiled",
+        Backend("sdpa-efficient", Deferred(SDPA, "sdpa-efficient"), "torch SDPA forced to memory-efficient", "tiled",
                 "#ff7f0e", "v", devices=CUDA, layouts=PADDED, variants=SDPA_VARIANTS, variant_notes=SDPA_NOTES),
-        Backend("sdpa-cudnn", sdpa.make("sdpa-cudnn"), "torch SDPA forced to cuDNN attention", "tiled", "#8c564b",
-                "P", devices=CUDA, layouts=PADDED, variants=SDPA_VARIANTS, variant_notes=SDPA_NOTES),
-        Backend("flex", flex_attention, "torch.compile(flex_attention) with block masks", "tiled", "#2ca02c", "*",
+        Backend("sdpa-cudnn", Deferred(SDPA, "sdpa-cudnn"), "torch SDPA forced to cuDNN attention", "tiled",
+                "#8c564b", "P", devices=CUDA, layouts=PADDED, variants=SDPA_VARIANTS, variant_notes=SDPA_NOTES),
+        Backend("flex", Deferred("bench.backends.flex:flex_attention"),
+                "torch.compile(flex_attention) with block masks", "tiled", "#2ca02c", "*",
                 layouts=("packed", "paged-mask"), variants=VARIANTS, compiles=True),
-        Backend("flash-attn", flash_attn_attention, "flash_attn.flash_attn_func (CUDA only)", "tiled", "#e377c2",
-                "h", devices=CUDA, dtypes=HALF, layouts=("varlen", "paged-table"), variants=("softcap", "alibi"),
-                variant_notes=FLASH_NOTES),
+        Backend("flash-attn", Deferred("bench.backends.flash_attn:flash_attn_attention"),
+                "flash_attn.flash_attn_func (CUDA only)", "tiled", "#e377c2", "h", devices=CUDA, dtypes=HALF,
+                layouts=("varlen", "paged-table"), variants=("softcap", "alibi"), variant_notes=FLASH_NOTES),
     ]
 }
 
@@ -127,6 +132,8 @@ def variant_values(q: torch.Tensor, mask: Mask | str | None = None, score: Score
         raise ShapeError(str(err)) from None
     if not isinstance(mask, Mask) or not isinstance(score, Score):
         raise ShapeError(f"mask={mask!r} and score={score!r}: a bench.masks.Mask and a bench.scores.Score (or text)")
+    import torch
+
     score = score.with_logits(q.shape[1], q.device)
     logits = score.sink_logits
     if score.sinks and (not isinstance(logits, torch.Tensor) or tuple(logits.shape) != (q.shape[1],)):
@@ -156,7 +163,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, backend: str
         raise ShapeError(f"seq_q={q.shape[2]} > seq_kv={k.shape[2]} with a causal mask leaves queries "
                          "with no visible key")
     # both reasons where both apply: a CUDA-only kernel that also lacks a variant says so on a CPU too
-    reasons = [impl.unsupported_reason(q.device.type, DTYPE_NAMES.get(q.dtype, str(q.dtype))),
+    reasons = [impl.unsupported_reason(q.device.type, shapes.DTYPE_NAMES.get(q.dtype, str(q.dtype))),
                impl.variant_reason(variants_used(mask, score, mla=v.shape[3] != k.shape[3]))]
     if any(reasons):
         raise Unsupported("; ".join(why for why in reasons if why))

@@ -122,9 +122,10 @@ def _preview(plan: options.Plan, gpu: str | None) -> list[str]:
 
     from bench.engine.preview import preview_lines
     from bench.measure import calibrate
+    from bench.measure.spec_sheets import spec_calibration
 
     if gpu or (plan.device == "cuda" and not torch.cuda.is_available()):
-        ceilings = calibrate.spec_calibration(gpu or "H200")
+        ceilings = spec_calibration(gpu or "H200")
     else:
         print(f"calibrating {plan.device} (GEMM and copy ceilings)...", flush=True)
         ceilings = calibrate.calibrate(plan.device, plan.sweep.dtypes)

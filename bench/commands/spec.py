@@ -2,10 +2,10 @@
 errors and the inert pytest plugin need no torch.
 
 Each subcommand module declares its options in `add_arguments(parser)`, which is the source of truth; but the run's
-axes are declared beside the sweeps (bench.engine.sweeps), which import torch. So `record()` replays every
-`add_arguments` (and bench.engine.options.add_options, the pytest plugin's half) into a recorder and the result is
-kept in arguments.json beside this module; `build_parser()` rebuilds the same argparse parser from that file,
-importing nothing heavy. After changing an option, regenerate it with
+axes are declared beside the sweeps (bench.engine.sweeps), which import the backends' registry and the engine.
+So `record()` replays every `add_arguments` (and bench.engine.options.add_options, the pytest plugin's half) into a
+recorder and the result is kept in arguments.json beside this module; `build_parser()` rebuilds the same argparse
+parser from that file, importing nothing heavy. After changing an option, regenerate it with
 
     python -m bench.commands.spec --write
 

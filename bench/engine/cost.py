@@ -54,9 +54,9 @@ def predict_all(cases: list[Case], calibration: Calibration | Mapping[str, Any],
     from bench.record import new_record
 
     out = {}
-    for case in cases:
+    for case in cases:  # a prediction's record: its formula fields only (threads=0: no thread count is read)
         b = get_backend(case.backend)
-        out[case.id] = predict(case, new_record(case, b.memory), calibration, b.memory, budget_s,
+        out[case.id] = predict(case, new_record(case, b.memory, threads=0), calibration, b.memory, budget_s,
                                bool(b.unsupported_reason(case.device, case.shape.dtype)), b.compiles)
     return out
 

@@ -1,20 +1,30 @@
 """Where a run's cases run, behind one interface (Executor) so the session never asks which: in this process
 (InProcess, the engine's Runner) or in a worker process with a time limit per case (bench.engine.isolate.Isolated).
 
-Both measure the machine where the cases run (the ceilings, the presets' KV caches: on CUDA the same process, one
-context) and both hand back the Runner's Outcome.
+Both measure the machine where the cases run (the ceilings, the presets' KV caches, the fingerprint and environment
+the results file records: on CUDA the same process, one context) and both hand back the Runner's Outcome. torch is
+imported only where cases run, so a run whose cases run in a worker starts without it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from bench.case import Case
 from bench.meta import Calibration
+from bench.record import Record
 
-if TYPE_CHECKING:  # the runner imports torch: loaded when a run starts, not when the CLI does
-    from bench.engine.runner import Outcome, Runner
+if TYPE_CHECKING:  # the runner imports torch: loaded when a case runs in this process, not when the CLI starts
+    from bench.engine.runner import Runner
+
+
+@dataclass
+class Outcome:
+    """A case's record and its timed samples (seconds), as the Runner ends it, here or in a worker."""
+
+    record: Record
+    samples: list[float] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -33,7 +43,28 @@ class RunnerSetup:
                 "trace_dir": self.trace_dir, "threads": self.threads}
 
 
+def prepare_torch(threads: int | None) -> None:
+    """The process that runs cases, before its first measurement: torch seeded, and its CPU threads the run's
+    (--threads) when given, so the ceilings are measured with the threads the cases get."""
+    import torch
+
+    torch.manual_seed(0)
+    if threads:
+        torch.set_num_threads(threads)
+
+
+def facts_here(device: str, profile: str) -> dict[str, Any]:
+    """This process's fingerprint and environment (bench.measure.environment), as the results file records them."""
+    from bench.measure.environment import environment, fingerprint
+
+    return {"fingerprint": fingerprint(device), "environment": environment(device, profile)}
+
+
 class Executor(Protocol):
+    def facts(self, device: str, profile: str) -> dict[str, Any]:
+        """Where the cases run: {"fingerprint": ..., "environment": ...} (facts_here, there)."""
+        ...
+
     def calibrate(self, device: str, dtypes: tuple[str, ...]) -> Calibration:
         """This machine's GEMM and copy ceilings (bench.measure.calibrate), measured where the cases run."""
         ...
@@ -56,23 +87,38 @@ class Executor(Protocol):
 class InProcess:
     """Cases in this process: fastest, nothing to start, but a hang or a crash is the run's."""
 
-    def __init__(self) -> None:
+    def __init__(self, threads: int | None = None) -> None:
         self.runner: Runner | None = None  # `bench profile` reads the last call and its timing from it
+        self.threads = threads
+        self.prepared = False
+
+    def _prepare(self) -> None:
+        if not self.prepared:
+            prepare_torch(self.threads)
+            self.prepared = True
+
+    def facts(self, device: str, profile: str) -> dict[str, Any]:
+        self._prepare()
+        return facts_here(device, profile)
 
     def calibrate(self, device: str, dtypes: tuple[str, ...]) -> Calibration:
         from bench.measure.calibrate import calibrate
 
+        self._prepare()
         return Calibration.of(calibrate(device, dtypes))
 
     def kv_measured(self, device: str) -> list[dict[str, Any]]:
         from bench.models.kvcache import measured_presets
 
+        self._prepare()
         return measured_presets(device)
 
     def start(self, setup: RunnerSetup) -> None:
         from pathlib import Path
 
         from bench.engine.runner import Runner
+
+        self._prepare()
 
         self.runner = Runner(setup.calibration, setup.gpu_name, budget_s=setup.budget_s,
                              trace_dir=Path(setup.trace_dir) if setup.trace_dir else None)

@@ -1,7 +1,7 @@
 """Ctrl-C belongs to attnbench: the run's stages, a test hook that interrupts one of them, and a guard that keeps a
 second Ctrl-C from tearing the cleanup.
 
-Stages a run passes through: import (`python -m bench` about to import the command's module, torch and all),
+Stages a run passes through: import (`python -m bench` about to import the command's module),
 calibrate, check (a case's correctness check), time (its timing), write (recording it), report (building the
 report), cleanup (writing the results file at the end). `ATTNBENCH_INTERRUPT_AT=STAGE[:N],...`
 sends this process a real SIGINT the N-th time (default 1) the run reaches STAGE, exactly as a Ctrl-C there would:

@@ -19,8 +19,7 @@ from dataclasses import replace
 from typing import Any
 
 from bench.case import Case
-from bench.engine.execute import RunnerSetup
-from bench.engine.runner import Outcome
+from bench.engine.execute import Outcome, RunnerSetup
 from bench.meta import Calibration
 from bench.record import Record, new_record
 
@@ -46,10 +45,11 @@ class WorkerDied(Exception):
 class Worker:
     """One worker process and its pipes; `ask` waits for the answer at most `timeout_s`."""
 
-    def __init__(self) -> None:
+    def __init__(self, threads: int | None = None) -> None:
         env = {**os.environ, "KINETO_LOG_LEVEL": os.environ.get("KINETO_LOG_LEVEL", "5")}
-        self.proc = subprocess.Popen([sys.executable, "-m", "bench.engine.worker"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        argv = [sys.executable, "-m", "bench.engine.worker", *(["--threads", str(threads)] if threads else [])]
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     env=env)
         self.tail: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
         self._relay = threading.Thread(target=self._pass_stderr, daemon=True)
         self._relay.start()
@@ -99,19 +99,24 @@ class Worker:
 class Isolated:
     """bench.engine.execute's Executor in a worker process, with a per-case time limit."""
 
-    def __init__(self) -> None:
+    def __init__(self, threads: int | None = None) -> None:
+        self.threads = threads  # --threads: each worker sets them before it measures anything
         self.setup: RunnerSetup | None = None  # what each fresh worker's Runner is built from
         self.worker: Worker | None = None
         self.has_runner = False
+        self.runner_threads: int | None = None  # what torch runs the cases with there: a timeout's record says it
 
     def _ready(self, with_runner: bool = False) -> Worker:
         if self.worker is None:
-            self.worker, self.has_runner = Worker(), False
+            self.worker, self.has_runner = Worker(self.threads), False
         if with_runner and not self.has_runner:
             assert self.setup is not None, "start() first"
-            self.worker.ask({"cmd": "runner", **self.setup.to_dict()})
+            self.runner_threads = self.worker.ask({"cmd": "runner", **self.setup.to_dict()})["threads"]
             self.has_runner = True
         return self.worker
+
+    def facts(self, device: str, profile: str) -> dict[str, Any]:
+        return self._ready().ask({"cmd": "facts", "device": device, "profile": profile})
 
     # a dead or hung worker outside a case (calibration, the KV caches) is a failure of the run
     def calibrate(self, device: str, dtypes: tuple[str, ...]) -> Calibration:
@@ -130,11 +135,12 @@ class Isolated:
             answer = self._ready(with_runner=True).ask({"cmd": "run", "case": case.to_dict()}, timeout_s)
         except TimeoutError:
             self.close()
-            return Outcome(replace(_before(case), status="timeout", reason=f"still running after {timeout_s:.0f} s "
+            before = _before(case, self.runner_threads)
+            return Outcome(replace(before, status="timeout", reason=f"still running after {timeout_s:.0f} s "
                                    "(--case-timeout); its worker was ended"))
         except WorkerDied as died:
             self.worker = None
-            return Outcome(replace(_before(case), status="crashed", reason=died.describe()[:500]))
+            return Outcome(replace(_before(case, self.runner_threads), status="crashed", reason=died.describe()[:500]))
         return Outcome(Record.from_dict(answer["record"]), [float(x) for x in answer["samples"]])
 
     def close(self) -> None:
@@ -143,7 +149,7 @@ class Isolated:
             self.worker = None
 
 
-def _before(case: Case) -> Record:
+def _before(case: Case, threads: int | None) -> Record:
     from bench.backends import get_backend
 
-    return new_record(case, get_backend(case.backend).memory)
+    return new_record(case, get_backend(case.backend).memory, threads)

@@ -45,13 +45,12 @@ def model_facts(plan: Plan) -> dict[str, Any] | None:
     return {cfg.name: facts(cfg, plan.sweep.dtypes) for cfg in configs}
 
 
-def machine_info_here(device: str, profile: str) -> dict[str, Any]:
-    """pytest-benchmark's machine info, with ours (bench.measure.environment) under "attnbench"."""
+def machine_info_here(environment: dict[str, Any]) -> dict[str, Any]:
+    """pytest-benchmark's machine info, with ours (bench.measure.environment, from where the cases run) under
+    "attnbench"."""
     from pytest_benchmark.plugin import pytest_benchmark_generate_machine_info
 
-    from bench.measure.environment import environment
-
-    return pytest_benchmark_generate_machine_info() | {"attnbench": environment(device, profile)}
+    return pytest_benchmark_generate_machine_info() | {"attnbench": environment}
 
 
 def commit_info_here() -> dict[str, Any]:

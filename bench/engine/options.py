@@ -120,10 +120,16 @@ def plan_of(cases: list[sweeps.Case], sweep: sweeps.Sweep, device: str, profile:
     return Plan(device, profile, sweep, cases, run_id, sweeps.sweep_id(cases), None, False, threads, [])
 
 
-def default_device() -> str:
+def cuda_available() -> bool:
+    """Whether torch sees a CUDA device: asked only where a run's device is CUDA or not given, so a CPU run plans
+    without importing torch."""
     import torch
 
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    return torch.cuda.is_available()
+
+
+def default_device() -> str:
+    return "cuda" if cuda_available() else "cpu"
 
 
 def plan(values: Mapping[str, Any], default_out: bool = True, listing: bool = False, here: bool = True) -> Plan:
@@ -131,10 +137,8 @@ def plan(values: Mapping[str, Any], default_out: bool = True, listing: bool = Fa
 
     listing: only the case ids are wanted (`bench run --list`), so the results file is neither read nor checked.
     here: the cases run on this machine; False (Slurm jobs): the device defaults to cuda and is not looked for."""
-    import torch
-
     device = values.get("device") or (default_device() if here else "cuda")
-    if device == "cuda" and here and not listing and not torch.cuda.is_available():
+    if device == "cuda" and here and not listing and not cuda_available():
         raise UsageError("--device cuda: torch sees no CUDA device here")
     name = values.get("profile") or "default"
     base = sweeps.profile(name, device)

@@ -2,7 +2,7 @@
 case with its predicted seconds and what the time budget makes of it (runs, over budget, left out).
 
 On the device here the ceilings are measured first (the run's own calibration); for a GPU that is not here
-(`--device cuda --gpu H200` on any machine) they come from its spec sheet (bench.measure.calibrate.spec_calibration),
+(`--device cuda --gpu H200` on any machine) they come from its spec sheet (bench.measure.spec_sheets.spec_calibration),
 so a CUDA plan can be read before a GPU is booked.
 """
 

@@ -12,7 +12,7 @@ from bench.engine.queue import CaseQueue
 from bench.engine.schedule import Schedule
 from bench.status import EXIT_1, PROGRESS_LABELS
 
-if TYPE_CHECKING:  # bench.record imports torch: not at the CLI's start
+if TYPE_CHECKING:  # bench.record imports the case kinds: not at the CLI's start
     from bench.record import Record
 
 

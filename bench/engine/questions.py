@@ -273,7 +273,7 @@ def predicted_share(case: Case, ctx: Context) -> float:
 
     b = get_backend(case.backend)
     alone = Case(case.backend, dataclasses.replace(case.shape, scope="attention"), case.phase, case.pass_, case.device)
-    attention = call_s(new_record(alone, b.memory), ctx.calibration, b.memory)
+    attention = call_s(new_record(alone, b.memory, threads=0), ctx.calibration, b.memory)
     gemm = ctx.calibration.gemm(case.shape.dtype)
     projections = projection_flops(case.shape, case.pass_) / (gemm or 1e10)
     return attention / (attention + projections)

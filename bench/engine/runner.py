@@ -12,7 +12,7 @@ from __future__ import annotations
 import gc
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,26 +20,21 @@ import torch
 
 from bench.backends import Unsupported, get_backend
 from bench.engine import interrupt
+from bench.engine.execute import Outcome
 from bench.engine.sweeps import Case
 from bench.kinds import EXACT_CHECK_ELEMENTS, ReferenceCache, check_shape, kind_of
 from bench.kinds.guards import implausible
-from bench.measure.calibrate import spec_sheet
 from bench.measure.environment import gpu_reading
 from bench.measure.memory import available_cpu_bytes, peak_bytes
 from bench.measure.modes import CaseTiming, time_case
 from bench.measure.nvml import Gpu
+from bench.measure.spec_sheets import spec_sheet
 from bench.measure.stats import summarize
 from bench.meta import Calibration
 from bench.record import Record, new_record, timed, with_modes
 
 # the engine session, `bench ab` workers and tests read these here
 __all__ = ["EXACT_CHECK_ELEMENTS", "Outcome", "ReferenceCache", "Runner", "check_shape"]
-
-
-@dataclass
-class Outcome:
-    record: Record
-    samples: list[float] = field(default_factory=list)
 
 
 def _is_oom(err: BaseException) -> bool:

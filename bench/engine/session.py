@@ -43,7 +43,7 @@ from bench.meta import Calibration
 from bench.results import ResultsStore, RunMeta
 from bench.results.entry import case_entry, group_of
 
-if TYPE_CHECKING:  # bench.record imports torch, which the session loads only when a run opens
+if TYPE_CHECKING:
     from bench.record import Record
 
 
@@ -57,11 +57,12 @@ class Session:
         self.run_id = run_id or plan.run_id
         self.console = console or LogConsole(say)
         self.schedule = Schedule(plan, started=time.perf_counter())
-        self.executor: Executor = Isolated() if isolate else InProcess()
+        self.executor: Executor = Isolated(plan.threads) if isolate else InProcess(plan.threads)
         self.trace_dir = trace_dir
         self.budget_s = budget_s if budget_s is not None else plan.sweep.budget_s  # timing seconds per case
-        self._infos = (machine_info or (lambda: machine.machine_info_here(plan.device, plan.profile)),
+        self._infos = (machine_info or (lambda: machine.machine_info_here(self.facts()["environment"])),
                        commit_info or machine.commit_info_here)
+        self._facts: dict[str, Any] | None = None
         if queue is None and os.environ.get(QUEUE_ENV):  # a worker of `bench run --devices` (bench.launch.devices)
             queue, ran_on = CaseQueue(os.environ[QUEUE_ENV]), os.environ.get(DEVICE_ENV)
         self.queue = queue
@@ -83,6 +84,19 @@ class Session:
         """The in-process Runner (`bench profile` reads its last call), None in a worker process."""
         return getattr(self.executor, "runner", None)
 
+    def facts(self) -> dict[str, Any]:
+        """The fingerprint and environment of where the cases run (the executor's), asked once."""
+        if self._facts is None:
+            self._facts = self.executor.facts(self.plan.device, self.plan.profile)
+        return self._facts
+
+    def _threads(self) -> int:
+        """torch's CPU threads where the cases run, as the results file's fingerprint says (a resumed one's too)."""
+        recorded = self.store.doc.fingerprint if self.store is not None else None
+        if recorded and isinstance(recorded.get("threads"), int):
+            return recorded["threads"]
+        return self.facts()["fingerprint"]["threads"]
+
     def _mine(self) -> list[Case]:
         return [c for c in self.pending if c.id in self.selected]
 
@@ -90,17 +104,10 @@ class Session:
     def open(self, selected: set[str] | None = None, calibration: Calibration | dict | None = None) -> None:
         """Calibrate and open the results store (only when some case is to run, or to resume). Ceilings given
         (bench profile, bench ab) are a single case's: no calibration, no KV caches."""
-        import torch
-
-        from bench.measure.environment import gpu_name
-
         if selected is not None:
             self.selected = selected
         if not self.selected and not self.plan.resume:
             return
-        torch.manual_seed(0)
-        if self.plan.threads:
-            torch.set_num_threads(self.plan.threads)
         if self.plan.resume:
             self.store = ResultsStore.resume(self.plan.out)
             calibration = self.store.doc.meta.calibration
@@ -114,7 +121,8 @@ class Session:
                 kv = machine.kv_measured(self.executor, self.plan, self.say)
             self.store = self._new_store(Calibration.of(calibration), kv)
         calibration = Calibration.of(calibration)
-        self.executor.start(RunnerSetup(calibration, gpu_name(self.plan.device), self.budget_s,
+        gpu_name = self.facts()["fingerprint"]["gpu_name"] if self.plan.device == "cuda" else None
+        self.executor.start(RunnerSetup(calibration, gpu_name, self.budget_s,
                                         str(self.trace_dir) if self.trace_dir else None, self.plan.threads))
         self.schedule.predict(calibration, self.budget_s)
         mine = self._mine()
@@ -128,11 +136,9 @@ class Session:
     def _new_store(self, calibration: Calibration, kv: list | None) -> ResultsStore:
         import pytest_benchmark
 
-        from bench.measure.environment import fingerprint
-
         meta = RunMeta(run_id=self.run_id, profile=self.plan.profile, sweep_id=self.plan.sweep_id,
                        axes=dataclasses.asdict(self.plan.sweep), calibration=calibration,
-                       fingerprint=fingerprint(self.plan.device), cases=len(self.plan.cases),
+                       fingerprint=self.facts()["fingerprint"], cases=len(self.plan.cases),
                        models=machine.model_facts(self.plan), kv_measured=kv)
         machine_info, commit_info = self._infos
         with interrupt.deferred():  # the file and its journal exist whole, or not at all
@@ -164,8 +170,9 @@ class Session:
         from bench.record import new_record
 
         reason = reason or self.schedule.over_budget_reason(case)
-        record = dataclasses.replace(new_record(case, get_backend(case.backend).memory), status="skipped",
-                                     predicted_s=self.schedule.predicted[case.id], wall_s=0.0, reason=reason)
+        before = new_record(case, get_backend(case.backend).memory, self._threads())
+        record = dataclasses.replace(before, status="skipped", predicted_s=self.schedule.predicted[case.id],
+                                     wall_s=0.0, reason=reason)
         return self._keep(case, record, [])
 
     def _keep(self, case: Case, record: Record, samples: list[float]) -> tuple[Record, dict[str, Any]]:

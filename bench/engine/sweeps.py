@@ -24,7 +24,7 @@ from bench.engine.parse import duration, ints, one_of, page_size_check, page_siz
 from bench.errors import InputError, UsageError
 from bench.scores import parse_score
 from bench.shapes import (
-    DTYPES,
+    DTYPE_ATTRS,
     LENGTHS,
     SCOPES,
     VARIANTS,
@@ -62,7 +62,7 @@ class Sweep:
                                     clears="tokens_per_batch")
     head_dims: tuple[int, ...] = axis((64,), "head-dim", "head dims", check=positive_ints_check("head_dim"),
                                       clears="d_model")
-    dtypes: tuple[str, ...] = axis(("fp32",), "dtype", "fp32,bf16,fp16", words, one_of("dtype", DTYPES))
+    dtypes: tuple[str, ...] = axis(("fp32",), "dtype", "fp32,bf16,fp16", words, one_of("dtype", DTYPE_ATTRS))
     masks: tuple[str, ...] = axis(("causal",), "mask", "none,causal,window:256,chunk:64 (chunk: Llama-4's chunked "
                                   "local attention)", words, parse_mask)
     phases: tuple[str, ...] = axis(("prefill",), "phase", "prefill,decode", words, one_of("phase", PHASES))

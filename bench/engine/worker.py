@@ -3,11 +3,13 @@
 only. bench.engine.isolate starts it and talks to it; it measures with the engine's Runner, as an in-process run
 would.
 
+`--threads N` (the run's --threads) sets torch's CPU threads before anything is measured.
 Protocol: one JSON object per line. Requests on stdin, one answer each on the protocol stream (the original stdout;
 anything else printed goes to stderr, which the parent relays and keeps the last lines of):
+  {"cmd": "facts", "device", "profile"}                            -> {"fingerprint": {...}, "environment": {...}}
   {"cmd": "calibrate", "device", "dtypes"}                         -> {"calibration": {...}}
   {"cmd": "kv", "device"}                                          -> {"kv_measured": [...]}
-  {"cmd": "runner", "calibration", "gpu_name", "budget_s", "trace_dir", "threads"} -> {"ok": true}
+  {"cmd": "runner", "calibration", "gpu_name", "budget_s", "trace_dir", "threads"} -> {"threads": torch's threads}
   {"cmd": "run", "case": {"backend", "shape": {...}, "phase", "pass_", "device"}}  -> {"record", "samples"}
 The worker ignores SIGINT: Ctrl-C is the parent's to handle (it ends the worker when it stops).
 """
@@ -31,6 +33,10 @@ def _protocol_stream():
 
 def serve(request: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
     cmd = request["cmd"]
+    if cmd == "facts":
+        from bench.engine.execute import facts_here
+
+        return facts_here(request["device"], request["profile"])
     if cmd == "calibrate":
         from bench.measure.calibrate import calibrate
 
@@ -54,7 +60,7 @@ def serve(request: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
         state["runner"] = Runner(request["calibration"], request.get("gpu_name"), budget_s=request["budget_s"],
                                  trace_dir=Path(trace) if trace else None)
         gc.freeze()  # what is alive now lives to the end: keep the collector from rescanning it between rounds
-        return {"ok": True}
+        return {"threads": torch.get_num_threads()}
     if cmd == "run":
         from bench.case import Case
 
@@ -65,10 +71,12 @@ def serve(request: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
 
 def main() -> None:
     from bench.engine import interrupt
+    from bench.engine.execute import prepare_torch
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     interrupt.in_worker = True
     out = _protocol_stream()
+    prepare_torch(int(sys.argv[sys.argv.index("--threads") + 1]) if "--threads" in sys.argv else None)
     state: dict[str, Any] = {}
     for line in sys.stdin:
         if line.strip():

@@ -3,6 +3,10 @@ behind one interface (bench.kinds.base.CaseKind) that the runner and bench.recor
 
 Which kind a case is, is decided once, by bench.case.shape_kind (Case.kind); this package holds each kind's code
 under that name. Adding a kind: its name and rule in bench.case, one module here, one line in KINDS.
+
+A kind's formulas (record_fields, predicted_bytes, check_shape) are plain arithmetic that plans read; torch and the
+tensor code are imported inside the methods that run a case (setup, check, gradients, timed_call), so planning a
+run loads no torch (`bench run`'s parent process hands its cases to a worker that does).
 """
 
 from __future__ import annotations

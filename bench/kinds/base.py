@@ -9,12 +9,14 @@ is one module here and one line in bench.kinds.KINDS.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from bench.backends.base import Backend, Unsupported
 from bench.case import Case
-from bench.reference import Check
 from bench.shapes import AttentionShape
+
+if TYPE_CHECKING:
+    from bench.reference import Check
 
 # The one check-size rule: a case whose float64 reference would hold more score elements than this is checked on a
 # shorter copy of itself with the same structure (the oracle is O(S^2)); each kind says how to shorten its shapes.

@@ -5,27 +5,16 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-
-from bench.backends import attention, get_backend
-from bench.backends.base import Backend, bind
+from bench.backends.base import Backend
 from bench.case import Case
 from bench.kinds.base import ReferenceCache, decode_kv_fields, fits_exactly
-from bench.kinds.guards import TimedGuard
-from bench.measure.timer import sync
 from bench.metrics import attention_bytes, attention_flops, kv_cache_bytes, model_mem_bytes
-from bench.reference import (
-    TOLERANCES,
-    Check,
-    case_variants,
-    check_gradients,
-    compare_to_reference,
-    make_inputs,
-    reference_attention,
-)
 from bench.shapes import AttentionShape
+
+if TYPE_CHECKING:
+    from bench.reference import Check
 
 
 def dense_check_shape(shape: AttentionShape) -> AttentionShape:
@@ -68,6 +57,19 @@ class DenseKind:
         return None
 
     def check(self, case: Case, setup: Any, references: ReferenceCache) -> tuple[Check, float]:
+        import torch
+
+        from bench.backends import attention
+        from bench.measure.timer import sync
+        from bench.reference import (
+            TOLERANCES,
+            Check,
+            case_variants,
+            compare_to_reference,
+            make_inputs,
+            reference_attention,
+        )
+
         shape = self.check_shape(case.shape)
         q, k, v = make_inputs(shape, case.device, seed=0)
         mask, score = case_variants(shape, case.device)
@@ -83,11 +85,20 @@ class DenseKind:
         return compare_to_reference(out, ref), seconds
 
     def gradients(self, case: Case, setup: Any) -> Check:
+        from bench.reference import check_gradients
+
         return check_gradients(case.backend, self.check_shape(case.shape), case.device)
 
     def timed_call(self, case: Case, setup: Any) -> Callable[[], object]:
         """The backend itself: the inputs were validated by the check, so `bench.attention`'s checks would only add
         their microseconds to a decode step's."""
+        import torch
+
+        from bench.backends import get_backend
+        from bench.backends.base import bind
+        from bench.kinds.guards import TimedGuard
+        from bench.reference import case_variants, make_inputs, reference_attention
+
         s = case.shape
         grad = case.pass_ == "fwd+bwd"
         q, k, v = make_inputs(s, case.device, seed=1, requires_grad=grad)

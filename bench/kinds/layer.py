@@ -5,18 +5,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-
-import torch
+from typing import TYPE_CHECKING
 
 from bench.backends.base import Backend
 from bench.case import Case
 from bench.kinds.base import ReferenceCache, refuse_variants
 from bench.kinds.dense import DenseKind, dense_check_shape, dense_kv_fields
-from bench.layers import MultiHeadAttention, make_layer, make_layer_input
-from bench.measure.timer import sync
 from bench.metrics import ELEMENT_BYTES, layer_bytes, layer_d_model, layer_flops, layer_weight_bytes
-from bench.reference import LAYER_TOLERANCES, Check, check_layer_gradients, compare_to_reference, reference_layer
 from bench.shapes import AttentionShape
+
+if TYPE_CHECKING:
+    from bench.layers import MultiHeadAttention
+    from bench.reference import Check
 
 
 class LayerKind:
@@ -40,10 +40,18 @@ class LayerKind:
 
     def setup(self, case: Case) -> MultiHeadAttention:
         """One layer (seeded weights) for the check and the timing."""
+        from bench.layers import make_layer
+
         refuse_variants(case.shape, "a whole layer (scope=layer)")
         return make_layer(case.shape, case.backend, case.device, seed=0)
 
     def check(self, case: Case, setup: MultiHeadAttention, references: ReferenceCache) -> tuple[Check, float]:
+        import torch
+
+        from bench.layers import make_layer_input
+        from bench.measure.timer import sync
+        from bench.reference import LAYER_TOLERANCES, Check, compare_to_reference, reference_layer
+
         shape = self.check_shape(case.shape)
         x = make_layer_input(shape, case.device, seed=0)
         t0 = time.perf_counter()
@@ -58,11 +66,17 @@ class LayerKind:
         return compare_to_reference(out, ref, LAYER_TOLERANCES), seconds
 
     def gradients(self, case: Case, setup: MultiHeadAttention) -> Check:
+        from bench.reference import check_layer_gradients
+
         return check_layer_gradients(setup, self.check_shape(case.shape), case.device)
 
     def timed_call(self, case: Case, setup: MultiHeadAttention) -> Callable[[], object]:
         """The whole layer, projections included; fwd+bwd differentiates with respect to x and every weight, as
         training does."""
+        import torch
+
+        from bench.layers import make_layer_input
+
         s, layer = case.shape, setup
         grad = case.pass_ == "fwd+bwd"
         x = make_layer_input(s, case.device, seed=1, requires_grad=grad)

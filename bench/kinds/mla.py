@@ -6,22 +6,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-
-from bench.backends import attention, get_backend
-from bench.backends.base import Backend, Unsupported, bind
+from bench.backends.base import Backend, Unsupported
 from bench.case import Case
 from bench.kinds.base import ReferenceCache, decode_kv_fields
 from bench.kinds.dense import dense_check_shape
-from bench.kinds.guards import TimedGuard
-from bench.measure.timer import sync
 from bench.metrics import ELEMENT_BYTES, attention_bytes, attention_flops, latent_cache_bytes, model_mem_bytes
-from bench.mla import call_tensors, finish, make_mla_inputs, reference_mla
-from bench.reference import TOLERANCES, Check, compare_to_reference, reference_attention
 from bench.scores import NO_SCORE
 from bench.shapes import AttentionShape
+
+if TYPE_CHECKING:
+    from bench.reference import Check
 
 FORWARD_ONLY = "MLA cases are timed forward only (inference, as DeepSeek models are served); use pass=fwd"
 
@@ -53,6 +49,13 @@ class MlaKind:
         return None
 
     def check(self, case: Case, setup: Any, references: ReferenceCache) -> tuple[Check, float]:
+        import torch
+
+        from bench.backends import attention
+        from bench.measure.timer import sync
+        from bench.mla import call_tensors, finish, make_mla_inputs, reference_mla
+        from bench.reference import TOLERANCES, Check, compare_to_reference
+
         shape = self.check_shape(case.shape)
         x = make_mla_inputs(shape, case.device, seed=0)
         q, k, v = call_tensors(shape, x)
@@ -71,6 +74,14 @@ class MlaKind:
 
     def timed_call(self, case: Case, setup: Any) -> Callable[[], object]:
         """The backend itself on the call's tensors (drawn from another seed than the check's)."""
+        import torch
+
+        from bench.backends import get_backend
+        from bench.backends.base import bind
+        from bench.kinds.guards import TimedGuard
+        from bench.mla import call_tensors, make_mla_inputs
+        from bench.reference import reference_attention
+
         s = case.shape
         q, k, v = call_tensors(s, make_mla_inputs(s, case.device, seed=1))
         exact = dense_check_shape(s) == s  # the call's own float64 reference fits: the last output is checked

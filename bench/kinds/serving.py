@@ -6,18 +6,13 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable
-
-import torch
+from typing import TYPE_CHECKING
 
 from bench.backends import Unsupported, get_backend
 from bench.backends.base import PAGED_LAYOUTS, RAGGED_LAYOUTS, Backend
 from bench.case import Case
 from bench.kinds.base import ReferenceCache, decode_kv_fields, fits_exactly, refuse_variants
-from bench.measure.timer import sync
 from bench.metrics import model_mem_bytes
-from bench.reference import Check
-from bench.serving.batch import check_sequences, references
-from bench.serving.case import prepare
 from bench.serving.workload import (
     padding_waste,
     serving_bytes,
@@ -26,6 +21,9 @@ from bench.serving.workload import (
     workload_of,
 )
 from bench.shapes import AttentionShape
+
+if TYPE_CHECKING:
+    from bench.reference import Check
 
 
 def _score_elements(shape: AttentionShape) -> int:
@@ -71,6 +69,12 @@ class ServingKind:
         return backend
 
     def check(self, case: Case, setup: Backend, references_: ReferenceCache) -> tuple[Check, float]:
+        import torch
+
+        from bench.measure.timer import sync
+        from bench.serving.batch import check_sequences, references
+        from bench.serving.case import prepare
+
         small = self.check_shape(case.shape)
         seqs, call, split = prepare(setup, small, case.device, seed=0)
         t0 = time.perf_counter()
@@ -85,6 +89,10 @@ class ServingKind:
         raise Unsupported("serving batches are inference: forward only")
 
     def timed_call(self, case: Case, setup: Backend) -> Callable[[], object]:
+        import torch
+
+        from bench.serving.case import prepare
+
         _, call, _ = prepare(setup, case.shape, case.device, seed=1)
 
         def forward():

@@ -13,7 +13,7 @@ from collections import Counter
 from pathlib import Path
 from statistics import geometric_mean, median
 
-from bench.measure.calibrate import spec_sheet
+from bench.measure.spec_sheets import spec_sheet
 from bench.results import read_run
 
 # (what, measured before or published, the figure, unit scale)

@@ -10,7 +10,7 @@ from collections import Counter
 
 import pandas as pd
 
-from bench.measure.calibrate import spec_sheet
+from bench.measure.spec_sheets import spec_sheet
 from bench.meta import Calibration
 from bench.report.units import fmt_bandwidth, fmt_flops
 
