@@ -8,23 +8,15 @@ imported only where cases run, so a run whose cases run in a worker starts witho
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from bench.case import Case
+from bench.engine.outcome import Outcome
 from bench.meta import Calibration
-from bench.record import Record
 
 if TYPE_CHECKING:  # the runner imports torch: loaded when a case runs in this process, not when the CLI starts
     from bench.engine.runner import Runner
-
-
-@dataclass
-class Outcome:
-    """A case's record and its timed samples (seconds), as the Runner ends it, here or in a worker."""
-
-    record: Record
-    samples: list[float] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

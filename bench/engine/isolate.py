@@ -19,7 +19,8 @@ from dataclasses import replace
 from typing import Any
 
 from bench.case import Case
-from bench.engine.execute import Outcome, RunnerSetup
+from bench.engine.execute import RunnerSetup
+from bench.engine.outcome import Outcome
 from bench.meta import Calibration
 from bench.record import Record, new_record
 

@@ -20,7 +20,7 @@ import torch
 
 from bench.backends import Unsupported, get_backend
 from bench.engine import interrupt
-from bench.engine.execute import Outcome
+from bench.engine.outcome import Outcome
 from bench.engine.sweeps import Case
 from bench.kinds import EXACT_CHECK_ELEMENTS, ReferenceCache, check_shape, kind_of
 from bench.kinds.guards import implausible
