@@ -14,6 +14,7 @@ from bench.report.frames import fit_exponent
 from bench.report.load import COLUMNS, load_results, read_results
 from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE, NOT_MEASURED
 from tests.results_factory import make_record, make_run
+from tests.shared import once
 
 E = {"fp32": 4, "bf16": 2}
 PREFILL_RATE = {"naive": 20e9, "sdpa": 95e9, "sdpa-math": 24e9, "sdpa-flash": 100e9, "flex": 75e9}
@@ -97,6 +98,17 @@ def write(path: Path, doc: dict) -> Path:
 def realistic(tmp_path_factory) -> tuple[Path, object]:
     path = write(tmp_path_factory.mktemp("run") / "synthetic.json", realistic_run())
     return path, load_results([path]).frame
+
+
+@pytest.fixture(scope="module")
+def realistic_report(realistic, tmp_path_factory) -> Path:
+    """The realistic run's report folder (its index.html), built once per test run: the tests only read it."""
+    from bench.report import build_report
+
+    folder, index = once(tmp_path_factory, "realistic-report",
+                         lambda into: str(build_report([realistic[0]], into / "out")))
+    assert Path(index) == folder / "out" / "index.html"
+    return Path(index)
 
 
 @pytest.fixture(scope="module")
@@ -450,12 +462,9 @@ def test_figures_without_their_data_are_skipped(tmp_path):
 EVIL = "<script>alert(1)</script>"
 
 
-def test_report_folder_from_a_realistic_run(realistic, tmp_path):
-    from bench.report import build_report
-
-    index = build_report([realistic[0]], tmp_path / "out")
+def test_report_folder_from_a_realistic_run(realistic, realistic_report):
+    index = realistic_report
     out = index.parent
-    assert index == tmp_path / "out" / "index.html"
     page = index.read_text()
     md = (out / "report.md").read_text()
     pngs = sorted(p.name for p in out.glob("*.png"))
@@ -543,7 +552,7 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic
 
 @pytest.mark.slow  # a headless chromium: tens of seconds on a loaded machine
 @pytest.mark.browser
-def test_report_renders_in_a_browser(realistic, tmp_path):
+def test_report_renders_in_a_browser(realistic_report, tmp_path):
     import os
     import subprocess
 
@@ -553,9 +562,7 @@ def test_report_renders_in_a_browser(realistic, tmp_path):
             pytest.fail(f"CI is set but {CHROMIUM} is missing: the browser test must run in CI")
         pytest.skip(f"needs {CHROMIUM}")
 
-    from bench.report import build_report
-
-    index = build_report([realistic[0]], tmp_path / "out")
+    index = realistic_report
     shot = tmp_path / "shot.png"
     subprocess.run([str(CHROMIUM), *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}",
                     f"--screenshot={shot}", "--window-size=1280,4000", index.as_uri()],
