@@ -124,43 +124,6 @@ def _shard(cwd: Path, k: int, n: int) -> Path:
     return cwd / f".r.json.shards/shard-{k}of{n}.json"
 
 
-def test_a_plain_sweep_runs_and_merges(clusters, tmp_path):
-    launcher = Launcher(clusters.get(accounting=True), tmp_path, *SWEEP, "--shards", "2", "--out", "r.json")
-    code, took = launcher.wait()
-    assert code == 0, launcher
-    doc = read_run(tmp_path / "r.json")
-    assert len(doc.entries()) == 8 and doc.meta.complete is True and len(doc.meta.shards) == 2
-    lines = [ln for ln in launcher.out.splitlines() if ln.startswith("shards: ")]
-    assert "8 cases (8 to run)" in launcher.out and lines[-1].endswith("; 8 cases finished"), launcher
-    print(f"plain sweep: 2 shards, 8 cases merged in {took:.0f} s")
-
-
-def test_shards_cancelled_running_and_pending_are_named_and_the_rerun_finishes_them(clusters, tmp_path):
-    cluster = clusters.get(accounting=True)  # 2 CPUs: of 3 shards, the third waits
-    launcher = Launcher(cluster, tmp_path, *SWEEP, "--shards", "3", "--out", "r.json")
-    array = launcher.job_id()
-    _until(lambda: launcher.tasks(array).get(2, None) and launcher.tasks(array)[2].state == "PENDING", 30,
-           "the third shard pending")
-    launcher.scancel(f"{array}_2")
-    _until(lambda: _cases_in_journal(_shard(tmp_path, 1, 3)) >= 1, 120, "shard 1's first case")
-    launcher.scancel(f"{array}_0")
-    code, took = launcher.wait()
-    assert code == 1, launcher
-    assert f"shard 1/3 (job {array}_0) did not finish: cancelled by 0" in launcher.err
-    # sacct names the user once it has the task's record; before that, the task is known to have left pending
-    assert re.search(rf"shard 3/3 \(job {array}_2\) did not finish: cancelled (by 0|while pending)", launcher.err)
-    assert "shard 2/3" not in launcher.err and read_run(_shard(tmp_path, 2, 3)).meta.complete is True
-    assert "2 of 3 shards incomplete" in launcher.err
-    kept = len(read_run(_shard(tmp_path, 1, 3)).entries()) + len(read_run(_shard(tmp_path, 2, 3)).entries())
-    print(f"cancelled running and pending: exit 1 after {took:.0f} s, {kept} cases kept")
-    again = Launcher(cluster, tmp_path, *SWEEP, "--shards", "3", "--out", "r.json")
-    code, took = again.wait()
-    assert code == 0, again
-    assert f"8 cases ({8 - kept} to run)" in again.out and "submitted 2 of 3 shards (1 already complete)" in again.out
-    assert len(read_run(tmp_path / "r.json").entries()) == 8
-    print(f"rerun: the 2 incomplete shards resubmitted, merged in {took:.0f} s")
-
-
 # A user's kernel (MODULE:FUNCTION, found in the job's working directory) that takes a second a call and leaves the
 # CPU to the tests running beside this file: for the jobs that must last (preempted midway, or past a time limit).
 SLEEPY = """
@@ -181,6 +144,46 @@ def sleepy_sweep(cwd: Path, kv_heads: str, seqs: str, budget: str) -> list[str]:
     (cwd / "sleepy.py").write_text(SLEEPY)
     return ["--backend", "sleepy:attn", "--kv-heads", kv_heads, "--seq", seqs, "--dtype", "fp32", "--mask", "causal",
             "--phase", "prefill", "--pass", "fwd", "--budget", budget, "--device", "cpu", "--threads", "1"]
+
+
+def test_a_plain_sweep_runs_and_merges(clusters, tmp_path):
+    launcher = Launcher(clusters.get(accounting=True), tmp_path, *SWEEP, "--shards", "2", "--out", "r.json")
+    code, took = launcher.wait()
+    assert code == 0, launcher
+    doc = read_run(tmp_path / "r.json")
+    assert len(doc.entries()) == 8 and doc.meta.complete is True and len(doc.meta.shards) == 2
+    lines = [ln for ln in launcher.out.splitlines() if ln.startswith("shards: ")]
+    assert "8 cases (8 to run)" in launcher.out and lines[-1].endswith("; 8 cases finished"), launcher
+    print(f"plain sweep: 2 shards, 8 cases merged in {took:.0f} s")
+
+
+def test_shards_cancelled_running_and_pending_are_named_and_the_rerun_finishes_them(clusters, tmp_path):
+    cluster = clusters.get(accounting=True)  # 2 CPUs: of 3 shards, the third waits
+    # 6 cases, 2 a shard, each lasting seconds: shard 1 is still running its second case when it is cancelled
+    # (with fast cases a shard could finish between the test seeing its first case and the scancel)
+    slower = sleepy_sweep(tmp_path, "8,4,1", "32,64", budget="2")
+    launcher = Launcher(cluster, tmp_path, *slower, "--shards", "3", "--out", "r.json")
+    array = launcher.job_id()
+    _until(lambda: launcher.tasks(array).get(2, None) and launcher.tasks(array)[2].state == "PENDING", 30,
+           "the third shard pending")
+    launcher.scancel(f"{array}_2")
+    _until(lambda: _cases_in_journal(_shard(tmp_path, 1, 3)) >= 1, 120, "shard 1's first case")
+    launcher.scancel(f"{array}_0")
+    code, took = launcher.wait()
+    assert code == 1, launcher
+    assert f"shard 1/3 (job {array}_0) did not finish: cancelled by 0" in launcher.err
+    # sacct names the user once it has the task's record; before that, the task is known to have left pending
+    assert re.search(rf"shard 3/3 \(job {array}_2\) did not finish: cancelled (by 0|while pending)", launcher.err)
+    assert "shard 2/3" not in launcher.err and read_run(_shard(tmp_path, 2, 3)).meta.complete is True
+    assert "2 of 3 shards incomplete" in launcher.err
+    kept = len(read_run(_shard(tmp_path, 1, 3)).entries()) + len(read_run(_shard(tmp_path, 2, 3)).entries())
+    print(f"cancelled running and pending: exit 1 after {took:.0f} s, {kept} cases kept")
+    again = Launcher(cluster, tmp_path, *slower, "--shards", "3", "--out", "r.json")
+    code, took = again.wait()
+    assert code == 0, again
+    assert f"6 cases ({6 - kept} to run)" in again.out and "submitted 2 of 3 shards (1 already complete)" in again.out
+    assert len(read_run(tmp_path / "r.json").entries()) == 6
+    print(f"rerun: the 2 incomplete shards resubmitted, merged in {took:.0f} s")
 
 
 def test_a_preempted_shard_is_requeued_and_continues_its_file(clusters, tmp_path):
