@@ -64,6 +64,8 @@ def tests(session: nox.Session) -> None:
     is printed when it ends; it is stopped when the parallel part fails.
     """
     install(session)
+    if session.run("python", "-c", "", silent=True) is None:  # `nox --install-only`: nox runs nothing after the
+        return  # install, and the daemons part, which this session starts itself, must not run either
     parallel, daemons, serial = split_parts(session.posargs or ["-q"])
     with tempfile.TemporaryFile("w+") as log:
         env = {k: v for k, v in {**os.environ, **session.env}.items() if v is not None}  # None: unset, in nox
