@@ -12,16 +12,18 @@ from typing import Literal
 
 from bench.shapes import CLASSIC_FIELDS, AttentionShape
 
-KindName = Literal["serving", "layer", "mla", "dense"]  # bench.kinds holds each kind's code under its name
+KindName = Literal["serving", "layer", "sparse", "mla", "dense"]  # bench.kinds holds each kind's code under its name
 
 
 def shape_kind(shape: AttentionShape) -> KindName:
     """The one rule for which kind of case a shape is: a serving batch (ragged lengths or a paged cache), a whole
-    layer, MLA, else dense attention."""
+    layer, sparse attention (a keep-set beside the mask, dense or MLA inputs), MLA, else dense attention."""
     if shape.lengths is not None or shape.page_size is not None:
         return "serving"
     if shape.scope == "layer":
         return "layer"
+    if shape.sparsity != "none":
+        return "sparse"
     if shape.mla_form is not None:
         return "mla"
     return "dense"

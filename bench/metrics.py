@@ -11,11 +11,16 @@ is (rank + rope) x tokens x batch x element size. The projections around the cal
 W_UV) are the model's, outside the timed call, and not counted.
 A whole layer (scope="layer"): attention's FLOPs and bytes plus the projections' FLOPs and the weights' bytes
 (layer_flops, layer_bytes; the conventions are above them).
+Sparse attention (bench.sparsity): useful FLOPs count the pairs the sparsity keeps within the mask; executed FLOPs
+count what the kernel computes (bench.sparse_pairs: the whole matrix for a dense masked kernel, kept blocks whole
+for a block-sparse one, K per query for a gather kernel) and, for topk, its indexer's forward; the efficiency of a
+kernel is executed / useful. Bytes follow the useful rule: K and V only at the keys some query keeps.
 """
 
 from __future__ import annotations
 
 from bench.shapes import AttentionShape
+from bench.sparse_pairs import executed_pairs, kept_keys, kept_pairs
 
 ELEMENT_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 BWD_FLOP_FACTOR = 2.5  # backward = 2.5 x forward (FlashAttention's convention)
@@ -27,22 +32,57 @@ def attention_flops(shape: AttentionShape, pass_: str = "fwd") -> int:
     O(1) per pair against the 4 * D of the matmuls, elementwise work off the tensor cores that FLOP counts (and the
     FlashAttention papers' MFU) leave out, as they leave out the softmax's own exp; so one shape has one FLOP count
     and the variants' times compare directly."""
-    pairs = shape.mask_value.pairs(shape.seq_q, shape.seq_kv)
-    fwd = 2 * shape.batch * shape.n_heads * (shape.qk_dim + shape.value_dim) * pairs
-    if pass_ == "fwd":
-        return fwd
-    if pass_ == "fwd+bwd":
-        return int(fwd * (1 + BWD_FLOP_FACTOR))
-    raise ValueError(f"unknown pass {pass_!r}; expected fwd or fwd+bwd")
+    return _with_backward(_per_pair(shape) * useful_pairs(shape), pass_)
+
+
+def useful_pairs(shape: AttentionShape) -> int:
+    """The (query, key) pairs per sequence and head that count: the mask's, and of those the sparsity's kept ones."""
+    return kept_pairs(shape.sparsity_value, shape.mask_value, shape.seq_q, shape.seq_kv)
+
+
+def _per_pair(shape: AttentionShape) -> int:
+    return 2 * shape.batch * shape.n_heads * (shape.qk_dim + shape.value_dim)
+
+
+def executed_flops(shape: AttentionShape, pass_: str, executes: str | None) -> int | None:
+    """FLOPs one call of a kernel that `executes` so (bench.sparse_pairs) computes: its pairs at the useful rule's
+    cost per pair, the backward 2.5x the forward, plus a topk case's indexer (forward only); None when unknown."""
+    pairs = executed_pairs(shape.sparsity_value, shape.mask_value, shape.seq_q, shape.seq_kv, executes)
+    if pairs is None:
+        return None
+    return _with_backward(_per_pair(shape) * pairs, pass_) + indexer_flops(shape)
+
+
+def indexer_dims(shape: AttentionShape) -> tuple[int, int]:
+    """A topk case's indexer (heads, head dim): bench.sparsity.Sparsity.indexer_dims."""
+    return shape.sparsity_value.indexer_dims(shape.n_heads, shape.head_dim)
+
+
+def indexer_flops(shape: AttentionShape) -> int:
+    """A topk case's indexer (bench.indexer): 2 * B * H * D per pair it scores, every pair the mask leaves (its ReLU,
+    weights and top-K are elementwise and not counted); 0 for any other case."""
+    if shape.sparsity_value.kind != "topk":
+        return 0
+    heads, dim = indexer_dims(shape)
+    return 2 * shape.batch * heads * dim * shape.mask_value.pairs(shape.seq_q, shape.seq_kv)
+
+
+def indexer_bytes(shape: AttentionShape) -> int:
+    """A topk case's indexer inputs read once (index queries and weights at H heads, one index key per token)."""
+    if shape.sparsity_value.kind != "topk":
+        return 0
+    heads, dim = indexer_dims(shape)
+    return shape.batch * (heads * shape.seq_q * (dim + 1) + shape.seq_kv * dim) * ELEMENT_BYTES[shape.dtype]
 
 
 def attention_bytes(shape: AttentionShape) -> int:
     """Minimum forward memory traffic: read Q, K, V and write O once (K and V at Hkv heads; absorbed MLA's V is
-    part of its K, the latent cache, read once)."""
+    part of its K, the latent cache, read once; under a sparsity only the keys some query keeps)."""
     s = shape
     e = ELEMENT_BYTES[s.dtype]
+    keys = s.seq_kv if s.sparsity == "none" else kept_keys(s.sparsity_value, s.mask_value, s.seq_q, s.seq_kv)
     q_and_o = s.batch * s.n_heads * s.seq_q * (s.qk_dim + s.value_dim)
-    k_and_v = s.batch * s.n_kv_heads * s.seq_kv * (s.qk_dim + (0 if s.mla_form == "absorbed" else s.value_dim))
+    k_and_v = s.batch * s.n_kv_heads * keys * (s.qk_dim + (0 if s.mla_form == "absorbed" else s.value_dim))
     return (q_and_o + k_and_v) * e
 
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import torch
 
 from bench.backends import attention
+from bench.keepset import KeepSet
 from bench.reference import TOLERANCES, Check, compare_to_reference, reference_attention
 from bench.shapes import AttentionShape
 
@@ -98,12 +99,13 @@ def finish(shape: AttentionShape, out: torch.Tensor, x: MlaInputs, form: str | N
     return torch.einsum("bhqr,hvr->bhqv", out.to(work), x.w_uv.to(out.device, work)).to(out.dtype)
 
 
-def reference_mla(shape: AttentionShape, x: MlaInputs) -> torch.Tensor:
-    """Float64 MLA on the CPU by the expanded formula (B, Hq, Sq, v_head_dim), whatever the shape's form."""
+def reference_mla(shape: AttentionShape, x: MlaInputs, sparse: KeepSet | None = None) -> torch.Tensor:
+    """Float64 MLA on the CPU by the expanded formula (B, Hq, Sq, v_head_dim), whatever the shape's form (a sparse
+    case's keep-set ANDed with the mask)."""
     cpu = MlaInputs(*(t.detach().to("cpu", torch.float64) for t in (x.c, x.k_rope, x.q_nope, x.q_rope, x.w_uk,
                                                                      x.w_uv)))
     q, k, v = call_tensors(shape, cpu, torch.float64, form="expanded")
-    return reference_attention(q, k, v, mask=shape.mask_value)
+    return reference_attention(q, k, v, mask=shape.mask_value, sparse=sparse)
 
 
 def check_mla(backend: str, shape: AttentionShape, device: torch.device | str = "cpu", seed: int = 0,

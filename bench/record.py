@@ -36,6 +36,19 @@ MEASURED_DOCS: dict[str, str] = {
              "projections)",
     "bytes": "minimum memory traffic of one forward call: Q, O at Hq heads + K, V at Hkv heads (a layer adds its "
              "weights)",
+    "useful_flops": "the FLOPs that count, as flops: the pairs the mask (and a sparsity) keeps",
+    "executed_flops": "the FLOPs the backend really computes for it (its `executes` trait: every pair for a dense "
+                      "masked kernel, kept blocks whole for a block-sparse one, K per query for a gather kernel, plus "
+                      "a topk case's indexer); efficiency = executed / useful; empty when the backend does not say",
+    "density": "sparse cases: kept pairs / the pairs the mask alone leaves (the ideal speedup is 1 / density)",
+    "indexer_flops": "topk cases: the indexer's FLOPs (2 x B x H x D per pair it scores), inside executed_flops",
+    "indexer_s": "topk cases: median time of the indexer alone (scores and top-K), seconds, timed apart from the "
+                 "attention",
+    "indexer_peak_mem_bytes": "topk cases: the indexer's measured peak memory above its inputs, bytes",
+    "block_mask_build_s": "FlexAttention on sparse cases: building the BlockMask from the keep-set, seconds (once per "
+                          "keep-set, apart from the kernel's time)",
+    "total_s": "sparse cases: what one forward of the method costs, median_s + indexer_s, plus the BlockMask's build "
+               "where the keep-set changes every forward (topk), seconds",
     "tflops": "achieved TFLOP/s, flops / median_s / 1e12",
     "real_tokens": "query tokens one call computes: B x Sq, or a serving batch's summed query lengths (padding "
                    "excluded)",
@@ -118,6 +131,14 @@ class Record(Mapping[str, Any]):
     ran_on: str | None = None
     flops: int | None = None
     bytes: int | None = None
+    useful_flops: int | None = None
+    executed_flops: int | None = None
+    density: float | None = None
+    indexer_flops: int | None = None
+    indexer_s: float | None = None
+    indexer_peak_mem_bytes: int | None = None
+    block_mask_build_s: float | None = None
+    total_s: float | None = None
     tflops: float | None = None
     real_tokens: int | None = None
     padding_waste: float | None = None

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import torch
 
 from bench.backends import attention, variant_values
+from bench.keepset import KeepSet
 from bench.layers import make_layer_input, merge_heads, split_heads
 from bench.masks import Mask
 from bench.scores import Score
@@ -35,17 +36,18 @@ TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
 def reference_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, mask: Mask | str | None = None,
                         score: Score | str | None = None, causal: bool = False, window: int | None = None,
                         chunk: int | None = None, softcap: float | None = None, alibi: bool = False,
-                        sinks: torch.Tensor | None = None) -> torch.Tensor:
+                        sinks: torch.Tensor | None = None, sparse: KeepSet | None = None) -> torch.Tensor:
     """Float64 attention on the CPU, written independently of the backends' tricks; the mask and the score variant
     given as `bench.attention` takes them (whole, or by keywords), with the semantics bench.masks and bench.scores
-    define."""
+    define; a sparse case's keep-set (bench.keepset) ANDed with the mask: the dense formula under both."""
     mask, score = variant_values(q, mask, score, causal=causal, window=window, chunk=chunk, softcap=softcap,
                                  alibi=alibi, sinks=sinks)
     q, k, v = (t.detach().to("cpu", torch.float64) for t in (q, k, v))
-    return _attention64(q, k, v, mask, score)
+    return _attention64(q, k, v, mask, score, sparse)
 
 
-def _attention64(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Mask, score: Score) -> torch.Tensor:
+def _attention64(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Mask, score: Score,
+                 sparse: KeepSet | None = None) -> torch.Tensor:
     B, Hq, Sq, D = q.shape
     Hkv, Skv = k.shape[1], k.shape[2]
     group = Hq // Hkv
@@ -54,6 +56,11 @@ def _attention64(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Mask, 
     scores = torch.einsum("bhqd,bhkd->bhqk", q, k) / D**0.5  # (B, Hq, Sq, Skv)
     scores = score.apply(scores)  # softcap, then ALiBi (float64 here)
     ok = mask.visible(Sq, Skv)
+    if sparse is not None:  # the keep-set, built independently of the mask (bench.keepset), and the mask
+        i = torch.arange(Sq).view(-1, 1) + (Skv - Sq)
+        j = torch.arange(Skv).view(1, -1)
+        kept = sparse.tokens.cpu() if sparse.indices is not None else sparse.allows(i, j).unsqueeze(0)
+        ok = kept.unsqueeze(1) if ok is None else kept.unsqueeze(1) & ok  # (B|1, 1, Sq, Skv)
     if ok is not None:
         scores = scores.masked_fill(~ok, float("-inf"))
     if not score.sinks:
@@ -111,15 +118,17 @@ def compare_to_reference(out: torch.Tensor, ref: torch.Tensor,
 GRAD_TOLERANCES: dict[torch.dtype, float] = {torch.float32: 1e-4, torch.bfloat16: 3e-2, torch.float16: 4e-3}
 
 
-def check_gradients(backend: str, shape: AttentionShape, device: torch.device | str = "cpu", seed: int = 0) -> Check:
-    """Backward of `backend` against float64 autograd through the reference: dq, dk, dv."""
+def check_gradients(backend: str, shape: AttentionShape, device: torch.device | str = "cpu", seed: int = 0,
+                    sparse: KeepSet | None = None) -> Check:
+    """Backward of `backend` against float64 autograd through the reference: dq, dk, dv (a sparse case's keep-set
+    given to both)."""
     q, k, v = make_inputs(shape, device, seed, requires_grad=True)
-    grad_out = torch.randn(shape.q_shape, generator=torch.Generator().manual_seed(seed + 1), dtype=torch.float64)
+    grad_out = torch.randn(shape.out_shape, generator=torch.Generator().manual_seed(seed + 1), dtype=torch.float64)
     mask, score = case_variants(shape, device)
-    out = attention(q, k, v, backend=backend, mask=mask, score=score)
+    out = attention(q, k, v, backend=backend, mask=mask, score=score, sparse=sparse)
     grads = torch.autograd.grad(out, (q, k, v), grad_out.to(device, q.dtype))
     q64, k64, v64 = (t.detach().to("cpu", torch.float64).requires_grad_() for t in (q, k, v))
-    ref_out = _attention64(q64, k64, v64, mask, score)
+    ref_out = _attention64(q64, k64, v64, mask, score, sparse)
     refs = torch.autograd.grad(ref_out, (q64, k64, v64), grad_out)
     tol = GRAD_TOLERANCES[q.dtype]
     worst = 0.0
@@ -130,14 +139,15 @@ def check_gradients(backend: str, shape: AttentionShape, device: torch.device | 
 
 
 def check_backend(backend: str, shape: AttentionShape, device: torch.device | str = "cpu",
-                  seed: int = 0) -> Check:
-    """Run `backend` on `shape` and compare with the float64 reference. Raises Unsupported as the backend does."""
+                  seed: int = 0, sparse: KeepSet | None = None) -> Check:
+    """Run `backend` on `shape` and compare with the float64 reference (a sparse case's keep-set given to both).
+    Raises Unsupported as the backend does."""
     q, k, v = make_inputs(shape, device, seed)
     mask, score = case_variants(shape, device)
-    out = attention(q, k, v, backend=backend, mask=mask, score=score)
+    out = attention(q, k, v, backend=backend, mask=mask, score=score, sparse=sparse)
     if out.shape != q.shape:
         return Check(False, float("inf"), *TOLERANCES[q.dtype])
-    return compare_to_reference(out, reference_attention(q, k, v, mask=mask, score=score))
+    return compare_to_reference(out, reference_attention(q, k, v, mask=mask, score=score, sparse=sparse))
 
 
 # --- the whole layer (scope="layer"): W_Q, W_K, W_V around the attention, W_O after it -----------------------

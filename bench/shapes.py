@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from bench.errors import InputError
 from bench.masks import Mask
 from bench.scores import Score, parse_score
+from bench.sparsity import Sparsity
 
 if TYPE_CHECKING:
     import torch
@@ -152,6 +153,8 @@ class AttentionShape:
     rope_dim: int | None = _dim("MLA: the shared rotary key's width (qk_rope_head_dim), part of head_dim", None)
     mla_form: str | None = _dim("MLA: expanded (prefill: K/V decompressed per head) or absorbed (decode: attention "
                                 "over the latent); empty without MLA", None)
+    sparsity: str = _dim("sparse attention: none / block:B:D / docs:N / global:G+window:W / topk:K[:HxD] "
+                         "(bench.sparsity), the keep-set ANDed with the mask", "none")
 
     def __post_init__(self) -> None:
         _positive(batch=self.batch, seq_q=self.seq_q, seq_kv=self.seq_kv, head_dim=self.head_dim)
@@ -185,6 +188,7 @@ class AttentionShape:
             raise ShapeError(f"model={self.model!r}: a name of letters, digits and . _ + - (it goes into case ids)")
         self._check_serving()
         self._check_mla()
+        self._check_sparsity()
         if self.causal and self.seq_q > self.seq_kv:
             raise ShapeError(
                 f"seq_q={self.seq_q} > seq_kv={self.seq_kv} with a {self.mask} mask leaves the first "
@@ -239,6 +243,25 @@ class AttentionShape:
         if self.scope != "attention" or self.lengths is not None or self.page_size is not None:
             raise ShapeError("MLA shapes time one dense attention call: scope='attention', no lengths or page_size")
 
+    def _check_sparsity(self) -> None:
+        try:
+            sparsity = Sparsity.parse(self.sparsity)
+            if sparsity.label != self.sparsity:
+                raise ShapeError(f"sparsity={self.sparsity!r}: write it as {sparsity.label!r}")
+            sparsity.check(self.seq_q, self.seq_kv)
+        except ShapeError:
+            raise
+        except InputError as err:
+            raise ShapeError(str(err)) from None
+        if not sparsity.sparse:
+            return
+        if self.score != "none":
+            raise ShapeError(f"sparsity {self.sparsity} takes no score variant (score={self.score!r}): a sparse case "
+                             "compares kernels on one keep-set, plain softmax")
+        if self.scope != "attention" or self.lengths is not None or self.page_size is not None:
+            raise ShapeError(f"sparsity {self.sparsity} is one attention call: scope='attention', no lengths or "
+                             "page_size (a serving batch's documents are its own sequences)")
+
     @property
     def variant(self) -> Variant:
         return "mla" if self.mla_form is not None else variant_of(self.n_heads, self.n_kv_heads)
@@ -273,6 +296,11 @@ class AttentionShape:
         """The score variant as the one value backends and the reference receive (bench.scores.Score), its sink
         logits not yet bound (Score.with_logits: seeded)."""
         return Score.parse(self.score)
+
+    @property
+    def sparsity_value(self) -> Sparsity:
+        """The sparsity as the one value the case carries (bench.sparsity.Sparsity): none for a dense case."""
+        return Sparsity.parse(self.sparsity)
 
     @property
     def softcap(self) -> float | None:

@@ -6,7 +6,9 @@ softcap, ALiBi, sinks with their (Hq,) logits) come whole; a backend that runs a
 lists it in its `variants` trait, and is never called with one it does not list. A function written to the keyword
 signature (q, k, v, *, causal, window[, chunk, softcap, alibi, sinks]) is adapted (bench.backends.base).
 A backend that takes a V of another head dim than Q/K (MLA, bench.mla) lists "mla" among its variants; the others
-are refused such calls.
+are refused such calls. A backend that takes sparse attention lists the sparsity kinds in its `sparsity` trait and
+is then called with sparse= (bench.keepset.KeepSet: the keep-set as tokens, blocks or top-K indices) on those cases
+only; its `executes` trait says what it computes for a mask or a keep-set (bench.sparse_pairs), for executed FLOPs.
 Everything else (the sweeps' CPU lists, the memory model, the claims, the figures' colours) reads the traits here.
 """
 
@@ -21,9 +23,12 @@ from bench.errors import InputError
 from bench.masks import Mask
 from bench.scores import VARIANTS, Score, variants_used
 from bench.shapes import ShapeError, check_heads
+from bench.sparsity import SPARSITY_KINDS
 
 if TYPE_CHECKING:
     import torch
+
+    from bench.keepset import KeepSet
 
 CUDA = ("cuda",)
 HALF = ("bf16", "fp16")
@@ -41,28 +46,40 @@ FLASH_NOTES = (("sinks", "flash_attn_func has no sink logits"),
 
 # Each function is imported on its first call (its module imports torch): bench.backends.base.Deferred
 SDPA = "bench.backends.sdpa:make"
+# sparse cases: the dense kernels take any keep-set as a boolean mask (and compute every pair), flex as a BlockMask
+SPARSE = SPARSITY_KINDS
 BACKENDS: dict[str, Backend] = {
     b.name: b
     for b in [
         Backend("naive", Deferred("bench.backends.naive:naive_attention"),
                 "textbook softmax(QK^T/sqrt(D))V, materialises the score matrix", "materialising", "#555555", "o",
-                layouts=("per-sequence", "paged-gather"), variants=VARIANTS),
+                layouts=("per-sequence", "paged-gather"), variants=VARIANTS, sparsity=SPARSE, executes="all"),
         Backend("sdpa", Deferred(SDPA, "sdpa"), "torch SDPA, torch's automatic kernel choice", "tiled", "#1f77b4",
-                "s", layouts=("nested", "paged-gather"), variants=SDPA_VARIANTS, variant_notes=SDPA_NOTES),
+                "s", layouts=("nested", "paged-gather"), variants=SDPA_VARIANTS, variant_notes=SDPA_NOTES,
+                sparsity=SPARSE, executes="causal"),
         Backend("sdpa-math", Deferred(SDPA, "sdpa-math"), "torch SDPA forced to the math (reference) kernel",
-                "materialising", "#9467bd", "D", layouts=PADDED, variants=SDPA_VARIANTS, variant_notes=SDPA_NOTES),
+                "materialising", "#9467bd", "D", layouts=PADDED, variants=SDPA_VARIANTS, variant_notes=SDPA_NOTES,
+                sparsity=SPARSE, executes="all"),
         Backend("sdpa-flash", Deferred(SDPA, "sdpa-flash"), "torch SDPA forced to its FlashAttention kernel", "tiled",
-                "#d62728", "^", layouts=PADDED, variants=SDPA_VARIANTS, variant_notes=SDPA_NOTES),
+                "#d62728", "^", layouts=PADDED, variants=SDPA_VARIANTS, variant_notes=SDPA_NOTES, sparsity=SPARSE,
+                executes="causal"),
         Backend("sdpa-efficient", Deferred(SDPA, "sdpa-efficient"), "torch SDPA forced to memory-efficient", "tiled",
-                "#ff7f0e", "v", devices=CUDA, layouts=PADDED, variants=SDPA_VARIANTS, variant_notes=SDPA_NOTES),
+                "#ff7f0e", "v", devices=CUDA, layouts=PADDED, variants=SDPA_VARIANTS, variant_notes=SDPA_NOTES,
+                sparsity=SPARSE, executes="causal"),
         Backend("sdpa-cudnn", Deferred(SDPA, "sdpa-cudnn"), "torch SDPA forced to cuDNN attention", "tiled",
-                "#8c564b", "P", devices=CUDA, layouts=PADDED, variants=SDPA_VARIANTS, variant_notes=SDPA_NOTES),
+                "#8c564b", "P", devices=CUDA, layouts=PADDED, variants=SDPA_VARIANTS, variant_notes=SDPA_NOTES,
+                sparsity=SPARSE, executes="causal"),
         Backend("flex", Deferred("bench.backends.flex:flex_attention"),
                 "torch.compile(flex_attention) with block masks", "tiled", "#2ca02c", "*",
-                layouts=("packed", "paged-mask"), variants=VARIANTS, compiles=True),
+                layouts=("packed", "paged-mask"), variants=VARIANTS, compiles=True, sparsity=SPARSE, executes="blocks"),
         Backend("flash-attn", Deferred("bench.backends.flash_attn:flash_attn_attention"),
                 "flash_attn.flash_attn_func (CUDA only)", "tiled", "#e377c2", "h", devices=CUDA, dtypes=HALF,
-                layouts=("varlen", "paged-table"), variants=("softcap", "alibi"), variant_notes=FLASH_NOTES),
+                layouts=("varlen", "paged-table"), variants=("softcap", "alibi"), variant_notes=FLASH_NOTES,
+                executes="visible"),
+        Backend("topk-gather", Deferred("bench.backends.topk:topk_gather_attention"),
+                "top-K sparse attention: gathers each query's K selected keys and attends over them (DSA's kernel, "
+                "in torch ops)", "tiled", "#17becf", "p", variants=("mla",), sparsity=("topk",),
+                executes="selected", dense=False),
     ]
 }
 
@@ -145,15 +162,16 @@ def variant_values(q: torch.Tensor, mask: Mask | str | None = None, score: Score
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, backend: str, mask: Mask | str | None = None,
               score: Score | str | None = None, causal: bool = False, window: int | None = None,
               chunk: int | None = None, softcap: float | None = None, alibi: bool = False,
-              sinks: torch.Tensor | None = None) -> torch.Tensor:
+              sinks: torch.Tensor | None = None, sparse: KeepSet | None = None) -> torch.Tensor:
     """Attention with q (B, Hq, Sq, D), k (B, Hkv, Skv, D), v (B, Hkv, Skv, D_v) -> (B, Hq, Sq, D_v), scale
     1/sqrt(D). D_v != D (MLA's calls, bench.mla) only for backends whose variants list "mla".
 
     The mask as mask= (a bench.masks.Mask or its text: "window:256") or by causal/window/chunk; masks are
     bottom-right aligned (see bench.masks), a window or a chunk implies causal. The score variant as score= (a
     bench.scores.Score or its text: "softcap:50") or by softcap X, alibi (the paper's slopes for Hq heads), sinks
-    (one logit per query head; score="sinks": seeded ones). Raises Unsupported when `backend` cannot run these
-    inputs or variants here, and never falls back to another kernel or approximates a variant.
+    (one logit per query head; score="sinks": seeded ones). sparse= is a sparse case's keep-set
+    (bench.keepset.KeepSet, ANDed with the mask; it takes no score variant). Raises Unsupported when `backend` cannot
+    run these inputs, variants or sparsity here, and never falls back to another kernel or approximates a variant.
     """
     impl = get_backend(backend)
     check_inputs(q, k, v)
@@ -163,11 +181,34 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, backend: str
         raise ShapeError(f"seq_q={q.shape[2]} > seq_kv={k.shape[2]} with a causal mask leaves queries "
                          "with no visible key")
     # both reasons where both apply: a CUDA-only kernel that also lacks a variant says so on a CPU too
+    kind = check_sparse(q, k, mask, score, sparse)
     reasons = [impl.unsupported_reason(q.device.type, shapes.DTYPE_NAMES.get(q.dtype, str(q.dtype))),
-               impl.variant_reason(variants_used(mask, score, mla=v.shape[3] != k.shape[3]))]
+               impl.variant_reason(variants_used(mask, score, mla=v.shape[3] != k.shape[3])),
+               impl.sparsity_reason(kind)]
     if any(reasons):
         raise Unsupported("; ".join(why for why in reasons if why))
-    return impl.fn(q, k, v, mask=mask, score=score)
+    if kind == "none":
+        return impl.fn(q, k, v, mask=mask, score=score)
+    return impl.fn(q, k, v, mask=mask, score=score, sparse=sparse)
+
+
+def check_sparse(q: torch.Tensor, k: torch.Tensor, mask: Mask, score: Score, sparse: KeepSet | None) -> str:
+    """The call's sparsity kind ('none' without a keep-set), after checking the keep-set fits the call."""
+    if sparse is None or not sparse.sparsity.sparse:
+        return "none"
+    from bench.keepset import KeepSet
+
+    if not isinstance(sparse, KeepSet):
+        raise ShapeError(f"sparse={type(sparse).__name__}: a bench.keepset.KeepSet")
+    if (sparse.seq_q, sparse.seq_kv) != (q.shape[2], k.shape[2]) or sparse.mask != mask:
+        raise ShapeError(f"the keep-set is for seq_q={sparse.seq_q}, seq_kv={sparse.seq_kv}, mask "
+                         f"{sparse.mask.label}; the call has seq_q={q.shape[2]}, seq_kv={k.shape[2]}, "
+                         f"mask {mask.label}")
+    if sparse.indices is not None and sparse.indices.shape[0] != q.shape[0]:
+        raise ShapeError(f"the keep-set's top-K indices are for batch {sparse.indices.shape[0]}, not {q.shape[0]}")
+    if score.variants:
+        raise ShapeError(f"a sparse call takes no score variant, not {score.label}")
+    return sparse.sparsity.kind
 
 
 __all__ = ["BACKENDS", "Backend", "Unsupported", "attention", "backends_for", "get_backend"]

@@ -23,7 +23,9 @@ class Unsupported(RuntimeError):
 class AttentionFn(Protocol):
     """A backend: q (B, Hq, Sq, D), k and v (B, Hkv, Skv, D) -> (B, Hq, Sq, D), the mask and the score variant
     whole (bench.masks.Mask, bench.scores.Score, its sink logits bound). A function written to the keyword
-    signature (q, k, v, *, causal, window[, chunk, softcap, alibi, sinks]) is adapted (`keyword_backend`)."""
+    signature (q, k, v, *, causal, window[, chunk, softcap, alibi, sinks]) is adapted (`keyword_backend`).
+    A backend whose `sparsity` trait lists a sparsity kind is also called with sparse= (bench.keepset.KeepSet) on
+    the cases of that kind; every other call has no sparse keyword."""
 
     def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, mask: Mask,
                  score: Score) -> torch.Tensor: ...
@@ -60,13 +62,14 @@ def keywords_of(mask: Mask, score: Score) -> dict[str, Any]:
 
 def keyword_backend(fn: Callable[..., Any]) -> AttentionFn:
     """`fn` as a backend: itself when it takes the values, else an adapter that translates them into its keywords
-    (the signature README.md documents for kernels of one's own)."""
+    (the signature README.md documents for kernels of one's own); a keep-set passes through as sparse=."""
     if takes_values(fn):
         return fn  # type: ignore[return-value]
 
     @functools.wraps(fn)
-    def adapter(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, mask: Mask, score: Score) -> torch.Tensor:
-        return fn(q, k, v, **keywords_of(mask, score))
+    def adapter(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, mask: Mask, score: Score,
+                **sparse: Any) -> torch.Tensor:
+        return fn(q, k, v, **keywords_of(mask, score), **sparse)
 
     setattr(adapter, ADAPTED, fn)
     return adapter  # type: ignore[return-value]
@@ -86,24 +89,26 @@ class Deferred:
         fn = getattr(importlib.import_module(module), attribute)
         return fn(*self.args) if self.args else fn
 
-    def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, mask: Mask,
-                 score: Score) -> torch.Tensor:
-        return self.resolved(q, k, v, mask=mask, score=score)
+    def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, mask: Mask, score: Score,
+                 **sparse: Any) -> torch.Tensor:
+        return self.resolved(q, k, v, mask=mask, score=score, **sparse)
 
     def __repr__(self) -> str:
         return f"Deferred({self.target!r}{''.join(f', {a!r}' for a in self.args)})"
 
 
-def bind(fn: AttentionFn, mask: Mask, score: Score) -> Callable[[torch.Tensor, torch.Tensor, torch.Tensor],
-                                                                   torch.Tensor]:
-    """`fn` with the mask and score fixed, for a timed call: an adapter's keyword function gets its keywords
-    computed once here, and a deferred built-in is imported here, so the timed call pays for neither."""
+def bind(fn: AttentionFn, mask: Mask, score: Score, sparse: Any = None
+         ) -> Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]:
+    """`fn` with the mask and score (and a sparse case's keep-set) fixed, for a timed call: an adapter's keyword
+    function gets its keywords computed once here, and a deferred built-in is imported here, so the timed call pays
+    for neither."""
     if isinstance(fn, Deferred):
         fn = fn.resolved
+    extra = {} if sparse is None else {"sparse": sparse}
     keywords = getattr(fn, ADAPTED, None)
     if keywords is not None:
-        return functools.partial(keywords, **keywords_of(mask, score))
-    return functools.partial(fn, mask=mask, score=score)
+        return functools.partial(keywords, **keywords_of(mask, score), **extra)
+    return functools.partial(fn, mask=mask, score=score, **extra)
 
 
 Memory = Literal["materialising", "tiled"]
@@ -150,6 +155,12 @@ class Backend:
     variants: tuple[str, ...] = ()
     # (variant, why it cannot run that variant): the reason its Unsupported gives, beside the generic one
     variant_notes: tuple[tuple[str, str], ...] = ()
+    # the sparsity kinds it takes a keep-set for (bench.sparsity.SPARSITY_KINDS: block, docs, global, topk); it is
+    # never offered a sparse case of any other kind
+    sparsity: tuple[str, ...] = ()
+    # how it executes a mask or a keep-set (bench.sparse_pairs.EXECUTES), for its executed FLOPs; None: unknown
+    executes: str | None = None
+    dense: bool = True  # False: it runs sparse attention only (a keep-set is its input), never a dense case
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "fn", keyword_backend(self.fn))
@@ -167,6 +178,15 @@ class Backend:
         why = "; ".join(notes.get(name, f"it does not take {name}") for name in missing)
         takes = ", ".join(self.variants) or "none"
         return f"{self.name}: {why} (variants it runs: {takes})"
+
+    def sparsity_reason(self, kind: str) -> str | None:
+        """Why this backend cannot run a case of sparsity `kind` (bench.sparsity), or None."""
+        takes = ", ".join(self.sparsity) or "none"
+        if kind == "none":
+            return None if self.dense else f"{self.name}: runs sparse attention only (sparsities it runs: {takes})"
+        if kind in self.sparsity:
+            return None
+        return f"{self.name}: takes no {kind} sparsity (sparsities it runs: {takes})"
 
     def unsupported_reason(self, device: str, dtype: str) -> str | None:
         """Why this backend cannot run on `device` in `dtype` by its traits alone, or None."""

@@ -3,6 +3,11 @@ sinks as one extra key (K = V = 0) whose score the score_mod sets to sigma_h: ex
 This torch's flex_attention has no sink argument, and its compiled CPU kernel refuses return_lse, so the
 log-sum-exp renormalisation attention-gym uses is not open here; the K/V copy with the extra key is in the timed call.
 
+A sparse case's keep-set (bench.keepset.KeepSet) becomes a BlockMask of FLEX_BLOCK blocks, built on the keep-set's
+first call and kept in it (`derived`: the BlockMask, its build seconds apart from the kernel's, the pairs its blocks
+cover); its mask_mod is the mask's `allows` ANDed with the keep-set's, reading the block table or topk's token table
+from one buffer per shape, so a new keep-set of the same shape reuses the compiled kernel.
+
 torch.compile caches one graph per shape/dtype; the first call for a shape compiles (tens of seconds
 on CPU), so callers must warm up before timing and report that first call apart.
 """
@@ -10,13 +15,16 @@ on CPU), so callers must warm up before timing and report that first call apart.
 from __future__ import annotations
 
 import functools
+import time
 import warnings
 
 import torch
 
 from bench.backends.base import Unsupported
+from bench.keepset import KeepSet
 from bench.masks import Mask
 from bench.scores import Score
+from bench.sparse_pairs import FLEX_BLOCK
 
 
 @functools.cache
@@ -71,8 +79,11 @@ def _score_mod(score: Score, n_heads: int, off: int, device: str, sink_at: int |
     return mod, sink_buf
 
 
-def flex_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, mask: Mask, score: Score) -> torch.Tensor:
+def flex_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, mask: Mask, score: Score,
+                   sparse: KeepSet | None = None) -> torch.Tensor:
     Sq, Skv = q.shape[2], k.shape[2]
+    if sparse is not None:  # a sparse call takes no score variant (bench.backends.attention)
+        return run_flex(q, k, v, sparse_block_mask(sparse), (mask, sparse.sparsity))
     sink = score.sinks
     block_mask = _block_mask(Sq, Skv, mask, str(q.device), sink)
     score_mod, sink_buf = _score_mod(score, q.shape[1], Skv - Sq, str(q.device), Skv if sink else None)
@@ -104,3 +115,67 @@ def run_flex(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_mask, mask
 
 
 _COMPILED_OK: set[tuple] = set()  # shapes whose call ran the compiled kernel (no eager fallback warning)
+
+
+def sparse_block_mask(keep: KeepSet):
+    """The keep-set's BlockMask, built on its first call (seconds and covered pairs kept in keep.derived); its table
+    copied into the shape's buffer whenever another keep-set of the shape used it last."""
+    mask_mod, buffer, table = _sparse_mask_mod(keep.sparsity, keep.mask, keep.seq_q, keep.seq_kv, str(keep.device),
+                                               _table_shape(keep))
+    if buffer is not None and _BUFFER_OWNER.get(id(buffer)) is not keep:
+        buffer.copy_(table(keep))
+        _BUFFER_OWNER[id(buffer)] = keep
+    if "block_mask" in keep.derived:
+        return keep.derived["block_mask"]
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    sync = torch.cuda.synchronize if keep.device != "cpu" and torch.device(keep.device).type == "cuda" else None
+    batch = None if keep.indices is None else keep.indices.shape[0]
+    t0 = time.perf_counter()
+    block_mask = create_block_mask(mask_mod, batch, None, keep.seq_q, keep.seq_kv, device=str(keep.device),
+                                   BLOCK_SIZE=FLEX_BLOCK)
+    if sync:
+        sync()
+    keep.derived.update(block_mask=block_mask, build_s=time.perf_counter() - t0,
+                        pairs_per_sequence=_covered_pairs(block_mask, keep.seq_q, keep.seq_kv))
+    return block_mask
+
+
+def _table_shape(keep: KeepSet) -> tuple[int, ...] | None:
+    if keep.sparsity.kind == "block":
+        return tuple(keep.blocks.shape)
+    if keep.sparsity.kind == "topk":
+        return tuple(keep.tokens.shape)
+    return None
+
+
+def _table(keep: KeepSet) -> torch.Tensor:
+    return keep.blocks if keep.sparsity.kind == "block" else keep.tokens
+
+
+@functools.lru_cache(maxsize=64)
+def _sparse_mask_mod(sparsity, mask: Mask, seq_q: int, seq_kv: int, device: str, table_shape: tuple | None):
+    """(mask_mod, its buffer or None, how to fill the buffer from a keep-set): one per shape and sparsity, so the
+    compiled kernel sees one function; the kind's rule is KeepSet.allows, with the buffer as its table."""
+    off = seq_kv - seq_q
+    buffer = None if table_shape is None else torch.zeros(table_shape, dtype=torch.bool, device=device)
+    rule = KeepSet(sparsity, mask, seq_q, seq_kv, device, indices=None if sparsity.kind != "topk" else
+                   torch.zeros(1, seq_q, sparsity.k, dtype=torch.long))  # its rule only: never its own tables
+
+    def mask_mod(b, h, q_idx, kv_idx):
+        p = q_idx + off
+        return mask.allows(p, kv_idx) & rule.allows(p, kv_idx, b, q_idx, table=buffer)
+    return mask_mod, buffer, _table
+
+
+def _covered_pairs(block_mask, seq_q: int, seq_kv: int) -> float:
+    """Pairs per sequence (and head) the BlockMask's blocks cover, partial and full, each whole within the matrix."""
+    dense = block_mask.to_dense()  # (B|1, H|1, n_q, n_kv) 0/1: partial and full blocks
+    n_q, n_kv = dense.shape[-2:]
+    q_len = (seq_q - torch.arange(n_q) * FLEX_BLOCK).clamp(max=FLEX_BLOCK)
+    kv_len = (seq_kv - torch.arange(n_kv) * FLEX_BLOCK).clamp(max=FLEX_BLOCK)
+    area = q_len.view(-1, 1) * kv_len.view(1, -1)
+    return float((dense.cpu().to(torch.int64) * area).sum() / dense.shape[0])
+
+
+_BUFFER_OWNER: dict[int, KeepSet] = {}  # a buffer's id -> the keep-set whose table it holds

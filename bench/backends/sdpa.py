@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from bench.backends.base import Unsupported
+from bench.keepset import KeepSet
 from bench.masks import Mask
 from bench.scores import Score, alibi_bias
 
@@ -31,10 +32,13 @@ KERNELS: dict[str, SDPBackend | None] = {
 TORCH_SOURCE = re.compile(r"\s*\(Triggered internally at [^)]*\)")
 
 
-def _mask_args(q: torch.Tensor, k: torch.Tensor, mask: Mask, score: Score) -> dict:
+def _mask_args(q: torch.Tensor, k: torch.Tensor, mask: Mask, score: Score, sparse: KeepSet | None = None) -> dict:
     """SDPA's one additive mask: ALiBi's bias with the mask in it, a boolean mask, or is_causal where that is exact.
-    Its variants trait lists what fits in it (alibi, chunk); the rest never reaches here."""
+    Its variants trait lists what fits in it (alibi, chunk); the rest never reaches here. A keep-set is a boolean
+    mask (1 or B, 1, Sq, Skv) with the mask in it (a sparse call has no score variant)."""
     Sq, Skv = q.shape[2], k.shape[2]
+    if sparse is not None:
+        return {"attn_mask": sparse.tokens.unsqueeze(1)}
     if score.alibi:  # ALiBi's bias as an additive float mask (1, Hq, Sq, Skv) in q's dtype (torch requires it)
         bias = alibi_bias(q.shape[1], Sq, Skv, q.device).to(q.dtype)  # built in fp32, rounded once
         ok = mask.visible(Sq, Skv, q.device)
@@ -51,8 +55,8 @@ def _mask_args(q: torch.Tensor, k: torch.Tensor, mask: Mask, score: Score) -> di
 
 
 def sdpa_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, mask: Mask, score: Score,
-                   name: str = "sdpa") -> torch.Tensor:
-    kwargs = _mask_args(q, k, mask, score)
+                   name: str = "sdpa", sparse: KeepSet | None = None) -> torch.Tensor:
+    kwargs = _mask_args(q, k, mask, score, sparse)
     if k.shape[1] != q.shape[1]:
         kwargs["enable_gqa"] = True
     return run_sdpa(name, q, k, v, kwargs)

@@ -33,9 +33,15 @@ from bench.shapes import (
     mask_fields,
     parse_mask,
 )
+from bench.sparsity import Sparsity
 
 PHASES = ("prefill", "decode")
 PASSES = ("fwd", "fwd+bwd")
+
+
+def sparsity_labels(text: str) -> tuple[str, ...]:
+    """--sparsity's values, each as its label (block:128:1/4 -> block:128:0.25): what case ids and files hold."""
+    return tuple(Sparsity.parse(word).label for word in words(text))
 
 
 def axis(default: Any, flag: str, help: str, parse: Callable[[str], Any] = ints,
@@ -86,6 +92,10 @@ class Sweep:
                                                      page_sizes, page_size_check)
     scores: tuple[str, ...] = axis(("none",), "score", "score variants: none,softcap:50,alibi,sinks (sink logits "
                                    "seeded; see bench.scores)", words, parse_score, shape_field="score")
+    sparsities: tuple[str, ...] = axis(("none",), "sparsity", "sparse attention, each at a fixed budget while the "
+                                       "lengths vary: none,block:128:0.25,docs:8,global:64+window:256,topk:256 "
+                                       "(topk:K:HxD sets the indexer; see bench.sparsity); a backend is offered the "
+                                       "kinds its `sparsity` trait lists", sparsity_labels, shape_field="sparsity")
     variants: tuple[str, ...] | None = axis(None, "variant", "mha,gqa,mqa,mla: the variants at each --heads Hq "
                                             "(MHA Hkv = Hq, GQA the --kv-heads values that group Hq, MQA 1, MLA a "
                                             "latent cache: prefill expanded, decode absorbed, forward only); "
@@ -129,6 +139,12 @@ class Sweep:
         if any(name not in ("budget_s", "time_budget_s", "case_timeout_s") for name in given):
             given["also"] = ()  # the user chose the axes: the profile's extra sweeps no longer apply
         return dataclasses.replace(self, **given)
+
+
+def offered(backend: str, shape: AttentionShape) -> bool:
+    """Whether a sweep offers `backend` this shape: every backend a dense one, a sparse one only to the backends whose
+    `sparsity` trait lists its kind (so a kernel that declares none is never handed a keep-set)."""
+    return get_backend(backend).sparsity_reason(shape.sparsity_value.kind) is None
 
 
 def axis_fields() -> list[dataclasses.Field]:
@@ -270,17 +286,22 @@ def cases(sweep: Sweep, device: str) -> list[Case]:
                 for seq, scope, lengths in itertools.product(sweep.seqs, sweep.scopes, sweep.lengths or (None,)):
                     if lengths is not None and (scope != "attention" or (lengths == "mixed" and mask == "none")):
                         continue  # a serving batch is attention alone; a mixed batch is causal
+                    if fixed["sparsity"] != "none" and (scope != "attention" or lengths is not None):
+                        continue  # a sparse case is one attention call
                     for batch in _batches(sweep, seq):
                         shape = AttentionShape(batch=batch, seq_q=seq, seq_kv=seq, scope=scope, lengths=lengths,
                                                **fixed)
                         passes = ("fwd",) if lengths else sweep.passes  # serving is inference: forward only
-                        out += [Case(b, shape, "prefill", p, device) for p in passes for b in sweep.backends]
+                        out += [Case(b, shape, "prefill", p, device) for p in passes for b in sweep.backends
+                                if offered(b, shape)]
             if "decode" in sweep.phases and mask != "none":  # decoding is causal: 'none' would repeat 'causal'
                 for sq, kv, batch, page, lengths in itertools.product(sweep.decode_q, sweep.decode_kv, sweep.batches,
                                                                       *_decode_serving(sweep)):
+                    if fixed["sparsity"] != "none" and (page is not None or lengths is not None):
+                        continue
                     shape = AttentionShape(batch=batch, seq_q=sq, seq_kv=kv, lengths=lengths, page_size=page,
                                            **fixed)  # attention alone
-                    out += [Case(b, shape, "decode", "fwd", device) for b in sweep.backends]
+                    out += [Case(b, shape, "decode", "fwd", device) for b in sweep.backends if offered(b, shape)]
     if "decode" in sweep.phases and "prefill" not in sweep.phases and not out:
         raise UsageError("decode needs a causal or window mask")
     ids = [c.id for c in out]
@@ -303,12 +324,12 @@ def _mla_cases(sweep: Sweep, g: Geometry, fixed: dict, device: str) -> list[Case
         for seq in sweep.seqs:
             for batch in _batches(sweep, seq):
                 shape = AttentionShape(batch=batch, seq_q=seq, seq_kv=seq, **prefill)
-                out += [Case(b, shape, "prefill", "fwd", device) for b in sweep.backends]
+                out += [Case(b, shape, "prefill", "fwd", device) for b in sweep.backends if offered(b, shape)]
     if "decode" in sweep.phases and fixed["mask"] != "none" and not sweep.page_sizes and not sweep.lengths:
         decode = fixed | g.mla_fields("absorbed")
         for sq, kv, batch in itertools.product(sweep.decode_q, sweep.decode_kv, sweep.batches):
             shape = AttentionShape(batch=batch, seq_q=sq, seq_kv=kv, **decode)
-            out += [Case(b, shape, "decode", "fwd", device) for b in sweep.backends]
+            out += [Case(b, shape, "decode", "fwd", device) for b in sweep.backends if offered(b, shape)]
     return out
 
 

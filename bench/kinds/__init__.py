@@ -1,5 +1,5 @@
-"""Case kinds: what differs between a dense attention case, a whole-layer case, an MLA case and a serving batch,
-behind one interface (bench.kinds.base.CaseKind) that the runner and bench.record call.
+"""Case kinds: what differs between a dense attention case, a whole-layer case, an MLA case, a sparse case and a
+serving batch, behind one interface (bench.kinds.base.CaseKind) that the runner and bench.record call.
 
 Which kind a case is, is decided once, by bench.case.shape_kind (Case.kind); this package holds each kind's code
 under that name. Adding a kind: its name and rule in bench.case, one module here, one line in KINDS.
@@ -17,9 +17,11 @@ from bench.kinds.dense import DenseKind
 from bench.kinds.layer import LayerKind
 from bench.kinds.mla import MlaKind
 from bench.kinds.serving import ServingKind
+from bench.kinds.sparse import SparseKind
 from bench.shapes import AttentionShape
 
-KINDS: dict[str, CaseKind] = {kind.name: kind for kind in (ServingKind(), LayerKind(), MlaKind(), DenseKind())}
+KINDS: dict[str, CaseKind] = {kind.name: kind for kind in (ServingKind(), LayerKind(), SparseKind(), MlaKind(),
+                                                           DenseKind())}
 
 
 def kind_of(of: Case | AttentionShape) -> CaseKind:

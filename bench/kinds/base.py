@@ -83,6 +83,14 @@ def fits_exactly(score_elements: int) -> bool:
     return score_elements <= EXACT_CHECK_ELEMENTS
 
 
+def flop_fields(case: Case, backend: Backend, flops: int) -> dict[str, float | None]:
+    """useful_flops (the record's flops: the pairs that count) and executed_flops (what the backend's `executes`
+    trait says it computes: bench.sparse_pairs; empty when it does not say) of an attention call."""
+    from bench.metrics import executed_flops
+
+    return {"useful_flops": flops, "executed_flops": executed_flops(case.shape, case.pass_, backend.executes)}
+
+
 def decode_kv_fields(case: Case, kv_cache_bytes: Callable[[], int]) -> dict[str, float | None]:
     """kv_cache_bytes, on decode cases only: one layer's K and V cache, which a decode step reads whole."""
     return {"kv_cache_bytes": kv_cache_bytes()} if case.phase == "decode" else {}

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from bench.backends.base import Backend
 from bench.case import Case
-from bench.kinds.base import ReferenceCache, decode_kv_fields, fits_exactly
+from bench.kinds.base import ReferenceCache, decode_kv_fields, fits_exactly, flop_fields
 from bench.metrics import attention_bytes, attention_flops, kv_cache_bytes, model_mem_bytes
 from bench.shapes import AttentionShape
 
@@ -19,15 +19,17 @@ if TYPE_CHECKING:
 
 def dense_check_shape(shape: AttentionShape) -> AttentionShape:
     """The case itself, or a shorter one with the same structure (scope and model kept: a layer case is checked as
-    a layer, with the same weights, on a shorter x): Sq up to 256, Skv up to 4096, two sequences."""
+    a layer, with the same weights, on a shorter x; a sparsity cut as the mask is): Sq up to 256, Skv up to 4096,
+    two sequences."""
     if fits_exactly(shape.batch * shape.n_heads * shape.seq_q * shape.seq_kv):
         return shape
     seq_q = min(shape.seq_q, 256)
     seq_kv = seq_q if shape.seq_q == shape.seq_kv else min(shape.seq_kv, 4096)
     # two sequences, so that batch strides are checked too
     mask = shape.mask_value.shorter(shape.seq_kv, seq_kv)  # a window or a chunk that cuts keeps cutting
+    sparsity = shape.sparsity_value.shorter(shape.seq_kv, seq_kv)  # and so does a sparsity
     return dataclasses.replace(shape, batch=min(shape.batch, 2), seq_q=seq_q, seq_kv=seq_kv, window=mask.window,
-                               chunk=mask.chunk)
+                               chunk=mask.chunk, sparsity=sparsity.label)
 
 
 def dense_kv_fields(case: Case) -> dict[str, float | None]:
@@ -43,9 +45,10 @@ class DenseKind:
 
     def record_fields(self, case: Case, backend: Backend) -> dict[str, float | None]:
         s = case.shape
-        return {"flops": attention_flops(s, case.pass_), "bytes": attention_bytes(s),
+        flops = attention_flops(s, case.pass_)
+        return {"flops": flops, "bytes": attention_bytes(s),
                 "model_mem_bytes": model_mem_bytes(s, backend.memory, case.pass_),
-                "real_tokens": s.batch * s.seq_q, **dense_kv_fields(case)}
+                "real_tokens": s.batch * s.seq_q, **dense_kv_fields(case), **flop_fields(case, backend, flops)}
 
     def predicted_bytes(self, case: Case, backend: Backend) -> int:
         return model_mem_bytes(case.shape, backend.memory, "fwd") or 0

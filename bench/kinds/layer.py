@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING
 
 from bench.backends.base import Backend
 from bench.case import Case
-from bench.kinds.base import ReferenceCache, refuse_variants
+from bench.kinds.base import ReferenceCache, flop_fields, refuse_variants
 from bench.kinds.dense import DenseKind, dense_check_shape, dense_kv_fields
-from bench.metrics import ELEMENT_BYTES, layer_bytes, layer_d_model, layer_flops, layer_weight_bytes
+from bench.metrics import ELEMENT_BYTES, attention_flops, layer_bytes, layer_d_model, layer_flops, layer_weight_bytes
 from bench.shapes import AttentionShape
 
 if TYPE_CHECKING:
@@ -25,8 +25,11 @@ class LayerKind:
     def record_fields(self, case: Case, backend: Backend) -> dict[str, float | None]:
         # the projections are counted too; the memory model covers attention alone, so a layer has none
         s = case.shape
-        return {"flops": layer_flops(s, case.pass_), "bytes": layer_bytes(s), "model_mem_bytes": None,
-                "real_tokens": s.batch * s.seq_q, **dense_kv_fields(case)}
+        flops = layer_flops(s, case.pass_)
+        attention = flop_fields(case, backend, attention_flops(s, case.pass_))["executed_flops"]
+        executed = None if attention is None else flops - attention_flops(s, case.pass_) + attention
+        return {"flops": flops, "bytes": layer_bytes(s), "model_mem_bytes": None, "useful_flops": flops,
+                "executed_flops": executed, "real_tokens": s.batch * s.seq_q, **dense_kv_fields(case)}
 
     def predicted_bytes(self, case: Case, backend: Backend) -> int:
         """The attention inside, plus the weights and x, Q, K, V, O and the output."""

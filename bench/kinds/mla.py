@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from bench.backends.base import Backend, Unsupported
 from bench.case import Case
-from bench.kinds.base import ReferenceCache, decode_kv_fields
+from bench.kinds.base import ReferenceCache, decode_kv_fields, flop_fields
 from bench.kinds.dense import dense_check_shape
 from bench.metrics import ELEMENT_BYTES, attention_bytes, attention_flops, latent_cache_bytes, model_mem_bytes
 from bench.scores import NO_SCORE
@@ -28,7 +28,8 @@ class MlaKind:
     def record_fields(self, case: Case, backend: Backend) -> dict[str, float | None]:
         s = case.shape
         latent = s.kv_lora_rank + s.rope_dim  # type: ignore[operator]
-        return {"flops": attention_flops(s, case.pass_), "bytes": attention_bytes(s),
+        flops = attention_flops(s, case.pass_)
+        return {"flops": flops, "bytes": attention_bytes(s), **flop_fields(case, backend, flops),
                 "model_mem_bytes": model_mem_bytes(s, backend.memory, case.pass_),
                 "real_tokens": s.batch * s.seq_q,
                 **decode_kv_fields(case, lambda: latent_cache_bytes(1, latent, s.seq_kv, s.batch, s.dtype,

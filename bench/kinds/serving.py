@@ -48,8 +48,10 @@ class ServingKind:
     def record_fields(self, case: Case, backend: Backend) -> dict[str, float | None]:
         # counted over the batch's real sequences; the padding the backend's layout adds is padding_waste
         s = case.shape
+        waste = padding_waste(s, backend)
         return {"flops": serving_flops(s), "bytes": serving_bytes(s), "model_mem_bytes": None,
-                "real_tokens": sum(workload_of(s).q_lens), "padding_waste": padding_waste(s, backend),
+                "useful_flops": serving_flops(s), "executed_flops": int(serving_flops(s) * waste) if waste else None,
+                "real_tokens": sum(workload_of(s).q_lens), "padding_waste": waste,
                 **decode_kv_fields(case, lambda: serving_kv_bytes(s))}
 
     def predicted_bytes(self, case: Case, backend: Backend) -> int:

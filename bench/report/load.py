@@ -51,14 +51,15 @@ COLUMNS: dict[str, str] = RUN_COLUMNS | FIELDS | DERIVED_COLUMNS | RUN_DETAIL_CO
 # shape fields that have a default, and so may be absent from files older than the field
 SHAPE_DEFAULTS = {f.name: f.default for f in dataclasses.fields(AttentionShape) if f.default is not dataclasses.MISSING}
 _INT_RECORD = ("rounds", "calls_per_round", "threads", "flops", "bytes", "peak_mem_bytes", "model_mem_bytes",
-               "kv_cache_bytes")
+               "kv_cache_bytes", "useful_flops", "executed_flops", "indexer_flops", "indexer_peak_mem_bytes")
 # integer shape fields come from the shape's own annotations, so a new int axis is typed without an edit here
 INT_COLUMNS = tuple(f.name for f in dataclasses.fields(AttentionShape) if str(f.type).startswith("int")) + (
     "group_size", "d_model", *_INT_RECORD, "device_memory_bytes")
 FLOAT_COLUMNS = ("median_s", "ci_low_s", "ci_high_s", "iqr_s", "first_call_s", "intensity", "flops_per_s", "tflops",
                  "tokens_per_s", "gb_per_s", "kv_bytes_per_s", "max_abs_err", "pct_gemm_ceiling", "pct_copy_ceiling",
                  "pct_spec_flops", "gemm_flops_per_s", "copy_bytes_per_s", "overhead_pct", "pct_read_ceiling",
-                 "pct_spec_bandwidth", "joules_per_call", "tokens_per_joule", "watts")
+                 "pct_spec_bandwidth", "joules_per_call", "tokens_per_joule", "watts", "density", "indexer_s",
+                 "block_mask_build_s", "total_s")
 # Without these a row cannot be placed on any figure or table: a file lacking them is rejected.
 REQUIRED = ("case_id", "status", "backend", "variant", "batch", "n_heads", "n_kv_heads", "head_dim", "seq_q", "seq_kv",
             "dtype", "phase")

@@ -13,9 +13,9 @@ from bench.backends import BACKENDS
 
 # Colours and markers no registered backend uses, for backends from outside (bench.backends.outside) and names the
 # registry does not know (an older results file).
-_SPARE_COLORS = ("#17becf", "#bcbd22", "#393b81", "#637939", "#843c39", "#7b4173", "#e7ba52", "#3182bd",
+_SPARE_COLORS = ("#bcbd22", "#393b81", "#637939", "#843c39", "#7b4173", "#e7ba52", "#3182bd",
                  "#31a354", "#756bb1", "#636363", "#ad494a")
-_SPARE_MARKERS = ("p", "<", ">", "8", "H", "d", "X", "1")
+_SPARE_MARKERS = ("<", ">", "8", "H", "d", "X", "1")
 # Registered backends first in registry order, then others alphabetically: legends read the same everywhere.
 BACKEND_ORDER: tuple[str, ...] = tuple(BACKENDS)
 
