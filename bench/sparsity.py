@@ -213,8 +213,8 @@ NO_SPARSITY = Sparsity()
 
 
 def fraction_label(value: float) -> str:
-    """0.125 -> '1/8', 0.3 -> '0.3': a density as people write it."""
+    """0.125 -> '1/8', 0.0781 -> '0.078': a density as people write it."""
     frac = Fraction(value).limit_denominator(1024)
     if frac.numerator == 1 and abs(float(frac) - value) < 1e-9:
         return f"1/{frac.denominator}"
-    return f"{value:g}"
+    return f"{value:.2g}"

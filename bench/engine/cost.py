@@ -6,12 +6,15 @@ and its bytes at the copy ceiling (a materialising backend also writes and reads
 per-call overhead. A case then costs: the float64 reference and the backend's call on the check shape, the first
 call (FlexAttention compiles: tens of seconds on a CPU), the timing modes (the adaptive rounds until the CI target
 or the case's budget, the kernel mode's profiled calls), and one call for the peak memory. A dtype the CPU emulates
-is already in its GEMM ceiling, so its cases are predicted slow. The predictions order and budget a run
-(--time-budget) and feed the ETA; each record keeps `predicted_s` beside its measured `wall_s`.
+is already in its GEMM ceiling, so its cases are predicted slow. A sparse case's call is predicted at its executed
+FLOPs (a dense masked kernel computes every pair), and a topk case adds its indexer, timed apart. The predictions
+order and budget a run (--time-budget) and feed the ETA; each record keeps `predicted_s` beside its measured
+`wall_s`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +30,10 @@ GEMM_SHARE = 0.5  # attention's matmuls reach about half the GEMM ceiling on CPU
 CALL_OVERHEAD_S = {"cpu": 30e-6, "cuda": 15e-6}  # Python, dispatch and launch per call
 SCORE_PASSES = 4  # a materialising backend writes the scores, reads them for softmax, writes P, reads P
 FLOAT64_SHARE = 0.25  # the reference runs in float64 through the naive formula: about a quarter of fp32's GEMM
-COMPILE_S = {"cpu": 25.0, "cuda": 10.0}  # torch.compile of one FlexAttention shape (and once more for a backward)
+# torch.compile of one FlexAttention shape (and once more for a backward): 6-7 s a shape on a 2-core AMD EPYC with
+# torch 2.13 (the run's first 17 s: inductor's own start), 22 s measured on an older torch
+COMPILE_S = {"cpu": 10.0, "cuda": 10.0}
+INDEXER_SHARE = 0.05  # a top-K indexer's FLOPs run far below the GEMM ceiling: ReLU, weights and top-K over H x S^2
 MIN_ROUND_S = 2e-3  # bench.measure.timer: a round lasts at least this long
 TYPICAL_ROUNDS = 15  # rounds the adaptive timer usually takes before its CI target
 KERNEL_MODE_S = 0.15  # the kernel mode's profiled calls (about 50 ms) and the profiler's start and stop
@@ -43,8 +49,16 @@ def call_s(record: Record, calibration: Calibration, memory: str) -> float:
     if memory == "materialising":  # the fp32 score matrix goes through memory several times
         scores = record["batch"] * record["n_heads"] * record["seq_q"] * record["seq_kv"] * 4
         traffic += SCORE_PASSES * scores * (3.5 if record["pass"] == "fwd+bwd" else 1)
-    compute = float(record.get("flops") or 0) / (GEMM_SHARE * gemm)
+    executed = record.get("executed_flops") or record.get("flops") or 0  # a dense masked kernel computes every pair
+    indexer = float(record.get("indexer_flops") or 0)
+    compute = (float(executed) - indexer) / (GEMM_SHARE * gemm)
     return max(compute, traffic / copy) + CALL_OVERHEAD_S.get(device, 30e-6)
+
+
+def indexer_s(record: Record, calibration: Calibration) -> float:
+    """Predicted seconds of one call of a topk case's indexer (0 for any other case)."""
+    flops = float(record.get("indexer_flops") or 0)
+    return flops / (INDEXER_SHARE * (calibration.gemm(record["dtype"]) or 1e10)) if flops else 0.0
 
 
 def predict_all(cases: list[Case], calibration: Calibration | Mapping[str, Any], budget_s: float) -> dict[str, float]:
@@ -69,7 +83,8 @@ def predict(case: Case, record: Record, calibration: Calibration, memory: str, b
     one = call_s(record, calibration, memory)
     fp32 = calibration.gemm_flops_per_s or 1e10
     checked = check_shape(case.shape)
-    check_flops = attention_flops(checked, case.pass_)
+    # the float64 reference computes every pair the mask leaves, the sparsity's dropped ones too
+    check_flops = attention_flops(dataclasses.replace(checked, sparsity="none"), case.pass_)
     share = min(1.0, check_flops / max(float(record.get("flops") or 1), 1.0))
     check = check_flops / (FLOAT64_SHARE * fp32) + one * share
     if case.pass_ == "fwd+bwd":
@@ -81,4 +96,6 @@ def predict(case: Case, record: Record, calibration: Calibration, memory: str, b
     if case.device == "cuda":
         rounds *= 2  # cold and graph modes beside warm, on half the budget each
     kernel = max(3 * one, KERNEL_MODE_S)
-    return PER_CASE_S + check + first + one + rounds + kernel + one
+    index = indexer_s(record, calibration)
+    apart = index and 4 * index + max(3 * index, min(budget_s / 2, TYPICAL_ROUNDS * max(index, MIN_ROUND_S)))
+    return PER_CASE_S + check + first + one + rounds + kernel + one + apart

@@ -12,7 +12,11 @@ the plan's cases speak to it (`picks`) and which of those are the least that ans
            says attention passes half the layer on this machine (at least three lengths);
 - kv:      the KV-cache claim, from caches allocated at the run's start (no case needed);
 - paging, variants: claims whose cases only the serving profile and the variant axes have; a plan without them
-           says the command that would measure them.
+           says the command that would measure them;
+- sparse:  "sparse attention beats the best dense kernel from S*": each sparse kernel's cases at one budget over
+           >= 3 lengths spanning >= 4x, with the dense cases of the same shapes (its own and the fused kernels');
+- sparse-ideal: "a sparse kernel gets within 2x of the ideal 1/density": each such kernel at the longest length of
+           one budget beside its dense run (a kernel that runs only sparse attention: beside the fused kernels').
 The time budget's planner (bench.engine.budget) funds every question's least first, then the rest of what the
 questions pick (depth), then everything else (breadth). A dtype the CPU emulates (calibration's `emulated`) is
 measured at one representative shape per question: its other cases would spend the budget on missing hardware.
@@ -66,9 +70,10 @@ class Question:
 
 
 def _plain(c: Case) -> bool:
-    """A dense attention call: no serving batch, no model, no score variant."""
+    """A dense attention call: no serving batch, no model, no score variant, no sparsity."""
     s = c.shape
-    return s.lengths is None and s.page_size is None and s.score == "none" and s.model is None
+    return s.lengths is None and s.page_size is None and s.score == "none" and s.model is None \
+        and s.sparsity == "none"
 
 
 def _runs_here(c: Case, ctx: Context) -> bool:
@@ -330,6 +335,101 @@ def _variants_picks(c: Case) -> bool:
             and (s.score != "none" or s.chunk is not None))
 
 
+# -- sparse ---------------------------------------------------------------------------------------------------------
+MIN_SPARSE_LENGTHS, SPARSE_SPAN = 3, 4  # the crossover claim's "not below S_max" needs this many lengths, this span
+
+
+def _sparse_picks(c: Case) -> bool:
+    """Sparse cases, and the dense attention calls they are compared with."""
+    s = c.shape
+    return s.scope == "attention" and s.lengths is None and s.page_size is None and s.score == "none" \
+        and c.pass_ == "fwd"
+
+
+def _sparse_kernel(backend: str) -> bool:
+    """A kernel that executes a keep-set sparsely (its blocks, its gathered keys), not as a boolean mask."""
+    return get_backend(backend).executes in ("blocks", "selected")
+
+
+def _line_key(c: Case) -> tuple:
+    """What one method's line over the lengths shares: every shape field but the lengths, and the phase."""
+    s = c.shape
+    return (c.backend, c.phase, c.pass_, s.seq_q if c.phase == "decode" else None,
+            *(getattr(s, f.name) for f in dataclasses.fields(s) if f.name not in ("seq_q", "seq_kv")))
+
+
+def _twins(c: Case, dense: dict[tuple, list[Case]]) -> list[Case]:
+    """The dense cases of c's shape: its own backend's (its speedup's twin) and every fused kernel's that does not
+    compile (the best dense kernel is among them)."""
+    key = (dataclasses.replace(c.shape, sparsity="none"), c.phase, c.pass_)
+    return [d for d in dense.get(key, []) if d.backend == c.backend
+            or (BACKENDS.get(d.backend) is not None and BACKENDS[d.backend].memory == "tiled"
+                and not BACKENDS[d.backend].compiles)]
+
+
+def _sparse_lines(cases: list[Case], ctx: Context) -> tuple[list[list[Case]], dict[tuple, list[Case]]]:
+    """The sparse kernels' lines (one method over the lengths, shortest first) and the dense cases by shape."""
+    dense: dict[tuple, list[Case]] = defaultdict(list)
+    lines: dict[tuple, list[Case]] = defaultdict(list)
+    for c in cases:
+        if not _runs_here(c, ctx):
+            continue
+        if c.shape.sparsity == "none":
+            dense[(c.shape, c.phase, c.pass_)].append(c)
+        elif _sparse_kernel(c.backend):
+            lines[_line_key(c)].append(c)
+    return [sorted(line, key=lambda c: c.shape.seq_kv) for line in lines.values()], dense
+
+
+def _with_twins(line: list[Case], dense: dict[tuple, list[Case]]) -> list[Case] | None:
+    """The line's cases and their twins, or None when a length has no dense twin to compare with."""
+    twins = [_twins(c, dense) for c in line]
+    if not all(twins):
+        return None
+    return line + [t for ts in twins for t in ts]
+
+
+def _cheapest_per_kernel(found: list[tuple[str, bool, float, list[Case]]]) -> list[Case]:
+    """Of (backend, not prefill, cost, cases) candidates, each sparse kernel's first (prefill, then cheapest)."""
+    best: dict[str, tuple[bool, float, list[Case]]] = {}
+    for backend, later, cost, chosen in found:
+        if backend not in best or (later, cost) < best[backend][:2]:
+            best[backend] = (later, cost, chosen)
+    out: list[Case] = []
+    for _, _, chosen in best.values():
+        out += [c for c in chosen if c not in out]
+    return out
+
+
+def _crossover_least(cases: list[Case], ctx: Context) -> list[Case]:
+    """Per sparse kernel, one line at its shortest >= MIN_SPARSE_LENGTHS lengths spanning >= SPARSE_SPAN x, with the
+    dense twins at each length; prefill first, then the cheapest (every kernel: the claim holds on one that wins)."""
+    lines, dense = _sparse_lines(cases, ctx)
+    found = []
+    for line in lines:
+        seqs = sorted({c.shape.seq_kv for c in line})
+        cut = next((seqs[n - 1] for n in range(MIN_SPARSE_LENGTHS, len(seqs) + 1)
+                    if seqs[n - 1] >= SPARSE_SPAN * seqs[0]), None)
+        if cut is None:
+            continue
+        chosen = _with_twins([c for c in line if c.shape.seq_kv <= cut], dense)
+        if chosen is not None:
+            found.append((line[0].backend, line[0].phase != "prefill", ctx.cost(chosen), chosen))
+    return _cheapest_per_kernel(found)
+
+
+def _speedup_least(cases: list[Case], ctx: Context) -> list[Case]:
+    """Per sparse kernel, one case at the longest length of a line, with its dense twins; prefill first, then the
+    cheapest."""
+    lines, dense = _sparse_lines(cases, ctx)
+    found = []
+    for line in lines:
+        chosen = _with_twins(line[-1:], dense)
+        if chosen is not None:
+            found.append((line[0].backend, line[0].phase != "prefill", ctx.cost(chosen), chosen))
+    return _cheapest_per_kernel(found)
+
+
 # The commands that answer a question on their own (the least a plan without its cases would run)
 PREFILL = {"dtype": "fp32", "mask": "causal", "phase": "prefill"}
 QUESTIONS: tuple[Question, ...] = (
@@ -352,4 +452,8 @@ QUESTIONS: tuple[Question, ...] = (
     Question("variants", "Fused kernels run attention variants within 1.3× of plain causal", _variants_picks, _all,
              {"backend": "naive,sdpa,flex", "kv-heads": "8", "seq": "512", "mask": "causal,chunk:64",
               "score": "none,softcap:50,alibi,sinks", "dtype": "fp32", "phase": "prefill"}),
+    Question("sparse", "Sparse attention beats the best dense kernel from some length S*", _sparse_picks,
+             _crossover_least, {"profile": "sparse"}),
+    Question("sparse-ideal", "A sparse kernel gets within 2× of the ideal speedup 1/density", _sparse_picks,
+             _speedup_least, {"profile": "sparse"}),
 )

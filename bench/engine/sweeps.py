@@ -156,6 +156,11 @@ def axis_fields() -> list[dataclasses.Field]:
 # machine, installs, calibration and the report included; `--time-budget none` runs every case.
 DEFAULT_TIME_BUDGET_S = 360.0  # 8 minutes gave 533 s on a loaded 2-core AMD, report included, before the install
 
+# The sparse profile's budgets: densities 1/4, 1/8, 1/16 as block masks and as packed documents, and 256 tokens per
+# query as a window with global tokens and as top-K; each beside the dense case (none)
+SPARSE_BUDGETS = ("none", "block:128:0.25", "block:128:0.125", "block:128:0.0625", "docs:4", "docs:8", "docs:16",
+                  "global:64+window:192", "topk:256")
+
 PROFILES: dict[str, dict[str, Sweep]] = {
     "cpu": {
         # CI's regression check
@@ -170,9 +175,21 @@ PROFILES: dict[str, dict[str, Sweep]] = {
                                      kv_heads=None, d_model=512, seqs=(1024,), budget_s=0.6),
                                Sweep(backends=("naive", "sdpa-flash"), kv_heads=(8,), seqs=(256, 512, 1024, 2048,
                                                                                              4096),
-                                     scopes=("attention", "layer"), budget_s=0.6))),
+                                     scopes=("attention", "layer"), budget_s=0.6),
+                               # the sparse claims: a block-sparse kernel and top-K beside dense, over the lengths
+                               Sweep(backends=("sdpa-flash", "flex", "topk-gather"), kv_heads=(2,),
+                                     seqs=(512, 1024, 2048, 4096), sparsities=("none", "block:128:0.125", "topk:256"),
+                                     budget_s=0.4))),
         "heads": Sweep(backends=("naive", "sdpa-math", "sdpa-flash", "flex"), heads=(1, 2, 4, 8, 16, 32),
                        kv_heads=None, d_model=512, seqs=(1024,)),
+        # sparse attention at equal budgets: block masks and packed documents at densities 1/4, 1/8, 1/16, a window
+        # with global tokens and top-K at 256 tokens per query, beside dense, over the lengths; then decode steps
+        # against long caches (DSA's top-2048 at 4k-64k)
+        "sparse": Sweep(backends=("naive", "sdpa-flash", "flex", "topk-gather"), kv_heads=(2,),
+                        seqs=(1024, 2048, 4096, 8192), sparsities=SPARSE_BUDGETS, budget_s=0.4,
+                        also=(Sweep(backends=("naive", "sdpa-flash", "flex", "topk-gather"), kv_heads=(2,),
+                                    phases=("decode",), decode_kv=(4096, 16384, 65536),
+                                    sparsities=("none", "block:128:0.125", "topk:2048"), budget_s=0.4),)),
         # MHA/GQA/MQA, then MLA at the same Hq and contexts (its absorbed decode: one latent of 256 + 32)
         "decode": Sweep(phases=("decode",), decode_q=(1, 4), decode_kv=(1024, 4096, 16384),
                         also=(Sweep(variants=("mla",), phases=("decode",), decode_q=(1, 4),
@@ -218,12 +235,25 @@ PROFILES: dict[str, dict[str, Sweep]] = {
                                                    kv_lora_ranks=(512,), rope_dims=(64,), dtypes=("bf16",),
                                                    phases=("decode",), decode_kv=(8192, 32768, 131072),
                                                    budget_s=0.5),
+                                             # the sparse claims: block-sparse and top-K beside dense
+                                             Sweep(backends=("sdpa", "flex", "topk-gather"), heads=(16,),
+                                                   kv_heads=(4,), head_dims=(128,), dtypes=("bf16",),
+                                                   seqs=(4096, 8192, 16384, 32768),
+                                                   sparsities=("none", "block:128:0.125", "topk:2048"),
+                                                   budget_s=0.4),
                                              # the paging claim: paged decode beside a contiguous cache
                                              Sweep(heads=(32,), kv_heads=(8,), batches=(16,), head_dims=(128,),
                                                    dtypes=("bf16",), phases=("decode",), decode_kv=(32768,),
                                                    page_sizes=(None, 16, 256), lengths=("uniform",),
                                                    budget_s=0.5))),
         "heads": Sweep(heads=(1, 2, 4, 8, 16, 32), kv_heads=None, d_model=2048, seqs=(4096,), dtypes=("bf16",)),
+        "sparse": Sweep(backends=("naive", "sdpa", "flex", "topk-gather"), heads=(16,), kv_heads=(4,),
+                        head_dims=(128,), dtypes=("bf16",), seqs=(4096, 8192, 16384, 32768),
+                        sparsities=SPARSE_BUDGETS, budget_s=0.4,
+                        also=(Sweep(backends=("naive", "sdpa", "flex", "topk-gather"), heads=(16,), kv_heads=(4,),
+                                    head_dims=(128,), dtypes=("bf16",), phases=("decode",),
+                                    decode_kv=(8192, 32768, 131072),
+                                    sparsities=("none", "block:128:0.125", "topk:2048"), budget_s=0.4),)),
         "decode": Sweep(heads=(32,), kv_heads=(32, 8, 1), head_dims=(128,), dtypes=("bf16",), phases=("decode",),
                         decode_q=(1, 4), decode_kv=(8192, 32768, 131072), batches=(1, 8),
                         also=(Sweep(heads=(32,), variants=("mla",), head_dims=(128,), kv_lora_ranks=(512,),

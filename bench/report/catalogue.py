@@ -22,8 +22,9 @@ class FigureEntry:
     title: str
     how_to_read: str  # one sentence under the figure in the report
     draw: str  # "module:function" in bench.report.figures; the function takes the frame, returns a Figure or None
-    serving: bool = False  # draws serving batches; every other figure gets the dense rows only, so a ragged or
-    # paged case never shares a line with the dense case of the same (B, S)
+    # draws from every row (serving batches; sparse cases beside their dense twins); every other figure gets the dense
+    # rows only, so a ragged, paged or sparse case never shares a line with the dense case of the same (B, S)
+    every_row: bool = False
 
     @property
     def file(self) -> str:
@@ -62,14 +63,28 @@ CATALOGUE: tuple[FigureEntry, ...] = (
     FigureEntry("serving_lengths", "Ragged batches", "Each bar is one backend's median time per real token (padding "
                 "not counted) for a batch whose sequence lengths follow that distribution at the same total; the "
                 "lower panels show how much of the work the backend's layout spends on padding (1 = none).",
-                "serving:serving_lengths", serving=True),
+                "serving:serving_lengths", every_row=True),
     FigureEntry("serving_paged", "Paged KV cache", "Each bar is a backend's decode step on a paged cache divided by "
                 "the same step on a contiguous cache: 1 means paging is free, and gathering backends pay for copying "
-                "the pages together on every step.", "serving:serving_paged", serving=True),
+                "the pages together on every step.", "serving:serving_paged", every_row=True),
     FigureEntry("variant_cost", "Attention variants", "Each bar is a backend's time with a score variant (softcap, "
                 "ALiBi, sinks) or a chunk mask divided by its plain causal time at the same size: 1 means the "
                 "variant is free, the dashed line is the variant claim's threshold; variants a backend cannot run "
                 "are named under the panel.", "variants:variant_cost"),
+    FigureEntry("sparse_time", "Sparse against dense", "Each coloured line is a sparse method (a sparsity on a "
+                "backend) at one attended budget, its cost per forward (kernel, plus a top-K indexer and a mask "
+                "rebuilt every forward) against length; the black dashed line is the fastest dense kernel at each "
+                "length, and a ring marks S*, the length from which the method stays faster.", "sparse:sparse_time",
+                every_row=True),
+    FigureEntry("sparse_speedup", "Sparse speedup", "Each point is a sparse case's kernel time divided into its "
+                "dense run's (the same backend, or the fastest dense kernel for one that runs only sparse attention) "
+                "against its density; the black line is the ideal 1/density and the dashed one half of it, the "
+                "speedup claim's bar. Kernels that take a keep-set as a boolean mask compute every pair and sit near "
+                "1.", "sparse:sparse_speedup", every_row=True),
+    FigureEntry("indexer_share", "Top-K indexer", "The share of a top-K (DSA) method's cost per forward spent in its "
+                "indexer, which scores every visible key before the attention reads K of them: it grows with the "
+                "length, since the indexer's work is O(S) per query and the attention's O(K).",
+                "sparse:indexer_share", every_row=True),
 )
 # By name, for lookups (the same entries, in the same order).
 FIGURES: dict[str, FigureEntry] = {e.name: e for e in CATALOGUE}

@@ -41,8 +41,17 @@ def serving_rows(df: pd.DataFrame) -> pd.Series:
     return lengths.notna() | pages.notna()
 
 
+def sparse_rows(df: pd.DataFrame) -> pd.Series:
+    """True where a row is a sparse case (`sparsity` set and not none; old files have no such column)."""
+    if "sparsity" not in df:
+        return pd.Series(False, index=df.index)
+    return df["sparsity"].fillna("none") != "none"
+
+
 def dense_rows(df: pd.DataFrame) -> pd.DataFrame:
-    return df[~serving_rows(df)]
+    """Dense attention: no serving batch and no sparse case (bench.report.sparse_cost reads those beside their dense
+    twins)."""
+    return df[~serving_rows(df) & ~sparse_rows(df)]
 
 
 def attention_rows(df: pd.DataFrame) -> pd.DataFrame:

@@ -23,6 +23,11 @@ PAGED_KERNELS: tuple[str, ...] = tuple(name for name, b in BACKENDS.items()
 ALL_VARIANT_KERNELS: tuple[str, ...] = tuple(name for name, b in BACKENDS.items()
                                              if b.memory == "tiled" and set(VARIANTS) <= set(b.variants))
 
+# Kernels that execute a sparsity sparsely (a BlockMask's kept blocks, K gathered keys per query): the speedup claim's;
+# the others take a keep-set as a boolean mask and compute every pair
+SPARSE_KERNELS: tuple[str, ...] = tuple(name for name, b in BACKENDS.items()
+                                        if b.sparsity and b.executes in ("blocks", "selected"))
+
 # Kernel families for claims that depend on how a kernel treats grouped K/V heads.
 EXPANDING, FUSED = "expanding", "fused"
 FAMILY_NAMES: dict[str, str] = {EXPANDING: "kernels that expand K/V to Hq heads", FUSED: "fused kernels"}

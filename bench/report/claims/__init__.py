@@ -18,6 +18,7 @@ from bench.report.claims.kv_cache import kv_cache_shrink
 from bench.report.claims.memory import memory_scaling
 from bench.report.layer_share import attention_dominates
 from bench.report.serving import paging_cost
+from bench.report.sparse_cost import sparse_crossover, sparse_speedup
 from bench.report.tables import best_backends
 from bench.report.variant_cost import variants_within
 from bench.report.verdict import Verdict
@@ -35,6 +36,8 @@ CLAIMS: tuple[Claim, ...] = (
     attention_dominates,
     paging_cost,
     variants_within,
+    sparse_crossover,
+    sparse_speedup,
 )
 
 

@@ -30,7 +30,7 @@ def make_figures(df: pd.DataFrame) -> dict[str, Figure]:
     dense = dense_rows(df)
     out = {}
     for entry in CATALOGUE:
-        fig = entry.drawer()(df if entry.serving else dense)
+        fig = entry.drawer()(df if entry.every_row else dense)
         if fig is not None:
             out[entry.name] = fig
     return out

@@ -1,0 +1,189 @@
+"""Sparse attention against dense: each sparse case beside the best dense kernel at its shape (the crossover claim
+and the time figure) and beside its own backend's dense run (the speedup claim and the speedup figure).
+
+A sparse row is an ok attention case with a sparsity (bench.sparsity); its dense twins are the ok cases with every
+other shape field equal and sparsity none. A method is (sparsity, backend) and its budget is the sparsity's
+(`Sparsity.budget_label`: a density, or tokens per query), so every method of one budget is compared on the same
+inputs while the length varies. What is compared:
+  crossover  a method's whole cost per forward, total_s (median_s, plus topk's indexer and a BlockMask built on every
+             forward: bench.kinds.sparse), against the best dense kernel's median_s at the same shape. S* is the
+             shortest length from which the method stays at or below BEATS of it at every longer length measured.
+  speedup    the kernel alone, median_s, against the same backend's dense median_s (for a kernel that runs only
+             sparse attention, the top-K gather, against the best dense kernel's), beside the ideal 1 / density.
+Which kernels the speedup claim is about is read from the registry's traits (bench.report.traits.SPARSE_KERNELS).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from bench.meta import RunMeta
+from bench.report.frames import attention_rows, ok_rows, serving_rows, shape_keys_but, sparse_rows
+from bench.report.traits import SPARSE_KERNELS
+from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE, NO_FACTS, NOT_MEASURED, Verdict, judged, noisy_note, span
+from bench.sparsity import Sparsity, fraction_label
+
+BEATS = 0.95  # a sparse method beats dense at a length when it costs at most this share of the best dense kernel
+LOSES = 1.05  # ... and loses when it costs at least this much more; between the two the run cannot tell
+IDEAL_SHARE = 0.5  # "within 2x of the ideal speedup 1/density"
+NEAR = 0.05  # a speedup this close (relative) to IDEAL_SHARE of the ideal is too close to call
+MIN_LENGTHS, LENGTH_SPAN = 3, 4  # "not below S_max" is a finding over >= 3 lengths spanning >= 4x
+TWIN_KEYS = shape_keys_but("sparsity")  # a sparse case and its dense twin differ in the sparsity only
+LINE_KEYS = ["backend", "sparsity", *shape_keys_but("sparsity", "seq_q", "seq_kv")]  # one method over the lengths
+CROSSOVER_CLAIM = "Sparse attention beats the best dense kernel from some length S* at its budget"
+SPEEDUP_CLAIM = f"A sparse kernel gets within {1 / IDEAL_SHARE:g}× of the ideal speedup 1/density over its dense run"
+COMMAND = "python -m bench run --profile sparse"
+
+
+def budget_label(sparsity: str) -> str:
+    return Sparsity.parse(sparsity).budget_label
+
+
+def sparse_costs(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per ok sparse case with a dense case at its shape: budget, method, length, cost_s (total_s, else
+    median_s), best_dense_s and best_dense (the fastest dense backend there), ratio = cost_s / best_dense_s,
+    twin_s and twin (the same backend's dense run, else the best dense one), speedup = twin_s / median_s,
+    ideal = 1 / density and share = speedup / ideal."""
+    if "sparsity" not in df or df.empty:
+        return pd.DataFrame()
+    ok = ok_rows(attention_rows(df[~serving_rows(df)]))
+    is_sparse = sparse_rows(ok)
+    sparse, dense = ok[is_sparse], ok[~is_sparse]
+    if sparse.empty or dense.empty:
+        return pd.DataFrame()
+    best = (dense.sort_values("median_s", kind="stable").drop_duplicates(TWIN_KEYS)[[*TWIN_KEYS, "median_s", "backend"]]
+            .rename(columns={"median_s": "best_dense_s", "backend": "best_dense"}))
+    own = dense[["backend", *TWIN_KEYS, "median_s"]].drop_duplicates(["backend", *TWIN_KEYS])
+    out = sparse.merge(best, on=TWIN_KEYS, how="inner").merge(own.rename(columns={"median_s": "own_dense_s"}),
+                                                               on=["backend", *TWIN_KEYS], how="left")
+    if out.empty:
+        return pd.DataFrame()
+    own_run = out["own_dense_s"].notna()
+    out = out.assign(
+        length=out["seq_kv"].astype(int),
+        budget=out["sparsity"].map(budget_label),
+        method=out["sparsity"] + " · " + out["backend"],
+        cost_s=out["total_s"].fillna(out["median_s"]),
+        twin_s=out["own_dense_s"].where(own_run, out["best_dense_s"]),
+        twin=out["backend"].where(own_run, out["best_dense"]),
+        ideal=1 / out["density"])
+    out["ratio"] = out["cost_s"] / out["best_dense_s"]
+    out["speedup"] = out["twin_s"] / out["median_s"]
+    out["share"] = out["speedup"] / out["ideal"]
+    return out.reset_index(drop=True)
+
+
+def crossovers(costs: pd.DataFrame) -> pd.DataFrame:
+    """One row per method line (LINE_KEYS): its lengths, S* (or None), state 'beats' / 'loses' / 'close' (at the
+    longest length: at most BEATS, at least LOSES, or between), the ratio at the longest length."""
+    rows = []
+    for key, line in costs.groupby(LINE_KEYS, dropna=False, sort=False):
+        line = line.sort_values("length")
+        lengths, ratios = list(line["length"]), list(line["ratio"])
+        s_star = None
+        for length, ratio in zip(reversed(lengths), reversed(ratios), strict=True):
+            if ratio > BEATS:
+                break
+            s_star = length
+        last = ratios[-1]
+        state = "beats" if s_star is not None else "loses" if last >= LOSES else "close"
+        first = line.iloc[0]
+        rows.append({**dict(zip(LINE_KEYS, key, strict=True)), "budget": first["budget"], "method": first["method"],
+                     "lengths": lengths, "s_star": s_star, "state": state, "last_ratio": float(last),
+                     "best_dense": line.iloc[-1]["best_dense"]})
+    return pd.DataFrame(rows)
+
+
+def _length_word(phase: str) -> str:
+    return "S" if phase == "prefill" else "KV"
+
+
+def span_text(lengths: list[int]) -> str:
+    return f"{lengths[0]}–{lengths[-1]}" if len(lengths) > 1 else str(lengths[0])
+
+
+def _decisive(lengths: list[int]) -> bool:
+    return len(lengths) >= MIN_LENGTHS and max(lengths) >= LENGTH_SPAN * min(lengths)
+
+
+def sparse_crossover(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
+    """Per phase and budget: the methods' S* against the best dense kernel. Holds when every budget has a method
+    that beats dense from some length on; does not hold when at some budget every method still loses at the
+    longest of >= MIN_LENGTHS lengths spanning >= LENGTH_SPAN x; inconclusive otherwise."""
+    costs = sparse_costs(df)
+    if costs.empty:
+        return Verdict(CROSSOVER_CLAIM, NOT_MEASURED, f"no sparse case beside a dense case of its shape (`{COMMAND}`)")
+    lines = crossovers(costs)
+    parts, states, detail = [], [], []
+    for (phase, mask, budget), group in lines.groupby(["phase", "mask", "budget"], sort=True):
+        word = _length_word(phase)
+        said = []
+        for _, line in group.sort_values("last_ratio").iterrows():
+            if line["state"] == "beats":
+                said.append(f"{line['method']} S*={int(line['s_star'])} ({line['last_ratio']:.2f}× at "
+                            f"{max(line['lengths'])})")
+            else:
+                said.append(f"{line['method']} none up to {max(line['lengths'])} ({line['last_ratio']:.2f}×)")
+        lengths = sorted({int(n) for ls in group["lengths"] for n in ls})
+        if (group["state"] == "beats").any():
+            state = HOLDS
+        elif (group["state"] == "loses").all() and _decisive(lengths):
+            state = FAILS
+        else:
+            state = INCONCLUSIVE
+        states.append(state)
+        dense = ", ".join(sorted(group["best_dense"].unique()))
+        parts.append(f"{phase} {mask} {budget}, {word} {span_text(lengths)} against {dense}: " + "; ".join(said))
+        detail += [{**r, "lengths": list(r["lengths"])} for r in group.to_dict("records")]
+    verdict = FAILS if FAILS in states else HOLDS if all(s == HOLDS for s in states) else INCONCLUSIVE
+    why = ""
+    if verdict == INCONCLUSIVE:
+        why = (f"a budget's methods neither beat dense nor lose over ≥ {MIN_LENGTHS} lengths spanning "
+               f"≥ {LENGTH_SPAN}× (longer lengths decide it: `{COMMAND}`)")
+    elif verdict == FAILS:
+        why = ("at that budget every method still costs more than the best dense kernel at the longest length: the "
+               "work it skips does not yet pay for the keep-set's overheads (its masks, gathers or indexer)")
+    numbers = ("each method's cost per forward (kernel + indexer + per-forward mask build) over the best dense "
+               f"kernel's, S* = the length from which it stays ≤ {BEATS:g}×: " + " · ".join(parts) + "."
+               + noisy_note(costs))
+    on = judged(span(costs["length"], "length"), ", ".join(sorted(costs["budget"].unique())),
+                ", ".join(sorted(costs["backend"].unique())))
+    return Verdict(CROSSOVER_CLAIM, verdict, numbers, why=why, detail=tuple(detail), judged_on=on)
+
+
+def sparse_speedup(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
+    """Per phase and budget, each sparse kernel's speedup over its dense run at its longest length, against the
+    ideal 1 / density. Holds when every budget has a kernel reaching IDEAL_SHARE of the ideal; does not hold when
+    at some budget none comes within NEAR of it."""
+    costs = sparse_costs(df)
+    if not costs.empty:
+        costs = costs[costs["backend"].isin(SPARSE_KERNELS)]
+    if costs.empty:
+        return Verdict(SPEEDUP_CLAIM, NOT_MEASURED, f"no case of a sparse kernel ({', '.join(SPARSE_KERNELS)}) "
+                       f"beside a dense run of its shape (`{COMMAND}`)")
+    longest = costs[costs["length"] == costs.groupby(LINE_KEYS, dropna=False)["length"].transform("max")]
+    parts, states, detail = [], [], []
+    for (phase, mask, budget), group in longest.groupby(["phase", "mask", "budget"], sort=True):
+        best = group.loc[group["share"].idxmax()]
+        said = [f"{r['method']} {r['speedup']:.2f}× of {r['ideal']:.3g}× (density {fraction_label(r['density'])}, "
+                f"{_length_word(phase)}={r['length']}, over {r['twin']})" for _, r in group.iterrows()]
+        share = float(best["share"])
+        states.append(HOLDS if share >= IDEAL_SHARE else INCONCLUSIVE if share >= IDEAL_SHARE * (1 - NEAR) else FAILS)
+        parts.append(f"{phase} {mask} {budget}: " + "; ".join(said))
+        detail += [{k: (v.item() if hasattr(v, "item") else v) for k, v in r.items()}
+                   for r in group[["phase", "mask", "budget", "method", "length", "density", "speedup", "ideal",
+                                   "share", "twin"]].to_dict("records")]
+    verdict = FAILS if FAILS in states else HOLDS if all(s == HOLDS for s in states) else INCONCLUSIVE
+    why = ""
+    if verdict == FAILS:
+        why = ("at that budget no sparse kernel reaches half the ideal speedup at its longest length: its per-block "
+               "or per-gather overheads (partial blocks computed whole, gathered K/V rows, short rows per call) "
+               "eat the work it skips")
+    elif verdict == INCONCLUSIVE:
+        why = f"the best kernel sits within {NEAR:.0%} of half the ideal: more rounds or longer lengths decide it"
+    numbers = (f"speedup of the kernel over its dense run at the longest length, of the ideal 1/density (holds at ≥ "
+               f"{IDEAL_SHARE:g} of it): "
+               + " · ".join(parts) + "." + noisy_note(costs))
+    on = judged(span(longest["length"], "length"), ", ".join(sorted(longest["budget"].unique())),
+                ", ".join(sorted(longest["backend"].unique())))
+    return Verdict(SPEEDUP_CLAIM, verdict, numbers, why=why, detail=tuple(detail), judged_on=on)
