@@ -86,7 +86,7 @@ class KeepSet:
         j = torch.arange(self.seq_kv, device=self.device).view(1, -1)  # (1, Skv)
         visible = self.mask.allows(p, j)
         if self.sparsity.kind != "topk":
-            return (self.allows(p, j) & visible).unsqueeze(0)
+            return (self.allows(p, j) & visible).expand(self.seq_q, self.seq_kv).unsqueeze(0)
         idx = self.indices
         keep = torch.zeros(idx.shape[0], self.seq_q, self.seq_kv + 1, dtype=torch.bool, device=self.device)
         keep.scatter_(2, torch.where(idx < 0, self.seq_kv, idx), True)  # -1 lands in the extra column, dropped

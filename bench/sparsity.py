@@ -105,8 +105,8 @@ class Sparsity:
             return cls("block", block=_int(parts[0], "block size", spec), density=_density(parts[1], spec))
         if kind == "docs" and len(parts) == 1:
             return cls("docs", docs=_int(parts[0], "document count", spec))
-        if kind == "global" and len(parts) == 2 and "+window" in parts[0]:
-            tokens, _, _ = parts[0].partition("+")
+        if kind == "global" and len(parts) == 2 and parts[0].count("+") == 1 and parts[0].endswith("+window"):
+            tokens = parts[0].removesuffix("+window")
             return cls("global", global_tokens=_int(tokens, "global token count", spec),
                        window=_int(parts[1], "window", spec))
         if kind == "topk" and len(parts) in (1, 2):
@@ -125,7 +125,8 @@ class Sparsity:
     def label(self) -> str:
         """The text `parse` reads back (the case id's and the results' sparsity)."""
         if self.kind == "block":
-            return f"block:{self.block}:{self.density:g}"
+            short = f"{self.density:g}"  # 0.125; a density :g would round (1/3) keeps all its digits
+            return f"block:{self.block}:{short if float(short) == self.density else repr(self.density)}"
         if self.kind == "docs":
             return f"docs:{self.docs}"
         if self.kind == "global":

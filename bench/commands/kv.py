@@ -78,7 +78,7 @@ def build_report(model: ModelConfig, context: int, batch: int, dtype: str, memor
         "n_kv_heads": model.n_kv_heads, "head_dim": model.head_dim, "variant": model.variant, "window": model.window,
         "full_layers": model.full_layers, "sliding_layers": model.sliding_layers, "kv_latent_dim": model.kv_latent_dim,
         "chunked_layers": model.chunked_layers, "chunk": model.chunk, "score": model.score,
-        "ignored": list(model.ignored),
+        "index_head_dim": model.index_head_dim, "index_topk": model.index_topk, "ignored": list(model.ignored),
         "encoder_only": model.encoder_only, "has_kv_cache": not model.encoder_only,
         "context": context, "tokens": est.tokens, "batch": batch, "dtype": dtype,
         "element_bytes": DTYPE_BYTES[dtype], "bytes_per_token": est.bytes_per_token, "total_bytes": est.total_bytes,
@@ -128,6 +128,9 @@ def render(r: dict[str, Any]) -> str:
     window = f", sliding window {r['window']:,}" if r["window"] else ""
     window += f", attention chunk {r['chunk']:,}" if r.get("chunk") else ""
     window += f", score {r['score']}" if r.get("score", "none") != "none" else ""
+    if r.get("index_head_dim"):
+        window += (f", and its top-{r['index_topk']:,} indexer's key of {r['index_head_dim']:,} elements per token and "
+                   "layer (DSA)")
     per_token = f"KV cache per token: {format_bytes(r['bytes_per_token'])} ({r['bytes_per_token']:,} bytes)"
     if hybrid:
         growing = sum(g["bytes_per_token"] for g in r["layer_groups"] if g["kind"] == "full")

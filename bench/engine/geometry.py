@@ -3,6 +3,8 @@ kinds (config.json sweeps). A sweep (bench.engine.sweeps) crosses each geometry 
 
 MLA geometries (--variant mla, or a config with kv_lora_rank) carry the latent dims; their head_dim is D_qk =
 qk_nope + rope. From the axes, --head-dim is qk_nope and v_head_dim (DeepSeek-V3: 128 both) and --rope-dim is added.
+A model with a top-K indexer (DeepSeek-V3.2's DSA) carries its sparsity: it is swept beside the dense cases, at the
+contexts longer than its K (shorter ones keep every key: the dense case is what runs there).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ class Geometry:
     v_head_dim: int | None = None  # MLA: the latent dims (all three set, or none)
     kv_lora_rank: int | None = None
     rope_dim: int | None = None
+    sparsity: str | None = None  # a model's own sparse attention (DSA's topk:K:HxD), swept beside dense
 
     @property
     def is_mla(self) -> bool:
@@ -88,7 +91,8 @@ def model_geometries(models: tuple[str, ...]) -> list[Geometry]:
             score = None if cfg.score == "none" else cfg.score  # the model's own variant replaces --score
             if cfg.is_mla:
                 out.append(Geometry(shape.n_heads, shape.n_heads, shape.head_dim, (mask,), cfg.name, score,
-                                    cfg.v_head_dim, cfg.kv_lora_rank, cfg.qk_rope_head_dim))
+                                    cfg.v_head_dim, cfg.kv_lora_rank, cfg.qk_rope_head_dim, cfg.sparsity))
             else:
-                out.append(Geometry(shape.n_heads, shape.n_kv_heads, shape.head_dim, (mask,), cfg.name, score))
+                out.append(Geometry(shape.n_heads, shape.n_kv_heads, shape.head_dim, (mask,), cfg.name, score,
+                                    sparsity=cfg.sparsity))
     return out

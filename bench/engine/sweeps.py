@@ -302,7 +302,8 @@ def cases(sweep: Sweep, device: str) -> list[Case]:
     out: list[Case] = []
     axes = [(f.metadata["shape_field"], getattr(sweep, f.name)) for f in axis_fields() if f.metadata["shape_field"]]
     for g in geometries(sweep):
-        simple = [(name, (g.score,) if name == "score" and g.score else values) for name, values in axes]
+        simple = [(name, (g.score,) if name == "score" and g.score else ("none", g.sparsity)
+                   if name == "sparsity" and g.sparsity else values) for name, values in axes]
         for dtype, mask_text, *more in itertools.product(sweep.dtypes, g.masks, *(values for _, values in simple)):
             masking = mask_fields(mask_text)
             mask = masking["mask"]
@@ -316,7 +317,8 @@ def cases(sweep: Sweep, device: str) -> list[Case]:
                 for seq, scope, lengths in itertools.product(sweep.seqs, sweep.scopes, sweep.lengths or (None,)):
                     if lengths is not None and (scope != "attention" or (lengths == "mixed" and mask == "none")):
                         continue  # a serving batch is attention alone; a mixed batch is causal
-                    if fixed["sparsity"] != "none" and (scope != "attention" or lengths is not None):
+                    if fixed["sparsity"] != "none" and (scope != "attention" or lengths is not None
+                                                        or _keeps_all(g, fixed, seq)):
                         continue  # a sparse case is one attention call
                     for batch in _batches(sweep, seq):
                         shape = AttentionShape(batch=batch, seq_q=seq, seq_kv=seq, scope=scope, lengths=lengths,
@@ -327,7 +329,8 @@ def cases(sweep: Sweep, device: str) -> list[Case]:
             if "decode" in sweep.phases and mask != "none":  # decoding is causal: 'none' would repeat 'causal'
                 for sq, kv, batch, page, lengths in itertools.product(sweep.decode_q, sweep.decode_kv, sweep.batches,
                                                                       *_decode_serving(sweep)):
-                    if fixed["sparsity"] != "none" and (page is not None or lengths is not None):
+                    if fixed["sparsity"] != "none" and (page is not None or lengths is not None
+                                                        or _keeps_all(g, fixed, kv)):
                         continue
                     shape = AttentionShape(batch=batch, seq_q=sq, seq_kv=kv, lengths=lengths, page_size=page,
                                            **fixed)  # attention alone
@@ -353,14 +356,24 @@ def _mla_cases(sweep: Sweep, g: Geometry, fixed: dict, device: str) -> list[Case
         prefill = fixed | g.mla_fields("expanded")
         for seq in sweep.seqs:
             for batch in _batches(sweep, seq):
+                if _keeps_all(g, fixed, seq):
+                    continue
                 shape = AttentionShape(batch=batch, seq_q=seq, seq_kv=seq, **prefill)
                 out += [Case(b, shape, "prefill", "fwd", device) for b in sweep.backends if offered(b, shape)]
     if "decode" in sweep.phases and fixed["mask"] != "none" and not sweep.page_sizes and not sweep.lengths:
         decode = fixed | g.mla_fields("absorbed")
         for sq, kv, batch in itertools.product(sweep.decode_q, sweep.decode_kv, sweep.batches):
+            if _keeps_all(g, fixed, kv):
+                continue
             shape = AttentionShape(batch=batch, seq_q=sq, seq_kv=kv, **decode)
             out += [Case(b, shape, "decode", "fwd", device) for b in sweep.backends if offered(b, shape)]
     return out
+
+
+def _keeps_all(g: Geometry, fixed: dict, seq_kv: int) -> bool:
+    """A model's own top-K at a context of no more than K keys: it keeps every key, so the dense case is its case
+    there (a --sparsity given by hand with K > Skv is refused instead: bench.sparsity)."""
+    return g.sparsity is not None and fixed["sparsity"] == g.sparsity and Sparsity.parse(g.sparsity).k >= seq_kv
 
 
 def _decode_serving(sweep: Sweep) -> tuple[tuple[int | None, ...], tuple[str | None, ...]]:

@@ -5,8 +5,10 @@ bench.models.config_json (whose docstring states every rule of reading one). Pur
 
 KV bytes. A layer group is the layers of one kind. Per token and sequence, a group caches
 layers x Hkv x (head_dim + v_head_dim) x element size (2 x layers x Hkv x head_dim when V is as wide as K, as in
-every non-MLA model), or layers x (kv_lora_rank + qk_rope_head_dim) x element size under MLA; at a context it
-holds min(context, window) tokens when sliding, all of them when full. Encoder-only models cache nothing.
+every non-MLA model), or layers x (kv_lora_rank + qk_rope_head_dim) x element size under MLA; a model with a top-K
+indexer (DeepSeek-V3.2's sparse attention, DSA) caches its index key beside them, layers x index_head_dim x element
+size more; at a context it holds min(context, window) tokens when sliding, all of them when full. Encoder-only models
+cache nothing.
 """
 
 from __future__ import annotations
@@ -57,6 +59,11 @@ class ModelConfig:
     sinks: bool = False  # one learned sink logit per query head on every layer (gpt-oss)
     alibi: bool = False  # ALiBi on every layer (BLOOM; Falcon with alibi true)
     ignored: tuple[str, ...] = ()  # fields read and deliberately left out, each with why
+    # DSA (DeepSeek-V3.2): each query attends to the index_topk keys its indexer (index_n_heads x index_head_dim)
+    # scores highest; every layer caches one index key of index_head_dim per token. All three or none.
+    index_topk: int | None = None
+    index_n_heads: int | None = None
+    index_head_dim: int | None = None
 
     @property
     def score(self) -> str:
@@ -71,7 +78,7 @@ class ModelConfig:
         if not self.layer_kinds and isinstance(self.layers, int):
             object.__setattr__(self, "layer_kinds", ("full",) * self.layers)
         for name in ("layers", "n_kv_heads", "head_dim", "hidden_size", "n_heads", "window", "kv_lora_rank",
-                     "qk_rope_head_dim", "v_head_dim"):
+                     "qk_rope_head_dim", "v_head_dim", "index_topk", "index_n_heads", "index_head_dim"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
                 raise ConfigError(f"{self.name}: {name}={value!r} must be a positive integer")
@@ -87,6 +94,15 @@ class ModelConfig:
             raise ConfigError(f"{self.name}: MLA needs both kv_lora_rank and qk_rope_head_dim")
         if self.dtype not in DTYPE_BYTES:
             raise ConfigError(f"{self.name}: dtype {self.dtype!r} is not one of {', '.join(DTYPE_BYTES)}")
+        if len({self.index_topk is None, self.index_n_heads is None, self.index_head_dim is None}) > 1:
+            raise ConfigError(f"{self.name}: a top-K indexer needs index_topk, index_n_heads and index_head_dim")
+
+    @property
+    def sparsity(self) -> str | None:
+        """The sparsity its layers run (bench.sparsity): topk:K:HxD for a DSA model, else None."""
+        if self.index_topk is None:
+            return None
+        return f"topk:{self.index_topk}:{self.index_n_heads}x{self.index_head_dim}"
 
     @classmethod
     def from_geometry(cls, name: str, layers: int, n_kv_heads: int, head_dim: int, n_heads: int | None = None,
@@ -150,8 +166,8 @@ class ModelConfig:
         (mqa), the caches MLA's is compared with at the same Hq."""
         if not self.is_mla or self.n_heads is None or variant not in ("mha", "mqa"):
             raise ConfigError(f"{self.name}: decompressed() takes an MLA model with known heads and mha or mqa")
-        return replace(self, kv_lora_rank=None, qk_rope_head_dim=None,
-                       n_kv_heads=self.n_heads if variant == "mha" else 1)
+        return replace(self, kv_lora_rank=None, qk_rope_head_dim=None, index_topk=None, index_n_heads=None,
+                       index_head_dim=None, n_kv_heads=self.n_heads if variant == "mha" else 1)
 
     def variants(self) -> list[str]:
         """MHA, the model's own GQA if it has one, MQA; empty when Hq is unknown or under MLA (nothing to compare)."""
@@ -186,7 +202,9 @@ class KVLayerGroup:
     head_dim: int | None  # None under MLA
     latent_dim: int | None  # MLA: kv_lora_rank + qk_rope_head_dim; None otherwise
     window: int | None  # sliding layers: the most tokens they hold
-    bytes_per_token: int  # one token of one sequence, all layers of the group (K and V, or the latent)
+    bytes_per_token: int  # one token of one sequence, all layers of the group (K and V, or the latent, and the
+    # index key of a top-K indexer)
+    index_dim: int | None = None  # DSA: the index key cached per token and layer
 
     def cached_tokens(self, context: int) -> int:
         return context if self.window is None else min(context, self.window)
@@ -196,7 +214,8 @@ class KVLayerGroup:
 
     def as_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "layers": self.layers, "n_kv_heads": self.n_kv_heads, "head_dim": self.head_dim,
-                "latent_dim": self.latent_dim, "window": self.window, "bytes_per_token": self.bytes_per_token}
+                "latent_dim": self.latent_dim, "window": self.window, "bytes_per_token": self.bytes_per_token,
+                **({"index_dim": self.index_dim} if self.index_dim else {})}
 
 
 def element_bytes(dtype: str) -> int:
@@ -217,13 +236,15 @@ def kv_layer_groups(cfg: ModelConfig, dtype: str | None = None) -> list[KVLayerG
         if not n:
             continue
         window = cfg.cap(kind)
+        index = n * (cfg.index_head_dim or 0) * e  # a DSA model's index keys, beside its K/V or latent
         if cfg.is_mla:
             latent = cfg.kv_latent_dim
-            groups.append(KVLayerGroup(kind, n, None, None, latent, window, n * latent * e))  # type: ignore[operator]
+            groups.append(KVLayerGroup(kind, n, None, None, latent, window, n * latent * e + index,  # type: ignore[operator]
+                                       cfg.index_head_dim))
         else:
             v_dim = cfg.head_dim if cfg.v_head_dim is None else cfg.v_head_dim  # an MLA model decompressed: 128
             groups.append(KVLayerGroup(kind, n, cfg.n_kv_heads, cfg.head_dim, None, window,
-                                       n * cfg.n_kv_heads * (cfg.head_dim + v_dim) * e))
+                                       n * cfg.n_kv_heads * (cfg.head_dim + v_dim) * e + index, cfg.index_head_dim))
     return groups
 
 

@@ -1,7 +1,7 @@
 """Reading a HuggingFace-style config.json (a local file; never the network) into a bench.models.ModelConfig.
 
 `load_config(path_or_preset_name)` reads a file, a folder holding config.json, or the name of a preset shipped in
-bench/models/configs/ (the nine presets are such files, read by the same code).
+bench/models/configs/ (the eleven presets are such files, read by the same code).
 
 The rules, each applied as written (bench/REFERENCE.md shows them from this docstring):
 
@@ -25,6 +25,11 @@ The rules, each applied as written (bench/REFERENCE.md shows them from this docs
   kv_lora_rank + qk_rope_head_dim elements per token, shared by all heads -- no factor 2 for K and V, no heads.
   `qk_rope_head_dim`, `qk_nope_head_dim` and `v_head_dim` are required; head_dim is then
   qk_nope_head_dim + qk_rope_head_dim (the query/key dim of a decompressed head; any `head_dim` key is ignored).
+- Top-K sparse attention (DeepSeek-V3.2's DSA, model_type deepseek_v32, any config with a non-null `index_topk`):
+  `index_topk`, `index_n_heads` and `index_head_dim` are required positive integers; every layer attends to the
+  index_topk keys its indexer picks (a model sweep runs them as sparsity topk:K:HxD beside the dense cases, at the
+  contexts longer than K: below, DSA keeps every key) and caches one index key of index_head_dim elements per token
+  beside its latent (DeepSeek stores it in fp8: `bench kv --dtype fp8` sizes that).
 - Layer kinds. One entry per layer, "full", "sliding" or "chunked":
   `layer_types` when present (HF's "full_attention" / "sliding_attention" / "chunked_attention"; any other value
   is refused);
@@ -74,7 +79,8 @@ from bench.models.config import DEFAULT_DTYPE, ConfigError, LayerKind, ModelConf
 CONFIG_DTYPES: dict[str, str] = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 # The presets shipped as bench/models/configs/<name>.json, in the order they are listed to users.
 PRESET_NAMES: tuple[str, ...] = ("transformer-base", "bert-base", "gpt2", "qwen2.5-0.5b", "llama-2-7b",
-                                 "llama-2-70b", "llama-3-8b", "mistral-7b-v0.1", "gpt-3-175b", "deepseek-v3")
+                                 "llama-2-70b", "llama-3-8b", "mistral-7b-v0.1", "gpt-3-175b", "deepseek-v3",
+                                 "deepseek-v3.2")
 
 ENCODER_MODEL_TYPES = frozenset({"bert", "roberta", "xlm-roberta", "electra", "deberta", "deberta-v2", "modernbert"})
 HF_LAYER_TYPES: dict[str, LayerKind] = {"full_attention": "full", "sliding_attention": "sliding",
@@ -194,6 +200,10 @@ def parse_config(data: Any, origin: str = "config.json", name: str = "model") ->
                     f"cache is {n_heads // n_kv}x this one, which counts the model's {n_kv} distinct KV heads",)
     alibi = model_type == "bloom" or (model_type == "falcon" and text.get("alibi") is True)
 
+    dsa: dict[str, int | None] = {"index_topk": None, "index_n_heads": None, "index_head_dim": None}
+    if text.get("index_topk") is not None:
+        dsa = {key: r.positive(key) for key in dsa}
+
     dtype = _dtype(text, outer, origin, prefix)
     name_or_path = outer.get("_name_or_path")
     if isinstance(name_or_path, str) and name_or_path.strip("/\\"):
@@ -203,7 +213,7 @@ def parse_config(data: Any, origin: str = "config.json", name: str = "model") ->
     return ModelConfig(name, layers, hidden, n_heads, n_kv, head_dim, kinds, window, mla["kv_lora_rank"],
                        mla["qk_rope_head_dim"], mla["v_head_dim"], dtype, encoder_only, model_type,
                        str(outer.get("_source") or origin), str(outer.get("_note") or ""), chunk, softcap,
-                       model_type == "gpt_oss", alibi, ignored)
+                       model_type == "gpt_oss", alibi, ignored, **dsa)
 
 
 def _falcon_kv_heads(r: _Reader, n_heads: int) -> int:

@@ -48,13 +48,16 @@ class KVCache(nn.Module):
 
     def __init__(self, batch: int, n_kv_heads: int, max_tokens: int, head_dim: int,
                  dtype: torch.dtype = torch.bfloat16, device: str | torch.device = "cpu", rolling: bool = False,
-                 v_head_dim: int | None = None):
+                 v_head_dim: int | None = None, index_dim: int | None = None):
         super().__init__()
         shape = (batch, n_kv_heads, max_tokens, head_dim)  # (B, Hkv, T, D)
         v_shape = shape[:3] + (head_dim if v_head_dim is None else v_head_dim,)  # a decompressed MLA model's V: 128
         self.max_tokens, self.rolling = max_tokens, rolling
         self.register_buffer("k_cache", torch.zeros(shape, dtype=dtype, device=device), persistent=False)
         self.register_buffer("v_cache", torch.zeros(v_shape, dtype=dtype, device=device), persistent=False)
+        if index_dim:  # a top-K indexer's key per token (DSA), beside K and V
+            self.register_buffer("index_cache", torch.zeros((batch, max_tokens, index_dim), dtype=dtype,
+                                                            device=device), persistent=False)
 
     def update(self, pos: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Write k, v (B, Hkv, S, D) at positions pos (S,); return the whole (B, Hkv, T, D) caches."""
@@ -71,11 +74,14 @@ class LatentKVCache(nn.Module):
     shared by all heads; `update` writes by index like KVCache."""
 
     def __init__(self, batch: int, max_tokens: int, latent_dim: int, dtype: torch.dtype = torch.bfloat16,
-                 device: str | torch.device = "cpu", rolling: bool = False):
+                 device: str | torch.device = "cpu", rolling: bool = False, index_dim: int | None = None):
         super().__init__()
         self.max_tokens, self.rolling = max_tokens, rolling
         self.register_buffer("latent_cache", torch.zeros((batch, max_tokens, latent_dim), dtype=dtype, device=device),
                              persistent=False)
+        if index_dim:  # DSA: the indexer's key per token, beside the latent
+            self.register_buffer("index_cache", torch.zeros((batch, max_tokens, index_dim), dtype=dtype,
+                                                            device=device), persistent=False)
 
     def update(self, pos: torch.Tensor, latent: torch.Tensor) -> torch.Tensor:
         """Write latent (B, S, latent_dim) at positions pos (S,); return the whole (B, T, latent_dim) cache."""
@@ -100,10 +106,10 @@ def allocate_kv_cache(model: ModelConfig, context: int, batch: int = 1, dtype: s
         tokens = min(context, cap) if sliding else context  # type: ignore[type-var]
         if model.is_mla:
             caches.append(LatentKVCache(batch, tokens, model.kv_latent_dim, torch_dtype, device,  # type: ignore[arg-type]
-                                        rolling=sliding))
+                                        rolling=sliding, index_dim=model.index_head_dim))
         else:
             caches.append(KVCache(batch, model.n_kv_heads, tokens, model.head_dim, torch_dtype, device,
-                                  rolling=sliding, v_head_dim=model.v_head_dim))
+                                  rolling=sliding, v_head_dim=model.v_head_dim, index_dim=model.index_head_dim))
     return caches
 
 
@@ -186,7 +192,8 @@ def _measured_presets(device: str, context: int) -> list[dict]:
         twins = [("mla", cfg), ("mha", cfg.decompressed("mha")), ("mqa", cfg.decompressed("mqa"))] if cfg.is_mla \
             else [(variant, cfg.as_variant(variant)) for variant in cfg.variants()]
         for variant, m in twins:
-            elements = m.kv_latent_dim or m.n_kv_heads * (m.head_dim + (m.v_head_dim or m.head_dim))
+            elements = (m.kv_latent_dim or m.n_kv_heads * (m.head_dim + (m.v_head_dim or m.head_dim))) \
+                + (m.index_head_dim or 0)
             out.append({"model": cfg.name, "variant": variant, "n_heads": m.n_heads,
                         "n_kv_heads": 1 if m.is_mla else m.n_kv_heads, "kv_elements": elements,
                         "context": context, "dtype": "bf16", "method": method,
