@@ -6,10 +6,10 @@ reference under that combined mask, and every backend is handed the same keep-se
 aligned as the mask's are: with off = Skv - Sq, query i sits at p = i + off, key j at j.
   none               every pair the mask leaves: today's dense case (its case ids carry no sparsity)
   block:B:D          the keys, and the query positions, are cut into blocks of B from position 0; in each row of
-                     query blocks, round(D x n) of the n key blocks the mask leaves visible are kept (at least one),
-                     always the diagonal block (the query's own: under a causal mask it holds the query itself) and the
-                     rest drawn with a fixed seed from (Skv, B, D, the mask) alone, so every backend, the check and a
-                     decode step at the same context see the same blocks. D may be given as a fraction (1/8).
+                     query blocks, D x n (rounded half up, at least one) of the n key blocks the mask leaves visible
+                     are kept: always the diagonal block (the query's own: under a causal mask it holds the query
+                     itself) and the rest drawn with a fixed seed from (Skv, B, D, the mask) alone, so every backend,
+                     the check and a decode step at the same context see the same blocks. D may be a fraction (1/8).
   docs:N             N packed documents of equal length L = Skv // N (the last takes the remainder): query p sees key j
                      iff both lie in one document (varlen training batches, as a mask)
   global:G+window:W  G global tokens and a band: key j is kept iff j < G (every query sees the globals), p < G (a
@@ -125,7 +125,7 @@ class Sparsity:
     def label(self) -> str:
         """The text `parse` reads back (the case id's and the results' sparsity)."""
         if self.kind == "block":
-            short = f"{self.density:g}"  # 0.125; a density :g would round (1/3) keeps all its digits
+            short = f"{self.density:g}"  # 0.125; a density that :g would round (1/3) keeps all its digits
             return f"block:{self.block}:{short if float(short) == self.density else repr(self.density)}"
         if self.kind == "docs":
             return f"docs:{self.docs}"
