@@ -19,20 +19,24 @@ _PUBLIC = {
     "AttentionShape": "bench.shapes",
     "Mask": "bench.masks",
     "Score": "bench.scores",
+    "Sparsity": "bench.sparsity",
+    "KeepSet": "bench.keepset",
     "ShapeError": "bench.shapes",
 }
 
-__all__ = ["BACKENDS", "AttentionShape", "Mask", "Score", "ShapeError", "Unsupported", "attention", "backend",
-           "get_backend"]
+__all__ = ["BACKENDS", "AttentionShape", "KeepSet", "Mask", "Score", "ShapeError", "Sparsity", "Unsupported",
+           "attention", "backend", "get_backend"]
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from bench.backends import BACKENDS, attention, get_backend
     from bench.backends.base import Unsupported
     from bench.backends.outside import backend
+    from bench.keepset import KeepSet
     from bench.masks import Mask
     from bench.scores import Score
     from bench.shapes import AttentionShape, ShapeError
+    from bench.sparsity import Sparsity
 
 
 def __getattr__(name: str) -> Any:

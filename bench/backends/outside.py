@@ -10,6 +10,7 @@ Signatures: a function written to the documented keyword signature (q, k, v, *, 
 softcap=, alibi=, sinks= for the variants it declares, gets those keywords: its Backend's fn is an adapter that
 translates the mask and score values every built-in backend gets (bench.backends.base.keyword_backend). A function
 with a `mask` parameter, (q, k, v, *, mask, score), gets the values themselves (bench.masks.Mask, bench.scores.Score).
+Either takes sparse= as well when its traits declare a sparsity: the case's keep-set (bench.keepset.KeepSet).
 """
 
 from __future__ import annotations
@@ -51,17 +52,26 @@ class Traits:
     summary: str | None
     compiles: bool = False
     variants: tuple[str, ...] = ()
+    sparsity: tuple[str, ...] = ()
+    executes: str | None = None
+    dense: bool = True
 
 
 def backend(name: str | None = None, memory: str = DEFAULTS["memory"],
             devices: tuple[str, ...] = DEFAULTS["devices"], dtypes: tuple[str, ...] = DEFAULTS["dtypes"],
             layouts: tuple[str, ...] = DEFAULTS["layouts"], backward: bool = DEFAULTS["backward"],
-            summary: str | None = None, compiles: bool = False,
-            variants: tuple[str, ...] = ()) -> Callable[[AttentionFn], AttentionFn]:
+            summary: str | None = None, compiles: bool = False, variants: tuple[str, ...] = (),
+            sparsity: tuple[str, ...] = (), executes: str | None = None,
+            dense: bool = True) -> Callable[[AttentionFn], AttentionFn]:
     """Declare an attention function's traits for attnbench; the function itself is returned unchanged.
 
     @bench.backend(name="mine", memory="tiled", devices=("cpu", "cuda"), dtypes=("fp32", "bf16"))
     def attn(q, k, v, *, causal, window): ...
+
+    sparsity= names the sparse kinds it takes (block, docs, global, topk: bench.sparsity); on those cases it is
+    called with sparse= (a bench.keepset.KeepSet: tokens, blocks or top-K indices), and it is offered no other sparse
+    case. executes= says what it computes (bench.sparse_pairs.EXECUTES: all, causal, visible, blocks, selected), for
+    its executed FLOPs; unsaid, they are left empty. dense=False: it runs sparse cases only.
     """
     if memory not in MEMORY_KINDS:
         raise OutsideBackendError(f"bench.backend(memory={memory!r}): one of {', '.join(MEMORY_KINDS)}")
@@ -73,8 +83,17 @@ def backend(name: str | None = None, memory: str = DEFAULTS["memory"],
 
     if isinstance(variants, str) or not set(variants) <= set(VARIANTS):
         raise OutsideBackendError(f"bench.backend(variants={variants!r}): a tuple of {', '.join(VARIANTS)}")
+    from bench.sparse_pairs import EXECUTES
+    from bench.sparsity import SPARSITY_KINDS
+
+    if isinstance(sparsity, str) or not set(sparsity) <= set(SPARSITY_KINDS):
+        raise OutsideBackendError(f"bench.backend(sparsity={sparsity!r}): a tuple of {', '.join(SPARSITY_KINDS)}")
+    if executes is not None and executes not in EXECUTES:
+        raise OutsideBackendError(f"bench.backend(executes={executes!r}): one of {', '.join(EXECUTES)}")
+    if not dense and not sparsity:
+        raise OutsideBackendError("bench.backend(dense=False) needs the sparsity kinds it runs (sparsity=...)")
     traits = Traits(name, memory, tuple(devices), tuple(dtypes), tuple(layouts), bool(backward), summary,
-                    bool(compiles), tuple(variants))
+                    bool(compiles), tuple(variants), tuple(sparsity), executes, bool(dense))
 
     def mark(fn: AttentionFn) -> AttentionFn:
         setattr(fn, TRAITS_ATTR, traits)
@@ -109,7 +128,7 @@ def _import_target(name: str, target: str) -> Any:
     return obj
 
 
-def _check_signature(name: str, fn: Any) -> None:
+def _check_signature(name: str, fn: Any, sparse: bool = False) -> None:
     if not callable(fn):
         raise OutsideBackendError(f"backend {name!r}: {type(fn).__name__} object is not callable")
     try:
@@ -117,28 +136,31 @@ def _check_signature(name: str, fn: Any) -> None:
     except (TypeError, ValueError):
         return  # a builtin or extension function without a signature: its first call will tell
     values = "mask" in sig.parameters
+    extra = {"sparse": None} if sparse else {}  # it declares sparsity: its sparse cases come with sparse=
     try:
         if values:
-            sig.bind(object(), object(), object(), mask=None, score=None)
+            sig.bind(object(), object(), object(), mask=None, score=None, **extra)
         else:
-            sig.bind(object(), object(), object(), causal=False, window=None)
+            sig.bind(object(), object(), object(), causal=False, window=None, **extra)
     except TypeError as err:
-        takes = "(q, k, v, *, mask, score)" if values else "(q, k, v, *, causal, window)"
+        takes = "(q, k, v, *, mask, score" if values else "(q, k, v, *, causal, window"
+        takes += ", sparse)" if sparse else ")"
         raise OutsideBackendError(f"backend {name!r}: its signature {sig} cannot take {takes}: {err}") from None
 
 
 def make_backend(name: str, target: str, origin: str) -> Backend:
     """The Backend for `target` (MODULE:FUNCTION) under the case-id name `name`."""
     fn = _import_target(name, target)
-    _check_signature(name, fn)
     traits: Traits = getattr(fn, TRAITS_ATTR, None) or Traits(None, **DEFAULTS, summary=None)
+    _check_signature(name, fn, sparse=bool(traits.sparsity))
     label = traits.name or name
     summary = traits.summary or (inspect.getdoc(fn) or "").split("\n")[0] or f"{target} ({origin})"
     # colour and marker: chosen by bench.report.style among those no registered backend uses; the keyword signature
     # adapted to the values (keyword_backend)
     return Backend(name, keyword_backend(fn), summary, traits.memory, "", "", devices=traits.devices,  # type: ignore[arg-type]
                    dtypes=traits.dtypes, layouts=traits.layouts, backward=traits.backward,  # type: ignore[arg-type]
-                   compiles=traits.compiles, variants=traits.variants, origin=origin, label=label)
+                   compiles=traits.compiles, variants=traits.variants, origin=origin, label=label,
+                   sparsity=traits.sparsity, executes=traits.executes, dense=traits.dense)
 
 
 def entry_points() -> dict[str, metadata.EntryPoint]:

@@ -6,6 +6,9 @@ for powers of two is caught: square (Sq = Skv), Sq < Skv (a chunk of prefill aga
 (one query). MLA (bench.mla; forward only, as it is timed) runs its expanded form on the square and Sq < Skv shapes
 (D_qk = 24, D_v = 20) and its absorbed form on decode (D_qk = rank + rope = 48, D_v = rank = 40, V a view of K),
 each checked end to end against the float64 expanded formula.
+A backend whose `sparsity` trait lists sparse kinds also gets one group per (pass, dtype, GQA/MQA, kind), causal, on
+lengths the kinds can take (SPARSE_LENGTHS; SPARSE_KINDS gives each kind's sparsity): the keep-set (bench.keepset)
+is handed to it as sparse= and to the reference; a backend that declares none is never offered a sparse group.
 `bench check` prints one row per group; bench/conformance/test_backend.py runs the same groups under
 pytest (`pytest --pyargs bench.conformance --attn-backend mypkg.attn:fn`).
 """
@@ -26,6 +29,9 @@ MASKS = {"none": ("none", None), "causal": ("causal", None), "window": ("window"
 # (Sq, Skv): odd, not multiples of any block size
 LENGTHS = {"square": (37, 37), "sq<skv": (13, 45), "decode": (1, 67)}
 BATCH, HEAD_DIM = 2, 24  # two sequences, so batch strides are checked; D not a power of two
+# sparse groups: lengths a block of 8 divides (Sq need not be), and each kind at a budget that really cuts them
+SPARSE_LENGTHS = {"square": (48, 48), "sq<skv": (13, 48), "decode": (1, 72)}
+SPARSE_KINDS = {"block": "block:8:0.5", "docs": "docs:3", "global": "global:4+window:7", "topk": "topk:9"}
 
 
 @dataclass(frozen=True)
@@ -34,14 +40,21 @@ class Group:
     dtype: str
     variant: str
     mask: str
+    sparsity: str = "none"  # a sparse kind (SPARSE_KINDS), or none
 
     @property
     def label(self) -> str:
-        return f"{self.pass_:<3} {self.dtype:<4} {self.variant} {self.mask}"
+        sparse = f" {self.sparsity}" if self.sparsity != "none" else ""
+        return f"{self.pass_:<3} {self.dtype:<4} {self.variant} {self.mask}{sparse}"
 
     def shapes(self) -> Iterator[tuple[str, AttentionShape]]:
         hq, hkv = VARIANTS[self.variant]
         mask, window = MASKS[self.mask]
+        if self.sparsity != "none":
+            for name, (sq, skv) in SPARSE_LENGTHS.items():
+                yield name, AttentionShape(BATCH, sq, skv, hq, hkv, HEAD_DIM, self.dtype, mask, window,
+                                           sparsity=SPARSE_KINDS[self.sparsity])
+            return
         for name, (sq, skv) in LENGTHS.items():
             if self.variant == "mla":
                 form = "absorbed" if name == "decode" else "expanded"
@@ -69,16 +82,24 @@ def groups(backend: str, dtypes: tuple[str, ...] | None = None,
     b = get_backend(backend)
     passes = ("fwd", "bwd") if b.backward else ("fwd",)
     variants = variants or tuple(v for v in VARIANTS if v != "mla" or "mla" in b.variants)
-    return [Group(p, dt, var, mask) for p in passes for dt in (dtypes or b.dtypes) for var in variants
-            for mask in MASKS if not (var == "mla" and p == "bwd")]  # MLA is timed (and checked) forward only
+    dense = [Group(p, dt, var, mask) for p in passes for dt in (dtypes or b.dtypes) for var in variants
+             for mask in MASKS if not (var == "mla" and p == "bwd")] if b.dense else []  # MLA: forward only
+    sparse = [Group(p, dt, var, "causal", kind) for p in passes for dt in (dtypes or b.dtypes)
+              for var in variants if var in ("gqa", "mqa") for kind in SPARSE_KINDS if kind in b.sparsity]
+    return dense + sparse
 
 
 def _one(backend: str, group: Group, shape: AttentionShape, device: str) -> Check:
     if shape.mla_form is not None:
         return check_mla(backend, shape, device)
+    sparse = None
+    if shape.sparsity != "none":
+        from bench.kinds.sparse import keep_set
+
+        sparse = keep_set(shape, device, seed=0)
     if group.pass_ == "fwd":
-        return check_backend(backend, shape, device)
-    return check_gradients(backend, shape, device)
+        return check_backend(backend, shape, device, sparse=sparse)
+    return check_gradients(backend, shape, device, sparse=sparse)
 
 
 def run_group(backend: str, group: Group, device: str) -> Row:
@@ -109,7 +130,8 @@ def shape_of(group: Group, name: str) -> AttentionShape:
 
 def shape_text(s: AttentionShape) -> str:
     form = f" MLA {s.mla_form}" if s.mla_form else ""
-    return f"(Hq={s.n_heads} Hkv={s.n_kv_heads} Sq={s.seq_q} Skv={s.seq_kv}{form})"
+    sparse = f" {s.sparsity}" if s.sparsity != "none" else ""
+    return f"(Hq={s.n_heads} Hkv={s.n_kv_heads} Sq={s.seq_q} Skv={s.seq_kv}{form}{sparse})"
 
 
 def check(backend: str, device: str = "cpu", dtypes: tuple[str, ...] | None = None,
