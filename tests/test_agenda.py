@@ -4,6 +4,7 @@ line; `bench run --plan`, for this CPU and for a GPU from its spec sheet."""
 
 from __future__ import annotations
 
+import re
 import io
 
 import pytest
@@ -44,7 +45,7 @@ def test_each_question_of_the_cpu_default_gets_its_least_and_every_one_is_funded
     _, agenda, _ = cpu_default
     states = {a.question.key: a.state for a in agenda.answers}
     assert states == {"heads": FUNDED, "scaling": FUNDED, "decode": FUNDED, "mla": ABSENT, "layer": FUNDED,
-                      "kv": AT_START, "paging": ABSENT, "variants": ABSENT}
+                      "kv": AT_START, "paging": ABSENT, "variants": ABSENT, "sparse": FUNDED, "sparse-ideal": FUNDED}
     heads = _answer(agenda, "heads").least
     for backend in {c.backend for c in heads}:
         mine = [c for c in heads if c.backend == backend]
@@ -123,13 +124,13 @@ def test_the_cuda_default_answers_every_question_on_an_h200_by_the_cost_model():
     _, agenda, _ = _agenda(device="cuda", calibration=spec_calibration("H200"), elapsed_s=15.0)
     assert {a.question.key: a.state for a in agenda.answers} == {
         "heads": FUNDED, "scaling": FUNDED, "decode": FUNDED, "mla": FUNDED, "layer": FUNDED, "kv": AT_START,
-        "paging": FUNDED, "variants": FUNDED}
+        "paging": FUNDED, "variants": FUNDED, "sparse": FUNDED, "sparse-ideal": FUNDED}
 
 
 def test_bench_run_plan_prints_the_questions_and_each_cases_prediction(capsys):
     assert main(["run", "--profile", "default", "--device", "cuda", "--plan"]) == 0
     out = capsys.readouterr().out
-    assert "planned from the H200 spec sheet" in out and "variants  answered" in out
+    assert "planned from the H200 spec sheet" in out and re.search(r"\n  variants +answered", out)
     case_lines = [line for line in out.splitlines() if line.endswith("/cuda")]
     assert len(case_lines) == len(sweeps.cases(sweeps.profile("default", "cuda"), "cuda"))
     assert all(line.split()[1] == "s" for line in case_lines)
@@ -186,4 +187,4 @@ def test_a_budgeted_run_says_its_plan_records_every_case_and_keeps_the_plan(tmp_
     doc = read_run(out)
     assert len(doc.entries()) == 6
     assert [q["question"] for q in doc.meta.questions] == ["heads", "scaling", "decode", "mla", "layer", "kv",
-                                                            "paging", "variants"]
+                                                            "paging", "variants", "sparse", "sparse-ideal"]

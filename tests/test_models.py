@@ -361,7 +361,7 @@ OLD_PRESETS = {
 
 
 def test_presets_read_from_files_keep_their_facts() -> None:
-    assert tuple(PRESETS) == PRESET_NAMES == (*OLD_PRESETS, "deepseek-v3")
+    assert tuple(PRESETS) == PRESET_NAMES == (*OLD_PRESETS, "deepseek-v3", "deepseek-v3.2")
     for name, facts in OLD_PRESETS.items():
         p = PRESETS[name]
         assert (p.layers, p.hidden_size, p.n_heads, p.n_kv_heads, p.head_dim, p.window, p.encoder_only) == facts, name

@@ -56,10 +56,13 @@ def test_parse_mask_rejects(text):
 
 
 def test_presets_match_their_published_configs():
-    assert len(PRESETS) == 10
+    assert len(PRESETS) == 11
     ds = preset("deepseek-v3")  # MLA: one latent of 512 + 64 per token, K/V heads of 192 / 128 when decompressed
     assert (ds.variant, ds.n_heads, ds.kv_lora_rank, ds.qk_rope_head_dim, ds.head_dim, ds.v_head_dim) == (
         "mla", 128, 512, 64, 192, 128)
+    dsa = preset("deepseek-v3.2")  # V3's MLA, and DSA: a top-2048 indexer of 64 heads x 128 (its config.json)
+    assert (dsa.kv_latent_dim, dsa.index_topk, dsa.index_n_heads, dsa.index_head_dim, dsa.sparsity) == (
+        576, 2048, 64, 128, "topk:2048:64x128") and ds.sparsity is None
     q = preset("qwen2.5-0.5b")
     assert (q.layers, q.hidden_size, q.n_heads, q.n_kv_heads, q.head_dim, q.variant) == (24, 896, 14, 2, 64, "gqa")
     assert preset("llama-2-70b").variant == "gqa" and preset("gpt-3-175b").variant == "mha"

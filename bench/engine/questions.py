@@ -352,10 +352,11 @@ def _sparse_kernel(backend: str) -> bool:
 
 
 def _line_key(c: Case) -> tuple:
-    """What one method's line over the lengths shares: every shape field but the lengths, and the phase."""
+    """What one method's line over the lengths shares: every shape field but the lengths and the batch, and the
+    phase (_sparse_lines splits a line by batch where a length has several)."""
     s = c.shape
     return (c.backend, c.phase, c.pass_, s.seq_q if c.phase == "decode" else None,
-            *(getattr(s, f.name) for f in dataclasses.fields(s) if f.name not in ("seq_q", "seq_kv")))
+            *(getattr(s, f.name) for f in dataclasses.fields(s) if f.name not in ("seq_q", "seq_kv", "batch")))
 
 
 def _twins(c: Case, dense: dict[tuple, list[Case]]) -> list[Case]:
@@ -378,7 +379,16 @@ def _sparse_lines(cases: list[Case], ctx: Context) -> tuple[list[list[Case]], di
             dense[(c.shape, c.phase, c.pass_)].append(c)
         elif _sparse_kernel(c.backend):
             lines[_line_key(c)].append(c)
-    return [sorted(line, key=lambda c: c.shape.seq_kv) for line in lines.values()], dense
+    split = []
+    for line in lines.values():
+        batches: dict[int, set[int]] = defaultdict(set)
+        for c in line:
+            batches[c.shape.seq_kv].add(c.shape.batch)
+        if all(len(b) == 1 for b in batches.values()):  # one batch per length (fixed tokens per batch): one line
+            split.append(line)
+        else:
+            split += [[c for c in line if c.shape.batch == b] for b in sorted({c.shape.batch for c in line})]
+    return [sorted(line, key=lambda c: c.shape.seq_kv) for line in split], dense
 
 
 def _with_twins(line: list[Case], dense: dict[tuple, list[Case]]) -> list[Case] | None:

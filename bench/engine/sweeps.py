@@ -238,7 +238,7 @@ PROFILES: dict[str, dict[str, Sweep]] = {
                                              # the sparse claims: block-sparse and top-K beside dense
                                              Sweep(backends=("sdpa", "flex", "topk-gather"), heads=(16,),
                                                    kv_heads=(4,), head_dims=(128,), dtypes=("bf16",),
-                                                   seqs=(4096, 8192, 16384, 32768),
+                                                   seqs=(4096, 8192, 16384), tokens_per_batch=16384,
                                                    sparsities=("none", "block:128:0.125", "topk:2048"),
                                                    budget_s=0.4),
                                              # the paging claim: paged decode beside a contiguous cache

@@ -29,7 +29,9 @@ IDEAL_SHARE = 0.5  # "within 2x of the ideal speedup 1/density"
 NEAR = 0.05  # a speedup this close (relative) to IDEAL_SHARE of the ideal is too close to call
 MIN_LENGTHS, LENGTH_SPAN = 3, 4  # "not below S_max" is a finding over >= 3 lengths spanning >= 4x
 TWIN_KEYS = shape_keys_but("sparsity")  # a sparse case and its dense twin differ in the sparsity only
-LINE_KEYS = ["backend", "sparsity", *shape_keys_but("sparsity", "seq_q", "seq_kv")]  # one method over the lengths
+# one method over the lengths: every shape field but the lengths, and the batch where each length has one (a GPU sweep
+# at fixed tokens per batch shrinks B as S grows), else one line per batch (bench.engine.questions does the same)
+LINE_KEYS = ["backend", "sparsity", *shape_keys_but("sparsity", "seq_q", "seq_kv", "batch")]
 CROSSOVER_CLAIM = "Sparse attention beats the best dense kernel from some length S* at its budget"
 SPEEDUP_CLAIM = f"A sparse kernel gets within {1 / IDEAL_SHARE:g}× of the ideal speedup 1/density over its dense run"
 COMMAND = "python -m bench run --profile sparse"
@@ -77,7 +79,7 @@ def crossovers(costs: pd.DataFrame) -> pd.DataFrame:
     """One row per method line (LINE_KEYS): its lengths, S* (or None), state 'beats' / 'loses' / 'close' (at the
     longest length: at most BEATS, at least LOSES, or between), the ratio at the longest length."""
     rows = []
-    for key, line in costs.groupby(LINE_KEYS, dropna=False, sort=False):
+    for key, line in _lines(costs):
         line = line.sort_values("length")
         lengths, ratios = list(line["length"]), list(line["ratio"])
         s_star = None
@@ -92,6 +94,16 @@ def crossovers(costs: pd.DataFrame) -> pd.DataFrame:
                      "lengths": lengths, "s_star": s_star, "state": state, "last_ratio": float(last),
                      "best_dense": line.iloc[-1]["best_dense"]})
     return pd.DataFrame(rows)
+
+
+def _lines(costs: pd.DataFrame):
+    """(LINE_KEYS values, rows) per method line: split by batch where a length has several."""
+    for key, group in costs.groupby(LINE_KEYS, dropna=False, sort=False):
+        if group.groupby("length")["batch"].nunique().max() <= 1:
+            yield key, group
+        else:
+            for _, line in group.groupby("batch", sort=True):
+                yield key, line
 
 
 def _length_word(phase: str) -> str:
@@ -161,7 +173,7 @@ def sparse_speedup(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
     if costs.empty:
         return Verdict(SPEEDUP_CLAIM, NOT_MEASURED, f"no case of a sparse kernel ({', '.join(SPARSE_KERNELS)}) "
                        f"beside a dense run of its shape (`{COMMAND}`)")
-    longest = costs[costs["length"] == costs.groupby(LINE_KEYS, dropna=False)["length"].transform("max")]
+    longest = pd.concat([line[line["length"] == line["length"].max()] for _, line in _lines(costs)])
     parts, states, detail = [], [], []
     for (phase, mask, budget), group in longest.groupby(["phase", "mask", "budget"], sort=True):
         best = group.loc[group["share"].idxmax()]
