@@ -38,6 +38,9 @@ EXIT_CODES: dict[int, str] = {
 RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Conventions: masks, score variants, MLA, FLOPs and bytes",
      ("bench.masks", "bench.scores", "bench.shapes", "bench.mla", "bench.metrics", "bench.reference")),
+    ("Sparse attention: keep-sets, the indexer, useful and executed FLOPs",
+     ("bench.sparsity", "bench.keepset", "bench.sparse_pairs", "bench.indexer", "bench.kinds.sparse",
+      "bench.backends.topk", "bench.report.sparse_cost")),
     ("How a case is measured",
      ("bench.engine.runner", "bench.kinds.guards", "bench.measure.timer", "bench.measure.modes",
       "bench.measure.stats", "bench.measure.kernels", "bench.measure.nvml", "bench.measure.memory",

@@ -206,7 +206,9 @@ PROFILES: dict[str, dict[str, Sweep]] = {
                       passes=PASSES, decode_q=(1, 4)),
         # `bench gpu-check --dry-run`: the GPU check's steps at a size the test suite can afford
         "gpu-check": Sweep(backends=("naive", "sdpa"), heads=(2,), kv_heads=(1,), seqs=(64,), phases=PHASES,
-                           decode_kv=(128,), budget_s=0.05),
+                           decode_kv=(128,), budget_s=0.05,
+                           also=(Sweep(backends=("naive", "topk-gather"), heads=(2,), kv_heads=(1,), seqs=(64,),
+                                       sparsities=("topk:8",), budget_s=0.05),)),
     },
     "cuda": {
         "quick": Sweep(heads=(16,), kv_heads=(16, 4, 1), seqs=(1024, 4096), head_dims=(128,), dtypes=("bf16",),
@@ -271,7 +273,8 @@ PROFILES: dict[str, dict[str, Sweep]] = {
                       decode_kv=(8192, 32768, 131072)),
         # `bench gpu-check` (about 5 minutes on an H200): every backend x MHA/GQA/MQA x D 64, 128 at 1k and 4k; the
         # published anchors' shapes (D 128, 8k and 16k, none and causal, fwd and fwd+bwd) for SDPA's kernels;
-        # decode against KV 4k-128k at batch 1 and 64. FlexAttention (a compile per shape) only in the first part.
+        # decode against KV 4k-128k at batch 1 and 64; sparse at 16k. FlexAttention (a compile per shape) only in
+        # the first and the last part.
         "gpu-check": Sweep(heads=(16,), kv_heads=(16, 4, 1), seqs=(1024, 4096), tokens_per_batch=16384,
                            head_dims=(64, 128), dtypes=("bf16",), budget_s=0.3,
                            also=(Sweep(backends=("sdpa", "sdpa-flash", "sdpa-efficient", "sdpa-cudnn"),
@@ -280,7 +283,11 @@ PROFILES: dict[str, dict[str, Sweep]] = {
                                        budget_s=0.3),
                                  Sweep(backends=tuple(b for b in BACKENDS if b != "flex"), heads=(32,),
                                        kv_heads=(32, 8, 1), head_dims=(128,), dtypes=("bf16",), phases=("decode",),
-                                       decode_kv=(4096, 32768, 131072), batches=(1, 64), budget_s=0.3))),
+                                       decode_kv=(4096, 32768, 131072), batches=(1, 64), budget_s=0.3),
+                                 # sparse: flex's block-sparse kernel and the top-K gather beside dense at 16k
+                                 Sweep(backends=("sdpa", "flex", "topk-gather"), heads=(16,), kv_heads=(4,),
+                                       seqs=(16384,), head_dims=(128,), dtypes=("bf16",),
+                                       sparsities=("none", "block:128:0.125", "topk:2048"), budget_s=0.3))),
     },
 }
 

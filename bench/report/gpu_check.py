@@ -2,8 +2,9 @@
 
 Plain lines from the records (no pandas): the measured ceilings against the figures measured before on this
 machine type, the anchor shapes' TFLOP/s against the published ones (ratio = measured / anchor), decode's KV
-bandwidth as a share of the read-only ceiling, SDPA's kernel choices, launch-bound, throttled and energy figures,
-and every unsupported backend with torch's reason.
+bandwidth as a share of the read-only ceiling, the sparse cases' speedups over their dense runs against the ideal
+1/density, SDPA's kernel choices, launch-bound, throttled and energy figures, and every unsupported backend with
+torch's reason.
 """
 
 from __future__ import annotations
@@ -49,7 +50,8 @@ def _ratio(measured: float | None, anchor: float | None) -> str:
 def _anchor_case(ok: list[dict], backend: str, pass_: str, mask: str, seq: int) -> dict | None:
     """The bf16 d128 prefill case of the anchor's shape, GQA first (the anchors are GQA), then MHA."""
     found = [r for r in ok if r["backend"] == backend and r["pass"] == pass_ and r["mask"] == mask
-             and r["seq_q"] == seq and r["head_dim"] == 128 and r["dtype"] == "bf16" and r["phase"] == "prefill"]
+             and r["seq_q"] == seq and r["head_dim"] == 128 and r["dtype"] == "bf16" and r["phase"] == "prefill"
+             and (r.get("sparsity") or "none") == "none"]
     return min(found, key=lambda r: (r["variant"] != "gqa", r["n_kv_heads"])) if found else None
 
 
@@ -88,7 +90,34 @@ def summary_lines(path: Path) -> list[str]:
         where = rec["case_id"] if rec else "not run or not ok"
         lines.append(f"{backend} {pass_} {mask} S={seq} | {where} | {_fmt(value)} | {anchor or '—'} | "
                      f"{_ratio(value, anchor)} | {source}")
-    lines += _decode_lines(ok, cal) + _mode_lines(ok) + _kernel_lines(ok) + _unsupported_lines(records)
+    lines += _decode_lines(ok, cal) + _sparse_lines(ok) + _mode_lines(ok) + _kernel_lines(ok) \
+        + _unsupported_lines(records)
+    return lines
+
+
+def _sparse_lines(ok: list[dict]) -> list[str]:
+    """Each sparse case beside the dense case of its shape on the same backend (or, for a sparse-only kernel, the
+    fastest dense one): its time, the indexer's, the speedup and the ideal 1/density."""
+    def shape(r: dict) -> tuple:
+        return (r["phase"], r["dtype"], r["batch"], r["n_heads"], r["n_kv_heads"], r["head_dim"], r["seq_q"],
+                r["seq_kv"], r["mask"], r["pass"])
+
+    sparse = [r for r in ok if (r.get("sparsity") or "none") != "none"]
+    if not sparse:
+        return ["sparse: no sparse case ran"]
+    dense: dict[tuple, dict[str, float]] = {}
+    for r in ok:
+        if (r.get("sparsity") or "none") == "none":
+            dense.setdefault(shape(r), {})[r["backend"]] = r["median_s"]
+    lines = ["sparse (time per call; speedup over the dense run, against the ideal 1/density):"]
+    for r in sorted(sparse, key=lambda r: (shape(r), r["sparsity"], r["backend"])):
+        twins = dense.get(shape(r), {})
+        twin = r["backend"] if r["backend"] in twins else min(twins, key=twins.get) if twins else None
+        speedup = f"{twins[twin] / r['median_s']:.2f}x over {twin}" if twin else "no dense twin"
+        index = f", indexer {r['indexer_s'] * 1e3:.3g} ms" if r.get("indexer_s") else ""
+        ideal = f", ideal {1 / r['density']:.3g}x" if r.get("density") else ""
+        lines.append(f"  {r['phase']} S={r['seq_kv']} {r['sparsity']} {r['backend']}: {r['median_s'] * 1e3:.3g} ms"
+                     f"{index}; {speedup}{ideal}")
     return lines
 
 
