@@ -18,6 +18,7 @@ from bench.report.claims import verdicts
 from bench.report.frames import SHAPE_KEYS, geomean, shape_label
 from bench.report.load import Loaded, RunInfo
 from bench.report.model_section import model_summary
+from bench.report.sparse_cost import crossovers, sparse_costs
 from bench.report.tables import best_backends, headline_speedups
 from bench.report.traits import BASELINE
 from bench.report.units import fmt_bandwidth, fmt_bytes, fmt_flops, fmt_seconds
@@ -194,6 +195,41 @@ def best_section(df: pd.DataFrame) -> list[Block]:
     return blocks or [Para("No dense attention case ran ok: no best backend to name.")]
 
 
+def sparse_section(df: pd.DataFrame) -> list[Block]:
+    """Sparse runs: each method at the longest length it ran beside the best dense kernel, its S*, and its useful
+    against executed FLOPs (bench.report.sparse_cost)."""
+    costs = sparse_costs(df)
+    if costs.empty:
+        return []
+    lines = crossovers(costs)
+    rows = []
+    for _, line in lines.sort_values(["phase", "mask", "budget", "last_ratio"]).iterrows():
+        mine = costs[(costs["method"] == line["method"]) & (costs["phase"] == line["phase"])
+                     & (costs["mask"] == line["mask"]) & (costs["dtype"] == line["dtype"])
+                     & (costs["n_kv_heads"] == line["n_kv_heads"])]
+        r = mine.loc[mine["length"].idxmax()]
+        executed = r.get("executed_flops")
+        efficiency = f"{executed / r['useful_flops']:.2f}" if pd.notna(executed) and r["useful_flops"] else "—"
+        index = fmt_seconds(r["indexer_s"]) if pd.notna(r.get("indexer_s")) else "—"
+        rows.append([f"{r['phase']} {r['mask']} {r['dtype']} Hq={r['n_heads']} Hkv={r['n_kv_heads']}",
+                     r["budget"], r["method"], f"{r['density']:.3g}", str(r["length"]), fmt_seconds(r["median_s"]),
+                     index, fmt_seconds(r["cost_s"]), f"{r['best_dense']} {fmt_seconds(r['best_dense_s'])}",
+                     _times(r["ratio"]), str(int(line["s_star"])) if pd.notna(line["s_star"]) else "none here",
+                     fmt_flops(r["flops"] / r["median_s"]), efficiency,
+                     f"{_times(r['speedup'])} of {_times(r['ideal'])}"])
+    return [Heading("Sparse attention"),
+            Para("Each sparse method (a sparsity on a backend) at the longest length it ran: the kernel's time, its "
+                 "top-K indexer's, and their sum with any per-forward mask build (cost per forward), against the "
+                 "fastest dense kernel at the same shape; S* is the length from which it stays faster. Throughput "
+                 "counts useful FLOPs (the pairs kept); executed / useful is what the kernel computes per useful "
+                 "FLOP (1 is ideal; a dense masked kernel computes 1 / density). The speedup is over the same "
+                 "backend's dense run (the fastest dense kernel's for a sparse-only kernel), beside the ideal "
+                 "1 / density."),
+            Table(["shape", "budget", "method", "density", "length", "kernel", "indexer", "cost per forward",
+                   "best dense", "cost / dense", "S*", "useful FLOP/s", "executed / useful", "speedup vs ideal"],
+                  rows)]
+
+
 def figure_blocks(files: dict[str, str]) -> list[Block]:
     return [Image(file, FIGURES[name].title, FIGURES[name].how_to_read) for name, file in files.items()]
 
@@ -353,6 +389,8 @@ def build(loaded: Loaded, figures: dict[str, dict[str, str]]) -> list[Block]:
         blocks += summary(run, frame[frame["run_id"] == run.run_id])
     blocks += _per_run(runs, frame, "Claims", lambda run, df: [claims_table(df, run), *plan_notes(run)], several)
     blocks += _per_run(runs, frame, "Best backends", lambda run, df: best_section(df), several)
+    for run in runs:
+        blocks += sparse_section(frame[frame["run_id"] == run.run_id])
     blocks += environment(runs, frame)
     blocks += _per_run([r for r in runs if r.models], frame, "Models", models_section, several)
     blocks += _per_run(runs, frame, "Figures", lambda run, df: figure_blocks(figures.get(run.run_id, {}))
