@@ -4,8 +4,8 @@ line; `bench run --plan`, for this CPU and for a GPU from its spec sheet."""
 
 from __future__ import annotations
 
-import re
 import io
+import re
 
 import pytest
 

@@ -31,7 +31,8 @@ MIN_LENGTHS, LENGTH_SPAN = 3, 4  # "not below S_max" is a finding over >= 3 leng
 TWIN_KEYS = shape_keys_but("sparsity")  # a sparse case and its dense twin differ in the sparsity only
 # one method over the lengths: every shape field but the lengths, and the batch where each length has one (a GPU sweep
 # at fixed tokens per batch shrinks B as S grows), else one line per batch (bench.engine.questions does the same)
-LINE_KEYS = ["backend", "sparsity", *shape_keys_but("sparsity", "seq_q", "seq_kv", "batch")]
+# (and decode's queries per step: `step_q`, 0 for prefill, whose Sq is its length)
+LINE_KEYS = ["backend", "sparsity", "step_q", *shape_keys_but("sparsity", "seq_q", "seq_kv", "batch")]
 CROSSOVER_CLAIM = "Sparse attention beats the best dense kernel from some length S* at its budget"
 SPEEDUP_CLAIM = f"A sparse kernel gets within {1 / IDEAL_SHARE:g}× of the ideal speedup 1/density over its dense run"
 COMMAND = "python -m bench run --profile sparse"
@@ -63,6 +64,7 @@ def sparse_costs(df: pd.DataFrame) -> pd.DataFrame:
     own_run = out["own_dense_s"].notna()
     out = out.assign(
         length=out["seq_kv"].astype(int),
+        step_q=out["seq_q"].where(out["phase"] == "decode", 0).astype(int),
         budget=out["sparsity"].map(budget_label),
         method=out["sparsity"] + " · " + out["backend"],
         cost_s=out["total_s"].fillna(out["median_s"]),

@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from bench.report.figures.axes import plain_log_axis, seconds_axis, seq_axis
-from bench.report.figures.helpers import NOTE_SIZE, backend_handles, legend_below, modal_slice, sorted_backends
+from bench.report.figures.helpers import NOTE_SIZE, legend_below, modal_slice, sorted_backends
 from bench.report.figures.layout import grid
 from bench.report.sparse_cost import BEATS, IDEAL_SHARE, crossovers, sparse_costs
 from bench.report.style import backend_color, backend_marker
@@ -35,13 +35,27 @@ def _kind_handles(kinds: list[str], line: bool) -> list[Line2D]:
                    mfc="white", label=f"{k} sparsity") for k in kinds]
 
 
+def _colour_handles(backends: list[str]) -> list[Line2D]:
+    """A backend's colour alone: the markers here are the sparsity kinds'."""
+    return [Line2D([], [], color=backend_color(b), lw=4, label=b) for b in backends]
+
+
+def _one_line_each(rows: pd.DataFrame, free: tuple[str, ...]) -> pd.DataFrame:
+    """The rows at one dtype (the most common) and the most common configuration of the shape fields not in
+    `free`; the batch freed only where each length has one (a GPU sweep at fixed tokens per batch), so that every
+    line of a panel is one method over the lengths."""
+    rows = rows[rows["dtype"] == rows["dtype"].mode().iloc[0]]
+    if rows.groupby("seq_kv")["batch"].nunique().max() <= 1:
+        free = (*free, "batch")
+    return modal_slice(rows, free)[0]
+
+
 def _panels(costs: pd.DataFrame) -> list[tuple[tuple[str, str, str], pd.DataFrame]]:
     """(phase, mask, budget) groups, prefill and causal first, those with the most lengths first, at most
-    MAX_PANELS; each at its most common configuration of the other shape fields."""
+    MAX_PANELS; each at one dtype and its most common configuration of the other shape fields."""
     groups = []
     for key, rows in costs.groupby(["phase", "mask", "budget"], sort=False):
-        rows, _ = modal_slice(rows, ("seq_q", "seq_kv", "sparsity", "batch"))
-        groups.append((key, rows))
+        groups.append((key, _one_line_each(rows, ("seq_q", "seq_kv", "sparsity"))))
     groups.sort(key=lambda g: (g[0][0] != "prefill", g[0][1] != "causal", -g[1]["length"].nunique(), g[0][2]))
     return groups[:MAX_PANELS]
 
@@ -84,7 +98,7 @@ def sparse_time(df: pd.DataFrame) -> Figure | None:
                Line2D([], [], color="grey", marker="o", ms=13, mfc="none", ls="none",
                       label=f"S*: beats dense (≤ {BEATS:g}×) from here on"),
                *_kind_handles(kinds, line=True),
-               *backend_handles(sorted_backends(r for _, p in panels for r in p["backend"]))]
+               *_colour_handles(sorted_backends(r for _, p in panels for r in p["backend"]))]
     left = len(costs.groupby(["phase", "mask", "budget"])) - len(panels)
     legend_below(fig, handles, note=f"{left} more budgets in the tables" if left > 0 else "")
     return fig
@@ -128,7 +142,7 @@ def sparse_speedup(df: pd.DataFrame) -> Figure | None:
     handles = [Line2D([], [], color="black", lw=1.2, label="ideal: 1/density"),
                Line2D([], [], color="black", lw=1.0, ls="--", label=f"{IDEAL_SHARE:g} × ideal (the claim's bar)"),
                Line2D([], [], color="grey", marker="o", mec="black", ls="none", label="outlined: longest length"),
-               *_kind_handles(kinds, line=False), *backend_handles(sorted_backends(costs["backend"]), line=False)]
+               *_kind_handles(kinds, line=False), *_colour_handles(sorted_backends(costs["backend"]))]
     legend_below(fig, handles)
     return fig
 
@@ -146,17 +160,25 @@ def indexer_share(df: pd.DataFrame) -> Figure | None:
     rows["length"] = rows["seq_kv"].astype(int)
     phases = [p for p in ("prefill", "decode") if p in set(rows["phase"])]
     fig, axes = grid(1, len(phases), "The top-K indexer's share of sparse attention's cost")
+    handles: dict[str, Line2D] = {}
+    masks: set[str] = set()
     for ax, phase in zip(axes.flat, phases, strict=True):
-        mine, desc = modal_slice(rows[rows["phase"] == phase], ("seq_q", "seq_kv", "sparsity", "mask", "batch"))
+        mine = _one_line_each(rows[rows["phase"] == phase], ("seq_q", "seq_kv", "sparsity", "mask"))
         for (backend, sparsity, mask), line in mine.groupby(["backend", "sparsity", "mask"]):
             line = line.sort_values("length")
-            ax.plot(line["length"], line["share"], color=backend_color(backend), marker=backend_marker(backend),
-                    ls="-" if mask == "causal" else "--", label=f"{sparsity} · {backend}")
+            label = f"{sparsity} · {backend}"
+            handles[label], = ax.plot(line["length"], line["share"], color=backend_color(backend),
+                                      marker=backend_marker(backend), ls="-" if mask == "causal" else "--",
+                                      label=label)
+            masks.add(mask)
+        first = mine.iloc[0]
         seq_axis(ax, mine["length"], _length_label(phase))
         ax.set_ylim(0, 100)
         ax.set_ylabel("indexer / (indexer + attention kernel), %")
-        ax.set_title(f"{phase} · {desc}", fontsize=NOTE_SIZE)
+        ax.set_title(f"{phase} · {first['dtype']} B={first['batch']} Hq={first['n_heads']} Hkv={first['n_kv_heads']} "
+                     f"D={first['head_dim']}", fontsize=NOTE_SIZE)
         ax.grid(True, alpha=0.3)
-    handles = backend_handles(sorted_backends(rows["backend"]))
-    legend_below(fig, handles, note="dashed: mask none; solid: causal")
+    note = "dashed: mask none; solid: causal" if len(masks) > 1 else ""
+    legend_below(fig, [Line2D([], [], color=h.get_color(), marker=h.get_marker(), label=label)
+                       for label, h in handles.items()], note=note)
     return fig
