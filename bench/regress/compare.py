@@ -27,7 +27,7 @@ regressed or improved in time: it is noisy.
 Memory is deterministic enough to need no statistics: peak_mem_bytes up by more than the threshold -> regressed.
 Status: ok -> oom | incorrect | error is always a failure; other status changes are reported, not failed.
 Fewer than min_cases (8) timed cases: sigma is taken as prior_sigma (20%: on a 2-core CPU, per-case ratios between two
-identical sweeps spread 0.71-1.75, 5th-95th percentile; README, Check for regressions: why not a stored run),
+identical sweeps spread 0.71-1.75, 5th-95th percentile: bench.regress.noise),
 m as 0, and group/global do not apply.
 """
 

@@ -1,9 +1,15 @@
 """The run-to-run noise model of a comparison, and the knobs of the verdict (bench.regress.compare applies them).
 
-Within-run statistics understate the noise between runs on shared machines (the README's regression section: per-case
-ratios between two identical sweeps spread x0.71-x1.75 while each run's own CI looked tight). So the cases of a
-comparison measure it themselves: the median of their log ratios is how much the run as a whole moved, and 1.4826
-times their median absolute deviation is the spread of one case.
+Within-run statistics understate the noise between runs on shared machines. Measured on a shared 2-core AVX-512
+cloud machine (torch 2.13.0 CPU, B=1, Hq=8, D=64, causal fp32, three fresh processes each timing every case for 1 s):
+per-case ratios between two identical sweeps ranged x0.71-x1.75 (5th-95th percentile) while the geometric mean over
+all cases moved ~4%; naive and sdpa-math at S=512 were bimodal between processes (5.6 vs 12.2 ms) while each run's
+CI looked tight, largely glibc malloc mapping the S x S intermediates afresh on every call (with `--malloc tuned`,
+naive at S=1024 took ~25-33 ms instead of ~57). Reproduce: three runs of `python -m bench run --backend
+naive,sdpa-math,sdpa-flash --heads 8 --kv-heads 8 --seq 256,512,1024 --mask causal --phase prefill --budget 1 --out
+results/noise-$i.json`, then `python -m bench compare results/noise-1.json results/noise-2.json`.
+So the cases of a comparison measure it themselves: the median of their log ratios is how much the run as a whole
+moved, and 1.4826 times their median absolute deviation is the spread of one case.
 """
 
 from __future__ import annotations
@@ -45,7 +51,7 @@ class Rule:
     k: float = 4.0  # how many run-to-run sigmas a case must stand out of the others to count on its own
     min_rounds: int = 5  # with fewer, Mann-Whitney U cannot reach alpha (5 vs 5 rounds: p >= 1/252)
     min_cases: int = 8  # with fewer timed cases the spread across cases is not estimated: prior_sigma is used
-    prior_sigma: float = 0.2  # A/A per-case ratios on a 2-core CPU spread 0.71-1.75 (5th-95th pct; README)
+    prior_sigma: float = 0.2  # A/A per-case ratios on a 2-core CPU spread 0.71-1.75 (5th-95th pct; above)
     sigma_floor: float = 0.01  # identical synthetic runs have zero spread; never claim under 1% noise
 
 
