@@ -120,10 +120,22 @@ def _decisive(lengths: list[int]) -> bool:
     return len(lengths) >= MIN_LENGTHS and max(lengths) >= LENGTH_SPAN * min(lengths)
 
 
+def _existential(states: list[tuple[str, str]]) -> tuple[str, str]:
+    """Both claims say that some sparse method (kernel) does it: holds where one budget holds (the budgets where
+    none does named in `why`); else does not hold where one budget decides against it; else inconclusive."""
+    words = [w for w, _ in states]
+    if HOLDS in words:
+        short = [label for w, label in states if w != HOLDS]
+        return HOLDS, (f"holds at {', '.join(label for w, label in states if w == HOLDS)}; not at "
+                       f"{', '.join(short)}" if short else "")
+    return (FAILS if FAILS in words else INCONCLUSIVE), ""
+
+
 def sparse_crossover(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
-    """Per phase and budget: the methods' S* against the best dense kernel. Holds when every budget has a method
-    that beats dense from some length on; does not hold when at some budget every method still loses at the
-    longest of >= MIN_LENGTHS lengths spanning >= LENGTH_SPAN x; inconclusive otherwise."""
+    """Per phase and budget: the methods' S* against the best dense kernel. Holds when some budget has a method that
+    beats dense from some length on (the budgets where none does are named); does not hold when none does and at
+    some budget every method still loses at the longest of >= MIN_LENGTHS lengths spanning >= LENGTH_SPAN x;
+    inconclusive otherwise."""
     costs = sparse_costs(df)
     if costs.empty:
         return Verdict(CROSSOVER_CLAIM, NOT_MEASURED, f"no sparse case beside a dense case of its shape (`{COMMAND}`)")
@@ -145,18 +157,17 @@ def sparse_crossover(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
             state = FAILS
         else:
             state = INCONCLUSIVE
-        states.append(state)
+        states.append((state, f"{phase} {mask} {budget}"))
         dense = ", ".join(sorted(group["best_dense"].unique()))
         parts.append(f"{phase} {mask} {budget}, {word} {span_text(lengths)} against {dense}: " + "; ".join(said))
         detail += [{**r, "lengths": list(r["lengths"])} for r in group.to_dict("records")]
-    verdict = FAILS if FAILS in states else HOLDS if all(s == HOLDS for s in states) else INCONCLUSIVE
-    why = ""
+    verdict, why = _existential(states)
     if verdict == INCONCLUSIVE:
-        why = (f"a budget's methods neither beat dense nor lose over ≥ {MIN_LENGTHS} lengths spanning "
-               f"≥ {LENGTH_SPAN}× (longer lengths decide it: `{COMMAND}`)")
+        why = (f"no method beat dense, nor lost over ≥ {MIN_LENGTHS} lengths spanning ≥ {LENGTH_SPAN}× (longer "
+               f"lengths decide it: `{COMMAND}`)")
     elif verdict == FAILS:
-        why = ("at that budget every method still costs more than the best dense kernel at the longest length: the "
-               "work it skips does not yet pay for the keep-set's overheads (its masks, gathers or indexer)")
+        why = ("at every budget every method still costs more than the best dense kernel at the longest length: "
+               "the work it skips does not yet pay for the keep-set's overheads (its masks, gathers or indexer)")
     numbers = ("each method's cost per forward (kernel + indexer + per-forward mask build) over the best dense "
                f"kernel's, S* = the length from which it stays ≤ {BEATS:g}×: " + " · ".join(parts) + "."
                + noisy_note(costs))
@@ -167,8 +178,8 @@ def sparse_crossover(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
 
 def sparse_speedup(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
     """Per phase and budget, each sparse kernel's speedup over its dense run at its longest length, against the
-    ideal 1 / density. Holds when every budget has a kernel reaching IDEAL_SHARE of the ideal; does not hold when
-    at some budget none comes within NEAR of it."""
+    ideal 1 / density. Holds when at some budget a kernel reaches IDEAL_SHARE of the ideal (the budgets where none
+    does are named); does not hold when none does and at some budget none comes within NEAR of it."""
     costs = sparse_costs(df)
     if not costs.empty:
         costs = costs[costs["backend"].isin(SPARSE_KERNELS)]
@@ -182,17 +193,17 @@ def sparse_speedup(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
         said = [f"{r['method']} {r['speedup']:.2f}× of {r['ideal']:.3g}× (density {fraction_label(r['density'])}, "
                 f"{_length_word(phase)}={r['length']}, over {r['twin']})" for _, r in group.iterrows()]
         share = float(best["share"])
-        states.append(HOLDS if share >= IDEAL_SHARE else INCONCLUSIVE if share >= IDEAL_SHARE * (1 - NEAR) else FAILS)
+        states.append((HOLDS if share >= IDEAL_SHARE else INCONCLUSIVE if share >= IDEAL_SHARE * (1 - NEAR)
+                       else FAILS, f"{phase} {mask} {budget}"))
         parts.append(f"{phase} {mask} {budget}: " + "; ".join(said))
         detail += [{k: (v.item() if hasattr(v, "item") else v) for k, v in r.items()}
                    for r in group[["phase", "mask", "budget", "method", "length", "density", "speedup", "ideal",
                                    "share", "twin"]].to_dict("records")]
-    verdict = FAILS if FAILS in states else HOLDS if all(s == HOLDS for s in states) else INCONCLUSIVE
-    why = ""
+    verdict, why = _existential(states)
     if verdict == FAILS:
-        why = ("at that budget no sparse kernel reaches half the ideal speedup at its longest length: its per-block "
-               "or per-gather overheads (partial blocks computed whole, gathered K/V rows, short rows per call) "
-               "eat the work it skips")
+        why = ("no sparse kernel reaches half the ideal speedup at its longest length: its per-block or per-gather "
+               "overheads (partial blocks computed whole, gathered K/V rows, short rows per call) eat the work it "
+               "skips")
     elif verdict == INCONCLUSIVE:
         why = f"the best kernel sits within {NEAR:.0%} of half the ideal: more rounds or longer lengths decide it"
     numbers = (f"speedup of the kernel over its dense run at the longest length, of the ideal 1/density (holds at ≥ "
