@@ -24,7 +24,7 @@ help = ("A/B: measure REV (a branch, tag or commit) and the working tree alterna
         "them case by case; exit 1 on a regression, 2 when unusable")
 
 # Half of compare's 10%: interleaving on one machine removes the run-to-run drift a stored baseline carries, and each
-# case is judged by its own blocks. What it catches, and its A/A false alarms: README, What the gate catches.
+# case is judged by its own blocks. What it catches, and its A/A false alarms: bench.regress.power.
 DEFAULT_THRESHOLD = "5%"
 SWEEP_OPTIONS = ("profile", "device", "threads")  # bench run's options that shape the sweep (no files, no shards)
 

@@ -18,10 +18,17 @@ only give each case more time.
 Printed per load and A/B size: per factor, the share of cases regressed (caught), and for A/A the false alarms
 (cases regressed, of cases judged); inconclusive cases are counted apart. Exit 0.
 
-The README's table came from `--tries 2 --factors 1,1.1,1.2` (23 minutes), then `--tries 1 --factors 1.05,1.5 --
---ab-time 120`, and for more A/A cases `--tries 8 --factors 1` (40 minutes), on a quiet 2-core AMD EPYC (load 1.0 at
-the start, 2.1 at the end with the spinner). Each A/B took 1-4 minutes (median 190 s for the idle A/A, 120 s busy,
-59 s at x1.2); no A/A case was inconclusive; showing the false-alarm rate below 1 in 200 needs some 600 A/A cases.
+Measured on a quiet 2-core AMD EPYC (AVX2, torch 2.13.0 CPU; load 1.0 at the start, 2.1 at the end with the
+spinner) with `--tries 2 --factors 1,1.1,1.2` (23 minutes), then `--tries 1 --factors 1.05,1.5 -- --ab-time 120`,
+and for more A/A cases `--tries 8 --factors 1` (40 minutes; load 1.0 to 2.0); the share of cases called regressed:
+
+  load  A/B of            A/A (false alarms)  x1.05                      x1.1      x1.2      x1.5
+  idle  1, 3 or 12 cases  0 of 120            0 of 12 (11 inconclusive)  24 of 24  24 of 24  12 of 12
+  busy  1, 3 or 12 cases  0 of 120            0 of 12 (12 inconclusive)  24 of 24  24 of 24  12 of 12
+
+No A/A case was inconclusive either. Each A/B took 1-4 minutes (median 190 s for the idle A/A, 120 s busy, 59 s at
+x1.2). 240 A/A cases gave no false alarm: at 95% confidence the rate is below 1 in 80 (3/240); showing it below 1 in
+200 needs some 600 cases.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from bench.sparsity import Sparsity
 
 KIND_STYLES = {"block": "-", "docs": "--", "global": ":", "topk": "-."}
 KIND_MARKERS = {"block": "s", "docs": "D", "global": "^", "topk": "o"}
-MAX_PANELS = 4
+MAX_PANELS = 6
 FREE = ("seq_q", "sparsity", "mask")  # a panel keeps every method and both masks' most common one
 
 
@@ -51,12 +51,16 @@ def _one_line_each(rows: pd.DataFrame, free: tuple[str, ...]) -> pd.DataFrame:
 
 
 def _panels(costs: pd.DataFrame) -> list[tuple[tuple[str, str, str], pd.DataFrame]]:
-    """(phase, mask, budget) groups, prefill and causal first, those with the most lengths first, at most
-    MAX_PANELS; each at one dtype and its most common configuration of the other shape fields."""
+    """(phase, mask, budget) groups, prefill and causal first, densities from the densest, at most MAX_PANELS; each
+    at one dtype and its most common configuration of the other shape fields."""
     groups = []
     for key, rows in costs.groupby(["phase", "mask", "budget"], sort=False):
         groups.append((key, _one_line_each(rows, ("seq_q", "seq_kv", "sparsity"))))
-    groups.sort(key=lambda g: (g[0][0] != "prefill", g[0][1] != "causal", -g[1]["length"].nunique(), g[0][2]))
+    def order(group: tuple) -> tuple:  # prefill and causal first; densities from the densest, then tokens per query
+        (phase, mask, _), rows = group
+        unit, value = Sparsity.parse(rows["sparsity"].iloc[0]).budget or ("density", 1.0)
+        return phase != "prefill", mask != "causal", unit != "density", -value if unit == "density" else value
+    groups.sort(key=order)
     return groups[:MAX_PANELS]
 
 
