@@ -51,9 +51,10 @@ def _attention64(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Mask, 
     B, Hq, Sq, D = q.shape
     Hkv, Skv = k.shape[1], k.shape[2]
     group = Hq // Hkv
-    kv_head = torch.arange(Hq) // group  # query head i reads KV head i // (Hq / Hkv)
-    k, v = k[:, kv_head], v[:, kv_head]  # (B, Hq, Skv, D)
-    scores = torch.einsum("bhqd,bhkd->bhqk", q, k) / D**0.5  # (B, Hq, Sq, Skv)
+    # query head i = h * group + g reads KV head h = i // (Hq / Hkv); K and V are never expanded to Hq heads (a
+    # 128-head MLA decode at 64k would need tens of GB in float64), only the scores are Hq wide
+    qg = q.reshape(B, Hkv, group, Sq, D)
+    scores = torch.einsum("bhgqd,bhkd->bhgqk", qg, k).reshape(B, Hq, Sq, Skv) / D**0.5  # (B, Hq, Sq, Skv)
     scores = score.apply(scores)  # softcap, then ALiBi (float64 here)
     ok = mask.visible(Sq, Skv)
     if sparse is not None:  # the keep-set, built independently of the mask (bench.keepset), and the mask
@@ -70,7 +71,8 @@ def _attention64(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Mask, 
         top = torch.maximum(scores.amax(-1, keepdim=True), sink)
         e = (scores - top).exp()
         probs = e / ((sink - top).exp() + e.sum(-1, keepdim=True))
-    return torch.einsum("bhqk,bhkd->bhqd", probs, v)  # (B, Hq, Sq, D)
+    probs = probs.reshape(B, Hkv, group, Sq, Skv)
+    return torch.einsum("bhgqk,bhkd->bhgqd", probs, v).reshape(B, Hq, Sq, v.shape[-1])  # (B, Hq, Sq, D_v)
 
 
 def case_variants(shape: AttentionShape, device: torch.device | str = "cpu") -> tuple[Mask, Score]:
