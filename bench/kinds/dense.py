@@ -20,8 +20,12 @@ if TYPE_CHECKING:
 def dense_check_shape(shape: AttentionShape) -> AttentionShape:
     """The case itself, or a shorter one with the same structure (scope and model kept: a layer case is checked as
     a layer, with the same weights, on a shorter x; a sparsity cut as the mask is): Sq up to 256, Skv up to 4096,
-    two sequences."""
-    if fits_exactly(shape.batch * shape.n_heads * shape.seq_q * shape.seq_kv):
+    two sequences. An MLA case fits when its float64 reference's decompressed K and V fit too."""
+    scores = shape.batch * shape.n_heads * shape.seq_q * shape.seq_kv
+    # MLA's reference decompresses K and V per head in float64 (bench.mla.reference_mla): count those too
+    expanded = shape.batch * shape.n_heads * shape.seq_kv * (shape.head_dim + shape.value_dim) \
+        if shape.mla_form is not None else 0
+    if fits_exactly(max(scores, expanded)):
         return shape
     seq_q = min(shape.seq_q, 256)
     seq_kv = seq_q if shape.seq_q == shape.seq_kv else min(shape.seq_kv, 4096)
