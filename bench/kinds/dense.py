@@ -99,7 +99,6 @@ class DenseKind:
     def timed_call(self, case: Case, setup: Any) -> Callable[[], object]:
         """The backend itself: the inputs were validated by the check, so `bench.attention`'s checks would only add
         their microseconds to a decode step's."""
-        import torch
 
         from bench.backends import get_backend
         from bench.backends.base import bind
@@ -116,18 +115,27 @@ class DenseKind:
         exact = not grad and dense_check_shape(s) == s
         guard = TimedGuard({"q": q, "k": k, "v": v}, (lambda t: reference_attention(
             t["q"], t["k"], t["v"], mask=mask, score=score)) if exact else None)
-        call: Callable[[], object]
-        if not grad:
-            def forward():
-                with torch.no_grad():
-                    return guard.keep(fn(q, k, v))
-            call = forward
-        else:
-            grad_out = torch.randn(s.q_shape, device=q.device, dtype=q.dtype)
+        return guarded_call(fn, (q, k, v), guard, grad, s.q_shape)
 
-            def forward_backward():
-                out = fn(q, k, v)
-                return torch.autograd.grad(out, (q, k, v), grad_out)
-            call = forward_backward
-        call.guard = guard  # type: ignore[attr-defined]
-        return call
+
+def guarded_call(fn: Callable, qkv: tuple, guard: Any, grad: bool, out_shape: tuple[int, ...]) -> Callable[[], object]:
+    """The call the timer repeats: fn(q, k, v) forward (its output kept for the guard), or forward and backward
+    against a fixed random grad_out; the guard rides on it (call.guard)."""
+    import torch
+
+    q, k, v = qkv
+    call: Callable[[], object]
+    if not grad:
+        def forward():
+            with torch.no_grad():
+                return guard.keep(fn(q, k, v))
+        call = forward
+    else:
+        grad_out = torch.randn(out_shape, device=q.device, dtype=q.dtype)
+
+        def forward_backward():
+            out = fn(q, k, v)
+            return torch.autograd.grad(out, (q, k, v), grad_out)
+        call = forward_backward
+    call.guard = guard  # type: ignore[attr-defined]
+    return call

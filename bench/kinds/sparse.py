@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from bench.backends.base import Backend, Unsupported
 from bench.case import Case
 from bench.kinds.base import ReferenceCache, decode_kv_fields, flop_fields
-from bench.kinds.dense import dense_check_shape
+from bench.kinds.dense import dense_check_shape, guarded_call
 from bench.kinds.mla import FORWARD_ONLY
 from bench.metrics import (
     BWD_FLOP_FACTOR,
@@ -137,7 +137,6 @@ class SparseKind:
     def timed_call(self, case: Case, setup: Any) -> Callable[[], object]:
         """The backend on the case's own shape and keep-set (inputs of another seed than the check's); its `after`
         gives the record what is timed apart (module docstring)."""
-        import torch
 
         from bench.backends import get_backend
         from bench.backends.base import bind
@@ -154,20 +153,7 @@ class SparseKind:
         exact = not grad and dense_check_shape(s) == s
         guard = TimedGuard({"q": q, "k": k, "v": v}, (lambda t: reference_attention(
             t["q"], t["k"], t["v"], mask=mask, sparse=keep)) if exact else None, s.out_shape)
-        call: Callable[[], object]
-        if not grad:
-            def forward():
-                with torch.no_grad():
-                    return guard.keep(fn(q, k, v))
-            call = forward
-        else:
-            grad_out = torch.randn(s.out_shape, device=q.device, dtype=q.dtype)
-
-            def forward_backward():
-                out = fn(q, k, v)
-                return torch.autograd.grad(out, (q, k, v), grad_out)
-            call = forward_backward
-        call.guard = guard  # type: ignore[attr-defined]
+        call = guarded_call(fn, (q, k, v), guard, grad, s.out_shape)
         call.after = lambda budget_s, median_s: apart(case, keep, budget_s, median_s)  # type: ignore[attr-defined]
         return call
 
