@@ -596,3 +596,42 @@ def test_runner_block_case():
     assert r["indexer_s"] is None and r["indexer_flops"] is None and r["block_mask_build_s"] is None
     assert r["total_s"] == r["median_s"]
     assert r["max_abs_err"] <= 2e-4
+
+
+USER_KERNEL = '''
+import torch
+import bench
+
+
+@bench.backend(name="mine", memory="materialising", devices=("cpu",), dtypes=("fp32",), sparsity=("block", "topk"),
+               executes="all")
+def attn(q, k, v, *, causal, window, sparse=None):
+    group = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
+    s = (q @ k.transpose(-1, -2)) / q.shape[-1] ** 0.5
+    i = torch.arange(q.shape[2])[:, None] + (k.shape[2] - q.shape[2])
+    j = torch.arange(k.shape[2])[None, :]
+    ok = (j <= i) if causal else torch.ones_like(j <= i)
+    if window is not None:
+        ok = ok & (j > i - window)
+    if sparse is not None and KEEP:
+        ok = ok & sparse.tokens[:, None]
+    return s.masked_fill(~ok, float("-inf")).softmax(-1) @ v
+'''
+
+
+@pytest.mark.parametrize("keeps", [True, False])
+def test_a_kernel_of_ones_own_declares_its_sparsities_and_bench_check_runs_them(tmp_path, monkeypatch, keeps):
+    """Its declared kinds get groups (and the keep-set as sparse=); one that ignores the keep-set fails just those."""
+    from bench.backends import outside
+    from bench.conformance import check
+
+    (tmp_path / f"sparse_user_{keeps}.py").write_text(USER_KERNEL.replace("KEEP", str(keeps)))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    outside.forget()
+    rows = check(f"sparse_user_{keeps}:attn", dtypes=("fp32",))
+    sparse = {r.group.sparsity: r.status for r in rows if r.group.sparsity != "none" and r.group.pass_ == "fwd"}
+    assert set(sparse) == {"block", "topk"}  # not docs, not global: it declares neither
+    dense = [r for r in rows if r.group.sparsity == "none"]
+    assert dense and all(r.status == "pass" for r in dense)
+    assert set(sparse.values()) == ({"pass"} if keeps else {"fail"})
