@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import functools
 import random
-from typing import Literal
-
-import numpy as np
+from typing import TYPE_CHECKING, Literal
 
 from bench.masks import Mask
-from bench.sparsity import SPARSITY_SEED, Sparsity
+from bench.sparsity import NO_SPARSITY, SPARSITY_SEED, Sparsity
+
+if TYPE_CHECKING:  # numpy is imported where a sparse count needs it: a dense plan never does
+    import numpy as np
 
 Executes = Literal["all", "causal", "visible", "blocks", "selected"]
 EXECUTES: tuple[str, ...] = ("all", "causal", "visible", "blocks", "selected")
@@ -35,6 +36,8 @@ FLEX_BLOCK = 128  # FlexAttention's BlockMask block, both ways (its default; ben
 
 def mask_bounds(mask: Mask, seq_q: int, seq_kv: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(p, lo, hi): each query's aligned position and the interval of keys its mask leaves (int64, one per query)."""
+    import numpy as np
+
     p = np.arange(seq_q, dtype=np.int64) + (seq_kv - seq_q)
     lo = np.zeros(seq_q, dtype=np.int64)
     hi = np.minimum(p, seq_kv - 1) if mask.causal else np.full(seq_q, seq_kv - 1, dtype=np.int64)
@@ -47,15 +50,21 @@ def mask_bounds(mask: Mask, seq_q: int, seq_kv: int) -> tuple[np.ndarray, np.nda
 
 def _overlap(a_lo: np.ndarray, a_hi: np.ndarray, b_lo: np.ndarray | int, b_hi: np.ndarray | int
              ) -> tuple[np.ndarray, np.ndarray]:
+    import numpy as np
+
     return np.maximum(a_lo, b_lo), np.minimum(a_hi, b_hi)
 
 
 def _length(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    import numpy as np
+
     return np.clip(hi - lo + 1, 0, None)
 
 
 def doc_bounds(docs: int, seq_kv: int, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The first and last key of the document each position lies in: N equal documents, the last takes the rest."""
+    import numpy as np
+
     length = seq_kv // docs
     d = np.minimum(p // length, docs - 1)
     start = d * length
@@ -68,6 +77,8 @@ def block_table(sparsity: Sparsity, mask: Mask, seq_kv: int) -> tuple[tuple[int,
     """block:B:D's kept key blocks of each row of query blocks (row r holds positions rB .. rB + B - 1), sorted: the
     diagonal block and round(D x n) - 1 more of the n blocks the mask leaves that row, drawn with a seed of
     (SPARSITY_SEED, Skv, B, D, mask, r) alone."""
+    import numpy as np
+
     B, D = sparsity.block, sparsity.density
     assert B is not None and D is not None, "a block sparsity"
     rows = seq_kv // B
@@ -88,6 +99,8 @@ def _intervals(sparsity: Sparsity, mask: Mask, seq_q: int, seq_kv: int) -> list[
     """The kept keys as intervals: [(query index, lo, hi)] arrays, possibly empty ones (lo > hi), possibly
     overlapping across the list. A block sparsity gives one interval per (query, kept block); topk the whole visible
     interval (an upper bound: which keys it keeps is the indexer's)."""
+    import numpy as np
+
     p, lo, hi = mask_bounds(mask, seq_q, seq_kv)
     rows = np.arange(seq_q, dtype=np.int64)
     kind = sparsity.kind
@@ -118,6 +131,8 @@ def _intervals(sparsity: Sparsity, mask: Mask, seq_q: int, seq_kv: int) -> list[
 
 def kept_per_row(sparsity: Sparsity, mask: Mask, seq_q: int, seq_kv: int) -> np.ndarray:
     """Keys each query keeps (int64, one per query): the sparsity's pairs within the mask's."""
+    import numpy as np
+
     if sparsity.kind == "topk":
         _, lo, hi = mask_bounds(mask, seq_q, seq_kv)
         return np.minimum(_length(lo, hi), sparsity.k)
@@ -131,6 +146,7 @@ def kept_per_row(sparsity: Sparsity, mask: Mask, seq_q: int, seq_kv: int) -> np.
     return counts
 
 
+@functools.lru_cache(maxsize=4096)  # plans ask it of every case, several times
 def kept_pairs(sparsity: Sparsity, mask: Mask, seq_q: int, seq_kv: int) -> int:
     """Pairs the sparsity keeps within the mask (per batch and head): the useful pairs of a sparse case."""
     if not sparsity.sparse:
@@ -140,12 +156,15 @@ def kept_pairs(sparsity: Sparsity, mask: Mask, seq_q: int, seq_kv: int) -> int:
 
 def density(sparsity: Sparsity, mask: Mask, seq_q: int, seq_kv: int) -> float:
     """Kept pairs over the pairs the mask alone leaves: 1 for a dense case; the ideal speedup is 1 / this."""
-    visible = mask.pairs(seq_q, seq_kv)
+    visible = kept_pairs(NO_SPARSITY, mask, seq_q, seq_kv)
     return kept_pairs(sparsity, mask, seq_q, seq_kv) / visible if visible else 1.0
 
 
+@functools.lru_cache(maxsize=4096)
 def kept_keys(sparsity: Sparsity, mask: Mask, seq_q: int, seq_kv: int) -> int:
     """Distinct keys some query keeps (the K/V rows a sparse kernel must read at least); topk: at most Sq x K."""
+    import numpy as np
+
     cover = np.zeros(seq_kv + 1, dtype=np.int64)
     for _, lo, hi in _intervals(sparsity, mask, seq_q, seq_kv):
         keep = hi >= lo
@@ -155,9 +174,38 @@ def kept_keys(sparsity: Sparsity, mask: Mask, seq_q: int, seq_kv: int) -> int:
     return min(keys, seq_q * sparsity.k) if sparsity.kind == "topk" else keys  # type: ignore[operator]
 
 
+def _row_bounds(mask: Mask, p: int, seq_kv: int) -> tuple[int, int]:
+    """The keys [lo, hi] the mask leaves the query at aligned position p (mask_bounds for one query)."""
+    lo, hi = 0, min(p, seq_kv - 1) if mask.causal else seq_kv - 1
+    if mask.window is not None:
+        lo = max(lo, p - mask.window + 1)
+    if mask.chunk is not None:
+        lo = max(lo, p // mask.chunk * mask.chunk)
+    return lo, hi
+
+
+def _mask_block_pairs(mask: Mask, seq_q: int, seq_kv: int, block: int) -> int:
+    """block_pairs of the mask alone, in plain Python: a Q block's rows leave one run of keys, from its first row's
+    lo to its last row's hi (each bound grows with the row), and every KV block across that run holds a pair."""
+    off, total = seq_kv - seq_q, 0
+    for start in range(0, seq_q, block):
+        rows = min(block, seq_q - start)
+        lo, _ = _row_bounds(mask, start + off, seq_kv)
+        _, hi = _row_bounds(mask, start + rows - 1 + off, seq_kv)
+        if hi >= lo:
+            first, last = lo // block * block, min(seq_kv, (hi // block + 1) * block)
+            total += rows * (last - first)
+    return total
+
+
+@functools.lru_cache(maxsize=4096)
 def block_pairs(sparsity: Sparsity, mask: Mask, seq_q: int, seq_kv: int, block: int = FLEX_BLOCK) -> int:
     """Pairs a block-sparse kernel executes: every (Q block, KV block) holding a kept pair, whole. For topk this is
     the blocks its mask leaves (an upper bound until the indexer has picked)."""
+    if sparsity.kind in ("none", "topk"):
+        return _mask_block_pairs(mask, seq_q, seq_kv, block)
+    import numpy as np
+
     n_q, n_kv = -(-seq_q // block), -(-seq_kv // block)
     diff = np.zeros((n_q, n_kv + 1), dtype=np.int32)
     for rows, lo, hi in _intervals(sparsity, mask, seq_q, seq_kv):
@@ -177,7 +225,7 @@ def executed_pairs(sparsity: Sparsity, mask: Mask, seq_q: int, seq_kv: int, exec
         return seq_q * seq_kv
     if executes in ("causal", "visible"):
         explicit = sparsity.sparse or (executes == "causal" and mask.kind not in ("none", "causal"))
-        return seq_q * seq_kv if explicit else mask.pairs(seq_q, seq_kv)
+        return seq_q * seq_kv if explicit else kept_pairs(NO_SPARSITY, mask, seq_q, seq_kv)
     if executes == "blocks":
         return block_pairs(sparsity, mask, seq_q, seq_kv)
     if executes == "selected":

@@ -181,11 +181,21 @@ def measured_presets(device: str = "cpu", context: int = 64) -> list[dict]:
     return reused(f"kv {device} {context}", lambda: _measured_presets(device, context))
 
 
+def _measured(measured: dict[tuple, int], m: ModelConfig, context: int, device: str, method: MeasureMethod) -> int:
+    """A preset twin's measured bytes, measured once per cache geometry (what its layers hold, not its name)."""
+    key = (m.layer_kinds, m.window, m.chunk, m.n_kv_heads, m.head_dim, m.v_head_dim, m.kv_latent_dim,
+           m.index_head_dim)
+    if key not in measured:
+        measured[key] = measure_kv_cache_bytes(m, context, 1, "bf16", device, method)
+    return measured[key]
+
+
 def _measured_presets(device: str, context: int) -> list[dict]:
     from bench.models.presets import PRESETS
 
     method: MeasureMethod = "allocator" if torch.device(device).type == "cuda" else "profiler"
     out = []
+    measured: dict[tuple, int] = {}  # a cache geometry measured once (DeepSeek-V3.2's MHA/MQA twins are V3's)
     for cfg in PRESETS.values():
         if cfg.encoder_only:
             continue
@@ -197,5 +207,5 @@ def _measured_presets(device: str, context: int) -> list[dict]:
             out.append({"model": cfg.name, "variant": variant, "n_heads": m.n_heads,
                         "n_kv_heads": 1 if m.is_mla else m.n_kv_heads, "kv_elements": elements,
                         "context": context, "dtype": "bf16", "method": method,
-                        "bytes": measure_kv_cache_bytes(m, context, 1, "bf16", device, method)})
+                        "bytes": _measured(measured, m, context, device, method)})
     return out

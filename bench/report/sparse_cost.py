@@ -35,7 +35,7 @@ TWIN_KEYS = shape_keys_but("sparsity")  # a sparse case and its dense twin diffe
 LINE_KEYS = ["backend", "sparsity", "step_q", *shape_keys_but("sparsity", "seq_q", "seq_kv", "batch")]
 CROSSOVER_CLAIM = "Sparse attention beats the best dense kernel from some length S* at its budget"
 SPEEDUP_CLAIM = f"A sparse kernel gets within {1 / IDEAL_SHARE:g}× of the ideal speedup 1/density over its dense run"
-COMMAND = "python -m bench run --profile sparse"
+COMMAND = "python -m bench run --profile sparse"  # every budget (bench.engine.questions names the least command)
 
 
 def budget_label(sparsity: str) -> str:
