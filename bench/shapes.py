@@ -98,6 +98,27 @@ def mask_label(mask: MaskKind, window: int | None, chunk: int | None = None) -> 
     return f"window:{window}" if mask == "window" else f"chunk:{chunk}" if mask == "chunk" else mask
 
 
+def parse_rows(text: str) -> tuple[tuple[int, int, int], ...]:
+    """'rows:12x1:640+2x512:1024' -> ((12, 1, 640), (2, 512, 1024)): groups of N sequences, each Q queries (the
+    last Q of its context) over K keys; 1 <= Q <= K. A replayed trace's step, written out (bench.traces)."""
+    groups = []
+    for part in text.removeprefix("rows:").split("+"):
+        match = re.fullmatch(r"(\d+)x(\d+):(\d+)", part)
+        if not match:
+            raise ShapeError(f"lengths={text!r}: each group is NxQ:K (N sequences of Q queries over K keys), "
+                             f"not {part!r}")
+        n, q, k = map(int, match.groups())
+        if n < 1 or q < 1 or q > k:
+            raise ShapeError(f"lengths={text!r}: group {part!r} needs N >= 1 and 1 <= Q <= K")
+        groups.append((n, q, k))
+    return tuple(groups)
+
+
+def rows_label(groups: list[tuple[int, int, int]] | tuple[tuple[int, int, int], ...]) -> str:
+    """The lengths text of explicit rows (parse_rows' inverse)."""
+    return "rows:" + "+".join(f"{n}x{q}:{k}" for n, q, k in groups)
+
+
 def _later_mask(text: str) -> bool:
     """Whether `text` is the label of a mask kind added after window and chunk (bench.masks.Mask), which a shape
     holds whole in its `mask` field: the four first kinds keep their own fields (window, chunk) and ids."""
@@ -143,7 +164,9 @@ class AttentionShape:
     model: str | None = _dim("the model whose attention geometry this is (run --model-config), empty otherwise",
                              None)
     lengths: str | None = _dim("serving batch: equal / uniform / zipf (sequence lengths drawn at a fixed total token "
-                               "count) or mixed (prefill chunks and decode steps); empty for a dense batch", None)
+                               "count), mixed (prefill chunks and decode steps), or rows:NxQ:K+... (explicit rows: N "
+                               "sequences of Q queries over K keys each, a replayed trace's step); empty for a dense "
+                               "batch", None)
     page_size: int | None = _dim("serving decode: tokens per page of a paged KV cache (empty: a contiguous cache)",
                                  None)
     chunk: int | None = _dim("chunked local attention: chunk size C in keys (empty without a chunk mask)", None)
@@ -198,15 +221,24 @@ class AttentionShape:
     def _check_serving(self) -> None:
         if self.lengths is None and self.page_size is None:
             return
-        if self.lengths is not None and self.lengths not in LENGTHS:
-            raise ShapeError(f"lengths={self.lengths!r} is unknown; expected one of {', '.join(LENGTHS)}")
+        rows = None
+        if self.lengths is not None and self.lengths.startswith("rows:"):
+            rows = parse_rows(self.lengths)
+            want = (sum(n for n, _, _ in rows), max(q for _, q, _ in rows), max(k for _, _, k in rows))
+            if (self.batch, self.seq_q, self.seq_kv) != want:
+                raise ShapeError(f"lengths={self.lengths!r} holds {want[0]} rows, the longest Q {want[1]} and K "
+                                 f"{want[2]}: batch, seq_q and seq_kv must be those, not {self.batch}, {self.seq_q}, "
+                                 f"{self.seq_kv}")
+        elif self.lengths is not None and self.lengths not in LENGTHS:
+            raise ShapeError(f"lengths={self.lengths!r} is unknown; expected one of {', '.join(LENGTHS)} or "
+                             "rows:NxQ:K+...")
         if self.scope != "attention":
             raise ShapeError(f"lengths/page_size describe a serving batch of attention calls, not scope={self.scope!r}")
         if self.seq_q > self.seq_kv:
             raise ShapeError(f"a serving batch needs seq_q <= seq_kv, not seq_q={self.seq_q} > seq_kv={self.seq_kv}")
         if self.page_size is not None:
             _positive(page_size=self.page_size)
-            if self.seq_q == self.seq_kv or self.lengths == "mixed":
+            if self.seq_q == self.seq_kv or self.lengths == "mixed" or (rows and any(q >= k for _, q, k in rows)):
                 raise ShapeError(f"page_size={self.page_size} pages a decode step's KV cache: it needs seq_q < seq_kv "
                                  "and no mixed batch")
         if self.lengths == "mixed" and (self.seq_q != self.seq_kv or self.batch < 2 or not self.causal):

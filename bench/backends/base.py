@@ -126,8 +126,10 @@ ALL_DTYPES = ("fp32", "bf16", "fp16")
 Layout = Literal["per-sequence", "nested", "padded", "packed", "varlen", "paged-gather", "paged-mask", "paged-table"]
 RAGGED_LAYOUTS = ("per-sequence", "nested", "padded", "packed", "varlen")
 PAGED_LAYOUTS = ("paged-gather", "paged-mask", "paged-table")
-# Layouts that hold per-sequence query and key lengths in one call: the only ones a mixed batch fits.
-MIXED_LAYOUTS = ("packed", "varlen")
+# Layouts that give every sequence its own query and key lengths (each bottom-right aligned): the ones a mixed batch
+# (prefill chunks beside decode steps, or whole prompts beside continued ones) fits. Nested tensors' is_causal is
+# top-left aligned, so they take only batches where every sequence is a whole prompt or a single-query step.
+MIXED_LAYOUTS = ("per-sequence", "padded", "packed", "varlen")
 
 
 @dataclass(frozen=True)

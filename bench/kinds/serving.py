@@ -20,7 +20,7 @@ from bench.serving.workload import (
     serving_kv_bytes,
     workload_of,
 )
-from bench.shapes import AttentionShape
+from bench.shapes import AttentionShape, parse_rows, rows_label
 
 if TYPE_CHECKING:
     from bench.reference import Check
@@ -34,11 +34,26 @@ def _score_elements(shape: AttentionShape) -> int:
 def serving_check_shape(shape: AttentionShape) -> AttentionShape:
     """The case, or the same batch (its size, distribution, mask and pages) with the lengths halved until it fits."""
     small = shape
+    if shape.lengths is not None and shape.lengths.startswith("rows:"):
+        return _rows_check_shape(shape)
     while not fits_exactly(_score_elements(small)) and small.seq_kv > 2 * max(16, small.page_size or 0):
         seq_kv = small.seq_kv // 2
         seq_q = seq_kv if small.seq_q == small.seq_kv else small.seq_q
         small = dataclasses.replace(small, seq_q=seq_q, seq_kv=seq_kv,
                                     window=small.mask_value.shorter(shape.seq_kv, seq_kv).window)
+    return small
+
+
+def _rows_check_shape(shape: AttentionShape) -> AttentionShape:
+    """Explicit rows (a trace's step): every row's keys halved (and its queries, a decode row's one query kept)
+    until the batch's float64 reference fits."""
+    small = shape
+    while not fits_exactly(_score_elements(small)) and small.seq_kv > 2 * max(16, small.page_size or 0):
+        groups = [(n, 1 if q == 1 else max(1, q // 2), max(1, k // 2)) for n, q, k in parse_rows(small.lengths)]
+        groups = [(n, min(q, k), k) for n, q, k in groups]
+        small = dataclasses.replace(small, seq_q=max(q for _, q, _ in groups), seq_kv=max(k for _, _, k in groups),
+                                    lengths=rows_label(groups),
+                                    window=small.mask_value.shorter(shape.seq_kv, max(k for _, _, k in groups)).window)
     return small
 
 

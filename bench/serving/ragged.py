@@ -8,10 +8,11 @@ registry line (Backend.layouts, bench.backends.base.Layout):
   packed          every sequence packed into one (1, H, total, D) call under a document mask (block-sparse): flex
   varlen          flash_attn_varlen_func on the packed (total, H, D) layout with cumulative sequence lengths (CUDA):
                   flash-attn
-Mixed batches (prefill chunks beside decode steps) need per-sequence query and key lengths in one call: only the
-MIXED_LAYOUTS (packed, varlen) take that. Layouts are built once, untimed (a serving engine keeps its batch in its
-own layout); the timed call is the attention call alone. Each returns (call, split): split(call()) is the list of
-per-sequence outputs (1, Hq, q_len, D) that the check compares with the float64 reference.
+Mixed batches (prefill chunks beside decode steps) need each sequence's own query and key lengths, bottom-right
+aligned: the MIXED_LAYOUTS (per-sequence, padded, packed, varlen) take them, nested tensors do not (their is_causal
+is top-left aligned). Layouts are built once, untimed (a serving engine keeps its batch in its own layout); the
+timed call is the attention call alone. Each returns (call, split): split(call()) is the list of per-sequence
+outputs (1, Hq, q_len, D) that the check compares with the float64 reference.
 """
 
 from __future__ import annotations
@@ -49,8 +50,8 @@ def ragged(backend: Backend, shape: AttentionShape, w: Workload, seqs: Sequences
     if mixed and layout not in MIXED_LAYOUTS:
         takers = ", ".join(b.name for b in BACKENDS.values() if b.layout(MIXED_LAYOUTS))
         raise Unsupported(f"{backend.name}: a mixed batch (prefill chunks and decode steps) needs per-sequence query "
-                          f"and key lengths in one call; only the {' and '.join(MIXED_LAYOUTS)} layouts take that "
-                          f"({takers})")
+                          f"and key lengths, each bottom-right aligned; only the {', '.join(MIXED_LAYOUTS)} layouts "
+                          f"take that ({takers})")
     return RAGGED[layout](backend, shape, w, seqs)
 
 

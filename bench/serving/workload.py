@@ -8,6 +8,9 @@ No tensors here: records are counted from these numbers alone. The batch comes f
   mixed           (lengths mixed, seq_q == seq_kv = S): the first ceil(B/2) sequences are prefill chunks of S tokens
                   that continue an S-token cached prompt (S queries, 2S keys), the others decode steps (1 query)
                   against contexts drawn uniform at a total of 2S per step: a chunked-prefill scheduler's batch.
+  rows            (lengths rows:NxQ:K+...) explicit groups: N sequences of Q queries over K keys, in order; a
+                  replayed trace's step (bench.traces). Q == K is a whole prompt, Q < K a prefill chunk or decode
+                  step continuing a cached context of K - Q tokens.
   page_size       the decode step's cache lives in pages of that many tokens (bench.serving.paged).
 Distributions, seeded (the same shape always gives the same lengths): equal (all S); uniform (weights uniform in
 [0, 1)); zipf (weights 1/rank for ranks 1..B in a seeded order: one long sequence and a tail of short ones).
@@ -24,7 +27,7 @@ from bench.backends.base import PAGED_LAYOUTS, RAGGED_LAYOUTS, Backend
 from bench.case import shape_kind
 from bench.masks import visible_pairs
 from bench.metrics import ELEMENT_BYTES
-from bench.shapes import AttentionShape
+from bench.shapes import AttentionShape, parse_rows
 
 SEED = 0
 
@@ -77,6 +80,10 @@ class Workload:
 def workload_of(shape: AttentionShape) -> Workload:
     """The sequences of a serving shape (see the module's docstring for each kind)."""
     b, s = shape.batch, shape.seq_q
+    if shape.lengths is not None and shape.lengths.startswith("rows:"):
+        groups = parse_rows(shape.lengths)
+        return Workload(tuple(q for n, q, _ in groups for _ in range(n)),
+                        tuple(k for n, _, k in groups for _ in range(n)), shape.page_size)
     if shape.lengths == "mixed":
         chunks = math.ceil(b / 2)
         decode_kv = draw_lengths("uniform", b - chunks, (b - chunks) * 2 * s)
