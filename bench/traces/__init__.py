@@ -1,0 +1,7 @@
+"""Real traffic: a request trace replayed as the steps a continuous-batching server runs, bucketed into a few
+representative serving batches that every backend times (`bench run --workload`).
+
+requests: the trace's formats and the named workloads; flashinfer: flashinfer-trace workload lines as steps;
+schedule: requests -> steps; buckets: steps -> weighted representative batches and the error that adds; replay: the
+three in one pass, as the plain data a results file keeps. The report's trace section: bench.report.traces.
+"""

@@ -1,0 +1,93 @@
+"""A workload, read, scheduled and bucketed once: what a run plans from and what its results file keeps.
+
+`replay(name, knobs)` reads the trace (bench.traces.requests, or flashinfer-trace steps), schedules it
+(bench.traces.schedule) and buckets its steps (bench.traces.buckets) in one streaming pass; the result is plain
+data (`to_dict`), stored in the run's `workloads` section, so the report weighs each bucket's measured time by its
+steps without the trace file.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.traces.buckets import MAX_BUCKETS, Bucket, Sums, add_step, bucketing_error, buckets_of, merge
+from bench.traces.flashinfer import read_steps
+from bench.traces.requests import Request, file_format, read_requests, source_path
+from bench.traces.schedule import Knobs, Step, schedule
+
+
+@dataclass
+class Tally:
+    """What the requests were: counts, token totals and log2 histograms of their lengths (bin i: [2^i, 2^(i+1)))."""
+
+    requests: int = 0
+    prompt_tokens: int = 0
+    output_tokens: int = 0
+    duration_s: float = 0.0
+    prompt_hist: dict[int, int] | None = None
+    output_hist: dict[int, int] | None = None
+
+    def count(self, requests: Iterator[Request]) -> Iterator[Request]:
+        self.prompt_hist, self.output_hist = {}, {}
+        for r in requests:
+            self.requests += 1
+            self.prompt_tokens += r.prompt
+            self.output_tokens += r.output
+            self.duration_s = r.arrival_s
+            for hist, n in ((self.prompt_hist, r.prompt), (self.output_hist, r.output)):
+                b = int(math.log2(n))
+                hist[b] = hist.get(b, 0) + 1
+            yield r
+
+
+@dataclass(frozen=True)
+class Replay:
+    name: str
+    source: str  # azure, csv, jsonl or flashinfer
+    knobs: Knobs
+    tally: Tally
+    steps: int
+    mixed_steps: int  # steps with prefill and decode rows
+    buckets: tuple[Bucket, ...]
+    error: dict[str, float]
+
+    def to_dict(self) -> dict[str, Any]:
+        t = self.tally
+        return {"source": self.source, "knobs": asdict(self.knobs), "requests": t.requests,
+                "prompt_tokens": t.prompt_tokens, "output_tokens": t.output_tokens, "duration_s": t.duration_s,
+                "prompt_hist": {str(k): v for k, v in sorted((t.prompt_hist or {}).items())},
+                "output_hist": {str(k): v for k, v in sorted((t.output_hist or {}).items())},
+                "steps": self.steps, "mixed_steps": self.mixed_steps, "error": self.error,
+                "buckets": [{"phase": b.phase, "lengths": b.lengths, "steps": b.steps, "rows": b.rows,
+                             "q_tokens": b.q_tokens, "kv_tokens": b.kv_tokens, "packed": b.packed,
+                             "padded": b.padded} for b in self.buckets]}
+
+
+def replay(name: str, knobs: Knobs | None = None, max_buckets: int = MAX_BUCKETS) -> Replay:
+    """The workload `name` (a named one or a file) under `knobs`: cached per file version, so planning and the
+    run's metadata read the trace once."""
+    path = source_path(name)
+    stat = path.stat()
+    return _replay(name, str(path.resolve()), stat.st_mtime_ns, stat.st_size, knobs or Knobs(), max_buckets)
+
+
+@functools.lru_cache(maxsize=8)
+def _replay(name: str, path_text: str, _mtime: int, _size: int, knobs: Knobs, max_buckets: int) -> Replay:
+    path = Path(path_text)
+    kind = file_format(path)
+    tally = Tally()
+    steps: Iterator[Step] = read_steps(path) if kind == "flashinfer" else schedule(tally.count(read_requests(path)),
+                                                                                   knobs)
+    found: Sums = {}
+    n = mixed = 0
+    for step in steps:
+        n += 1
+        mixed += bool(step.prefill and step.decode_rows)
+        add_step(found, step)
+    buckets = merge(buckets_of(found), max_buckets)
+    return Replay(name, kind, knobs, tally, n, mixed, tuple(buckets), bucketing_error(buckets))
