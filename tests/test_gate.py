@@ -57,6 +57,21 @@ def test_decide_order(tmp_path):
     assert shallow.kind == "none" and "no merge base" in shallow.reason and "shallow" in shallow.reason
 
 
+def test_a_workload_is_judged_by_an_ab_of_its_buckets_even_beside_a_baseline_that_counts(tmp_path, monkeypatch,
+                                                                                           capsys):
+    mine = baseline(tmp_path / "mine.json", HOST, 117e9)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(gate, "_git", lambda *args: "c" * 40)
+    ran: list[list[str]] = []
+    code = gate.main(["--device", "cpu", "--workload", "azure-code", "--buckets", "2"],
+                     bench=lambda argv: ran.append(list(argv)) or 0, here=lambda device: (HOST, HERE, mine))
+    (argv,) = ran
+    assert code == 0 and argv[:2] == ["ab", "c" * 40]
+    assert argv[2:argv.index("--device")] == [*gate.TRACE_SWEEP, "--workload", "azure-code"]
+    assert argv[-2:] == ["--buckets", "2"]  # the caller's flags come last, so they override the sweep's
+    assert "--workload azure-code: a stored baseline holds the quick sweep" in capsys.readouterr().err
+
+
 @pytest.mark.slow
 @pytest.mark.serial  # runs an A/B that times both sides: nothing else may share the CPU
 def test_session_against_a_baseline_of_other_ceilings_passes_an_unchanged_tree(tmp_path, monkeypatch, capsys):

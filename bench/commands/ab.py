@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     auto = AutoBlocks(time_s=parse_time(args.ab_time)) if blocks is None else None
     values = {name: getattr(args, name) for name in (*SWEEP_OPTIONS, *(f.name for f in sweeps.axis_fields()))}
     values = {k: v for k, v in values.items() if v is not None}
-    values.setdefault("profile", "quick")
+    values.setdefault("profile", "traces" if values.get("workloads") else "quick")  # as `bench run` chooses
     pythons = None
     if args.python_a or args.python_b:
         if not (args.python_a and args.python_b) or args.rev:

@@ -45,6 +45,18 @@ def model_facts(plan: Plan) -> dict[str, Any] | None:
     return {cfg.name: facts(cfg, plan.sweep.dtypes) for cfg in configs}
 
 
+def workload_facts(plan: Plan) -> dict[str, Any] | None:
+    """--workload: each trace's requests, schedule and weighted buckets, so the report weighs the buckets' times
+    without the trace file."""
+    if not plan.sweep.workloads:
+        return None
+    from bench.engine.sweeps import knobs, trace_page_size
+    from bench.traces.replay import replay
+
+    return {name: replay(name, knobs(plan.sweep), plan.sweep.max_buckets).to_dict()
+            | {"page_size": trace_page_size(plan.sweep)} for name in plan.sweep.workloads}
+
+
 def machine_info_here(environment: dict[str, Any]) -> dict[str, Any]:
     """pytest-benchmark's machine info, with ours (bench.measure.environment, from where the cases run) under
     "attnbench"."""

@@ -42,7 +42,8 @@ class Option:
 
 # Not axes: what to sweep from (profile), where (device, threads), and what to do with the results.
 RUN_OPTIONS = (
-    Option("profile", "profile", "quick | default | heads | decode | serving | full (default: default)"),
+    Option("profile", "profile", "quick | default | heads | decode | serving | sparse | traces | full (default: "
+           "default; traces with --workload)"),
     Option("device", "device", "cpu or cuda (default: cuda when present, else cpu)", {"choices": ["cpu", "cuda"]}),
     Option("threads", "threads", "torch CPU threads (default: torch's choice, recorded)"),
     Option("out", "out", "results file (bench run's default: results/<run-id>.json)", {"type": Path}),
@@ -140,7 +141,7 @@ def plan(values: Mapping[str, Any], default_out: bool = True, listing: bool = Fa
     device = values.get("device") or (default_device() if here else "cuda")
     if device == "cuda" and here and not listing and not cuda_available():
         raise UsageError("--device cuda: torch sees no CUDA device here")
-    name = values.get("profile") or "default"
+    name = values.get("profile") or ("traces" if values.get("workloads") else "default")
     base = sweeps.profile(name, device)
     given = {f.name: _parse(f, v) for f in sweeps.axis_fields() if (v := values.get(f.name)) is not None}
     sweep = base.with_axes(**given)

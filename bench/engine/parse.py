@@ -16,6 +16,19 @@ def ints(text: str) -> tuple[int, ...]:
         raise UsageError(f"expected comma-separated integers, got {text!r}") from None
 
 
+def one_int(text: str) -> int:
+    """A single whole number (a server knob)."""
+    try:
+        return int(text)
+    except ValueError:
+        raise UsageError(f"expected one integer, got {text!r}") from None
+
+
+def one_int_or_none(text: str) -> int | None:
+    """A whole number, or 'none' (no limit)."""
+    return None if text.strip().lower() in ("none", "off") else one_int(text)
+
+
 def seconds(text: str) -> float:
     try:
         return float(text)

@@ -139,7 +139,8 @@ class Session:
         meta = RunMeta(run_id=self.run_id, profile=self.plan.profile, sweep_id=self.plan.sweep_id,
                        axes=dataclasses.asdict(self.plan.sweep), calibration=calibration,
                        fingerprint=self.facts()["fingerprint"], cases=len(self.plan.cases),
-                       models=machine.model_facts(self.plan), kv_measured=kv)
+                       models=machine.model_facts(self.plan), workloads=machine.workload_facts(self.plan),
+                       kv_measured=kv)
         machine_info, commit_info = self._infos
         with interrupt.deferred():  # the file and its journal exist whole, or not at all
             interrupt.stage("write")

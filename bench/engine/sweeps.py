@@ -20,7 +20,18 @@ from typing import Any
 from bench.backends import BACKENDS, backends_for, get_backend
 from bench.case import Case  # re-exported: the engine and its callers name it here
 from bench.engine.geometry import Geometry, axis_geometries, model_geometries
-from bench.engine.parse import duration, ints, one_of, page_size_check, page_sizes, positive_ints_check, seconds, words
+from bench.engine.parse import (
+    duration,
+    ints,
+    one_int,
+    one_int_or_none,
+    one_of,
+    page_size_check,
+    page_sizes,
+    positive_ints_check,
+    seconds,
+    words,
+)
 from bench.errors import InputError, UsageError
 from bench.scores import parse_score
 from bench.shapes import (
@@ -32,11 +43,20 @@ from bench.shapes import (
     case_mask,
     mask_fields,
     parse_mask,
+    parse_rows,
 )
 from bench.sparsity import Sparsity
+from bench.traces.buckets import MAX_BUCKETS
+from bench.traces.schedule import MAX_BATCH_TOKENS, MAX_SEQS, PAGE_SIZE, STEP_MS, Knobs
 
 PHASES = ("prefill", "decode")
 PASSES = ("fwd", "fwd+bwd")
+
+
+def _workload_check(name: str) -> None:
+    from bench.traces.requests import source_path
+
+    source_path(name)
 
 
 def sparsity_labels(text: str) -> tuple[str, ...]:
@@ -105,6 +125,22 @@ class Sweep:
                                           check=positive_ints_check("kv_lora_rank"))
     rope_dims: tuple[int, ...] = axis((32,), "rope-dim", "MLA shared rotary key widths, added to --head-dim for "
                                       "Q/K (DeepSeek-V3: 64 at head dim 128)", check=positive_ints_check("rope_dim"))
+    workloads: tuple[str, ...] | None = axis(None, "workload", "request traces to replay: azure-conv, azure-code "
+                                             "(shipped slices of Azure's LLM inference traces), or files (Azure CSV, "
+                                             "CSV/JSONL of prompt_tokens,output_tokens[,arrival_s], flashinfer-trace "
+                                             "workload JSONL); each is scheduled into server steps, bucketed, and "
+                                             "every bucket timed (see bench.traces)", words, check=_workload_check)
+    max_batch_tokens: int = axis(MAX_BATCH_TOKENS, "max-batch-tokens", "--workload: the server's token budget per "
+                                 f"step (vLLM's max_num_batched_tokens; default {MAX_BATCH_TOKENS})", one_int)
+    max_seqs: int = axis(MAX_SEQS, "max-seqs", f"--workload: sequences per step (vLLM's max_num_seqs; default "
+                         f"{MAX_SEQS})", one_int)
+    prefill_chunk: int | None = axis(None, "prefill-chunk", "--workload: most prompt tokens of one request per step "
+                                     "(vLLM's long_prefill_token_threshold; default none: the step's budget)",
+                                     one_int_or_none)
+    step_ms: float = axis(STEP_MS, "step-ms", f"--workload: the server's step time, the clock requests arrive on "
+                          f"(default {STEP_MS:g})", seconds)
+    max_buckets: int = axis(MAX_BUCKETS, "buckets", f"--workload: representative batches per phase (default "
+                            f"{MAX_BUCKETS}); more buckets, less bucketing error, more cases", one_int)
     budget_s: float = axis(1.0, "budget", "seconds of timing per case before it is marked noisy", seconds)
     time_budget_s: float | None = axis(None, "time-budget", "plan the run to this long, e.g. 10m or none: cases "
                                        "that will not fit are recorded skipped (the small shapes of every family "
@@ -201,6 +237,11 @@ PROFILES: dict[str, dict[str, Sweep]] = {
                          also=(Sweep(backends=backends_for("cpu"), heads=(8,), kv_heads=(2,), batches=(4,),
                                      phases=("decode",), decode_kv=(4096,),
                                      page_sizes=(None, 16, 128), lengths=("uniform",), budget_s=0.2),)),
+        # real traffic: two Azure traces replayed on a vLLM-like server, every bucket on every serving backend, beside
+        # the synthetic grid (one sequence: prefill at 256-2048 tokens, decode against 1k-8k) the claim compares with
+        "traces": Sweep(backends=("naive", "sdpa", "sdpa-math", "sdpa-flash", "flex"), heads=(8,), kv_heads=(2,),
+                        seqs=(256, 512, 1024, 2048), phases=PHASES, decode_kv=(1024, 2048, 4096, 8192),
+                        workloads=("azure-conv", "azure-code"), max_buckets=12, budget_s=0.2),
         "full": Sweep(kv_heads=(8, 4, 2, 1), seqs=(256, 512, 1024, 2048, 4096), batches=(1, 4), head_dims=(64, 128),
                       dtypes=("fp32", "bf16"), masks=("none", "causal", "window:256"), phases=PHASES,
                       passes=PASSES, decode_q=(1, 4)),
@@ -267,6 +308,10 @@ PROFILES: dict[str, dict[str, Sweep]] = {
                          also=(Sweep(heads=(32,), kv_heads=(8,), batches=(16,), head_dims=(128,), dtypes=("bf16",),
                                      phases=("decode",), decode_kv=(8192, 32768), page_sizes=(None, 16, 128, 256),
                                      lengths=("uniform",), budget_s=0.4),)),
+        # a Llama-3-8B-shaped attention (32 query heads over 8 KV heads, D 128) serving two Azure traces
+        "traces": Sweep(heads=(32,), kv_heads=(8,), head_dims=(128,), dtypes=("bf16",), seqs=(1024, 4096, 16384),
+                        phases=PHASES, decode_kv=(4096, 32768), workloads=("azure-conv", "azure-code"),
+                        budget_s=0.3),
         "full": Sweep(heads=(16, 32), kv_heads=(16, 8, 4, 1), seqs=(1024, 2048, 4096, 8192, 16384),
                       tokens_per_batch=16384, head_dims=(64, 128), dtypes=("bf16", "fp16"),
                       masks=("none", "causal", "window:256"), phases=PHASES, passes=PASSES, decode_q=(1, 4),
@@ -348,11 +393,60 @@ def cases(sweep: Sweep, device: str) -> list[Case]:
     if len(set(ids)) != len(ids):
         raise UsageError("the sweep lists the same case twice; check for repeated axis values")
     seen = set(ids)
+    for case in trace_cases(sweep, device):
+        if case.id not in seen:  # two workloads may share a bucket's batch: one case serves both
+            seen.add(case.id)
+            out.append(case)
     for part in sweep.also:
         for case in cases(part, device):
             if case.id not in seen:
                 seen.add(case.id)
                 out.append(case)
+    return out
+
+
+def knobs(sweep: Sweep) -> Knobs:
+    """The replayed server's knobs (--max-batch-tokens, --max-seqs, --prefill-chunk, --step-ms)."""
+    return Knobs(sweep.max_batch_tokens, sweep.max_seqs, sweep.prefill_chunk, sweep.step_ms)
+
+
+def trace_page_size(sweep: Sweep) -> int | None:
+    """The replayed server's KV page size: --page-size's one value, else vLLM's 16 (decode batches only: a prefill
+    batch's chunks attend to their own contiguous keys here)."""
+    if not sweep.page_sizes:
+        return PAGE_SIZE
+    if len(sweep.page_sizes) > 1:
+        raise UsageError("--workload replays one server: give one --page-size (e.g. 16, or contiguous)")
+    return sweep.page_sizes[0]
+
+
+def trace_cases(sweep: Sweep, device: str) -> list[Case]:
+    """--workload: every bucket of every trace (bench.traces) at each head geometry, dtype and causal mask, for every
+    backend with a serving layout; forward, plain softmax (a model's score variant is left out: serving batches
+    take none)."""
+    if not sweep.workloads:
+        return []
+    from bench.backends.base import RAGGED_LAYOUTS
+    from bench.traces.replay import replay
+
+    backends = [b for b in sweep.backends if get_backend(b).layout(RAGGED_LAYOUTS)]
+    page = trace_page_size(sweep)
+    out: list[Case] = []
+    for name in sweep.workloads:
+        buckets = replay(name, knobs(sweep), sweep.max_buckets).buckets
+        for g in geometries(sweep):
+            for dtype, mask_text in itertools.product(sweep.dtypes, g.masks):
+                mask = case_mask(mask_text)
+                if g.is_mla or not mask.causal or mask.variants:
+                    continue  # a server decodes causally; MLA and chunk masks take no serving batch
+                fixed = dict(n_heads=g.n_heads, n_kv_heads=g.n_kv_heads, head_dim=g.head_dim, dtype=dtype,
+                             **mask_fields(mask_text), model=g.model)
+                for b in buckets:
+                    groups = parse_rows(b.lengths)
+                    shape = AttentionShape(batch=sum(n for n, _, _ in groups), seq_q=max(q for _, q, _ in groups),
+                                           seq_kv=max(k for _, _, k in groups), lengths=b.lengths,
+                                           page_size=page if b.phase == "decode" else None, **fixed)
+                    out += [Case(backend, shape, b.phase, "fwd", device) for backend in backends]
     return out
 
 

@@ -11,6 +11,8 @@ An unchanged tree must never fail because the machine changed. So:
    `bench compare` against it.
 3. Otherwise (no baseline, one of another host, one with other ceilings, or one recorded without a host id):
    `bench ab` against the previous commit (HEAD~1), interleaved on this machine.
+With --workload TRACE, the A/B times that trace's buckets (TRACE_SWEEP; a later --buckets overrides) instead of the
+quick sweep, and a stored baseline never counts: it holds the quick sweep, not that traffic.
 It prints which it did and why, and writes reports/regress.md. Exit: that of the command it ran; 2 when nothing can
 be checked (a shallow clone without the previous commit: fetch-depth 2 or more).
 """
@@ -37,6 +39,8 @@ PROFILE = ["--profile", "quick"]
 # Its 45 cases took all of --ab-time's 300 s for their first 7 blocks each (and a compile per FlexAttention case
 # and side), which decides only moves far past the threshold: fewer cases get the blocks that decide x1.1.
 AB_SWEEP = [*PROFILE, "--kv-heads", "2", "--seq", "512"]
+# With --workload: the A/B of that traffic's buckets (bench.traces), four per phase, so it decides within --ab-time.
+TRACE_SWEEP = ["--profile", "traces", "--buckets", "4"]
 
 
 @dataclass(frozen=True)
@@ -69,13 +73,15 @@ def baseline_is_here(doc: RunDocument, host: str, ceilings: Calibration | Mappin
 
 
 def decide(target: str | None, merge_base: str | None, baseline: Path | None, host: str,
-           ceilings: Calibration | Mapping[str, Any], previous: str | None) -> Decision:
+           ceilings: Calibration | Mapping[str, Any], previous: str | None, workload: str | None = None) -> Decision:
     """What to compare against (the module docstring's order); pure, given what the caller found."""
     if target and merge_base:
         return Decision("ab", f"a pull request into {target}: A/B against the merge base {merge_base[:12]}, "
                         "interleaved on this machine", rev=merge_base)
     why = f"no merge base with {target} in this checkout (fetch its history); " if target else ""
-    if baseline is None:
+    if workload:
+        why += f"--workload {workload}: a stored baseline holds the quick sweep, not that traffic"
+    elif baseline is None:
         why += "no stored baseline for this machine's fingerprint"
     else:
         from bench.results import read_run
@@ -133,8 +139,11 @@ def main(argv: Sequence[str] | None = None, bench: Callable[[Sequence[str]], int
                                              if os.environ.get("GITHUB_BASE_REF") else None)
     merge_base = _git("merge-base", "HEAD", target) if target else None
     device = take_option(args, "--device") or ("cuda" if _cuda() else "cpu")
+    workload = take_option(args, "--workload")
+    sweep = [*TRACE_SWEEP, "--workload", workload] if workload else AB_SWEEP
     host, ceilings, baseline = here(device)
-    decision = decide(target, merge_base, baseline, host, ceilings, _git("rev-parse", "--verify", "-q", "HEAD~1"))
+    decision = decide(target, merge_base, baseline, host, ceilings, _git("rev-parse", "--verify", "-q", "HEAD~1"),
+                      workload)
     print(f"attnbench regress: {decision.reason}", file=sys.stderr, flush=True)
     Path(REPORT).parent.mkdir(parents=True, exist_ok=True)
     if decision.kind == "none":
@@ -143,7 +152,7 @@ def main(argv: Sequence[str] | None = None, bench: Callable[[Sequence[str]], int
     if decision.kind == "ab":
         assert decision.rev is not None
         Path(REPORT).unlink(missing_ok=True)
-        code = bench(["ab", decision.rev, *AB_SWEEP, "--device", device, "--format", "markdown", "--output", REPORT,
+        code = bench(["ab", decision.rev, *sweep, "--device", device, "--format", "markdown", "--output", REPORT,
                       *args])
     else:
         # Two passes in two processes: a case regresses only when both are slower, so a stall or a slow spell
