@@ -325,9 +325,9 @@ def test_decode_claim_is_judged_per_kernel_family_and_says_why(tmp_path):
 def test_claims_on_the_realistic_run(realistic):
     verdicts = [c["verdict"] for c in evaluate_claims(realistic[1])]
     # its per-head cost grows below D=64; no KV measured; its synthetic decode step reads Hkv heads in both kernel
-    # families; no MLA decode; no layer timed; no paged decode; no attention variant
+    # families; no MLA decode; no layer timed; no paged decode; no attention variant; no sparsity (two claims); no trace
     assert verdicts == [FAILS, HOLDS, NOT_MEASURED, HOLDS, HOLDS, NOT_MEASURED, NOT_MEASURED, NOT_MEASURED,
-                        NOT_MEASURED, NOT_MEASURED, NOT_MEASURED]
+                        NOT_MEASURED, NOT_MEASURED, NOT_MEASURED, NOT_MEASURED]
 
 
 def test_best_backend_and_headline_speedups(realistic):

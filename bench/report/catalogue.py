@@ -25,6 +25,7 @@ class FigureEntry:
     # draws from every row (serving batches; sparse cases beside their dense twins); every other figure gets the dense
     # rows only, so a ragged, paged or sparse case never shares a line with the dense case of the same (B, S)
     every_row: bool = False
+    reads_run: bool = False  # the drawer also takes the run's RunMeta (a replayed trace's buckets and weights)
 
     @property
     def file(self) -> str:
@@ -86,6 +87,10 @@ CATALOGUE: tuple[FigureEntry, ...] = (
                 "only those K (topk-gather) it grows with the length, the indexer's work being O(S) per query and "
                 "the attention's O(K); a kernel that takes the selection as a mask computes every pair anyway, so "
                 "its share stays flat or falls.", "sparse:indexer_share", every_row=True),
+    FigureEntry("trace_serving", "Real traffic", "Left, what the replayed trace asked for: its requests' prompt and "
+                "output lengths. Right, each backend's attention time to serve the whole trace (every bucket's "
+                "time times the steps it stands for; pale prefill, solid decode); a hatched bar ran only some "
+                "buckets and cannot be ranked.", "traces:trace_serving", every_row=True, reads_run=True),
 )
 # By name, for lookups (the same entries, in the same order).
 FIGURES: dict[str, FigureEntry] = {e.name: e for e in CATALOGUE}

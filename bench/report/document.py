@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from bench.report import kernels
+from bench.report import kernels, traces
 from bench.report.catalogue import FIGURES
 from bench.report.claims import verdicts
 from bench.report.frames import SHAPE_KEYS, geomean, shape_label
@@ -230,6 +230,62 @@ def sparse_section(df: pd.DataFrame) -> list[Block]:
                   rows)]
 
 
+def _long(seconds: float) -> str:
+    """A time to serve: '1,370 s (22.8 min)' when long, fmt_seconds below 100 s."""
+    return f"{seconds:,.0f} s ({seconds / 60:.1f} min)" if seconds >= 100 else fmt_seconds(seconds)
+
+
+def traces_section(run: RunInfo, df: pd.DataFrame) -> list[Block]:
+    """--workload runs: per trace, what it was and how it was scheduled, each backend's time to serve it, the buckets
+    that dominate the winner's time, and the grid's winner beside the trace's (bench.report.traces)."""
+    workloads = run.meta.workloads or {}
+    table = traces.serve_table(df, workloads)
+    if table.empty:
+        return []
+    out: list[Block] = [Heading("Real traffic: replayed traces")]
+    for name, w in workloads.items():
+        mine = table[table["workload"] == name]
+        if mine.empty:
+            continue
+        k = w.get("knobs") or {}
+        err = w.get("error") or {}
+        chunk = f", prompt chunks of at most {k['prefill_chunk']:,}" if k.get("prefill_chunk") else ""
+        out += [Heading(f"Trace: {name}", 3),
+                Para(f"{w.get('requests', 0):,} requests ({w.get('source')}) over {w.get('duration_s', 0):,.0f} s: "
+                     f"{w.get('prompt_tokens', 0):,} prompt and {w.get('output_tokens', 0):,} output tokens. "
+                     f"Scheduled as a continuous-batching server ({k.get('max_batch_tokens')} tokens and "
+                     f"{k.get('max_seqs')} sequences a step{chunk}, a {k.get('step_ms')} ms step clock, KV pages of "
+                     f"{w.get('page_size') or 'contiguous'}): {w.get('steps', 0):,} steps, "
+                     f"{w.get('mixed_steps', 0):,} of them mixing prefill chunks with decode rows. Each step's "
+                     f"prefill half and decode half fall in {len(w.get('buckets') or [])} buckets; their batches "
+                     f"change the trace's attention work by {100 * err.get('packed', 0):+.1f}% counted as packed "
+                     f"pairs and {100 * err.get('padded', 0):+.1f}% as padded ones (the bucketing's error).")]
+        rows = []
+        for _, r in mine.iterrows():
+            total = r["prefill_s"] + r["decode_s"]
+            served = _long(r["served_s"]) if r["complete"] else \
+                f"incomplete ({_long(total)} of what ran)" if total else "ran none"
+            share = f"{100 * r['prefill_s'] / total:.0f}%" if total else "—"
+            fast = [f"{r[f'fast_{p:g}']:.2f}" if pd.notna(r[f"fast_{p:g}"]) else "—" for p in traces.FAST_P]
+            rows.append([r["backend"], f"{r['buckets_ok']} of {r['buckets']}", served, share,
+                         f"{r['tokens_per_s']:,.0f}" if r["complete"] else "—", *fast])
+        out.append(Table(["backend", "buckets run", "time to serve", "prefill share", "tokens / s of attention",
+                          *[f"fast_{p:g}" for p in traces.FAST_P]], rows))
+        complete = mine[mine["complete"]]
+        if complete.empty:
+            continue
+        winner = complete.iloc[0]
+        top = traces.dominant_buckets(df, workloads, winner["backend"], name)
+        out.append(Para(f"fast_p: the share of {traces.BASELINE}'s time to serve spent in buckets where the backend "
+                        f"is at least p× faster. The buckets that take most of {winner['backend']}'s time:", "caption"))
+        out.append(Table(["phase", "batch (rows: N×queries:keys)", "steps", "time a step", "share"],
+                         [[b["phase"], b["lengths"].removeprefix("rows:"), f"{b['steps']:,}",
+                           fmt_seconds(b["median_s"]), f"{100 * b['share']:.0f}%"] for _, b in top.iterrows()]))
+    verdict = traces.grid_vs_trace(df, run.meta)
+    out.append(Para(f"Grid against trace ({verdict.verdict}): {verdict.numbers}"))
+    return out
+
+
 def figure_blocks(files: dict[str, str]) -> list[Block]:
     return [Image(file, FIGURES[name].title, FIGURES[name].how_to_read) for name, file in files.items()]
 
@@ -391,6 +447,7 @@ def build(loaded: Loaded, figures: dict[str, dict[str, str]]) -> list[Block]:
     blocks += _per_run(runs, frame, "Best backends", lambda run, df: best_section(df), several)
     for run in runs:
         blocks += sparse_section(frame[frame["run_id"] == run.run_id])
+        blocks += traces_section(run, frame[frame["run_id"] == run.run_id])
     blocks += environment(runs, frame)
     blocks += _per_run([r for r in runs if r.models], frame, "Models", models_section, several)
     blocks += _per_run(runs, frame, "Figures", lambda run, df: figure_blocks(figures.get(run.run_id, {}))

@@ -31,6 +31,14 @@ def ok_rows(df: pd.DataFrame) -> pd.DataFrame:
     return df[(df["status"] == "ok") & (df["median_s"] > 0)]
 
 
+def trace_rows(df: pd.DataFrame) -> pd.Series:
+    """True where a row is a replayed trace's bucket: a serving batch with explicit rows (lengths rows:...);
+    bench.report.traces reads them, the serving analyses (length distributions, paging) leave them out."""
+    if "lengths" not in df:
+        return pd.Series(False, index=df.index)
+    return df["lengths"].map(lambda v: isinstance(v, str) and v.startswith("rows:")).astype(bool)
+
+
 def serving_rows(df: pd.DataFrame) -> pd.Series:
     """True where a row is a serving batch (`lengths` or `page_size` set; old files have neither column).
 

@@ -67,7 +67,7 @@ def render_figures(loaded: Loaded) -> tuple[dict[str, dict[str, str]], dict[str,
     for i, run in enumerate(loaded.runs):
         df = loaded.frame[loaded.frame["run_id"] == run.run_id]
         files[run.run_id] = {}
-        for name, fig in make_figures(df).items():
+        for name, fig in make_figures(df, run.meta).items():
             file = f"run{i + 1}-{FIGURES[name].file}" if several else FIGURES[name].file
             buf = io.BytesIO()
             fig.savefig(buf, format="png")

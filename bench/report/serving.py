@@ -1,7 +1,8 @@
 """Serving batches in one run's tidy frame -> plain data: time per real token by length distribution, paged against
 contiguous decode, and the claim about what paging costs.
 
-A serving row has `lengths` or `page_size` set (bench.serving). Time per real token = median_s / real_tokens
+A serving row has `lengths` or `page_size` set (bench.serving); a replayed trace's buckets (lengths rows:...) are
+bench.report.traces'. Time per real token = median_s / real_tokens
 (padding never counts as a token). Paged and contiguous decode steps are paired when everything but the page size
 matches: same backend and every other shape field (heads, dtype, mask, batch, context distribution, seq_kv, ...).
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 import pandas as pd
 
 from bench.meta import RunMeta
-from bench.report.frames import ok_rows, serving_rows, shape_keys_but
+from bench.report.frames import ok_rows, serving_rows, shape_keys_but, trace_rows
 from bench.report.traits import PAGED_KERNELS
 from bench.report.verdict import FAILS, HOLDS, NO_FACTS, NOT_MEASURED, Verdict, noisy_note
 
@@ -25,7 +26,7 @@ PAIR_KEYS = ["backend", *shape_keys_but(*VARIED)]
 
 def per_token(df: pd.DataFrame) -> pd.DataFrame:
     """The run's ok prefill serving rows with `s_per_token`: median seconds per real query token."""
-    ok = ok_rows(df[serving_rows(df)])
+    ok = ok_rows(df[serving_rows(df) & ~trace_rows(df)])
     ok = ok[(ok["phase"] == "prefill") & ok["real_tokens"].notna()].copy()
     ok["s_per_token"] = ok["median_s"] / ok["real_tokens"]
     return ok
@@ -33,7 +34,7 @@ def per_token(df: pd.DataFrame) -> pd.DataFrame:
 
 def paged_vs_contiguous(df: pd.DataFrame) -> pd.DataFrame:
     """One row per ok paged decode case whose contiguous twin ran ok: `ratio` = paged time / contiguous time."""
-    ok = ok_rows(df[serving_rows(df)])
+    ok = ok_rows(df[serving_rows(df) & ~trace_rows(df)])
     ok = ok[ok["phase"] == "decode"]
     contiguous = ok[ok["page_size"].isna()][PAIR_KEYS + ["median_s"]].rename(columns={"median_s": "contiguous_s"})
     paged = ok[ok["page_size"].notna()]

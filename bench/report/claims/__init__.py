@@ -20,6 +20,7 @@ from bench.report.layer_share import attention_dominates
 from bench.report.serving import paging_cost
 from bench.report.sparse_cost import sparse_crossover, sparse_speedup
 from bench.report.tables import best_backends
+from bench.report.traces import grid_vs_trace
 from bench.report.variant_cost import variants_within
 from bench.report.verdict import Verdict
 
@@ -38,6 +39,7 @@ CLAIMS: tuple[Claim, ...] = (
     variants_within,
     sparse_crossover,
     sparse_speedup,
+    grid_vs_trace,
 )
 
 

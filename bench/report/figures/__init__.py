@@ -11,6 +11,7 @@ from __future__ import annotations
 import pandas as pd
 from matplotlib.figure import Figure
 
+from bench.meta import RunMeta
 from bench.report.catalogue import CATALOGUE, FIGURES
 from bench.report.frames import dense_rows
 
@@ -24,13 +25,15 @@ def mathtext_safe(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def make_figures(df: pd.DataFrame) -> dict[str, Figure]:
-    """Every figure the run has data for, in catalogue order."""
+def make_figures(df: pd.DataFrame, run: RunMeta | None = None) -> dict[str, Figure]:
+    """Every figure the run has data for, in catalogue order; `run` is the run's own section (what a trace's
+    figure weighs its buckets by)."""
     df = mathtext_safe(df)
     dense = dense_rows(df)
     out = {}
     for entry in CATALOGUE:
-        fig = entry.drawer()(df if entry.every_row else dense)
+        rows = df if entry.every_row else dense
+        fig = entry.drawer()(rows, run or RunMeta()) if entry.reads_run else entry.drawer()(rows)
         if fig is not None:
             out[entry.name] = fig
     return out
