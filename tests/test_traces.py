@@ -568,3 +568,16 @@ def test_rows_with_a_page_size_need_every_query_count_below_its_keys():
     rows_shape(batch=2, lengths="rows:1x4:4+1x1:9")  # a whole prompt beside a decode step: fine unpaged...
     with pytest.raises(ShapeError, match="page_size"):
         rows_shape(batch=2, lengths="rows:1x4:4+1x1:9", page_size=4)  # ...but not paged
+
+
+def test_finished_decode_rows_do_not_pile_up_below_a_long_running_one():
+    """Memory stays flat in the trace's length: the lazy max-heap is rebuilt when finished rows outnumber live ones."""
+    from bench.traces.schedule import _Decoding
+
+    d = _Decoding()
+    d.add(10_000, last_step=1_000_000)  # one long request, at the top of the heap throughout
+    for t in range(10_000):
+        d.add(-t, last_step=t)  # each later request starts lower and ends at once
+        d.finish(t)
+        assert d.rows(t)[0] == 1 and d.rows(t)[3] == t + 10_000
+    assert len(d.top) <= 2 * d.n + 64 and len(d.gone) <= 65

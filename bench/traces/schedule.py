@@ -12,7 +12,8 @@ the same steps.
 
 Decode rows are kept as sums, not a list: request i decoding at step t has t + c_i keys (c_i fixed when its prompt
 ends), so the rows' count, sum, sum of squares and maximum follow from n, sum c, sum c^2 and max c, in O(1) a step
-(a lazy heap for the maximum). Scheduling a 100,000-request trace stays fast and its memory flat.
+(a lazy heap for the maximum, rebuilt from the live rows when the finished ones outnumber them). Scheduling a
+100,000-request trace stays fast and its memory flat.
 """
 
 from __future__ import annotations
@@ -105,6 +106,10 @@ class _Decoding:
             self.c_sum -= c
             self.c_sumsq -= c * c
             self.gone[c] = self.gone.get(c, 0) + 1
+        if len(self.top) > 2 * self.n + 64:  # finished rows below a long-running one pile up: rebuild from the live
+            self.top = [-c for _, c in self.ends]
+            heapq.heapify(self.top)
+            self.gone.clear()
 
 
 def _chunk(p: _Prefilling, budget: int, cap: int | None, rows: list[tuple[int, int]]) -> int:
