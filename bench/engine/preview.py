@@ -1,5 +1,6 @@
-"""`bench run --plan`: the run's plan without running it — per question whether it will be answered, then every
-case with its predicted seconds and what the time budget makes of it (runs, over budget, left out).
+"""`bench run --plan`: the run's plan without running it — each --workload's schedule (requests, steps, distinct step
+shapes, tokens, buckets), per question whether it will be answered, then every case with its predicted seconds and
+what the time budget makes of it (runs, over budget, left out).
 
 On the device here the ceilings are measured first (the run's own calibration); for a GPU that is not here
 (`--device cuda --gpu H200` on any machine) they come from its spec sheet (bench.measure.spec_sheets.spec_calibration),
@@ -16,7 +17,9 @@ from bench.engine.budget import MARGIN
 from bench.engine.cost import predict_all
 from bench.engine.options import Plan
 from bench.engine.questions import Context
+from bench.engine.sweeps import knobs
 from bench.meta import Calibration
+from bench.traces.replay import replay
 
 
 def preview_lines(plan: Plan, calibration: Calibration | Mapping[str, Any]) -> list[str]:
@@ -29,6 +32,7 @@ def preview_lines(plan: Plan, calibration: Calibration | Mapping[str, Any]) -> l
     source = "; ".join(calibration.notes) or "measured here"
     lines = [f"ceilings ({source}): GEMM {(calibration.gemm_flops_per_s or 0) / 1e9:,.0f} GFLOP/s, "
              f"copy {(calibration.copy_bytes_per_s or 0) / 1e9:,.0f} GB/s"]
+    lines += [replay(name, knobs(plan.sweep), plan.sweep.max_buckets).summary() for name in plan.sweep.workloads or ()]
     if budget is None or budget == float("inf"):
         total = sum(predicted.values())
         lines.append(f"no time budget: all {len(plan.cases)} cases run, predicted {fmt_s(elapsed + total)}")

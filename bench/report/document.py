@@ -235,6 +235,17 @@ def _long(seconds: float) -> str:
     return f"{seconds:,.0f} s ({seconds / 60:.1f} min)" if seconds >= 100 else fmt_seconds(seconds)
 
 
+def _step_mix(w: dict) -> str:
+    """', 8,012 prefill only, 14,283 decode only, 3,328 mixing both (21,870 distinct shapes)': each phase's buckets
+    count the steps with that half."""
+    mixed = w.get("mixed_steps", 0)
+    per = {phase: sum(b["steps"] for b in w.get("buckets") or () if b["phase"] == phase) - mixed
+           for phase in ("prefill", "decode")}
+    shapes = f" ({w['shapes']:,} distinct shapes)" if w.get("shapes") else ""
+    return (f": {per['prefill']:,} prefill only, {per['decode']:,} decode only, {mixed:,} mixing prefill chunks with "
+            f"decode rows{shapes}")
+
+
 def traces_section(run: RunInfo, df: pd.DataFrame) -> list[Block]:
     """--workload runs: per trace, what it was and how it was scheduled, each backend's time to serve it, the buckets
     that dominate the winner's time, and the grid's winner beside the trace's (bench.report.traces)."""
@@ -255,8 +266,7 @@ def traces_section(run: RunInfo, df: pd.DataFrame) -> list[Block]:
                      f"{w.get('prompt_tokens', 0):,} prompt and {w.get('output_tokens', 0):,} output tokens. "
                      f"Scheduled as a continuous-batching server ({k.get('max_batch_tokens')} tokens and "
                      f"{k.get('max_seqs')} sequences a step{chunk}, a {k.get('step_ms')} ms step clock, KV pages of "
-                     f"{w.get('page_size') or 'contiguous'}): {w.get('steps', 0):,} steps, "
-                     f"{w.get('mixed_steps', 0):,} of them mixing prefill chunks with decode rows. Each step's "
+                     f"{w.get('page_size') or 'contiguous'}): {w.get('steps', 0):,} steps{_step_mix(w)}. Each step's "
                      f"prefill half and decode half fall in {len(w.get('buckets') or [])} buckets; their batches "
                      f"change the trace's attention work by {100 * err.get('packed', 0):+.1f}% counted as packed "
                      f"pairs and {100 * err.get('padded', 0):+.1f}% as padded ones (the bucketing's error).")]

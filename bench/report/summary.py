@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from bench.report.claims import best_backends, evaluate_claims
+from bench.report.claims import best_backends, verdicts
 from bench.report.load import read_results
 from bench.results import read_run
 from bench.results.entry import group_of
@@ -27,9 +27,9 @@ def summary_lines(results: Path, report: Path | None = None) -> list[str]:
             vs = f", {b['speedup_vs_naive']:.1f}x naive" if b.get("speedup_vs_naive") else ""
             lines.append(f"  {b['family']:<{width}}  {b['best']} ({b['wins']}/{b['shapes']}{vs})")
     lines.append("claims:")
-    for c in evaluate_claims(frame, info.kv_measured):
-        on = f"  [{c['judged_on']}]" if c.get("judged_on") else ""
-        lines.append(f"  {c['verdict']:<13}  {c['claim']}{on}")
+    for v in verdicts(frame, info.meta):  # the run's own facts (its KV measurements, its traces), as the report reads
+        on = f"  [{v.judged_on}]" if v.judged_on else ""
+        lines.append(f"  {v.verdict:<13}  {v.claim}{on}")
     lines.append(f"results: {results}")
     if report is not None:
         lines.append(f"report:  {report}")

@@ -17,7 +17,7 @@ import math
 import pandas as pd
 
 from bench.meta import RunMeta
-from bench.report.frames import dense_rows, geomean, ok_rows, trace_rows
+from bench.report.frames import attention_rows, dense_rows, geomean, ok_rows, trace_rows
 from bench.report.traits import BASELINE
 from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE, NO_FACTS, NOT_MEASURED, Verdict, judged
 
@@ -70,13 +70,15 @@ def serve_table(df: pd.DataFrame, workloads: dict | None) -> pd.DataFrame:
                    "tokens_per_s": tokens / served if complete and served else math.nan}
             row |= fast_p(mine.set_index(["phase", "lengths"]), base)
             out.append(row)
-    ran = set(zip(times["workload"], times["backend"], strict=True))
-    tried = df.loc[trace_rows(df), "backend"].unique()
+    ran = {(r["workload"], *(r[k] for k in GEOMETRY), r["backend"]) for r in out}
     for name, w in (workloads or {}).items():  # a backend that ran no bucket of a trace ok is listed too
-        out += [{"workload": name, **{k: None for k in GEOMETRY}, "backend": b, "buckets_ok": 0,
-                 "buckets": len(bucket_table(w)), "complete": False, "served_s": math.nan, "prefill_s": 0.0,
-                 "decode_s": 0.0, "tokens_per_s": math.nan, **{f"fast_{p:g}": 0.0 for p in FAST_P}}
-                for b in tried if (name, b) not in ran and name in set(times["workload"])]
+        tried = df[trace_rows(df)].merge(bucket_table(w)[["phase", "lengths"]], on=["phase", "lengths"])
+        for (*geo, backend), _ in tried.groupby([*GEOMETRY, "backend"], dropna=False):
+            if (name, *geo, backend) not in ran and (name, *geo) in {key[:-1] for key in ran}:
+                out.append({"workload": name, **dict(zip(GEOMETRY, geo, strict=True)), "backend": backend,
+                            "buckets_ok": 0, "buckets": len(bucket_table(w)), "complete": False,
+                            "served_s": math.nan, "prefill_s": 0.0, "decode_s": 0.0, "tokens_per_s": math.nan,
+                            **{f"fast_{p:g}": 0.0 for p in FAST_P}})
     table = pd.DataFrame(out)
     return table.sort_values(["workload", "complete", "served_s"], ascending=[True, False, True],
                              ignore_index=True)
@@ -109,7 +111,8 @@ def grid_winner(df: pd.DataFrame, geometry: dict, backends: set[str]) -> tuple[s
     grid = ok_rows(dense_rows(df))
     if grid.empty:
         return None, 0
-    grid = grid[(grid["scope"] == "attention") & (grid["pass"] == "fwd") & grid["backend"].isin(backends)]
+    grid = attention_rows(grid)
+    grid = grid[(grid["pass"] == "fwd") & grid["backend"].isin(backends)]
     for key, value in geometry.items():
         grid = grid[grid[key] == value]
     if grid.empty:
@@ -124,6 +127,10 @@ def grid_winner(df: pd.DataFrame, geometry: dict, backends: set[str]) -> tuple[s
     return str(score.index[0]), shapes
 
 
+def _s(seconds: float) -> str:
+    return f"{seconds:,.0f} s" if seconds >= 100 else f"{seconds:.3g} s"
+
+
 def grid_vs_trace(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
     """The claim: the backend fastest on the synthetic grid is the one that serves the real trace fastest."""
     claim = "The backend fastest on the synthetic grid serves real traffic (a replayed trace) fastest"
@@ -131,11 +138,12 @@ def grid_vs_trace(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
     if table.empty:
         return Verdict(claim, NOT_MEASURED, "no replayed trace in this run (bench run --workload azure-conv)")
     found, verdicts = [], []
+    unservable = False  # a grid winner that cannot run the trace's batches in its serving layout
     for (name, *geo), grp in table.groupby(["workload", *GEOMETRY], dropna=False):
         complete = grp[grp["complete"]]
         geometry = dict(zip(GEOMETRY, geo, strict=True))
         grid, shapes = grid_winner(df, geometry, set(grp["backend"]))
-        where = f"{name} (Hq={geometry['n_heads']} Hkv={geometry['n_kv_heads']} {geometry['dtype']})"
+        where = f"{name} (Hq={geometry['n_heads']:.0f} Hkv={geometry['n_kv_heads']:.0f} {geometry['dtype']})"
         if complete.empty or grid is None:
             found.append(f"{where}: " + ("no backend ran every bucket" if complete.empty else "no grid case ran"))
             verdicts.append(NOT_MEASURED)
@@ -146,21 +154,30 @@ def grid_vs_trace(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
         if grid == winner["backend"]:
             verdicts.append(HOLDS)
             found.append(f"{where}: {grid} wins both (grid of {shapes} shapes; serves the trace in "
-                         f"{winner['served_s']:,.3g} s)")
+                         f"{_s(winner['served_s'])})")
         elif math.isnan(grid_s):
             verdicts.append(FAILS)
+            unservable = True
+            among, _ = grid_winner(df, geometry, set(complete["backend"]))
+            among_s = float(complete.loc[complete["backend"] == among, "served_s"].iloc[0]) if among else math.nan
+            then = (f"{winner['backend']} wins both" if among == winner["backend"] else
+                    f"the grid's winner {among} serves it in {_s(among_s)}, {among_s / winner['served_s']:.2f}× "
+                    f"the trace's winner {winner['backend']} ({_s(winner['served_s'])})") if among else \
+                f"{winner['backend']} serves it in {_s(winner['served_s'])}"
             found.append(f"{where}: the grid's winner {grid} cannot serve every bucket "
                          f"({int(grid_row['buckets_ok'].iloc[0]) if not grid_row.empty else 0} of "
-                         f"{int(winner['buckets'])}); {winner['backend']} serves it in {winner['served_s']:.3g} s")
+                         f"{int(winner['buckets'])}); among the backends that can, {then}")
         else:
             ratio = grid_s / winner["served_s"]
             verdicts.append(INCONCLUSIVE if ratio < CLOSE else FAILS)
-            found.append(f"{where}: the grid's winner {grid} serves it in {grid_s:.3g} s, {ratio:.2f}× the trace's "
-                         f"winner {winner['backend']} ({winner['served_s']:.3g} s)")
+            found.append(f"{where}: the grid's winner {grid} serves it in {_s(grid_s)}, {ratio:.2f}× the trace's "
+                         f"winner {winner['backend']} ({_s(winner['served_s'])})")
     verdict = next((v for v in (FAILS, INCONCLUSIVE, HOLDS) if v in verdicts), NOT_MEASURED)
     why = "" if verdict == HOLDS else ("the winners are within 5% of each other: a rerun may swap them"
                                        if verdict == INCONCLUSIVE else
-                                       "the trace's batches (many short rows, chunked prefills over cached "
+                                       ("the grid's winner cannot run the trace's ragged batches in the layout its "
+                                        "users give it (the cases that did not run say why); " if unservable else "")
+                                       + "the trace's batches (many short rows, chunked prefills over cached "
                                        "context, paged decode) are not the grid's one-sequence shapes")
     return Verdict(claim, verdict, "; ".join(found) + ".", why if verdict != NOT_MEASURED else "",
                    judged_on=judged(", ".join(sorted(run.workloads or {})), ", ".join(sorted(set(table["backend"])))))

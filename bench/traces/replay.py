@@ -20,6 +20,9 @@ from bench.traces.flashinfer import read_steps
 from bench.traces.requests import Request, file_format, read_requests, source_path
 from bench.traces.schedule import Knobs, Step, schedule
 
+# distinct step shapes are counted exactly up to here (~3 MiB of hashes; a 100,000-request trace has ~840,000 steps)
+DISTINCT_CAP = 50_000
+
 
 @dataclass
 class Tally:
@@ -53,8 +56,20 @@ class Replay:
     tally: Tally
     steps: int
     mixed_steps: int  # steps with prefill and decode rows
+    shapes: int  # distinct step shapes (prefill rows and decode sums), counted up to DISTINCT_CAP
     buckets: tuple[Bucket, ...]
     error: dict[str, float]
+
+    def summary(self) -> str:
+        """One line for --plan: what the trace asks for, the schedule, and what bucketing makes of it."""
+        t, phases = self.tally, [b.phase for b in self.buckets]
+        asked = (f"{t.requests:,} requests over {t.duration_s:,.0f} s ({t.prompt_tokens:,} prompt + "
+                 f"{t.output_tokens:,} output tokens) -> " if t.requests else "")
+        shapes = f"{self.shapes:,}" if self.shapes < DISTINCT_CAP else f"over {DISTINCT_CAP:,}"
+        return (f"trace {self.name}: {asked}{self.steps:,} steps ({self.mixed_steps:,} mixed, {shapes} distinct "
+                f"shapes, {sum(b.q_tokens for b in self.buckets):,} query tokens) -> {phases.count('prefill')} "
+                f"prefill and {phases.count('decode')} decode buckets; bucketing error "
+                f"{100 * self.error['packed']:+.1f}% packed, {100 * self.error['padded']:+.1f}% padded")
 
     def to_dict(self) -> dict[str, Any]:
         t = self.tally
@@ -62,7 +77,7 @@ class Replay:
                 "prompt_tokens": t.prompt_tokens, "output_tokens": t.output_tokens, "duration_s": t.duration_s,
                 "prompt_hist": {str(k): v for k, v in sorted((t.prompt_hist or {}).items())},
                 "output_hist": {str(k): v for k, v in sorted((t.output_hist or {}).items())},
-                "steps": self.steps, "mixed_steps": self.mixed_steps, "error": self.error,
+                "steps": self.steps, "mixed_steps": self.mixed_steps, "shapes": self.shapes, "error": self.error,
                 "buckets": [{"phase": b.phase, "lengths": b.lengths, "steps": b.steps, "rows": b.rows,
                              "q_tokens": b.q_tokens, "kv_tokens": b.kv_tokens, "packed": b.packed,
                              "padded": b.padded} for b in self.buckets]}
@@ -84,10 +99,13 @@ def _replay(name: str, path_text: str, _mtime: int, _size: int, knobs: Knobs, ma
     steps: Iterator[Step] = read_steps(path) if kind == "flashinfer" else schedule(tally.count(read_requests(path)),
                                                                                    knobs)
     found: Sums = {}
+    seen: set[int] = set()  # hashes of the step shapes, up to DISTINCT_CAP of them: memory stays bounded
     n = mixed = 0
     for step in steps:
         n += 1
         mixed += bool(step.prefill and step.decode_rows)
+        if len(seen) < DISTINCT_CAP:
+            seen.add(hash(step))
         add_step(found, step)
     buckets = merge(buckets_of(found), max_buckets)
-    return Replay(name, kind, knobs, tally, n, mixed, tuple(buckets), bucketing_error(buckets))
+    return Replay(name, kind, knobs, tally, n, mixed, len(seen), tuple(buckets), bucketing_error(buckets))

@@ -53,18 +53,18 @@ def trace_serving(df: pd.DataFrame, run: RunMeta) -> Figure | None:
                        hatch=None if complete else "//")
             right.barh(y[i], decode[i], left=prefill[i], color=backend_color(backend), alpha=1.0 if complete else 0.3,
                        hatch=None if complete else "//")
-            note = "" if complete else f"  ran {mine.loc[backend, 'buckets_ok']} of {mine.loc[backend, 'buckets']}" \
-                                        " buckets: not ranked"
-            right.text(prefill[i] + decode[i], y[i], f" {prefill[i] + decode[i]:,.4g} s{note}", va="center",
-                       fontsize=8)
+            total, ran = prefill[i] + decode[i], int(mine.loc[backend, "buckets_ok"])
+            tail = f" ({total:,.4g} s): not ranked" if ran else ": not ranked (see the cases that did not run)"
+            label = f" {total:,.4g} s" if complete else f" ran {ran} of {mine.loc[backend, 'buckets']} buckets{tail}"
+            right.text(total, y[i], label, va="center", fontsize=8)
         right.set_yticks(y, order)
         right.invert_yaxis()
         right.set_xlabel("attention time to serve the trace, s (pale: prefill, solid: decode)")
         right.set_xlim(0, 1.35 * max(prefill + decode))
         right.grid(axis="x", alpha=0.3)
         first = mine.iloc[0]
-        right.set_title(f"Hq={int(first['n_heads'])} Hkv={int(first['n_kv_heads'])} D={int(first['head_dim'])} "
-                        f"{first['dtype']}, "
+        right.set_title(f"{name} at Hq={int(first['n_heads'])} Hkv={int(first['n_kv_heads'])} "
+                        f"D={int(first['head_dim'])} {first['dtype']}, "
                         f"{w.get('knobs', {}).get('max_batch_tokens')} tokens / step, pages of "
                         f"{w.get('page_size') or 'contiguous'}", fontsize=10)
     return fig

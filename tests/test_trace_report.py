@@ -1,0 +1,127 @@
+"""The report's reading of replayed traces (bench.report.traces): time to serve weighted by each bucket's steps,
+fast_p against the baseline, incomplete backends named, and the grid-against-trace claim on synthetic runs whose
+answers are known."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from bench.report import traces
+from bench.report.load import read_results
+from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE, NO_FACTS, NOT_MEASURED
+from tests.results_factory import make_record, make_run
+
+PREFILL, DECODE = "rows:2x64:64", "rows:4x1:512"
+WORKLOAD = {"source": "csv", "requests": 10, "prompt_tokens": 1280, "output_tokens": 400, "duration_s": 5.0,
+            "steps": 110, "mixed_steps": 0, "knobs": {"max_batch_tokens": 2048, "max_seqs": 256,
+                                                      "prefill_chunk": None, "step_ms": 25.0},
+            "error": {"packed": 0.01, "padded": -0.02},
+            "buckets": [{"phase": "prefill", "lengths": PREFILL, "steps": 10},
+                        {"phase": "decode", "lengths": DECODE, "steps": 100}]}
+
+
+def bucket(backend: str, phase: str, median_s: float, status: str = "ok") -> dict:
+    lengths, batch, seq = (PREFILL, 2, 64) if phase == "prefill" else (DECODE, 4, 512)
+    rec = make_record(backend, n_kv_heads=2, seq=seq, batch=batch, phase=phase, median_s=median_s, status=status,
+                      lengths=lengths, page_size=16)
+    rec["case_id"] += f"-lengths={lengths}"
+    return rec
+
+
+def grid(backend: str, prefill_s: float, decode_s: float) -> list[dict]:
+    return [make_record(backend, n_kv_heads=2, seq=512, median_s=prefill_s),
+            make_record(backend, n_kv_heads=2, seq=1024, phase="decode", median_s=decode_s)]
+
+
+def frame(records: list[dict], tmp_path: Path):
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(make_run(records)))
+    return read_results(path)[0]
+
+
+RUN = dataclasses.replace(NO_FACTS, workloads={"w": WORKLOAD})
+# naive serves in 10 x 2 ms + 100 x 1 ms = 120 ms, sdpa-flash in 100 ms, flex in 45 ms
+TRACE = [bucket("naive", "prefill", 2e-3), bucket("naive", "decode", 1e-3),
+         bucket("sdpa-flash", "prefill", 1e-3), bucket("sdpa-flash", "decode", 0.9e-3),
+         bucket("flex", "prefill", 0.5e-3), bucket("flex", "decode", 0.4e-3)]
+GRID_FLASH_WINS = [*grid("naive", 5e-3, 3e-4), *grid("sdpa-flash", 1e-3, 1e-4), *grid("flex", 2e-3, 2e-4)]
+
+
+def test_time_to_serve_weighs_each_bucket_by_its_steps_and_sorts_fastest_first(tmp_path):
+    table = traces.serve_table(frame(TRACE, tmp_path), RUN.workloads)
+    assert list(table["backend"]) == ["flex", "sdpa-flash", "naive"]
+    served = dict(zip(table["backend"], table["served_s"], strict=True))
+    assert served == pytest.approx({"flex": 0.045, "sdpa-flash": 0.1, "naive": 0.12})
+    flex = table.iloc[0]
+    assert flex["prefill_s"] == pytest.approx(0.005) and flex["decode_s"] == pytest.approx(0.04)
+    assert flex["tokens_per_s"] == pytest.approx((1280 + 400) / 0.045)
+    assert bool(flex["complete"]) and flex["buckets_ok"] == flex["buckets"] == 2
+
+
+def test_fast_p_is_the_share_of_the_baseline_time_in_buckets_at_least_p_times_faster(tmp_path):
+    table = traces.serve_table(frame(TRACE, tmp_path), RUN.workloads).set_index("backend")
+    # flex: 4x on prefill, 2.5x on decode: every bucket; sdpa-flash: 2x on prefill (20 of naive's 120 ms), 1.11x on
+    # decode
+    assert [table.loc["flex", f"fast_{p:g}"] for p in traces.FAST_P] == pytest.approx([1.0, 1.0, 1.0])
+    assert [table.loc["sdpa-flash", f"fast_{p:g}"] for p in traces.FAST_P] == pytest.approx([1.0, 1 / 6, 1 / 6])
+    assert [table.loc["naive", f"fast_{p:g}"] for p in traces.FAST_P] == pytest.approx([1.0, 0.0, 0.0])
+
+
+def test_a_backend_missing_a_bucket_is_incomplete_and_one_that_ran_none_is_listed(tmp_path):
+    recs = [*TRACE[:4], bucket("flex", "prefill", 0.5e-3), bucket("flex", "decode", 0.0, status="unsupported"),
+            bucket("sdpa", "prefill", 0.0, status="unsupported"), bucket("sdpa", "decode", 0.0, status="error")]
+    table = traces.serve_table(frame(recs, tmp_path), RUN.workloads).set_index("backend")
+    assert not table.loc["flex", "complete"] and math.isnan(table.loc["flex", "served_s"])
+    assert table.loc["flex", "buckets_ok"] == 1 and table.loc["flex", "fast_2"] == pytest.approx(20 / 120)
+    assert table.loc["sdpa", "buckets_ok"] == 0 and not table.loc["sdpa", "complete"]
+    assert list(table.index[:2]) == ["sdpa-flash", "naive"]  # the complete ones first, fastest first
+
+
+def test_dominant_buckets_are_the_backends_largest_shares(tmp_path):
+    top = traces.dominant_buckets(frame(TRACE, tmp_path), RUN.workloads, "flex", "w")
+    assert list(top["lengths"]) == [DECODE, PREFILL]
+    assert list(top["share"]) == pytest.approx([0.04 / 0.045, 0.005 / 0.045])
+
+
+def test_the_claim_fails_when_the_grid_winner_is_not_the_trace_winner_and_names_both(tmp_path):
+    verdict = traces.grid_vs_trace(frame([*TRACE, *GRID_FLASH_WINS], tmp_path), RUN)
+    assert verdict.verdict == FAILS
+    assert "grid's winner sdpa-flash serves it in 0.1 s, 2.22× the trace's winner flex" in verdict.numbers
+
+
+def test_the_claim_holds_when_one_backend_wins_both(tmp_path):
+    grid_flex_wins = [*grid("naive", 5e-3, 3e-4), *grid("sdpa-flash", 2e-3, 2e-4), *grid("flex", 1e-3, 1e-4)]
+    verdict = traces.grid_vs_trace(frame([*TRACE, *grid_flex_wins], tmp_path), RUN)
+    assert verdict.verdict == HOLDS and "flex wins both (grid of 2 shapes" in verdict.numbers
+
+
+def test_winners_within_five_percent_are_inconclusive(tmp_path):
+    close = [*TRACE[:4], bucket("flex", "prefill", 1e-3), bucket("flex", "decode", 0.86e-3)]  # 96 ms vs 100 ms
+    verdict = traces.grid_vs_trace(frame([*close, *GRID_FLASH_WINS], tmp_path), RUN)
+    assert verdict.verdict == INCONCLUSIVE and "1.04×" in verdict.numbers
+
+
+def test_a_grid_winner_that_cannot_serve_every_bucket_fails_the_claim(tmp_path):
+    recs = [*TRACE[:2], *TRACE[4:], bucket("sdpa-flash", "prefill", 1e-3),
+            bucket("sdpa-flash", "decode", 0.0, status="unsupported")]
+    verdict = traces.grid_vs_trace(frame([*recs, *GRID_FLASH_WINS], tmp_path), RUN)
+    assert verdict.verdict == FAILS and "sdpa-flash cannot serve every bucket (1 of 2)" in verdict.numbers
+
+
+def test_without_a_trace_or_without_a_grid_the_claim_is_not_measured(tmp_path):
+    assert traces.grid_vs_trace(frame(GRID_FLASH_WINS, tmp_path), NO_FACTS).verdict == NOT_MEASURED
+    no_grid = traces.grid_vs_trace(frame(TRACE, tmp_path), RUN)
+    assert no_grid.verdict == NOT_MEASURED and "no grid case ran" in no_grid.numbers
+
+
+def test_trace_buckets_are_left_out_of_the_grid_and_of_the_serving_analyses(tmp_path):
+    from bench.report.frames import dense_rows, trace_rows
+
+    df = frame([*TRACE, *GRID_FLASH_WINS], tmp_path)
+    assert int(trace_rows(df).sum()) == len(TRACE)
+    assert len(dense_rows(df)) == len(GRID_FLASH_WINS)
