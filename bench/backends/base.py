@@ -163,6 +163,9 @@ class Backend:
     # how it executes a mask or a keep-set (bench.sparse_pairs.EXECUTES), for its executed FLOPs; None: unknown
     executes: str | None = None
     dense: bool = True  # False: it runs sparse attention only (a keep-set is its input), never a dense case
+    # the backends whose kernels it picks among by itself (torch SDPA's dispatcher): the report measures its choice
+    # against the fastest of them
+    chooses: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "fn", keyword_backend(self.fn))

@@ -15,6 +15,7 @@ import pandas as pd
 from bench.report import kernels, traces
 from bench.report.catalogue import FIGURES
 from bench.report.claims import verdicts
+from bench.report.claims.auto_choice import default_loss
 from bench.report.frames import SHAPE_KEYS, geomean, shape_label
 from bench.report.load import Loaded, RunInfo
 from bench.report.model_section import model_summary
@@ -183,9 +184,12 @@ def best_section(df: pd.DataFrame) -> list[Block]:
     if best:
         blocks.append(Para("Best backend per shape family: the one fastest at the most shapes of the family "
                            f"(lengths, head counts), with its geometric-mean speedup over {BASELINE}."))
-        blocks.append(Table(["shape family", "best backend", "fastest at", "runner-up", f"best vs {BASELINE}"],
+        loss = default_loss(df)  # torch SDPA's automatic choice against the fastest kernel it could have forced
+        extra = ["automatic SDPA vs its fastest kernel"] if loss else []
+        blocks.append(Table(["shape family", "best backend", "fastest at", "runner-up", f"best vs {BASELINE}", *extra],
                             [[b["family"], b["best"], f"{b['wins']} of {b['shapes']} shapes", text(b["runner_up"]),
-                              _times(b["speedup_vs_naive"])] for b in best]))
+                              _times(b["speedup_vs_naive"]), *([_times(loss[b["family"]]) if b["family"] in loss
+                                                                else "–"] if loss else [])] for b in best]))
     head = headline_speedups(df)
     if head:
         blocks.append(Para(f"Speedup over {BASELINE} per backend, over the shapes both ran."))

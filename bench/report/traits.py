@@ -15,6 +15,8 @@ MATERIALISING: tuple[str, ...] = tuple(name for name, b in BACKENDS.items() if b
 FLASH_STYLE: tuple[str, ...] = tuple(name for name, b in BACKENDS.items() if b.memory == "tiled")
 # The baseline of every speedup: the registry's first materialising backend, the textbook implementation.
 BASELINE: str = MATERIALISING[0]
+# An automatic chooser (torch SDPA) -> the forced kernels it picks among, as the registry lists them.
+AUTOMATIC: dict[str, tuple[str, ...]] = {name: b.chooses for name, b in BACKENDS.items() if b.chooses}
 # Backends with a real paged kernel: their paged layout reads the pages in place (not "paged-gather").
 PAGED_KERNELS: tuple[str, ...] = tuple(name for name, b in BACKENDS.items()
                                        if b.layout(PAGED_LAYOUTS) not in (None, "paged-gather"))

@@ -12,6 +12,7 @@ from collections.abc import Callable
 import pandas as pd
 
 from bench.meta import RunMeta
+from bench.report.claims.auto_choice import auto_choice
 from bench.report.claims.decode import expanding_decode_speedup, fused_decode_speedup, mla_decode_step
 from bench.report.claims.heads import heads_free_lunch
 from bench.report.claims.kv_cache import kv_cache_shrink
@@ -40,6 +41,7 @@ CLAIMS: tuple[Claim, ...] = (
     sparse_crossover,
     sparse_speedup,
     grid_vs_trace,
+    auto_choice,
 )
 
 

@@ -71,8 +71,9 @@ def speedup_heatmap(df: pd.DataFrame) -> Figure | None:
                         ax.add_patch(_hatched_cell(j, i))
                     elif base.get(seq, "ok") != "ok":
                         text = f"{BASELINE}\n{SHORT_LABELS.get(base[seq], '?')}"
-                    else:
-                        text = ""
+                    else:  # no case of this backend at this length (or none of the baseline's): not a blank cell
+                        text = "not run" if cell.empty else f"no {BASELINE}"
+                        ax.add_patch(_hatched_cell(j, i))
                     ax.text(j, i, text, ha="center", va="center", fontsize=8.5, color=color)
             ax.set_xticks(range(len(seqs)), [fmt_tokens(s) for s in seqs])
             ax.set_yticks(range(len(backends)), backends)
