@@ -443,7 +443,7 @@ def test_roofline(figures):
     ax = figures["roofline"].axes[0]
     lines = _data_lines(ax)
     assert lines["ceiling:gemm"].get_ydata()[0] == pytest.approx(195)  # GFLOP/s
-    assert {"sdpa-flash:prefill", "sdpa-flash:decode", "naive:prefill"} <= set(lines)
+    assert {"sdpa-flash:prefill:fp32", "sdpa-flash:decode:fp32", "naive:prefill:fp32"} <= set(lines)
     assert ax.get_xscale() == "log" and "GFLOP/s" in ax.get_ylabel()
 
 
@@ -606,3 +606,26 @@ def test_speedup_heatmap_marks_a_length_a_backend_never_ran_as_not_run(tmp_path)
     ax = next(a for a in speedup_heatmap(_frame(recs, tmp_path)).axes if a.get_title())
     texts = [t.get_text() for t in ax.texts]
     assert texts == ["4×", "4×", "not run"] and len(ax.patches) == 1  # the empty cell is hatched, not blank
+
+
+def test_roofline_draws_each_dtypes_ceiling_and_says_why_a_point_sits_above_its_own(tmp_path):
+    from bench.report.figures.speed import roofline
+
+    def at(flops_per_s: float, **kw) -> dict:
+        rec = make_record("sdpa", **kw)
+        return make_record("sdpa", median_s=rec["flops"] / flops_per_s, **kw)
+
+    recs = [at(1e10, phase="decode", seq=1024),  # intensity 0.5: above the 5 GFLOP/s copy roof, its 4 MB cached
+            at(5e9, dtype="bf16", seq=1024),  # above bf16's 1 GFLOP/s, under fp32's 100: computes in fp32
+            at(3e11, seq=2048)]  # above everything
+    doc = make_run(recs, calibration={"gemm_flops_per_s": 1e11, "gemm_flops_per_s_bf16": 1e9,
+                                      "copy_bytes_per_s": 1e10})
+    doc["machine_info"]["attnbench"]["llc_bytes"] = 32 * 2**20
+    ax = roofline(read_results(write(tmp_path / "r.json", doc))[0]).axes[0]
+    lines = _data_lines(ax)
+    assert lines["ceiling:gemm"].get_ydata()[0] == pytest.approx(100)  # GFLOP/s
+    assert lines["ceiling:gemm:bf16"].get_ydata()[0] == pytest.approx(1)
+    note = next(t.get_text() for t in ax.texts if "above" in t.get_text())
+    assert note.startswith("3 point(s) above their dtype's ceiling")
+    assert "1 whose bytes fit in the 32 MiB last-level cache" in note
+    assert "1 in bf16 under fp32's ceiling" in note and "1 beyond every ceiling (a calibration taken on a busy" in note

@@ -13,6 +13,7 @@ import os
 import platform
 import re
 import subprocess
+from pathlib import Path
 from typing import Any
 
 FINGERPRINT_FIELDS = ("device", "cpu_model", "gpu_name", "torch", "cuda", "threads")
@@ -41,6 +42,26 @@ def memory_bytes() -> int | None:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
         return None
+
+
+def last_level_cache_bytes(device: str) -> int | None:
+    """The largest data cache the device has (CPU: cpu0's highest cache level, from sysfs; CUDA: its L2), or None:
+    a decode step whose bytes fit in it may read faster than DRAM, and the roofline says so."""
+    if device == "cuda":
+        import torch
+
+        return int(getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 0)) or None
+    sizes = {}
+    for index in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
+        try:
+            if (index / "type").read_text().strip() == "Instruction":
+                continue
+            text = (index / "size").read_text().strip()
+            scale = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1:], 1)
+            sizes[int((index / "level").read_text())] = int(text.rstrip("KMG")) * scale
+        except (OSError, ValueError):
+            continue
+    return sizes[max(sizes)] if sizes else None
 
 
 def git_commit() -> str | None:
@@ -175,6 +196,7 @@ def environment(device: str, profile: str) -> dict[str, Any]:
         "gpu_name": gpu_name(device),
         "gpu_capability": list(torch.cuda.get_device_capability()) if cuda else None,
         "device_memory_bytes": torch.cuda.get_device_properties(0).total_memory if cuda else memory_bytes(),
+        "llc_bytes": last_level_cache_bytes("cuda" if cuda else "cpu"),
         "allocator": {k: v for k, v in os.environ.items() if k.startswith("MALLOC_") or k == "LD_PRELOAD"},
         "nvml": nvml_state(),
         "git_commit": git_commit(),

@@ -59,8 +59,9 @@ CATALOGUE: tuple[FigureEntry, ...] = (
                 f"that length (blue: faster than {BASELINE}, red: slower); grey hatched cells did not run, with the "
                 "reason.", "speedup:speedup_heatmap"),
     FigureEntry("roofline", "Roofline", "Points under the sloped part of the ceiling are limited by memory "
-                "bandwidth, under the flat part by compute; the gap to the ceiling is what a better kernel could "
-                "still gain.", "speed:roofline"),
+                "bandwidth, under the flat part by compute; each dtype has its own flat GEMM ceiling (its points "
+                "filled alike), and the gap to a point's own ceiling is what a better kernel could still gain.",
+                "speed:roofline"),
     FigureEntry("serving_lengths", "Ragged batches", "Each bar is one backend's median time per real token (padding "
                 "not counted) for a batch whose sequence lengths follow that distribution at the same total; the "
                 "lower panels show how much of the work the backend's layout spends on padding (1 = none).",

@@ -40,6 +40,10 @@ RUN_DETAIL_COLUMNS: dict[str, str] = dict(
     gemm_flops_per_s="the run's measured GEMM ceiling, FLOP/s (calibration)",
     copy_bytes_per_s="the run's measured memory-copy ceiling, bytes/s (calibration)",
     device_memory_bytes="memory of the device the run used (RAM on CPU, GPU memory on CUDA), bytes",
+    llc_bytes="the device's last-level cache (CPU: cpu0's highest cache level; CUDA: its L2), bytes; empty where the "
+              "run did not record it",
+    dtype_gemm_flops_per_s="the run's measured GEMM ceiling in the row's dtype, FLOP/s (the main dtype's where that "
+                           "dtype's was not measured)",
     run_datetime="when the run was written (ISO 8601)",
     source="the results file the row came from",
 )
@@ -54,12 +58,12 @@ _INT_RECORD = ("rounds", "calls_per_round", "threads", "flops", "bytes", "peak_m
                "kv_cache_bytes", "useful_flops", "executed_flops", "indexer_flops", "indexer_peak_mem_bytes")
 # integer shape fields come from the shape's own annotations, so a new int axis is typed without an edit here
 INT_COLUMNS = tuple(f.name for f in dataclasses.fields(AttentionShape) if str(f.type).startswith("int")) + (
-    "group_size", "d_model", *_INT_RECORD, "device_memory_bytes")
+    "group_size", "d_model", *_INT_RECORD, "device_memory_bytes", "llc_bytes")
 FLOAT_COLUMNS = ("median_s", "ci_low_s", "ci_high_s", "iqr_s", "first_call_s", "intensity", "flops_per_s", "tflops",
                  "tokens_per_s", "gb_per_s", "kv_bytes_per_s", "max_abs_err", "pct_gemm_ceiling", "pct_copy_ceiling",
                  "pct_spec_flops", "gemm_flops_per_s", "copy_bytes_per_s", "overhead_pct", "pct_read_ceiling",
                  "pct_spec_bandwidth", "joules_per_call", "tokens_per_joule", "watts", "density", "indexer_s",
-                 "block_mask_build_s", "total_s")
+                 "block_mask_build_s", "total_s", "dtype_gemm_flops_per_s")
 # Without these a row cannot be placed on any figure or table: a file lacking them is rejected.
 REQUIRED = ("case_id", "status", "backend", "variant", "batch", "n_heads", "n_kv_heads", "head_dim", "seq_q", "seq_kv",
             "dtype", "phase")
@@ -214,9 +218,11 @@ def read_results(path: str | Path, run_id: str | None = None) -> tuple[pd.DataFr
         "gemm_flops_per_s": _number(path, "-", "gemm_flops_per_s", calibration.gemm_flops_per_s),
         "copy_bytes_per_s": _number(path, "-", "copy_bytes_per_s", calibration.copy_bytes_per_s),
         "device_memory_bytes": _number(path, "-", "device_memory_bytes", env.get("device_memory_bytes")),
+        "llc_bytes": _number(path, "-", "llc_bytes", env.get("llc_bytes")),
         "run_datetime": str(doc.datetime) if doc.datetime else None, "source": str(path),
     }
-    rows = [_row(path, rec, run) for rec in doc.records()]
+    rows = [_row(path, rec, run) | {"dtype_gemm_flops_per_s": calibration.gemm(str(rec.get("dtype")))}
+            for rec in doc.records()]
     frame = tidy(rows)
     info = RunInfo(meta=meta, run_id=run_id, source=str(path), datetime=run["run_datetime"], machine=run["machine"],
                    device=device, env=env, n_cases=len(frame))

@@ -71,6 +71,45 @@ def latency(df: pd.DataFrame) -> Figure | None:
     return drawn.with_legend(status_handles(drawn.statuses) + noisy_handles(drawn.noisy))
 
 
+# each dtype's points, by their fill: one colour per backend and one marker per phase stay as in every figure
+DTYPE_FILL = {"fp32": "full", "bf16": "left", "fp16": "bottom"}
+DTYPE_STYLE = {"fp32": "-", "bf16": "-.", "fp16": (0, (5, 2, 1, 2, 1, 2))}
+
+
+def _dtype_ceilings(ok: pd.DataFrame) -> dict[str, float]:
+    """dtype -> its measured GEMM ceiling, for each dtype that ran (the run's main one where its own is missing)."""
+    column = "dtype_gemm_flops_per_s" if "dtype_gemm_flops_per_s" in ok else "gemm_flops_per_s"
+    return {str(d): float(v) for d, v in ok.groupby("dtype")[column].first().dropna().items()}
+
+
+def _above_note(ok: pd.DataFrame, gemms: dict[str, float], copy: float) -> str:
+    """Points above their own dtype's roof, and why: bytes that fit in the last-level cache are read from it, not
+    from DRAM (the copy line); a point under another dtype's GEMM ceiling computes in that dtype (CPU kernels
+    upcast bf16 to fp32); only the others mean a calibration taken on a busy machine."""
+    roof = np.minimum(ok["dtype"].map(gemms).astype(float), ok["intensity"] * copy)
+    above = ok[ok["flops_per_s"] > 1.05 * roof]
+    if above.empty:
+        return ""
+    llc = ok["llc_bytes"].dropna() if "llc_bytes" in ok else pd.Series(dtype=float)
+    memory_bound = above["intensity"] * copy < above["dtype"].map(gemms).astype(float)
+    cached = memory_bound & (above["bytes"] <= float(llc.iloc[0])) if len(llc) else memory_bound & False
+    other_dtype = ~cached & (above["flops_per_s"] <= 1.05 * np.minimum(max(gemms.values()), above["intensity"] * copy))
+    busy = ~cached & ~other_dtype
+    parts = []
+    if cached.any():
+        parts.append(f"{int(cached.sum())} whose bytes fit in the {float(llc.iloc[0]) / 2**20:,.0f} MiB last-level "
+                     "cache (read from it, above the DRAM copy line)")
+    if other_dtype.any():
+        fastest = max(gemms, key=gemms.get)
+        parts.append(f"{int(other_dtype.sum())} in {', '.join(sorted(set(above.loc[other_dtype, 'dtype'])))} under "
+                     f"{fastest}'s ceiling (the kernel computes in {fastest}, not in its inputs' dtype)")
+    if busy.any():
+        why = "a calibration taken on a busy machine" if len(llc) else \
+            "data served from cache, or a calibration on a busy machine: this run records no cache size"
+        parts.append(f"{int(busy.sum())} beyond every ceiling ({why})")
+    return f"{len(above)} point(s) above their dtype's ceiling: " + "; ".join(parts)
+
+
 def roofline(df: pd.DataFrame) -> Figure | None:
     ok = frames.ok_rows(df)
     ok = ok[(ok["intensity"] > 0) & (ok["flops_per_s"] > 0)]
@@ -82,35 +121,40 @@ def roofline(df: pd.DataFrame) -> Figure | None:
     ax = axes[0, 0]
     gemm = df["gemm_flops_per_s"].dropna()
     copy = df["copy_bytes_per_s"].dropna()
-    peak = max(float(ok["flops_per_s"].max()), float(gemm.iloc[0]) if len(gemm) else 0.0)
+    gemms = _dtype_ceilings(ok) if len(gemm) else {}
+    peak = max([float(ok["flops_per_s"].max()), *gemms.values()])
     factor, unit = flops_unit(peak)
     x_lo, x_hi = float(ok["intensity"].min()) / 2, float(ok["intensity"].max()) * 2
     handles: list = []
-    if len(gemm) and len(copy):
-        g, b = float(gemm.iloc[0]), float(copy.iloc[0])
-        ridge = g / b
-        x_lo, x_hi = min(x_lo, ridge / 4), max(x_hi, ridge * 4)
-        xs = np.geomspace(x_lo, ridge, 50)
+    if gemms and len(copy):
+        b = float(copy.iloc[0])
+        ridges = {d: g / b for d, g in gemms.items()}
+        x_lo, x_hi = min(x_lo, min(ridges.values()) / 4), max(x_hi, max(ridges.values()) * 4)
+        xs = np.geomspace(x_lo, max(ridges.values()), 50)
         ax.plot(xs, xs * b / factor, color="black", lw=2, ls="--", label="ceiling:copy")
-        ax.plot([ridge, x_hi], [g / factor, g / factor], color="black", lw=2, label="ceiling:gemm")
-        ax.axvline(ridge, color="black", lw=0.6, ls=":")
-        handles += [Line2D([], [], color="black", lw=2, label=f"GEMM ceiling {fmt_flops(g)} (measured)"),
-                    Line2D([], [], color="black", lw=2, ls="--",
-                           label=f"copy ceiling {fmt_bandwidth(b)} × intensity (measured)"),
-                    Line2D([], [], color="black", lw=0.6, ls=":", label=f"ridge at {ridge:.3g} FLOP/byte")]
+        main = float(gemm.iloc[0])
+        for dtype, g in sorted(gemms.items(), key=lambda kv: -kv[1]):
+            name = "ceiling:gemm" if abs(g / main - 1) < 1e-9 else f"ceiling:gemm:{dtype}"
+            style = DTYPE_STYLE.get(dtype, ":")
+            ax.plot([ridges[dtype], x_hi], [g / factor, g / factor], color="black", lw=2, ls=style, label=name)
+            ax.axvline(ridges[dtype], color="black", lw=0.6, ls=":")
+            handles.append(Line2D([], [], color="black", lw=2, ls=style,
+                                  label=f"{dtype} GEMM ceiling {fmt_flops(g)} (measured; ridge {ridges[dtype]:.3g} "
+                                        "FLOP/byte)"))
+        handles.append(Line2D([], [], color="black", lw=2, ls="--",
+                              label=f"copy ceiling {fmt_bandwidth(b)} × intensity (measured)"))
     else:
         ax.text(0.02, 0.97, "no calibration in this run: ceilings not drawn", transform=ax.transAxes, va="top")
     phase_marker = {"prefill": "o", "decode": "^"}
     for backend, grp in by_backend(ok):
-        for phase, part in grp.groupby("phase"):
+        for (phase, dtype), part in grp.groupby(["phase", "dtype"]):
             ax.plot(part["intensity"], part["flops_per_s"] / factor, ls="none", marker=phase_marker.get(phase, "s"),
-                    color=backend_color(backend), alpha=0.75, ms=6, mec="white", mew=0.5, label=f"{backend}:{phase}")
-    if len(gemm) and len(copy):
-        roof = np.minimum(float(gemm.iloc[0]), ok["intensity"] * float(copy.iloc[0]))
-        above = int((ok["flops_per_s"] > 1.05 * roof).sum())
-        if above:  # say why, or the reader will distrust the whole figure
-            ax.text(0.02, 0.02, f"{above} point(s) above the measured ceiling: data served from cache, or a "
-                    "calibration taken on a busy machine", transform=ax.transAxes, fontsize=8.5, color="#444444")
+                    fillstyle=DTYPE_FILL.get(str(dtype), "none"), color=backend_color(backend), alpha=0.75, ms=6,
+                    mec=backend_color(backend), mew=0.8, label=f"{backend}:{phase}:{dtype}")
+    if gemms and len(copy):
+        note = _above_note(ok, gemms, float(copy.iloc[0]))
+        if note:  # say why, or the reader will distrust the whole figure
+            ax.text(0.02, 0.02, note, transform=ax.transAxes, fontsize=8.5, color="#444444", wrap=True)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(x_lo, x_hi)
@@ -123,6 +167,9 @@ def roofline(df: pd.DataFrame) -> Figure | None:
     handles += [Patch(color=backend_color(b), label=b) for b in sorted_backends(ok["backend"])]
     handles += [Line2D([], [], color="grey", marker=m, ls="none", label=p) for p, m in phase_marker.items()
                 if p in set(ok["phase"])]
+    if ok["dtype"].nunique() > 1:
+        handles += [Line2D([], [], color="grey", marker="o", ls="none", fillstyle=DTYPE_FILL.get(d, "none"),
+                           label=f"{d} (marker fill)") for d in sorted(set(ok["dtype"]))]
     # below the axes, like every other figure: a legend at the side squeezed the plot and clipped its x label
     legend_below(fig, handles, fontsize=8.5)
     return fig
