@@ -23,7 +23,7 @@ from bench.report.figures.helpers import (
     sorted_backends,
     status_handles,
 )
-from bench.report.figures.layout import grid
+from bench.report.figures.layout import grid, usable_width, wrap
 from bench.report.style import backend_color
 from bench.report.units import flops_unit, fmt_bandwidth, fmt_flops
 
@@ -154,7 +154,8 @@ def roofline(df: pd.DataFrame) -> Figure | None:
     if gemms and len(copy):
         note = _above_note(ok, gemms, float(copy.iloc[0]))
         if note:  # say why, or the reader will distrust the whole figure
-            ax.text(0.02, 0.02, note, transform=ax.transAxes, fontsize=8.5, color="#444444", wrap=True)
+            ax.text(0.02, 0.02, wrap(note, 0.9 * usable_width(fig), 8.5), transform=ax.transAxes, fontsize=8.5,
+                    color="#444444", bbox={"facecolor": "white", "alpha": 0.85, "edgecolor": "none"})
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(x_lo, x_hi)
