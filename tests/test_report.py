@@ -625,7 +625,7 @@ def test_roofline_draws_each_dtypes_ceiling_and_says_why_a_point_sits_above_its_
     lines = _data_lines(ax)
     assert lines["ceiling:gemm"].get_ydata()[0] == pytest.approx(100)  # GFLOP/s
     assert lines["ceiling:gemm:bf16"].get_ydata()[0] == pytest.approx(1)
-    note = next(t.get_text() for t in ax.texts if "above" in t.get_text())
+    note = " ".join(next(t.get_text() for t in ax.texts if "above" in t.get_text()).split())  # unwrapped
     assert note.startswith("3 point(s) above their dtype's ceiling")
     assert "1 whose bytes fit in the 32 MiB last-level cache" in note
     assert "1 in bf16 under fp32's ceiling" in note and "1 beyond every ceiling (a calibration taken on a busy" in note
