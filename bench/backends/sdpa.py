@@ -43,15 +43,22 @@ def _mask_args(q: torch.Tensor, k: torch.Tensor, mask: Mask, score: Score, spars
         bias = alibi_bias(q.shape[1], Sq, Skv, q.device).to(q.dtype)  # built in fp32, rounded once
         ok = mask.visible(Sq, Skv, q.device)
         return {"attn_mask": (bias if ok is None else bias.masked_fill(~ok, float("-inf"))).unsqueeze(0)}
+    if mask.kind == "window" and mask.window >= Skv:  # a window over every key is the causal mask, exactly
+        mask = Mask(causal=True)
     if not mask.causal or Sq == 1 and mask.kind == "causal":  # a single query sees the whole cache under causal
         return {}
-    if mask.kind != "causal":  # a window, a chunk: the boolean mask
-        return {"attn_mask": mask.visible(Sq, Skv, q.device)}
+    if mask.kind != "causal":  # a window, a chunk: the boolean mask, built once per shape as a model builds it
+        return {"attn_mask": _visible(mask, Sq, Skv, str(q.device))}  # once per forward, not in every layer
     if Sq == Skv:  # torch's is_causal is top-left aligned, which equals bottom-right only here
         return {"is_causal": True}
     from torch.nn.attention.bias import causal_lower_right  # here: importing it imports torch._dynamo (2 s)
 
     return {"attn_mask": causal_lower_right(Sq, Skv)}
+
+
+@functools.lru_cache(maxsize=2)  # a run times one case at a time; a 16k x 16k boolean mask is 256 MiB
+def _visible(mask: Mask, seq_q: int, seq_kv: int, device: str) -> torch.Tensor | None:
+    return mask.visible(seq_q, seq_kv, device)
 
 
 def sdpa_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, mask: Mask, score: Score,
