@@ -24,6 +24,7 @@ PINNED = [
     "scipy==1.17.1",
     "rich==15.0.0",
     "submitit==1.5.4",  # the optional [slurm] extra: the tests run `--launcher local` through it
+    "transformers==5.24.0",  # the optional [hf] extra: the hf-* backends call its attention functions
     "pytest-xdist==3.8.0",  # `nox -s tests` runs the suite on every core (pyproject's [dev] extra pins the same)
 ]
 

@@ -10,7 +10,7 @@ from bench.reference import check_backend, check_gradients, compare_to_reference
 from bench.shapes import AttentionShape
 
 # Backends that must run on any CPU torch build: an Unsupported from them is a failure, not a skip.
-CPU_BACKENDS = {"naive", "sdpa", "sdpa-math", "sdpa-flash", "flex"}
+CPU_BACKENDS = {"naive", "sdpa", "sdpa-math", "sdpa-flash", "flex", "hf-eager", "hf-sdpa", "hf-flex"}
 HEADS = [(8, 8), (8, 2), (8, 1)]  # MHA, GQA, MQA
 MASKS = [("none", None), ("causal", None), ("window", 5)]
 SEQS = [(7, 7), (129, 129), (7, 129), (1, 129)]  # square, Sq < Skv, decode; odd lengths 1, 7, 129
@@ -36,7 +36,7 @@ def run_check(backend, shape, device):
 
 
 DENSE = [name for name, b in BACKENDS.items() if b.dense]  # topk-gather runs sparse cases only (test_sparse.py)
-FAST = [b for b in DENSE if b != "flex"]
+FAST = [b for b in DENSE if not BACKENDS[b].compiles]  # flex and hf-flex compile a kernel per shape: below
 ALL_CASES = list(cases([32, 64], ["fp32", "bf16"]))
 
 
@@ -56,6 +56,16 @@ FLEX_CASES = list(cases([64], ["fp32"])) + list(cases([32], ["bf16"], [(129, 129
 @pytest.mark.parametrize("shape", FLEX_CASES, ids=label)
 def test_flex_matches_reference(shape, device):
     run_check("flex", shape, device)
+
+
+# transformers' flex path, with the BlockMask transformers builds: GQA at every mask and length, in fp32
+HF_FLEX_CASES = [s for s in cases([64], ["fp32"]) if s.n_kv_heads == 2]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shape", HF_FLEX_CASES, ids=label)
+def test_hf_flex_matches_reference(shape, device):
+    run_check("hf-flex", shape, device)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
@@ -150,7 +160,9 @@ def mla_shape(form: str, mask: str, dtype: str) -> AttentionShape:
 MLA_CASES = [mla_shape(f, m, dt) for f in ("expanded", "absorbed") for m in ("none", "causal", "window")
              for dt in ("fp32", "bf16")]
 # flex compiles per shape (seconds each on CPU): its masks are checked on MHA/GQA/MQA above, MLA on causal here
-MLA_PAIRS = [(b, s) for b in DENSE for s in MLA_CASES if b != "flex" or s.mask == "causal"]
+# the hf-* backends do not take MLA's D_v != D_qk (they list no "mla" variant)
+MLA_PAIRS = [(b, s) for b in DENSE for s in MLA_CASES if (b != "flex" or s.mask == "causal")
+             and not BACKENDS[b].opt_in]
 
 
 @pytest.mark.parametrize("backend, shape", MLA_PAIRS,

@@ -46,6 +46,7 @@ FLASH_NOTES = (("sinks", "flash_attn_func has no sink logits"),
 
 # Each function is imported on its first call (its module imports torch): bench.backends.base.Deferred
 SDPA = "bench.backends.sdpa:make"
+HF = "bench.backends.hf:make"
 # sparse cases: the dense kernels take any keep-set as a boolean mask (and compute every pair), flex as a BlockMask
 SPARSE = SPARSITY_KINDS
 BACKENDS: dict[str, Backend] = {
@@ -81,6 +82,15 @@ BACKENDS: dict[str, Backend] = {
                 "top-K sparse attention: gathers each query's K selected keys and attends over them (DSA's kernel, "
                 "in torch ops)", "tiled", "#17becf", "p", variants=("mla",), sparsity=("topk",),
                 executes="selected", dense=False),
+        # transformers' attn_implementation paths (the optional [hf] extra), each with the mask transformers builds
+        Backend("hf-eager", Deferred(HF, "hf-eager"), "transformers' eager attention (attn_implementation='eager'), "
+                "with its own additive mask", "materialising", "#c49c94", "+", opt_in=True, executes="all",
+                wraps="naive"),
+        Backend("hf-sdpa", Deferred(HF, "hf-sdpa"), "transformers' sdpa attention (attn_implementation='sdpa', its "
+                "default), with its own boolean mask", "tiled", "#aec7e8", "4", opt_in=True, wraps="sdpa"),
+        Backend("hf-flex", Deferred(HF, "hf-flex"), "transformers' flex attention (attn_implementation="
+                "'flex_attention'), with its own BlockMask", "tiled", "#98df8a", "3", opt_in=True, compiles=True,
+                wraps="flex"),
     ]
 }
 
@@ -102,8 +112,9 @@ def get_backend(name: str) -> Backend:
 
 
 def backends_for(device: str) -> tuple[str, ...]:
-    """The registered backends that can run on `device`, in registry order."""
-    return tuple(name for name, b in BACKENDS.items() if device in b.devices)
+    """The registered backends that can run on `device`, in registry order, but for those that run only when named
+    (opt_in)."""
+    return tuple(name for name, b in BACKENDS.items() if device in b.devices and not b.opt_in)
 
 
 def check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:

@@ -166,6 +166,12 @@ class Backend:
     # the backends whose kernels it picks among by itself (torch SDPA's dispatcher): the report measures its choice
     # against the fastest of them
     chooses: tuple[str, ...] = ()
+    # True: run only when named (--backend); the profiles' default lists leave it out (an optional package's
+    # wrapper of kernels the list already times)
+    opt_in: bool = False
+    # the registry backend whose kernel it reaches through another library (transformers' sdpa path calls torch
+    # SDPA): the report measures what the wrapping costs against that backend and the kernels it chooses among
+    wraps: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "fn", keyword_backend(self.fn))

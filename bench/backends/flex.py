@@ -27,16 +27,22 @@ from bench.scores import Score
 from bench.sparse_pairs import FLEX_BLOCK
 
 
-@functools.cache
-def _compiled():
+def raise_recompile_limits() -> None:
+    """Past the recompile limit dynamo silently runs eager flex, which materialises the whole score matrix (and on
+    CPU, for a single query over keys short of a block, returns wrong values): a sweep touches many shapes, so the
+    limit is raised and hitting it made an error instead."""
     import torch._dynamo.config as dynamo_config
-    from torch.nn.attention.flex_attention import flex_attention
 
-    # Past the recompile limit dynamo silently runs eager flex, which materialises the whole score
-    # matrix: a sweep touches many shapes, so raise the limit and make hitting it an error instead.
     dynamo_config.recompile_limit = max(dynamo_config.recompile_limit, 512)
     dynamo_config.accumulated_recompile_limit = max(dynamo_config.accumulated_recompile_limit, 4096)
     dynamo_config.fail_on_recompile_limit_hit = True
+
+
+@functools.cache
+def _compiled():
+    from torch.nn.attention.flex_attention import flex_attention
+
+    raise_recompile_limits()
     return torch.compile(flex_attention, dynamic=False)  # one specialised kernel per shape
 
 

@@ -76,8 +76,9 @@ def axis(default: Any, flag: str, help: str, parse: Callable[[str], Any] = ints,
 class Sweep:
     """Axes of a sweep. Every combination is a case; decode has its own query and KV lengths."""
 
-    backends: tuple[str, ...] = axis(tuple(BACKENDS), "backend", "comma-separated backends, e.g. naive,sdpa-flash",
-                                     words, check=lambda name: get_backend(name))
+    backends: tuple[str, ...] = axis(tuple(b for b in BACKENDS if not BACKENDS[b].opt_in), "backend",
+                                     "comma-separated backends, e.g. naive,sdpa-flash (hf-eager, hf-sdpa and hf-flex "
+                                     "run only when named)", words, check=lambda name: get_backend(name))
     heads: tuple[int, ...] = axis((8,), "heads", "query heads, e.g. 8 or 8,16", check=positive_ints_check("n_heads"))
     kv_heads: tuple[int, ...] | None = axis((8, 2, 1), "kv-heads", "KV heads, e.g. 8,2,1 (MHA, GQA, MQA); "
                                             "a profile's None means equal to the query heads",
@@ -326,7 +327,7 @@ PROFILES: dict[str, dict[str, Sweep]] = {
                                        heads=(16,), kv_heads=(16, 4), seqs=(8192, 16384), tokens_per_batch=16384,
                                        head_dims=(128,), dtypes=("bf16",), masks=("none", "causal"), passes=PASSES,
                                        budget_s=0.3),
-                                 Sweep(backends=tuple(b for b in BACKENDS if b != "flex"), heads=(32,),
+                                 Sweep(backends=tuple(b for b in backends_for("cuda") if b != "flex"), heads=(32,),
                                        kv_heads=(32, 8, 1), head_dims=(128,), dtypes=("bf16",), phases=("decode",),
                                        decode_kv=(4096, 32768, 131072), batches=(1, 64), budget_s=0.3),
                                  # sparse: flex's block-sparse kernel and the top-K gather beside dense at 16k

@@ -17,6 +17,10 @@ FLASH_STYLE: tuple[str, ...] = tuple(name for name, b in BACKENDS.items() if b.m
 BASELINE: str = MATERIALISING[0]
 # An automatic chooser (torch SDPA) -> the forced kernels it picks among, as the registry lists them.
 AUTOMATIC: dict[str, tuple[str, ...]] = {name: b.chooses for name, b in BACKENDS.items() if b.chooses}
+# A wrapper (transformers' attention paths) -> the registry backends it could have called directly: the one it
+# wraps and the kernels that one chooses among.
+WRAPPED: dict[str, tuple[str, ...]] = {name: (b.wraps, *BACKENDS[b.wraps].chooses) for name, b in BACKENDS.items()
+                                       if b.wraps}
 # Backends with a real paged kernel: their paged layout reads the pages in place (not "paged-gather").
 PAGED_KERNELS: tuple[str, ...] = tuple(name for name, b in BACKENDS.items()
                                        if b.layout(PAGED_LAYOUTS) not in (None, "paged-gather"))

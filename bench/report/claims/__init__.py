@@ -17,6 +17,7 @@ from bench.report.claims.decode import expanding_decode_speedup, fused_decode_sp
 from bench.report.claims.heads import heads_free_lunch
 from bench.report.claims.kv_cache import kv_cache_shrink
 from bench.report.claims.memory import memory_scaling
+from bench.report.claims.wrapper_cost import wrapper_cost
 from bench.report.layer_share import attention_dominates
 from bench.report.serving import paging_cost
 from bench.report.sparse_cost import sparse_crossover, sparse_speedup
@@ -42,6 +43,7 @@ CLAIMS: tuple[Claim, ...] = (
     sparse_speedup,
     grid_vs_trace,
     auto_choice,
+    wrapper_cost,
 )
 
 

@@ -1,0 +1,108 @@
+"""transformers' attention implementations, called as a model calls them: the function transformers registers for an
+`attn_implementation` (ALL_ATTENTION_FUNCTIONS; "eager" is the Llama module's eager_attention_forward), given the
+mask transformers' own mask utilities build for it (masking_utils.ALL_MASK_ATTENTION_FUNCTIONS: a boolean tensor
+for sdpa, an additive float tensor for eager, a BlockMask for flex; None where transformers skips the mask and lets
+SDPA's is_causal do it), its scaling 1/sqrt(D), and a layer that says its KV-head grouping (num_key_value_groups)
+and whether it is causal.
+
+Masks: causal (causal_mask_function), a sliding window of W (sliding_window_causal_mask_function: a query sees
+itself and the W-1 keys before it) or none (bidirectional_mask_function); bottom-right aligned for Sq < Skv by the
+query offset Skv - Sq, as a model decoding against its cache passes its cache position. transformers builds the
+mask once per forward and shares it across layers, so it is built on a shape's first call and kept (mask_build_s
+says what that took); the timed call is one layer's attention. Outputs come back (B, S, H, D) and are returned
+(B, Hq, Sq, D). transformers is optional (`pip install 'attnbench[hf]'`): without it each call is Unsupported,
+with that reason.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from types import SimpleNamespace
+from typing import Any
+
+import torch
+
+from bench.backends.base import Unsupported
+from bench.masks import Mask
+from bench.scores import Score
+
+# backend name -> transformers' attn_implementation
+IMPLEMENTATIONS = {"hf-eager": "eager", "hf-sdpa": "sdpa", "hf-flex": "flex_attention",
+                   "hf-flash2": "flash_attention_2", "hf-flash3": "flash_attention_3"}
+
+
+def _transformers(name: str) -> Any:
+    try:
+        import transformers.masking_utils as masking
+        from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+    except ImportError as err:
+        raise Unsupported(f"{name}: transformers is not importable ({err}); pip install 'attnbench[hf]'") from None
+    return masking, ALL_ATTENTION_FUNCTIONS
+
+
+def _attention_function(name: str) -> Any:
+    masking, functions = _transformers(name)
+    impl = IMPLEMENTATIONS[name]
+    if impl == "flex_attention":  # each shape's mask is a new closure, so a new compile: never fall back to eager
+        from bench.backends.flex import raise_recompile_limits
+
+        raise_recompile_limits()
+    if impl == "eager":  # each model module defines its own; Llama's is the one most models copy
+        from transformers.models.llama.modeling_llama import eager_attention_forward
+
+        return eager_attention_forward
+    if impl not in functions:
+        raise Unsupported(f"{name}: this transformers has no {impl!r} attention function")
+    return functions[impl]
+
+
+def _mask_function(masking: Any, mask: Mask) -> Any:
+    if mask.chunk is not None:
+        raise Unsupported("hf backends: chunked masks need transformers' per-model padding arguments; not wired in")
+    if not mask.causal:
+        return masking.bidirectional_mask_function
+    if mask.window is not None:
+        return masking.sliding_window_causal_mask_function(mask.window)
+    return masking.causal_mask_function
+
+
+@functools.lru_cache(maxsize=64)
+def _mask(name: str, batch: int, seq_q: int, seq_kv: int, mask: Mask, dtype: torch.dtype, device: str
+          ) -> tuple[Any, float]:
+    """The mask transformers builds for this layer's shape, and the seconds the build took (once per forward)."""
+    masking, _ = _transformers(name)
+    impl = IMPLEMENTATIONS[name]
+    builder = masking.ALL_MASK_ATTENTION_FUNCTIONS[impl]
+    kwargs: dict[str, Any] = {"batch_size": batch, "q_length": seq_q, "kv_length": seq_kv,
+                              "q_offset": seq_kv - seq_q, "kv_offset": 0,
+                              "mask_function": _mask_function(masking, mask), "attention_mask": None,
+                              "device": device}
+    if impl == "eager":
+        kwargs["dtype"] = dtype
+    if impl == "sdpa" and mask.window is not None:  # as create_sliding_window_causal_mask passes it: without it
+        kwargs["local_size"] = mask.window  # transformers skips the mask for is_causal, and the window is lost
+    start = time.perf_counter()
+    built = builder(**kwargs)
+    return built, time.perf_counter() - start
+
+
+def mask_build_s(name: str, batch: int, seq_q: int, seq_kv: int, mask: Mask, dtype: torch.dtype, device: str
+                 ) -> float:
+    """What building the case's mask took on its first call (transformers does it once per forward)."""
+    return _mask(name, batch, seq_q, seq_kv, mask, dtype, device)[1]
+
+
+def hf_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, mask: Mask, score: Score,
+                 name: str) -> torch.Tensor:
+    fn = _attention_function(name)
+    if q.shape[2] > k.shape[2]:
+        raise Unsupported(f"{name}: more queries ({q.shape[2]}) than keys ({k.shape[2]})")
+    built, _ = _mask(name, q.shape[0], q.shape[2], k.shape[2], mask, q.dtype, str(q.device))
+    layer = SimpleNamespace(num_key_value_groups=q.shape[1] // k.shape[1], is_causal=mask.causal, training=False)
+    out, _ = fn(layer, q, k, v, built, scaling=q.shape[-1] ** -0.5, dropout=0.0)
+    return out.transpose(1, 2)  # transformers hands back (B, S, H, D)
+
+
+def make(name: str):
+    return functools.partial(hf_attention, name=name)

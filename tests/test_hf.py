@@ -1,0 +1,98 @@
+"""transformers' attention paths as backends (bench.backends.hf): opt-in (never in a profile's default list), each
+with the mask transformers builds (a sliding window must reach SDPA as a mask, not as is_causal), refused with the
+reason when transformers is missing, and the claim that they cost little over the kernels they call."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from bench.backends import BACKENDS, Unsupported, backends_for
+from bench.engine import sweeps
+from bench.report.claims.wrapper_cost import WITHIN, wrapper_cost
+from bench.report.load import read_results
+from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE, NOT_MEASURED
+from tests.results_factory import make_record, make_run
+
+HF = ("hf-eager", "hf-sdpa", "hf-flex")
+
+
+def test_hf_backends_run_only_when_named():
+    assert all(BACKENDS[name].opt_in for name in HF)
+    assert not set(HF) & set(backends_for("cpu")) and not set(HF) & set(sweeps.Sweep().backends)
+    for name in ("quick", "default", "serving"):
+        assert not set(HF) & {c.backend for c in sweeps.cases(sweeps.profile(name, "cpu"), "cpu")}, name
+
+
+def test_a_sliding_window_reaches_sdpa_as_a_mask(monkeypatch):
+    """Without local_size transformers drops a window's mask for is_causal: the window would be lost, silently."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from bench.backends.hf import make
+    from bench.backends.naive import naive_attention
+    from bench.masks import Mask
+    from bench.scores import Score
+
+    q, k, v = (torch.randn(1, h, 37, 16, dtype=torch.float64) for h in (4, 2, 2))
+    window = Mask(window=8)
+    out = make("hf-sdpa")(q, k, v, mask=window, score=Score())
+    assert torch.allclose(out, naive_attention(q, k, v, mask=window, score=Score()), atol=1e-10)
+
+
+def test_without_transformers_each_call_is_unsupported_naming_the_extra(monkeypatch):
+    torch = pytest.importorskip("torch")
+    from bench.backends import hf
+    from bench.masks import Mask
+    from bench.scores import Score
+
+    monkeypatch.setitem(sys.modules, "transformers", None)  # import transformers now raises ImportError
+    monkeypatch.setitem(sys.modules, "transformers.masking_utils", None)
+    q = torch.randn(1, 2, 4, 8)
+    with pytest.raises(Unsupported, match=r"hf-sdpa: transformers is not importable .*attnbench\[hf\]"):
+        hf.make("hf-sdpa")(q, q, q, mask=Mask(causal=True), score=Score())
+
+
+def frame(records, tmp_path):
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(make_run(records)))
+    return read_results(path)[0]
+
+
+def pair(tmp_path, over: float, ci: float = 0.01):
+    recs = []
+    for seq in (512, 1024):
+        for backend, t in (("sdpa", 1e-3), ("sdpa-flash", 0.9e-3), ("hf-sdpa", over * 0.9e-3)):
+            recs.append(make_record(backend, n_kv_heads=2, seq=seq, median_s=t, ci_low_s=t * (1 - ci),
+                                    ci_high_s=t * (1 + ci)))
+    return frame(recs, tmp_path)
+
+
+def test_the_sdpa_path_is_judged_against_the_fastest_kernel_it_could_have_called(tmp_path):
+    holds = wrapper_cost(pair(tmp_path, 1.05))
+    assert holds.verdict == HOLDS
+    assert "hf-sdpa in prefill · GQA · fp32 · causal · fwd: 1.05× sdpa-flash" in holds.numbers
+    fails = wrapper_cost(pair(tmp_path, 2.0))
+    assert fails.verdict == FAILS and "hf-sdpa takes 2.00× sdpa-flash's time" in fails.why
+    straddles = wrapper_cost(pair(tmp_path, WITHIN, ci=0.05))
+    assert straddles.verdict == INCONCLUSIVE
+
+
+def test_without_a_transformers_path_the_claim_names_the_command(tmp_path):
+    v = wrapper_cost(frame([make_record("sdpa", seq=512)], tmp_path))
+    assert v.verdict == NOT_MEASURED and "--backend hf-eager,naive,hf-sdpa,sdpa,hf-flex,flex" in v.numbers
+
+
+def test_sdpa_takes_a_window_over_every_key_as_causal_and_builds_a_window_mask_once_per_shape():
+    """As a model does: a mask covering every key is no mask beyond causal, and a real one is built once per
+    forward, not in every layer's timed call (transformers' sdpa path does both)."""
+    torch = pytest.importorskip("torch")
+    from bench.backends.sdpa import _mask_args
+    from bench.masks import Mask
+    from bench.scores import Score
+
+    q = k = torch.randn(1, 2, 64, 8)
+    assert _mask_args(q, k, Mask(window=64), Score()) == {"is_causal": True}
+    first, again = (_mask_args(q, k, Mask(window=16), Score())["attn_mask"] for _ in range(2))
+    assert first is again and torch.equal(first, Mask(window=16).visible(64, 64))
