@@ -8,6 +8,9 @@ from typing import NoReturn
 
 def entry() -> NoReturn:
     try:
+        from bench.engine import interrupt
+
+        interrupt.keep_lost()  # a Ctrl-C swallowed inside the imports below still ends the run (bench.engine.interrupt)
         from bench.cli import main
 
         code = main()

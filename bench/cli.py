@@ -28,6 +28,7 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(run, str):  # the command's module name (bench.commands.spec): imported now, torch and all
             interrupt.stage("import")
             run = importlib.import_module(run).run
+            interrupt.deliver_lost()
     except KeyboardInterrupt:
         print("interrupted while starting; nothing was run", file=sys.stderr)
         return 130

@@ -54,6 +54,30 @@ def test_without_transformers_each_call_is_unsupported_naming_the_extra(monkeypa
         hf.make("hf-sdpa")(q, q, q, mask=Mask(causal=True), score=Score())
 
 
+def test_a_flex_kernel_torch_cannot_compile_is_unsupported_naming_torchs_error(monkeypatch):
+    """inductor's CPU code generation fails for some shapes on some CPUs (g++: an undeclared kvSplitSize): that is
+    torch's bug, reported as unsupported with its error, not as an attnbench error."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from torch._inductor.exc import InductorError
+
+    from bench.backends import hf
+    from bench.masks import Mask
+    from bench.scores import Score
+
+    def fails(*args, **kwargs):
+        raise InductorError(RuntimeError("CppCompileError: 'cur_kvSplitSize2' was not declared"), None)
+
+    monkeypatch.setattr(hf, "_attention_function", lambda name: fails)
+    q = torch.randn(1, 2, 4, 8)
+    with pytest.raises(Unsupported) as err:
+        hf.make("hf-flex")(q, q, q, mask=Mask(causal=True), score=Score())
+    assert str(err.value).startswith(hf.COMPILE_FAILED) and "InductorError" in str(err.value)
+    monkeypatch.setattr(hf, "_attention_function", lambda name: lambda *a, **k: 1 / 0)
+    with pytest.raises(ZeroDivisionError):  # any other failure stays the error it is
+        hf.make("hf-flex")(q, q, q, mask=Mask(causal=True), score=Score())
+
+
 def frame(records, tmp_path):
     path = tmp_path / "run.json"
     path.write_text(json.dumps(make_run(records)))

@@ -158,3 +158,31 @@ def test_a_ctrl_c_raised_through_c_code_still_exits_130(tmp_path):
                           text=True, timeout=60)
     assert proc.returncode == 130, proc.stderr[-2000:]
     assert proc.stderr.strip().splitlines() == ["interrupted while starting; nothing was run"]
+
+
+# A Ctrl-C that lands in a weakref callback of the import machinery (CI saw it while `bench run` imported
+# bench.backends) or in a __del__ is swallowed by Python ("Exception ignored in ..."): the run must still end.
+SWALLOWED = """
+import importlib, sys, bench.cli
+class Dies:
+    def __del__(self):
+        raise KeyboardInterrupt
+def import_module(name):
+    Dies()  # dropped at once: its KeyboardInterrupt goes to sys.unraisablehook, as the import machinery's would
+    return importlib.import_module(name)
+bench.cli.importlib = type(sys)("importlib")
+bench.cli.importlib.import_module = import_module
+sys.argv = ["bench", "run", "--backend", "naive", "--seq", "32", "--device", "cpu", "--plan"]
+from bench.__main__ import entry
+entry()
+"""
+
+
+def test_a_ctrl_c_python_swallows_during_the_imports_still_exits_130(tmp_path):
+    (tmp_path / "swallowed.py").write_text(SWALLOWED)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")} | {"PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, "-m", "swallowed"], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 130, proc.stderr[-2000:] + proc.stdout[-2000:]
+    assert proc.stderr.strip().splitlines() == ["interrupted while starting; nothing was run"]
+    assert not proc.stdout

@@ -11,7 +11,9 @@ query offset Skv - Sq, as a model decoding against its cache passes its cache po
 mask once per forward and shares it across layers, so it is built on a shape's first call and kept (mask_build_s
 says what that took); the timed call is one layer's attention. Outputs come back (B, S, H, D) and are returned
 (B, Hq, Sq, D). transformers is optional (`pip install 'attnbench[hf]'`): without it each call is Unsupported,
-with that reason.
+with that reason. hf-flex compiles transformers' flex call per shape; where torch's compiler fails on it (inductor's
+CPU code generation does for some shapes on some CPUs), the case is Unsupported with a reason that starts
+COMPILE_FAILED and names torch's error: torch's bug, reported as such, not a wrong answer of attnbench's.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from bench.scores import Score
 # backend name -> transformers' attn_implementation
 IMPLEMENTATIONS = {"hf-eager": "eager", "hf-sdpa": "sdpa", "hf-flex": "flex_attention",
                    "hf-flash2": "flash_attention_2", "hf-flash3": "flash_attention_3"}
+COMPILE_FAILED = "hf-flex: torch's compiler could not build transformers' flex kernel for this shape"
 
 
 def _transformers(name: str) -> Any:
@@ -100,7 +103,15 @@ def hf_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, mask: Mas
         raise Unsupported(f"{name}: more queries ({q.shape[2]}) than keys ({k.shape[2]})")
     built, _ = _mask(name, q.shape[0], q.shape[2], k.shape[2], mask, q.dtype, str(q.device))
     layer = SimpleNamespace(num_key_value_groups=q.shape[1] // k.shape[1], is_causal=mask.causal, training=False)
-    out, _ = fn(layer, q, k, v, built, scaling=q.shape[-1] ** -0.5, dropout=0.0)
+    try:
+        out, _ = fn(layer, q, k, v, built, scaling=q.shape[-1] ** -0.5, dropout=0.0)
+    except Exception as err:
+        from torch._dynamo.exc import BackendCompilerFailed  # InductorError is one
+
+        if not isinstance(err, BackendCompilerFailed):
+            raise
+        first = next((line for line in str(err).splitlines() if line.strip()), type(err).__name__)
+        raise Unsupported(f"{COMPILE_FAILED} ({type(err).__name__}: {first[:200]})") from None
     return out.transpose(1, 2)  # transformers hands back (B, S, H, D)
 
 

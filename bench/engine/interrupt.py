@@ -7,12 +7,18 @@ report), cleanup (writing the results file at the end). `ATTNBENCH_INTERRUPT_AT=
 sends this process a real SIGINT the N-th time (default 1) the run reaches STAGE, exactly as a Ctrl-C there would:
 the tests interrupt each stage deterministically with it instead of sending a signal and hoping for the moment.
 Several stages may be listed (check:2,cleanup: a second Ctrl-C while the first one's cleanup runs).
+
+A Ctrl-C that lands where Python cannot raise it (a weakref callback inside the import machinery, a __del__: the
+"Exception ignored in ..." of sys.unraisablehook) would be swallowed and the run would go on as if nothing was
+pressed. keep_lost() makes such an interrupt pending instead, and deliver_lost() (called at every stage, and after
+the command's imports) raises it as the Ctrl-C it was.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 import time
 from collections import Counter
@@ -26,11 +32,33 @@ _reached: Counter[str] = Counter()
 # process group, and it is `bench run` that acts on it. So the hook signals the parent there, and the worker waits
 # to be ended, as it would be.
 in_worker = False
+_lost: list[object] = []  # Ctrl-Cs Python could not raise where they landed
+
+
+def keep_lost() -> None:
+    """From now on a KeyboardInterrupt raised where Python can only report it is kept for deliver_lost()."""
+    report = sys.unraisablehook
+
+    def hook(unraisable: object) -> None:
+        if isinstance(getattr(unraisable, "exc_value", None), KeyboardInterrupt):
+            _lost.append(unraisable)
+        else:
+            report(unraisable)
+
+    sys.unraisablehook = hook
+
+
+def deliver_lost() -> None:
+    """A Ctrl-C that was swallowed since the last call is raised now, as a real one (raised, held back or ignored)."""
+    if _lost:
+        _lost.clear()
+        signal.raise_signal(signal.SIGINT)
 
 
 def stage(name: str) -> None:
-    """The run reaches `name`: a Ctrl-C injected there by the test hook is raised now."""
+    """The run reaches `name`: a swallowed Ctrl-C, or one injected there by the test hook, is raised now."""
     assert name in STAGES, name
+    deliver_lost()
     hook = os.environ.get(HOOK_ENV)
     if not hook:
         return
