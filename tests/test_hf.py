@@ -120,3 +120,63 @@ def test_sdpa_takes_a_window_over_every_key_as_causal_and_builds_a_window_mask_o
     assert _mask_args(q, k, Mask(window=64), Score()) == {"is_causal": True}
     first, again = (_mask_args(q, k, Mask(window=16), Score())["attn_mask"] for _ in range(2))
     assert first is again and torch.equal(first, Mask(window=16).visible(64, 64))
+
+
+def time_row(backend, phase, seq, per_layer_s, mask_s=None, layers=32):
+    tokens = 1 if phase == "decode" else seq
+    return {"backend": backend, "dtype": "fp32", "phase": phase, "batch": 1, "seq_q": tokens, "seq_kv": seq,
+            "pass": "fwd", "full_layer_s_per_token": per_layer_s / tokens,
+            "all_layers_s_per_token": layers * per_layer_s / tokens, "mask_s_per_forward": mask_s}
+
+
+def test_each_implementation_costs_its_layers_plus_one_mask_a_forward_and_the_default_loss_is_named():
+    from bench.report.hf_choice import advice, implementation_rows
+
+    times = [time_row("hf-sdpa", "prefill", 1024, 2e-3, 1e-4), time_row("hf-eager", "prefill", 1024, 6e-3, 5e-3),
+             time_row("sdpa", "prefill", 1024, 1e-3),  # a torch kernel: not an attn_implementation
+             time_row("hf-sdpa", "decode", 8192, 2e-4), time_row("hf-flex", "decode", 8192, 1e-4, 1e-3)]
+    rows = implementation_rows(times, {"full": 32})
+    assert [(r["phase"], r["fastest"]) for r in rows] == [("prefill", "hf-sdpa"), ("decode", "hf-flex")]
+    prefill, decode = rows
+    assert set(prefill["forward_s"]) == {"hf-sdpa", "hf-eager"}
+    assert prefill["forward_s"]["hf-eager"] == pytest.approx(32 * 6e-3 + 5e-3)
+    assert prefill["per_layer_s"]["hf-sdpa"] == {"full": pytest.approx(2e-3)}
+    assert prefill["default_loss"] == pytest.approx(1.0)
+    assert decode["default_loss"] == pytest.approx(32 * 2e-4 / (32 * 1e-4 + 1e-3))  # the mask counted once
+    said = advice("m", rows)
+    assert "prefill: keep the default 'sdpa' (the fastest at the one length measured)" in said
+    assert "decode: 'flex_attention' (fastest at 1 of 1 lengths; the default 'sdpa' loses up to 1.52×, at KV 8,192)" \
+        in said
+
+
+def test_a_default_within_five_percent_is_kept_and_a_lone_implementation_gives_no_table():
+    from bench.report.hf_choice import advice, implementation_rows
+
+    tied = implementation_rows([time_row("hf-sdpa", "prefill", 512, 1.03e-3), time_row("hf-flex", "prefill", 512,
+                                                                                       1e-3)], {"full": 32})
+    assert "keep the default 'sdpa' (within 5% of the fastest at the one length measured; at worst 1.03× " \
+           "'flex_attention')" in advice("m", tied)
+    assert implementation_rows([time_row("hf-sdpa", "prefill", 512, 1e-3)], {"full": 32}) == []
+
+
+def test_transformers_mask_build_is_timed_apart_from_the_kernel():
+    pytest.importorskip("transformers")
+    from bench.backends.hf import time_mask_build
+    from bench.shapes import AttentionShape
+
+    eager = time_mask_build("hf-eager", AttentionShape(1, 64, 64, 4, 2, 16, "fp32", "causal"), "cpu", 0.05)
+    assert eager > 0  # an additive float mask, built by transformers' masking_utils
+
+
+def test_an_hf_case_records_its_mask_build_beside_the_kernel_and_a_torch_case_does_not():
+    pytest.importorskip("transformers")
+    from bench.engine.runner import Runner
+    from bench.engine.sweeps import Case
+    from bench.shapes import AttentionShape
+
+    runner = Runner(calibration={"gemm_flops_per_s": 1e11, "copy_bytes_per_s": 1e10}, budget_s=0.05)
+    shape = AttentionShape(1, 32, 32, 4, 2, 16, "fp32", "window", 8)
+    hf = runner.run(Case("hf-eager", shape, "prefill", "fwd", "cpu")).record
+    torch_own = runner.run(Case("naive", shape, "prefill", "fwd", "cpu")).record
+    assert hf["status"] == "ok", hf["reason"]
+    assert hf["mask_build_s"] > 0 and torch_own["mask_build_s"] is None

@@ -47,6 +47,11 @@ FLASH_NOTES = (("sinks", "flash_attn_func has no sink logits"),
 # Each function is imported on its first call (its module imports torch): bench.backends.base.Deferred
 SDPA = "bench.backends.sdpa:make"
 HF = "bench.backends.hf:make"
+HF_MASK = "bench.backends.hf:time_mask_build"
+# the hf-* backends: transformers' attn_implementation each one calls (transformers' default is "sdpa")
+TRANSFORMERS_IMPLEMENTATIONS = {"hf-eager": "eager", "hf-sdpa": "sdpa", "hf-flex": "flex_attention",
+                                "hf-flash2": "flash_attention_2", "hf-flash3": "flash_attention_3"}
+TRANSFORMERS_DEFAULT = "hf-sdpa"
 # sparse cases: the dense kernels take any keep-set as a boolean mask (and compute every pair), flex as a BlockMask
 SPARSE = SPARSITY_KINDS
 BACKENDS: dict[str, Backend] = {
@@ -85,12 +90,13 @@ BACKENDS: dict[str, Backend] = {
         # transformers' attn_implementation paths (the optional [hf] extra), each with the mask transformers builds
         Backend("hf-eager", Deferred(HF, "hf-eager"), "transformers' eager attention (attn_implementation='eager'), "
                 "with its own additive mask", "materialising", "#c49c94", "+", opt_in=True, executes="all",
-                wraps="naive"),
+                wraps="naive", mask_build=HF_MASK),
         Backend("hf-sdpa", Deferred(HF, "hf-sdpa"), "transformers' sdpa attention (attn_implementation='sdpa', its "
-                "default), with its own boolean mask", "tiled", "#aec7e8", "4", opt_in=True, wraps="sdpa"),
+                "default), with its own boolean mask", "tiled", "#aec7e8", "4", opt_in=True, wraps="sdpa",
+                mask_build=HF_MASK),
         Backend("hf-flex", Deferred(HF, "hf-flex"), "transformers' flex attention (attn_implementation="
                 "'flex_attention'), with its own BlockMask", "tiled", "#98df8a", "3", opt_in=True, compiles=True,
-                wraps="flex"),
+                wraps="flex", mask_build=HF_MASK),
     ]
 }
 

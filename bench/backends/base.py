@@ -172,6 +172,9 @@ class Backend:
     # the registry backend whose kernel it reaches through another library (transformers' sdpa path calls torch
     # SDPA): the report measures what the wrapping costs against that backend and the kernels it chooses among
     wraps: str | None = None
+    # "module:function" timing what its library builds once per forward beside the kernel (transformers' mask):
+    # called (backend name, shape, device, budget_s) after the case's timing; its median is the mask_build_s
+    mask_build: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "fn", keyword_backend(self.fn))

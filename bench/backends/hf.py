@@ -7,31 +7,32 @@ and whether it is causal.
 
 Masks: causal (causal_mask_function), a sliding window of W (sliding_window_causal_mask_function: a query sees
 itself and the W-1 keys before it) or none (bidirectional_mask_function); bottom-right aligned for Sq < Skv by the
-query offset Skv - Sq, as a model decoding against its cache passes its cache position. transformers builds the
-mask once per forward and shares it across layers, so it is built on a shape's first call and kept (mask_build_s
-says what that took); the timed call is one layer's attention. Outputs come back (B, S, H, D) and are returned
-(B, Hq, Sq, D). transformers is optional (`pip install 'attnbench[hf]'`): without it each call is Unsupported,
-with that reason. hf-flex compiles transformers' flex call per shape; where torch's compiler fails on it (inductor's
-CPU code generation does for some shapes on some CPUs), the case is Unsupported with a reason that starts
-COMPILE_FAILED and names torch's error: torch's bug, reported as such, not a wrong answer of attnbench's.
+query offset Skv - Sq, as a model decoding against its cache passes its cache position. transformers builds the mask
+once per forward and shares it across layers, so it is built on a shape's first call and kept: the timed call is one
+layer's attention, and time_mask_build times the build apart (the record's mask_build_s). Outputs come back (B, S,
+H, D) and are returned (B, Hq, Sq, D). transformers is optional (`pip install 'attnbench[hf]'`): without it each
+call is Unsupported, with that reason. hf-flex compiles transformers' flex call per shape; where torch's compiler
+fails on it (inductor's CPU code generation does for some shapes on some CPUs), the case is Unsupported with a
+reason that starts COMPILE_FAILED and names torch's error: torch's bug, reported as such, not a wrong answer of
+attnbench's.
 """
 
 from __future__ import annotations
 
 import functools
-import time
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
 import torch
 
+from bench.backends import TRANSFORMERS_IMPLEMENTATIONS
 from bench.backends.base import Unsupported
 from bench.masks import Mask
 from bench.scores import Score
+from bench.shapes import AttentionShape
 
-# backend name -> transformers' attn_implementation
-IMPLEMENTATIONS = {"hf-eager": "eager", "hf-sdpa": "sdpa", "hf-flex": "flex_attention",
-                   "hf-flash2": "flash_attention_2", "hf-flash3": "flash_attention_3"}
+IMPLEMENTATIONS = TRANSFORMERS_IMPLEMENTATIONS
 COMPILE_FAILED = "hf-flex: torch's compiler could not build transformers' flex kernel for this shape"
 
 
@@ -70,10 +71,9 @@ def _mask_function(masking: Any, mask: Mask) -> Any:
     return masking.causal_mask_function
 
 
-@functools.lru_cache(maxsize=64)
-def _mask(name: str, batch: int, seq_q: int, seq_kv: int, mask: Mask, dtype: torch.dtype, device: str
-          ) -> tuple[Any, float]:
-    """The mask transformers builds for this layer's shape, and the seconds the build took (once per forward)."""
+def _mask_build(name: str, batch: int, seq_q: int, seq_kv: int, mask: Mask, dtype: torch.dtype, device: str
+                ) -> Callable[[], Any]:
+    """Building the mask transformers builds for this layer's shape, as a call."""
     masking, _ = _transformers(name)
     impl = IMPLEMENTATIONS[name]
     builder = masking.ALL_MASK_ATTENTION_FUNCTIONS[impl]
@@ -85,15 +85,25 @@ def _mask(name: str, batch: int, seq_q: int, seq_kv: int, mask: Mask, dtype: tor
         kwargs["dtype"] = dtype
     if impl == "sdpa" and mask.window is not None:  # as create_sliding_window_causal_mask passes it: without it
         kwargs["local_size"] = mask.window  # transformers skips the mask for is_causal, and the window is lost
-    start = time.perf_counter()
-    built = builder(**kwargs)
-    return built, time.perf_counter() - start
+    return functools.partial(builder, **kwargs)
 
 
-def mask_build_s(name: str, batch: int, seq_q: int, seq_kv: int, mask: Mask, dtype: torch.dtype, device: str
-                 ) -> float:
-    """What building the case's mask took on its first call (transformers does it once per forward)."""
-    return _mask(name, batch, seq_q, seq_kv, mask, dtype, device)[1]
+@functools.lru_cache(maxsize=64)
+def _mask(name: str, batch: int, seq_q: int, seq_kv: int, mask: Mask, dtype: torch.dtype, device: str) -> Any:
+    """The mask, built on the shape's first call and kept: a model builds it once per forward for all its layers."""
+    return _mask_build(name, batch, seq_q, seq_kv, mask, dtype, device)()
+
+
+def time_mask_build(name: str, shape: AttentionShape, device: str, budget_s: float) -> float:
+    """Median seconds transformers takes to build the case's mask (bench.measure's warm timer: the first build,
+    a compile for flex's BlockMask, is its warm-up)."""
+    from bench.measure.stats import summarize
+    from bench.measure.timer import measure
+
+    build = _mask_build(name, shape.batch, shape.seq_q, shape.seq_kv, shape.mask_value, shape.torch_dtype,
+                        device)
+    _, timing = measure(build, device, budget_s)
+    return summarize(timing.samples).median
 
 
 def hf_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, mask: Mask, score: Score,
@@ -101,7 +111,7 @@ def hf_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, mask: Mas
     fn = _attention_function(name)
     if q.shape[2] > k.shape[2]:
         raise Unsupported(f"{name}: more queries ({q.shape[2]}) than keys ({k.shape[2]})")
-    built, _ = _mask(name, q.shape[0], q.shape[2], k.shape[2], mask, q.dtype, str(q.device))
+    built = _mask(name, q.shape[0], q.shape[2], k.shape[2], mask, q.dtype, str(q.device))
     layer = SimpleNamespace(num_key_value_groups=q.shape[1] // k.shape[1], is_causal=mask.causal, training=False)
     try:
         out, _ = fn(layer, q, k, v, built, scaling=q.shape[-1] ** -0.5, dropout=0.0)

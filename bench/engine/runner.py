@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from bench.backends import Unsupported, get_backend
+from bench.backends.base import Deferred
 from bench.engine import interrupt
 from bench.engine.outcome import Outcome
 from bench.engine.sweeps import Case
@@ -133,6 +134,9 @@ class Runner:
             return Outcome(replace(record, status="incorrect", reason=why))  # no samples: an untimed entry
         if after := getattr(fn, "after", None):  # what the kind times apart (a sparse case's indexer) and derives
             record = replace(record, **after(self.budget_s, record.median_s))
+        if builds := get_backend(case.backend).mask_build:  # what its library builds once per forward (hf-*)
+            seconds = Deferred(builds).resolved(case.backend, shape, device, self.budget_s / 4)
+            record = replace(record, mask_build_s=seconds)
         if self.keep_last:  # `bench profile` reads the whole kernel table and re-runs the call for a memory snapshot
             self.last = (fn, case_timing)
         return Outcome(record, timing.samples)

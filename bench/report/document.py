@@ -12,11 +12,13 @@ from typing import Any
 
 import pandas as pd
 
+from bench.backends import TRANSFORMERS_DEFAULT, TRANSFORMERS_IMPLEMENTATIONS
 from bench.report import kernels, traces
 from bench.report.catalogue import FIGURES
 from bench.report.claims import verdicts
 from bench.report.claims.auto_choice import default_loss
 from bench.report.frames import SHAPE_KEYS, geomean, shape_label
+from bench.report.hf_choice import advice, implementation_rows
 from bench.report.load import Loaded, RunInfo
 from bench.report.model_section import model_summary
 from bench.report.sparse_cost import crossovers, sparse_costs
@@ -350,6 +352,7 @@ def models_section(run: RunInfo, df: pd.DataFrame) -> list[Block]:
                          fmt_seconds(total) if total else "—"])
         out.append(Table(["backend", "dtype", "phase", "shape", *[f"one {k} layer, per token" for k in kinds],
                           "all layers, per token"], rows))
+        out += implementations_table(m["model"], implementation_rows(m["times"], layers), kinds, layers)
         if m["fits"]:
             out.append(Para(f"What fits in this device's memory ({fmt_bytes(memory)}), counting the KV cache of all "
                             "layers plus one layer's attention peak by the backend's memory model (materialising "
@@ -359,6 +362,39 @@ def models_section(run: RunInfo, df: pd.DataFrame) -> list[Block]:
                              [[f["backend"], f["dtype"], f["memory"], f"{f['max_context']:,} tokens",
                                f"{f['max_batch']:,} at {f['at_context']:,}"] for f in m["fits"]]))
     return out
+
+
+def implementations_table(model: str, rows: list[dict], kinds: list[str], layers: dict) -> list[Block]:
+    """transformers' attn_implementations side by side for the model: per layer, per forward, and the advice."""
+    if not rows:
+        return []
+    impls = sorted({b for r in rows for b in r["forward_s"]}, key=list(TRANSFORMERS_IMPLEMENTATIONS).index)
+
+    def cell(r: dict, b: str) -> str:
+        if b not in r["forward_s"]:
+            return "—"
+        layer = " / ".join(fmt_seconds(r["per_layer_s"][b][k]) for k in kinds if k in r["per_layer_s"][b])
+        mask = r["mask_s"].get(b)
+        return f"{layer} a layer; mask {fmt_seconds(mask) if mask is not None else '—'}"
+
+    table = []
+    for r in rows:
+        lengths = f"S={r['seq_kv']:,}" if r["phase"] == "prefill" else f"Sq={r['seq_q']} KV={r['seq_kv']:,}"
+        loss = f"{r['default_loss']:.2f}×" if r["default_loss"] else "—"
+        table.append([r["dtype"], r["phase"], f"B={r['batch']} {lengths}", *[cell(r, b) for b in impls],
+                      f"{TRANSFORMERS_IMPLEMENTATIONS[r['fastest']]} ({fmt_seconds(r['forward_s'][r['fastest']])})",
+                      loss])
+    count = " + ".join(f"{layers[k]} × {k}" for k in kinds)
+    blocks: list[Block] = [
+        Para(f"transformers' attn_implementations at this model's attention shapes: each cell is one layer's kernel "
+             f"({' / '.join(kinds)} layers) and the mask transformers builds for it, once per forward and shared by "
+             f"the layers; a forward costs {count} layer kernels plus one mask per layer kind. The default is "
+             f"'{TRANSFORMERS_IMPLEMENTATIONS[TRANSFORMERS_DEFAULT]}'."),
+        Table(["dtype", "phase", "shape", *[f"{TRANSFORMERS_IMPLEMENTATIONS[b]} ({b})" for b in impls],
+               "fastest (one forward)", "default vs fastest"], table)]
+    if said := advice(model, rows):
+        blocks.append(Para(said))
+    return blocks
 
 
 def not_run(df: pd.DataFrame) -> list[Block]:

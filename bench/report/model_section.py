@@ -87,7 +87,8 @@ def fit_rows(name: str, facts: dict, df: pd.DataFrame, device_memory: float | No
 
 
 def time_rows(name: str, facts: dict, df: pd.DataFrame) -> list[dict[str, Any]]:
-    """Per backend, dtype, phase, batch and lengths: time per token of one layer of each kind, and of all layers."""
+    """Per backend, dtype, phase, batch and lengths: time per token of one layer of each kind, and of all layers;
+    and for transformers' backends the masks one forward builds."""
     ok = df[(df["status"] == "ok") & (df["scope"].fillna("attention") == "attention")]
     layers = facts.get("layers") or {}
     rows = []
@@ -96,7 +97,10 @@ def time_rows(name: str, facts: dict, df: pd.DataFrame) -> list[dict[str, Any]]:
         per_token = {kind_of(r["mask"]): r["median_s"] / (r["batch"] * r["seq_q"]) for _, r in grp.iterrows()}
         kinds = [k for k in KINDS if layers.get(k)]
         total = sum(layers[k] * per_token[k] for k in kinds) if all(k in per_token for k in kinds) else None
-        row = dict(zip(keys, key, strict=True)) | {"model": name, "all_layers_s_per_token": total}
+        # transformers builds one mask per layer kind per forward (hf-* backends' mask_build_s)
+        masks = grp["mask_build_s"].dropna() if "mask_build_s" in grp else ()
+        row = dict(zip(keys, key, strict=True)) | {"model": name, "all_layers_s_per_token": total,
+                                                   "mask_s_per_forward": float(sum(masks)) if len(masks) else None}
         row |= {f"{k}_layer_s_per_token": per_token.get(k) for k in KINDS if layers.get(k)}
         rows.append(row)
     return rows
