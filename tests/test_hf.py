@@ -68,12 +68,12 @@ def test_a_flex_kernel_torch_cannot_compile_is_unsupported_naming_torchs_error(m
     def fails(*args, **kwargs):
         raise InductorError(RuntimeError("CppCompileError: 'cur_kvSplitSize2' was not declared"), None)
 
-    monkeypatch.setattr(hf, "_attention_function", lambda name: fails)
+    monkeypatch.setattr(hf, "_attention_function", lambda name, score: fails)
     q = torch.randn(1, 2, 4, 8)
     with pytest.raises(Unsupported) as err:
         hf.make("hf-flex")(q, q, q, mask=Mask(causal=True), score=Score())
     assert str(err.value).startswith(hf.COMPILE_FAILED) and "InductorError" in str(err.value)
-    monkeypatch.setattr(hf, "_attention_function", lambda name: lambda *a, **k: 1 / 0)
+    monkeypatch.setattr(hf, "_attention_function", lambda name, score: lambda *a, **k: 1 / 0)
     with pytest.raises(ZeroDivisionError):  # any other failure stays the error it is
         hf.make("hf-flex")(q, q, q, mask=Mask(causal=True), score=Score())
 
@@ -180,3 +180,27 @@ def test_an_hf_case_records_its_mask_build_beside_the_kernel_and_a_torch_case_do
     torch_own = runner.run(Case("naive", shape, "prefill", "fwd", "cpu")).record
     assert hf["status"] == "ok", hf["reason"]
     assert hf["mask_build_s"] > 0 and torch_own["mask_build_s"] is None
+
+
+@pytest.mark.slow
+def test_hf_flex_caps_logits_as_gemma2_does_and_names_why_sinks_need_cuda():
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    import bench
+    from bench.reference import compare_to_reference, reference_attention
+    from bench.scores import sink_logits
+
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(1, 4, 64, 16, generator=g)
+    k, v = (torch.randn(1, 2, 64, 16, generator=g) for _ in range(2))
+    try:
+        out = bench.attention(q, k, v, backend="hf-flex", causal=True, softcap=1.5)
+    except Unsupported as err:
+        from bench.backends.hf import COMPILE_FAILED
+
+        assert str(err).startswith(COMPILE_FAILED)  # torch's inductor on this CPU, named as such
+    else:
+        check = compare_to_reference(out, reference_attention(q, k, v, causal=True, softcap=1.5))
+        assert check.ok, check.describe()
+    with pytest.raises(Unsupported, match="sinks through flex on CUDA only"):
+        bench.attention(q, k, v, backend="hf-flex", causal=True, sinks=sink_logits(4))

@@ -155,12 +155,12 @@ def test_max_context_is_the_boundary(name: str, memory: int, batch: int) -> None
     m = model(name)
     ctx = max_context(m, batch, "bf16", memory)
     if ctx is None:  # only a sliding window whose full cache fits may say "any"
-        assert m.window is not None and estimate(m, m.window, batch).total_bytes <= memory
-        assert estimate(m, 10 * m.window, batch).total_bytes <= memory
+        assert m.window is not None and estimate(m, m.window, batch, "bf16").total_bytes <= memory
+        assert estimate(m, 10 * m.window, batch, "bf16").total_bytes <= memory
         return
     if ctx > 0:
-        assert estimate(m, ctx, batch).total_bytes <= memory
-    assert estimate(m, ctx + 1, batch).total_bytes > memory
+        assert estimate(m, ctx, batch, "bf16").total_bytes <= memory
+    assert estimate(m, ctx + 1, batch, "bf16").total_bytes > memory
 
 
 @pytest.mark.parametrize("name", DECODERS)

@@ -52,6 +52,10 @@ HF_MASK = "bench.backends.hf:time_mask_build"
 TRANSFORMERS_IMPLEMENTATIONS = {"hf-eager": "eager", "hf-sdpa": "sdpa", "hf-flex": "flex_attention",
                                 "hf-flash2": "flash_attention_2", "hf-flash3": "flash_attention_3"}
 TRANSFORMERS_DEFAULT = "hf-sdpa"
+HF_NOTES = (("softcap", "transformers' sdpa path refuses softcap (Gemma-2 runs eager or flex_attention)"),
+            ("sinks", "transformers' sdpa path takes no sinks (gpt-oss runs eager or flex_attention)"),
+            ("alibi", "transformers' ALiBi models add their bias inside the model, not through these paths"),
+            ("chunk", "transformers builds a chunked mask from the model's own padding arguments: not wired in"))
 # sparse cases: the dense kernels take any keep-set as a boolean mask (and compute every pair), flex as a BlockMask
 SPARSE = SPARSITY_KINDS
 BACKENDS: dict[str, Backend] = {
@@ -90,13 +94,13 @@ BACKENDS: dict[str, Backend] = {
         # transformers' attn_implementation paths (the optional [hf] extra), each with the mask transformers builds
         Backend("hf-eager", Deferred(HF, "hf-eager"), "transformers' eager attention (attn_implementation='eager'), "
                 "with its own additive mask", "materialising", "#c49c94", "+", opt_in=True, executes="all",
-                wraps="naive", mask_build=HF_MASK),
+                wraps="naive", mask_build=HF_MASK, variants=("softcap", "sinks"), variant_notes=HF_NOTES),
         Backend("hf-sdpa", Deferred(HF, "hf-sdpa"), "transformers' sdpa attention (attn_implementation='sdpa', its "
                 "default), with its own boolean mask", "tiled", "#aec7e8", "4", opt_in=True, wraps="sdpa",
-                mask_build=HF_MASK),
+                mask_build=HF_MASK, variant_notes=HF_NOTES),
         Backend("hf-flex", Deferred(HF, "hf-flex"), "transformers' flex attention (attn_implementation="
                 "'flex_attention'), with its own BlockMask", "tiled", "#98df8a", "3", opt_in=True, compiles=True,
-                wraps="flex", mask_build=HF_MASK),
+                wraps="flex", mask_build=HF_MASK, variants=("softcap", "sinks"), variant_notes=HF_NOTES),
     ]
 }
 

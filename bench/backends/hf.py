@@ -45,17 +45,29 @@ def _transformers(name: str) -> Any:
     return masking, ALL_ATTENTION_FUNCTIONS
 
 
-def _attention_function(name: str) -> Any:
+def _eager_function(name: str, score: Score) -> Any:
+    """Each model module defines its own eager function: Llama's (the one most models copy), Gemma-2's where the
+    model soft-caps its logits, gpt-oss's where it has sinks."""
+    if score.softcap is not None and score.sinks:
+        raise Unsupported(f"{name}: no transformers model's eager path takes softcap and sinks together")
+    if score.sinks:
+        from transformers.models.gpt_oss.modeling_gpt_oss import eager_attention_forward
+    elif score.softcap is not None:
+        from transformers.models.gemma2.modeling_gemma2 import eager_attention_forward
+    else:
+        from transformers.models.llama.modeling_llama import eager_attention_forward
+    return eager_attention_forward
+
+
+def _attention_function(name: str, score: Score) -> Any:
     masking, functions = _transformers(name)
     impl = IMPLEMENTATIONS[name]
     if impl == "flex_attention":  # each shape's mask is a new closure, so a new compile: never fall back to eager
         from bench.backends.flex import raise_recompile_limits
 
         raise_recompile_limits()
-    if impl == "eager":  # each model module defines its own; Llama's is the one most models copy
-        from transformers.models.llama.modeling_llama import eager_attention_forward
-
-        return eager_attention_forward
+    if impl == "eager":
+        return _eager_function(name, score)
     if impl not in functions:
         raise Unsupported(f"{name}: this transformers has no {impl!r} attention function")
     return functions[impl]
@@ -108,13 +120,14 @@ def time_mask_build(name: str, shape: AttentionShape, device: str, budget_s: flo
 
 def hf_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, mask: Mask, score: Score,
                  name: str) -> torch.Tensor:
-    fn = _attention_function(name)
+    fn = _attention_function(name, score)
     if q.shape[2] > k.shape[2]:
         raise Unsupported(f"{name}: more queries ({q.shape[2]}) than keys ({k.shape[2]})")
     built = _mask(name, q.shape[0], q.shape[2], k.shape[2], mask, q.dtype, str(q.device))
     layer = SimpleNamespace(num_key_value_groups=q.shape[1] // k.shape[1], is_causal=mask.causal, training=False)
+    kwargs = _score_arguments(name, score, layer, q)
     try:
-        out, _ = fn(layer, q, k, v, built, scaling=q.shape[-1] ** -0.5, dropout=0.0)
+        out, _ = fn(layer, q, k, v, built, scaling=q.shape[-1] ** -0.5, dropout=0.0, **kwargs)
     except Exception as err:
         from torch._dynamo.exc import BackendCompilerFailed  # InductorError is one
 
@@ -123,6 +136,25 @@ def hf_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, mask: Mas
         first = next((line for line in str(err).splitlines() if line.strip()), type(err).__name__)
         raise Unsupported(f"{COMPILE_FAILED} ({type(err).__name__}: {first[:200]})") from None
     return out.transpose(1, 2)  # transformers hands back (B, S, H, D)
+
+
+def _score_arguments(name: str, score: Score, layer: SimpleNamespace, q: torch.Tensor) -> dict[str, Any]:
+    """The score variant as transformers passes it: `softcap=` (Gemma-2's eager, flex), the sink logits as the
+    layer's `sinks` (gpt-oss's eager) or `s_aux=` (flex)."""
+    if score.alibi:
+        raise Unsupported(f"{name}: transformers' ALiBi models build their bias in the model, not in these paths")
+    kwargs: dict[str, Any] = {}
+    if score.softcap is not None:
+        kwargs["softcap"] = score.softcap
+    if score.sinks:
+        logits = score.with_logits(q.shape[1], q.device).sink_logits.to(q.dtype)
+        if IMPLEMENTATIONS[name] != "flex_attention":
+            layer.sinks = logits
+        elif q.device.type == "cpu":  # transformers renormalises by flex's LSE, which its CPU kernel does not return
+            raise Unsupported(f"{name}: transformers runs attention sinks through flex on CUDA only")
+        else:
+            kwargs["s_aux"] = logits
+    return kwargs
 
 
 def make(name: str):

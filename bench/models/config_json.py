@@ -80,7 +80,7 @@ CONFIG_DTYPES: dict[str, str] = {"bfloat16": "bf16", "float16": "fp16", "float32
 # The presets shipped as bench/models/configs/<name>.json, in the order they are listed to users.
 PRESET_NAMES: tuple[str, ...] = ("transformer-base", "bert-base", "gpt2", "qwen2.5-0.5b", "llama-2-7b",
                                  "llama-2-70b", "llama-3-8b", "mistral-7b-v0.1", "gpt-3-175b", "deepseek-v3",
-                                 "deepseek-v3.2")
+                                 "deepseek-v3.2", "gemma-2-9b")
 
 ENCODER_MODEL_TYPES = frozenset({"bert", "roberta", "xlm-roberta", "electra", "deberta", "deberta-v2", "modernbert"})
 HF_LAYER_TYPES: dict[str, LayerKind] = {"full_attention": "full", "sliding_attention": "sliding",
@@ -198,6 +198,10 @@ def parse_config(data: Any, origin: str = "config.json", name: str = "model") ->
     if model_type == "falcon" and text.get("new_decoder_architecture") is True and n_kv != n_heads:
         ignored += (f"transformers' FalconAttention broadcasts K and V to all {n_heads} heads before caching them: its "
                     f"cache is {n_heads // n_kv}x this one, which counts the model's {n_kv} distinct KV heads",)
+    scalar = text.get("query_pre_attn_scalar")  # Gemma-2/3 scale by scalar^-0.5: the same as D^-0.5 when equal
+    if scalar is not None and scalar != head_dim:
+        ignored += (f"{prefix}query_pre_attn_scalar={scalar!r} scales the scores by {scalar}^-0.5; attnbench scales "
+                    f"by head_dim^-0.5 ({head_dim}^-0.5): the same work, other values",)
     alibi = model_type == "bloom" or (model_type == "falcon" and text.get("alibi") is True)
 
     dsa: dict[str, int | None] = {"index_topk": None, "index_n_heads": None, "index_head_dim": None}
