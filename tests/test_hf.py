@@ -149,14 +149,16 @@ def test_each_implementation_costs_its_layers_plus_one_mask_a_forward_and_the_de
         in said
 
 
-def test_a_default_within_five_percent_is_kept_and_a_lone_implementation_gives_no_table():
+def test_a_default_within_five_percent_is_kept_and_a_model_the_default_cannot_run_is_told_so():
     from bench.report.hf_choice import advice, implementation_rows
 
     tied = implementation_rows([time_row("hf-sdpa", "prefill", 512, 1.03e-3), time_row("hf-flex", "prefill", 512,
                                                                                        1e-3)], {"full": 32})
     assert "keep the default 'sdpa' (within 5% of the fastest at the one length measured; at worst 1.03× " \
            "'flex_attention')" in advice("m", tied)
-    assert implementation_rows([time_row("hf-sdpa", "prefill", 512, 1e-3)], {"full": 32}) == []
+    alone = implementation_rows([time_row("hf-eager", "prefill", 512, 1e-3)], {"full": 32})  # softcap: no sdpa
+    assert [r["fastest"] for r in alone] == ["hf-eager"] and alone[0]["default_loss"] is None
+    assert "prefill: 'eager' (fastest at 1 of 1 lengths; the default 'sdpa' did not run here" in advice("m", alone)
 
 
 def test_transformers_mask_build_is_timed_apart_from_the_kernel():

@@ -56,7 +56,8 @@ def test_parse_mask_rejects(text):
 
 
 def test_presets_match_their_published_configs():
-    assert len(PRESETS) == 11
+    assert len(PRESETS) == 12
+    assert preset("gemma-2-9b").softcap == 50.0 and preset("gemma-2-9b").window == 4096
     ds = preset("deepseek-v3")  # MLA: one latent of 512 + 64 per token, K/V heads of 192 / 128 when decompressed
     assert (ds.variant, ds.n_heads, ds.kv_lora_rank, ds.qk_rope_head_dim, ds.head_dim, ds.v_head_dim) == (
         "mla", 128, 512, 64, 192, 128)

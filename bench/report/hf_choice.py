@@ -1,6 +1,6 @@
 """Which `attn_implementation` a model should use on this machine: transformers' implementations (the hf-* backends)
 side by side at the model's own attention shapes, per phase and length, the fastest, and what transformers' default
-('sdpa') loses to it.
+(its sdpa path) loses to it.
 
 What one implementation costs a model per forward: every layer's kernel (layers of a kind x that kind's per-layer
 time) plus the masks transformers builds once per forward, one per layer kind (the records' mask_build_s). Pure
@@ -28,16 +28,15 @@ def forward_s(row: dict[str, Any]) -> float | None:
 
 
 def implementation_rows(times: list[dict[str, Any]], layers: dict[str, int]) -> list[dict[str, Any]]:
-    """Per dtype, phase and lengths where two or more implementations ran: each one's per-layer kernel time (per
+    """Per dtype, phase and lengths where an implementation ran: each one's per-layer kernel time (per
     layer kind), mask time and forward time, the fastest, and the default's loss to it (None if it did not run)."""
     groups: dict[tuple, dict[str, dict[str, Any]]] = defaultdict(dict)
     for r in times:
         if r["backend"] in TRANSFORMERS_IMPLEMENTATIONS and forward_s(r) is not None:
             groups[tuple(r[k] for k in KEYS)][r["backend"]] = r
     out = []
-    for key, by_impl in sorted(groups.items(), key=lambda kv: (kv[0][1] != "prefill", *map(str, kv[0]))):
-        if len(by_impl) < 2:
-            continue
+    # prefill first, then by dtype, batch and lengths (numbers as numbers)
+    for key, by_impl in sorted(groups.items(), key=lambda kv: (kv[0][1] != "prefill", str(kv[0][0]), kv[0][2:5])):
         forward = {b: forward_s(r) for b, r in by_impl.items()}
         fastest = min(forward, key=forward.get)  # type: ignore[arg-type]
         tokens = key[2] * key[3]
@@ -79,7 +78,9 @@ def advice(model: str, rows: list[dict[str, Any]]) -> str | None:
             wins[r["fastest"]] += 1
         best = max(wins, key=wins.get)  # type: ignore[arg-type]
         text = f"{phase}: {name(best)} (fastest at {wins[best]} of {len(mine)} lengths"
-        if losses:
+        if not losses:
+            text += f"; the default {name(TRANSFORMERS_DEFAULT)} did not run here: see the cases not run"
+        else:
             worst_row = max(losses, key=lambda r: r["default_loss"])
             text += (f"; the default {name(TRANSFORMERS_DEFAULT)} loses up to {worst_row['default_loss']:.2f}×, "
                      f"at {where(worst_row)}")

@@ -13,8 +13,9 @@ import pandas as pd
 
 from bench.meta import RunMeta
 from bench.report.frames import ok_rows, serving_rows, shape_keys_but, trace_rows
+from bench.report.interval import ratio_interval, straddles
 from bench.report.traits import PAGED_KERNELS
-from bench.report.verdict import FAILS, HOLDS, NO_FACTS, NOT_MEASURED, Verdict, noisy_note
+from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE, NO_FACTS, NOT_MEASURED, Verdict, noisy_note
 
 # vLLM's paper measured its paged attention kernel 20-26% slower than a contiguous one: the claim's bound.
 PAGING_CLAIM = 1.3
@@ -36,7 +37,9 @@ def paged_vs_contiguous(df: pd.DataFrame) -> pd.DataFrame:
     """One row per ok paged decode case whose contiguous twin ran ok: `ratio` = paged time / contiguous time."""
     ok = ok_rows(df[serving_rows(df) & ~trace_rows(df)])
     ok = ok[ok["phase"] == "decode"]
-    contiguous = ok[ok["page_size"].isna()][PAIR_KEYS + ["median_s"]].rename(columns={"median_s": "contiguous_s"})
+    timings = [c for c in ("median_s", "ci_low_s", "ci_high_s") if c in ok]
+    contiguous = ok[ok["page_size"].isna()][PAIR_KEYS + timings].rename(
+        columns={c: f"contiguous_{c}" for c in timings}).assign(contiguous_s=lambda d: d["contiguous_median_s"])
     paged = ok[ok["page_size"].notna()]
     merged = paged.merge(contiguous, on=PAIR_KEYS, how="inner")
     merged["ratio"] = merged["median_s"] / merged["contiguous_s"]
@@ -60,8 +63,14 @@ def paging_cost(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
                        f"the claim is about kernels that read pages in place ({', '.join(PAGED_KERNELS)}); none "
                        "ran a paged case here", detail)
     (backend, page), best = in_place.idxmin(), float(in_place.min())
+    interval = ratio_interval(pairs[(pairs["backend"] == backend) & (pairs["page_size"] == page)], "", "contiguous_")
     numbers = (f"paged / contiguous decode time, median per backend and page size: {shown}; best paged kernel "
-               f"{backend} with pages of {int(page)}: {best:.2f}×." + noisy_note(pairs))
+               f"{backend} with pages of {int(page)}: {best:.2f}× (95% interval {interval[0]:.2f}–"
+               f"{interval[1]:.2f}×)." + noisy_note(pairs))
+    if straddles(interval, PAGING_CLAIM):
+        return Verdict(claim, INCONCLUSIVE, numbers, f"{backend}'s {best:.2f}× is within its timings' noise of "
+                       f"{PAGING_CLAIM:g}×: its interval straddles the bound; more rounds per case (a larger --budget) "
+                       "decide it.", detail)
     holds = best <= PAGING_CLAIM
     why = "" if holds else (f"every kernel that reads pages in place ({', '.join(in_place.index.unique('backend'))}) "
                             f"pays more than {PAGING_CLAIM:g}× at every page size it ran: the pages' scattered reads "

@@ -16,6 +16,7 @@ import pandas as pd
 from bench.meta import RunMeta
 from bench.record import LATER_SHAPE_KEYS
 from bench.report.frames import dense_rows, ok_rows
+from bench.report.interval import ratio_interval, straddles
 from bench.report.traits import EXPANDING, FAMILY_NAMES, FUSED, kv_family
 from bench.report.verdict import (
     FAILS,
@@ -36,6 +37,7 @@ ON_CHIP = 100.0  # % of the read-only ceiling above which the KV cache is served
 MIN_KV_LENGTHS = 3  # a speedup short of the claim is only a finding over this many KV lengths
 KEYS = ["backend", "dtype", "batch", "n_heads", "head_dim", "seq_q", "seq_kv", "mask", "pass", *LATER_SHAPE_KEYS]
 CEILINGS = ["pct_read_ceiling", "pct_gemm_ceiling"]
+INTERVAL_COLUMNS = ("ci_low_s", "ci_high_s")
 
 
 def decode_pairs(df: pd.DataFrame) -> pd.DataFrame:
@@ -45,8 +47,9 @@ def decode_pairs(df: pd.DataFrame) -> pd.DataFrame:
     One merge, not a loop over shapes: runs have 10k cases."""
     ok = ok_rows(dense_rows(df))
     ok = ok[ok["phase"] == "decode"]
-    mha = ok[ok["variant"] == "mha"].drop_duplicates(KEYS)[KEYS + ["median_s", *CEILINGS]]
-    mha = mha.rename(columns={"median_s": "mha_s", **{c: f"mha_{c}" for c in CEILINGS}})
+    timings = [c for c in ("median_s", *INTERVAL_COLUMNS) if c in ok]
+    mha = ok[ok["variant"] == "mha"].drop_duplicates(KEYS)[KEYS + timings + CEILINGS]
+    mha = mha.rename(columns={c: f"mha_{c}" for c in timings + CEILINGS}).assign(mha_s=lambda d: d["mha_median_s"])
     sp = ok[ok["variant"] != "mha"].merge(mha, on=KEYS, how="inner").sort_values(KEYS, kind="stable")
     return sp.assign(speedup=sp["mha_s"] / sp["median_s"], group_size=sp["group_size"].astype(int),
                      family=sp["backend"].map(kv_family)).reset_index(drop=True)
@@ -95,12 +98,13 @@ def _judge(df: pd.DataFrame, family: str) -> Verdict:
     longest = sp.groupby(["backend", "dtype", "batch", "n_heads", "head_dim", "seq_q"], dropna=False)["seq_kv"]
     at_longest = sp[sp["seq_kv"] == longest.transform("max")]
     median = float(at_longest["speedup"].median())
+    interval = ratio_interval(at_longest, "mha_", "")
     by_len = sp.groupby(["seq_kv", "variant"])["speedup"].median().unstack("variant")
     per_len = "; ".join(f"KV {int(s)}: " + ", ".join(f"{v.upper()} {x:.2f}×" for v, x in row.dropna().items())
                         for s, row in by_len.iterrows())
     per_variant = at_longest.groupby("variant").agg(speedup=("speedup", "median"), group=("group_size", "max"))
     per_backend = at_longest.groupby("backend")["speedup"].median()
-    numbers = (f"at the longest KV length: median {median:.2f}× ("
+    numbers = (f"at the longest KV length: median {median:.2f}× (95% interval {interval[0]:.2f}–{interval[1]:.2f}×; "
                + ", ".join(f"{v.upper()} (Hq/Hkv up to {int(r['group'])}) {r['speedup']:.2f}×"
                            for v, r in per_variant.iterrows())
                + "; per backend " + ", ".join(f"{b} {x:.2f}×" for b, x in per_backend.items())
@@ -114,6 +118,12 @@ def _judge(df: pd.DataFrame, family: str) -> Verdict:
     on = judged(span(sp["seq_kv"], "KV"), span(sp["n_heads"], "Hq"), ", ".join(sorted(sp["dtype"].unique())),
                 ", ".join(sorted(sp["backend"].unique())))
     lengths = sorted(int(k) for k in sp["seq_kv"].unique())
+    if straddles(interval, low):
+        return Verdict(claim, INCONCLUSIVE, numbers, f"The median {median:.2f}× is within its timings' noise of the "
+                       f"claim's {low:g}×: its 95% interval, {interval[0]:.2f}–{interval[1]:.2f}× (each case drawn "
+                       "within its own CI, the cases resampled), straddles it. More rounds per case (a larger "
+                       "--budget) narrow it; more KV lengths (--decode-kv) show where the speedup is heading.",
+                       tuple(detail), judged_on=on)
     if not holds and len(lengths) < MIN_KV_LENGTHS:
         return Verdict(claim, INCONCLUSIVE, numbers, f"Measured at KV {', '.join(map(str, lengths))} only: a "
                        f"speedup short of the claim needs ≥ {MIN_KV_LENGTHS} KV lengths to be a finding (the gain "
@@ -157,12 +167,14 @@ def mla_decode_step(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
     if mla.empty or "v_head_dim" not in ok:
         return Verdict(MLA_CLAIM, NOT_MEASURED, "no MLA decode cases (run --variant mha,gqa,mqa,mla --phase decode, "
                                                 "or the decode profile)")
-    twins = ok[ok["variant"].isin(["gqa", "mqa"])][MLA_KEYS + ["variant", "head_dim", "median_s"]]
-    pairs = mla[MLA_KEYS + ["v_head_dim", "median_s", "flops", "bytes", *CEILINGS]].merge(
-        twins.rename(columns={"head_dim": "v_head_dim", "median_s": "twin_s"}), on=MLA_KEYS + ["v_head_dim"])
+    timings = [c for c in ("median_s", *INTERVAL_COLUMNS) if c in ok]
+    twins = ok[ok["variant"].isin(["gqa", "mqa"])][MLA_KEYS + ["variant", "head_dim", *timings]]
+    pairs = mla[MLA_KEYS + ["v_head_dim", *timings, "flops", "bytes", *CEILINGS]].merge(
+        twins.rename(columns={"head_dim": "v_head_dim", **{c: f"twin_{c}" for c in timings}}),
+        on=MLA_KEYS + ["v_head_dim"])
     if pairs.empty:
         return Verdict(MLA_CLAIM, NOT_MEASURED, "no GQA/MQA decode case at MLA's Hq, context and head dim")
-    pairs = pairs.assign(ratio=pairs["twin_s"] / pairs["median_s"])
+    pairs = pairs.assign(ratio=pairs["twin_median_s"] / pairs["median_s"])
     at_longest = pairs[pairs["seq_kv"] == pairs["seq_kv"].max()]
     per = at_longest.groupby(["variant", "backend"])["ratio"].median().unstack("variant")
     gqa = float(per["gqa"].median()) if "gqa" in per else float("nan")
@@ -185,6 +197,12 @@ def mla_decode_step(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
     if not math.isfinite(gqa):
         return Verdict(MLA_CLAIM, NOT_MEASURED, numbers, "no GQA step at MLA's shape to judge against", detail,
                        judged_on=on)
+    interval = ratio_interval(at_longest[at_longest["variant"] == "gqa"], "twin_", "")
+    numbers += f" GQA over MLA, 95% interval of the median pair: {interval[0]:.2f}–{interval[1]:.2f}×."
+    if straddles(interval, 1.0):
+        return Verdict(MLA_CLAIM, INCONCLUSIVE, numbers, f"GQA's step over MLA's, {gqa:.2f}×, is within the "
+                       "timings' noise of 1×: its interval straddles it; more rounds per case (a larger --budget) "
+                       "decide it.", detail, judged_on=on)
     holds = gqa >= 1.0
     why = "" if holds else (f"MLA's step is {1 / gqa:.2f}× GQA's (median over backends): it reads fewer bytes per "
                             f"token but does ~Hq× the FLOPs per byte, and is {bound}.")
