@@ -13,7 +13,7 @@ import pandas as pd
 
 from bench.meta import RunMeta
 from bench.report.frames import ok_rows, serving_rows, shape_keys_but, trace_rows
-from bench.report.interval import ratio_interval, straddles
+from bench.report.interval import ratio_interval, straddles, undecided
 from bench.report.traits import PAGED_KERNELS
 from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE, NO_FACTS, NOT_MEASURED, Verdict, noisy_note
 
@@ -68,9 +68,8 @@ def paging_cost(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
                f"{backend} with pages of {int(page)}: {best:.2f}× (95% interval {interval[0]:.2f}–"
                f"{interval[1]:.2f}×)." + noisy_note(pairs))
     if straddles(interval, PAGING_CLAIM):
-        return Verdict(claim, INCONCLUSIVE, numbers, f"{backend}'s {best:.2f}× is within its timings' noise of "
-                       f"{PAGING_CLAIM:g}×: its interval straddles the bound; more rounds per case (a larger --budget) "
-                       "decide it.", detail)
+        return Verdict(claim, INCONCLUSIVE, numbers, undecided(f"{backend}'s {best:.2f}×", PAGING_CLAIM, interval),
+                       detail)
     holds = best <= PAGING_CLAIM
     why = "" if holds else (f"every kernel that reads pages in place ({', '.join(in_place.index.unique('backend'))}) "
                             f"pays more than {PAGING_CLAIM:g}× at every page size it ran: the pages' scattered reads "

@@ -12,7 +12,7 @@ import pandas as pd
 
 from bench.meta import RunMeta
 from bench.report.frames import attention_rows, dense_rows, geomean, ok_rows, shape_keys_but
-from bench.report.interval import ratio_interval, straddles
+from bench.report.interval import ratio_interval, straddles, undecided
 from bench.report.traits import ALL_VARIANT_KERNELS
 from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE, NO_FACTS, NOT_MEASURED, Verdict, noisy_note
 
@@ -74,10 +74,9 @@ def variants_within(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
                + f"; within {VARIANT_TOLERANCE}× holds if every one is; the costliest, {worst['backend']} "
                f"{worst['variant']}: 95% interval {interval[0]:.2f}–{interval[1]:.2f}×." + noisy_note(costs))
     if straddles(interval, VARIANT_TOLERANCE):
-        return Verdict(CLAIM, INCONCLUSIVE, numbers, f"{worst['backend']}'s {worst['ratio']:.2f}× for "
-                       f"{worst['variant']} is within its timings' noise of {VARIANT_TOLERANCE}×: its interval "
-                       "straddles the bound; more rounds per case (a larger --budget) decide it.",
-                       detail=tuple(detail))
+        return Verdict(CLAIM, INCONCLUSIVE, numbers, undecided(
+            f"{worst['backend']}'s {worst['ratio']:.2f}× for {worst['variant']}", VARIANT_TOLERANCE, interval),
+            detail=tuple(detail))
     if worst["ratio"] <= VARIANT_TOLERANCE:
         return Verdict(CLAIM, HOLDS, numbers, detail=tuple(detail))
     why = (f"{worst['backend']} pays {worst['ratio']:.2f}× for {worst['variant']}"

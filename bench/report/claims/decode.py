@@ -16,7 +16,7 @@ import pandas as pd
 from bench.meta import RunMeta
 from bench.record import LATER_SHAPE_KEYS
 from bench.report.frames import dense_rows, ok_rows
-from bench.report.interval import ratio_interval, straddles
+from bench.report.interval import ROUNDS_DECIDE, ratio_interval, straddles, undecided
 from bench.report.traits import EXPANDING, FAMILY_NAMES, FUSED, kv_family
 from bench.report.verdict import (
     FAILS,
@@ -119,11 +119,9 @@ def _judge(df: pd.DataFrame, family: str) -> Verdict:
                 ", ".join(sorted(sp["backend"].unique())))
     lengths = sorted(int(k) for k in sp["seq_kv"].unique())
     if straddles(interval, low):
-        return Verdict(claim, INCONCLUSIVE, numbers, f"The median {median:.2f}× is within its timings' noise of the "
-                       f"claim's {low:g}×: its 95% interval, {interval[0]:.2f}–{interval[1]:.2f}× (each case drawn "
-                       "within its own CI, the cases resampled), straddles it. More rounds per case (a larger "
-                       "--budget) narrow it; more KV lengths (--decode-kv) show where the speedup is heading.",
-                       tuple(detail), judged_on=on)
+        return Verdict(claim, INCONCLUSIVE, numbers, undecided(
+            f"The median {median:.2f}×", low, interval, f"{ROUNDS_DECIDE}; more KV lengths (--decode-kv) show where "
+            "the speedup is heading"), tuple(detail), judged_on=on)
     if not holds and len(lengths) < MIN_KV_LENGTHS:
         return Verdict(claim, INCONCLUSIVE, numbers, f"Measured at KV {', '.join(map(str, lengths))} only: a "
                        f"speedup short of the claim needs ≥ {MIN_KV_LENGTHS} KV lengths to be a finding (the gain "
@@ -200,9 +198,8 @@ def mla_decode_step(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
     interval = ratio_interval(at_longest[at_longest["variant"] == "gqa"], "twin_", "")
     numbers += f" GQA over MLA, 95% interval of the median pair: {interval[0]:.2f}–{interval[1]:.2f}×."
     if straddles(interval, 1.0):
-        return Verdict(MLA_CLAIM, INCONCLUSIVE, numbers, f"GQA's step over MLA's, {gqa:.2f}×, is within the "
-                       "timings' noise of 1×: its interval straddles it; more rounds per case (a larger --budget) "
-                       "decide it.", detail, judged_on=on)
+        return Verdict(MLA_CLAIM, INCONCLUSIVE, numbers, undecided(f"GQA's step over MLA's, {gqa:.2f}×,", 1.0,
+                                                                   interval), detail, judged_on=on)
     holds = gqa >= 1.0
     why = "" if holds else (f"MLA's step is {1 / gqa:.2f}× GQA's (median over backends): it reads fewer bytes per "
                             f"token but does ~Hq× the FLOPs per byte, and is {bound}.")
