@@ -11,7 +11,7 @@ import pytest
 
 from bench.cli import main
 from bench.engine import options, sweeps
-from bench.engine.agenda import ABSENT, AT_START, FUNDED, OVER, cut_dtypes, make_agenda, plan_lines
+from bench.engine.agenda import AT_START, FUNDED, OVER, cut_dtypes, make_agenda, plan_lines
 from bench.engine.console import LiveConsole, LogConsole
 from bench.engine.cost import predict_all
 from bench.engine.questions import LENGTH_SPAN, MIN_HEADS, MIN_KV_LENGTHS, MIN_LENGTHS, Context
@@ -44,14 +44,32 @@ def _answer(agenda, key):
 def test_each_question_of_the_cpu_default_gets_its_least_and_every_one_is_funded(cpu_default):
     _, agenda, _ = cpu_default
     states = {a.question.key: a.state for a in agenda.answers}
-    assert states == {"heads": FUNDED, "scaling": FUNDED, "decode": FUNDED, "mla": ABSENT, "layer": FUNDED,
-                      "kv": AT_START, "paging": ABSENT, "variants": ABSENT, "sparse": FUNDED, "sparse-ideal": FUNDED}
+    assert states == {"heads": FUNDED, "scaling": FUNDED, "decode": FUNDED, "mla": FUNDED, "layer": FUNDED,
+                      "kv": AT_START, "paging": FUNDED, "variants": FUNDED, "sparse": FUNDED, "sparse-ideal": FUNDED}
     heads = _answer(agenda, "heads").least
     for backend in {c.backend for c in heads}:
         mine = [c for c in heads if c.backend == backend]
         assert len({c.shape.n_heads for c in mine}) >= MIN_HEADS
         assert len({c.shape.n_heads * c.shape.head_dim for c in mine}) == 1  # one d_model
     assert {"naive"} < {c.backend for c in heads}  # the textbook backend and a fused kernel
+
+
+def test_the_cpu_defaults_mla_paging_and_variants_each_come_with_what_they_are_judged_against(cpu_default):
+    _, agenda, _ = cpu_default
+    mla = _answer(agenda, "mla").least
+    latent = [c for c in mla if c.shape.mla_form == "absorbed"]
+    twins = [c for c in mla if c.shape.mla_form is None]
+    assert latent and {c.shape.variant for c in twins} >= {"gqa", "mqa"}
+    for c in latent:  # each MLA step has a GQA/MQA twin at its Hq, context and value head dim
+        assert any((t.backend, t.shape.n_heads, t.shape.seq_kv, t.shape.head_dim)
+                   == (c.backend, c.shape.n_heads, c.shape.seq_kv, c.shape.v_head_dim) for t in twins)
+    paging = _answer(agenda, "paging").least
+    assert {c.shape.page_size for c in paging} == {None, 16, 128}  # contiguous beside two page sizes
+    variants = _answer(agenda, "variants").least
+    varied = [c for c in variants if c.shape.score != "none" or c.shape.chunk is not None]
+    assert {c.shape.score for c in varied} >= {"softcap:50", "alibi", "sinks"} and any(c.shape.chunk for c in varied)
+    plain = {(c.backend, c.shape.seq_q, c.shape.n_kv_heads) for c in variants if c not in varied}
+    assert all((c.backend, c.shape.seq_q, c.shape.n_kv_heads) in plain for c in varied)
 
 
 def test_a_scaling_line_has_four_lengths_over_8x_in_each_native_dtype_and_the_emulated_one_a_representative(
@@ -110,7 +128,12 @@ def test_a_question_that_cannot_fit_says_what_budget_would_answer_it():
         assert a.budget_s is not None and a.budget_s * 0.9 >= 35.0 + a.cost_s and a.budget_s % 60 == 0
     lines = "\n".join(plan_lines(agenda, 60.0, 35.0, ("bf16",)))
     assert "will not fit" in lines and "--time-budget" in lines and "every question answered" in lines
-    assert "paging" in lines and "python -m bench run --profile serving" in lines
+
+
+def test_a_question_its_plan_leaves_out_names_the_command_that_measures_it():
+    plan, agenda, _ = _agenda(profile="quick", budget_s=600.0)
+    lines = "\n".join(plan_lines(agenda, 600.0, 35.0, ("bf16",)))
+    assert re.search(r"paging +not in this plan: `python -m bench run --profile serving .*--page-size", lines)
 
 
 def test_a_dtype_set_by_hand_is_measured_across_the_grid():

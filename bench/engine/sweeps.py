@@ -216,7 +216,21 @@ PROFILES: dict[str, dict[str, Sweep]] = {
                                # the sparse claims: a block-sparse kernel and top-K beside dense, over the lengths
                                Sweep(backends=("sdpa-flash", "flex", "topk-gather"), kv_heads=(2,),
                                      seqs=(512, 1024, 2048, 4096), sparsities=("none", "block:128:0.125", "topk:256"),
-                                     budget_s=0.4))),
+                                     budget_s=0.4),
+                               # MLA's absorbed decode at the main sweep's Hq and contexts (its GQA/MQA twins)
+                               Sweep(backends=("naive", "sdpa", "flex"), variants=("mla",), phases=("decode",),
+                                     decode_kv=(1024, 4096, 16384), budget_s=0.4),
+                               # paging: a paged decode at two page sizes beside a contiguous cache, for the kernel
+                               # that reads pages in place
+                               Sweep(backends=("flex",), heads=(8,), kv_heads=(2,), batches=(4,), phases=("decode",),
+                                     decode_kv=(4096,), page_sizes=(None, 16, 128), lengths=("uniform",),
+                                     budget_s=0.2),
+                               # variants: each score variant, and a chunk mask, beside plain causal on the fused
+                               # kernel that takes them all
+                               Sweep(backends=("flex",), kv_heads=(8,), seqs=(512,),
+                                     scores=("none", "softcap:50", "alibi", "sinks"), budget_s=0.3),
+                               Sweep(backends=("flex",), kv_heads=(8,), seqs=(512,), masks=("chunk:64",),
+                                     budget_s=0.3))),
         "heads": Sweep(backends=("naive", "sdpa-math", "sdpa-flash", "flex"), heads=(1, 2, 4, 8, 16, 32),
                        kv_heads=None, d_model=512, seqs=(1024,)),
         # sparse attention at equal budgets: block masks and packed documents at densities 1/4, 1/8, 1/16, a window
