@@ -263,20 +263,23 @@ def record_fields() -> list[str]:
 
 
 def report_parts() -> list[str]:
+    from bench.claims import CLAIMS
     from bench.report.catalogue import CATALOGUE
-    from bench.report.claims import CLAIMS
+    from bench.report.claims import judge_of
     from bench.report.verdict import WORDS
 
     lines = ["## Report: figures and claims", "",
              "The figures a report can draw, in report order (bench.report.catalogue.CATALOGUE), each with the "
              "sentence printed under it:", "", "| file | title | how to read it |", "|---|---|---|"]
     lines.extend(f"| `{e.file}` | {_cell(e.title)} | {_cell(e.how_to_read)} |" for e in CATALOGUE)
-    lines.extend(["", "The claims a report judges (bench.report.claims.CLAIMS), each a function of one run; a verdict "
-                  "is one of " + ", ".join(f"**{w}**" for w in WORDS) + " (bench.report.verdict):", "",
-                  "| claim | how it is judged |", "|---|---|"])
-    for claim in CLAIMS:
-        doc = " ".join((claim.__doc__ or "").split("\n\n", 1)[0].split())
-        lines.append(f"| `{claim.__module__}.{claim.__name__}` | {_cell(doc) or '–'} |")
+    lines.extend(["", "The claims a report judges, one spec each (bench.claims.CLAIMS: the words, thresholds and "
+                  "command the planner and the report share), each judged by a function of one run; a verdict is one "
+                  "of " + ", ".join(f"**{w}**" for w in WORDS) + " (bench.report.verdict):", "",
+                  "| claim | how it is judged | the command that measures it |", "|---|---|---|"])
+    for spec in CLAIMS:
+        judge = judge_of(spec)
+        doc = " ".join((judge.__doc__ or "").split("\n\n", 1)[0].split())
+        lines.append(f"| {_cell(spec.text)} | {_cell(doc) or '–'} (`{spec.judge}`) | `{spec.command}` |")
     return [*lines, ""]
 
 

@@ -9,12 +9,13 @@ import re
 
 import pytest
 
+from bench.claims import MIN_HEADS, MIN_KV_LENGTHS
 from bench.cli import main
 from bench.engine import options, sweeps
 from bench.engine.agenda import AT_START, FUNDED, OVER, cut_dtypes, make_agenda, plan_lines
 from bench.engine.console import LiveConsole, LogConsole
 from bench.engine.cost import predict_all
-from bench.engine.questions import LENGTH_SPAN, MIN_HEADS, MIN_KV_LENGTHS, MIN_LENGTHS, Context
+from bench.engine.questions import LENGTH_SPAN, MIN_LENGTHS, Context
 from bench.measure.spec_sheets import spec_calibration
 from bench.results import read_run
 

@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from bench.report.claims.auto_choice import WITHIN, auto_choice, default_loss
+from bench.claims import AUTO_WITHIN
+from bench.report.claims.auto_choice import auto_choice, default_loss
 from bench.report.load import read_results
 from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE, NOT_MEASURED
 from tests.results_factory import make_record, make_run
@@ -46,9 +47,9 @@ def test_an_automatic_choice_slower_beyond_the_bound_fails_naming_the_kernel_tha
 
 
 def test_an_interval_that_straddles_the_bound_is_inconclusive(tmp_path):
-    v = auto_choice(run(tmp_path, WITHIN, ci=0.05))  # at the bound, each side +-5%
+    v = auto_choice(run(tmp_path, AUTO_WITHIN, ci=0.05))  # at the bound, each side +-5%
     assert v.verdict == INCONCLUSIVE and "more rounds" in v.why
-    assert v.detail[0]["low"] < WITHIN < v.detail[0]["high"]
+    assert v.detail[0]["low"] < AUTO_WITHIN < v.detail[0]["high"]
 
 
 def test_families_are_judged_apart_and_one_failing_fails_the_claim(tmp_path):

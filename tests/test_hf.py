@@ -10,8 +10,9 @@ import sys
 import pytest
 
 from bench.backends import BACKENDS, Unsupported, backends_for
+from bench.claims import WRAPPER_WITHIN
 from bench.engine import sweeps
-from bench.report.claims.wrapper_cost import WITHIN, wrapper_cost
+from bench.report.claims.wrapper_cost import wrapper_cost
 from bench.report.load import read_results
 from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE, NOT_MEASURED
 from tests.results_factory import make_record, make_run
@@ -99,7 +100,7 @@ def test_the_sdpa_path_is_judged_against_the_fastest_kernel_it_could_have_called
     assert "hf-sdpa in prefill · GQA · fp32 · causal · fwd: 1.05× sdpa-flash" in holds.numbers
     fails = wrapper_cost(pair(tmp_path, 2.0))
     assert fails.verdict == FAILS and "hf-sdpa takes 2.00× sdpa-flash's time" in fails.why
-    straddles = wrapper_cost(pair(tmp_path, WITHIN, ci=0.05))
+    straddles = wrapper_cost(pair(tmp_path, WRAPPER_WITHIN, ci=0.05))
     assert straddles.verdict == INCONCLUSIVE
 
 

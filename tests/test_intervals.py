@@ -61,8 +61,9 @@ def test_the_interval_holds_the_estimate_widens_with_the_cis_and_is_seeded():
 
 
 def test_a_variant_cost_within_its_noise_of_the_bound_is_inconclusive():
+    from bench.claims import VARIANTS_WITHIN
     from bench.report.traits import ALL_VARIANT_KERNELS
-    from bench.report.variant_cost import VARIANT_TOLERANCE, variants_within
+    from bench.report.variant_cost import variants_within
     from bench.shapes import AttentionShape, mask_fields, shape_fields
 
     def frame(ratio: float, ci: float) -> pd.DataFrame:
@@ -77,4 +78,4 @@ def test_a_variant_cost_within_its_noise_of_the_bound_is_inconclusive():
     assert variants_within(frame(1.32, 0.10)).verdict == INCONCLUSIVE
     assert variants_within(frame(1.32, 0.002)).verdict == FAILS
     assert variants_within(frame(1.1, 0.10)).verdict == HOLDS
-    assert VARIANT_TOLERANCE == 1.3
+    assert VARIANTS_WITHIN == 1.3

@@ -20,11 +20,12 @@ from matplotlib.figure import Figure
 
 from bench.backends import get_backend
 from bench.case import Case
+from bench.claims import IDEAL_NEAR, IDEAL_SHARE, MIN_SPARSE_LENGTHS, SPARSE_BEATS, SPARSE_LOSES, SPARSE_SPAN, spec
 from bench.engine import options
 from bench.engine.agenda import BEFORE_FIRST_CASE_S, FUNDED, cut_dtypes, make_agenda
 from bench.engine.cost import predict_all
 from bench.engine.geometry import model_geometries
-from bench.engine.questions import MIN_SPARSE_LENGTHS, QUESTIONS, SPARSE_SPAN, Context
+from bench.engine.questions import QUESTIONS, Context
 from bench.engine.sweeps import Sweep, cases, profile
 from bench.measure.calibrate import REUSE_ENV
 from bench.measure.spec_sheets import spec_calibration
@@ -34,15 +35,7 @@ from bench.models.kvcache import allocate_kv_cache, measure_kv_cache_bytes
 from bench.record import new_record
 from bench.report.figures.sparse import indexer_share, sparse_speedup, sparse_time
 from bench.report.load import read_results
-from bench.report.sparse_cost import (
-    BEATS,
-    IDEAL_SHARE,
-    LOSES,
-    NEAR,
-    crossovers,
-    sparse_costs,
-    sparse_crossover,
-)
+from bench.report.sparse_cost import crossovers, sparse_costs, sparse_crossover
 from bench.report.sparse_cost import sparse_speedup as speedup_claim
 from bench.report.traits import SPARSE_KERNELS
 from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE, NOT_MEASURED
@@ -174,17 +167,17 @@ def test_only_the_tail_counts_for_s_star(tmp_path):
 
 
 def test_a_ratio_at_beats_exactly_counts_and_one_just_above_does_not(tmp_path):
-    at = crossovers(sparse_costs(frame(method_line([1.2, 1.2, BEATS, BEATS]), tmp_path, "at")))
-    above = crossovers(sparse_costs(frame(method_line([1.2, 1.2, 0.5, BEATS + 0.001]), tmp_path, "above")))
+    at = crossovers(sparse_costs(frame(method_line([1.2, 1.2, SPARSE_BEATS, SPARSE_BEATS]), tmp_path, "at")))
+    above = crossovers(sparse_costs(frame(method_line([1.2, 1.2, 0.5, SPARSE_BEATS + 0.001]), tmp_path, "above")))
     assert at.iloc[0]["s_star"] == 2048
     assert above.iloc[0]["s_star"] is None and above.iloc[0]["state"] == "close"
 
 
 def _losing_budget(lengths, winner: bool = False) -> list[dict]:
-    """Two methods at density 1/8 (flex's and naive's block mask), both >= LOSES at the longest length; with
+    """Two methods at density 1/8 (flex's and naive's block mask), both >= SPARSE_LOSES at the longest length; with
     `winner`, a top-K method at its own budget that beats dense."""
     n = len(lengths)
-    recs = method_line([1.4] * (n - 1) + [LOSES], lengths)
+    recs = method_line([1.4] * (n - 1) + [SPARSE_LOSES], lengths)
     recs += method_line([2.0] * n, lengths, backend="naive")
     if winner:
         recs += method_line([0.5] * n, lengths, backend="topk-gather", sparsity=TOPK, dense=False)
@@ -210,12 +203,14 @@ def test_one_budget_that_beats_dense_makes_the_claim_hold_and_names_the_others(t
 def test_losing_over_too_few_lengths_or_too_short_a_span_is_inconclusive(tmp_path, lengths):
     verdict = sparse_crossover(frame(_losing_budget(lengths), tmp_path))
     assert verdict.verdict == INCONCLUSIVE
-    assert "longer lengths decide it" in verdict.why and "--profile sparse" in verdict.why
+    longest = max(lengths)
+    assert f"longer lengths decide it: `{spec('sparse').command_with(seq=f'{longest},{2 * longest},{4 * longest}')}`" \
+        in verdict.why
 
 
 def test_a_last_ratio_between_beats_and_loses_is_inconclusive(tmp_path):
     verdict = sparse_crossover(frame(method_line([1.5, 1.3, 1.1, 1.0]), tmp_path))
-    assert BEATS < 1.0 < LOSES
+    assert SPARSE_BEATS < 1.0 < SPARSE_LOSES
     assert verdict.verdict == INCONCLUSIVE and verdict.detail[0]["state"] == "close"
     assert f"{BLOCK} · flex none up to 4096 (1.00×)" in verdict.numbers
 
@@ -224,14 +219,14 @@ def test_no_sparse_case_is_not_measured(tmp_path):
     recs = [record(case("sdpa-flash", s), base_s(s)) for s in LENGTHS]
     for claim in (sparse_crossover, speedup_claim):
         verdict = claim(frame(recs, tmp_path))
-        assert verdict.verdict == NOT_MEASURED and "python -m bench run --profile sparse" in verdict.numbers
+        assert verdict.verdict == NOT_MEASURED and spec("sparse").command in verdict.numbers
 
 
 # --- 3. the speedup claim -----------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("speedup, expected", [(4.0, HOLDS), (2.0, FAILS), (3.9, INCONCLUSIVE), (3.7, FAILS)])
 def test_the_speedup_claim_against_half_the_ideal_at_the_longest_length(tmp_path, speedup, expected):
-    assert IDEAL_SHARE * (1 - NEAR) * 8 < 3.9 < IDEAL_SHARE * 8 and IDEAL_SHARE * (1 - NEAR) * 8 > 3.7
+    assert IDEAL_SHARE * (1 - IDEAL_NEAR) * 8 < 3.9 < IDEAL_SHARE * 8 and IDEAL_SHARE * (1 - IDEAL_NEAR) * 8 > 3.7
     recs = []
     for seq, s in ((1024, 1.0), (2048, 1.5), (4096, speedup)):  # only the longest length is judged
         dense = 2 * base_s(seq)

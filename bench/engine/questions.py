@@ -1,25 +1,27 @@
 """The questions a run answers, and the least set of its cases that answers each.
 
-A report is read for its claims and figures. Each question here stands for one or more of them and says which of
-the plan's cases speak to it (`picks`) and which of those are the least that answers it (`least`):
-- heads:   "heads are a free lunch" and the heads figure: >= 4 head counts at one d_model, for the textbook
-           backend and one fused kernel;
-- scaling: the throughput and latency figures and the memory claim: >= 4 lengths spanning >= 8x, causal MHA, for
-           the textbook backend and the fused kernel of each dtype;
-- decode:  the decode figure and both decode claims: >= 3 KV lengths for each of MHA, GQA and MQA, for one
-           expanding and one fused kernel;
-- layer:   "attention dominates the layer": both scopes at every length up to the first one where the cost model
-           says attention passes half the layer on this machine (at least three lengths);
+A question funds the claims whose spec (bench.claims) names it, and the figures it lists; their thresholds are
+the specs' (MIN_HEADS, MIN_KV_LENGTHS, DOMINANT, ...), never defined here. Each says which of the plan's cases
+speak to it (`picks`) and which of those are the least that answers it (`least`):
+- heads:   >= MIN_HEADS head counts at one d_model, for the textbook backend and one fused kernel;
+- scaling: the throughput and latency figures and the memory claim: >= MIN_LENGTHS lengths spanning >= LENGTH_SPAN x,
+           causal MHA, for the textbook backend and the fused kernel of each dtype;
+- decode:  the decode figure and both decode claims: >= MIN_KV_LENGTHS KV lengths for each of MHA, GQA and MQA, for
+           one expanding and one fused kernel;
+- mla:     MLA's absorbed decode beside GQA/MQA steps of the same Hq and context at MLA's value head dim;
+- layer:   both scopes at every length up to the first one where the cost model says attention passes DOMINANT of
+           the layer on this machine (at least MIN_LAYER_LENGTHS lengths);
 - kv:      the KV-cache claim, from caches allocated at the run's start (no case needed);
-- paging, variants: claims whose cases only the serving profile and the variant axes have; a plan without them
-           says the command that would measure them;
-- sparse:  "sparse attention beats the best dense kernel from S*": each sparse kernel's cases at one budget over
-           >= 3 lengths spanning >= 4x, with the dense cases of the same shapes (its own and the fused kernels');
-- sparse-ideal: "a sparse kernel gets within 2x of the ideal 1/density": each such kernel at the longest length of
-           one budget beside its dense run (a kernel that runs only sparse attention: beside the fused kernels').
-The time budget's planner (bench.engine.budget) funds every question's least first, then the rest of what the
-questions pick (depth), then everything else (breadth). A dtype the CPU emulates (calibration's `emulated`) is
-measured at one representative shape per question: its other cases would spend the budget on missing hardware.
+- paging:  serving decode steps, paged at each page size and contiguous, over the same drawn contexts;
+- variants: each score and chunk variant beside its plain causal twin (same backend and shape);
+- sparse:  each sparse kernel's cases at one budget over >= MIN_SPARSE_LENGTHS lengths spanning >= SPARSE_SPAN x, with
+           the dense cases of the same shapes (its own and the fused kernels');
+- sparse-ideal: each sparse kernel at the longest length of one budget beside its dense run (a kernel that runs only
+           sparse attention: beside the fused kernels').
+A plan without a question's cases names its claim's command (the spec's). The time budget's planner
+(bench.engine.budget) funds every question's least first, then the rest of what the questions pick (depth), then
+everything else (breadth). A dtype the CPU emulates (calibration's `emulated`) is measured at one representative
+shape per question: its other cases would spend the budget on missing hardware.
 """
 
 from __future__ import annotations
@@ -30,12 +32,23 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from bench.backends import BACKENDS, get_backend
+from bench.claims import (
+    DOMINANT,
+    MIN_HEADS,
+    MIN_KV_LENGTHS,
+    MIN_LAYER_LENGTHS,
+    MIN_SPARSE_LENGTHS,
+    SPARSE_SPAN,
+    ClaimSpec,
+    of_question,
+)
 from bench.engine.sweeps import Case
 from bench.meta import Calibration
 from bench.metrics import projection_flops
 
-MIN_HEADS, MIN_LENGTHS, LENGTH_SPAN, MIN_KV_LENGTHS, MIN_LAYER_LENGTHS = 4, 4, 8, 3, 3
-HALF = 0.5  # the layer claim's threshold: attention takes at least half of the layer's time
+# the throughput and latency figures draw a scaling line over this many lengths spanning this factor (the memory
+# claim, which the same cases answer, needs MEMORY_SPAN <= LENGTH_SPAN)
+MIN_LENGTHS, LENGTH_SPAN = 4, 8
 
 
 @dataclass(frozen=True)
@@ -57,16 +70,29 @@ class Context:
 
 @dataclass(frozen=True)
 class Question:
-    key: str
-    asks: str  # the claim or figures it answers, as the report names them
+    key: str  # the claims it funds are those whose spec (bench.claims) names this question
     picks: Callable[[Case], bool]  # the plan's cases that speak to it
     least: Callable[[list[Case], Context], list[Case]]  # the least of those that answers it
-    # `bench run`'s options (flag -> text) that measure it, for a plan that has none of its cases
-    elsewhere: dict[str, str] = field(default_factory=dict)
+    figures: str = ""  # the report's figures it answers too
+
+    @property
+    def claims(self) -> tuple[ClaimSpec, ...]:
+        return of_question(self.key)
+
+    @property
+    def asks(self) -> str:
+        """The claims and figures it answers, as the report names them."""
+        return "; ".join([*(c.text for c in self.claims), *([self.figures] if self.figures else [])])
+
+    @property
+    def elsewhere(self) -> dict[str, str]:
+        """`bench run`'s options (flag -> text) that measure it, for a plan that has none of its cases: its first
+        claim's."""
+        return dict(self.claims[0].measure) if self.claims else {}
 
     @property
     def command(self) -> str:
-        return " ".join(["python -m bench run", *(f"--{k.replace('_', '-')} {v}" for k, v in self.elsewhere.items())])
+        return self.claims[0].command if self.claims else ""
 
 
 def _plain(c: Case) -> bool:
@@ -288,7 +314,7 @@ def crossing_length(cases: list[Case], backend: str, ctx: Context) -> int | None
     """The shortest length of these cases at which the cost model puts `backend`'s attention at half the layer or
     more, on this machine's ceilings; None when it never does within them."""
     for c in sorted((c for c in cases if c.backend == backend), key=lambda c: c.shape.seq_q):
-        if predicted_share(c, ctx) >= HALF:
+        if predicted_share(c, ctx) >= DOMINANT:
             return c.shape.seq_q
     return None
 
@@ -351,7 +377,6 @@ def _variants_least(cases: list[Case], ctx: Context) -> list[Case]:
 
 
 # -- sparse ---------------------------------------------------------------------------------------------------------
-MIN_SPARSE_LENGTHS, SPARSE_SPAN = 3, 4  # the crossover claim's "not below S_max" needs this many lengths, this span
 
 
 def _sparse_picks(c: Case) -> bool:
@@ -455,34 +480,15 @@ def _speedup_least(cases: list[Case], ctx: Context) -> list[Case]:
     return _cheapest_per_kernel(found)
 
 
-# The commands that answer a question on their own (the least a plan without its cases would run)
-PREFILL = {"dtype": "fp32", "mask": "causal", "phase": "prefill"}
-# the least of both sparse questions (`--profile sparse` measures every budget, in about half an hour on 2 cores)
-SPARSE = {"backend": "sdpa-flash,flex", "kv-heads": "2", "seq": "1024,2048,4096", "sparsity": "none,block:128:0.125",
-          **PREFILL}
 QUESTIONS: tuple[Question, ...] = (
-    Question("heads", "Heads are a free lunch (and the heads figure)", _heads_picks, _heads_least,
-             {"profile": "heads", "backend": "naive,sdpa-flash"}),
-    Question("scaling", "Throughput and latency figures; O(S²) vs O(S) memory", _scaling_picks, _scaling_least,
-             {"backend": "naive,sdpa", "kv-heads": "8", "seq": "256,512,1024,2048", **PREFILL}),
-    Question("decode", "GQA/MQA speed up decoding 2–4× (and the decode figure)", _decode_picks, _decode_least,
-             {"backend": "naive,sdpa", "kv-heads": "8,2,1", "dtype": "fp32", "mask": "causal", "phase": "decode",
-              "decode-kv": "1024,4096,16384"}),
-    Question("mla", "MLA decodes at least as fast as GQA/MQA", _mla_picks, _mla_least,
-             {"backend": "naive,sdpa,flex", "variant": "gqa,mqa,mla", "dtype": "fp32", "mask": "causal",
-              "phase": "decode", "decode-kv": "4096,16384"}),
-    Question("layer", "Attention dominates the layer at long sequence lengths", _layer_picks, _layer_least,
-             {"backend": "naive,sdpa-flash", "kv-heads": "8", "seq": "256,512,1024,2048,4096",
-              "scope": "attention,layer", **PREFILL}),
-    Question("kv", "GQA/MQA shrink the KV cache by Hq/Hkv (caches allocated at the start)", lambda c: False, _none),
-    Question("paging", "A paged KV cache costs little over a contiguous one", _paging_picks, _all,
-             {"profile": "serving", "lengths": "uniform", "phase": "decode", "page-size": "contiguous,16,128"}),
-    Question("variants", "Fused kernels run attention variants within 1.3× of plain causal", _variants_picks,
-             _variants_least,
-             {"backend": "naive,sdpa,flex", "kv-heads": "8", "seq": "512", "mask": "causal,chunk:64",
-              "score": "none,softcap:50,alibi,sinks", "dtype": "fp32", "phase": "prefill"}),
-    Question("sparse", "Sparse attention beats the best dense kernel from some length S*", _sparse_picks,
-             _crossover_least, SPARSE),
-    Question("sparse-ideal", "A sparse kernel gets within 2× of the ideal speedup 1/density", _sparse_picks,
-             _speedup_least, SPARSE),
+    Question("heads", _heads_picks, _heads_least, "the heads figure"),
+    Question("scaling", _scaling_picks, _scaling_least, "the throughput and latency figures"),
+    Question("decode", _decode_picks, _decode_least, "the decode figure"),
+    Question("mla", _mla_picks, _mla_least),
+    Question("layer", _layer_picks, _layer_least),
+    Question("kv", lambda c: False, _none),  # answered from the caches allocated at the run's start
+    Question("paging", _paging_picks, _all),
+    Question("variants", _variants_picks, _variants_least),
+    Question("sparse", _sparse_picks, _crossover_least),
+    Question("sparse-ideal", _sparse_picks, _speedup_least),
 )

@@ -13,6 +13,7 @@ from typing import Any
 import pandas as pd
 
 from bench.backends import TRANSFORMERS_DEFAULT, TRANSFORMERS_IMPLEMENTATIONS
+from bench.engine.agenda import ABSENT, OVER
 from bench.report import kernels, traces
 from bench.report.catalogue import FIGURES
 from bench.report.claims import verdicts
@@ -318,10 +319,10 @@ def plan_notes(run: RunInfo) -> list[Block]:
     """What the run's plan said, before its first case, of the questions it could not answer in its time budget."""
     lines = []
     for q in run.questions:
-        if q.get("state") == "over budget" and q.get("budget_s"):
+        if q.get("state") == OVER and q.get("budget_s"):
             lines.append(f"{q.get('asks')}: its least ({q.get('least_cases')} cases, about {q.get('least_s')} s) did "
                          f"not fit this run's time budget; `--time-budget {int(q['budget_s'] // 60)}m` answers it.")
-        elif q.get("state") == "not in this plan" and q.get("command"):
+        elif q.get("state") == ABSENT and q.get("command"):
             when = f" (about {int(q['elsewhere_s'] // 60)} min on this machine)" if q.get("elsewhere_s") else ""
             lines.append(f"{q.get('asks')}: not in this run's profile; `{q['command']}` measures it{when}.")
     if not lines:

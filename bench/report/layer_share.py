@@ -13,6 +13,7 @@ import math
 
 import pandas as pd
 
+from bench.claims import DOMINANT, LAYER_SPAN, MIN_LAYER_LENGTHS, spec
 from bench.meta import RunMeta
 from bench.report.frames import shape_keys_but
 from bench.report.load import INT_COLUMNS
@@ -25,11 +26,9 @@ SHARE_KEYS = ["backend", *shape_keys_but(*VARIED)]
 # A family: one geometry measured over lengths (seq_q = seq_kv = seq in prefill), by one or more backends.
 FAMILY_KEYS = [k for k in SHARE_KEYS if k not in ("backend", "seq_q", "seq_kv")]
 INT_KEYS = (*INT_COLUMNS, "seq")
-DOMINANT = 0.5  # attention "dominates" when it takes at least half of the layer's time
 RISING = 0.2  # attention's time over the rest's, fitted as ∝ S^k: k above this is a share still on its way up
-DECIDING_SPAN = 4  # "does not hold" needs >= 3 lengths over >= 4x with a share that does not rise
-COMMAND = "python -m bench run --model-config llama-3-8b --scope attention,layer --phase prefill"
-CLAIM = "Attention dominates the layer at long sequence lengths"
+COMMAND = spec("layer").command
+CLAIM = spec("layer").text
 
 
 def _timed(df: pd.DataFrame) -> pd.DataFrame:
@@ -142,18 +141,19 @@ def attention_dominates(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
         return _result(HOLDS, numbers, detail, "", on)
     if short:
         why = ("attention takes under half the layer at the longest S measured, and its share does not rise across "
-               f"≥{DECIDING_SPAN}× of lengths, in " + "; ".join(short) + ".")
+               f"≥{LAYER_SPAN}× of lengths, in " + "; ".join(short) + ".")
         return _result(FAILS, numbers, detail, why, on)
     why = ("attention takes under half the layer at the longest S measured, but its share is still rising in "
            + "; ".join(open_) + ": the projections grow as S and attention as S², so longer sequences decide it "
-           f"(`{COMMAND} --seq {_longer(shares)}`).")
+           f"(`{spec('layer').command_with(seq=_longer(shares))}`).")
     return _result(INCONCLUSIVE, numbers, detail, why, on)
 
 
 def projected_crossing(per_seq: list[tuple[int, float]]) -> int | None:
-    """Where attention's share would reach half, from its trend: None when the data decide that it does not (>= 3
-    lengths over >= DECIDING_SPAN x and a share that does not rise), 0 when too few lengths show no trend, else the
-    length at which attention's time over the rest's, fitted as ∝ S^k over the measured lengths, reaches 1."""
+    """Where attention's share would reach half, from its trend: None when the data decide that it does not
+    (>= MIN_LAYER_LENGTHS lengths over >= LAYER_SPAN x and a share that does not rise), 0 when too few lengths
+    show no trend, else the length at which attention's time over the rest's, fitted as ∝ S^k over the measured
+    lengths, reaches 1."""
     seqs = [s for s, _ in per_seq]
     odds = [min(max(m, 1e-6), 1 - 1e-6) for _, m in per_seq]
     odds = [m / (1 - m) for m in odds]
@@ -162,7 +162,7 @@ def projected_crossing(per_seq: list[tuple[int, float]]) -> int | None:
     k = float(pd.Series(odds).map(math.log).cov(pd.Series(seqs).map(math.log))
               / pd.Series(seqs).map(math.log).var())
     if k <= RISING:
-        enough = len(seqs) >= 3 and seqs[-1] >= DECIDING_SPAN * seqs[0]
+        enough = len(seqs) >= MIN_LAYER_LENGTHS and seqs[-1] >= LAYER_SPAN * seqs[0]
         return None if enough else 0
     return int(seqs[-1] * (1 / odds[-1]) ** (1 / k))
 

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import pandas as pd
 
+from bench.claims import PAGING_WITHIN, spec
 from bench.meta import RunMeta
 from bench.report.frames import ok_rows, serving_rows, shape_keys_but, trace_rows
 from bench.report.interval import ratio_interval, straddles, undecided
 from bench.report.traits import PAGED_KERNELS
 from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE, NO_FACTS, NOT_MEASURED, Verdict, noisy_note
 
-# vLLM's paper measured its paged attention kernel 20-26% slower than a contiguous one: the claim's bound.
-PAGING_CLAIM = 1.3
 # What pairs a paged decode step with its contiguous twin: the backend and every shape field but the page size
 # (the one thing this comparison varies), so a field added later keeps different cases apart.
 VARIED = ("page_size",)
@@ -49,11 +48,11 @@ def paged_vs_contiguous(df: pd.DataFrame) -> pd.DataFrame:
 def paging_cost(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
     """The claim: a paged KV cache costs little against a contiguous one, for backends with a real paged kernel
     (PAGED_KERNELS: their paged layout reads the pages in place instead of gathering them)."""
-    claim = f"Paging the KV cache costs little: a paged decode step within {PAGING_CLAIM:g}× of a contiguous one " \
-            "(vLLM: its paged kernel 20–26% slower)"
+    claim = spec("paging").text
     pairs = paged_vs_contiguous(df)
     if pairs.empty:
-        return Verdict(claim, NOT_MEASURED, "no paged decode case with its contiguous twin")
+        return Verdict(claim, NOT_MEASURED,
+                       f"no paged decode case with its contiguous twin (`{spec('paging').command}`)")
     by = pairs.groupby(["backend", "page_size"])["ratio"].median()
     detail = tuple({"backend": b, "page_size": int(p), "ratio": float(r)} for (b, p), r in by.items())
     shown = "; ".join(f"{b} pages of {int(p)}: {r:.2f}×" for (b, p), r in by.items())
@@ -67,11 +66,11 @@ def paging_cost(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
     numbers = (f"paged / contiguous decode time, median per backend and page size: {shown}; best paged kernel "
                f"{backend} with pages of {int(page)}: {best:.2f}× (95% interval {interval[0]:.2f}–"
                f"{interval[1]:.2f}×)." + noisy_note(pairs))
-    if straddles(interval, PAGING_CLAIM):
-        return Verdict(claim, INCONCLUSIVE, numbers, undecided(f"{backend}'s {best:.2f}×", PAGING_CLAIM, interval),
+    if straddles(interval, PAGING_WITHIN):
+        return Verdict(claim, INCONCLUSIVE, numbers, undecided(f"{backend}'s {best:.2f}×", PAGING_WITHIN, interval),
                        detail)
-    holds = best <= PAGING_CLAIM
+    holds = best <= PAGING_WITHIN
     why = "" if holds else (f"every kernel that reads pages in place ({', '.join(in_place.index.unique('backend'))}) "
-                            f"pays more than {PAGING_CLAIM:g}× at every page size it ran: the pages' scattered reads "
+                            f"pays more than {PAGING_WITHIN:g}× at every page size it ran: the pages' scattered reads "
                             "cost more here than vLLM measured.")
     return Verdict(claim, HOLDS if holds else FAILS, numbers, why, detail)

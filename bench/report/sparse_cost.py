@@ -7,7 +7,7 @@ other shape field equal and sparsity none. A method is (sparsity, backend) and i
 inputs while the length varies. What is compared:
   crossover  a method's whole cost per forward, total_s (median_s, plus topk's indexer and a BlockMask built on every
              forward: bench.kinds.sparse), against the best dense kernel's median_s at the same shape. S* is the
-             shortest length from which the method stays at or below BEATS of it at every longer length measured.
+             shortest length from which the method stays at or below SPARSE_BEATS of it at every longer length measured.
   speedup    the kernel alone, median_s, against the same backend's dense median_s (for a kernel that runs only
              sparse attention, the top-K gather, against the best dense kernel's), beside the ideal 1 / density.
 Which kernels the speedup claim is about is read from the registry's traits (bench.report.traits.SPARSE_KERNELS).
@@ -17,25 +17,29 @@ from __future__ import annotations
 
 import pandas as pd
 
+from bench.claims import (
+    IDEAL_NEAR,
+    IDEAL_SHARE,
+    MIN_SPARSE_LENGTHS,
+    SPARSE_BEATS,
+    SPARSE_LOSES,
+    SPARSE_SPAN,
+    spec,
+)
 from bench.meta import RunMeta
 from bench.report.frames import attention_rows, ok_rows, serving_rows, shape_keys_but, sparse_rows
 from bench.report.traits import SPARSE_KERNELS
 from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE, NO_FACTS, NOT_MEASURED, Verdict, judged, noisy_note, span
 from bench.sparsity import Sparsity, fraction_label
 
-BEATS = 0.95  # a sparse method beats dense at a length when it costs at most this share of the best dense kernel
-LOSES = 1.05  # ... and loses when it costs at least this much more; between the two the run cannot tell
-IDEAL_SHARE = 0.5  # "within 2x of the ideal speedup 1/density"
-NEAR = 0.05  # a speedup this close (relative) to IDEAL_SHARE of the ideal is too close to call
-MIN_LENGTHS, LENGTH_SPAN = 3, 4  # "not below S_max" is a finding over >= 3 lengths spanning >= 4x
 TWIN_KEYS = shape_keys_but("sparsity")  # a sparse case and its dense twin differ in the sparsity only
 # one method over the lengths: every shape field but the lengths, and the batch where each length has one (a GPU sweep
 # at fixed tokens per batch shrinks B as S grows), else one line per batch (bench.engine.questions does the same)
 # (and decode's queries per step: `step_q`, 0 for prefill, whose Sq is its length)
 LINE_KEYS = ["backend", "sparsity", "step_q", *shape_keys_but("sparsity", "seq_q", "seq_kv", "batch")]
-CROSSOVER_CLAIM = "Sparse attention beats the best dense kernel from some length S* at its budget"
-SPEEDUP_CLAIM = f"A sparse kernel gets within {1 / IDEAL_SHARE:g}× of the ideal speedup 1/density over its dense run"
-COMMAND = "python -m bench run --profile sparse"  # every budget (bench.engine.questions names the least command)
+CROSSOVER_CLAIM = spec("sparse").text
+SPEEDUP_CLAIM = spec("sparse-ideal").text
+COMMAND = spec("sparse").command  # the least that answers both claims (`--profile sparse`: every budget)
 
 
 def budget_label(sparsity: str) -> str:
@@ -79,18 +83,18 @@ def sparse_costs(df: pd.DataFrame) -> pd.DataFrame:
 
 def crossovers(costs: pd.DataFrame) -> pd.DataFrame:
     """One row per method line (LINE_KEYS): its lengths, S* (or None), state 'beats' / 'loses' / 'close' (at the
-    longest length: at most BEATS, at least LOSES, or between), the ratio at the longest length."""
+    longest length: at most SPARSE_BEATS, at least SPARSE_LOSES, or between), the ratio at the longest length."""
     rows = []
     for key, line in _lines(costs):
         line = line.sort_values("length")
         lengths, ratios = list(line["length"]), list(line["ratio"])
         s_star = None
         for length, ratio in zip(reversed(lengths), reversed(ratios), strict=True):
-            if ratio > BEATS:
+            if ratio > SPARSE_BEATS:
                 break
             s_star = length
         last = ratios[-1]
-        state = "beats" if s_star is not None else "loses" if last >= LOSES else "close"
+        state = "beats" if s_star is not None else "loses" if last >= SPARSE_LOSES else "close"
         first = line.iloc[0]
         rows.append({**dict(zip(LINE_KEYS, key, strict=True)), "budget": first["budget"], "method": first["method"],
                      "lengths": lengths, "s_star": s_star, "state": state, "last_ratio": float(last),
@@ -117,7 +121,7 @@ def span_text(lengths: list[int]) -> str:
 
 
 def _decisive(lengths: list[int]) -> bool:
-    return len(lengths) >= MIN_LENGTHS and max(lengths) >= LENGTH_SPAN * min(lengths)
+    return len(lengths) >= MIN_SPARSE_LENGTHS and max(lengths) >= SPARSE_SPAN * min(lengths)
 
 
 def _existential(states: list[tuple[str, str]]) -> tuple[str, str]:
@@ -134,7 +138,7 @@ def _existential(states: list[tuple[str, str]]) -> tuple[str, str]:
 def sparse_crossover(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
     """Per phase and budget: the methods' S* against the best dense kernel. Holds when some budget has a method that
     beats dense from some length on (the budgets where none does are named); does not hold when none does and at
-    some budget every method still loses at the longest of >= MIN_LENGTHS lengths spanning >= LENGTH_SPAN x;
+    some budget every method still loses at the longest of >= MIN_SPARSE_LENGTHS lengths spanning >= SPARSE_SPAN x;
     inconclusive otherwise."""
     costs = sparse_costs(df)
     if costs.empty:
@@ -163,13 +167,15 @@ def sparse_crossover(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
         detail += [{**r, "lengths": list(r["lengths"])} for r in group.to_dict("records")]
     verdict, why = _existential(states)
     if verdict == INCONCLUSIVE:
-        why = (f"no method beat dense, nor lost over ≥ {MIN_LENGTHS} lengths spanning ≥ {LENGTH_SPAN}× (longer "
-               f"lengths decide it: `{COMMAND}`)")
+        longest = max(int(n) for ls in lines["lengths"] for n in ls)
+        longer = spec("sparse").command_with(seq=",".join(str(longest * k) for k in (1, 2, SPARSE_SPAN)))
+        why = (f"no method beat dense, nor lost over ≥ {MIN_SPARSE_LENGTHS} lengths spanning ≥ {SPARSE_SPAN}× (longer "
+               f"lengths decide it: `{longer}`)")
     elif verdict == FAILS:
         why = ("at every budget every method still costs more than the best dense kernel at the longest length: "
                "the work it skips does not yet pay for the keep-set's overheads (its masks, gathers or indexer)")
     numbers = ("each method's cost per forward (kernel + indexer + per-forward mask build) over the best dense "
-               f"kernel's, S* = the length from which it stays ≤ {BEATS:g}×: " + " · ".join(parts) + "."
+               f"kernel's, S* = the length from which it stays ≤ {SPARSE_BEATS:g}×: " + " · ".join(parts) + "."
                + noisy_note(costs))
     on = judged(span(costs["length"], "length"), ", ".join(sorted(costs["budget"].unique())),
                 ", ".join(sorted(costs["backend"].unique())))
@@ -179,7 +185,7 @@ def sparse_crossover(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
 def sparse_speedup(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
     """Per phase and budget, each sparse kernel's speedup over its dense run at its longest length, against the
     ideal 1 / density. Holds when at some budget a kernel reaches IDEAL_SHARE of the ideal (the budgets where none
-    does are named); does not hold when none does and at some budget none comes within NEAR of it."""
+    does are named); does not hold when none does and at some budget none comes within IDEAL_NEAR of it."""
     costs = sparse_costs(df)
     if not costs.empty:
         costs = costs[costs["backend"].isin(SPARSE_KERNELS)]
@@ -193,7 +199,7 @@ def sparse_speedup(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
         said = [f"{r['method']} {r['speedup']:.2f}× of {r['ideal']:.3g}× (density {fraction_label(r['density'])}, "
                 f"{_length_word(phase)}={r['length']}, over {r['twin']})" for _, r in group.iterrows()]
         share = float(best["share"])
-        states.append((HOLDS if share >= IDEAL_SHARE else INCONCLUSIVE if share >= IDEAL_SHARE * (1 - NEAR)
+        states.append((HOLDS if share >= IDEAL_SHARE else INCONCLUSIVE if share >= IDEAL_SHARE * (1 - IDEAL_NEAR)
                        else FAILS, f"{phase} {mask} {budget}"))
         parts.append(f"{phase} {mask} {budget}: " + "; ".join(said))
         detail += [{k: (v.item() if hasattr(v, "item") else v) for k, v in r.items()}
@@ -205,7 +211,7 @@ def sparse_speedup(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
                "overheads (partial blocks computed whole, gathered K/V rows, short rows per call) eat the work it "
                "skips")
     elif verdict == INCONCLUSIVE:
-        why = f"the best kernel sits within {NEAR:.0%} of half the ideal: more rounds or longer lengths decide it"
+        why = f"the best kernel sits within {IDEAL_NEAR:.0%} of half the ideal: more rounds or longer lengths decide it"
     numbers = (f"speedup of the kernel over its dense run at the longest length, of the ideal 1/density (holds at ≥ "
                f"{IDEAL_SHARE:g} of it): "
                + " · ".join(parts) + "." + noisy_note(costs))

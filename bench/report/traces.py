@@ -16,6 +16,7 @@ import math
 
 import pandas as pd
 
+from bench.claims import TRACE_CLOSE, spec
 from bench.meta import RunMeta
 from bench.report.frames import attention_rows, dense_rows, geomean, ok_rows, trace_rows
 from bench.report.traits import BASELINE
@@ -23,7 +24,6 @@ from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE, NO_FACTS, NOT_MEASU
 
 FAST_P = (1.0, 1.2, 2.0)
 GEOMETRY = ["n_heads", "n_kv_heads", "head_dim", "dtype", "mask"]
-CLOSE = 1.05  # winners within 5% of each other: the trace cannot tell them apart
 
 
 def bucket_table(workload: dict) -> pd.DataFrame:
@@ -133,10 +133,10 @@ def _s(seconds: float) -> str:
 
 def grid_vs_trace(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
     """The claim: the backend fastest on the synthetic grid is the one that serves the real trace fastest."""
-    claim = "The backend fastest on the synthetic grid serves real traffic (a replayed trace) fastest"
+    claim = spec("trace").text
     table = serve_table(df, run.workloads)
     if table.empty:
-        return Verdict(claim, NOT_MEASURED, "no replayed trace in this run (bench run --workload azure-conv)")
+        return Verdict(claim, NOT_MEASURED, f"no replayed trace in this run (`{spec('trace').command}`)")
     found, verdicts = [], []
     unservable = False  # a grid winner that cannot run the trace's batches in its serving layout
     for (name, *geo), grp in table.groupby(["workload", *GEOMETRY], dropna=False):
@@ -169,7 +169,7 @@ def grid_vs_trace(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
                          f"{int(winner['buckets'])}); among the backends that can, {then}")
         else:
             ratio = grid_s / winner["served_s"]
-            verdicts.append(INCONCLUSIVE if ratio < CLOSE else FAILS)
+            verdicts.append(INCONCLUSIVE if ratio < TRACE_CLOSE else FAILS)
             found.append(f"{where}: the grid's winner {grid} serves it in {_s(grid_s)}, {ratio:.2f}× the trace's "
                          f"winner {winner['backend']} ({_s(winner['served_s'])})")
     verdict = next((v for v in (FAILS, INCONCLUSIVE, HOLDS) if v in verdicts), NOT_MEASURED)

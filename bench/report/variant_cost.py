@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import pandas as pd
 
+from bench.claims import VARIANTS_WITHIN, spec
 from bench.meta import RunMeta
 from bench.report.frames import attention_rows, dense_rows, geomean, ok_rows, shape_keys_but
 from bench.report.interval import ratio_interval, straddles, undecided
 from bench.report.traits import ALL_VARIANT_KERNELS
 from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE, NO_FACTS, NOT_MEASURED, Verdict, noisy_note
 
-VARIANT_TOLERANCE = 1.3  # "within 1.3x of plain causal": attention-gym's score_mod overheads are of this order
-CLAIM = (f"Fused kernels that take every variant run score and mask variants within {VARIANT_TOLERANCE}× of "
-         "their plain causal time")
+CLAIM = spec("variants").text
 
 
 def variant_name(mask: str, score: str) -> str | None:
@@ -53,14 +52,14 @@ def variant_costs(df: pd.DataFrame) -> pd.DataFrame:
 
 def variants_within(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
     """Per backend among ALL_VARIANT_KERNELS and per variant, the geometric mean of variant / plain causal time over
-    the sizes run; holds when every one is within VARIANT_TOLERANCE."""
+    the sizes run; holds when every one is within VARIANTS_WITHIN."""
     costs = variant_costs(df)
     if not costs.empty:
         costs = costs[costs["backend"].isin(ALL_VARIANT_KERNELS)]
     if costs.empty:
         return Verdict(CLAIM, NOT_MEASURED, "no variant case with its plain causal twin for "
-                       f"{', '.join(ALL_VARIANT_KERNELS) or 'any backend taking every variant'} (run with "
-                       "--mask causal,chunk:C --score none,softcap:X,alibi,sinks)")
+                       f"{', '.join(ALL_VARIANT_KERNELS) or 'any backend taking every variant'} (`"
+                       f"{spec('variants').command}`)")
     detail = []
     for (backend, variant), grp in costs.groupby(["backend", "attn_variant"]):
         detail.append({"backend": backend, "variant": variant, "ratio": geomean(grp["ratio"]), "cases": len(grp),
@@ -71,13 +70,13 @@ def variants_within(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
     interval = ratio_interval(behind, "", "plain_", "geomean")
     numbers = ("variant / plain causal time (geometric mean over sizes): "
                + "; ".join(f"{d['backend']} {d['variant']} {d['ratio']:.2f}× ({d['cases']} sizes)" for d in detail)
-               + f"; within {VARIANT_TOLERANCE}× holds if every one is; the costliest, {worst['backend']} "
+               + f"; within {VARIANTS_WITHIN}× holds if every one is; the costliest, {worst['backend']} "
                f"{worst['variant']}: 95% interval {interval[0]:.2f}–{interval[1]:.2f}×." + noisy_note(costs))
-    if straddles(interval, VARIANT_TOLERANCE):
+    if straddles(interval, VARIANTS_WITHIN):
         return Verdict(CLAIM, INCONCLUSIVE, numbers, undecided(
-            f"{worst['backend']}'s {worst['ratio']:.2f}× for {worst['variant']}", VARIANT_TOLERANCE, interval),
+            f"{worst['backend']}'s {worst['ratio']:.2f}× for {worst['variant']}", VARIANTS_WITHIN, interval),
             detail=tuple(detail))
-    if worst["ratio"] <= VARIANT_TOLERANCE:
+    if worst["ratio"] <= VARIANTS_WITHIN:
         return Verdict(CLAIM, HOLDS, numbers, detail=tuple(detail))
     why = (f"{worst['backend']} pays {worst['ratio']:.2f}× for {worst['variant']}"
            + (": its sinks add an extra key (a K/V copy) on every call" if worst["variant"] == "sinks" else ""))

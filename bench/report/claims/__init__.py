@@ -1,50 +1,35 @@
-"""The claims' registry: each claim is ONE function `(frame, run) -> Verdict` and ONE line in CLAIMS.
+"""The claims' judges, in the order and with the words of bench.claims.CLAIMS (one spec per claim: its text,
+thresholds, command and the judge's "module:function"). Each judge is ONE function `(frame, run) -> Verdict` that
+takes the frame of ONE run and picks its own rows (bench.report.frames).
 
-Adding a claim: write its function (in a module of this package, or beside the analysis it reads) and add it to
-CLAIMS; the report's table, `bench run`'s closing summary and the tests read the list. Every claim takes the
-frame of ONE run and picks its own rows (bench.report.frames).
+Adding a claim: its spec in bench.claims and its judge (in a module of this package, or beside the analysis it
+reads); the report's table, `bench run`'s closing summary, `--plan` and the tests read them from there.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from importlib import import_module
 
 import pandas as pd
 
+from bench.claims import CLAIMS as SPECS
+from bench.claims import ClaimSpec
 from bench.meta import RunMeta
-from bench.report.claims.auto_choice import auto_choice
-from bench.report.claims.decode import expanding_decode_speedup, fused_decode_speedup, mla_decode_step
-from bench.report.claims.heads import heads_free_lunch
-from bench.report.claims.kv_cache import kv_cache_shrink
-from bench.report.claims.memory import memory_scaling
-from bench.report.claims.wrapper_cost import wrapper_cost
-from bench.report.layer_share import attention_dominates
-from bench.report.serving import paging_cost
-from bench.report.sparse_cost import sparse_crossover, sparse_speedup
 from bench.report.tables import best_backends
-from bench.report.traces import grid_vs_trace
-from bench.report.variant_cost import variants_within
 from bench.report.verdict import Verdict
 
 Claim = Callable[[pd.DataFrame], Verdict]
 
+
+def judge_of(spec: ClaimSpec) -> Claim:
+    """The function a spec names."""
+    module, name = spec.judge.split(":")
+    return getattr(import_module(module), name)
+
+
 # In report order.
-CLAIMS: tuple[Claim, ...] = (
-    heads_free_lunch,
-    memory_scaling,
-    kv_cache_shrink,
-    fused_decode_speedup,
-    expanding_decode_speedup,
-    mla_decode_step,
-    attention_dominates,
-    paging_cost,
-    variants_within,
-    sparse_crossover,
-    sparse_speedup,
-    grid_vs_trace,
-    auto_choice,
-    wrapper_cost,
-)
+CLAIMS: tuple[Claim, ...] = tuple(judge_of(spec) for spec in SPECS)
 
 
 def verdicts(df: pd.DataFrame, run: RunMeta) -> list[Verdict]:

@@ -2,7 +2,7 @@
 
 Per shape family, the automatic backend against the kernels it chooses among (the registry's `chooses` trait), as
 bench.report.rivals judges a backend against its fastest rival: a family holds when its whole interval is within
-WITHIN, fails when the whole interval is beyond it, and is inconclusive when it straddles it.
+AUTO_WITHIN, fails when the whole interval is beyond it, and is inconclusive when it straddles it.
 """
 
 from __future__ import annotations
@@ -11,18 +11,18 @@ import math
 
 import pandas as pd
 
+from bench.claims import AUTO_WITHIN, spec
 from bench.meta import RunMeta
 from bench.report.rivals import against_fastest, combined
 from bench.report.traits import AUTOMATIC
 from bench.report.verdict import FAILS, INCONCLUSIVE, NO_FACTS, NOT_MEASURED, Verdict, judged, span
 
-CLAIM = "torch's automatic SDPA choice is within 10% of the fastest forced kernel"
-WITHIN = 1.10
+CLAIM = spec("auto-choice").text
 
 
 def losses(df: pd.DataFrame) -> list[dict]:
     """Per automatic backend and shape family: against_fastest's comparison with the kernels it chooses among."""
-    return [d for auto, forced in AUTOMATIC.items() for d in against_fastest(df, auto, forced, WITHIN)]
+    return [d for auto, forced in AUTOMATIC.items() for d in against_fastest(df, auto, forced, AUTO_WITHIN)]
 
 
 def _family(d: dict) -> str:
@@ -35,24 +35,23 @@ def _family(d: dict) -> str:
 
 
 def auto_choice(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
-    """Does the automatic choice lose more than WITHIN to the best kernel it chooses among, per shape family?"""
+    """Does the automatic choice lose more than AUTO_WITHIN to the best kernel it chooses among, per shape family?"""
     found = losses(df)
     if not found:
-        auto = next(iter(AUTOMATIC), "")
-        command = f"python -m bench run --backend {','.join((auto, *AUTOMATIC.get(auto, ())[:2]))}"
         return Verdict(CLAIM, NOT_MEASURED, f"no shape timed with the automatic choice and a forced kernel "
-                       f"(`{command}`)")
+                       f"(`{spec('auto-choice').command}`)")
     verdict = combined(found)
     numbers = ("automatic time over the fastest forced kernel, geometric mean per shape family: "
                + "; ".join(_family(d) for d in found)
-               + f". A family holds when its whole interval is within {WITHIN:.2f}×.")
+               + f". A family holds when its whole interval is within {AUTO_WITHIN:.2f}×.")
     why = ""
     if verdict == FAILS:
         worst = max((d for d in found if d["verdict"] == FAILS), key=lambda d: d["ratio"])
         why = (f"forcing {worst['fastest']} would save {100 * (1 - 1 / worst['ratio']):.0f}% in {worst['family']}: "
                "torch's dispatcher picks by what the inputs allow, not by what is fastest on this machine")
     elif verdict == INCONCLUSIVE:
-        why = (f"the interval of a family straddles {WITHIN:.2f}×: more rounds (--budget) or more lengths decide it")
+        why = (f"the interval of a family straddles {AUTO_WITHIN:.2f}×: more rounds (--budget) or more lengths "
+               "decide it")
     seqs = [s for d in found for s in d["seq_kv"]]
     return Verdict(CLAIM, verdict, numbers, why, detail=tuple(found),
                    judged_on=judged(span(seqs, "S"), ", ".join(sorted({d["subject"] for d in found}

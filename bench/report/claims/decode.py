@@ -13,6 +13,7 @@ import math
 
 import pandas as pd
 
+from bench.claims import DECODE_SPEEDUP, MIN_KV_LENGTHS, spec
 from bench.meta import RunMeta
 from bench.record import LATER_SHAPE_KEYS
 from bench.report.frames import dense_rows, ok_rows
@@ -30,11 +31,8 @@ from bench.report.verdict import (
     span,
 )
 
-CLAIM = "GQA/MQA speed up decoding 2–4×"
-DECODE_CLAIM = (2.0, 4.0)
 NEAR = 50.0  # % of a ceiling from which a step counts as held by that ceiling
 ON_CHIP = 100.0  # % of the read-only ceiling above which the KV cache is served from on-chip caches, not memory
-MIN_KV_LENGTHS = 3  # a speedup short of the claim is only a finding over this many KV lengths
 KEYS = ["backend", "dtype", "batch", "n_heads", "head_dim", "seq_q", "seq_kv", "mask", "pass", *LATER_SHAPE_KEYS]
 CEILINGS = ["pct_read_ceiling", "pct_gemm_ceiling"]
 INTERVAL_COLUMNS = ("ci_low_s", "ci_high_s")
@@ -59,9 +57,14 @@ def _pct(x: float) -> str:
     return f"{x:.0f}%"
 
 
+def _median(values: pd.Series) -> float:
+    """The median of a column that may be missing in places (NaN when nothing was recorded)."""
+    return float(pd.to_numeric(values, errors="coerce").astype("float64").median())
+
+
 def _why(family: str, at_longest: pd.DataFrame) -> str:
     """The reason the numbers give for a speedup below the claim's, from the ceilings at the longest KV length."""
-    med = {c: float(pd.to_numeric(at_longest[c], errors="coerce").median())
+    med = {c: _median(at_longest[c])
            for c in ("mha_pct_read_ceiling", "mha_pct_gemm_ceiling", *CEILINGS)}
     mr, mg, gr, gg = (med[c] for c in ("mha_pct_read_ceiling", "mha_pct_gemm_ceiling", *CEILINGS))
     known = all(math.isfinite(v) for v in (mr, mg, gr, gg))
@@ -87,12 +90,12 @@ def _why(family: str, at_longest: pd.DataFrame) -> str:
 
 
 def _judge(df: pd.DataFrame, family: str) -> Verdict:
-    claim = f"{CLAIM} ({FAMILY_NAMES[family]})"
+    claim = spec(f"{family}-decode").text
     pairs = decode_pairs(df)
     sp = pairs[pairs["family"] == family]
     if sp.empty:
         return Verdict(claim, NOT_MEASURED, f"no decode cases of {FAMILY_NAMES[family]} with MHA and GQA/MQA "
-                                            "at equal Hq")
+                                            f"at equal Hq (`{spec(f'{family}-decode').command}`)")
     detail = [{k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()}
               for row in sp[KEYS + ["variant", "group_size", "speedup"]].to_dict("records")]
     longest = sp.groupby(["backend", "dtype", "batch", "n_heads", "head_dim", "seq_q"], dropna=False)["seq_kv"]
@@ -109,7 +112,7 @@ def _judge(df: pd.DataFrame, family: str) -> Verdict:
                            for v, r in per_variant.iterrows())
                + "; per backend " + ", ".join(f"{b} {x:.2f}×" for b, x in per_backend.items())
                + f"); median over backends per KV length: {per_len}")
-    low, high = DECODE_CLAIM
+    low, high = DECODE_SPEEDUP
     if median > high:
         numbers += f" (more than the claimed {high:g}×)"
     ok = ok_rows(dense_rows(df))
@@ -125,9 +128,9 @@ def _judge(df: pd.DataFrame, family: str) -> Verdict:
     if not holds and len(lengths) < MIN_KV_LENGTHS:
         return Verdict(claim, INCONCLUSIVE, numbers, f"Measured at KV {', '.join(map(str, lengths))} only: a "
                        f"speedup short of the claim needs ≥ {MIN_KV_LENGTHS} KV lengths to be a finding (the gain "
-                       "grows as the cache outgrows on-chip caches); --decode-kv 1024,4096,16384 decides it.",
+                       f"grows as the cache outgrows on-chip caches); `{spec(f'{family}-decode').command}` decides it.",
                        tuple(detail), judged_on=on)
-    mha_read = float(pd.to_numeric(at_longest["mha_pct_read_ceiling"], errors="coerce").median())
+    mha_read = _median(at_longest["mha_pct_read_ceiling"])
     if not holds and family == FUSED and math.isfinite(mha_read) and mha_read > ON_CHIP:
         # the MHA step read its cache faster than memory can deliver: it sat in on-chip caches, where fewer KV
         # bytes save no memory traffic; only a cache that spills to memory can decide the claim
@@ -150,7 +153,7 @@ def expanding_decode_speedup(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdi
     return _judge(df, EXPANDING)
 
 
-MLA_CLAIM = "MLA decodes at least as fast as GQA/MQA (one latent read for all heads)"
+MLA_CLAIM = spec("mla").text
 MLA_KEYS = ["backend", "dtype", "batch", "n_heads", "seq_q", "seq_kv", "mask", "pass"]
 
 
@@ -163,8 +166,7 @@ def mla_decode_step(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
     ok = ok[ok["phase"] == "decode"]
     mla = ok[ok["variant"] == "mla"]
     if mla.empty or "v_head_dim" not in ok:
-        return Verdict(MLA_CLAIM, NOT_MEASURED, "no MLA decode cases (run --variant mha,gqa,mqa,mla --phase decode, "
-                                                "or the decode profile)")
+        return Verdict(MLA_CLAIM, NOT_MEASURED, f"no MLA decode cases (`{spec('mla').command}`)")
     timings = [c for c in ("median_s", *INTERVAL_COLUMNS) if c in ok]
     twins = ok[ok["variant"].isin(["gqa", "mqa"])][MLA_KEYS + ["variant", "head_dim", *timings]]
     pairs = mla[MLA_KEYS + ["v_head_dim", *timings, "flops", "bytes", *CEILINGS]].merge(
@@ -176,8 +178,8 @@ def mla_decode_step(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
     at_longest = pairs[pairs["seq_kv"] == pairs["seq_kv"].max()]
     per = at_longest.groupby(["variant", "backend"])["ratio"].median().unstack("variant")
     gqa = float(per["gqa"].median()) if "gqa" in per else float("nan")
-    reads = float(pd.to_numeric(at_longest["pct_read_ceiling"], errors="coerce").median())
-    gemms = float(pd.to_numeric(at_longest["pct_gemm_ceiling"], errors="coerce").median())
+    reads = _median(at_longest["pct_read_ceiling"])
+    gemms = _median(at_longest["pct_gemm_ceiling"])
     nearer = "GEMM" if gemms >= reads else "read"
     bound = ("no ceilings recorded" if not (math.isfinite(reads) and math.isfinite(gemms)) else
              f"near neither ceiling (both under {NEAR:g}%; nearer the {nearer} one): overheads set the step"
@@ -222,7 +224,7 @@ def _roofline(rows: pd.DataFrame) -> str:
     intensity = pd.to_numeric(rows["flops"], errors="coerce") / pd.to_numeric(rows["bytes"], errors="coerce")
     ridge = intensity * pd.to_numeric(rows["pct_read_ceiling"], errors="coerce") / pd.to_numeric(
         rows["pct_gemm_ceiling"], errors="coerce")
-    i, r = float(intensity.median()), float(ridge.median())
+    i, r = _median(intensity), _median(ridge)
     if not (math.isfinite(i) and math.isfinite(r) and r > 0):
         return ""
     return (f" On the roofline: {i:.3g} FLOP per byte against this machine's ridge at {r:.3g}: "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from bench.claims import HEADS_TOLERANCE, MIN_HEADS, spec
 from bench.meta import RunMeta
 from bench.record import LATER_SHAPE_KEYS
 from bench.report.frames import dense_rows, ok_rows
@@ -19,10 +20,7 @@ from bench.report.verdict import (
     span,
 )
 
-CLAIM = "Heads are a free lunch: at fixed d_model, more heads cost about the same time"
-LUNCH_TOLERANCE = 1.5  # heads are "free" when time across head counts stays within this factor
-MIN_HEADS = 4  # head counts that make a sweep: fewer cannot tell a trend from two configurations
-COMMAND = "python -m bench run --profile heads"
+CLAIM, COMMAND = spec("heads").text, spec("heads").command
 
 
 def heads_free_lunch(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
@@ -58,12 +56,12 @@ def heads_free_lunch(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
     heads = sorted({h for d in detail for h in d["heads"]})
     numbers = (f"d_model {', '.join(str(int(d)) for d in sorted(spreads['d_model'].unique()))}, "
                f"Hq {heads[0]}–{heads[-1]}: slowest/fastest head count {median:.2f}× (median of {len(detail)} "
-               f"backend × length groups; free if ≤ {LUNCH_TOLERANCE}×); per backend: "
+               f"backend × length groups; free if ≤ {HEADS_TOLERANCE}×); per backend: "
                + ", ".join(f"{b} {v:.2f}×" for b, v in per_backend.items())
                + f"; worst {worst['backend']} at S={int(worst['seq_kv'])} {worst['spread']:.2f}×. "
                "FLOPs are equal at every head count by construction." + noisy_note(pd.concat(used)))
     rows = pd.concat(used)
     on = judged(span(rows["n_heads"], "Hq"), span(rows["d_model"], "d_model"), span(rows["seq_kv"], "S"),
                 ", ".join(sorted(rows["dtype"].unique())), ", ".join(sorted(rows["backend"].unique())))
-    return Verdict(CLAIM, HOLDS if median <= LUNCH_TOLERANCE else FAILS, numbers, detail=tuple(detail),
+    return Verdict(CLAIM, HOLDS if median <= HEADS_TOLERANCE else FAILS, numbers, detail=tuple(detail),
                    judged_on=on)

@@ -6,10 +6,11 @@ import math
 
 import pandas as pd
 
+from bench.claims import spec
 from bench.meta import RunMeta
 from bench.report.verdict import FAILS, HOLDS, NO_FACTS, NOT_MEASURED, Verdict
 
-CLAIM = "GQA/MQA shrink the KV cache by Hq/Hkv"
+CLAIM = spec("kv").text
 
 
 def kv_cache_shrink(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
@@ -20,7 +21,7 @@ def kv_cache_shrink(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
     kv_measured = run.kv_caches()
     if not kv_measured:
         return Verdict(CLAIM, NOT_MEASURED, "this run measured no KV cache allocations (runs of attnbench from "
-                       "before they were measured); run any profile again")
+                       f"before they were measured); any run measures them (`{spec('kv').command}`)")
     detail = []
     by_model: dict[str, dict[str, dict]] = {}
     for m in kv_measured:

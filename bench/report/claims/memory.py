@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pandas as pd
 
+from bench.claims import LINEAR_MAX, MEMORY_SPAN, QUADRATIC_MIN, spec
 from bench.meta import RunMeta
 from bench.record import LATER_SHAPE_KEYS
 from bench.report.frames import dense_rows, fit_exponent, ok_rows
 from bench.report.traits import FLASH_STYLE, MATERIALISING
 from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE, NO_FACTS, NOT_MEASURED, Verdict, judged, span
 
-CLAIM = "The naive score matrix costs O(S²) memory; flash-style kernels cost O(S)"
-QUADRATIC_MIN, LINEAR_MAX = 1.7, 1.3  # fitted exponents that count as ~S^2 and ~S
+CLAIM = spec("memory").text
 
 
 def memory_scaling(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
@@ -25,7 +25,7 @@ def memory_scaling(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
         seqs = grp["seq_kv"].astype("float64")
         if seqs.nunique() < 2:
             continue
-        if seqs.max() / seqs.min() < 4:  # too short a range to tell S from S^2
+        if seqs.max() / seqs.min() < MEMORY_SPAN:  # too short a range to tell S from S^2
             short.append(grp)
             continue
         detail.append({**dict(zip(keys, key, strict=True)), "points": len(grp), "seq_min": int(seqs.min()),
@@ -34,11 +34,12 @@ def memory_scaling(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
     if not detail and short:
         rows = pd.concat(short)
         return Verdict(CLAIM, INCONCLUSIVE, f"peak memory was measured over S {int(rows['seq_kv'].min())}–"
-                       f"{int(rows['seq_kv'].max())} only: too short a range to tell S from S²; lengths spanning ≥4× "
-                       "decide it (e.g. --seq 256,512,1024,2048)",
+                       f"{int(rows['seq_kv'].max())} only: too short a range to tell S from S²; lengths spanning "
+                       f"≥{MEMORY_SPAN}× decide it (`{spec('memory').command}`)",
                        judged_on=judged(span(rows["seq_kv"], "S"), ", ".join(sorted(rows["backend"].unique()))))
     if not detail:
-        return Verdict(CLAIM, NOT_MEASURED, "no backend has measured peak memory over a ≥4× range of lengths")
+        return Verdict(CLAIM, NOT_MEASURED, f"no backend has measured peak memory over a ≥{MEMORY_SPAN}× range "
+                       f"of lengths (`{spec('memory').command}`)")
     frame = pd.DataFrame(detail)
     on = judged(f"S {frame['seq_min'].min()}–{frame['seq_max'].max()}", ", ".join(sorted(frame["dtype"].unique())),
                 ", ".join(sorted(frame["backend"].unique())))

@@ -12,39 +12,38 @@ from __future__ import annotations
 
 import pandas as pd
 
+from bench.claims import WRAPPER_WITHIN, spec
 from bench.meta import RunMeta
 from bench.report.rivals import against_fastest, combined
 from bench.report.traits import WRAPPED
 from bench.report.verdict import FAILS, INCONCLUSIVE, NO_FACTS, NOT_MEASURED, Verdict, judged, span
 
-CLAIM = "transformers' attention paths run within 1.2× of the torch kernels they call (its sdpa path: torch SDPA's)"
-WITHIN = 1.2
+CLAIM = spec("wrapper").text
 
 
 def overheads(df: pd.DataFrame) -> list[dict]:
     """Per wrapper and shape family: its time against the fastest kernel it could have called directly."""
-    return [d for wrapper, rivals in WRAPPED.items() for d in against_fastest(df, wrapper, rivals, WITHIN)]
+    return [d for wrapper, rivals in WRAPPED.items() for d in against_fastest(df, wrapper, rivals, WRAPPER_WITHIN)]
 
 
 def wrapper_cost(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
-    """Is each transformers path within WITHIN of the kernel it wraps, per shape family?"""
+    """Is each transformers path within WRAPPER_WITHIN of the kernel it wraps, per shape family?"""
     found = overheads(df)
     if not found:
-        names = ",".join(dict.fromkeys(name for wrapper, rivals in WRAPPED.items() for name in (wrapper, rivals[0])))
-        return Verdict(CLAIM, NOT_MEASURED, "no transformers path timed beside the kernel it calls (`python -m bench "
-                       f"run --backend {names} --model-config llama-3-8b`, with `pip install 'attnbench[hf]'`)")
+        return Verdict(CLAIM, NOT_MEASURED, "no transformers path timed beside the kernel it calls "
+                       f"(`{spec('wrapper').command}`, with `pip install 'attnbench[hf]'`)")
     verdict = combined(found)
     numbers = "; ".join(f"{d['subject']} in {d['family']}: {d['ratio']:.2f}× {d['fastest']} (interval "
                         f"{d['low']:.2f}–{d['high']:.2f}×, {d['shapes']} shape{'s' * (d['shapes'] > 1)}; worst "
                         f"{d['worst']:.2f}× at KV {d['worst_kv']:,})" for d in found) \
-        + f". A family holds within {WITHIN:.1f}×."
+        + f". A family holds within {WRAPPER_WITHIN:.1f}×."
     why = ""
     if verdict == FAILS:
         worst = max((d for d in found if d["verdict"] == FAILS), key=lambda d: d["ratio"])
         why = (f"{worst['subject']} takes {worst['ratio']:.2f}× {worst['fastest']}'s time in {worst['family']}: an "
                "explicit mask tensor keeps the kernel off its causal fast path, or K/V are repeated to every head")
     elif verdict == INCONCLUSIVE:
-        why = f"a family's interval straddles {WITHIN:.1f}×: more rounds (--budget) decide it"
+        why = f"a family's interval straddles {WRAPPER_WITHIN:.1f}×: more rounds (--budget) decide it"
     return Verdict(CLAIM, verdict, numbers, why, detail=tuple(found),
                    judged_on=judged(span([s for d in found for s in d["seq_kv"]], "S"),
                                     ", ".join(sorted({d["subject"] for d in found} | {d["fastest"] for d in found}))))

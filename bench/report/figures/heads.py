@@ -7,6 +7,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
+from bench.claims import MIN_HEADS
 from bench.report import frames
 from bench.report.figures.axes import seconds_axis
 from bench.report.figures.helpers import (
@@ -28,10 +29,11 @@ from bench.report.units import fmt_tokens
 
 def _swept(df: pd.DataFrame) -> tuple[pd.DataFrame, str, int, list[int], str] | None:
     """The MHA prefill rows of the d_model swept over the most head counts -> (rows, dtype, d_model, lengths,
-    description of what is held fixed); None when no d_model was swept over 3 head counts at some length."""
+    description of what is held fixed); None when no d_model was swept over MIN_HEADS head counts at some
+    length."""
     pre = df[(df["phase"] == "prefill") & (df["variant"] == "mha")]
     per_d = pre.groupby("d_model")["n_heads"].nunique()
-    per_d = per_d[per_d >= 3]
+    per_d = per_d[per_d >= MIN_HEADS]
     if per_d.empty:
         return None
     d_model = int(per_d.idxmax())
@@ -40,7 +42,7 @@ def _swept(df: pd.DataFrame) -> tuple[pd.DataFrame, str, int, list[int], str] | 
     sweep, desc = modal_slice(sweep[sweep["dtype"] == dtype], ("n_heads", "head_dim", "n_kv_heads", "seq_q"))
     # Only what was swept: a backend at a length with one head count is just the main sweep passing through.
     sweep = sweep[sweep.groupby(["backend", "seq_kv"])["n_heads"].transform("nunique") >= 2]
-    seqs = [int(s) for s, n in sweep.groupby("seq_kv")["n_heads"].nunique().items() if n >= 3]
+    seqs = [int(s) for s, n in sweep.groupby("seq_kv")["n_heads"].nunique().items() if n >= MIN_HEADS]
     if not seqs:
         return None
     sweep = sweep[sweep["seq_kv"].isin(seqs)]

@@ -9,10 +9,11 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from bench.claims import IDEAL_SHARE, SPARSE_BEATS
 from bench.report.figures.axes import plain_log_axis, seconds_axis, seq_axis
 from bench.report.figures.helpers import NOTE_SIZE, legend_below, modal_slice, sorted_backends
 from bench.report.figures.layout import grid
-from bench.report.sparse_cost import BEATS, IDEAL_SHARE, crossovers, sparse_costs
+from bench.report.sparse_cost import crossovers, sparse_costs
 from bench.report.style import backend_color, backend_marker
 from bench.sparsity import Sparsity
 
@@ -100,7 +101,7 @@ def sparse_time(df: pd.DataFrame) -> Figure | None:
     kinds = sorted({_kind(s) for _, r in panels for s in r["sparsity"]})
     handles = [Line2D([], [], color="black", ls="--", lw=1.6, label="best dense kernel"),
                Line2D([], [], color="grey", marker="o", ms=13, mfc="none", ls="none",
-                      label=f"S*: beats dense (≤ {BEATS:g}×) from here on"),
+                      label=f"S*: beats dense (≤ {SPARSE_BEATS:g}×) from here on"),
                *_kind_handles(kinds, line=True),
                *_colour_handles(sorted_backends(r for _, p in panels for r in p["backend"]))]
     left = len(costs.groupby(["phase", "mask", "budget"])) - len(panels)

@@ -6,10 +6,11 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from bench.claims import VARIANTS_WITHIN
 from bench.report.figures.helpers import NOTE_SIZE, backend_handles, legend_below, modal_slice, sorted_backends
 from bench.report.figures.layout import grid
 from bench.report.style import backend_color
-from bench.report.variant_cost import VARIANT_TOLERANCE, variant_costs, variant_name
+from bench.report.variant_cost import variant_costs, variant_name
 
 
 def variant_cost(df: pd.DataFrame) -> Figure | None:
@@ -32,7 +33,7 @@ def variant_cost(df: pd.DataFrame) -> Figure | None:
         x = np.arange(len(variants)) + (i - (len(backends) - 1) / 2) * width
         ax.bar(x, [rows.get(v, np.nan) for v in variants], width, color=backend_color(backend), label=backend)
     ax.axhline(1.0, color="black", lw=0.8)
-    ax.axhline(VARIANT_TOLERANCE, color="grey", lw=0.8, ls="--")
+    ax.axhline(VARIANTS_WITHIN, color="grey", lw=0.8, ls="--")
     ax.set_xticks(np.arange(len(variants)), variants)
     ax.set_ylabel("time / plain causal time")
     row = costs.iloc[0]

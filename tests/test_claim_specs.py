@@ -1,0 +1,180 @@
+"""One spec per claim (bench.claims), read by the planner and the report: each question's least set of cases, as
+the CPU default plans it, decides its claims — timings on one side of the threshold read holds, on the other does
+not hold, from exactly those cases; never inconclusive or not measured."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import pandas as pd
+import pytest
+
+from bench.backends import get_backend
+from bench.claims import (
+    CLAIMS,
+    DECODE_SPEEDUP,
+    HEADS_TOLERANCE,
+    IDEAL_SHARE,
+    PAGING_WITHIN,
+    SPARSE_BEATS,
+    VARIANTS_WITHIN,
+    ClaimSpec,
+    spec,
+)
+from bench.engine import options
+from bench.engine.agenda import make_agenda
+from bench.engine.cost import predict_all
+from bench.engine.questions import QUESTIONS, Context
+from bench.engine.sweeps import Case
+from bench.record import new_record
+from bench.report.claims import CLAIMS as JUDGES
+from bench.report.claims import judge_of
+from bench.report.load import read_results
+from bench.report.verdict import FAILS, HOLDS, NOT_MEASURED
+from bench.results import RunMeta
+from tests.results_factory import make_run
+
+EPYC = {"gemm_flops_per_s": 117e9, "gemm_flops_per_s_fp32": 117e9, "gemm_flops_per_s_bf16": 1.3e9,
+        "copy_bytes_per_s": 23e9, "read_bytes_per_s": 30e9, "emulated": ["bf16"]}
+
+
+@pytest.fixture(scope="module")
+def least() -> dict[str, list[Case]]:
+    """Each question's least set in the CPU default's plan, by question key."""
+    plan = options.plan({"profile": "default", "device": "cpu"}, default_out=False, listing=True)
+    ctx = Context("cpu", predict_all(plan.cases, EPYC, plan.sweep.budget_s), ("bf16",), EPYC)
+    agenda = make_agenda(plan.cases, ctx, plan.sweep.time_budget_s, 35.0)
+    return {a.question.key: a.least for a in agenda.answers}
+
+
+def test_every_spec_has_its_judge_in_report_order_and_every_question_funds_a_claim():
+    assert tuple(judge_of(s) for s in CLAIMS) == JUDGES
+    assert len({s.key for s in CLAIMS}) == len({s.text for s in CLAIMS}) == len(CLAIMS)
+    keys = {q.key for q in QUESTIONS}
+    assert {s.question for s in CLAIMS if s.question} <= keys
+    assert all(q.claims for q in QUESTIONS)
+    for q in QUESTIONS:
+        assert q.command == q.claims[0].command and all(c.text in q.asks for c in q.claims)
+
+
+@pytest.mark.parametrize("claim", CLAIMS, ids=lambda s: s.key)
+def test_a_run_without_its_cases_reads_not_measured_in_the_specs_words(claim: ClaimSpec, tmp_path):
+    v = judge_of(claim)(_frame([_timed(_case("naive", 512), 1e-3)], tmp_path), RunMeta())
+    assert v.verdict == NOT_MEASURED and v.claim == claim.text and claim.command in v.numbers
+
+
+# -- the least set decides each claim ------------------------------------------------------------------------------
+
+def _case(backend: str, seq: int) -> Case:
+    from bench.shapes import AttentionShape
+
+    return Case(backend, AttentionShape(batch=1, seq_q=seq, seq_kv=seq, n_heads=8, n_kv_heads=8, head_dim=64,
+                                        dtype="fp32", mask="causal"), "prefill", "fwd", "cpu")
+
+
+def _timed(c: Case, t: float, **fields) -> dict:
+    """The engine's record of `c` timed at t seconds (a 1% CI), with `fields` overridden."""
+    rec = new_record(c, get_backend(c.backend).memory, threads=2).to_dict()
+    rec.update(status="ok", reason="", median_s=t, ci_low_s=0.99 * t, ci_high_s=1.01 * t, iqr_s=0.02 * t, rounds=5,
+               noisy=False, peak_mem_bytes=rec["model_mem_bytes"], samples=[t] * 5, total_s=t)
+    rec.update(fields)
+    return rec
+
+
+def _frame(records: list[dict], folder) -> pd.DataFrame:
+    path = folder / "run.json"
+    path.write_text(json.dumps(make_run(records, run_id="least")))
+    return read_results(path)[0]
+
+
+def _base(c: Case) -> float:
+    """A plain time: the FLOPs at 10 GFLOP/s, the bytes at 10 GB/s."""
+    rec = new_record(c, get_backend(c.backend).memory, threads=2)
+    return rec["flops"] / 1e10 + rec["bytes"] / 1e10
+
+
+def _fused(c: Case) -> bool:
+    return get_backend(c.backend).memory == "tiled"
+
+
+def _heads(c: Case, holds: bool) -> dict:
+    # at fixed d_model the FLOPs are equal: free heads keep the time, a per-head cost grows it
+    return _timed(c, 1e-2 * (1 if holds else c.shape.n_heads / 2))
+
+
+def _memory(c: Case, holds: bool) -> dict:
+    s = c.shape.seq_kv
+    quadratic = not _fused(c) or not holds
+    return _timed(c, _base(c), peak_mem_bytes=(s * s if quadratic else 4096 * s) * 4)
+
+
+def _decode(c: Case, holds: bool) -> dict:
+    # a step held by its KV reads speeds up by Hq/Hkv; one held by work that scales with Hq does not at all
+    s = c.shape
+    return _timed(c, 1e-6 * s.seq_kv * (s.n_kv_heads if holds else s.n_heads))
+
+
+def _mla(c: Case, holds: bool) -> dict:
+    s = c.shape
+    t = 1e-6 * s.seq_kv * s.n_kv_heads
+    return _timed(c, t * (0.5 if holds else 3.0) if s.mla_form == "absorbed" else t)
+
+
+def _layer(c: Case, holds: bool) -> dict:
+    # attention as S (so its share does not rise), the projections 1/10 of it (holds) or 10x it (does not)
+    s = c.shape
+    attention = 1e-6 * s.seq_kv
+    return _timed(c, attention * (1 + (0.1 if holds else 10.0)) if s.scope == "layer" else attention)
+
+
+def _paging(c: Case, holds: bool) -> dict:
+    contiguous = 1e-3
+    return _timed(c, contiguous if c.shape.page_size is None else contiguous * (1.1 if holds else 2.0))
+
+
+def _variants(c: Case, holds: bool) -> dict:
+    plain = 1e-3
+    varied = c.shape.score != "none" or c.shape.chunk is not None
+    return _timed(c, plain * (1.1 if holds else 2.0) if varied else plain)
+
+
+def _sparse_world(c: Case, holds: bool) -> dict:
+    # dense as S²; a sparse method at its density x 1.2 of dense (beats it, near the ideal) or at 2x dense
+    dense = 1e-3 * (c.shape.seq_kv / 512) ** 2
+    if c.shape.sparsity == "none":
+        return _timed(c, dense * (1.0 if c.backend == "sdpa-flash" else 1.5))
+    density = new_record(c, get_backend(c.backend).memory, threads=2)["density"]
+    return _timed(c, dense * (1.2 * density if holds else 2.0))
+
+
+WORLDS: dict[str, tuple[Callable[[Case, bool], dict], str]] = {
+    "heads": (_heads, f"time across head counts within {HEADS_TOLERANCE}× (holds) or growing with Hq"),
+    "memory": (_memory, "the fused kernel's peak memory as S (holds) or as S²"),
+    "fused-decode": (_decode, f"a decode step as its KV reads ({DECODE_SPEEDUP[0]:g}× or more) or as Hq"),
+    "expanding-decode": (_decode, "the same, for the kernels that expand K/V"),
+    "mla": (_mla, "MLA's step half GQA's (holds) or 3× it"),
+    "layer": (_layer, "attention 10/11 of the layer (holds) or 1/11, at every length"),
+    "paging": (_paging, f"a paged step 1.1× a contiguous one (within {PAGING_WITHIN}×) or 2×"),
+    "variants": (_variants, f"each variant 1.1× its plain twin (within {VARIANTS_WITHIN}×) or 2×"),
+    "sparse": (_sparse_world, f"sparse at 1.2 × density of dense (≤ {SPARSE_BEATS}×) or at 2× dense"),
+    "sparse-ideal": (_sparse_world, f"sparse within 1/1.2 of the ideal (≥ {IDEAL_SHARE}) or slower than dense"),
+}
+
+
+def test_every_claim_a_question_funds_has_a_world_here():
+    assert set(WORLDS) == {s.key for s in CLAIMS if s.question and s.key != "kv"}
+
+
+@pytest.mark.parametrize("key", sorted(WORLDS))
+def test_the_least_set_decides_its_claim_both_ways(key: str, least, tmp_path):
+    claim = spec(key)
+    cases = least[claim.question]
+    assert cases, f"the CPU default funds no case for {key}"
+    world, _ = WORLDS[key]
+    judge = judge_of(claim)
+    for holds, expected in ((True, HOLDS), (False, FAILS)):
+        folder = tmp_path / expected.replace(" ", "-")
+        folder.mkdir()
+        v = judge(_frame([world(c, holds) for c in cases], folder), RunMeta())
+        assert v.verdict == expected, (key, holds, v.numbers, v.why)
