@@ -46,7 +46,8 @@ def test_each_question_of_the_cpu_default_gets_its_least_and_every_one_is_funded
     _, agenda, _ = cpu_default
     states = {a.question.key: a.state for a in agenda.answers}
     assert states == {"heads": FUNDED, "scaling": FUNDED, "decode": FUNDED, "mla": FUNDED, "layer": FUNDED,
-                      "kv": AT_START, "paging": FUNDED, "variants": FUNDED, "sparse": FUNDED, "sparse-ideal": FUNDED}
+                      "kv": AT_START, "paging": FUNDED, "variants": FUNDED, "sparse": FUNDED, "sparse-ideal": FUNDED,
+                      "trace": FUNDED, "wrapper": FUNDED}
     heads = _answer(agenda, "heads").least
     for backend in {c.backend for c in heads}:
         mine = [c for c in heads if c.backend == backend]
@@ -148,7 +149,8 @@ def test_the_cuda_default_answers_every_question_on_an_h200_by_the_cost_model():
     _, agenda, _ = _agenda(device="cuda", calibration=spec_calibration("H200"), elapsed_s=15.0)
     assert {a.question.key: a.state for a in agenda.answers} == {
         "heads": FUNDED, "scaling": FUNDED, "decode": FUNDED, "mla": FUNDED, "layer": FUNDED, "kv": AT_START,
-        "paging": FUNDED, "variants": FUNDED, "sparse": FUNDED, "sparse-ideal": FUNDED}
+        "paging": FUNDED, "variants": FUNDED, "sparse": FUNDED, "sparse-ideal": FUNDED, "trace": FUNDED,
+        "wrapper": FUNDED}
 
 
 def test_bench_run_plan_prints_the_questions_and_each_cases_prediction(capsys):
@@ -211,4 +213,5 @@ def test_a_budgeted_run_says_its_plan_records_every_case_and_keeps_the_plan(tmp_
     doc = read_run(out)
     assert len(doc.entries()) == 6
     assert [q["question"] for q in doc.meta.questions] == ["heads", "scaling", "decode", "mla", "layer", "kv",
-                                                            "paging", "variants", "sparse", "sparse-ideal"]
+                                                            "paging", "variants", "sparse", "sparse-ideal", "trace",
+                                                            "wrapper"]

@@ -23,8 +23,11 @@ HF = ("hf-eager", "hf-sdpa", "hf-flex")
 def test_hf_backends_run_only_when_named():
     assert all(BACKENDS[name].opt_in for name in HF)
     assert not set(HF) & set(backends_for("cpu")) and not set(HF) & set(sweeps.Sweep().backends)
-    for name in ("quick", "default", "serving"):
+    for name in ("quick", "serving"):
         assert not set(HF) & {c.backend for c in sweeps.cases(sweeps.profile(name, "cpu"), "cpu")}, name
+    for device in ("cpu", "cuda"):  # the default names transformers' sdpa path for its claim, at a model's shapes
+        hf = [c for c in sweeps.cases(sweeps.profile("default", device), device) if c.backend in HF]
+        assert hf and {c.backend for c in hf} == {"hf-sdpa"} and all(c.shape.model for c in hf)
 
 
 def test_a_sliding_window_reaches_sdpa_as_a_mask(monkeypatch):

@@ -43,7 +43,7 @@ def test_profiles_expand_with_unique_stable_ids(device, name):
     assert {c.device for c in first} == {device}
     # every backend of the sweep has cases, but one that runs only sparse attention in a sweep without any
     dense_capable = {b for b in sweep.backends if get_backend(b).dense}
-    assert dense_capable <= {c.backend for c in first} <= set(sweep.backends)
+    assert dense_capable <= {c.backend for c in first} <= set().union(*(p.backends for p in sweeps.parts(sweep)))
     for c in first:
         assert c.id.endswith(f"/{c.phase}/{c.pass_}/{device}")
 
@@ -86,7 +86,7 @@ def test_heads_profile_splits_d_model(device, d_model):
 def test_tokens_per_batch_sets_batch():
     cases = sweeps.cases(sweeps.profile("default", "cuda"), "cuda")
     for c in cases:
-        if c.phase == "prefill":
+        if c.phase == "prefill" and c.shape.lengths is None:  # a replayed trace's batch is the trace's own
             assert c.shape.batch * c.shape.seq_q == 16384
 
 

@@ -36,25 +36,29 @@ def kv_measured(executor: Executor, plan: Plan, say: Callable[[str], None]) -> l
 
 def model_facts(plan: Plan) -> dict[str, Any] | None:
     """--model-config: each model's layers per kind and KV bytes per token, for the report's model section."""
-    if not plan.sweep.models:
+    from bench.engine.sweeps import models_of
+
+    if not models_of(plan.sweep):
         return None
     from bench.models.config import model_facts as facts
     from bench.models.config_json import load_config
 
-    configs = [load_config(name) for name in plan.sweep.models]
+    configs = [load_config(name) for name in models_of(plan.sweep)]
     return {cfg.name: facts(cfg, plan.sweep.dtypes) for cfg in configs}
 
 
 def workload_facts(plan: Plan) -> dict[str, Any] | None:
     """--workload: each trace's requests, schedule and weighted buckets, so the report weighs the buckets' times
     without the trace file."""
-    if not plan.sweep.workloads:
+    from bench.engine.sweeps import knobs, replayed, trace_page_size
+
+    traces = replayed(plan.sweep)
+    if not traces:
         return None
-    from bench.engine.sweeps import knobs, trace_page_size
     from bench.traces.replay import replay
 
-    return {name: replay(name, knobs(plan.sweep), plan.sweep.max_buckets).to_dict()
-            | {"page_size": trace_page_size(plan.sweep)} for name in plan.sweep.workloads}
+    return {name: replay(name, knobs(part), part.max_buckets).to_dict() | {"page_size": trace_page_size(part)}
+            for name, part in traces.items()}
 
 
 def machine_info_here(environment: dict[str, Any]) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from bench.engine.budget import MARGIN
 from bench.engine.cost import predict_all
 from bench.engine.options import Plan
 from bench.engine.questions import Context
-from bench.engine.sweeps import knobs
+from bench.engine.sweeps import knobs, replayed
 from bench.meta import Calibration
 from bench.traces.replay import replay
 
@@ -32,7 +32,7 @@ def preview_lines(plan: Plan, calibration: Calibration | Mapping[str, Any]) -> l
     source = "; ".join(calibration.notes) or "measured here"
     lines = [f"ceilings ({source}): GEMM {(calibration.gemm_flops_per_s or 0) / 1e9:,.0f} GFLOP/s, "
              f"copy {(calibration.copy_bytes_per_s or 0) / 1e9:,.0f} GB/s"]
-    lines += [replay(name, knobs(plan.sweep), plan.sweep.max_buckets).summary() for name in plan.sweep.workloads or ()]
+    lines += [replay(name, knobs(part), part.max_buckets).summary() for name, part in replayed(plan.sweep).items()]
     if budget is None or budget == float("inf"):
         total = sum(predicted.values())
         lines.append(f"no time budget: all {len(plan.cases)} cases run, predicted {fmt_s(elapsed + total)}")

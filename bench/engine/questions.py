@@ -376,6 +376,58 @@ def _variants_least(cases: list[Case], ctx: Context) -> list[Case]:
     return judged + list({id(t): t for t in (plain[_plain_key(c)] for c in judged)}.values())
 
 
+# -- transformers' paths, replayed traffic ------------------------------------------------------------------------
+
+def _rivals(name: str) -> tuple[str, ...]:
+    """The torch kernels a wrapping backend (transformers' paths) calls: the one it wraps and those that one picks
+    among; () for a backend that wraps none."""
+    wraps = get_backend(name).wraps
+    return (wraps, *get_backend(wraps).chooses) if wraps else ()
+
+
+def _wrapper_picks(c: Case) -> bool:
+    """A model's attention through a wrapping backend, or through a torch kernel some wrapper calls."""
+    return c.shape.model is not None and c.phase in ("prefill", "decode") and (
+        bool(_rivals(c.backend)) or any(c.backend in _rivals(n) for n in BACKENDS))
+
+
+def _wrapper_least(cases: list[Case], ctx: Context) -> list[Case]:
+    """Each wrapper's case beside the kernels it calls at the same shape and phase (a wrapper without them cannot
+    be judged, so it is left out)."""
+    def key(c: Case) -> tuple:
+        return (c.shape, c.phase, c.pass_)
+
+    out: dict[str, Case] = {}
+    for c in cases:
+        twins = [t for t in cases if t.backend in _rivals(c.backend) and key(t) == key(c) and _runs_here(t, ctx)]
+        if twins and _runs_here(c, ctx):
+            out.update({x.id: x for x in (c, *twins)})
+    return list(out.values())
+
+
+def _is_trace(c: Case) -> bool:
+    return c.shape.lengths is not None and c.shape.lengths.startswith("rows:")
+
+
+def _trace_picks(c: Case) -> bool:
+    """A replayed trace's bucket, or a plain causal forward case of the synthetic grid it is compared with."""
+    return _is_trace(c) or (_plain(c) and c.pass_ == "fwd" and c.shape.mask_label == "causal"
+                            and c.shape.scope == "attention" and c.shape.mla_form is None)
+
+
+def _trace_least(cases: list[Case], ctx: Context) -> list[Case]:
+    """Every bucket of the traces, with the grid's cases of the same backends and head geometry (the grid's winner
+    is judged against the trace's)."""
+    trace = [c for c in cases if _is_trace(c)]
+
+    def geometry(c: Case) -> tuple:
+        return (c.shape.n_heads, c.shape.n_kv_heads, c.shape.head_dim, c.shape.dtype)
+
+    geometries, backends = {geometry(c) for c in trace}, {c.backend for c in trace}
+    grid = [c for c in cases if not _is_trace(c) and geometry(c) in geometries and c.backend in backends]
+    return trace + grid if trace and grid else []
+
+
 # -- sparse ---------------------------------------------------------------------------------------------------------
 
 
@@ -491,4 +543,6 @@ QUESTIONS: tuple[Question, ...] = (
     Question("variants", _variants_picks, _variants_least),
     Question("sparse", _sparse_picks, _crossover_least),
     Question("sparse-ideal", _sparse_picks, _speedup_least),
+    Question("trace", _trace_picks, _trace_least),
+    Question("wrapper", _wrapper_picks, _wrapper_least),
 )

@@ -230,7 +230,16 @@ PROFILES: dict[str, dict[str, Sweep]] = {
                                Sweep(backends=("flex",), kv_heads=(8,), seqs=(512,),
                                      scores=("none", "softcap:50", "alibi", "sinks"), budget_s=0.3),
                                Sweep(backends=("flex",), kv_heads=(8,), seqs=(512,), masks=("chunk:64",),
-                                     budget_s=0.3))),
+                                     budget_s=0.3),
+                               # real traffic: a coarse replay of one Azure trace (4 buckets per phase) on two kernels
+                               # with a serving layout (flex would compile per bucket), judged against the main sweep's
+                               # grid at its geometry
+                               Sweep(backends=("naive", "sdpa-flash"), kv_heads=(2,), seqs=(256,),
+                                     decode_kv=(1024,), workloads=("azure-conv",), max_buckets=4, budget_s=0.2),
+                               # transformers' sdpa path beside the torch kernels it calls, at Llama-3-8B's shapes
+                               # (unsupported, named, where transformers is not installed)
+                               Sweep(backends=("hf-sdpa", "sdpa", "sdpa-flash"), models=("llama-3-8b",), seqs=(1024,),
+                                     dtypes=("fp32",), phases=("prefill", "decode"), decode_kv=(4096,), budget_s=0.3))),
         "heads": Sweep(backends=("naive", "sdpa-math", "sdpa-flash", "flex"), heads=(1, 2, 4, 8, 16, 32),
                        kv_heads=None, d_model=512, seqs=(1024,)),
         # sparse attention at equal budgets: block masks and packed documents at densities 1/4, 1/8, 1/16, a window
@@ -303,6 +312,18 @@ PROFILES: dict[str, dict[str, Sweep]] = {
                                              Sweep(heads=(32,), kv_heads=(8,), batches=(16,), head_dims=(128,),
                                                    dtypes=("bf16",), phases=("decode",), decode_kv=(32768,),
                                                    page_sizes=(None, 16, 256), lengths=("uniform",),
+                                                   budget_s=0.5),
+                                             # real traffic: one Azure trace on the serving kernels, beside the
+                                             # main sweep's grid at its geometry
+                                             Sweep(backends=("naive", "sdpa-flash", "flash-attn"),
+                                                   heads=(16,), kv_heads=(4,), head_dims=(128,), dtypes=("bf16",),
+                                                   seqs=(1024,), tokens_per_batch=16384, decode_kv=(8192,),
+                                                   workloads=("azure-conv",), max_buckets=6, budget_s=0.3),
+                                             # transformers' sdpa path beside the torch kernels it calls
+                                             Sweep(backends=("hf-sdpa", "sdpa", "sdpa-flash", "sdpa-cudnn"),
+                                                   models=("llama-3-8b",), dtypes=("bf16",), seqs=(4096,),
+                                                   tokens_per_batch=16384, phases=("prefill", "decode"),
+                                                   decode_kv=(32768,),
                                                    budget_s=0.5))),
         "heads": Sweep(heads=(1, 2, 4, 8, 16, 32), kv_heads=None, d_model=2048, seqs=(4096,), dtypes=("bf16",)),
         "sparse": Sweep(backends=("naive", "sdpa", "flex", "topk-gather"), heads=(16,), kv_heads=(4,),
@@ -417,6 +438,26 @@ def cases(sweep: Sweep, device: str) -> list[Case]:
             if case.id not in seen:
                 seen.add(case.id)
                 out.append(case)
+    return out
+
+
+def parts(sweep: Sweep) -> list[Sweep]:
+    """The sweep and every sweep it runs `also`, depth first."""
+    return [sweep, *(p for part in sweep.also for p in parts(part))]
+
+
+def models_of(sweep: Sweep) -> list[str]:
+    """Every model config a sweep or one of its parts runs, once each."""
+    return list(dict.fromkeys(m for part in parts(sweep) for m in part.models or ()))
+
+
+def replayed(sweep: Sweep) -> dict[str, Sweep]:
+    """Every trace a sweep or one of its parts replays, with the part that replays it (its knobs and buckets: the
+    first part naming a trace is the one whose schedule the report weighs)."""
+    out: dict[str, Sweep] = {}
+    for part in parts(sweep):
+        for name in part.workloads or ():
+            out.setdefault(name, part)
     return out
 
 
