@@ -29,7 +29,6 @@ VARIANTS_WITHIN = 1.3  # score and mask variants within this factor of plain cau
 SPARSE_BEATS, SPARSE_LOSES = 0.95, 1.05  # a sparse method's cost over the best dense kernel's: beats / loses
 MIN_SPARSE_LENGTHS, SPARSE_SPAN = 3, 4  # "sparse never wins" is a finding over this many lengths spanning this factor
 IDEAL_SHARE = 0.5  # "within 2× of the ideal speedup 1/density"
-IDEAL_NEAR = 0.05  # a speedup this close (relative) to IDEAL_SHARE of the ideal is too close to call
 AUTO_WITHIN = 1.10  # torch's automatic SDPA choice within 10% of the fastest forced kernel
 WRAPPER_WITHIN = 1.2  # transformers' paths within this factor of the torch kernels they call
 TRACE_CLOSE = 1.05  # two backends within 5% on a trace: it cannot tell them apart

@@ -41,6 +41,16 @@ def test_heads_with_three_head_counts_is_inconclusive_and_with_four_is_judged_on
     assert v.verdict == FAILS
 
 
+def test_heads_within_their_timings_noise_of_the_tolerance_are_inconclusive(tmp_path):
+    def noisy(noise):
+        return [{**r, "ci_low_s": r["median_s"] * (1 - noise), "ci_high_s": r["median_s"] * (1 + noise)}
+                for r in _heads((2, 4, 8, 16), seconds=lambda h: 1e-3 * (1 + 0.45 * (h == 16)))]
+    v = heads_free_lunch(_frame(tmp_path, noisy(0.01)))  # slowest / fastest 1.45x: free, and decided
+    assert v.verdict == HOLDS and "95% interval of the median spread: 1.4" in v.numbers
+    v = heads_free_lunch(_frame(tmp_path, noisy(0.1)))  # the same medians, timings too noisy to tell from 1.5x
+    assert v.verdict == INCONCLUSIVE and "straddles" in v.why and "--budget" in v.why
+
+
 def test_memory_over_a_short_range_is_inconclusive(tmp_path):
     recs = [make_record(b, seq=s) for b in ("naive", "sdpa-flash") for s in (256, 512)]
     v = memory_scaling(_frame(tmp_path, recs))
@@ -63,6 +73,17 @@ def test_the_layer_claim_flat_over_a_deciding_range_does_not_hold(tmp_path):
     flat = {256: {"naive": (0.02, 0.1)}, 1024: {"naive": (0.08, 0.4)}, 4096: {"naive": (0.3, 1.5)}}
     v = attention_dominates(_frame(tmp_path, share_records(flat)))
     assert v.verdict == FAILS and "does not rise" in v.why
+
+
+def test_the_layer_claim_within_its_timings_noise_of_half_is_inconclusive(tmp_path):
+    times = {256: {"naive": (0.1, 0.25)}, 1024: {"naive": (0.3, 0.5)}, 4096: {"naive": (0.52, 1.0)}}
+
+    def noisy(noise):
+        return [{**r, "ci_low_s": r["median_s"] * (1 - noise), "ci_high_s": r["median_s"] * (1 + noise)}
+                for r in share_records(times)]
+    assert attention_dominates(_frame(tmp_path, noisy(0.01))).verdict == HOLDS  # 52% at S=4096, decided
+    v = attention_dominates(_frame(tmp_path, noisy(0.1)))
+    assert v.verdict == INCONCLUSIVE and "straddles 50.0%" in v.why and "95% interval at S=4096" in v.numbers
 
 
 def test_projected_crossing():

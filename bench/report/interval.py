@@ -19,10 +19,32 @@ SEED = 0
 
 
 def _bounds(df: pd.DataFrame, prefix: str) -> tuple[np.ndarray, np.ndarray]:
-    median = pd.to_numeric(df[f"{prefix}median_s"], errors="coerce")
+    """Each row's CI under a column prefix: {prefix}ci_low_s .. {prefix}ci_high_s around {prefix}median_s (or
+    {prefix}s, where a frame names its median so), the median where a CI is missing."""
+    name = f"{prefix}median_s" if f"{prefix}median_s" in df else f"{prefix}s"
+    median = pd.to_numeric(df[name], errors="coerce")
     low, high = (pd.to_numeric(df[c], errors="coerce").fillna(median) if c in df else median
                  for c in (f"{prefix}ci_low_s", f"{prefix}ci_high_s"))
     return low.to_numpy(float), high.to_numpy(float)
+
+
+def drawn(df: pd.DataFrame, prefix: str = "", rng: np.random.Generator | None = None) -> np.ndarray:
+    """ROUNDS draws of each row's time, uniformly within its own CI: shape (ROUNDS, len(df))."""
+    low, high = _bounds(df, prefix)
+    rng = rng or np.random.default_rng(SEED)
+    return low + (high - low) * rng.random((ROUNDS, len(df)))
+
+
+def median_over(stats: np.ndarray, rng: np.random.Generator | None = None) -> tuple[float, float]:
+    """95% interval of the median over groups of a per-group statistic: stats has one column per group and one
+    row per round of draws; each round also resamples the groups (columns) with replacement."""
+    if stats.size == 0:
+        return float("nan"), float("nan")
+    rng = rng or np.random.default_rng(SEED)
+    picks = rng.integers(0, stats.shape[1], size=stats.shape)
+    medians = np.median(np.take_along_axis(stats, picks, axis=1), axis=1)
+    low, high = np.percentile(medians, [2.5, 97.5])
+    return float(low), float(high)
 
 
 def ratio_interval(df: pd.DataFrame, top: str, bottom: str, statistic: str = "median") -> tuple[float, float]:

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 
 from bench.claims import DOMINANT, LAYER_SPAN, MIN_LAYER_LENGTHS, spec
 from bench.meta import RunMeta
 from bench.report.frames import shape_keys_but
+from bench.report.interval import SEED, drawn, median_over
 from bench.report.load import INT_COLUMNS
 from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE, NO_FACTS, NOT_MEASURED, Verdict, judged, span
 
@@ -43,20 +45,29 @@ def attention_share(df: pd.DataFrame) -> list[dict]:
     """One row per shape where both the attention-alone and the layer case are ok: share = attention / layer.
 
     Each row holds SHARE_KEYS (None where a field is unset, e.g. the model when the run named none), seq (= seq_kv),
-    attention_s and layer_s (medians, seconds), share (a fraction; above 1 only if the layer ran faster than its own
+    attention_s and layer_s (medians, seconds) with their CIs (attention_ci_low_s ... layer_ci_high_s; the median
+    where a run recorded none), share (a fraction; above 1 only if the layer ran faster than its own
     attention, i.e. noise) and noisy (either timing flagged). Ordered by SHARE_KEYS (backend first, then S).
     """
     ok = _timed(df)
-    cols = [*SHARE_KEYS, "seq", "median_s", "noisy"]
-    attn = ok[ok["scope"] == "attention"][cols].rename(columns={"median_s": "attention_s", "noisy": "noisy_a"})
-    layer = ok[ok["scope"] == "layer"][cols].rename(columns={"median_s": "layer_s", "noisy": "noisy_l"})
+    cols = [*SHARE_KEYS, "seq", "median_s", "ci_low_s", "ci_high_s", "noisy"]
+    ok = ok.assign(**{c: ok[c] if c in ok else ok["median_s"] for c in ("ci_low_s", "ci_high_s")})
+
+    def scoped(scope: str, short: str) -> pd.DataFrame:
+        return ok[ok["scope"] == scope][cols].rename(columns={
+            "median_s": f"{scope}_s", "ci_low_s": f"{scope}_ci_low_s", "ci_high_s": f"{scope}_ci_high_s",
+            "noisy": f"noisy_{short}"})
+
+    attn, layer = scoped("attention", "a"), scoped("layer", "l")
     merged = attn.merge(layer, on=[*SHARE_KEYS, "seq"], how="inner").sort_values(SHARE_KEYS, kind="stable")
     out = []
     for _, row in merged.iterrows():
         rec = {k: _plain(k, row[k]) for k in (*SHARE_KEYS, "seq")}
         rec["model"] = rec["model"] or None
-        attention_s, layer_s = float(row["attention_s"]), float(row["layer_s"])
-        out.append({**rec, "attention_s": attention_s, "layer_s": layer_s, "share": attention_s / layer_s,
+        times = {c: float(row[c]) if pd.notna(row[c]) else float(row[c.replace("_ci_low", "").replace("_ci_high", "")])
+                 for c in ("attention_s", "attention_ci_low_s", "attention_ci_high_s", "layer_s", "layer_ci_low_s",
+                           "layer_ci_high_s")}
+        out.append({**rec, **times, "share": times["attention_s"] / times["layer_s"],
                     "noisy": bool(row["noisy_a"] or row["noisy_l"])})
     return out
 
@@ -84,7 +95,9 @@ def attention_dominates(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
     """Does attention take at least half of the layer's time at the longest S measured?
 
     Per family (one geometry, dtype, mask, batch and pass), the share at each S is the median over the backends
-    that ran both scopes there. The claim holds when, at each family's longest S, that median is >= 50%. numbers
+    that ran both scopes there. The claim holds when, at each family's longest S, that median's 95% interval (each
+    time drawn within its CI, the backends resampled) lies at or above 50%; a family whose interval straddles 50% is
+    too close to call (inconclusive, unless another family decides against it). numbers
     gives the share at each S and the smallest S from which attention takes half or more (at that S and every
     longer one measured), or says it never does on this machine. detail: one dict per family and S.
     """
@@ -97,7 +110,7 @@ def attention_dominates(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
                                      f"same shape and backend (run `{COMMAND}`)")
     shares["model_key"] = shares["model"].fillna("")  # groupby drops None keys
     families = shares.groupby([k if k != "model" else "model_key" for k in FAMILY_KEYS], sort=True, dropna=False)
-    detail, parts, verdicts, short, open_ = [], [], [], [], []
+    detail, parts, verdicts, short, open_, undecided = [], [], [], [], [], []
     for _, fam in families:
         first = fam.iloc[0]
         key = {k: _plain(k, first[k]) for k in FAMILY_KEYS if k != "model"}  # the frame made ints of None floats
@@ -115,8 +128,11 @@ def attention_dominates(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
                 break
             from_seq = seq
         longest, at_longest = per_seq[-1]
-        verdicts.append(at_longest >= DOMINANT)
-        if at_longest < DOMINANT:
+        interval = share_interval(fam[fam["seq"] == longest])
+        verdicts.append(interval[0] >= DOMINANT)
+        if interval[0] < DOMINANT <= interval[1]:  # too close to call either way
+            undecided.append(f"{_family_label(key)} ({_pct(interval[0])}–{_pct(interval[1])} at S={longest})")
+        elif at_longest < DOMINANT:
             crossing = projected_crossing(per_seq)
             if crossing is not None:  # still rising, or too few lengths to tell: longer lengths decide it
                 open_.append(f"{_family_label(key)} ({_pct(at_longest)} at S={longest}; "
@@ -129,7 +145,8 @@ def attention_dominates(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
         label = f"{_family_label(key)}: " if families.ngroups > 1 else ""
         parts.append(f"{label}attention's share of the layer (median over "
                      f"{', '.join(sorted(fam['backend'].unique()))}): "
-                     + ", ".join(f"S={s} {_pct(m)}" for s, m in per_seq) + f"; {where}")
+                     + ", ".join(f"S={s} {_pct(m)}" for s, m in per_seq)
+                     + f" (95% interval at S={longest}: {_pct(interval[0])}–{_pct(interval[1])}); {where}")
     numbers = "; ".join(parts) + "."
     noisy = int(shares["noisy"].sum())
     if noisy:
@@ -139,6 +156,12 @@ def attention_dominates(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
                 ", ".join(sorted(shares["backend"].unique())))
     if holds:
         return _result(HOLDS, numbers, detail, "", on)
+    if undecided and not short:  # a family that decides against it outweighs one too close to call
+        why = ("at the longest S, attention's share is within the noise of its timings and the spread of its "
+               f"backends from half: its 95% interval (each time drawn within its CI, the backends resampled) "
+               f"straddles {_pct(DOMINANT)} in " + "; ".join(undecided) + ". More rounds per case (a larger "
+               f"--budget) or longer lengths (`{spec('layer').command_with(seq=_longer(shares))}`) decide it.")
+        return _result(INCONCLUSIVE, numbers, detail, why, on)
     if short:
         why = ("attention takes under half the layer at the longest S measured, and its share does not rise across "
                f"≥{LAYER_SPAN}× of lengths, in " + "; ".join(short) + ".")
@@ -147,6 +170,16 @@ def attention_dominates(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
            + "; ".join(open_) + ": the projections grow as S and attention as S², so longer sequences decide it "
            f"(`{spec('layer').command_with(seq=_longer(shares))}`).")
     return _result(INCONCLUSIVE, numbers, detail, why, on)
+
+
+def share_interval(at: pd.DataFrame) -> tuple[float, float]:
+    """95% interval of the median over backends of attention's share at one S (rows of attention_share)."""
+    def frame(scope: str) -> pd.DataFrame:
+        return pd.DataFrame({"median_s": at[f"{scope}_s"], "ci_low_s": at[f"{scope}_ci_low_s"],
+                             "ci_high_s": at[f"{scope}_ci_high_s"]})
+
+    rng = np.random.default_rng(SEED)
+    return median_over(drawn(frame("attention"), rng=rng) / drawn(frame("layer"), rng=rng), rng)
 
 
 def projected_crossing(per_seq: list[tuple[int, float]]) -> int | None:

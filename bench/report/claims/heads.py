@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from bench.claims import HEADS_TOLERANCE, MIN_HEADS, spec
 from bench.meta import RunMeta
 from bench.record import LATER_SHAPE_KEYS
 from bench.report.frames import dense_rows, ok_rows
+from bench.report.interval import drawn, median_over, straddles, undecided
 from bench.report.verdict import (
     FAILS,
     HOLDS,
@@ -63,5 +65,20 @@ def heads_free_lunch(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
     rows = pd.concat(used)
     on = judged(span(rows["n_heads"], "Hq"), span(rows["d_model"], "d_model"), span(rows["seq_kv"], "S"),
                 ", ".join(sorted(rows["dtype"].unique())), ", ".join(sorted(rows["backend"].unique())))
+    interval = spread_interval(used)
+    numbers += f" 95% interval of the median spread: {interval[0]:.2f}–{interval[1]:.2f}×."
+    if straddles(interval, HEADS_TOLERANCE):
+        return Verdict(CLAIM, INCONCLUSIVE, numbers, undecided("The median spread", HEADS_TOLERANCE, interval),
+                       detail=tuple(detail), judged_on=on)
     return Verdict(CLAIM, HOLDS if median <= HEADS_TOLERANCE else FAILS, numbers, detail=tuple(detail),
                    judged_on=on)
+
+
+def spread_interval(groups: list[pd.DataFrame]) -> tuple[float, float]:
+    """95% interval of the median over groups of slowest / fastest head count: each time drawn within its CI, the
+    groups resampled (bench.report.interval)."""
+    stats = []
+    for grp in groups:
+        times = drawn(grp)
+        stats.append(times.max(axis=1) / times.min(axis=1))
+    return median_over(np.stack(stats, axis=1))

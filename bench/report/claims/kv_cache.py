@@ -48,7 +48,7 @@ def kv_cache_shrink(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
                f"{len(exact)} of {len(detail)} GQA/MQA caches are their MHA twin ÷ Hq/Hkv within 1% ("
                + ", ".join(f"{d['what']} {d['ratio']:.3g}× of {d['expected']:g}×" for d in detail[:6])
                + (", …" if len(detail) > 6 else "") + f"); furthest: {worst['what']} {worst['ratio']:.3g}× "
-               f"against {worst['expected']:g}×.")
+               f"against {worst['expected']:g}×. Bytes allocated, not times: no timing interval applies.")
     numbers += _mla_note(by_model)
     holds = len(exact) == len(detail)
     why = "" if holds else (f"{len(detail) - len(exact)} cache(s) hold more than K/V at Hkv heads (e.g. "

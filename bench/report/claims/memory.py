@@ -53,7 +53,9 @@ def memory_scaling(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
 
     numbers = (f"peak memory ∝ S^k fitted per shape (median per backend): score-matrix backends {show(quad)}; "
                f"flash-style {show(lin)}" + (f"; others {show(other)}" if other else "")
-               + f". O(S²) means k ≥ {QUADRATIC_MIN}, O(S) means k ≤ {LINEAR_MAX}.")
+               + f". O(S²) means k ≥ {QUADRATIC_MIN}, O(S) means k ≤ {LINEAR_MAX}. Peak bytes are counted from "
+               "the allocator, not timed: the same call allocates the same bytes on every repeat, so no timing "
+               "interval applies.")
     if not quad and not lin:
         return Verdict(CLAIM, NOT_MEASURED, numbers, detail=tuple(detail), judged_on=on)
     holds = all(e >= QUADRATIC_MIN for e in quad.values()) and all(e <= LINEAR_MAX for e in lin.values())
