@@ -13,6 +13,8 @@ from typing import Literal
 from bench.shapes import CLASSIC_FIELDS, AttentionShape
 
 KindName = Literal["serving", "layer", "sparse", "mla", "dense"]  # bench.kinds holds each kind's code under its name
+# the sizes a shape family varies over: cases that differ in these alone are one family
+SIZE_FIELDS: tuple[str, ...] = ("batch", "n_heads", "n_kv_heads", "seq_q", "seq_kv", "head_dim")
 
 
 def shape_kind(shape: AttentionShape) -> KindName:
@@ -57,3 +59,11 @@ class Case:
     @classmethod
     def from_dict(cls, d: dict) -> Case:
         return cls(d["backend"], AttentionShape(**d["shape"]), d["phase"], d["pass_"], d["device"])
+
+
+def family_key(case: Case) -> tuple:
+    """A case's shape family: its backend, variant, phase, pass, device and every shape field but its sizes
+    (SIZE_FIELDS). Cases with equal keys differ in batch, heads, lengths or head dim alone."""
+    s = case.shape
+    rest = tuple((f.name, getattr(s, f.name)) for f in dataclasses.fields(s) if f.name not in SIZE_FIELDS)
+    return (case.backend, s.variant, case.phase, case.pass_, case.device, *rest)

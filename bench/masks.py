@@ -27,8 +27,8 @@ if TYPE_CHECKING:
     import torch
 
 
-# the masks a backend opts in to by naming them in its `variants` trait (bench.scores.VARIANTS); causal and window
-# are every backend's contract
+# the masks a backend opts in to by naming them in its `variants` trait (bench.scores.OPT_IN_VARIANTS); causal and
+# window are every backend's contract
 MASK_VARIANTS: tuple[str, ...] = ("chunk",)
 
 

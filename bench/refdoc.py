@@ -208,7 +208,7 @@ def _sweep(sweep: Any, default: Any) -> str:
         value = getattr(sweep, f.name)
         if f.name == "also" or value == getattr(default, f.name):
             continue
-        if f.name in ("budget_s", "time_budget_s"):
+        if f.name in ("case_budget_s", "time_budget_s"):
             value = f"{value:g}s" if value is not None else value
         parts.append(f"--{flags[f.name]} {_values(value)}" if f.name in flags else f"{f.name}={_values(value)}")
     text = " ".join(parts) or "(the defaults)"

@@ -34,7 +34,7 @@ SCORE_KINDS: tuple[str, ...] = ("none", "softcap", "alibi", "sinks")
 # dim differs from Q/K's (MLA's expanded prefill, D_v = v_head_dim) and a V that is a view of K (MLA's absorbed
 # decode: V = the first kv_lora_rank columns of the one latent cache, bench.mla)
 SCORE_VARIANTS: tuple[str, ...] = ("softcap", "alibi", "sinks")  # Score's fields, each opt-in
-VARIANTS: tuple[str, ...] = (*SCORE_VARIANTS, *MASK_VARIANTS, "mla")
+OPT_IN_VARIANTS: tuple[str, ...] = (*SCORE_VARIANTS, *MASK_VARIANTS, "mla")
 SINK_SEED = 1234  # sink logits of a swept case: seeded, so the check and every backend see the same ones
 
 
@@ -92,7 +92,7 @@ class Score:
 
     @property
     def variants(self) -> tuple[str, ...]:
-        """The variant names (VARIANTS) a backend must list to run this score."""
+        """The variant names (OPT_IN_VARIANTS) a backend must list to run this score."""
         return tuple(name for name in SCORE_VARIANTS if getattr(self, name) not in (None, False))
 
     def with_logits(self, n_heads: int, device: torch.device | str = "cpu") -> Score:
@@ -177,10 +177,10 @@ def sink_logits(n_heads: int, device: torch.device | str = "cpu", seed: int = SI
 
 
 def variants_used(mask: Any, score: Score, mla: bool = False) -> tuple[str, ...]:
-    """The VARIANTS a call asks for (a Mask's and a Score's, and mla: its V's head dim differs from its K's), in
-    VARIANTS' order."""
+    """The OPT_IN_VARIANTS a call asks for (a Mask's and a Score's, and mla: its V's head dim differs from its K's), in
+    OPT_IN_VARIANTS' order."""
     used = {*mask.variants, *score.variants, *(("mla",) if mla else ())}
-    return tuple(name for name in VARIANTS if name in used)
+    return tuple(name for name in OPT_IN_VARIANTS if name in used)
 
 
 def alibi_bias(n_heads: int, seq_q: int, seq_kv: int, device: torch.device | str = "cpu",

@@ -96,7 +96,7 @@ FAKE = {
         def plan(values, default_out=True):
             if values.get("profile") == "nope":
                 raise ValueError("unknown profile 'nope'")
-            return NS(cases=[NS(id=i) for i in IDS], device="cpu", threads=None, sweep=NS(budget_s=0.1))
+            return NS(cases=[NS(id=i) for i in IDS], device="cpu", threads=None, sweep=NS(case_budget_s=0.1))
         """,
     "bench/engine/runner.py": """
         import random
@@ -104,7 +104,7 @@ FAKE = {
         FACTOR = 1.0
 
         class Runner:
-            def __init__(self, calibration, gpu_name=None, budget_s=1.0):
+            def __init__(self, calibration, gpu_name=None, case_budget_s=1.0):
                 self.n = 0
 
             def run(self, case):

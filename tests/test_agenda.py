@@ -25,12 +25,12 @@ EPYC = {"gemm_flops_per_s": 117e9, "gemm_flops_per_s_fp32": 117e9, "gemm_flops_p
 
 
 def _agenda(profile: str = "default", device: str = "cpu", calibration: dict | None = None,
-            budget_s: float | None = None, elapsed_s: float = 35.0):
+            time_budget_s: float | None = None, elapsed_s: float = 35.0):
     plan = options.plan({"profile": profile, "device": device}, default_out=False, listing=True)
     calibration = calibration or EPYC
-    predicted = predict_all(plan.cases, calibration, plan.sweep.budget_s)
+    predicted = predict_all(plan.cases, calibration, plan.sweep.case_budget_s)
     ctx = Context(device, predicted, cut_dtypes(plan, calibration), calibration)
-    return plan, make_agenda(plan.cases, ctx, budget_s or plan.sweep.time_budget_s, elapsed_s), ctx
+    return plan, make_agenda(plan.cases, ctx, time_budget_s or plan.sweep.time_budget_s, elapsed_s), ctx
 
 
 @pytest.fixture(scope="module")
@@ -123,17 +123,17 @@ def test_the_agenda_orders_unrunnable_then_least_then_the_rest_and_cuts_the_emul
 
 
 def test_a_question_that_cannot_fit_says_what_budget_would_answer_it():
-    _, agenda, _ = _agenda(budget_s=60.0, elapsed_s=35.0)
+    _, agenda, _ = _agenda(time_budget_s=60.0, elapsed_s=35.0)
     over = [a for a in agenda.answers if a.state == OVER]
     assert over
     for a in over:
-        assert a.budget_s is not None and a.budget_s * 0.9 >= 35.0 + a.cost_s and a.budget_s % 60 == 0
+        assert a.time_budget_s is not None and a.time_budget_s * 0.9 >= 35.0 + a.cost_s and a.time_budget_s % 60 == 0
     lines = "\n".join(plan_lines(agenda, 60.0, 35.0, ("bf16",)))
     assert "will not fit" in lines and "--time-budget" in lines and "every question answered" in lines
 
 
 def test_a_question_its_plan_leaves_out_names_the_command_that_measures_it():
-    plan, agenda, _ = _agenda(profile="quick", budget_s=600.0)
+    plan, agenda, _ = _agenda(profile="quick", time_budget_s=600.0)
     lines = "\n".join(plan_lines(agenda, 600.0, 35.0, ("bf16",)))
     assert re.search(r"paging +not in this plan: `python -m bench run --profile serving .*--page-size", lines)
 

@@ -38,7 +38,7 @@ def shape(kv_heads: int = 2, mask: str = "causal", seq: int = 32) -> AttentionSh
 
 
 def run_case(backend: str, s: AttentionShape, pass_: str = "fwd", calibration: dict | None = None) -> dict:
-    return Runner(calibration or CALIBRATION, budget_s=0.02).run(Case(backend, s, "prefill", pass_, "cpu")).record
+    return Runner(calibration or CALIBRATION, case_budget_s=0.02).run(Case(backend, s, "prefill", pass_, "cpu")).record
 
 
 def test_module_function_resolves_with_the_decorators_traits(mypkg):

@@ -115,17 +115,19 @@ def test_a_time_budget_skips_what_does_not_fit_and_keeps_every_familys_small_sha
 
 
 def test_cases_run_family_by_family_from_the_cheapest():
-    from bench.engine.budget import Planner, family, priority_order
+    from bench.case import family_key
+    from bench.engine.budget import TimeBudget, priority_order
     from bench.engine.sweeps import Sweep, cases
 
-    sweep = Sweep(backends=("naive", "sdpa"), heads=(2,), kv_heads=(2,), seqs=(64, 32, 128), budget_s=0.1)
+    sweep = Sweep(backends=("naive", "sdpa"), heads=(2,), kv_heads=(2,), seqs=(64, 32, 128), case_budget_s=0.1)
     all_cases = cases(sweep, "cpu")
     predicted = {c.id: float(c.shape.seq_q) for c in all_cases}
     order = priority_order(all_cases, predicted)
     assert [(c.backend, c.shape.seq_q) for c in order] == [("naive", 32), ("sdpa", 32), ("naive", 64),
                                                            ("sdpa", 64), ("naive", 128), ("sdpa", 128)]
-    assert family(order[0]) == "naive/mha//fp32/causal/prefill/fwd/cpu"
-    planner = Planner(100.0)
+    assert family_key(order[0]) == family_key(order[4]) != family_key(order[1])  # naive 32 and 128; not sdpa
+    assert family_key(order[0])[:5] == ("naive", "mha", "prefill", "fwd", "cpu")
+    planner = TimeBudget(100.0)
     assert planner.fits(50.0, elapsed_s=30.0) and not planner.fits(70.0, elapsed_s=30.0)
     planner.ran(predicted_s=10.0, measured_s=30.0, key="bf16")  # 3x optimistic for bf16 so far: it scales bf16
     assert planner.scale("bf16") == 3.0 and not planner.fits(25.0, elapsed_s=30.0, key="bf16")

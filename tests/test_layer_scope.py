@@ -54,7 +54,7 @@ def layer_shape(dtype="fp32", mask="causal", seq=32, window=None, batch=1, heads
 
 
 def run(backend="naive", shape=None, pass_="fwd"):
-    return Runner(calibration=CALIBRATION, budget_s=0.05).run(Case(backend, shape or layer_shape(), "prefill",
+    return Runner(calibration=CALIBRATION, case_budget_s=0.05).run(Case(backend, shape or layer_shape(), "prefill",
                                                                     pass_, "cpu"))
 
 

@@ -124,7 +124,7 @@ def test_throttled_round_is_dropped_and_retried_after_a_cool_down():
     gpu = nvml.Gpu.open(0, nv=FakeNvml(throttled_reads=1), props=types.SimpleNamespace(uuid="bbbb"))
     pauses = []
     guard = timer.ThrottleGuard(gpu.throttled, cool_down_s=5.0, sleep=pauses.append)
-    t = timer._adaptive(_fake_round, 1e-3, budget_s=1.0, target=0.03, timer="fake", guard=guard)
+    t = timer._adaptive(_fake_round, 1e-3, case_budget_s=1.0, target=0.03, timer="fake", guard=guard)
     assert pauses == [5.0] and t.dropped_rounds == 1 and t.throttled is False
     assert len(t.samples) == timer.MIN_ROUNDS
 
@@ -132,7 +132,7 @@ def test_throttled_round_is_dropped_and_retried_after_a_cool_down():
 def test_still_throttled_after_the_cool_down_marks_the_case():
     gpu = nvml.Gpu.open(0, nv=FakeNvml(throttled_reads=10**6), props=types.SimpleNamespace(uuid="bbbb"))
     guard = timer.ThrottleGuard(gpu.throttled, sleep=lambda s: None)
-    t = timer._adaptive(_fake_round, 1e-3, budget_s=1.0, target=0.03, timer="fake", guard=guard)
+    t = timer._adaptive(_fake_round, 1e-3, case_budget_s=1.0, target=0.03, timer="fake", guard=guard)
     assert t.throttled is True and t.dropped_rounds == 1 and len(t.samples) >= timer.MIN_ROUNDS
 
 
@@ -155,7 +155,7 @@ def test_energy_over_a_window_of_back_to_back_calls(monkeypatch):
 
 
 def test_case_timing_cpu_modes_overhead_and_launch_bound():
-    ct = modes.time_case(call_of("sdpa-flash"), "cpu", budget_s=0.05)
+    ct = modes.time_case(call_of("sdpa-flash"), "cpu", case_budget_s=0.05)
     assert set(ct.timings()) == {"warm", "kernel"} and ct.headline.mode == "warm"
     assert ct.throttled is None and ct.energy is None
     warm, kernel = ct.median("warm"), ct.median("kernel")
@@ -196,7 +196,7 @@ def test_cuda_modes_run_side_by_side():
                            mask="causal")
     q, k, v = make_inputs(shape, "cuda")
     fn = get_backend("sdpa").fn
-    ct = modes.time_case(lambda: fn(q, k, v, mask=CAUSAL, score=NO_SCORE), "cuda", budget_s=0.1,
+    ct = modes.time_case(lambda: fn(q, k, v, mask=CAUSAL, score=NO_SCORE), "cuda", case_budget_s=0.1,
                          gpu=nvml.Gpu.open(0))
     assert {"cold", "warm", "kernel"} <= set(ct.timings()) and ct.headline.mode == "cold"
     assert ct.kernel.sdpa_kernel in ("flash", "efficient", "cudnn", "math") and ct.kernel.rows
@@ -226,7 +226,7 @@ def test_run_trace_writes_one_trace_per_case(tmp_path):
     from bench.engine.runner import Runner
     from bench.engine.sweeps import Case
 
-    runner = Runner({"gemm_flops_per_s": 1e9, "copy_bytes_per_s": 1e9}, budget_s=0.05, trace_dir=tmp_path)
+    runner = Runner({"gemm_flops_per_s": 1e9, "copy_bytes_per_s": 1e9}, case_budget_s=0.05, trace_dir=tmp_path)
     record = runner.run(Case("naive", SHAPE, "prefill", "fwd", "cpu")).record
     assert record["status"] == "ok" and record["sdpa_kernel"] is None and record["kernels"]
     assert set(record["timings"]) == {"warm", "kernel"} and record["timings"]["warm"]["median_s"] == record["median_s"]

@@ -137,7 +137,7 @@ def test_sweep_id_follows_the_case_list():
     other = sweeps.cases(sweeps.profile("quick", "cpu").with_axes(seqs=(256, 1024)), "cpu")
     assert sweeps.sweep_id(other) != sid
     # the budget is not part of the case list: changing it keeps the sweep (resume may change it)
-    assert sweeps.sweep_id(sweeps.cases(sweeps.profile("quick", "cpu").with_axes(budget_s=0.1), "cpu")) == sid
+    assert sweeps.sweep_id(sweeps.cases(sweeps.profile("quick", "cpu").with_axes(case_budget_s=0.1), "cpu")) == sid
 
 
 # --- `python -m bench run` in a fresh process ----------------------------------------------------------
@@ -446,4 +446,4 @@ def test_axes_set_by_hand_drop_the_profiles_extra_sweeps():
     default = sweeps.profile("default", "cpu")
     assert default.also
     assert not default.with_axes(seqs=(256,)).also
-    assert default.with_axes(budget_s=0.1).also  # the budget changes no case
+    assert default.with_axes(case_budget_s=0.1).also  # the budget changes no case

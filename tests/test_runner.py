@@ -23,7 +23,7 @@ MiB = 1 << 20
 
 
 def make_runner() -> Runner:
-    return Runner(calibration=CALIBRATION, budget_s=0.05)
+    return Runner(calibration=CALIBRATION, case_budget_s=0.05)
 
 
 def tiny(mask="causal", n_heads=4, n_kv_heads=2, seq_q=32, seq_kv=32, window=None, dtype="fp32") -> AttentionShape:

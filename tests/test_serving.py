@@ -43,7 +43,7 @@ def serving(lengths="zipf", batch=4, seq_q=24, seq_kv=24, mask="causal", window=
 
 def run(backend: str, shape: AttentionShape) -> dict:
     phase = "prefill" if shape.seq_q == shape.seq_kv else "decode"
-    return Runner(CALIBRATION, budget_s=0.02).run(Case(backend, shape, phase, "fwd", "cpu")).record
+    return Runner(CALIBRATION, case_budget_s=0.02).run(Case(backend, shape, phase, "fwd", "cpu")).record
 
 
 # --- lengths and counts (no torch work) -------------------------------------------------------------------------
@@ -264,7 +264,7 @@ def test_flex_document_and_paged_masks_match_float64(shape):
                                    serving("uniform", seq_q=1, seq_kv=600, page_size=256, dtype="bf16")])
 def test_flash_attn_varlen_and_paged_on_cuda(shape):
     phase = "prefill" if shape.seq_q == shape.seq_kv else "decode"
-    record = Runner(CALIBRATION, budget_s=0.02).run(Case("flash-attn", shape, phase, "fwd", "cuda")).record
+    record = Runner(CALIBRATION, case_budget_s=0.02).run(Case("flash-attn", shape, phase, "fwd", "cuda")).record
     assert record["status"] in ("ok", "unsupported"), record["reason"]
     if record["status"] == "unsupported":
         assert "not importable" in record["reason"]

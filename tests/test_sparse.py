@@ -562,7 +562,7 @@ def test_a_sparse_only_backend_is_offered_its_kind_only():
 # --- 8. whole cases through the runner -----------------------------------------------------------------------------
 
 def run_case(backend: str, shape: AttentionShape) -> dict:
-    return Runner(calibration=CALIBRATION, budget_s=0.05).run(Case(backend, shape, "prefill", "fwd", "cpu")).record
+    return Runner(calibration=CALIBRATION, case_budget_s=0.05).run(Case(backend, shape, "prefill", "fwd", "cpu")).record
 
 
 def test_runner_topk_case():

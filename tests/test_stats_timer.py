@@ -201,7 +201,7 @@ def test_adaptive_stops_at_min_rounds_when_samples_are_tight(clock):
         clock.now += calls * 1e-4
         return calls * 1e-4  # every call exactly 100 us
 
-    t = timer._adaptive(measure_round, one_call_s=1e-4, budget_s=10.0, target=0.03, timer="fake")
+    t = timer._adaptive(measure_round, one_call_s=1e-4, case_budget_s=10.0, target=0.03, timer="fake")
     assert len(t.samples) == timer.MIN_ROUNDS
     assert t.noisy is False
     assert t.calls_per_round == 20  # MIN_ROUND_S / one call = 2 ms / 100 us
@@ -217,7 +217,7 @@ def test_adaptive_marks_noisy_when_budget_runs_out(clock):
         clock.now += 0.01  # each round costs 10 ms of (fake) time
         return calls * rng.choice([1e-3, 3e-3])  # bimodal: the median is never known to 3%
 
-    t = timer._adaptive(measure_round, one_call_s=1e-3, budget_s=0.1, target=0.03, timer="fake")
+    t = timer._adaptive(measure_round, one_call_s=1e-3, case_budget_s=0.1, target=0.03, timer="fake")
     assert t.noisy is True
     # the budget check runs after each round from MIN_ROUNDS on: it trips once more than 0.1 s has passed
     assert timer.MIN_ROUNDS <= len(t.samples) <= 12
@@ -232,7 +232,7 @@ def test_adaptive_noise_settles_before_budget(clock):
         clock.now += 1e-3
         return calls * next(values)
 
-    t = timer._adaptive(measure_round, one_call_s=2e-3, budget_s=10.0, target=0.03, timer="fake")
+    t = timer._adaptive(measure_round, one_call_s=2e-3, case_budget_s=10.0, target=0.03, timer="fake")
     assert t.noisy is False
     assert timer.MIN_ROUNDS < len(t.samples) < 100
     s = summarize(t.samples)
@@ -245,7 +245,7 @@ def test_adaptive_caps_rounds(clock):
     # equal: with ties (two exact values) the exact CI can land on two equal order statistics, zero width.
     rng = random.Random(3)
     t = timer._adaptive(lambda calls: calls * rng.choice([1e-3, 4e-3]) * rng.uniform(1.0, 1.01), one_call_s=1e-3,
-                        budget_s=1.0, target=0.0, timer="fake")
+                        case_budget_s=1.0, target=0.0, timer="fake")
     assert len(t.samples) == timer.MAX_ROUNDS
     assert t.noisy is True
 
@@ -261,7 +261,7 @@ def test_time_cpu_returns_per_call_seconds():
     def fn():
         time.sleep(0)
 
-    t = timer.time_cpu(fn, one_call_s=1e-6, budget_s=0.05)
+    t = timer.time_cpu(fn, one_call_s=1e-6, case_budget_s=0.05)
     assert t.timer == "perf_counter"
     assert len(t.samples) >= timer.MIN_ROUNDS
     assert t.calls_per_round == 1000
@@ -273,9 +273,9 @@ def test_time_cpu_returns_per_call_seconds():
 def test_a_call_longer_than_the_budget_gets_fewer_rounds_but_at_least_three():
     from bench.measure.timer import LONG_CALL_MIN_ROUNDS, MIN_ROUNDS, min_rounds
 
-    assert min_rounds(0.01, budget_s=1.0) == MIN_ROUNDS
-    assert min_rounds(0.25, budget_s=1.0) == 4  # seven would take 1.75 s of a 1 s budget
-    assert min_rounds(60.0, budget_s=1.0) == LONG_CALL_MIN_ROUNDS  # a 60 s bf16 GEMM: three, not seven
+    assert min_rounds(0.01, case_budget_s=1.0) == MIN_ROUNDS
+    assert min_rounds(0.25, case_budget_s=1.0) == 4  # seven would take 1.75 s of a 1 s budget
+    assert min_rounds(60.0, case_budget_s=1.0) == LONG_CALL_MIN_ROUNDS  # a 60 s bf16 GEMM: three, not seven
 
 
 def test_a_slow_gemm_is_measured_on_a_smaller_shape_and_the_calibration_says_so(monkeypatch):

@@ -99,7 +99,7 @@ def shape(mask: str = "causal", score: str = "none", seq_q: int = 24, seq_kv: in
 
 
 def run_case(backend: str, s: AttentionShape) -> dict:
-    return Runner(CALIBRATION, budget_s=0.02).run(Case(backend, s, "prefill", "fwd", "cpu")).record
+    return Runner(CALIBRATION, case_budget_s=0.02).run(Case(backend, s, "prefill", "fwd", "cpu")).record
 
 
 # --- the values ---------------------------------------------------------------------------------------------------

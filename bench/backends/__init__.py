@@ -21,7 +21,7 @@ from bench.backends import outside
 from bench.backends.base import Backend, Deferred, Unsupported
 from bench.errors import InputError
 from bench.masks import Mask
-from bench.scores import VARIANTS, Score, variants_used
+from bench.scores import OPT_IN_VARIANTS, Score, variants_used
 from bench.shapes import ShapeError, check_heads
 from bench.sparsity import SPARSITY_KINDS
 
@@ -63,7 +63,7 @@ BACKENDS: dict[str, Backend] = {
     for b in [
         Backend("naive", Deferred("bench.backends.naive:naive_attention"),
                 "textbook softmax(QK^T/sqrt(D))V, materialises the score matrix", "materialising", "#555555", "o",
-                layouts=("per-sequence", "paged-gather"), variants=VARIANTS, sparsity=SPARSE, executes="all"),
+                layouts=("per-sequence", "paged-gather"), variants=OPT_IN_VARIANTS, sparsity=SPARSE, executes="all"),
         Backend("sdpa", Deferred(SDPA, "sdpa"), "torch SDPA, torch's automatic kernel choice", "tiled", "#1f77b4",
                 "s", layouts=("nested", "paged-gather"), variants=SDPA_VARIANTS, variant_notes=SDPA_NOTES,
                 sparsity=SPARSE, executes="causal",
@@ -82,7 +82,8 @@ BACKENDS: dict[str, Backend] = {
                 sparsity=SPARSE, executes="causal"),
         Backend("flex", Deferred("bench.backends.flex:flex_attention"),
                 "torch.compile(flex_attention) with block masks", "tiled", "#2ca02c", "*",
-                layouts=("packed", "paged-mask"), variants=VARIANTS, compiles=True, sparsity=SPARSE, executes="blocks"),
+                layouts=("packed", "paged-mask"), variants=OPT_IN_VARIANTS, compiles=True, sparsity=SPARSE,
+                executes="blocks"),
         Backend("flash-attn", Deferred("bench.backends.flash_attn:flash_attn_attention"),
                 "flash_attn.flash_attn_func (CUDA only)", "tiled", "#e377c2", "h", devices=CUDA, dtypes=HALF,
                 layouts=("varlen", "paged-table"), variants=("softcap", "alibi"), variant_notes=FLASH_NOTES,

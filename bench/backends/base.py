@@ -152,7 +152,7 @@ class Backend:
     backward: bool = True  # False: fwd+bwd cases are unsupported (a forward-only kernel)
     origin: str = "built-in"  # where it comes from: built-in, `import MODULE:FUNCTION`, an entry point
     label: str = ""  # a display name its author chose (bench.backend(name=...)); the id keeps `name`
-    # the attention variants it runs exactly (bench.scores.VARIANTS: softcap, alibi, sinks, chunk); any other is
+    # the attention variants it runs exactly (bench.scores.OPT_IN_VARIANTS: softcap, alibi, sinks, chunk); any other is
     # Unsupported before its function is called, never approximated
     variants: tuple[str, ...] = ()
     # (variant, why it cannot run that variant): the reason its Unsupported gives, beside the generic one
@@ -173,7 +173,7 @@ class Backend:
     # SDPA): the report measures what the wrapping costs against that backend and the kernels it chooses among
     wraps: str | None = None
     # "module:function" timing what its library builds once per forward beside the kernel (transformers' mask):
-    # called (backend name, shape, device, budget_s) after the case's timing; its median is the mask_build_s
+    # called (backend name, shape, device, case_budget_s) after the case's timing; its median is the mask_build_s
     mask_build: str | None = None
 
     def __post_init__(self) -> None:

@@ -106,7 +106,7 @@ def _mask(name: str, batch: int, seq_q: int, seq_kv: int, mask: Mask, dtype: tor
     return _mask_build(name, batch, seq_q, seq_kv, mask, dtype, device)()
 
 
-def time_mask_build(name: str, shape: AttentionShape, device: str, budget_s: float) -> float:
+def time_mask_build(name: str, shape: AttentionShape, device: str, case_budget_s: float) -> float:
     """Median seconds transformers takes to build the case's mask (bench.measure's warm timer: the first build,
     a compile for flex's BlockMask, is its warm-up)."""
     from bench.measure.stats import summarize
@@ -114,7 +114,7 @@ def time_mask_build(name: str, shape: AttentionShape, device: str, budget_s: flo
 
     build = _mask_build(name, shape.batch, shape.seq_q, shape.seq_kv, shape.mask_value, shape.torch_dtype,
                         device)
-    _, timing = measure(build, device, budget_s)
+    _, timing = measure(build, device, case_budget_s)
     return summarize(timing.samples).median
 
 

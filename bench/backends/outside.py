@@ -79,10 +79,10 @@ def backend(name: str | None = None, memory: str = DEFAULTS["memory"],
                                 ("layouts", layouts, RAGGED_LAYOUTS + PAGED_LAYOUTS)):
         if isinstance(given, str) or not set(given) <= set(known):
             raise OutsideBackendError(f"bench.backend({field}={given!r}): a tuple of {', '.join(known)}")
-    from bench.scores import VARIANTS
+    from bench.scores import OPT_IN_VARIANTS
 
-    if isinstance(variants, str) or not set(variants) <= set(VARIANTS):
-        raise OutsideBackendError(f"bench.backend(variants={variants!r}): a tuple of {', '.join(VARIANTS)}")
+    if isinstance(variants, str) or not set(variants) <= set(OPT_IN_VARIANTS):
+        raise OutsideBackendError(f"bench.backend(variants={variants!r}): a tuple of {', '.join(OPT_IN_VARIANTS)}")
     from bench.sparse_pairs import EXECUTES
     from bench.sparsity import SPARSITY_KINDS
 

@@ -8,7 +8,7 @@ import json
 
 import torch
 
-from bench.conformance import VARIANTS, check
+from bench.conformance import VARIANT_HEADS, check
 from bench.errors import UsageError
 from bench.shapes import DTYPES
 
@@ -20,7 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", choices=["cpu", "cuda"], default=None, help="default: cuda when present, else cpu")
     parser.add_argument("--dtype", default=None, help="comma-separated dtypes (default: the ones it claims)")
     parser.add_argument("--variant", default=None, help=f"comma-separated variants (default: all of "
-                                                        f"{', '.join(VARIANTS)})")
+                                                        f"{', '.join(VARIANT_HEADS)})")
     parser.add_argument("--json", action="store_true", help="print the rows as one JSON object")
 
 
@@ -34,8 +34,8 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"--dtype {dt!r}: one of {', '.join(DTYPES)}")
     variants = tuple(v.strip() for v in args.variant.split(",") if v.strip()) if args.variant else None
     for var in variants or ():
-        if var not in VARIANTS:
-            raise UsageError(f"--variant {var!r}: one of {', '.join(VARIANTS)}")
+        if var not in VARIANT_HEADS:
+            raise UsageError(f"--variant {var!r}: one of {', '.join(VARIANT_HEADS)}")
     rows = check(args.backend, device, dtypes, variants)
     failed = sum(r.failed for r in rows)
     if args.json:

@@ -27,7 +27,7 @@ from bench.shapes import AttentionShape, ShapeError, mask_fields
 
 help = "profile one case: kernel table, SDPA's kernel, peak memory, a Perfetto trace (and a CUDA memory snapshot)"
 # one value per axis unless given: a single MHA prefill case
-PROFILE_BASE = sweeps.Sweep(backends=("sdpa",), kv_heads=None, seqs=(1024,), decode_kv=(4096,), budget_s=0.5)
+PROFILE_BASE = sweeps.Sweep(backends=("sdpa",), kv_heads=None, seqs=(1024,), decode_kv=(4096,), case_budget_s=0.5)
 NO_CEILINGS = Calibration(math.nan, math.nan)  # percentages are not printed here
 
 
@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     plan = options.plan_of([case], PROFILE_BASE, device, "profile", args.threads)
-    session = Session(plan, trace_dir=out, budget_s=case_budget(args), say=lambda line: None)
+    session = Session(plan, trace_dir=out, case_budget_s=case_budget(args), say=lambda line: None)
     session.open(calibration=NO_CEILINGS)
     runner = session.runner
     runner.keep_last = True
@@ -122,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def case_budget(args: argparse.Namespace) -> float:
-    return parse.seconds(args.budget_s) if args.budget_s else PROFILE_BASE.budget_s
+    return parse.seconds(args.case_budget_s) if args.case_budget_s else PROFILE_BASE.case_budget_s
 
 
 def report_lines(record: dict, timing) -> list[str]:

@@ -23,7 +23,8 @@ from bench.mla import check_mla
 from bench.reference import GRAD_TOLERANCES, Check, check_backend, check_gradients
 from bench.shapes import DTYPES, AttentionShape
 
-VARIANTS = {"mha": (4, 4), "gqa": (6, 2), "mqa": (4, 1), "mla": (4, 1)}  # (Hq, Hkv); GQA with 3 query heads per KV head
+# (Hq, Hkv) per variant; GQA with 3 query heads per KV head
+VARIANT_HEADS = {"mha": (4, 4), "gqa": (6, 2), "mqa": (4, 1), "mla": (4, 1)}
 MLA = {"v_head_dim": 20, "kv_lora_rank": 40, "rope_dim": 8}  # head_dim 24 = qk_nope 16 + rope 8
 MASKS = {"none": ("none", None), "causal": ("causal", None), "window": ("window", 7)}
 # (Sq, Skv): odd, not multiples of any block size
@@ -48,7 +49,7 @@ class Group:
         return f"{self.pass_:<3} {self.dtype:<4} {self.variant} {self.mask}{sparse}"
 
     def shapes(self) -> Iterator[tuple[str, AttentionShape]]:
-        hq, hkv = VARIANTS[self.variant]
+        hq, hkv = VARIANT_HEADS[self.variant]
         mask, window = MASKS[self.mask]
         if self.sparsity != "none":
             for name, (sq, skv) in SPARSE_LENGTHS.items():
@@ -81,7 +82,7 @@ def groups(backend: str, dtypes: tuple[str, ...] | None = None,
     MHA/GQA/MQA, and MLA where its `variants` trait lists mla), backward when it claims one."""
     b = get_backend(backend)
     passes = ("fwd", "bwd") if b.backward else ("fwd",)
-    variants = variants or tuple(v for v in VARIANTS if v != "mla" or "mla" in b.variants)
+    variants = variants or tuple(v for v in VARIANT_HEADS if v != "mla" or "mla" in b.variants)
     dense = [Group(p, dt, var, mask) for p in passes for dt in (dtypes or b.dtypes) for var in variants
              for mask in MASKS if not (var == "mla" and p == "bwd")] if b.dense else []  # MLA: forward only
     sparse = [Group(p, dt, var, "causal", kind) for p in passes for dt in (dtypes or b.dtypes)
@@ -140,4 +141,4 @@ def check(backend: str, device: str = "cpu", dtypes: tuple[str, ...] | None = No
     return [run_group(backend, g, device) for g in groups(backend, dtypes, variants)]
 
 
-__all__ = ["DTYPES", "GRAD_TOLERANCES", "VARIANTS", "Group", "Row", "check", "groups", "run_group"]
+__all__ = ["DTYPES", "GRAD_TOLERANCES", "VARIANT_HEADS", "Group", "Row", "check", "groups", "run_group"]

@@ -37,13 +37,14 @@ class Answer:
     picked: int = 0  # cases of the plan that speak to it
     state: str = ABSENT
     cost_s: float = 0.0  # predicted seconds of its least (what is not already funded by an earlier question)
-    budget_s: float | None = None  # the --time-budget that would fund it, when it is over budget
+    time_budget_s: float | None = None  # the --time-budget that would fund it, when it is over budget
     elsewhere_s: float | None = None  # predicted seconds of its own command here, when the plan has none of it
 
     def as_dict(self) -> dict:
         return {"question": self.question.key, "asks": self.question.asks, "state": self.state,
                 "least_cases": len(self.least), "picked_cases": self.picked, "least_s": round(self.cost_s, 1),
-                "budget_s": self.budget_s, "command": self.question.command if self.question.elsewhere else None,
+                "time_budget_s": self.time_budget_s,
+                "command": self.question.command if self.question.elsewhere else None,
                 "elsewhere_s": self.elsewhere_s}
 
 
@@ -77,8 +78,8 @@ def suggest_budget(seconds: float) -> float:
     return 60.0 * math.ceil(seconds / MARGIN / 60.0)
 
 
-def make_agenda(cases: list[Case], ctx: Context, budget_s: float, elapsed_s: float) -> Agenda:
-    """Order `cases` for a run of `budget_s` seconds of which `elapsed_s` are spent (calibration, KV caches)."""
+def make_agenda(cases: list[Case], ctx: Context, time_budget_s: float, elapsed_s: float) -> Agenda:
+    """Order `cases` for a run of `time_budget_s` seconds of which `elapsed_s` are spent (calibration, KV caches)."""
     unrunnable_cases = [c for c in cases if device_reason(c)]
     unrunnable = {c.backend: device_reason(c) or "" for c in unrunnable_cases}
     runnable = [c for c in cases if not device_reason(c)]
@@ -88,7 +89,7 @@ def make_agenda(cases: list[Case], ctx: Context, budget_s: float, elapsed_s: flo
     funded: set[str] = set()
     first: list[Case] = []
     spent = elapsed_s
-    room = MARGIN * budget_s
+    room = MARGIN * time_budget_s
     # the cheapest questions are funded (and run) first: when the run goes slower than predicted, the questions
     # that go unanswered are the fewest
     found = []
@@ -112,7 +113,7 @@ def make_agenda(cases: list[Case], ctx: Context, budget_s: float, elapsed_s: flo
                 first += new
             else:
                 ans.state = OVER
-                ans.budget_s = suggest_budget(spent + ans.cost_s)
+                ans.time_budget_s = suggest_budget(spent + ans.cost_s)
         answers.append(ans)
     answers.sort(key=lambda a: [q.key for q in QUESTIONS].index(a.question.key))  # report order
 
@@ -144,7 +145,7 @@ def elsewhere_seconds(q: Question, ctx: Context) -> float | None:
     except InputError:
         return None
     before = BEFORE_FIRST_CASE_S.get(ctx.device, 30.0)
-    return before + sum(predict_all(cases, ctx.calibration, sweep.budget_s).values())
+    return before + sum(predict_all(cases, ctx.calibration, sweep.case_budget_s).values())
 
 
 def _emulated_reason(ctx: Context, case_id: str, cases: list[Case]) -> str:
@@ -193,10 +194,11 @@ def _what(cases: list[Case]) -> str:
     return f"{backends} · {dtypes} · {sizes}"
 
 
-def plan_lines(agenda: Agenda, budget_s: float, elapsed_s: float, emulated: tuple[str, ...] = ()) -> list[str]:
+def plan_lines(agenda: Agenda, time_budget_s: float, elapsed_s: float, emulated: tuple[str, ...] = ()) -> list[str]:
     """What the plan says before the first case: per question whether it will be answered, and how much more time
     would answer one that cannot fit."""
-    lines = [f"plan for the {fmt_s(budget_s)} time budget ({fmt_s(elapsed_s)} spent on calibration and KV caches):"]
+    lines = [f"plan for the {fmt_s(time_budget_s)} time budget ({fmt_s(elapsed_s)} spent on calibration and KV "
+             "caches):"]
     width = max(len(a.question.key) for a in agenda.answers)
     for a in agenda.answers:
         head = f"  {a.question.key:<{width}}  "
@@ -204,7 +206,7 @@ def plan_lines(agenda: Agenda, budget_s: float, elapsed_s: float, emulated: tupl
             lines.append(head + f"answered: {len(a.least)} cases, ~{fmt_s(a.cost_s)} ({_what(a.least)})")
         elif a.state == OVER:
             lines.append(head + f"will not fit: its least ({len(a.least)} cases) needs ~{fmt_s(a.cost_s)}; "
-                         f"--time-budget {int((a.budget_s or 0) // 60)}m would answer it")
+                         f"--time-budget {int((a.time_budget_s or 0) // 60)}m would answer it")
         elif a.state == AT_START:
             lines.append(head + "answered from the KV caches allocated at the start")
         else:

@@ -61,7 +61,8 @@ def indexer_s(record: Record, calibration: Calibration) -> float:
     return flops / (INDEXER_SHARE * (calibration.gemm(record["dtype"]) or 1e10)) if flops else 0.0
 
 
-def predict_all(cases: list[Case], calibration: Calibration | Mapping[str, Any], budget_s: float) -> dict[str, float]:
+def predict_all(cases: list[Case], calibration: Calibration | Mapping[str, Any],
+                case_budget_s: float) -> dict[str, float]:
     """Every case's predicted seconds, by id, from the backends' traits and the ceilings."""
     calibration = Calibration.of(calibration)
     from bench.backends import get_backend
@@ -70,12 +71,12 @@ def predict_all(cases: list[Case], calibration: Calibration | Mapping[str, Any],
     out = {}
     for case in cases:  # a prediction's record: its formula fields only (threads=0: no thread count is read)
         b = get_backend(case.backend)
-        out[case.id] = predict(case, new_record(case, b.memory, threads=0), calibration, b.memory, budget_s,
+        out[case.id] = predict(case, new_record(case, b.memory, threads=0), calibration, b.memory, case_budget_s,
                                bool(b.unsupported_reason(case.device, case.shape.dtype)), b.compiles)
     return out
 
 
-def predict(case: Case, record: Record, calibration: Calibration, memory: str, budget_s: float,
+def predict(case: Case, record: Record, calibration: Calibration, memory: str, case_budget_s: float,
             unsupported: bool = False, compiles: bool = False) -> float:
     """Predicted seconds of the whole case: check, first call, timing modes, memory."""
     if unsupported:  # refused by the backend's traits before any tensor is made
@@ -92,10 +93,10 @@ def predict(case: Case, record: Record, calibration: Calibration, memory: str, b
     first = one
     if compiles:  # the backend's trait: its first call on a shape compiles
         first += COMPILE_S.get(case.device, 25.0) * (2 if case.pass_ == "fwd+bwd" else 1)
-    rounds = max(3 * one, min(budget_s, TYPICAL_ROUNDS * max(one, MIN_ROUND_S)))
+    rounds = max(3 * one, min(case_budget_s, TYPICAL_ROUNDS * max(one, MIN_ROUND_S)))
     if case.device == "cuda":
         rounds *= 2  # cold and graph modes beside warm, on half the budget each
     kernel = max(3 * one, KERNEL_MODE_S)
     index = indexer_s(record, calibration)
-    apart = index and 4 * index + max(3 * index, min(budget_s / 2, TYPICAL_ROUNDS * max(index, MIN_ROUND_S)))
+    apart = index and 4 * index + max(3 * index, min(case_budget_s / 2, TYPICAL_ROUNDS * max(index, MIN_ROUND_S)))
     return PER_CASE_S + check + first + one + rounds + kernel + one + apart

@@ -26,13 +26,13 @@ class RunnerSetup:
 
     calibration: Calibration
     gpu_name: str | None
-    budget_s: float
+    case_budget_s: float
     trace_dir: str | None
     threads: int | None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"calibration": self.calibration.to_dict(), "gpu_name": self.gpu_name, "budget_s": self.budget_s,
-                "trace_dir": self.trace_dir, "threads": self.threads}
+        return {"calibration": self.calibration.to_dict(), "gpu_name": self.gpu_name,
+                "case_budget_s": self.case_budget_s, "trace_dir": self.trace_dir, "threads": self.threads}
 
 
 def prepare_torch(threads: int | None) -> None:
@@ -112,7 +112,7 @@ class InProcess:
 
         self._prepare()
 
-        self.runner = Runner(setup.calibration, setup.gpu_name, budget_s=setup.budget_s,
+        self.runner = Runner(setup.calibration, setup.gpu_name, case_budget_s=setup.case_budget_s,
                              trace_dir=Path(setup.trace_dir) if setup.trace_dir else None)
 
     def run(self, case: Case, timeout_s: float | None) -> Outcome:

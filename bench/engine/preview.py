@@ -24,7 +24,7 @@ from bench.traces.replay import replay
 
 def preview_lines(plan: Plan, calibration: Calibration | Mapping[str, Any]) -> list[str]:
     calibration = Calibration.of(calibration)
-    predicted = predict_all(plan.cases, calibration, plan.sweep.budget_s)
+    predicted = predict_all(plan.cases, calibration, plan.sweep.case_budget_s)
     emulated = cut_dtypes(plan, calibration)
     ctx = Context(plan.device, predicted, emulated, calibration)
     budget = plan.sweep.time_budget_s

@@ -54,9 +54,9 @@ def _free(device: str, failed: bool) -> None:
 
 class Runner:
     def __init__(self, calibration: Calibration | Mapping[str, Any], gpu_name: str | None = None,
-                 budget_s: float = 1.0, trace_dir: Path | None = None) -> None:
+                 case_budget_s: float = 1.0, trace_dir: Path | None = None) -> None:
         self.calibration = Calibration.of(calibration)  # a worker is sent the file's dict
-        self.budget_s = budget_s
+        self.case_budget_s = case_budget_s
         self.sheet = spec_sheet(gpu_name)
         self.sheet_flops = self.sheet.flops_per_s if self.sheet else None
         self.trace_dir = trace_dir
@@ -118,7 +118,7 @@ class Runner:
         # every timing mode (bench.measure.modes); the warm-up compiles flex, builds plans
         gpu = Gpu.open(torch.cuda.current_device()) if device == "cuda" else None
         interrupt.stage("time")
-        case_timing = time_case(fn, device, self.budget_s, gpu, self.trace_path(case))
+        case_timing = time_case(fn, device, self.case_budget_s, gpu, self.trace_path(case))
         warm_up_s, timing = case_timing.first_call_s, case_timing.headline
         # The first call of this backend on this shape: the check's, when it ran the case's own shape forward.
         exact_fwd = kind.check_shape(shape) == shape and case.pass_ == "fwd"
@@ -133,9 +133,9 @@ class Runner:
         if why := (guard.verdict() if guard is not None else None) or implausible(record, self.calibration):
             return Outcome(replace(record, status="incorrect", reason=why))  # no samples: an untimed entry
         if after := getattr(fn, "after", None):  # what the kind times apart (a sparse case's indexer) and derives
-            record = replace(record, **after(self.budget_s, record.median_s))
+            record = replace(record, **after(self.case_budget_s, record.median_s))
         if builds := get_backend(case.backend).mask_build:  # what its library builds once per forward (hf-*)
-            seconds = Deferred(builds).resolved(case.backend, shape, device, self.budget_s / 4)
+            seconds = Deferred(builds).resolved(case.backend, shape, device, self.case_budget_s / 4)
             record = replace(record, mask_build_s=seconds)
         if self.keep_last:  # `bench profile` reads the whole kernel table and re-runs the call for a memory snapshot
             self.last = (fn, case_timing)

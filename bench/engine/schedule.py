@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bench.case import Case
-from bench.engine.budget import Planner, priority_order
+from bench.engine.budget import TimeBudget, priority_order
 from bench.engine.console import fmt_eta
 from bench.engine.cost import predict_all
 from bench.engine.options import Plan
@@ -25,7 +25,7 @@ class Schedule:
         self.plan = plan
         self.started = started  # the time budget counts from here, calibration included
         budget = plan.sweep.time_budget_s
-        self.planner = Planner(budget if budget is not None and budget != float("inf") else None)
+        self.budget = TimeBudget(budget if budget is not None and budget != float("inf") else None)
         self.predicted: dict[str, float] = {}
         self.agenda: Any = None  # bench.engine.agenda.Agenda: the order under a time budget
         self.quiet: set[str] = set()  # cases the plan announced as a group: counted, not listed one by one
@@ -34,9 +34,9 @@ class Schedule:
     def elapsed_s(self) -> float:
         return time.perf_counter() - self.started
 
-    def predict(self, calibration: Calibration, budget_s: float) -> None:
+    def predict(self, calibration: Calibration, case_budget_s: float) -> None:
         """Every case's predicted seconds, for the ETA, the time budget, the timeout and the record."""
-        self.predicted = predict_all(self.plan.cases, calibration, budget_s)
+        self.predicted = predict_all(self.plan.cases, calibration, case_budget_s)
 
     def announce(self, mine: list[Case], calibration: Calibration, say: Callable[[str], None]) -> list[dict] | None:
         """Under a time budget, the questions' agenda (its answers are returned for the run's metadata); in any
@@ -48,7 +48,7 @@ class Schedule:
         ctx = Context(self.plan.device, self.predicted, emulated, calibration)
         unrunnable = {c.id for c in mine if device_reason(c)}
         self.quiet = set(unrunnable)
-        if self.planner.budget_s is None:
+        if self.budget.time_budget_s is None:
             if unrunnable:
                 backends = sorted({c.backend for c in mine if c.id in unrunnable})
                 reasons = sorted({device_reason(c) or "" for c in mine if c.id in unrunnable})
@@ -56,8 +56,8 @@ class Schedule:
                     "cases are recorded unsupported")
             return None
         elapsed = self.elapsed_s()
-        self.agenda = make_agenda(mine, ctx, self.planner.budget_s, elapsed)
-        for line in plan_lines(self.agenda, self.planner.budget_s, elapsed, emulated):
+        self.agenda = make_agenda(mine, ctx, self.budget.time_budget_s, elapsed)
+        for line in plan_lines(self.agenda, self.budget.time_budget_s, elapsed, emulated):
             say(line)
         return [a.as_dict() for a in self.agenda.answers]
 
@@ -70,20 +70,20 @@ class Schedule:
             self.quiet |= set(left_out)
             return ([(c, left_out[c.id]) for c in mine if c.id in left_out],
                     [c for c in self.agenda.order if c.id not in left_out])
-        if self.planner.budget_s is not None:
+        if self.budget.time_budget_s is not None:
             return [], priority_order(mine, self.predicted)
         return [], sorted(mine, key=lambda c: c.id not in self.quiet)
 
     def fits(self, case: Case) -> bool:
         """Whether the case, as its prediction is faring in this run, still fits the time budget."""
-        return not self.predicted or self.planner.fits(self.predicted[case.id], self.elapsed_s(), case.shape.dtype)
+        return not self.predicted or self.budget.fits(self.predicted[case.id], self.elapsed_s(), case.shape.dtype)
 
     def over_budget_reason(self, case: Case) -> str:
         """Why a case that no longer fits is skipped; counted for one line at the end, not one per case."""
         self.over_budget += 1
         self.quiet.add(case.id)
-        return (f"predicted {self.predicted[case.id]:.1f} s (x{self.planner.scale(case.shape.dtype):.2f} as this "
-                f"run goes): over the {self.planner.budget_s:.0f} s time budget")
+        return (f"predicted {self.predicted[case.id]:.1f} s (x{self.budget.scale(case.shape.dtype):.2f} as this "
+                f"run goes): over the {self.budget.time_budget_s:.0f} s time budget")
 
     def timeout_s(self, case: Case) -> float | None:
         """--case-timeout, or by default a generous multiple of the prediction, never under a minute."""
@@ -95,14 +95,14 @@ class Schedule:
     def ran(self, case: Case, wall_s: float) -> None:
         """How the case's prediction fared, so the next predictions of its dtype are scaled by it."""
         if (predicted := self.predicted.get(case.id)) is not None:
-            self.planner.ran(predicted, wall_s, case.shape.dtype)
+            self.budget.ran(predicted, wall_s, case.shape.dtype)
 
     def eta_s(self, left: list[Case]) -> float:
         """The cost model's seconds left, scaled by how it has fared in this run."""
-        return self.planner.eta_s([(self.predicted[c.id], c.shape.dtype) for c in left], self.elapsed_s())
+        return self.budget.eta_s([(self.predicted[c.id], c.shape.dtype) for c in left], self.elapsed_s())
 
     def closing_lines(self) -> list[str]:
         if not self.over_budget:
             return []
-        return [f"{self.over_budget} cases did not fit the {fmt_eta(self.planner.budget_s or 0)} time budget: "
+        return [f"{self.over_budget} cases did not fit the {fmt_eta(self.budget.time_budget_s or 0)} time budget: "
                 "recorded skipped (--time-budget none runs them all)"]

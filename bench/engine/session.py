@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 
 class Session:
     def __init__(self, plan: Plan, run_id: str | None = None, *, say: Callable[[str], None] | None = None,
-                 trace_dir: Path | None = None, budget_s: float | None = None,
+                 trace_dir: Path | None = None, case_budget_s: float | None = None,
                  machine_info: Callable[[], dict] | None = None, commit_info: Callable[[], dict] | None = None,
                  queue: CaseQueue | None = None, ran_on: str | None = None, isolate: bool = False,
                  console: Console | None = None) -> None:
@@ -59,7 +59,8 @@ class Session:
         self.schedule = Schedule(plan, started=time.perf_counter())
         self.executor: Executor = Isolated(plan.threads) if isolate else InProcess(plan.threads)
         self.trace_dir = trace_dir
-        self.budget_s = budget_s if budget_s is not None else plan.sweep.budget_s  # timing seconds per case
+        # timing seconds per case
+        self.case_budget_s = case_budget_s if case_budget_s is not None else plan.sweep.case_budget_s
         self._infos = (machine_info or (lambda: machine.machine_info_here(self.facts()["environment"])),
                        commit_info or machine.commit_info_here)
         self._facts: dict[str, Any] | None = None
@@ -122,9 +123,9 @@ class Session:
             self.store = self._new_store(Calibration.of(calibration), kv)
         calibration = Calibration.of(calibration)
         gpu_name = self.facts()["fingerprint"]["gpu_name"] if self.plan.device == "cuda" else None
-        self.executor.start(RunnerSetup(calibration, gpu_name, self.budget_s,
+        self.executor.start(RunnerSetup(calibration, gpu_name, self.case_budget_s,
                                         str(self.trace_dir) if self.trace_dir else None, self.plan.threads))
-        self.schedule.predict(calibration, self.budget_s)
+        self.schedule.predict(calibration, self.case_budget_s)
         mine = self._mine()
         if self.queue is None and mine:
             questions = self.schedule.announce(mine, calibration, self.say)

@@ -9,7 +9,7 @@ anything else printed goes to stderr, which the parent relays and keeps the last
   {"cmd": "facts", "device", "profile"}                            -> {"fingerprint": {...}, "environment": {...}}
   {"cmd": "calibrate", "device", "dtypes"}                         -> {"calibration": {...}}
   {"cmd": "kv", "device"}                                          -> {"kv_measured": [...]}
-  {"cmd": "runner", "calibration", "gpu_name", "budget_s", "trace_dir", "threads"} -> {"threads": torch's threads}
+  {"cmd": "runner", "calibration", "gpu_name", "case_budget_s", "trace_dir", "threads"} -> {"threads": torch's threads}
   {"cmd": "run", "case": {"backend", "shape": {...}, "phase", "pass_", "device"}}  -> {"record", "samples"}
 The worker ignores SIGINT: Ctrl-C is the parent's to handle (it ends the worker when it stops).
 """
@@ -57,8 +57,8 @@ def serve(request: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
         if request.get("threads"):
             torch.set_num_threads(int(request["threads"]))
         trace = request.get("trace_dir")
-        state["runner"] = Runner(request["calibration"], request.get("gpu_name"), budget_s=request["budget_s"],
-                                 trace_dir=Path(trace) if trace else None)
+        state["runner"] = Runner(request["calibration"], request.get("gpu_name"),
+                                 case_budget_s=request["case_budget_s"], trace_dir=Path(trace) if trace else None)
         gc.freeze()  # what is alive now lives to the end: keep the collector from rescanning it between rounds
         return {"threads": torch.get_num_threads()}
     if cmd == "run":

@@ -154,11 +154,11 @@ class SparseKind:
         guard = TimedGuard({"q": q, "k": k, "v": v}, (lambda t: reference_attention(
             t["q"], t["k"], t["v"], mask=mask, sparse=keep)) if exact else None, s.out_shape)
         call = guarded_call(fn, (q, k, v), guard, grad, s.out_shape)
-        call.after = lambda budget_s, median_s: apart(case, keep, budget_s, median_s)  # type: ignore[attr-defined]
+        call.after = lambda case_budget_s, median_s: apart(case, keep, case_budget_s, median_s)  # type: ignore[attr-defined]
         return call
 
 
-def apart(case: Case, keep: KeepSet, budget_s: float, median_s: float | None) -> dict[str, Any]:
+def apart(case: Case, keep: KeepSet, case_budget_s: float, median_s: float | None) -> dict[str, Any]:
     """What a sparse case's record holds beside the kernel's time: the BlockMask's build and the pairs it covers
     (FlexAttention), the indexer's time and peak (topk, timed here on the case's inputs), and total_s."""
     s = case.shape
@@ -182,7 +182,7 @@ def apart(case: Case, keep: KeepSet, budget_s: float, median_s: float | None) ->
 
         def run():
             return select(x, s.sparsity_value.k, s.mask_value)  # type: ignore[arg-type]
-        _, timing = measure(run, case.device, budget_s / 2)
+        _, timing = measure(run, case.device, case_budget_s / 2)
         indexer = summarize(timing.samples).median
         out["indexer_s"] = indexer
         out["indexer_peak_mem_bytes"] = peak_bytes(run, case.device)

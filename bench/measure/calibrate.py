@@ -49,7 +49,7 @@ EMULATED_BELOW = 0.25  # a dtype whose GEMM is under this share of fp32's has no
 
 
 def _time(fn, device: str) -> float:
-    _, timing = measure(fn, device, budget_s=BUDGET_S)
+    _, timing = measure(fn, device, case_budget_s=BUDGET_S)
     return summarize(timing.samples).median
 
 

@@ -136,23 +136,23 @@ def kernel_timing(profile: KernelProfile) -> Timing:
     return Timing(profile.samples, 1, noisy, f"torch.profiler, {what}", "kernel")
 
 
-def time_case(fn: Callable[[], object], device: str, budget_s: float, gpu: Gpu | None = None,
+def time_case(fn: Callable[[], object], device: str, case_budget_s: float, gpu: Gpu | None = None,
               trace: Path | None = None) -> CaseTiming:
     """Warm-up, every mode of the device, the kernel profile (and its trace file when asked)."""
     first_call_s, one_call_s = warm_up(fn, device)
     notes: list[str] = []
     energy = None
     if device == "cuda":
-        modes = {"cold": time_cold(fn, budget_s, TARGET, guard=_guard(gpu))}
-        modes["warm"] = time_warm_cuda(fn, one_call_s, budget_s * SECONDARY_BUDGET, TARGET, guard=_guard(gpu))
+        modes = {"cold": time_cold(fn, case_budget_s, TARGET, guard=_guard(gpu))}
+        modes["warm"] = time_warm_cuda(fn, one_call_s, case_budget_s * SECONDARY_BUDGET, TARGET, guard=_guard(gpu))
         energy = measure_energy(fn, gpu, modes["warm"].calls_per_round)
         try:
-            modes["graph"] = time_graph(fn, one_call_s, budget_s * SECONDARY_BUDGET, TARGET, guard=_guard(gpu))
+            modes["graph"] = time_graph(fn, one_call_s, case_budget_s * SECONDARY_BUDGET, TARGET, guard=_guard(gpu))
         except Exception as err:  # a call that cannot be captured (it synchronises, or allocates on the host)
             notes.append(f"graph mode: capture failed: {_first_line(err)}")
             _recover()
     else:
-        modes = {"warm": time_cpu(fn, one_call_s, budget_s, TARGET)}
+        modes = {"warm": time_cpu(fn, one_call_s, case_budget_s, TARGET)}
     kernel = None
     try:
         # sized by the warm median: the single sizing call may have been preempted

@@ -73,14 +73,14 @@ def _calls_per_round(one_call_s: float) -> int:
     return max(1, min(1000, round(MIN_ROUND_S / max(one_call_s, 1e-9))))
 
 
-def min_rounds(round_s: float, budget_s: float) -> int:
+def min_rounds(round_s: float, case_budget_s: float) -> int:
     """MIN_ROUNDS, or fewer (at least LONG_CALL_MIN_ROUNDS) when that many rounds would overrun the budget."""
-    if round_s * MIN_ROUNDS <= budget_s:
+    if round_s * MIN_ROUNDS <= case_budget_s:
         return MIN_ROUNDS
-    return max(LONG_CALL_MIN_ROUNDS, int(budget_s / max(round_s, 1e-12)))
+    return max(LONG_CALL_MIN_ROUNDS, int(case_budget_s / max(round_s, 1e-12)))
 
 
-def _adaptive(measure_round: Callable[[int], float], one_call_s: float, budget_s: float, target: float,
+def _adaptive(measure_round: Callable[[int], float], one_call_s: float, case_budget_s: float, target: float,
               timer: str, calls: int | None = None, guard: ThrottleGuard | None = None,
               mode: str = "warm") -> Timing:
     calls = calls or _calls_per_round(one_call_s)
@@ -93,13 +93,13 @@ def _adaptive(measure_round: Callable[[int], float], one_call_s: float, budget_s
         if not samples:  # how long a round is: long ones get fewer rounds. The warm-up's call time when there
             # is one, so that one slow first round (a busy machine's hiccup) cannot cut a short call's rounds
             round_s = seconds * calls if one_call_s <= 0 else min(seconds * calls, one_call_s * calls)
-            least = min_rounds(round_s, budget_s)
+            least = min_rounds(round_s, case_budget_s)
         if guard is None or guard.keep():
             samples.append(seconds)
         if len(samples) >= least and summarize(samples).rel_ci_half_width <= target:
             noisy = False
             break
-        if len(samples) >= least and time.perf_counter() - start > budget_s:
+        if len(samples) >= least and time.perf_counter() - start > case_budget_s:
             break
     if noisy and len(samples) >= least:
         noisy = summarize(samples).rel_ci_half_width > target
@@ -107,14 +107,14 @@ def _adaptive(measure_round: Callable[[int], float], one_call_s: float, budget_s
                   guard.dropped if guard else 0)
 
 
-def time_cpu(fn: Callable[[], object], one_call_s: float, budget_s: float = 2.0, target: float = 0.03) -> Timing:
+def time_cpu(fn: Callable[[], object], one_call_s: float, case_budget_s: float = 2.0, target: float = 0.03) -> Timing:
     def measure_round(calls: int) -> float:
         t0 = time.perf_counter()
         for _ in range(calls):
             fn()
         return time.perf_counter() - t0
 
-    return _adaptive(measure_round, one_call_s, budget_s, target, "perf_counter")
+    return _adaptive(measure_round, one_call_s, case_budget_s, target, "perf_counter")
 
 
 def l2_flush_buffer(device: torch.device) -> torch.Tensor:
@@ -132,7 +132,7 @@ def _elapsed_s(begin: torch.cuda.Event, end: torch.cuda.Event) -> float:
     return begin.elapsed_time(end) / 1e3
 
 
-def time_warm_cuda(fn: Callable[[], object], one_call_s: float, budget_s: float = 2.0, target: float = 0.03,
+def time_warm_cuda(fn: Callable[[], object], one_call_s: float, case_budget_s: float = 2.0, target: float = 0.03,
                    guard: ThrottleGuard | None = None) -> Timing:
     begin, end = _events()
 
@@ -146,13 +146,13 @@ def time_warm_cuda(fn: Callable[[], object], one_call_s: float, budget_s: float 
         end.record()
         return _elapsed_s(begin, end)
 
-    timing = _adaptive(measure_round, one_call_s, budget_s, target, "", guard=guard)
+    timing = _adaptive(measure_round, one_call_s, case_budget_s, target, "", guard=guard)
     label = f"cuda_events, {timing.calls_per_round} calls/round back to back"
     return Timing(timing.samples, timing.calls_per_round, timing.noisy, label, "warm", timing.throttled,
                   timing.dropped_rounds)
 
 
-def time_cold(fn: Callable[[], object], budget_s: float = 2.0, target: float = 0.03,
+def time_cold(fn: Callable[[], object], case_budget_s: float = 2.0, target: float = 0.03,
               guard: ThrottleGuard | None = None) -> Timing:
     flush = l2_flush_buffer(torch.device("cuda"))
     begin, end = _events()
@@ -169,11 +169,11 @@ def time_cold(fn: Callable[[], object], budget_s: float = 2.0, target: float = 0
         torch.cuda.synchronize()
         return seconds
 
-    return _adaptive(measure_call, 0.0, budget_s, target, "cuda_events+l2_flush per call", calls=1, guard=guard,
+    return _adaptive(measure_call, 0.0, case_budget_s, target, "cuda_events+l2_flush per call", calls=1, guard=guard,
                      mode="cold")
 
 
-def time_graph(fn: Callable[[], object], one_call_s: float, budget_s: float = 2.0, target: float = 0.03,
+def time_graph(fn: Callable[[], object], one_call_s: float, case_budget_s: float = 2.0, target: float = 0.03,
                guard: ThrottleGuard | None = None) -> Timing:
     """Raises whatever capture raises (a call that synchronises, or allocates outside the graph's pool)."""
     calls = _calls_per_round(one_call_s)
@@ -195,7 +195,7 @@ def time_graph(fn: Callable[[], object], one_call_s: float, budget_s: float = 2.
         end.record()
         return _elapsed_s(begin, end)
 
-    return _adaptive(replay, one_call_s, budget_s, target, f"cuda_graph replay, {calls} calls/graph", calls=calls,
+    return _adaptive(replay, one_call_s, case_budget_s, target, f"cuda_graph replay, {calls} calls/graph", calls=calls,
                      guard=guard, mode="graph")
 
 
@@ -216,9 +216,9 @@ def warm_up(fn: Callable[[], object], device: str) -> tuple[float, float]:
     return first_call_s, time.perf_counter() - t0
 
 
-def measure(fn: Callable[[], object], device: str, budget_s: float) -> tuple[float, Timing]:
+def measure(fn: Callable[[], object], device: str, case_budget_s: float) -> tuple[float, Timing]:
     """Warm-up, then the device's headline mode alone: warm on CPU, cold on CUDA (bench.measure.modes.HEADLINE)."""
     first_call_s, one_call_s = warm_up(fn, device)
     if device == "cuda":
-        return first_call_s, time_cold(fn, budget_s=budget_s)
-    return first_call_s, time_cpu(fn, one_call_s, budget_s=budget_s)
+        return first_call_s, time_cold(fn, case_budget_s=case_budget_s)
+    return first_call_s, time_cpu(fn, one_call_s, case_budget_s=case_budget_s)

@@ -66,6 +66,7 @@ class History:
     medians: dict[str, list[float | None]]  # case id -> median seconds per point (None: not timed there)
     families: dict[str, str]  # case id -> shape family
     backends: dict[str, str]  # case id -> backend
+    sizes: dict[str, str]  # case id -> its sizes (batch, heads, lengths, head dim), for a legend
     changes: tuple[Change, ...]
     notes: tuple[str, ...]
 
@@ -75,6 +76,14 @@ def family(record: dict) -> str:
     text = " · ".join(str(record.get(k)).upper() if k == "variant" else str(record.get(k)) for k in FAMILY_KEYS)
     extra = [str(record[k]) for k in ("scope", "model") if record.get(k) not in (None, "attention")]
     return " · ".join([text, *extra])
+
+
+def sizes_label(record: dict) -> str:
+    """What a family's cases differ in, read from the record's fields: B, Hq, Hkv, the lengths and D."""
+    seq = (f"S={record.get('seq_kv')}" if record.get("phase") == "prefill"
+           else f"Sq={record.get('seq_q')} KV={record.get('seq_kv')}")
+    return (f"B={record.get('batch')} Hq={record.get('n_heads')} Hkv={record.get('n_kv_heads')} {seq} "
+            f"D={record.get('head_dim')}")
 
 
 def _git_date(commit: str) -> datetime | None:
@@ -168,7 +177,7 @@ def build_history(paths: list[str], case: str | None = None, rule: Rule | None =
     pairs = zip(points, points[1:], strict=False)
     changes = [c for prev, cur in pairs for c in _judge(prev, cur, rule, set(ids), fam, notes)]
     return History(tuple(points), medians, fam, {cid: str(r.get("backend")) for cid, r in first.items()},
-                   tuple(changes), tuple(notes))
+                   {cid: sizes_label(r) for cid, r in first.items()}, tuple(changes), tuple(notes))
 
 
 def _median(record: dict | None) -> float | None:

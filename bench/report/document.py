@@ -18,7 +18,7 @@ from bench.report import kernels, traces
 from bench.report.catalogue import FIGURES
 from bench.report.claims import verdicts
 from bench.report.claims.auto_choice import default_loss
-from bench.report.frames import SHAPE_KEYS, geomean, shape_label
+from bench.report.frames import SHAPE_KEYS, geomean, shape_keys_but, shape_label
 from bench.report.hf_choice import advice, implementation_rows
 from bench.report.load import Loaded, RunInfo
 from bench.report.model_section import model_summary
@@ -165,12 +165,10 @@ def emulated_sentences(run: RunInfo, df: pd.DataFrame) -> list[str]:
     for dtype in run.calibration.emulated:
         ok = df[(df["status"] == "ok")]
         mine = ok[ok["dtype"] == dtype]
-        fp32 = ok[ok["dtype"] == "fp32"].set_index("case_id")["median_s"]
-        ratios = {}
-        for case_id, median, backend in zip(mine["case_id"], mine["median_s"], mine["backend"], strict=True):
-            twin = str(case_id).replace(f"/{dtype}/", "/fp32/")
-            if twin in fp32.index:
-                ratios.setdefault(str(backend), []).append(float(median) / float(fp32[twin]))
+        twin_keys = ["backend", *shape_keys_but("dtype")]  # the same case in fp32: every field equal but the dtype
+        fp32 = ok[ok["dtype"] == "fp32"][[*twin_keys, "median_s"]].drop_duplicates(twin_keys)
+        pairs = mine.merge(fp32, on=twin_keys, suffixes=("", "_fp32"))
+        ratios = {str(b): list(g["median_s"] / g["median_s_fp32"]) for b, g in pairs.groupby("backend")}
         share = run.calibration.gemm_by_dtype.get(dtype)
         gemm = f" (its GEMM runs at {100 * share / main:.1f}% of fp32's)" if share and main else ""
         shown = ", ".join(f"{b} {_times(sum(r) / len(r))}" for b, r in sorted(ratios.items()))
@@ -319,9 +317,10 @@ def plan_notes(run: RunInfo) -> list[Block]:
     """What the run's plan said, before its first case, of the questions it could not answer in its time budget."""
     lines = []
     for q in run.questions:
-        if q.get("state") == OVER and q.get("budget_s"):
+        funding = q.get("time_budget_s") or q.get("budget_s")  # files before 2026-12-04 name it budget_s
+        if q.get("state") == OVER and funding:
             lines.append(f"{q.get('asks')}: its least ({q.get('least_cases')} cases, about {q.get('least_s')} s) did "
-                         f"not fit this run's time budget; `--time-budget {int(q['budget_s'] // 60)}m` answers it.")
+                         f"not fit this run's time budget; `--time-budget {int(funding // 60)}m` answers it.")
         elif q.get("state") == ABSENT and q.get("command"):
             when = f" (about {int(q['elsewhere_s'] // 60)} min on this machine)" if q.get("elsewhere_s") else ""
             lines.append(f"{q.get('asks')}: not in this run's profile; `{q['command']}` measures it{when}.")

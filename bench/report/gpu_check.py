@@ -14,6 +14,7 @@ from collections import Counter
 from pathlib import Path
 from statistics import geometric_mean, median
 
+from bench.case import SIZE_FIELDS
 from bench.measure.spec_sheets import spec_sheet
 from bench.results import read_run
 
@@ -60,7 +61,7 @@ def _tflops(ok: list[dict], backend: str, pass_: str, mask: str, seq: int) -> tu
         rec = _anchor_case(ok, backend, pass_, mask, seq)
         return (rec["tflops"], rec) if rec else (None, None)
     fwd, both = _anchor_case(ok, backend, "fwd", mask, seq), _anchor_case(ok, backend, "fwd+bwd", mask, seq)
-    if not fwd or not both or fwd["case_id"].split("/")[2] != both["case_id"].split("/")[2]:
+    if not fwd or not both or any(fwd[k] != both[k] for k in SIZE_FIELDS):  # the same sizes, or no difference
         return None, None
     seconds = both["median_s"] - fwd["median_s"]
     return (2.5 * fwd["flops"] / seconds / 1e12 if seconds > 0 else None), both

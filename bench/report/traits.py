@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from bench.backends import BACKENDS
 from bench.backends.base import PAGED_LAYOUTS
-from bench.scores import VARIANTS
+from bench.scores import OPT_IN_VARIANTS
 
 # materialising: builds the Sq x Skv score matrix, and expands K/V to all Hq heads before its products (repeat);
 # tiled (flash-style): O(S) memory, and a fused kernel that reads each KV head once for its whole group
@@ -27,7 +27,7 @@ PAGED_KERNELS: tuple[str, ...] = tuple(name for name, b in BACKENDS.items()
 
 # Fused (tiled) kernels that run every attention variant (their `variants` trait lists them all): the variant claim's
 ALL_VARIANT_KERNELS: tuple[str, ...] = tuple(name for name, b in BACKENDS.items()
-                                             if b.memory == "tiled" and set(VARIANTS) <= set(b.variants))
+                                             if b.memory == "tiled" and set(OPT_IN_VARIANTS) <= set(b.variants))
 
 # Kernels that execute a sparsity sparsely (a BlockMask's kept blocks, K gathered keys per query): the speedup claim's;
 # the others take a keep-set as a boolean mask and compute every pair

@@ -4,11 +4,11 @@ Started by bench.regress.ab.side as `python <this file>` with PYTHONPATH set to 
 bench` is that revision's code. This file comes from the current tree (the revision may predate it), so it imports
 nothing of attnbench at module level and relies only on this interface of the revision it measures:
 
-  bench.engine.options.plan(values)           -> .cases (each with .id), .device, .threads, .sweep.budget_s
+  bench.engine.options.plan(values)           -> .cases (each with .id), .device, .threads, .sweep.case_budget_s
   bench.measure.calibrate.calibrate(device)   -> a Calibration (older revisions: {"gemm_flops_per_s", ...})
   bench.measure.environment.fingerprint(device), .git_commit()
-  bench.engine.session.Session(plan, budget_s=..., say=...) .open(calibration=...) .measure(case) -> record, entry
-  or, in revisions before the session, bench.engine.runner.Runner(calibration, budget_s=...).run(case) -> .record,
+  bench.engine.session.Session(plan, case_budget_s=..., say=...) .open(calibration=...) .measure(case) -> record, entry
+  or, in revisions before the session, bench.engine.runner.Runner(calibration, case_budget_s=...).run(case) -> .record,
   .samples (seconds per call)
 (revisions before the engine package kept plan and Runner in bench.suite.options and bench.suite.runner: WHERE)
 
@@ -18,7 +18,7 @@ Missing pieces: the worker answers {"fatal": reason} and exits 2.
 Protocol: one JSON object per line. The parent writes a request on stdin, the worker writes exactly one answer on
 its protocol stream (the original stdout; anything else the revision prints goes to stderr):
   {"cmd": "plan", "values": {...}, "slice_budget_s": x | null, "slices": n, "min_slice_s": x | null}
-      -> {"ok": true, "cases": [ids], "device", "fingerprint", "calibration", "commit", "bench_file", "budget_s",
+      -> {"ok": true, "cases": [ids], "device", "fingerprint", "calibration", "commit", "bench_file", "case_budget_s",
           "retime"}
   {"cmd": "run", "case": id, "retime": bool}  -> {"ok": true, "record": {...}, "samples": [...], "retimed": bool}
   {"cmd": "quit"}             -> {"ok": true}, then exit 0
@@ -106,27 +106,27 @@ def _plan(api: dict, request: dict, state: dict) -> dict:
         if plan.threads:
             torch.set_num_threads(plan.threads)
     # the case's time budget is shared by its slices: each side times a case `slices` times
-    budget = request.get("slice_budget_s") or max(plan.sweep.budget_s / max(1, int(request.get("slices") or 1)),
+    budget = request.get("slice_budget_s") or max(plan.sweep.case_budget_s / max(1, int(request.get("slices") or 1)),
                                                   float(request.get("min_slice_s") or 0))
     calibration = api["calibrate"](plan.device)
     try:
         if api.get("Session"):  # the engine's session, as `bench run` measures (no results file)
-            session = api["Session"](plan, budget_s=budget, say=lambda line: print(line, file=sys.stderr))
+            session = api["Session"](plan, case_budget_s=budget, say=lambda line: print(line, file=sys.stderr))
             session.open(calibration=calibration)
             state["runner"] = lambda case: _from_session(session, case)
             state["engine"] = getattr(session, "runner", None)
         else:  # a revision from before the session: its Runner
-            runner = api["Runner"](calibration, budget_s=budget)
+            runner = api["Runner"](calibration, case_budget_s=budget)
             state["runner"] = lambda case: (lambda o: (dict(o.record), list(o.samples)))(runner.run(case))
     except TypeError as err:
-        _fatal(state["out"], f"the revision's engine does not take (plan or calibration, budget_s=...): {err}")
+        _fatal(state["out"], f"the revision's engine does not take (plan or calibration, case_budget_s=...): {err}")
     state["cases"] = {c.id: c for c in plan.cases}
     state["timer"] = _retimer(state.get("engine"), plan.device, budget)
     return {"ok": True, "retime": state["timer"] is not None, "cases": list(state["cases"]), "device": plan.device,
             "fingerprint": api["fingerprint"](plan.device),
             # a bench.meta.Calibration, or an older revision's dict: the pipe carries the file's form
             "calibration": calibration.to_dict() if hasattr(calibration, "to_dict") else calibration,
-            "commit": api["git_commit"](), "bench_file": state["bench_dir"], "budget_s": budget,
+            "commit": api["git_commit"](), "bench_file": state["bench_dir"], "case_budget_s": budget,
             "threads": torch.get_num_threads() if torch is not None else None}
 
 
@@ -152,7 +152,7 @@ def _one_call_s(samples: list[float]) -> float:
     return ordered[len(ordered) // 2]
 
 
-def _retimer(engine, device: str, budget_s: float):
+def _retimer(engine, device: str, case_budget_s: float):
     """(fn, one_call_s) -> the headline mode's samples, from the revision's timer; None when the revision's runner
     cannot keep its last call or its timer lacks the functions (every slice then runs the whole engine)."""
     if engine is None or not hasattr(engine, "keep_last"):
@@ -165,7 +165,8 @@ def _retimer(engine, device: str, budget_s: float):
 
     def retime(fn, one_call_s: float) -> list[float]:
         fn()  # one untimed call: the other side ran in between and left its own data in the caches
-        return list((time_mode(fn, budget_s) if device == "cuda" else time_mode(fn, one_call_s, budget_s)).samples)
+        timing = time_mode(fn, case_budget_s) if device == "cuda" else time_mode(fn, one_call_s, case_budget_s)
+        return list(timing.samples)
 
     return retime
 

@@ -34,7 +34,7 @@ def family_figure(history: History, fam: str) -> Figure | None:
     for cid in ids:
         ys = [m * 1e3 if m else None for m in history.medians[cid]]
         backend = history.backends[cid]
-        shape = cid.split("/")[2]
+        shape = history.sizes[cid]
         ax.plot([i for i in x if ys[i]], [y for y in ys if y], marker=backend_marker(backend), markersize=4,
                 color=backend_color(backend), linewidth=1, alpha=0.8, label=f"{backend} {shape}")
         for change in (c for c in history.changes if c.case_id == cid):
