@@ -40,13 +40,6 @@ class Calibration:
         return self.gemm_by_dtype.get(dtype or "") or self.gemm_flops_per_s
 
     @classmethod
-    def of(cls, value: Calibration | Mapping[str, Any] | None) -> Calibration:
-        """A Calibration from either form (callers and old revisions hand over the file's dict)."""
-        if isinstance(value, Calibration):
-            return value
-        return cls.from_dict(value or {})
-
-    @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Calibration:
         def number(key: str) -> float | None:
             value = d.get(key)
@@ -104,18 +97,16 @@ class RunMeta:
     questions: list | None = None  # under a time budget: what the plan said of each question before the first case
     other: dict = field(default_factory=dict)  # keys of other versions, kept as they were
 
-    def __post_init__(self) -> None:  # callers (and tests) may hand the file's dicts
-        self.calibration = Calibration.of(self.calibration)
-        if self.calibration_end is not None:
-            self.calibration_end = Calibration.of(self.calibration_end)
-
     @classmethod
     def from_dict(cls, d: dict) -> RunMeta:
         known = {f.name for f in fields(cls)} - {"other"}
         kwargs = {k: copy.deepcopy(v) for k, v in d.items() if k in known}
-        if not isinstance(kwargs.get("calibration"), dict):
-            kwargs["calibration"] = {}
-        if not isinstance(kwargs.get("calibration_end"), dict):
+        # the file's dicts become Calibrations here, where they enter, and nowhere else
+        kwargs["calibration"] = Calibration.from_dict(kwargs.get("calibration")
+                                                      if isinstance(kwargs.get("calibration"), dict) else {})
+        if isinstance(kwargs.get("calibration_end"), dict):
+            kwargs["calibration_end"] = Calibration.from_dict(kwargs["calibration_end"])
+        else:
             kwargs.pop("calibration_end", None)
         return cls(**kwargs, other={k: copy.deepcopy(v) for k, v in d.items() if k not in known | {"untimed"}})
 

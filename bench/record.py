@@ -228,10 +228,9 @@ def new_record(case: Case, memory: str, threads: int | None = None) -> Record:
                   **kind_of(case).record_fields(case, backend))
 
 
-def derived(record: Mapping[str, Any], median_s: float, calibration: Calibration | Mapping[str, Any],
+def derived(record: Mapping[str, Any], median_s: float, calibration: Calibration,
             spec: float | None) -> dict[str, Any]:
     """Throughput metrics from the median time and this run's measured ceilings."""
-    calibration = Calibration.of(calibration)
     flops_s = record["flops"] / median_s
     bytes_s = record["bytes"] / median_s
     tokens = record.get("real_tokens") or record["batch"] * record["seq_q"]

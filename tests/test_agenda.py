@@ -17,14 +17,12 @@ from bench.engine.console import LiveConsole, LogConsole
 from bench.engine.cost import predict_all
 from bench.engine.questions import LENGTH_SPAN, MIN_LENGTHS, Context
 from bench.measure.spec_sheets import spec_calibration
+from bench.meta import Calibration
 from bench.results import read_run
-
-# An AVX2-only EPYC as measured: bf16 GEMM at ~1% of fp32's (emulated)
-EPYC = {"gemm_flops_per_s": 117e9, "gemm_flops_per_s_fp32": 117e9, "gemm_flops_per_s_bf16": 1.3e9,
-        "copy_bytes_per_s": 23e9, "read_bytes_per_s": 30e9, "emulated": ["bf16"]}
+from tests.machines import EPYC
 
 
-def _agenda(profile: str = "default", device: str = "cpu", calibration: dict | None = None,
+def _agenda(profile: str = "default", device: str = "cpu", calibration: Calibration | None = None,
             time_budget_s: float | None = None, elapsed_s: float = 35.0):
     plan = options.plan({"profile": profile, "device": device}, default_out=False, listing=True)
     calibration = calibration or EPYC
@@ -199,7 +197,7 @@ def test_the_live_console_counts_statuses_and_lists_only_the_cases_that_ran():
 
 
 def test_a_budgeted_run_says_its_plan_records_every_case_and_keeps_the_plan(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr("bench.measure.calibrate.calibrate", lambda device, dtypes=None: dict(EPYC))
+    monkeypatch.setattr("bench.measure.calibrate.calibrate", lambda device, dtypes=None: EPYC)
     monkeypatch.setattr("bench.models.kvcache.measured_presets", lambda device: [])
     out = tmp_path / "r.json"
     args = ["run", "--backend", "naive,sdpa,sdpa-cudnn", "--heads", "2", "--kv-heads", "2", "--seq", "32,64",

@@ -14,10 +14,11 @@ from bench.backends.outside import DEFAULTS, OutsideBackendError, forget
 from bench.cli import main
 from bench.engine.runner import Runner
 from bench.engine.sweeps import Case
+from bench.meta import Calibration
 from bench.shapes import AttentionShape
 from tests.byo_example import write_package
 
-CALIBRATION = {"gemm_flops_per_s": 1e11, "copy_bytes_per_s": 1e10}
+CALIBRATION = Calibration.from_dict({"gemm_flops_per_s": 1e11, "copy_bytes_per_s": 1e10})
 
 
 @pytest.fixture
@@ -173,14 +174,13 @@ def test_conformance_runs_under_the_users_pytest(mypkg):
 
 
 @pytest.fixture(scope="module")
-def measured_ceilings() -> dict:
+def measured_ceilings() -> Calibration:
     """This machine's fp32 GEMM and read ceilings, on small buffers (quick; a smaller GEMM only lowers the
     ceiling, which makes the floor easier on kernels, not harder)."""
     from bench.measure.calibrate import gemm_flops_per_s, read_bytes_per_s
 
     gemm = gemm_flops_per_s("cpu", "fp32", ((512, 512, 512),))
-    return {"gemm_flops_per_s": gemm, "gemm_flops_per_s_fp32": gemm, "copy_bytes_per_s": 1e10,
-            "read_bytes_per_s": read_bytes_per_s("cpu")}
+    return Calibration(gemm, 1e10, read_bytes_per_s("cpu"), {"fp32": gemm})
 
 
 def big() -> AttentionShape:
@@ -295,7 +295,8 @@ def test_the_flop_floor_is_the_machines_best_gemm_not_an_emulated_dtypes():
     50x faster than that GEMM is plausible; faster than the fp32 GEMM by more than the margin is not."""
     from bench.kinds.guards import implausible
 
-    calibration = {"gemm_flops_per_s_fp32": 1e11, "gemm_flops_per_s_bf16": 1e9, "read_bytes_per_s": 1e10}
+    calibration = Calibration.from_dict({"gemm_flops_per_s_fp32": 1e11, "gemm_flops_per_s_bf16": 1e9,
+                                         "read_bytes_per_s": 1e10})
     record = {"dtype": "bf16", "flops": 1e9, "bytes": 1e3, "median_s": 0.02}  # 50 GFLOP/s: 50x the bf16 GEMM
     assert implausible(record, calibration) is None
     record["median_s"] = 1e-4  # 10 TFLOP/s on a machine whose best GEMM is 100 GFLOP/s

@@ -35,10 +35,8 @@ from bench.report.claims import judge_of
 from bench.report.load import read_results
 from bench.report.verdict import FAILS, HOLDS, NOT_MEASURED
 from bench.results import RunMeta
+from tests.machines import EPYC
 from tests.results_factory import make_run
-
-EPYC = {"gemm_flops_per_s": 117e9, "gemm_flops_per_s_fp32": 117e9, "gemm_flops_per_s_bf16": 1.3e9,
-        "copy_bytes_per_s": 23e9, "read_bytes_per_s": 30e9, "emulated": ["bf16"]}
 
 
 @pytest.fixture(scope="module")

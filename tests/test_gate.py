@@ -8,13 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from bench.meta import Calibration
 from bench.regress import gate
 from bench.regress.gate import Decision, baseline_is_here, decide
 from bench.results import RunDocument, RunMeta, write_atomic
 from tests.test_ab import ROOT, commit_all, git
 
 HOST = "0123456789abcdef"
-HERE = {"gemm_flops_per_s": 117e9, "copy_bytes_per_s": 23e9}  # this machine now
+HERE = Calibration(117e9, 23e9)  # this machine now
 
 
 def baseline(path: Path, host: str | None, gemm: float, copy: float = 23e9) -> Path:
@@ -22,7 +23,7 @@ def baseline(path: Path, host: str | None, gemm: float, copy: float = 23e9) -> P
           "threads": 2}
     env = {"host_id": host} if host else {}
     doc = RunDocument(meta=RunMeta(run_id="base", profile="quick", complete=True, cases=0, fingerprint=fp,
-                                   calibration={"gemm_flops_per_s": gemm, "copy_bytes_per_s": copy}),
+                                   calibration=Calibration(gemm, copy)),
                       machine_info={"attnbench": env}, commit_info={})
     write_atomic(path, doc)
     return path

@@ -178,9 +178,10 @@ def test_an_hf_case_records_its_mask_build_beside_the_kernel_and_a_torch_case_do
     pytest.importorskip("transformers")
     from bench.engine.runner import Runner
     from bench.engine.sweeps import Case
+    from bench.meta import Calibration
     from bench.shapes import AttentionShape
 
-    runner = Runner(calibration={"gemm_flops_per_s": 1e11, "copy_bytes_per_s": 1e10}, case_budget_s=0.05)
+    runner = Runner(calibration=Calibration(1e11, 1e10), case_budget_s=0.05)
     shape = AttentionShape(1, 32, 32, 4, 2, 16, "fp32", "window", 8)
     hf = runner.run(Case("hf-eager", shape, "prefill", "fwd", "cpu")).record
     torch_own = runner.run(Case("naive", shape, "prefill", "fwd", "cpu")).record

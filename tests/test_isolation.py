@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.meta import Calibration
 from bench.results import read_run
 
 REPO = Path(__file__).resolve().parents[1]
@@ -53,7 +54,7 @@ for fn in (hang, segfault, aborts, exits, hungry):
                                              "o", devices=("cpu",), dtypes=("fp32",))
 '''
 
-CALIBRATION = {"gemm_flops_per_s": 1e11, "copy_bytes_per_s": 1e10, "read_bytes_per_s": 1e10}
+CALIBRATION = Calibration.from_dict({"gemm_flops_per_s": 1e11, "copy_bytes_per_s": 1e10, "read_bytes_per_s": 1e10})
 # The hang waits this out. Small, as the test waits it out, but with room for the cases that must finish: the limit
 # covers a case's check and timing, not its worker's start (naive and sdpa at S=32 take well under a second).
 CASE_TIMEOUT_S = 3
@@ -96,7 +97,7 @@ def test_a_time_budget_skips_what_does_not_fit_and_keeps_every_familys_small_sha
     from bench.cli import build_parser
     from bench.engine import options, session
 
-    monkeypatch.setattr("bench.measure.calibrate.calibrate", lambda device, dtypes=None: dict(CALIBRATION))
+    monkeypatch.setattr("bench.measure.calibrate.calibrate", lambda device, dtypes=None: CALIBRATION)
     monkeypatch.setattr("bench.models.kvcache.measured_presets", lambda device: [])
     # the cost model says the long shapes take 100 s each: with 60 s to spend, only the short ones fit
     monkeypatch.setattr("bench.engine.cost.predict", lambda case, *a, **k: 100.0 if case.shape.seq_q > 32 else 0.01)

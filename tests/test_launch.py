@@ -135,9 +135,10 @@ def test_local_launcher_runs_shards_merges_and_resubmits_only_what_is_missing(tm
 
 
 def _worker_file(path: Path, case_ids: list[str], fingerprint: dict, finish: bool) -> None:
+    from bench.meta import Calibration
     from bench.results import ResultsStore, RunDocument, RunMeta
 
-    meta = RunMeta(run_id="w", sweep_id="s", calibration={"gemm_flops_per_s": 1e11, "copy_bytes_per_s": 1e10},
+    meta = RunMeta(run_id="w", sweep_id="s", calibration=Calibration(1e11, 1e10),
                    fingerprint=fingerprint)
     store = ResultsStore.new(path, meta, {"node": "n"}, {}, "5.3.1", "now")
     for cid in case_ids:

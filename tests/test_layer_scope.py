@@ -19,6 +19,7 @@ from bench.engine.sweeps import Case
 from bench.kinds import kind_of
 from bench.layers import MultiHeadAttention, make_layer, make_layer_input, merge_heads
 from bench.masks import NO_MASK
+from bench.meta import Calibration
 from bench.metrics import (
     attention_bytes,
     attention_flops,
@@ -44,7 +45,7 @@ from tests.results_factory import make_record, make_run
 from tests.test_correctness import ScaledBackward
 from tests.test_layers import copy_weights
 
-CALIBRATION = {"gemm_flops_per_s": 1e11, "copy_bytes_per_s": 1e10}
+CALIBRATION = Calibration.from_dict({"gemm_flops_per_s": 1e11, "copy_bytes_per_s": 1e10})
 
 
 def layer_shape(dtype="fp32", mask="causal", seq=32, window=None, batch=1, heads=4, kv_heads=2,

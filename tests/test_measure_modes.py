@@ -226,7 +226,7 @@ def test_run_trace_writes_one_trace_per_case(tmp_path):
     from bench.engine.runner import Runner
     from bench.engine.sweeps import Case
 
-    runner = Runner({"gemm_flops_per_s": 1e9, "copy_bytes_per_s": 1e9}, case_budget_s=0.05, trace_dir=tmp_path)
+    runner = Runner(Calibration(1e9, 1e9), case_budget_s=0.05, trace_dir=tmp_path)
     record = runner.run(Case("naive", SHAPE, "prefill", "fwd", "cpu")).record
     assert record["status"] == "ok" and record["sdpa_kernel"] is None and record["kernels"]
     assert set(record["timings"]) == {"warm", "kernel"} and record["timings"]["warm"]["median_s"] == record["median_s"]

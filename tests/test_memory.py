@@ -11,6 +11,7 @@ from bench.backends import BACKENDS, attention
 from bench.engine.runner import Runner
 from bench.engine.sweeps import Case
 from bench.measure.memory import peak_bytes, peak_cpu
+from bench.meta import Calibration
 from bench.metrics import model_mem_bytes
 from bench.reference import make_inputs
 from bench.shapes import AttentionShape
@@ -94,7 +95,7 @@ def test_naive_peak_is_quadratic_in_seq():
 
 def test_runner_records_measured_peak_near_the_model():
     case = Case("naive", shape(1024), "prefill", "fwd", "cpu")
-    record = Runner({"gemm_flops_per_s": 1e11, "copy_bytes_per_s": 1e10}, case_budget_s=0.05).run(case).record
+    record = Runner(Calibration(1e11, 1e10), case_budget_s=0.05).run(case).record
     assert record["status"] == "ok", record["reason"]
     assert record["model_mem_bytes"] == modelled("naive", 1024)
     assert abs(record["peak_mem_bytes"] - record["model_mem_bytes"]) <= 0.10 * record["model_mem_bytes"]

@@ -12,13 +12,14 @@ from bench.backends.naive import naive_attention
 from bench.engine import runner
 from bench.engine.runner import EXACT_CHECK_ELEMENTS, Runner, check_shape
 from bench.engine.sweeps import Case
+from bench.meta import Calibration
 from bench.metrics import attention_bytes, attention_flops, kv_cache_bytes
 from bench.metrics import model_mem_bytes as model_mem
 from bench.record import RECORD_FIELDS, derived, new_record
 from bench.shapes import AttentionShape
 from bench.status import STATUSES
 
-CALIBRATION = {"gemm_flops_per_s": 1e11, "copy_bytes_per_s": 1e10}
+CALIBRATION = Calibration.from_dict({"gemm_flops_per_s": 1e11, "copy_bytes_per_s": 1e10})
 MiB = 1 << 20
 
 

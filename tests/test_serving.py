@@ -15,6 +15,7 @@ from bench.engine.sweeps import Case, Sweep
 from bench.errors import UsageError
 from bench.kinds import EXACT_CHECK_ELEMENTS
 from bench.kinds.serving import serving_check_shape
+from bench.meta import Calibration
 from bench.metrics import attention_flops
 from bench.record import new_record
 from bench.serving import ragged as ragged_module
@@ -31,7 +32,7 @@ from bench.serving.workload import (
 )
 from bench.shapes import AttentionShape, ShapeError
 
-CALIBRATION = {"gemm_flops_per_s": 1e11, "copy_bytes_per_s": 1e10}
+CALIBRATION = Calibration.from_dict({"gemm_flops_per_s": 1e11, "copy_bytes_per_s": 1e10})
 CPU_LAYOUTS = ["naive", "sdpa-math", "sdpa-flash"]
 
 

@@ -13,12 +13,13 @@ from bench.commands import run as run_cmd
 from bench.engine import options
 from bench.engine.runner import Runner
 from bench.engine.session import Session
+from bench.meta import Calibration
 from bench.results import read_run
 from bench.results.entry import case_entry, stats_entry
 
 TINY = ["run", "--backend", "naive,sdpa", "--heads", "2", "--kv-heads", "2", "--seq", "32", "--dtype", "fp32",
         "--mask", "causal", "--phase", "prefill", "--budget", "0.02", "--device", "cpu"]
-CALIBRATION = {"gemm_flops_per_s": 1e11, "copy_bytes_per_s": 1e10, "read_bytes_per_s": 1e10}
+CALIBRATION = Calibration.from_dict({"gemm_flops_per_s": 1e11, "copy_bytes_per_s": 1e10, "read_bytes_per_s": 1e10})
 
 
 def test_bench_run_builds_its_plan_once_and_never_starts_pytest(tmp_path, monkeypatch, capsys):
@@ -28,7 +29,7 @@ def test_bench_run_builds_its_plan_once_and_never_starts_pytest(tmp_path, monkey
     real_plan = options.plan
     monkeypatch.setattr(run_cmd.options, "plan", lambda *a, **k: calls.append(1) or real_plan(*a, **k))
     monkeypatch.setattr(pytest_module, "main", lambda *a, **k: pytest.fail("bench run started pytest"))
-    monkeypatch.setattr("bench.measure.calibrate.calibrate", lambda device, dtypes=None: dict(CALIBRATION))
+    monkeypatch.setattr("bench.measure.calibrate.calibrate", lambda device, dtypes=None: CALIBRATION)
     monkeypatch.setattr("bench.models.kvcache.measured_presets", lambda device: [])
     out = tmp_path / "r.json"
     assert main([*TINY, "--out", str(out)]) == 0
@@ -53,7 +54,7 @@ def test_an_entry_holds_pytest_benchmarks_own_statistics_of_the_rounds():
 
 
 def test_a_session_records_each_case_whole_and_reports_a_failing_one(tmp_path, monkeypatch):
-    monkeypatch.setattr("bench.measure.calibrate.calibrate", lambda device, dtypes=None: dict(CALIBRATION))
+    monkeypatch.setattr("bench.measure.calibrate.calibrate", lambda device, dtypes=None: CALIBRATION)
     monkeypatch.setattr("bench.models.kvcache.measured_presets", lambda device: [])
     parsed = build_parser().parse_args([*TINY, "--out", str(tmp_path / "r.json")])
     plan = options.plan({n: getattr(parsed, n) for n in options.option_names()})

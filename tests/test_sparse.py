@@ -24,6 +24,7 @@ from bench.errors import InputError
 from bench.indexer import make_indexer_inputs, select
 from bench.keepset import KeepSet
 from bench.masks import Mask
+from bench.meta import Calibration
 from bench.metrics import attention_flops, executed_flops, indexer_flops
 from bench.reference import TOLERANCES, check_gradients, compare_to_reference, make_inputs, reference_attention
 from bench.shapes import AttentionShape, ShapeError
@@ -40,7 +41,7 @@ from bench.sparse_pairs import (
 from bench.sparsity import Sparsity, SparsityError
 
 REPO = Path(__file__).resolve().parents[1]
-CALIBRATION = {"gemm_flops_per_s": 1e11, "copy_bytes_per_s": 1e10}
+CALIBRATION = Calibration.from_dict({"gemm_flops_per_s": 1e11, "copy_bytes_per_s": 1e10})
 ATOL32, RTOL32 = TOLERANCES[torch.float32]
 
 

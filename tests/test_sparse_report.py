@@ -41,14 +41,12 @@ from bench.report.traits import SPARSE_KERNELS
 from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE, NOT_MEASURED
 from bench.shapes import AttentionShape
 from bench.sparsity import Sparsity
+from tests.machines import EPYC, EPYC_DICT
 from tests.results_factory import make_run
 
 REPO = Path(__file__).resolve().parents[1]
 BLOCK, TOPK = "block:128:0.125", "topk:256"
 LENGTHS = (512, 1024, 2048, 4096)
-# An AVX2-only EPYC as measured (tests/test_agenda.py's): bf16 GEMM at ~1% of fp32's, so bf16 is emulated
-EPYC = {"gemm_flops_per_s": 117e9, "gemm_flops_per_s_fp32": 117e9, "gemm_flops_per_s_bf16": 1.3e9,
-        "copy_bytes_per_s": 23e9, "read_bytes_per_s": 30e9, "emulated": ["bf16"]}
 FIGURES_OUT = Path("/tmp/sparse_figs")  # for the main developer to look at
 
 
@@ -496,7 +494,7 @@ def test_exactly_the_speedup_least_decides_the_speedup_claim(default_plan, tmp_p
 
 def test_bench_run_plan_of_the_sparse_profile_lists_every_backend(tmp_path):
     ceilings = tmp_path / "ceilings.json"  # the plan's calibration, kept as bench.measure.calibrate.reused keeps it
-    ceilings.write_text(json.dumps({"calibrate cpu fp32": EPYC}))
+    ceilings.write_text(json.dumps({"calibrate cpu fp32": EPYC_DICT}))
     env = {**os.environ, REUSE_ENV: str(ceilings), "OMP_NUM_THREADS": "1"}
     done = subprocess.run([sys.executable, "-m", "bench", "run", "--profile", "sparse", "--plan"], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=120)

@@ -17,11 +17,12 @@ from bench.engine.runner import Runner
 from bench.engine.sweeps import Case
 from bench.errors import InputError
 from bench.masks import CAUSAL, NO_MASK, Mask
+from bench.meta import Calibration
 from bench.reference import reference_attention
 from bench.scores import NO_SCORE, Score, sink_logits
 from bench.shapes import AttentionShape, ShapeError, mask_fields, shape_fields
 
-CALIBRATION = {"gemm_flops_per_s": 1e11, "copy_bytes_per_s": 1e10}
+CALIBRATION = Calibration.from_dict({"gemm_flops_per_s": 1e11, "copy_bytes_per_s": 1e10})
 
 # Kernels of one's own, written by hand (none of bench's helpers): two to the keyword signature README.md documents,
 # one to the values, and one that records the keywords it was given.

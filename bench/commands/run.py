@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.engine import interrupt, options
-from bench.engine.queue import QUEUE_ENV
+from bench.engine.queue import QUEUE_ENV, worker_of_launcher
 from bench.engine.session import Session
 from bench.errors import UsageError
 from bench.launch import devices as devices_mod
@@ -91,8 +91,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         from bench.engine.console import console_for
 
-        console = console_for(sys.stdout) if QUEUE_ENV not in os.environ else None
-        code = Session(plan, trace_dir=values.get("trace"), isolate=not args.in_process, console=console).run()
+        queue, ran_on = worker_of_launcher(os.environ)
+        console = console_for(sys.stdout) if queue is None else None
+        code = Session(plan, trace_dir=values.get("trace"), isolate=not args.in_process, console=console,
+                       queue=queue, ran_on=ran_on).run()
     worker = QUEUE_ENV in os.environ  # a --devices worker: the launcher sums up the whole run
     if code == 130:
         if not worker:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,7 +61,7 @@ def device_reason(case: Case) -> str | None:
     return None if case.device in b.devices else b.unsupported_reason(case.device, case.shape.dtype)
 
 
-def cut_dtypes(plan: Any, calibration: Calibration | Mapping[str, Any]) -> tuple[str, ...]:
+def cut_dtypes(plan: Any, calibration: Calibration) -> tuple[str, ...]:
     """The emulated dtypes to measure at representatives only: where the profile chose the dtypes, not the user
     (a `--dtype` given by hand is measured across the grid)."""
     from bench.engine.sweeps import PROFILES
@@ -70,7 +69,7 @@ def cut_dtypes(plan: Any, calibration: Calibration | Mapping[str, Any]) -> tuple
     base = PROFILES.get(plan.device, {}).get(plan.profile)
     if base is None or base.dtypes != plan.sweep.dtypes:
         return ()
-    return Calibration.of(calibration).emulated
+    return calibration.emulated
 
 
 def suggest_budget(seconds: float) -> float:

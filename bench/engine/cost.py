@@ -15,8 +15,7 @@ order and budget a run (--time-budget) and feed the ETA; each record keeps `pred
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from bench.engine.sweeps import Case
 from bench.kinds import check_shape
@@ -61,10 +60,8 @@ def indexer_s(record: Record, calibration: Calibration) -> float:
     return flops / (INDEXER_SHARE * (calibration.gemm(record["dtype"]) or 1e10)) if flops else 0.0
 
 
-def predict_all(cases: list[Case], calibration: Calibration | Mapping[str, Any],
-                case_budget_s: float) -> dict[str, float]:
+def predict_all(cases: list[Case], calibration: Calibration, case_budget_s: float) -> dict[str, float]:
     """Every case's predicted seconds, by id, from the backends' traits and the ceilings."""
-    calibration = Calibration.of(calibration)
     from bench.backends import get_backend
     from bench.record import new_record
 

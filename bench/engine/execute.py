@@ -97,7 +97,7 @@ class InProcess:
         from bench.measure.calibrate import calibrate
 
         self._prepare()
-        return Calibration.of(calibrate(device, dtypes))
+        return calibrate(device, dtypes)
 
     def kv_measured(self, device: str) -> list[dict[str, Any]]:
         from bench.models.kvcache import measured_presets

@@ -7,6 +7,7 @@ so both front ends accept, refuse and expand exactly the same input.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import tempfile
 from collections.abc import Callable, Mapping
@@ -16,6 +17,7 @@ from typing import Any
 
 from bench.engine import sweeps
 from bench.errors import UsageError
+from bench.meta import RunMeta
 from bench.results import ResultsError, journal_path, read_run
 
 
@@ -112,6 +114,13 @@ class Plan:
     resume: bool
     threads: int | None
     done: list[str]  # case ids already in the --resume file
+
+    def meta(self, **facts: Any) -> RunMeta:
+        """The run's metadata: what this plan is, plus what was measured where it ran (calibration, fingerprint,
+        ...) or how it ran (devices). The one place a run's RunMeta is built."""
+        plan = {"run_id": self.run_id, "profile": self.profile, "sweep_id": self.sweep_id,
+                "axes": dataclasses.asdict(self.sweep), "cases": len(self.cases)}
+        return RunMeta(**(plan | facts))
 
 
 def plan_of(cases: list[sweeps.Case], sweep: sweeps.Sweep, device: str, profile: str,

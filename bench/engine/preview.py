@@ -9,9 +9,6 @@ so a CUDA plan can be read before a GPU is booked.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from bench.engine.agenda import BEFORE_FIRST_CASE_S, FUNDED, cut_dtypes, fmt_s, make_agenda, plan_lines
 from bench.engine.budget import MARGIN
 from bench.engine.cost import predict_all
@@ -22,8 +19,7 @@ from bench.meta import Calibration
 from bench.traces.replay import replay
 
 
-def preview_lines(plan: Plan, calibration: Calibration | Mapping[str, Any]) -> list[str]:
-    calibration = Calibration.of(calibration)
+def preview_lines(plan: Plan, calibration: Calibration) -> list[str]:
     predicted = predict_all(plan.cases, calibration, plan.sweep.case_budget_s)
     emulated = cut_dtypes(plan, calibration)
     ctx = Context(plan.device, predicted, emulated, calibration)

@@ -61,9 +61,6 @@ class Context:
     emulated: tuple[str, ...] = ()
     calibration: Calibration = field(default_factory=Calibration)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "calibration", Calibration.of(self.calibration))  # callers may hand the file's dict
-
     def cost(self, cases: list[Case]) -> float:
         return sum(self.predicted.get(c.id, 0.0) for c in cases)
 

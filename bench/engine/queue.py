@@ -10,12 +10,19 @@ from __future__ import annotations
 
 import fcntl
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
 QUEUE_ENV = "ATTNBENCH_QUEUE"  # set by the launcher: the queue folder a worker pulls its cases from
 DEVICE_ENV = "ATTNBENCH_DEVICE_NAME"  # set by the launcher: the device the worker runs on, e.g. cuda:1
+
+
+def worker_of_launcher(env: Mapping[str, str]) -> tuple[CaseQueue | None, str | None]:
+    """(the queue, the device name) when this process is a `bench run --devices` worker, read from the environment
+    the launcher set; (None, None) otherwise. The command line reads it once and hands it to the Session."""
+    folder = env.get(QUEUE_ENV)
+    return (CaseQueue(folder), env.get(DEVICE_ENV)) if folder else (None, None)
 
 
 class CaseQueue:

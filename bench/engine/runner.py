@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import gc
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -53,9 +53,9 @@ def _free(device: str, failed: bool) -> None:
 
 
 class Runner:
-    def __init__(self, calibration: Calibration | Mapping[str, Any], gpu_name: str | None = None,
+    def __init__(self, calibration: Calibration, gpu_name: str | None = None,
                  case_budget_s: float = 1.0, trace_dir: Path | None = None) -> None:
-        self.calibration = Calibration.of(calibration)  # a worker is sent the file's dict
+        self.calibration = calibration
         self.case_budget_s = case_budget_s
         self.sheet = spec_sheet(gpu_name)
         self.sheet_flops = self.sheet.flops_per_s if self.sheet else None

@@ -24,7 +24,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import gc
-import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -37,10 +36,10 @@ from bench.engine.execute import Executor, InProcess, RunnerSetup
 from bench.engine.isolate import Isolated
 from bench.engine.options import Plan
 from bench.engine.progress import Progress
-from bench.engine.queue import DEVICE_ENV, QUEUE_ENV, CaseQueue
+from bench.engine.queue import CaseQueue
 from bench.engine.schedule import Schedule
 from bench.meta import Calibration
-from bench.results import ResultsStore, RunMeta
+from bench.results import ResultsStore
 from bench.results.entry import case_entry, group_of
 
 if TYPE_CHECKING:
@@ -64,9 +63,7 @@ class Session:
         self._infos = (machine_info or (lambda: machine.machine_info_here(self.facts()["environment"])),
                        commit_info or machine.commit_info_here)
         self._facts: dict[str, Any] | None = None
-        if queue is None and os.environ.get(QUEUE_ENV):  # a worker of `bench run --devices` (bench.launch.devices)
-            queue, ran_on = CaseQueue(os.environ[QUEUE_ENV]), os.environ.get(DEVICE_ENV)
-        self.queue = queue
+        self.queue = queue  # set: a worker of `bench run --devices`, pulling its cases from the launcher's queue
         self.ran_on = ran_on
         self.progress = Progress(self.console, self.schedule, queue)
         self.by_id = {c.id: c for c in plan.cases}
@@ -120,8 +117,7 @@ class Session:
             if calibration is None:
                 calibration = machine.calibrate(self.executor, self.plan, self.say)
                 kv = machine.kv_measured(self.executor, self.plan, self.say)
-            self.store = self._new_store(Calibration.of(calibration), kv)
-        calibration = Calibration.of(calibration)
+            self.store = self._new_store(calibration, kv)
         gpu_name = self.facts()["fingerprint"]["gpu_name"] if self.plan.device == "cuda" else None
         self.executor.start(RunnerSetup(calibration, gpu_name, self.case_budget_s,
                                         str(self.trace_dir) if self.trace_dir else None, self.plan.threads))
@@ -137,11 +133,9 @@ class Session:
     def _new_store(self, calibration: Calibration, kv: list | None) -> ResultsStore:
         import pytest_benchmark
 
-        meta = RunMeta(run_id=self.run_id, profile=self.plan.profile, sweep_id=self.plan.sweep_id,
-                       axes=dataclasses.asdict(self.plan.sweep), calibration=calibration,
-                       fingerprint=self.facts()["fingerprint"], cases=len(self.plan.cases),
-                       models=machine.model_facts(self.plan), workloads=machine.workload_facts(self.plan),
-                       kv_measured=kv)
+        meta = self.plan.meta(run_id=self.run_id, calibration=calibration, fingerprint=self.facts()["fingerprint"],
+                              models=machine.model_facts(self.plan), workloads=machine.workload_facts(self.plan),
+                              kv_measured=kv)
         machine_info, commit_info = self._infos
         with interrupt.deferred():  # the file and its journal exist whole, or not at all
             interrupt.stage("write")

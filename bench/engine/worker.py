@@ -52,12 +52,13 @@ def serve(request: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
         import torch
 
         from bench.engine.runner import Runner
+        from bench.meta import Calibration
 
         torch.manual_seed(0)
         if request.get("threads"):
             torch.set_num_threads(int(request["threads"]))
         trace = request.get("trace_dir")
-        state["runner"] = Runner(request["calibration"], request.get("gpu_name"),
+        state["runner"] = Runner(Calibration.from_dict(request["calibration"]), request.get("gpu_name"),
                                  case_budget_s=request["case_budget_s"], trace_dir=Path(trace) if trace else None)
         gc.freeze()  # what is alive now lives to the end: keep the collector from rescanning it between rounds
         return {"threads": torch.get_num_threads()}

@@ -61,7 +61,7 @@ class TimedGuard:
         return None
 
 
-def implausible(record: Mapping[str, Any], calibration: Calibration | Mapping[str, Any]) -> str | None:
+def implausible(record: Mapping[str, Any], calibration: Calibration) -> str | None:
     """'implausible: ...' when the median is below the case's physical floor by more than its margin, else None.
 
     Only when this run measured the case's dtype (calibrate measures a GEMM per dtype and the read ceiling),
@@ -72,7 +72,6 @@ def implausible(record: Mapping[str, Any], calibration: Calibration | Mapping[st
     if not median:
         return None
     floors = []
-    calibration = Calibration.of(calibration)
     gemms = {dtype: v for dtype, v in calibration.gemm_by_dtype.items() if v > 0}
     if record.get("dtype") in gemms and record.get("flops"):
         best = max(gemms, key=gemms.get)

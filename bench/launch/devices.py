@@ -12,7 +12,6 @@ compare` matches it against single-device runs of that GPU, and parts whose fing
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 import shutil
@@ -26,7 +25,7 @@ from typing import Any
 from bench.engine import options
 from bench.engine.queue import DEVICE_ENV, QUEUE_ENV, CaseQueue
 from bench.errors import UsageError
-from bench.results import ResultsError, RunDocument, RunMeta, journal_path, read_run, write_atomic
+from bench.results import ResultsError, RunDocument, journal_path, read_run, write_atomic
 from bench.results.merge import fold_workers
 
 
@@ -85,9 +84,8 @@ def run_on_devices(values: dict[str, Any], plan: options.Plan, devices: list[str
     elif parts.exists():
         raise UsageError(f"{parts} exists (the workers' files of a stopped run); pass --resume to continue it")
     else:
-        meta = RunMeta(run_id=plan.run_id, profile=plan.profile, sweep_id=plan.sweep_id,
-                       axes=dataclasses.asdict(plan.sweep), cases=len(plan.cases), devices=devices)
-        write_atomic(plan.out, RunDocument(meta=meta))  # the run exists (and --resume works) from the start
+        # the run exists (and --resume works) from the start
+        write_atomic(plan.out, RunDocument(meta=plan.meta(devices=devices)))
     done = set(read_run(plan.out).case_ids())
     pending = [c.id for c in plan.cases if c.id not in done]
     if not pending:

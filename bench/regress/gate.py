@@ -23,7 +23,7 @@ import math
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,14 +51,13 @@ class Decision:
     baseline: Path | None = None
 
 
-def baseline_is_here(doc: RunDocument, host: str, ceilings: Calibration | Mapping[str, Any]) -> tuple[bool, str]:
+def baseline_is_here(doc: RunDocument, host: str, ceilings: Calibration) -> tuple[bool, str]:
     """Whether a stored baseline was recorded on this machine, and the reason (rule 2 of the module docstring)."""
     recorded = doc.environment.get("host_id")
     if not recorded:
         return False, "it records no host id (saved before attnbench recorded one), so it may be another host's"
     if recorded != host:
         return False, f"it was recorded on another host (host id {recorded}, this one {host})"
-    ceilings = Calibration.of(ceilings)
     for key, (name, scale, unit) in CEILINGS.items():  # keys: Calibration's attributes
         then = [getattr(c, key) for c in (doc.meta.calibration, doc.meta.calibration_end) if c is not None]
         then = [v for v in then if v is not None and v > 0]
@@ -73,7 +72,7 @@ def baseline_is_here(doc: RunDocument, host: str, ceilings: Calibration | Mappin
 
 
 def decide(target: str | None, merge_base: str | None, baseline: Path | None, host: str,
-           ceilings: Calibration | Mapping[str, Any], previous: str | None, workload: str | None = None) -> Decision:
+           ceilings: Calibration, previous: str | None, workload: str | None = None) -> Decision:
     """What to compare against (the module docstring's order); pure, given what the caller found."""
     if target and merge_base:
         return Decision("ab", f"a pull request into {target}: A/B against the merge base {merge_base[:12]}, "

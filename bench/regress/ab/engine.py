@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.meta import Calibration
 from bench.regress.ab import git
 from bench.regress.ab.auto import AutoBlocks, more, to_extend
 from bench.regress.ab.git import AbError
@@ -93,7 +94,8 @@ class AbRun:
 def _document(info: SideInfo, entries: list[dict], repo: Path, fingerprint: dict, profile: str | None,
               dirty: bool) -> RunDocument:
     meta = RunMeta(run_id=info.label, profile=profile, complete=True, cases=len(entries),
-                   calibration=info.plan["calibration"], fingerprint=fingerprint)
+                   calibration=Calibration.from_dict(info.plan["calibration"]),  # as the side's worker sent it
+                   fingerprint=fingerprint)
     doc = RunDocument(meta=meta, machine_info={"attnbench": {"git_commit": info.commit, "ab_side": info.label}},
                       commit_info=git.commit_info(repo, info.commit) | ({"dirty": True} if dirty else {}))
     for entry in entries:

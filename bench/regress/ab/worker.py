@@ -5,6 +5,7 @@ bench` is that revision's code. This file comes from the current tree (the revis
 nothing of attnbench at module level and relies only on this interface of the revision it measures:
 
   bench.engine.options.plan(values)           -> .cases (each with .id), .device, .threads, .sweep.case_budget_s
+                                                 (revisions before 2026-12-04 name it budget_s: RENAMED)
   bench.measure.calibrate.calibrate(device)   -> a Calibration (older revisions: {"gemm_flops_per_s", ...})
   bench.measure.environment.fingerprint(device), .git_commit()
   bench.engine.session.Session(plan, case_budget_s=..., say=...) .open(calibration=...) .measure(case) -> record, entry
@@ -34,11 +35,14 @@ of an A/B's time outside the timed rounds, and spread each block's A and B slice
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import sys
 
 EXIT_UNUSABLE = 2
+# names a later revision gave to a value of the request: new -> what revisions before it take
+RENAMED = {"case_budget_s": "budget_s"}
 # Where each name lives: this tree's module first, then where revisions before the engine package kept it.
 WHERE = {
     "plan": (("bench.engine.options", "bench.suite.options"), "plan"),
@@ -92,12 +96,20 @@ def _interface(out, tree: str):
     return names, here
 
 
+def _renamed(api: dict) -> bool:
+    """Whether the revision still names the per-case timing budget budget_s (RENAMED's old names)."""
+    takes = api.get("Session") or api["Runner"]
+    return "case_budget_s" not in inspect.signature(takes).parameters
+
+
 def _plan(api: dict, request: dict, state: dict) -> dict:
+    old = _renamed(api)
+    values = {RENAMED.get(k, k) if old else k: v for k, v in request["values"].items()}
     try:
         try:
-            plan = api["plan"](request["values"], default_out=False)
+            plan = api["plan"](values, default_out=False)
         except TypeError:  # an older plan() without default_out
-            plan = api["plan"](request["values"])
+            plan = api["plan"](values)
     except ValueError as err:  # bench.errors.InputError: the values are bad input for this revision
         return {"ok": False, "error": str(err)}
     torch = sys.modules.get("torch")  # the revision's code imported it (a revision without torch has nothing to set)
@@ -106,17 +118,19 @@ def _plan(api: dict, request: dict, state: dict) -> dict:
         if plan.threads:
             torch.set_num_threads(plan.threads)
     # the case's time budget is shared by its slices: each side times a case `slices` times
-    budget = request.get("slice_budget_s") or max(plan.sweep.case_budget_s / max(1, int(request.get("slices") or 1)),
+    per_case = getattr(plan.sweep, "budget_s" if old else "case_budget_s")
+    budget = request.get("slice_budget_s") or max(per_case / max(1, int(request.get("slices") or 1)),
                                                   float(request.get("min_slice_s") or 0))
+    keyword = {"budget_s" if old else "case_budget_s": budget}
     calibration = api["calibrate"](plan.device)
     try:
         if api.get("Session"):  # the engine's session, as `bench run` measures (no results file)
-            session = api["Session"](plan, case_budget_s=budget, say=lambda line: print(line, file=sys.stderr))
+            session = api["Session"](plan, **keyword, say=lambda line: print(line, file=sys.stderr))
             session.open(calibration=calibration)
             state["runner"] = lambda case: _from_session(session, case)
             state["engine"] = getattr(session, "runner", None)
         else:  # a revision from before the session: its Runner
-            runner = api["Runner"](calibration, case_budget_s=budget)
+            runner = api["Runner"](calibration, **keyword)
             state["runner"] = lambda case: (lambda o: (dict(o.record), list(o.samples)))(runner.run(case))
     except TypeError as err:
         _fatal(state["out"], f"the revision's engine does not take (plan or calibration, case_budget_s=...): {err}")
