@@ -288,7 +288,7 @@ def test_every_thread_of_a_worker_is_pinned_once_its_imports_are_done():
     try:
         plan = side.ask({"cmd": "plan", "values": {"backends": "naive", "heads": "2", "kv_heads": "2", "seqs": "32",
                                                    "dtypes": "fp32", "masks": "none", "phases": "prefill",
-                                                   "device": "cpu", "profile": "quick", "budget": "0.02"}})
+                                                   "device": "cpu", "profile": "quick", "case_budget_s": "0.02"}})
         assert plan["ok"], plan
         tasks = Path(f"/proc/{side.proc.pid}/task")
         allowed = {t.name: next(ln.split(":")[1].strip() for ln in (t / "status").read_text().splitlines()
@@ -307,7 +307,7 @@ def test_later_slices_of_a_case_only_time_it_again():
     try:
         plan = side.ask({"cmd": "plan", "values": {"backends": "sdpa", "heads": "2", "kv_heads": "2", "seqs": "32,64",
                                                    "dtypes": "fp32", "masks": "causal", "phases": "prefill",
-                                                   "device": "cpu", "profile": "quick", "budget": "0.02"},
+                                                   "device": "cpu", "profile": "quick", "case_budget_s": "0.02"},
                          "slices": 4, "min_slice_s": 0.02})
         assert plan["ok"] and plan["retime"], plan
         first, second = plan["cases"][:2]

@@ -24,7 +24,7 @@ from tests.machines import EPYC
 
 def _agenda(profile: str = "default", device: str = "cpu", calibration: Calibration | None = None,
             time_budget_s: float | None = None, elapsed_s: float = 35.0):
-    plan = options.plan({"profile": profile, "device": device}, default_out=False, listing=True)
+    plan = options.plan(options.RunRequest(profile=profile, device=device), default_out=False, listing=True)
     calibration = calibration or EPYC
     predicted = predict_all(plan.cases, calibration, plan.sweep.case_budget_s)
     ctx = Context(device, predicted, cut_dtypes(plan, calibration), calibration)
@@ -137,9 +137,10 @@ def test_a_question_its_plan_leaves_out_names_the_command_that_measures_it():
 
 
 def test_a_dtype_set_by_hand_is_measured_across_the_grid():
-    plan = options.plan({"profile": "default", "device": "cpu", "dtypes": "bf16"}, default_out=False, listing=True)
+    by_hand = options.RunRequest(profile="default", device="cpu", axes={"dtypes": "bf16"})
+    plan = options.plan(by_hand, default_out=False, listing=True)
     assert cut_dtypes(plan, EPYC) == ()
-    default = options.plan({"profile": "default", "device": "cpu"}, default_out=False, listing=True)
+    default = options.plan(options.RunRequest(profile="default", device="cpu"), default_out=False, listing=True)
     assert cut_dtypes(default, EPYC) == ("bf16",)
 
 

@@ -42,7 +42,7 @@ from tests.results_factory import make_run
 @pytest.fixture(scope="module")
 def planned() -> tuple[dict[str, list[Case]], RunMeta]:
     """Each question's least set in the CPU default's plan, by question key, and the run's facts (its traces)."""
-    plan = options.plan({"profile": "default", "device": "cpu"}, default_out=False, listing=True)
+    plan = options.plan(options.RunRequest(profile="default", device="cpu"), default_out=False, listing=True)
     ctx = Context("cpu", predict_all(plan.cases, EPYC, plan.sweep.case_budget_s), ("bf16",), EPYC)
     agenda = make_agenda(plan.cases, ctx, plan.sweep.time_budget_s, 35.0)
     return {a.question.key: a.least for a in agenda.answers}, RunMeta(workloads=workload_facts(plan))

@@ -103,7 +103,7 @@ def test_a_time_budget_skips_what_does_not_fit_and_keeps_every_familys_small_sha
     monkeypatch.setattr("bench.engine.cost.predict", lambda case, *a, **k: 100.0 if case.shape.seq_q > 32 else 0.01)
     args = build_parser().parse_args(["run", "--backend", "naive,sdpa", *ARGS[:2], "--kv-heads", "2,1", "--seq",
                                       "32,48,64", *ARGS[6:], "--time-budget", "60s", "--out", str(tmp_path / "r.json")])
-    plan = options.plan({n: getattr(args, n) for n in options.option_names()})
+    plan = options.plan(options.RunRequest.from_args(args))
     lines: list[str] = []
     assert session.Session(plan, say=lines.append).run() == 0
     records = read_run(plan.out).records()

@@ -3,6 +3,7 @@ workers standing in for GPUs, and `--launcher local` (submitit's local executor:
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import sys
 import time
@@ -15,6 +16,7 @@ from bench.engine import options
 from bench.engine.queue import CaseQueue
 from bench.launch import devices as devices_mod
 from bench.launch import shard_job, slurm
+from bench.launch.spec import launch_spec
 from bench.results import journal_path, read_run, write_atomic
 from tests.results_factory import make_record, make_run
 
@@ -78,20 +80,55 @@ def test_without_submitit_the_launcher_says_how_to_install_it(tmp_path, capsys, 
     assert err.count("\n") == 1 and "pip install 'attnbench[slurm]'" in err
 
 
-def _plan(argv: list[str]) -> tuple[dict, options.Plan]:
+def _plan(argv: list[str]) -> tuple[options.RunRequest, options.Plan]:
     from bench.cli import build_parser
 
-    args = build_parser().parse_args(["run", *argv])
-    values = {n: getattr(args, n) for n in options.option_names()}
-    return values, options.plan(values)
+    request = options.RunRequest.from_args(build_parser().parse_args(["run", *argv]))
+    return request, options.plan(request)
+
+
+def test_a_handed_plan_is_the_launchers_cases_and_a_shards_is_what_shard_k_of_n_plans(tmp_path):
+    _, whole = _plan([*TINY, "--out", str(tmp_path / "r.json")])
+    handed = options.planned(options.write_planned(tmp_path / "p.json", whole), tmp_path / "w.json", False)
+    assert (handed.cases, handed.sweep, handed.sweep_id, handed.run_id) == (whole.cases, whole.sweep,
+                                                                            whole.sweep_id, whole.run_id)
+    assert handed.out == tmp_path / "w.json" and handed.done == []
+    _, shard = _plan([*TINY, "--shard", "2/2", "--out", str(tmp_path / "s.json")])
+    assert whole.shard("2/2").cases == shard.cases and whole.shard("2/2").sweep_id == shard.sweep_id
+    assert whole.shard("2/2").run_id == whole.run_id + "-shard2of2"
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda d: d["cases"].pop(), "its cases are not those of sweep"),
+    (lambda d: d.pop("sweep"), "not a plan a launcher wrote (KeyError"),
+    (lambda d: d["sweep"].update(bogus=1), "a sweep does not have bogus"),
+])
+def test_a_handed_plan_that_was_edited_or_cut_is_refused_by_name(tmp_path, capsys, edit, message):
+    _, whole = _plan([*TINY, "--out", str(tmp_path / "r.json")])
+    d = whole.to_dict()
+    edit(d)
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(d))
+    assert main(["run", "--planned", str(path), "--out", str(tmp_path / "w.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err and str(path) in err, err
+    assert not (tmp_path / "w.json").exists()
+
+
+def test_a_handed_plan_takes_no_axes_and_needs_an_out(tmp_path, capsys):
+    _, whole = _plan([*TINY, "--out", str(tmp_path / "r.json")])
+    path = options.write_planned(tmp_path / "p.json", whole)
+    assert main(["run", "--planned", str(path), "--seq", "64", "--out", str(tmp_path / "w.json")]) == 2
+    assert "it takes no --seqs" in capsys.readouterr().err
+    assert main(["run", "--planned", str(path)]) == 2
+    assert "--planned needs --out" in capsys.readouterr().err
 
 
 @pytest.mark.slow  # two worker processes run a tiny sweep
 def test_devices_queue_with_two_cpu_workers_fills_one_file(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    values, plan = _plan([*TINY, "--out", str(tmp_path / "r.json")])
-    values["out"] = plan.out
-    code = devices_mod.run_on_devices(values, plan, ["cpu:0", "cpu:1"])  # CPU workers stand in for GPUs
+    _, plan = _plan([*TINY, "--out", str(tmp_path / "r.json")])
+    code = devices_mod.run_on_devices(plan, ("cpu:0", "cpu:1"))  # CPU workers stand in for GPUs
     assert code == 0
     doc = read_run(plan.out)
     assert sorted(doc.case_ids()) == sorted(c.id for c in plan.cases)  # every case once, in one file
@@ -108,15 +145,15 @@ def test_local_launcher_runs_shards_merges_and_resubmits_only_what_is_missing(tm
     monkeypatch.setenv("PYTHONPATH", str(ROOT))  # the jobs import this tree's bench, not an installed one
     monkeypatch.setattr(slurm, "POLL_S", 0.5)
     out = tmp_path / "r.json"
-    values, plan = _plan([*TINY, "--out", str(out)])
-    job = slurm.check(values, {"launcher": "local", "shards": "2"})
+    request, plan = _plan([*TINY, "--out", str(out)])
+    spec = launch_spec({"launcher": "local", "shards": "2"}, request)
     folder = slurm.shards_folder(out)
     # shard 2 ran before and finished; shard 1's file is from another sweep, so its job fails
     assert main(["run", *TINY, "--shard", "2/2", "--out", str(folder / "shard-2of2.json")]) == 0
     before = read_run(folder / "shard-2of2.json").entries()
     write_atomic(folder / "shard-1of2.json", make_run([make_record()], complete=False))
     capsys.readouterr()
-    code, merged = slurm.launch(values, plan, job, out)
+    code, merged = slurm.launch(plan, spec, out)
     captured = capsys.readouterr()
     assert (code, merged) == (1, False) and not out.exists()
     assert "submitted 1 of 2 shards (1 already complete)" in captured.out and "shards: " in captured.out
@@ -124,7 +161,7 @@ def test_local_launcher_runs_shards_merges_and_resubmits_only_what_is_missing(tm
     # the same command again, once the bad file is gone: shard 1 alone is resubmitted, then all is merged
     (folder / "shard-1of2.json").unlink()
     journal_path(folder / "shard-1of2.json").unlink(missing_ok=True)
-    code, merged = slurm.launch(values, plan, job, out)
+    code, merged = slurm.launch(plan, spec, out)
     printed = capsys.readouterr().out
     assert (code, merged) == (0, True), printed
     assert "submitted 1 of 2 shards (1 already complete)" in printed

@@ -51,13 +51,13 @@ def test_every_axis_and_run_option_has_both_flags():
             "--attn-mask", "--attn-phase", "--attn-pass", "--attn-device"} <= attn_flags
 
 
-def test_as_flags_round_trips_through_plan():
-    values = {"profile": "quick", "seqs": (32, 64), "backends": ("naive",), "device": "cpu", "resume": False}
-    flags = options.as_flags(values, "")
-    assert flags == ["--profile=quick", "--seq=32,64", "--backend=naive", "--device=cpu"]
-    parsed = build_parser().parse_args(["run", *flags])
-    again = options.plan({n: getattr(parsed, n) for n in options.option_names()}, default_out=False)
-    assert again.cases == options.plan(values, default_out=False).cases
+def test_a_requests_command_line_round_trips_through_plan():
+    request = options.RunRequest(profile="quick", device="cpu", axes={"seqs": (32, 64), "backends": ("naive",)})
+    flags = request.command_line()
+    assert flags == ["--profile=quick", "--device=cpu", "--backend=naive", "--seq=32,64"]
+    again = options.RunRequest.from_args(build_parser().parse_args(["run", *flags]))
+    assert options.plan(again, default_out=False).cases == options.plan(request, default_out=False).cases
+    assert request.command_line(drop=("device",)) == ["--profile=quick", "--backend=naive", "--seq=32,64"]
 
 
 @pytest.mark.slow  # runs a small sweep in a fresh pytest process
@@ -67,7 +67,7 @@ def test_pytest_entry_writes_an_attnbench_results_file(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     doc = read_run(out)  # validates it as ours: schema, records, untimed
     parsed = build_parser().parse_args(["run", *AXES])
-    cases = options.plan({n: getattr(parsed, n) for n in options.option_names()}, default_out=False).cases
+    cases = options.plan(options.RunRequest.from_args(parsed), default_out=False).cases
     assert sorted(doc.case_ids()) == sorted(c.id for c in cases)  # the same cases as `bench run`
     assert doc.meta.complete is True and doc.meta.sweep_id == sweeps.sweep_id(cases)
     assert doc.meta.calibration.gemm_flops_per_s > 0 and doc.environment["device"] == "cpu"

@@ -165,7 +165,7 @@ def bench_run(args: list[str], cwd: Path, timeout: float = 300) -> subprocess.Co
 def expected_cases(args: list[str]) -> list[sweeps.Case]:
     """The cases `bench run <args>` sweeps, computed in this process from the same parser and plan."""
     parsed = build_parser().parse_args(["run", *args])
-    return options.plan({name: getattr(parsed, name) for name in options.option_names()}, default_out=False).cases
+    return options.plan(options.RunRequest.from_args(parsed), default_out=False).cases
 
 
 @pytest.fixture(scope="module")

@@ -57,7 +57,7 @@ def test_a_session_records_each_case_whole_and_reports_a_failing_one(tmp_path, m
     monkeypatch.setattr("bench.measure.calibrate.calibrate", lambda device, dtypes=None: CALIBRATION)
     monkeypatch.setattr("bench.models.kvcache.measured_presets", lambda device: [])
     parsed = build_parser().parse_args([*TINY, "--out", str(tmp_path / "r.json")])
-    plan = options.plan({n: getattr(parsed, n) for n in options.option_names()})
+    plan = options.plan(options.RunRequest.from_args(parsed))
     lines: list[str] = []
     session = Session(plan, say=lines.append)
     real_run = Runner.run

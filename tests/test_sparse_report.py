@@ -396,7 +396,7 @@ def default_plan():
     def get(device: str):
         if device not in made:
             calibration = EPYC if device == "cpu" else spec_calibration("H200")
-            plan = options.plan({"profile": "default", "device": device}, default_out=False, listing=True)
+            plan = options.plan(options.RunRequest(profile="default", device=device), default_out=False, listing=True)
             predicted = predict_all(plan.cases, calibration, plan.sweep.case_budget_s)
             ctx = Context(device, predicted, cut_dtypes(plan, calibration), calibration)
             agenda = make_agenda(plan.cases, ctx, plan.sweep.time_budget_s, BEFORE_FIRST_CASE_S[device])

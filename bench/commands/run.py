@@ -8,22 +8,25 @@ closing summary and, on Ctrl-C, the one line that says what is kept and how to r
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 from bench.engine import interrupt, options
-from bench.engine.queue import QUEUE_ENV, worker_of_launcher
+from bench.engine.queue import worker_of_launcher
 from bench.engine.session import Session
 from bench.errors import UsageError
 from bench.launch import devices as devices_mod
 from bench.launch import slurm
+from bench.launch.spec import launch_spec
 from bench.results import ResultsError, read_run
 
 # glibc malloc returns big blocks to the OS on free and page-faults them in again on the next call, which
 # makes naive/math attention's S x S intermediates bimodally slow; these settings keep them in the heap.
 TUNED_MALLOC = {"MALLOC_MMAP_THRESHOLD_": "4294967296", "MALLOC_TRIM_THRESHOLD_": "68719476736"}
+
+HANDED_OPTIONS = ("out", "resume", "trace", "device")  # a --planned worker's own (device: what --devices sets)
 
 help = "run a benchmark sweep (a named profile, axes overridable) and write a results file"
 
@@ -42,6 +45,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--in-process", action="store_true",
                    help="run the cases in this process, not a worker (no --case-timeout, no crash isolation): "
                         "for a debugger")
+    p.add_argument("--planned", type=Path, metavar="FILE",
+                   help="run the cases a launcher planned (its --devices workers and Slurm jobs), with --out")
     p.add_argument("--report", action="store_true", help="build the report from the results file at the end")
     p.add_argument("--tables", action="store_true", help="also print a table of every case (median, IQR, rounds)")
 
@@ -49,22 +54,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.malloc == "tuned" and any(os.environ.get(k) != v for k, v in TUNED_MALLOC.items()):
         _restart_with(TUNED_MALLOC)
-    values = {name: getattr(args, name) for name in options.option_names()}
-    launch = {opt.name: getattr(args, opt.name) for opt in options.LAUNCH_OPTIONS}
-    job = slurm.check(values, launch)  # {} without --launcher
-    devices = devices_mod.parse_devices(launch["devices"]) if launch["devices"] else None
-    if devices:
-        if values.get("device") == "cpu":
-            raise UsageError("--devices lists CUDA devices; it cannot run with --device cpu")
-        devices_mod.check_devices(devices)  # before the plan: the error names the missing device
-        values["device"] = "cuda"
-    if job and values.get("resume"):
-        raise UsageError("--resume with --launcher: run the same command again; it resubmits what is missing")
+    request = options.RunRequest.from_args(args)
+    spec = launch_spec({opt.name: getattr(args, opt.name) for opt in options.LAUNCH_OPTIONS}, request)
+    if spec.devices:
+        devices_mod.check_devices(spec.devices)  # before the plan: the error names the missing device
+        request = dataclasses.replace(request, device="cuda")
     if args.gpu and not args.plan:
         raise UsageError("--gpu goes with --plan (it plans for a GPU from its spec sheet)")
     preview = args.list or args.plan
-    plan = options.plan(values, default_out=not preview and not job, listing=preview or bool(job),
-                        here=job.get("launcher") != "slurm")
+    if args.planned:
+        plan = _handed(args.planned, request)
+    else:
+        plan = options.plan(request, default_out=not preview and not spec.launcher,
+                            listing=preview or bool(spec.launcher), here=spec.launcher != "slurm")
     if args.list:
         print("\n".join(c.id for c in plan.cases))
         return 0
@@ -72,36 +74,36 @@ def run(args: argparse.Namespace) -> int:
         print("\n".join(_preview(plan, args.gpu)))
         return 0
     out = plan.out
-    if job:
-        out = Path(values["out"]) if values.get("out") else slurm.default_out(plan, job["shards"])
+    if spec.launcher:
+        out = request.out or slurm.default_out(plan, spec.shards)
         if out.exists():
             raise UsageError(f"{out} exists: these shards are merged already; pass another --out")
-    values["out"] = out
-    where = f"{len(devices)} devices ({', '.join(devices)})" if devices else plan.device
-    where += f", {job['shards']} shards ({job['launcher']})" if job else ""
-    kept = slurm.kept_cases(out, job["shards"]) if job else len(plan.done)  # a launcher's rerun keeps its shards'
+    queue, ran_on = worker_of_launcher(os.environ)  # a --devices worker: its launcher sums up the whole run
+    where = f"{len(spec.devices)} devices ({', '.join(spec.devices)})" if spec.devices else plan.device
+    where += f", {spec.shards} shards ({spec.launcher})" if spec.launcher else ""
+    # a launcher's rerun keeps its shards'
+    kept = slurm.kept_cases(out, spec.shards) if spec.launcher else len(plan.done)
     print(f"{len(plan.cases)} cases ({len(plan.cases) - kept} to run), profile {plan.profile} on "
           f"{where} -> {out}", flush=True)
-    if job:
-        code, merged = slurm.launch(values, plan, job, out)
+    if spec.launcher:
+        code, merged = slurm.launch(plan, spec, out, request.trace)
         if not merged:
             return code
-    elif devices:
-        code = devices_mod.run_on_devices(values, plan, devices)
+    elif spec.devices:
+        code = devices_mod.run_on_devices(plan, spec.devices, request.trace)
     else:
         from bench.engine.console import console_for
 
-        queue, ran_on = worker_of_launcher(os.environ)
         console = console_for(sys.stdout) if queue is None else None
-        code = Session(plan, trace_dir=values.get("trace"), isolate=not args.in_process, console=console,
+        code = Session(plan, trace_dir=request.trace, isolate=not args.in_process, console=console,
                        queue=queue, ran_on=ran_on).run()
-    worker = QUEUE_ENV in os.environ  # a --devices worker: the launcher sums up the whole run
+    worker = queue is not None
     if code == 130:
         if not worker:
-            print(interrupted_line(values, plan, out, job), file=sys.stderr, flush=True)
+            print(interrupted_line(request, plan, out, bool(spec.launcher)), file=sys.stderr, flush=True)
         return 130
     report = None
-    if (args.report or job) and code in (0, 1):
+    if (args.report or spec.launcher) and code in (0, 1):
         try:
             interrupt.stage("report")
             from bench.report import build_report
@@ -134,17 +136,24 @@ def _preview(plan: options.Plan, gpu: str | None) -> list[str]:
     return preview_lines(plan, ceilings)
 
 
-def interrupted_line(values: dict[str, Any], plan: options.Plan, out: Path, job: dict) -> str:
+def _handed(path: Path, request: options.RunRequest) -> options.Plan:
+    """--planned: a launcher's planned cases, with this worker's --out, --resume and --trace and nothing else."""
+    given = [name for name in request.given() if name not in HANDED_OPTIONS]
+    if given:
+        raise UsageError(f"--planned runs the cases its launcher planned; it takes no --{given[0].replace('_', '-')}")
+    return options.planned(path, request.out, request.resume)
+
+
+def interrupted_line(request: options.RunRequest, plan: options.Plan, out: Path, launched: bool) -> str:
     """What a Ctrl-C leaves: how many cases the results file keeps, and the command that continues the run."""
     try:
         kept = len(read_run(out).entries()) if out.exists() else 0
     except ResultsError:
         kept = 0
-    if job:
+    if launched:
         return (f"interrupted: {kept} of {len(plan.cases)} cases kept; run the same command again to resubmit "
                 "what is missing")
-    again = {k: v for k, v in values.items() if k not in ("out", "resume")}
-    command = " ".join(["python -m bench run", *options.as_flags(again, ""), f"--out {out}"])
+    command = " ".join(["python -m bench run", *request.command_line(drop=("out", "resume")), f"--out {out}"])
     if not out.exists():  # stopped before the results file was started (calibration)
         return f"interrupted before any case ran; nothing written; start again with: {command}"
     return f"interrupted: {kept} of {len(plan.cases)} cases kept in {out}; resume with: {command} --resume"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import json
 import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -85,19 +86,59 @@ def option_names() -> list[str]:
     return [o.name for o in RUN_OPTIONS] + [f.name for f in sweeps.axis_fields()]
 
 
-def as_flags(values: Mapping[str, Any], flag_prefix: str) -> list[str]:
-    """The values back as command-line flags (for handing a checked `bench run` to pytest)."""
-    out: list[str] = []
-    flags = {o.name: o.flag for o in RUN_OPTIONS} | {f.name: f.metadata["flag"] for f in sweeps.axis_fields()}
-    for name, value in values.items():
-        if value is None or value is False or name not in flags:
-            continue
-        if value is True:
-            out.append(f"--{flag_prefix}{flags[name]}")
-        else:
+@dataclass(frozen=True)
+class RunRequest:
+    """What a front end was asked (`bench run`'s flags, pytest's --attn- options), built once from its command
+    line: the options that are not axes, and each axis given (as given: text until plan() parses it)."""
+
+    profile: str | None = None
+    device: str | None = None
+    threads: str | int | None = None
+    out: Path | None = None
+    resume: bool = False
+    shard: str | None = None
+    trace: Path | None = None
+    axes: Mapping[str, Any] = field(default_factory=dict)  # axis name (Sweep field) -> value; absent: not given
+
+    @classmethod
+    def of(cls, values: Mapping[str, Any]) -> RunRequest:
+        """From a front end's values by option name (option_names(); None or False: not given)."""
+        unknown = sorted(set(values) - set(option_names()))
+        if unknown:
+            raise UsageError(f"no such run option: {', '.join(unknown)}")
+        axes = {f.name: values[f.name] for f in sweeps.axis_fields() if values.get(f.name) is not None}
+        out, trace = values.get("out"), values.get("trace")
+        return cls(values.get("profile"), values.get("device"), values.get("threads"),
+                   Path(out) if out is not None else None, bool(values.get("resume")), values.get("shard"),
+                   Path(trace) if trace is not None else None, axes)
+
+    @classmethod
+    def from_args(cls, args: Any) -> RunRequest:
+        """From parsed arguments (argparse's namespace) holding every run option by name."""
+        return cls.of({name: getattr(args, name) for name in option_names()})
+
+    def given(self) -> list[str]:
+        """The names of the options given, in option_names()'s order."""
+        values = self.values()
+        return [name for name in option_names() if values.get(name) not in (None, False)]
+
+    def values(self) -> dict[str, Any]:
+        return {"profile": self.profile, "device": self.device, "threads": self.threads, "out": self.out,
+                "resume": self.resume, "shard": self.shard, "trace": self.trace, **self.axes}
+
+    def command_line(self, drop: tuple[str, ...] = ()) -> list[str]:
+        """The request as `bench run` flags (but `drop`'s), for a person to read and paste (the line that resumes
+        an interrupted run); nothing of ours parses them again: a launcher hands its workers the plan itself."""
+        flags = {o.name: o.flag for o in RUN_OPTIONS} | {f.name: f.metadata["flag"] for f in sweeps.axis_fields()}
+        values = self.values()
+        out: list[str] = []
+        for name in self.given():
+            if name in drop:
+                continue
+            value = values[name]
             text = ",".join(map(str, value)) if isinstance(value, tuple) else str(value)
-            out.append(f"--{flag_prefix}{flags[name]}={text}")
-    return out
+            out.append(f"--{flags[name]}" if value is True else f"--{flags[name]}={text}")
+        return out
 
 
 @dataclass(frozen=True)
@@ -119,8 +160,44 @@ class Plan:
         """The run's metadata: what this plan is, plus what was measured where it ran (calibration, fingerprint,
         ...) or how it ran (devices). The one place a run's RunMeta is built."""
         plan = {"run_id": self.run_id, "profile": self.profile, "sweep_id": self.sweep_id,
-                "axes": dataclasses.asdict(self.sweep), "cases": len(self.cases)}
+                "axes": self.sweep.to_dict(), "cases": len(self.cases)}
         return RunMeta(**(plan | facts))
+
+    def to_dict(self) -> dict[str, Any]:
+        """What a launcher hands its workers (`bench run --planned FILE`): the planned cases as data, so that a
+        `--devices` worker or a Slurm shard runs exactly them and plans nothing again. The results file and
+        --resume are each worker's own."""
+        return {"device": self.device, "profile": self.profile, "sweep": self.sweep.to_dict(),
+                "cases": [c.to_dict() for c in self.cases], "run_id": self.run_id, "sweep_id": self.sweep_id,
+                "threads": self.threads}
+
+    def shard(self, spec: str) -> Plan:
+        """The K-th of N shards of this plan (`spec` K/N, balanced by predicted cost), as `--shard K/N` plans it."""
+        cases = sweeps.shard(self.cases, spec)
+        return dataclasses.replace(self, cases=cases, run_id=f"{self.run_id}-shard{spec.replace('/', 'of')}",
+                                   sweep_id=sweeps.sweep_id(cases), done=[])
+
+
+def write_planned(path: Path, plan: Plan) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(plan.to_dict()))
+    return path
+
+
+def planned(path: Path, out: Path | None, resume: bool) -> Plan:
+    """The plan a launcher wrote (Plan.to_dict) with this worker's results file; one-line errors name the file."""
+    try:
+        d = json.loads(Path(path).read_text())
+        cases = [sweeps.Case.from_dict(c) for c in d["cases"]]
+        sweep = sweeps.Sweep.from_dict(d["sweep"])
+        device, profile, run_id, sid, threads = (d[k] for k in ("device", "profile", "run_id", "sweep_id", "threads"))
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise UsageError(f"--planned {path}: not a plan a launcher wrote ({type(err).__name__}: {err})") from None
+    if sweeps.sweep_id(cases) != sid:
+        raise UsageError(f"--planned {path}: its cases are not those of sweep {sid} (the file was edited)")
+    if out is None:
+        raise UsageError("--planned needs --out, this worker's results file")
+    return Plan(device, profile, sweep, cases, run_id, sid, Path(out), resume, threads, _done(out, resume, sid))
 
 
 def plan_of(cases: list[sweeps.Case], sweep: sweeps.Sweep, device: str, profile: str,
@@ -142,34 +219,36 @@ def default_device() -> str:
     return "cuda" if cuda_available() else "cpu"
 
 
-def plan(values: Mapping[str, Any], default_out: bool = True, listing: bool = False, here: bool = True) -> Plan:
+def plan(request: RunRequest, default_out: bool = True, listing: bool = False, here: bool = True) -> Plan:
     """Check every option and expand the sweep; raises an InputError naming the first problem.
 
     listing: only the case ids are wanted (`bench run --list`), so the results file is neither read nor checked.
     here: the cases run on this machine; False (Slurm jobs): the device defaults to cuda and is not looked for."""
-    device = values.get("device") or (default_device() if here else "cuda")
+    device = request.device or (default_device() if here else "cuda")
     if device == "cuda" and here and not listing and not cuda_available():
         raise UsageError("--device cuda: torch sees no CUDA device here")
-    name = values.get("profile") or ("traces" if values.get("workloads") else "default")
+    name = request.profile or ("traces" if request.axes.get("workloads") else "default")
     base = sweeps.profile(name, device)
-    given = {f.name: _parse(f, v) for f in sweeps.axis_fields() if (v := values.get(f.name)) is not None}
-    sweep = base.with_axes(**given)
-    threads = values.get("threads")
+    axes = {f.name: f for f in sweeps.axis_fields()}
+    sweep = base.with_axes(**{k: _parse(axes[k], v) for k, v in request.axes.items()})
+    threads = request.threads
     threads = positive_int("threads", threads) if isinstance(threads, str) else threads
-    cases = sweeps.cases(sweep, device)
-    shard = values.get("shard")
-    if shard:
-        cases = sweeps.shard(cases, shard)
-    run_id = f"{dt.datetime.now():%Y%m%d-%H%M%S}-{name}-{device}" + (
-        f"-shard{shard.replace('/', 'of')}" if shard else "")
-    out = values.get("out")
+    whole = plan_of(sweeps.cases(sweep, device), sweep, device, name, threads)
+    planned_here = whole.shard(request.shard) if request.shard else whole
+    out = request.out
     if out is None and default_out:
-        out = Path("results") / f"{run_id}.json"
-    sid = sweeps.sweep_id(cases)
+        out = Path("results") / f"{planned_here.run_id}.json"
+    if request.resume and not listing and request.out is None:
+        raise UsageError("--resume needs --out, the results file to continue")
+    done = [] if listing or out is None else _done(out, request.resume, planned_here.sweep_id)
+    return dataclasses.replace(planned_here, out=out, resume=request.resume, done=done)
+
+
+def _done(out: Path, resume: bool, sid: str) -> list[str]:
+    """The case ids the results file `out` holds already (with --resume; it must be of sweep `sid`); without
+    --resume, out (and its journal) must not exist. Either way out must be writable."""
     done: list[str] = []
-    if values.get("resume") and not listing:
-        if out is None or values.get("out") is None:
-            raise UsageError("--resume needs --out, the results file to continue")
+    if resume:
         try:
             previous = read_run(out)
         except ResultsError as err:
@@ -178,14 +257,12 @@ def plan(values: Mapping[str, Any], default_out: bool = True, listing: bool = Fa
             raise UsageError(f"--resume: {out} is from another sweep (sweep_id {previous.meta.sweep_id} != {sid}); "
                              "run the same profile, axes and shard")
         done = previous.case_ids()
-    elif out is not None and not listing:
+    else:
         for path in (Path(out), journal_path(out)):
             if path.exists():
                 raise UsageError(f"{path} exists; pass --resume to continue it, or another --out")
-    if out is not None and not listing:
-        _check_writable(Path(out))
-    return Plan(device, name, sweep, cases, run_id, sid, Path(out) if out is not None else None,
-                bool(values.get("resume")), threads, done)
+    _check_writable(Path(out))
+    return done
 
 
 def _parse(axis: Any, value: Any) -> Any:

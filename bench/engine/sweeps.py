@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -166,6 +166,25 @@ class Sweep:
                         check(value)
                     except InputError as err:  # name the flag, as a parse error does
                         raise type(err)(f"--{f.metadata['flag']}: {err}") from None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The plain form a results file's header (`axes`) and a launcher's workers get."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Sweep:
+        """The sweep of `to_dict`'s form (JSON's lists back to tuples); unknown keys are refused, by name."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - names)
+        if unknown:
+            raise InputError(f"a sweep does not have {', '.join(unknown)}")
+
+        def value(name: str, v: Any) -> Any:
+            if name == "also":
+                return tuple(cls.from_dict(s) for s in v)
+            return tuple(v) if isinstance(v, list) else v
+
+        return cls(**{k: value(k, v) for k, v in d.items()})
 
     def with_axes(self, **axes: object) -> Sweep:
         """This sweep with the given axes replaced (None: keep); an axis set by hand drops what derived it."""

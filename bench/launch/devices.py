@@ -1,11 +1,12 @@
 """`bench run --devices cuda:0,cuda:1,...`: one worker process per device, each pulling the next case from a shared
 queue (bench.engine.queue) when it is free, all folded into the one results file.
 
-Each worker is an ordinary `bench run` of the same sweep on one device (CUDA_VISIBLE_DEVICES names it, so its
-case ids say `cuda` like any single-device run's), writing its own journalled file under `.<out>.parts/`; each
-record names the device that ran it (`ran_on`). The results file holds the run's header from the start; when the
-workers stop (done, Ctrl-C or a failure) their cases are folded into it and the parts removed. After a crash of the
-launcher itself, `--resume` folds what the parts hold first, then queues only the cases still missing.
+Each worker is an ordinary `bench run --planned` of the launcher's planned cases, handed as data, on one device
+(CUDA_VISIBLE_DEVICES names it, so its case ids say `cuda` like any single-device run's), writing its own journalled
+file under `.<out>.parts/`; each record names the device that ran it (`ran_on`). The results file holds the run's
+header from the start; when the workers stop (done, Ctrl-C or a failure) their cases are folded into it and the
+parts removed. After a crash of the launcher itself, `--resume` folds what the parts hold first, then queues only
+the cases still missing.
 The devices must be alike (one GPU model): the run's fingerprint is then that of any one of them, so `bench
 compare` matches it against single-device runs of that GPU, and parts whose fingerprints differ are refused.
 """
@@ -13,14 +14,12 @@ compare` matches it against single-device runs of that GPU, and parts whose fing
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import signal
 import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import Any
 
 from bench.engine import options
 from bench.engine.queue import DEVICE_ENV, QUEUE_ENV, CaseQueue
@@ -29,17 +28,7 @@ from bench.results import ResultsError, RunDocument, journal_path, read_run, wri
 from bench.results.merge import fold_workers
 
 
-def parse_devices(text: str) -> list[str]:
-    names = [d.strip() for d in text.split(",") if d.strip()]
-    bad = [d for d in names if not re.fullmatch(r"cuda:\d+", d)]
-    if not names or bad:
-        raise UsageError(f"--devices {text!r}: expected CUDA devices, e.g. cuda:0,cuda:1")
-    if len(set(names)) != len(names):
-        raise UsageError(f"--devices {text!r}: a device is listed twice")
-    return names
-
-
-def check_devices(names: list[str]) -> None:
+def check_devices(names: tuple[str, ...]) -> None:
     """Every device present and all of one model, or a one-line UsageError."""
     import torch
 
@@ -75,8 +64,9 @@ def _relay(proc: subprocess.Popen, prefix: str) -> None:
         sys.stdout.flush()
 
 
-def run_on_devices(values: dict[str, Any], plan: options.Plan, devices: list[str]) -> int:
-    """Run the plan's pending cases on the devices' workers; fold their results into plan.out. The exit code of
+def run_on_devices(plan: options.Plan, devices: tuple[str, ...], trace: Path | None = None) -> int:
+    """Run the plan's pending cases on the devices' workers (each saving its profiler traces in `trace`, when
+    given); fold their results into plan.out. The exit code of
     `bench run`: 130 interrupted, 1 a failing case or a failed worker (named), else 0."""
     parts = parts_folder(plan.out)
     if plan.resume:
@@ -91,11 +81,11 @@ def run_on_devices(values: dict[str, Any], plan: options.Plan, devices: list[str
     if not pending:
         return _finish(plan, parts, [], interrupted=False)
     queue = CaseQueue.create(parts, pending)
-    worker_values = {k: v for k, v in values.items() if k not in ("out", "resume")} | {"device": plan.device}
+    planned = options.write_planned(parts / "plan.json", plan)  # the cases as data: no worker plans again
     procs = []
     for i, name in enumerate(devices):
-        cmd = [sys.executable, "-m", "bench", "run", *options.as_flags(worker_values, ""),
-               "--out", str(parts / f"worker{i}.json")]
+        cmd = [sys.executable, "-m", "bench", "run", "--planned", str(planned), "--out", str(parts / f"worker{i}.json"),
+               *(["--trace", str(trace)] if trace else [])]
         proc = subprocess.Popen(cmd, env={**_worker_env(name), QUEUE_ENV: str(queue.folder)},
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         relay = threading.Thread(target=_relay, args=(proc, f"[{name}]"), daemon=True)

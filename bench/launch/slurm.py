@@ -3,16 +3,17 @@
 then the shards merged into the one results file and the report built. `--launcher local` runs the very same
 code with submitit's local executor: real processes on this machine.
 
-Each job is an ordinary `bench run --shard K/N --out <folder>/shard-KofN.json` (with --devices over its G GPUs
-when G > 1); its journal keeps every finished case through a failure or a preemption. The folder is
-`.<out>.shards/` beside the results file (submitit's logs in its logs/). Whether a shard resumes is decided when
-its job starts, not when it is submitted: a job that Slurm requeues after a preemption runs the command line of
-its submission again, and must continue its own file. A shard that failed or stopped is named with the reason
-(time limit, preemption, cancellation, node failure, exit code), its job and log; the others are kept, and
+The launcher plans once; each job is an ordinary `bench run --planned <folder>/shard-KofN.plan.json --out
+<folder>/shard-KofN.json` of its shard's cases, handed as data (with --devices over its G GPUs when G > 1), the very
+cases `bench run --shard K/N` plans; its journal keeps every finished case through a failure or a preemption. The
+folder is `.<out>.shards/` beside the results file (submitit's logs in its logs/). Whether a shard resumes is
+decided when its job starts, not when it is submitted: a job that Slurm requeues after a preemption runs the command
+line of its submission again, and must continue its own file. A shard that failed or stopped is named with the
+reason (time limit, preemption, cancellation, node failure, exit code), its job and log; the others are kept, and
 running the same command again submits only the shards that are not complete. Without --out the results file is
-named after the sweep (profile, device, shard count and the case list's id), so the same command finds its
-shards again. The jobs' states come from squeue and sacct (slurm_states.py), and never overrule a shard's own
-file: a shard whose file is complete is done.
+named after the sweep (profile, device, shard count and the case list's id), so the same command finds its shards
+again. The jobs' states come from squeue and sacct (slurm_states.py), and never overrule a shard's own file: a shard
+whose file is complete is done.
 """
 
 from __future__ import annotations
@@ -25,49 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from bench.engine import options
-from bench.errors import UsageError
 from bench.launch.shard_job import ShardJob, complete
 from bench.launch.slurm_states import ArrayStates, TaskState
+from bench.launch.spec import LaunchSpec, require_submitit
 from bench.results import ResultsError, journal_path, read_run, write_atomic
 
-INSTALL = "pip install 'attnbench[slurm]'"
 POLL_S = float(os.environ.get("ATTNBENCH_SLURM_POLL_S", "5"))  # the tests poll faster
 GONE_S = float(os.environ.get("ATTNBENCH_SLURM_GONE_S", "120"))  # a task unknown this long has left for good
-DEFAULT_TIME_MIN = 240
-SIGNAL_S = 90  # submitit asks Slurm for USR2 this long before the time limit, and stops the job when it comes
-MIN_TIME_MIN = 2  # so that a job runs at all before that signal
-
-
-def require_submitit() -> Any:
-    try:
-        import submitit
-    except ImportError:
-        raise UsageError(f"--launcher needs the submitit package: {INSTALL}") from None
-    return submitit
-
-
-def check(values: dict[str, Any], launch: dict[str, Any]) -> dict[str, Any]:
-    """The launch options checked (one-line UsageErrors); submitit must be importable."""
-    if not launch.get("launcher"):
-        used = [o.flag for o in options.LAUNCH_OPTIONS if o.name not in ("devices", "launcher") and launch.get(o.name)]
-        if used:
-            raise UsageError(f"--{used[0]} needs --launcher slurm (or local)")
-        return {}
-    if values.get("shard"):
-        raise UsageError("--shard and --launcher: the launcher makes the shards itself (--shards N)")
-    if launch.get("devices"):
-        raise UsageError("--devices and --launcher: a job uses its --slurm-gpus-per-task GPUs as its devices")
-    shards = options.positive_int("shards", launch.get("shards"))
-    if shards is None:
-        raise UsageError("--launcher needs --shards N, the number of jobs")
-    time_min = options.positive_int("slurm-time", launch.get("slurm_time"), DEFAULT_TIME_MIN)
-    if time_min < MIN_TIME_MIN:
-        raise UsageError(f"--slurm-time {time_min}: submitit stops a job at its warning signal, {SIGNAL_S} s before "
-                         f"the time limit; give at least {MIN_TIME_MIN} minutes")
-    require_submitit()
-    return {"launcher": launch["launcher"], "shards": shards,
-            "gpus": options.positive_int("slurm-gpus-per-task", launch.get("slurm_gpus_per_task"), 1),
-            "time_min": time_min, "partition": launch.get("slurm_partition"), "account": launch.get("slurm_account")}
 
 
 def default_out(plan: options.Plan, shards: int) -> Path:
@@ -80,6 +45,11 @@ def shards_folder(out: Path) -> Path:
 
 def shard_files(out: Path, shards: int) -> list[Path]:
     return [shards_folder(out) / f"shard-{k}of{shards}.json" for k in range(1, shards + 1)]
+
+
+def planned_path(shard_file: Path) -> Path:
+    """Where a shard's planned cases are handed to its job."""
+    return shard_file.with_suffix(".plan.json")
 
 
 def kept_cases(out: Path, shards: int) -> int:
@@ -97,32 +67,34 @@ def _cases_done(path: Path) -> int:
         return 0
 
 
-def launch(values: dict[str, Any], plan: options.Plan, job: dict[str, Any], out: Path) -> tuple[int, bool]:
-    """Submit the shards that are not complete, wait, merge. (exit code, merged?)"""
+def launch(plan: options.Plan, spec: LaunchSpec, out: Path, trace: Path | None = None) -> tuple[int, bool]:
+    """Submit the shards that are not complete, wait, merge. (exit code, merged?) Each job is handed its shard's
+    planned cases as a file (`bench run --planned`), so no job plans again; `trace`: where they save profiles."""
     submitit = require_submitit()
-    n = job["shards"]
+    n = spec.shards
     folder = shards_folder(out)
     folder.mkdir(parents=True, exist_ok=True)
     files = shard_files(out, n)
     todo = [k for k in range(1, n + 1) if not complete(files[k - 1])]
-    base = options.as_flags({k: v for k, v in values.items() if k not in ("out", "resume", "shard")}
-                            | {"device": plan.device}, "")
-    if job["gpus"] > 1 and plan.device == "cuda":
-        base.append("--devices=" + ",".join(f"cuda:{i}" for i in range(job["gpus"])))
+    more = (["--devices=" + ",".join(f"cuda:{i}" for i in range(spec.gpus))]
+            if spec.gpus > 1 and plan.device == "cuda" else [])
+    more += ["--trace", str(trace)] if trace else []
+    argvs = [["--planned", str(options.write_planned(planned_path(files[k - 1]), plan.shard(f"{k}/{n}"))), *more]
+             for k in todo]
     jobs: list[Any] = []
     if todo:
-        slurm = job["launcher"] != "local"
+        slurm = spec.launcher != "local"
         # a timeout ends the shard (max_num_timeout=0); a preemption requeues it (ShardJob.checkpoint)
         executor = submitit.AutoExecutor(folder=folder / "logs", cluster="slurm" if slurm else "local",
                                          slurm_max_num_timeout=0, local_max_num_timeout=0)
-        params = {"timeout_min": job["time_min"], "name": f"attnbench-{plan.profile}",
-                  "gpus_per_node": job["gpus"] if plan.device == "cuda" else 0, "tasks_per_node": 1}
-        params |= {f"slurm_{k}": job[k] for k in ("partition", "account") if job[k]}
+        params = {"timeout_min": spec.time_min, "name": f"attnbench-{plan.profile}",
+                  "gpus_per_node": spec.gpus if plan.device == "cuda" else 0, "tasks_per_node": 1}
+        params |= {f"slurm_{k}": v for k, v in (("partition", spec.partition), ("account", spec.account)) if v}
         executor.update_parameters(**params)
-        jobs = executor.map_array(ShardJob(), [[*base, f"--shard={k}/{n}"] for k in todo],
+        jobs = executor.map_array(ShardJob(), argvs,
                                   [str(files[k - 1]) for k in todo])
         print(f"submitted {len(jobs)} of {n} shards ({n - len(todo)} already complete) as job "
-              f"{jobs[0].job_id.split('_')[0]} ({job['launcher']}); logs in {folder / 'logs'}", flush=True)
+              f"{jobs[0].job_id.split('_')[0]} ({spec.launcher}); logs in {folder / 'logs'}", flush=True)
         watch = _SlurmWatch(jobs) if slurm else _LocalWatch(jobs)
         ended = _wait(watch, [files[k - 1] for k in todo])
     else:
@@ -132,7 +104,7 @@ def launch(values: dict[str, Any], plan: options.Plan, job: dict[str, Any], out:
     for i, k in enumerate(todo):
         if k in failed:
             j = jobs[i]
-            why = reason(ended[i], _outcome(j), job["time_min"], _last_error(j))
+            why = reason(ended[i], _outcome(j), spec.time_min, _last_error(j))
             print(f"error: shard {k}/{n} (job {j.job_id}) did not finish: {why}; "
                   f"its {_cases_done(files[k - 1])} finished cases are kept in {files[k - 1]}; log: {j.paths.stdout}",
                   file=sys.stderr, flush=True)

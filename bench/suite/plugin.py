@@ -33,12 +33,12 @@ def pytest_configure(config: pytest.Config) -> None:
     values = {name: config.getoption(f"attn_{name}") for name in run_option_names()}
     if not any(v not in (None, False) for v in values.values()):
         return
-    from bench.engine.options import plan
+    from bench.engine.options import RunRequest, plan
     from bench.engine.session import Session
     from bench.errors import InputError
 
     try:
-        checked = plan(values, default_out=False)
+        checked = plan(RunRequest.of(values), default_out=False)
     except InputError as err:
         raise pytest.UsageError(str(err)) from None
     config.stash[SESSION_KEY] = Session(

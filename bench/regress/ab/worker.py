@@ -4,8 +4,9 @@ Started by bench.regress.ab.side as `python <this file>` with PYTHONPATH set to 
 bench` is that revision's code. This file comes from the current tree (the revision may predate it), so it imports
 nothing of attnbench at module level and relies only on this interface of the revision it measures:
 
-  bench.engine.options.plan(values)           -> .cases (each with .id), .device, .threads, .sweep.case_budget_s
-                                                 (revisions before 2026-12-04 name it budget_s: RENAMED)
+  bench.engine.options.plan(RunRequest.of(values)) -> .cases (each with .id), .device, .threads,
+                                                 .sweep.case_budget_s (revisions before 2026-12-04 take the values
+                                                 themselves, and name it budget_s: RENAMED)
   bench.measure.calibrate.calibrate(device)   -> a Calibration (older revisions: {"gemm_flops_per_s", ...})
   bench.measure.environment.fingerprint(device), .git_commit()
   bench.engine.session.Session(plan, case_budget_s=..., say=...) .open(calibration=...) .measure(case) -> record, entry
@@ -89,6 +90,7 @@ def _interface(out, tree: str):
                 tried.append(f"{module}.{attr}: {type(err).__name__}: {err}")
         else:
             _fatal(out, f"the revision's code lacks {attr} ({'; '.join(tried)})")
+    names["RunRequest"] = getattr(sys.modules.get(names["plan"].__module__), "RunRequest", None)  # optional, newer
     try:  # optional: revisions before the engine's session measure through their Runner
         names["Session"] = __import__("bench.engine.session", fromlist=["Session"]).Session
     except Exception:  # noqa: BLE001
@@ -105,11 +107,12 @@ def _renamed(api: dict) -> bool:
 def _plan(api: dict, request: dict, state: dict) -> dict:
     old = _renamed(api)
     values = {RENAMED.get(k, k) if old else k: v for k, v in request["values"].items()}
+    asked = api["RunRequest"].of(values) if api["RunRequest"] else values
     try:
         try:
-            plan = api["plan"](values, default_out=False)
+            plan = api["plan"](asked, default_out=False)
         except TypeError:  # an older plan() without default_out
-            plan = api["plan"](values)
+            plan = api["plan"](asked)
     except ValueError as err:  # bench.errors.InputError: the values are bad input for this revision
         return {"ok": False, "error": str(err)}
     torch = sys.modules.get("torch")  # the revision's code imported it (a revision without torch has nothing to set)
