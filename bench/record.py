@@ -11,13 +11,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from bench.backends import get_backend
-from bench.case import Case
-from bench.kinds import kind_of
 from bench.meta import Calibration
-from bench.shapes import LATER_FIELDS, SHAPE_DOCS, shape_fields
+from bench.shapes import LATER_FIELDS, SHAPE_DEFAULTS, SHAPE_DOCS, shape_fields
+
+if TYPE_CHECKING:
+    from bench.case import Case
 
 CASE_DOCS: dict[str, str] = {
     "case_id": "stable case id: backend/variant/shape/dtype/mask/phase/pass/device",
@@ -188,9 +188,11 @@ class Record(Mapping[str, Any]):
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Record:
-        """From extra_info (or a worker's answer); keys of other versions are dropped."""
+        """From extra_info (or a worker's answer); keys of other versions are dropped (bench.results.entry keeps
+        them). A shape field a file predates holds its default, as every case of that file did."""
         own = {name: d[name] for name in _OWN if name in d}
-        return cls(**own, pass_=d.get("pass") or "", shape={k: d.get(k) for k in SHAPE_DOCS})
+        return cls(**own, pass_=d.get("pass") or "",
+                   shape={k: d[k] if k in d else SHAPE_DEFAULTS.get(k) for k in SHAPE_DOCS})
 
     def __getitem__(self, name: str) -> Any:
         if name == "pass":
@@ -218,6 +220,9 @@ def new_record(case: Case, memory: str, threads: int | None = None) -> Record:
     come from the case's kind (bench.kinds: dense, layer, serving), which reads the backend's traits.
     threads: the CPU threads torch runs the case with where it runs; None: this process's torch's.
     """
+    from bench.backends import get_backend  # here: the registry imports every backend's module
+    from bench.kinds import kind_of
+
     if threads is None:
         import torch
 
@@ -273,9 +278,3 @@ def with_modes(record: Record | Mapping[str, Any], case_timing: Any, spec_bytes_
         watts=energy["joules"] / energy["seconds"] if energy else None,
         pct_spec_bandwidth=100 * record["bytes"] / record["median_s"] / spec_bytes_per_s
         if spec_bytes_per_s and record.get("median_s") else None)
-
-
-def untimed_entry(record: Mapping[str, Any], name: str, fullname: str, group: str | None) -> dict[str, Any]:
-    """A results entry for a case without timings, in pytest-benchmark's layout with "stats": None."""
-    return {"group": group, "name": name, "fullname": fullname, "params": {"case": record["case_id"]},
-            "param": record["case_id"], "extra_info": dict(record), "options": {}, "stats": None}

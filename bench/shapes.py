@@ -386,6 +386,9 @@ CLASSIC_FIELDS: frozenset[str] = frozenset(
 LATER_FIELDS: tuple[str, ...] = tuple(
     f.name for f in dataclasses.fields(AttentionShape) if f.name not in CLASSIC_FIELDS)
 
+# A shape field's default: what a results file written before the field existed holds in every case.
+SHAPE_DEFAULTS: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(AttentionShape)
+                                  if f.default is not dataclasses.MISSING}
 # column -> doc for every shape field (in order) and the derived variant
 SHAPE_DOCS: dict[str, str] = {"variant": "mha / gqa / mqa (from n_heads and n_kv_heads), or mla (mla_form set)"} | {
     f.name: f.metadata["doc"] for f in dataclasses.fields(AttentionShape)}

@@ -53,13 +53,14 @@ def test_pooled_entry_redoes_the_statistics_from_the_judged_rounds():
     slices = Slices([rec, dict(rec, median_s=3.0, peak_mem_bytes=300, noisy=True)], [[1.0, 1.0, 1.0], [3.0, 3.0]],
                     [0, 0])
     entry = pooled(slices)
-    info = entry["extra_info"]
-    assert entry["stats"]["data"] == [1.0, 1.0, 1.0, 3.0, 3.0] and info["rounds"] == 5
-    assert info["median_s"] == 1.0 and info["tflops"] == 2.0 and info["noisy"] is True
-    assert info["peak_mem_bytes"] == 200  # the median of the slices' peaks
-    assert info["ab_slices"] == [{"block": 0, "rounds": [1.0, 1.0, 1.0]}, {"block": 0, "rounds": [3.0, 3.0]}]
+    info = entry.record
+    assert entry.samples == (1.0, 1.0, 1.0, 3.0, 3.0) and info.rounds == 5
+    assert info.median_s == 1.0 and info.tflops == 2.0 and info.noisy is True
+    assert info.peak_mem_bytes == 200  # the median of the slices' peaks
+    assert entry.to_dict()["extra_info"]["ab_slices"] == [{"block": 0, "rounds": [1.0, 1.0, 1.0]},
+                                                          {"block": 0, "rounds": [3.0, 3.0]}]
     three = pooled(Slices([rec], [[1.0, 1.0]], [0]), rounds=[3.0, 3.0, 3.0])
-    assert three["extra_info"]["tflops"] == pytest.approx(2.0 / 3)  # throughput follows the judged median
+    assert three.record.tflops == pytest.approx(2.0 / 3)  # throughput follows the judged median
 
 
 def test_fastest_half_drops_the_rounds_the_host_slowed():
@@ -80,7 +81,7 @@ def test_judged_rounds_remove_a_slow_spell_that_spans_a_block_and_keep_each_bloc
 
 def test_a_case_not_ok_is_an_untimed_entry():
     entry = pooled(Slices([{"case_id": "c", "status": "unsupported", "reason": "no"}], [[]], [0]))
-    assert entry["stats"] is None and entry["extra_info"]["status"] == "unsupported"
+    assert entry.stats is None and not entry.timed and entry.status == "unsupported"
 
 
 # --- a fake revision: the worker's interface with made-up timings ----------------------------------------------

@@ -141,15 +141,17 @@ def test_blocks_and_time_parse():
 
 def _doc(label: str, cases: dict[str, list[float]]) -> RunDocument:
     """A side's run document whose case c has one ABBA block per value (two slices of 6 equal rounds each)."""
-    from bench.results.entry import case_entry, pooled_entry
+    from bench.record import Record
+    from bench.results.entry import Slice, case_entry, pooled_entry
 
     doc = RunDocument(meta=RunMeta(run_id=label, profile="t", complete=True, cases=len(cases),
                                    fingerprint={"device": "cpu", "cpu_model": "x", "gpu_name": None, "torch": "t",
                                                 "cuda": None, "threads": 1}), machine_info={}, commit_info={})
     for cid, levels in cases.items():
-        rec = {"case_id": cid, "status": "ok", "reason": "", "median_s": levels[0], "peak_mem_bytes": 100,
-               "ab_slices": [{"block": j, "rounds": [v] * 6} for j, v in enumerate(levels) for _ in (0, 1)]}
-        doc.add(pooled_entry(case_entry(rec, name=cid, group=None), [v for v in levels for _ in range(12)], 100))
+        rec = Record(case_id=cid, status="ok", median_s=levels[0], peak_mem_bytes=100)
+        slices = tuple(Slice(j, (v,) * 6) for j, v in enumerate(levels) for _ in (0, 1))
+        entry = case_entry(rec, name=cid, group=None, ab_slices=slices)
+        doc.add(pooled_entry(entry, [v for v in levels for _ in range(12)], 100))
     return doc
 
 

@@ -430,8 +430,8 @@ def test_baseline_pools_passes(tmp_path):
     assert doc.meta.baseline["passes"] == 3
     assert doc.meta.baseline["run_ids"] == ["pass-1", "pass-2", "pass-3"]
     entry = doc.benchmarks[0]
-    assert entry["extra_info"]["pass_rounds"] == [20, 20, 20] and entry["stats"]["rounds"] == 60
-    assert entry["extra_info"]["median_s"] == pytest.approx(statistics.median(entry["stats"]["data"]))
+    assert entry.pass_rounds == (20, 20, 20) and entry.stats["rounds"] == 60
+    assert entry.record.median_s == pytest.approx(statistics.median(entry.samples))
 
 
 def test_baseline_refuses_mixed_machines_and_incomplete_runs(tmp_path, capsys):
@@ -448,8 +448,8 @@ def test_flaky_status_across_passes_is_kept_non_ok():
     oom = [make_record(backend=b, seq=s, n_kv_heads=h, status="oom" if (b, s, h) == CASES[0] else "ok")
            for b, s, h in CASES]
     pooled = baseline.merge_passes([make_run(_recs(1)), make_run(oom)])
-    first = next(e for e in pooled.untimed if e["extra_info"]["case_id"] == case_id(CASES[0]))
-    assert first["extra_info"]["status"] == "oom" and "ok, oom" in first["extra_info"]["reason"]
+    first = next(e for e in pooled.untimed if e.case_id == case_id(CASES[0]))
+    assert first.status == "oom" and "ok, oom" in first.record.reason
     # so the same OOM in a later run is not an ok -> oom failure
     assert compare_runs(pooled, make_run(oom)).summary.exit_code == 0
 

@@ -220,7 +220,7 @@ def test_the_python_example_runs(monkeypatch):
     monkeypatch.chdir(Path(__file__).resolve().parents[1])  # the example reads results/example/
     scope: dict = {}
     exec(code, scope)
-    assert tuple(scope["out"].shape) == (1, 8, 1024, 64) and scope["run"].records()
+    assert tuple(scope["out"].shape) == (1, 8, 1024, 64) and scope["run"].entries()[0].record.case_id
 
 
 def test_the_package_ships_the_reference():

@@ -80,7 +80,7 @@ def test_hanging_and_crashing_cases_end_with_their_status_and_the_run_goes_on(tm
                      "--case-timeout", f"{CASE_TIMEOUT_S}s", "--out", str(out))
     wall = time.monotonic() - t0
     assert proc.returncode == 1, proc.stderr[-3000:]
-    by_backend = {r["backend"]: r for r in read_run(out).records()}
+    by_backend = {e.record.backend: e.record for e in read_run(out).entries()}
     assert set(by_backend) == {"naive", "hang", "segfault", "aborts", "exits", "hungry", "sdpa"}
     assert by_backend["naive"]["status"] == by_backend["sdpa"]["status"] == "ok"  # before and after the wreckage
     assert by_backend["hang"]["status"] == "timeout" and f"{CASE_TIMEOUT_S} s" in by_backend["hang"]["reason"]
@@ -106,7 +106,7 @@ def test_a_time_budget_skips_what_does_not_fit_and_keeps_every_familys_small_sha
     plan = options.plan(options.RunRequest.from_args(args))
     lines: list[str] = []
     assert session.Session(plan, say=lines.append).run() == 0
-    records = read_run(plan.out).records()
+    records = [e.record for e in read_run(plan.out).entries()]
     ran = {(r["backend"], r["variant"], r["seq_q"]) for r in records if r["status"] == "ok"}
     assert ran == {(b, v, 32) for b in ("naive", "sdpa") for v in ("mha", "mqa")}  # every family's smallest
     skipped = [r for r in records if r["status"] == "skipped"]

@@ -133,7 +133,7 @@ def test_devices_queue_with_two_cpu_workers_fills_one_file(tmp_path, monkeypatch
     doc = read_run(plan.out)
     assert sorted(doc.case_ids()) == sorted(c.id for c in plan.cases)  # every case once, in one file
     assert doc.meta.complete is True and doc.meta.devices == ["cpu:0", "cpu:1"]
-    assert {r["ran_on"] for r in doc.records()} <= {"cpu:0", "cpu:1"}
+    assert {e.record.ran_on for e in doc.entries()} <= {"cpu:0", "cpu:1"}
     assert doc.meta.calibration.gemm_flops_per_s > 0 and doc.meta.fingerprint["device"] == "cpu"
     assert not devices_mod.parts_folder(plan.out).exists() and not journal_path(plan.out).exists()
 

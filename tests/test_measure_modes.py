@@ -177,16 +177,19 @@ def test_spec_sheet_takes_the_most_specific_name():
 
 
 def test_compare_treats_a_throttled_case_as_noisy():
+    from bench.record import Record
     from bench.regress import compare
+    from bench.results import Entry
 
-    base = {"case_id": "x", "status": "ok", "throttled": True}
+    def entry(throttled: bool) -> Entry:
+        return Entry(Record(case_id="x", status="ok", throttled=throttled))
+
     t = compare._Timed([1.0] * 20, [2.0] * 20, 1.0, 2.0, (1.0,), (2.0,))
     noise = compare.noise_model([0.0] * 20, [True] * 20, compare.Rule())  # the other cases did not move
     within = compare._within(t, compare.Rule())
-    clean = compare._case_verdict("x", dict(base, throttled=False), dict(base, throttled=False), t, within, noise,
-                                  compare.Rule())
+    clean = compare._case_verdict("x", entry(False), entry(False), t, within, noise, compare.Rule())
     assert clean.verdict == "regressed"  # the same move without throttling is a regression
-    verdict = compare._case_verdict("x", base, dict(base, throttled=False), t, within, noise, compare.Rule())
+    verdict = compare._case_verdict("x", entry(True), entry(False), t, within, noise, compare.Rule())
     assert verdict.verdict == "noisy" and "throttled in the baseline run" in verdict.reason
 
 

@@ -1,7 +1,7 @@
 import pytest
 
 from bench.cli import main
-from bench.results import ResultsError, read_run, records, write_atomic
+from bench.results import ResultsError, read_run, write_atomic
 from bench.results.merge import merge_shards
 from tests.results_factory import make_record, make_run
 
@@ -13,9 +13,9 @@ def shard(seqs, **kw):
 
 def test_shards_merge_by_case_id():
     merged = merge_shards([shard([256, 512]), shard([1024])], ["a", "b"])
-    ids = [r["case_id"] for r in records(merged)]
+    ids = merged.case_ids()
     assert len(ids) == len(set(ids)) == 5
-    assert all(e["stats"] for e in merged.benchmarks) and len(merged.untimed) == 2
+    assert all(e.timed for e in merged.benchmarks) and len(merged.untimed) == 2
     assert merged.meta.complete is True
 
 

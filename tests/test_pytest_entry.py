@@ -72,8 +72,8 @@ def test_pytest_entry_writes_an_attnbench_results_file(tmp_path):
     assert doc.meta.complete is True and doc.meta.sweep_id == sweeps.sweep_id(cases)
     assert doc.meta.calibration.gemm_flops_per_s > 0 and doc.environment["device"] == "cpu"
     for entry in doc.benchmarks:  # pytest-benchmark's statistics are of the rounds our timer measured
-        assert entry["stats"]["median"] == pytest.approx(entry["extra_info"]["median_s"], rel=1e-9)
-        assert entry["params"] == {"case": entry["extra_info"]["case_id"]}
+        assert entry.stats["median"] == pytest.approx(entry.record.median_s, rel=1e-9)
+        assert entry.to_dict()["params"] == {"case": entry.case_id}
 
     # bench report and bench compare accept it
     env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}

@@ -14,8 +14,9 @@ from bench.engine import options
 from bench.engine.runner import Runner
 from bench.engine.session import Session
 from bench.meta import Calibration
+from bench.record import Record
 from bench.results import read_run
-from bench.results.entry import case_entry, stats_entry
+from bench.results.entry import Entry, case_entry, stats_entry
 
 TINY = ["run", "--backend", "naive,sdpa", "--heads", "2", "--kv-heads", "2", "--seq", "32", "--dtype", "fp32",
         "--mask", "causal", "--phase", "prefill", "--budget", "0.02", "--device", "cpu"]
@@ -42,15 +43,17 @@ def test_bench_run_builds_its_plan_once_and_never_starts_pytest(tmp_path, monkey
 
 def test_an_entry_holds_pytest_benchmarks_own_statistics_of_the_rounds():
     samples = [3e-3, 1e-3, 2e-3, 5e-3, 4e-3]
-    record = {"case_id": "x", "status": "ok", "timer": "perf_counter", "phase": "prefill", "pass": "fwd",
-              "dtype": "fp32", "mask": "none", "seq_q": 4, "seq_kv": 4, "head_dim": 8}
+    record = Record(case_id="x", status="ok", timer="perf_counter", phase="prefill", pass_="fwd")
     entry = case_entry(record, samples)
     stats = Stats()
     for s in samples:
         stats.update(s)
-    assert entry["stats"] == stats_entry(stats) and entry["stats"]["data"] == samples
-    assert entry["name"] == "test_attention[x]" and entry["params"] == {"case": "x"}
-    assert case_entry(dict(record, status="unsupported"))["stats"] is None
+    assert entry.stats == stats_entry(stats) and entry.samples == tuple(samples)
+    written = entry.to_dict()
+    assert written["name"] == "test_attention[x]" and written["params"] == {"case": "x"}
+    assert written["stats"]["data"] == samples and written["extra_info"] == record.to_dict()
+    assert Entry.from_dict(written).to_dict() == written  # the file's layout round-trips
+    assert case_entry(dataclasses.replace(record, status="unsupported")).to_dict()["stats"] is None
 
 
 def test_a_session_records_each_case_whole_and_reports_a_failing_one(tmp_path, monkeypatch):
@@ -72,6 +75,6 @@ def test_a_session_records_each_case_whole_and_reports_a_failing_one(tmp_path, m
     monkeypatch.setattr(Runner, "run", broken_sdpa)
     assert session.run() == 1
     doc = read_run(plan.out)
-    statuses = sorted(e["extra_info"]["status"] for e in doc.entries())
+    statuses = sorted(e.status for e in doc.entries())
     assert statuses == ["error", "ok"] and doc.meta.complete is True
     assert sum(line.startswith("[") for line in lines) == 2  # one progress line per case

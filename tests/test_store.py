@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from bench.results import (
+    Entry,
     ResultsError,
     ResultsStore,
     RunDocument,
@@ -27,7 +28,7 @@ from tests.results_factory import make_record, make_run
 REPO = Path(__file__).resolve().parents[1]
 
 
-def some_entries(n: int) -> list[dict]:
+def some_entries(n: int) -> list[Entry]:
     doc = make_run([make_record(seq=32 * (i + 1), status="ok" if i % 3 else "unsupported") for i in range(n)])
     return RunDocument.from_dict(doc).entries()
 
@@ -51,7 +52,7 @@ def test_each_case_is_one_journal_line_and_the_file_is_written_at_the_end(tmp_pa
     assert not journal_path(out).exists()
     done = read_run(out)
     assert done.meta.complete is True and done.entries() == store.doc.entries()
-    assert {e["extra_info"]["case_id"] for e in done.entries()} == {e["extra_info"]["case_id"] for e in cases}
+    assert {e.case_id for e in done.entries()} == {e.case_id for e in cases}
 
 
 def test_an_interrupted_run_keeps_its_journal_and_resumes_from_it(tmp_path):
@@ -77,16 +78,16 @@ def test_a_torn_last_line_is_named_cut_off_and_appended_after(tmp_path):
     store = new_store(out)
     cases = some_entries(3)
     store.add(cases[0])
-    store._journal.write(json.dumps({"case": cases[1]}).encode()[:57])  # a crash in the middle of a line
+    store._journal.write(json.dumps({"case": cases[1].to_dict()}).encode()[:57])  # a crash in the middle of a line
     store._journal.flush()
     doc = read_run(out)
-    assert doc.case_ids() == [cases[0]["extra_info"]["case_id"]]
+    assert doc.case_ids() == [cases[0].case_id]
     assert len(doc.notes) == 1 and "last line (line 3) was cut short" in doc.notes[0]
     resumed = ResultsStore.resume(out)
     resumed.add(cases[2])
     again = read_run(out)
-    assert again.notes == [] and again.case_ids() == [cases[0]["extra_info"]["case_id"],
-                                                      cases[2]["extra_info"]["case_id"]]
+    assert again.notes == [] and again.case_ids() == [cases[0].case_id,
+                                                      cases[2].case_id]
 
 
 @pytest.mark.parametrize("text, message", [
@@ -133,7 +134,7 @@ store = ResultsStore.new(out, RunMeta(run_id="r", sweep_id="s"), {}, {}, "5.3.1"
 for i in range(100000):
     entry = RunDocument.from_dict(make_run([make_record(seq=i + 1)])).entries()[0]
     store.add(entry)
-    print(entry["extra_info"]["case_id"], flush=True)  # reported only once recorded
+    print(entry.case_id, flush=True)  # reported only once recorded
 """
 
 
@@ -169,7 +170,7 @@ def test_a_last_line_that_lost_only_its_newline_is_kept_and_ended(tmp_path):
     store.add(cases[0])
     store._journal.truncate(store._journal.tell() - 1)  # the crash cut the newline alone
     store._journal.close()
-    assert read_run(out).case_ids() == [cases[0]["extra_info"]["case_id"]]
+    assert read_run(out).case_ids() == [cases[0].case_id]
     resumed = ResultsStore.resume(out)
     resumed.add(cases[1])
-    assert read_run(out).case_ids() == [c["extra_info"]["case_id"] for c in cases]
+    assert read_run(out).case_ids() == [c.case_id for c in cases]

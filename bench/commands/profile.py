@@ -103,10 +103,10 @@ def run(args: argparse.Namespace) -> int:
     session.open(calibration=NO_CEILINGS)
     runner = session.runner
     runner.keep_last = True
-    record, _ = session.measure(case)
+    record = session.measure(case).record
     print(f"case {case.id}")
-    if record["status"] != "ok" or runner.last is None:
-        print(f"{record['status']}: {record['reason']}")
+    if record.status != "ok" or runner.last is None:
+        print(f"{record.status}: {record.reason}")
         return 1
     fn, timing = runner.last
     trace = out / "trace.json"

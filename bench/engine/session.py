@@ -11,7 +11,7 @@ The session holds the order of things; each job is another object's:
 
 open()    calibrate (or take the given ceilings), measure the presets' KV caches, open the store (new or --resume),
           predict every case's time
-measure() one case: its record and its entry (bench.results.entry), recorded whole or not at all
+measure() one case: its entry (bench.results.entry: its record and rounds), recorded whole or not at all
 run()     open, every pending case (or each one the queue hands out) while it fits the time budget (the others
           `skipped`), close; Ctrl-C anywhere ends it cleanly
 close()   the end-of-run calibration when complete (the regression check's in-run control), the results file
@@ -40,7 +40,7 @@ from bench.engine.queue import CaseQueue
 from bench.engine.schedule import Schedule
 from bench.meta import Calibration
 from bench.results import ResultsStore
-from bench.results.entry import case_entry, group_of
+from bench.results.entry import Entry, case_entry, group_of
 
 if TYPE_CHECKING:
     from bench.record import Record
@@ -142,8 +142,8 @@ class Session:
             return ResultsStore.new(self.plan.out, meta, machine_info(), commit_info(), pytest_benchmark.__version__,
                                     dt.datetime.now().isoformat(timespec="seconds"))
 
-    def measure(self, case: Case) -> tuple[Record, dict[str, Any]]:
-        """One case, checked and timed: its record and its results entry, which is in the store when this returns."""
+    def measure(self, case: Case) -> Entry:
+        """One case, checked and timed: its results entry (its record and rounds), in the store when this returns."""
         t0 = time.perf_counter()
         self.progress.running(case)
         outcome = self.executor.run(case, self.schedule.timeout_s(case))
@@ -153,13 +153,13 @@ class Session:
         self.schedule.ran(case, wall_s)
         return self._keep(case, record, outcome.samples)
 
-    def measure_or_skip(self, case: Case) -> tuple[Record, dict[str, Any]]:
+    def measure_or_skip(self, case: Case) -> Entry:
         """The case measured, or skipped when it no longer fits the time budget."""
         if not self.schedule.fits(case):
             return self.skip(case)
         return self.measure(case)
 
-    def skip(self, case: Case, reason: str | None = None) -> tuple[Record, dict[str, Any]]:
+    def skip(self, case: Case, reason: str | None = None) -> Entry:
         """A case that does not fit the time budget (or that the plan leaves out, for `reason`): recorded
         `skipped`, its predicted time the reason."""
         from bench.backends import get_backend
@@ -171,7 +171,7 @@ class Session:
                                      wall_s=0.0, reason=reason)
         return self._keep(case, record, [])
 
-    def _keep(self, case: Case, record: Record, samples: list[float]) -> tuple[Record, dict[str, Any]]:
+    def _keep(self, case: Case, record: Record, samples: list[float]) -> Entry:
         """The case's entry into the store, whole or not at all, then its progress line."""
         entry = case_entry(record, samples, group=group_of(record))  # its extra_info: the record's to_dict()
         with interrupt.deferred():  # a Ctrl-C while recording waits until the case is in the journal
@@ -179,7 +179,7 @@ class Session:
             if self.store is not None:
                 self.store.add(entry)
         self.progress.finished_case(case, record)
-        return record, entry
+        return entry
 
     def cases(self) -> Iterator[Case]:
         """The cases this process runs: its pending ones, or those a --devices queue hands it one at a time."""

@@ -41,7 +41,7 @@ import numpy as np
 from bench.measure.environment import fingerprint_diff
 from bench.regress.noise import CompareError, NoiseModel, Rule, noise_model
 from bench.regress.verdicts import VERDICTS, CaseVerdict, Comparison, Summary
-from bench.results import RunDocument, as_run
+from bench.results import Entry, RunDocument, as_run
 from bench.status import FAILING
 
 __all__ = ["VERDICTS", "CaseVerdict", "Comparison", "CompareError", "Rule", "Summary", "compare_runs"]
@@ -66,29 +66,28 @@ class _Timed:
         return math.log(self.cur_value / self.base_value)
 
 
-def _segments(rec: dict) -> list[tuple[int, int, float | None]]:
-    """(start, end, own control) of each pooled pass in a record's samples; one segment for a plain run."""
-    n = len(rec.get("samples") or [])
-    split, gemms = rec.get("pass_rounds"), rec.get("pass_gemm")
-    if not (isinstance(split, list) and len(split) > 1 and sum(split) == n):
+def _segments(entry: Entry) -> list[tuple[int, int, float | None]]:
+    """(start, end, own control) of each pooled pass in an entry's samples; one segment for a plain run."""
+    n = len(entry.samples)
+    split = entry.pass_rounds
+    if not (len(split) > 1 and sum(split) == n):
         return [(0, n, None)]
-    if not (isinstance(gemms, list) and len(gemms) == len(split)):
-        gemms = [None] * len(split)
     bounds = np.cumsum([0, *split])
-    return [(int(lo), int(hi), g) for lo, hi, g in zip(bounds[:-1], bounds[1:], gemms, strict=True) if hi > lo]
+    return [(int(lo), int(hi), g) for lo, hi, g in zip(bounds[:-1], bounds[1:], entry.pass_gemm, strict=True)
+            if hi > lo]
 
 
-def _scaled(rec: dict, scale: float | None, per_pass: bool) -> tuple[np.ndarray, list[tuple[int, int]]]:
+def _scaled(entry: Entry, scale: float | None, per_pass: bool) -> tuple[np.ndarray, list[tuple[int, int]]]:
     """The rounds, each pass multiplied by its own control (per_pass) or all by the run's `scale`."""
-    x = np.asarray(rec.get("samples") or [], dtype=float)
-    segments = _segments(rec)
+    x = np.asarray(entry.samples, dtype=float)
+    segments = _segments(entry)
     for lo, hi, own in segments:
         factor = own if (per_pass and isinstance(own, (int, float)) and own > 0) else scale
         x[lo:hi] *= factor if factor else 1.0
     return x, [(lo, hi) for lo, hi, _ in segments]
 
 
-def _timed(base: dict, cur: dict, metric: str, base_scale: float | None, cur_scale: float | None,
+def _timed(base: Entry, cur: Entry, metric: str, base_scale: float | None, cur_scale: float | None,
            per_pass: bool = False) -> _Timed | None:
     fn = METRICS[metric]
     b, b_parts = _scaled(base, base_scale, per_pass)
@@ -203,19 +202,19 @@ def _time_verdict(t: _Timed, within: tuple[float | None, list[str]], noise: Nois
     return ("regressed" if d > 0 else "improved"), said, p
 
 
-def _mem_ratio(base: dict, cur: dict) -> float | None:
-    mb, mc = base.get("peak_mem_bytes"), cur.get("peak_mem_bytes")
+def _mem_ratio(base: Entry, cur: Entry) -> float | None:
+    mb, mc = base.record.peak_mem_bytes, cur.record.peak_mem_bytes
     if isinstance(mb, (int, float)) and isinstance(mc, (int, float)) and mb > 0 and mc >= 0:
         return mc / mb
     return None
 
 
-def _by_case(doc: RunDocument, label: str) -> dict[str, dict]:
-    out: dict[str, dict] = {}
-    for rec in doc.records():
-        if rec["case_id"] in out:
-            raise CompareError(f"{label}: case {rec['case_id']} appears twice")
-        out[rec["case_id"]] = rec
+def _by_case(doc: RunDocument, label: str) -> dict[str, Entry]:
+    out: dict[str, Entry] = {}
+    for entry in doc.entries():
+        if entry.case_id in out:
+            raise CompareError(f"{label}: case {entry.case_id} appears twice")
+        out[entry.case_id] = entry
     return out
 
 
@@ -258,9 +257,9 @@ def compare_runs(baseline: RunDocument | dict, current: RunDocument | dict, rule
         # was the machine's speed (a slow spell of a shared host), not the code: it is demoted to noisy.
         _, in_gemm = _judge(bcases, ccases, common, rule, bgemm, cgemm, per_pass=True)
         verdicts = [_controlled(v, w, rule) for v, w in zip(verdicts, in_gemm, strict=True)]
-    verdicts += [CaseVerdict(cid, "missing", False, "in the baseline, not in the current run", bcases[cid]["status"],
+    verdicts += [CaseVerdict(cid, "missing", False, "in the baseline, not in the current run", bcases[cid].status,
                              None, None, None, None, None, None) for cid in bcases if cid not in ccases]
-    verdicts += [CaseVerdict(cid, "new", False, "not in the baseline", None, ccases[cid]["status"], None, None,
+    verdicts += [CaseVerdict(cid, "new", False, "not in the baseline", None, ccases[cid].status, None, None,
                              None, None, None) for cid in ccases if cid not in bcases]
     verdicts.sort(key=lambda v: (not v.failing, VERDICTS.index(v.verdict), -(v.ratio or 0), v.case_id))
 
@@ -277,13 +276,13 @@ def compare_runs(baseline: RunDocument | dict, current: RunDocument | dict, rule
     return Comparison(summary, tuple(verdicts))
 
 
-def _judge(bcases: dict, ccases: dict, common: list[str], rule: Rule, base_scale: float | None,
+def _judge(bcases: dict[str, Entry], ccases: dict[str, Entry], common: list[str], rule: Rule, base_scale: float | None,
            cur_scale: float | None, per_pass: bool) -> tuple[NoiseModel, list[CaseVerdict]]:
     """The noise model and a verdict per common case, with times scaled as given."""
     timed = {}
     for cid in common:
         b, c = bcases[cid], ccases[cid]
-        if b["status"] == "ok" and c["status"] == "ok":
+        if b.status == "ok" and c.status == "ok":
             t = _timed(b, c, rule.metric, base_scale, cur_scale, per_pass=per_pass)
             if t is not None:
                 timed[cid] = t
@@ -308,9 +307,9 @@ def _controlled(raw: CaseVerdict, in_gemm: CaseVerdict, rule: Rule) -> CaseVerdi
                        raw.cur_value, raw.ratio, raw.p_value, raw.mem_ratio)
 
 
-def _case_verdict(cid: str, b: dict, c: dict, t: _Timed | None, within: tuple[float | None, list[str]] | None,
+def _case_verdict(cid: str, b: Entry, c: Entry, t: _Timed | None, within: tuple[float | None, list[str]] | None,
                   noise: NoiseModel, rule: Rule) -> CaseVerdict:
-    bs, cs = b["status"], c["status"]
+    bs, cs = b.status, c.status
     if "skipped" in (bs, cs) and bs != cs:  # the time budget left it out of one run: nothing to compare
         which = "the baseline" if bs == "skipped" else "the current run"
         return CaseVerdict(cid, "missing" if cs == "skipped" else "new", False, f"skipped in {which} (time budget)",
@@ -318,7 +317,7 @@ def _case_verdict(cid: str, b: dict, c: dict, t: _Timed | None, within: tuple[fl
     if bs != cs:
         # ok -> a failure is a regression; so is a case that now hangs or crashes whatever it did before
         failing = (bs == "ok" and cs in FAILING) or cs in ("timeout", "crashed")
-        why = (c.get("reason") or "").strip()
+        why = (c.record.reason or "").strip()
         return CaseVerdict(cid, "status changed", failing, f"{bs} -> {cs}" + (f": {why}" if why else ""), bs, cs,
                            None, None, None, None, None)
     if bs != "ok":
@@ -329,7 +328,7 @@ def _case_verdict(cid: str, b: dict, c: dict, t: _Timed | None, within: tuple[fl
     else:
         time_v, time_why, p = _time_verdict(t, within, noise, rule)
         ratio = t.cur_value / t.base_value
-        throttled = [name for name, rec in (("baseline", b), ("current", c)) if rec.get("throttled")]
+        throttled = [name for name, e in (("baseline", b), ("current", c)) if e.record.throttled]
         if throttled and time_v in ("regressed", "improved"):  # a throttled GPU's clocks moved, not the code
             time_v, time_why = "noisy", f"{time_why}, but the GPU was throttled in the {' and '.join(throttled)} run"
     mem_v, mem_why = "unchanged", ""

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from bench.errors import InputError
 from bench.measure.environment import fingerprint_diff
+from bench.record import Record
 from bench.regress.compare import CompareError, Rule, compare_runs
 from bench.results import RunDocument, read_run
 from bench.results.merge import merge_passes
@@ -165,7 +166,7 @@ def build_history(paths: list[str], case: str | None = None, rule: Rule | None =
     rule = rule or Rule()
     notes: list[str] = []
     points = _points(collect(paths), notes)
-    records = {i: {r["case_id"]: r for r in p.doc.records()} for i, p in enumerate(points)}
+    records = {i: {e.case_id: e.record for e in p.doc.entries()} for i, p in enumerate(points)}
     ids = sorted({cid for recs in records.values() for cid in recs})
     if case:
         ids = [cid for cid in ids if fnmatch.fnmatchcase(cid, case) or case in cid]
@@ -176,14 +177,14 @@ def build_history(paths: list[str], case: str | None = None, rule: Rule | None =
     fam = {cid: family(rec) for cid, rec in first.items()}
     pairs = zip(points, points[1:], strict=False)
     changes = [c for prev, cur in pairs for c in _judge(prev, cur, rule, set(ids), fam, notes)]
-    return History(tuple(points), medians, fam, {cid: str(r.get("backend")) for cid, r in first.items()},
+    return History(tuple(points), medians, fam, {cid: r.backend for cid, r in first.items()},
                    {cid: sizes_label(r) for cid, r in first.items()}, tuple(changes), tuple(notes))
 
 
-def _median(record: dict | None) -> float | None:
-    if not record or record.get("status") != "ok":
+def _median(record: Record | None) -> float | None:
+    if record is None or record.status != "ok":
         return None
-    value = record.get("median_s")
+    value = record.median_s
     return float(value) if isinstance(value, (int, float)) and value > 0 else None
 
 

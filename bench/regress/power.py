@@ -110,7 +110,7 @@ def run_ab(repo: Path, n_cases: int, extra: list[str], save: Path) -> None:
 
 def subset(doc: RunDocument, ids: list[str]) -> RunDocument:
     out = RunDocument.from_dict(doc.to_dict())
-    out.replace_entries([e for e in doc.entries() if e["extra_info"]["case_id"] in set(ids)])
+    out.replace_entries([e for e in doc.entries() if e.case_id in set(ids)])
     return out
 
 

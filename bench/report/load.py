@@ -21,6 +21,7 @@ import pandas as pd
 from bench.meta import Calibration, RunMeta
 from bench.record import FIELDS
 from bench.results import ResultsError, read_run
+from bench.results.entry import Entry
 from bench.shapes import AttentionShape
 
 # Columns the loader adds to the record's: the run's own, and what it derives from the record.
@@ -53,7 +54,6 @@ RUN_DETAIL_COLUMNS: dict[str, str] = dict(
 COLUMNS: dict[str, str] = RUN_COLUMNS | FIELDS | DERIVED_COLUMNS | RUN_DETAIL_COLUMNS
 
 # shape fields that have a default, and so may be absent from files older than the field
-SHAPE_DEFAULTS = {f.name: f.default for f in dataclasses.fields(AttentionShape) if f.default is not dataclasses.MISSING}
 _INT_RECORD = ("rounds", "calls_per_round", "threads", "flops", "bytes", "peak_mem_bytes", "model_mem_bytes",
                "kv_cache_bytes", "useful_flops", "executed_flops", "indexer_flops", "indexer_peak_mem_bytes")
 # integer shape fields come from the shape's own annotations, so a new int axis is typed without an edit here
@@ -149,11 +149,11 @@ def _number(path: Path, case: str, name: str, value: Any) -> float | int | None:
     return value
 
 
-def _fill_from_samples(rec: dict) -> None:
+def _fill_from_samples(rec: dict, samples: tuple[float, ...]) -> None:
     """Stats the record left empty but its raw rounds can give (median, IQR, rounds)."""
     if rec.get("status") != "ok" or all(rec.get(k) is not None for k in ("median_s", "iqr_s", "rounds")):
         return  # nothing to fill (the engine's records): skip a percentile per case
-    samples = [s for s in rec.get("samples") or [] if isinstance(s, (int, float)) and not isinstance(s, bool)]
+    samples = [s for s in samples if isinstance(s, (int, float)) and not isinstance(s, bool)]
     if not samples:
         return
     q1, med, q3 = np.percentile(samples, [25, 50, 75])
@@ -165,17 +165,16 @@ def _fill_from_samples(rec: dict) -> None:
         rec["rounds"] = len(samples)
 
 
-def _row(path: Path, rec: dict, run: dict) -> dict:
+def _row(path: Path, entry: Entry, run: dict) -> dict:
+    rec = entry.record.to_dict() | dict(entry.unknown)  # a shape field the file predates holds its default
     case = str(rec.get("case_id"))
     missing = [k for k in REQUIRED if rec.get(k) is None]
     if missing:
         raise ResultsError(f"{path}: case {case!r} lacks {', '.join(missing)}")
-    _fill_from_samples(rec)
-    for name, default in SHAPE_DEFAULTS.items():  # files written before a shape field existed hold its default
-        rec.setdefault(name, default)
+    _fill_from_samples(rec, entry.samples)
     row: dict[str, Any] = {}
     for name, value in rec.items():
-        if name == "samples" or isinstance(value, (dict, list)):
+        if isinstance(value, (dict, list)):
             continue  # raw rounds stay in the results file; the frame holds one value per cell
         if name in INT_COLUMNS or name in FLOAT_COLUMNS:
             value = _number(path, case, name, value)
@@ -221,8 +220,8 @@ def read_results(path: str | Path, run_id: str | None = None) -> tuple[pd.DataFr
         "llc_bytes": _number(path, "-", "llc_bytes", env.get("llc_bytes")),
         "run_datetime": str(doc.datetime) if doc.datetime else None, "source": str(path),
     }
-    rows = [_row(path, rec, run) | {"dtype_gemm_flops_per_s": calibration.gemm(str(rec.get("dtype")))}
-            for rec in doc.records()]
+    rows = [_row(path, entry, run) | {"dtype_gemm_flops_per_s": calibration.gemm(str(entry.record["dtype"]))}
+            for entry in doc.entries()]
     frame = tidy(rows)
     info = RunInfo(meta=meta, run_id=run_id, source=str(path), datetime=run["run_datetime"], machine=run["machine"],
                    device=device, env=env, n_cases=len(frame))

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+from bench.record import Record
 from bench.report.claims import best_backends, verdicts
 from bench.report.load import read_results
 from bench.results import read_run
@@ -39,17 +40,17 @@ def summary_lines(results: Path, report: Path | None = None) -> list[str]:
 def table_lines(results: Path) -> list[str]:
     """Every case, grouped as pytest-benchmark groups them (cases differing only in backend side by side): median,
     IQR and rounds of the timed ones, the status of the others."""
-    by_group: dict[str, list[dict]] = {}
-    for rec in read_run(results).records():
-        by_group.setdefault(group_of(rec), []).append(rec)
+    by_group: dict[str, list[Record]] = {}
+    for entry in read_run(results).entries():
+        by_group.setdefault(group_of(entry.record), []).append(entry.record)
     lines = []
     for group, recs in sorted(by_group.items()):
         lines.append(f"-- {group}")
-        width = max(len(r["case_id"]) for r in recs)
-        for r in sorted(recs, key=lambda r: (r.get("median_s") is None, r.get("median_s") or 0)):
-            if r["status"] == "ok":
-                lines.append(f"  {r['case_id']:<{width}}  {r['median_s'] * 1e3:10.4f} ms  "
-                             f"IQR {r['iqr_s'] * 1e3:9.4f} ms  {r['rounds']:4d} rounds")
+        width = max(len(r.case_id) for r in recs)
+        for r in sorted(recs, key=lambda r: (r.median_s is None, r.median_s or 0)):
+            if r.status == "ok" and r.median_s is not None:
+                iqr = f"{r.iqr_s * 1e3:9.4f}" if r.iqr_s is not None else f"{'-':>9}"
+                lines.append(f"  {r.case_id:<{width}}  {r.median_s * 1e3:10.4f} ms  IQR {iqr} ms  {r.rounds:4d} rounds")
             else:
-                lines.append(f"  {r['case_id']:<{width}}  {r['status']}: {r['reason'][:80]}")
+                lines.append(f"  {r.case_id:<{width}}  {r.status}: {r.reason[:80]}")
     return lines

@@ -12,13 +12,13 @@ from bench.results.document import (
     as_run,
     entries,
     json_safe,
-    records,
     validate,
     validate_entry,
 )
+from bench.results.entry import Entry
 from bench.results.file import read_run, write_atomic
 from bench.results.journal import journal_path, read_journal
 from bench.results.store import ResultsStore
 
-__all__ = ["SCHEMA", "ResultsError", "ResultsStore", "RunDocument", "RunMeta", "as_run", "entries", "journal_path",
-           "json_safe", "read_journal", "read_run", "records", "validate", "validate_entry", "write_atomic"]
+__all__ = ["SCHEMA", "Entry", "ResultsError", "ResultsStore", "RunDocument", "RunMeta", "as_run", "entries",
+           "journal_path", "json_safe", "read_journal", "read_run", "validate", "validate_entry", "write_atomic"]

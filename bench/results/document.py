@@ -20,7 +20,8 @@ Layout (pytest-benchmark's own keys, so `pytest-benchmark compare` reads it, plu
                   (bench.engine.agenda)}
 
 Untimed cases live apart because pytest-benchmark drops a whole file when one of its entries has no statistics.
-Every reader and writer goes through RunDocument (from_dict / to_dict); nothing else edits the raw keys.
+Every reader and writer goes through RunDocument (from_dict / to_dict); nothing else edits the raw keys. Readers get
+each case as a frozen bench.results.entry.Entry (its Record and its rounds), never the file's dicts.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from typing import Any
 
 from bench.errors import InputError
 from bench.meta import SCHEMA, RunMeta  # RunMeta lives low (bench.meta): the report and compare hold it too
+from bench.results.entry import Entry
 from bench.status import STATUSES
 
 
@@ -44,8 +46,8 @@ class RunDocument:
     """One run: its entries (timed ones in pytest-benchmark's list, the others apart) and its metadata."""
 
     meta: RunMeta = field(default_factory=RunMeta)
-    benchmarks: list[dict] = field(default_factory=list)  # timed entries, pytest-benchmark's format
-    untimed: list[dict] = field(default_factory=list)  # same layout with "stats": None
+    benchmarks: list[Entry] = field(default_factory=list)  # timed entries (pytest-benchmark's list in the file)
+    untimed: list[Entry] = field(default_factory=list)  # the others (attnbench.untimed in the file)
     machine_info: dict = field(default_factory=dict)
     commit_info: dict = field(default_factory=dict)
     datetime: str | None = None
@@ -61,42 +63,35 @@ class RunDocument:
         copied (a full sweep's file is millions of objects: copying them was most of reading it)."""
         keep = (lambda v: v) if owned else copy.deepcopy
         meta = d.get("attnbench") or {}
-        return cls(meta=RunMeta.from_dict(meta), benchmarks=keep(list(d.get("benchmarks") or [])),
-                   untimed=keep(list(meta.get("untimed") or [])),
+        return cls(meta=RunMeta.from_dict(meta),
+                   benchmarks=[Entry.from_dict(keep(e)) for e in d.get("benchmarks") or []],
+                   untimed=[Entry.from_dict(keep(e)) for e in meta.get("untimed") or []],
                    machine_info=keep(d.get("machine_info") or {}),
                    commit_info=keep(d.get("commit_info") or {}), datetime=d.get("datetime"),
                    version=d.get("version"),
                    other={k: keep(v) for k, v in d.items() if k not in _TOP_KEYS})
 
     def to_dict(self) -> dict:
-        return {"machine_info": self.machine_info, "commit_info": self.commit_info, "benchmarks": self.benchmarks,
-                "datetime": self.datetime, "version": self.version,
-                "attnbench": self.meta.to_dict() | {"untimed": self.untimed}} | self.other
+        return {"machine_info": self.machine_info, "commit_info": self.commit_info,
+                "benchmarks": [e.to_dict() for e in self.benchmarks], "datetime": self.datetime,
+                "version": self.version,
+                "attnbench": self.meta.to_dict() | {"untimed": [e.to_dict() for e in self.untimed]}} | self.other
 
-    def entries(self) -> list[dict]:
-        """Every case entry: the timed ones, then the untimed ones."""
+    def entries(self) -> list[Entry]:
+        """Every case: the timed ones, then the untimed ones."""
         return self.benchmarks + self.untimed
 
-    def add(self, entry: dict) -> None:
+    def add(self, entry: Entry) -> None:
         """File an entry where it belongs: timed (it has statistics) or untimed."""
-        (self.benchmarks if entry.get("stats") else self.untimed).append(entry)
+        (self.benchmarks if entry.timed else self.untimed).append(entry)
 
-    def replace_entries(self, entries: list[dict]) -> None:
+    def replace_entries(self, entries: list[Entry]) -> None:
         self.benchmarks, self.untimed = [], []
         for entry in entries:
             self.add(entry)
 
     def case_ids(self) -> list[str]:
-        return [e["extra_info"]["case_id"] for e in self.entries()]
-
-    def records(self) -> list[dict]:
-        """The case records, each with its raw round times (seconds per call) as 'samples'."""
-        out = []
-        for entry in self.entries():
-            rec = dict(entry["extra_info"])
-            rec["samples"] = list((entry.get("stats") or {}).get("data") or [])
-            out.append(rec)
-        return out
+        return [e.case_id for e in self.entries()]
 
     @property
     def environment(self) -> dict:
@@ -121,11 +116,7 @@ def as_run(doc: RunDocument | dict) -> RunDocument:
     return doc if isinstance(doc, RunDocument) else RunDocument.from_dict(doc)
 
 
-def records(doc: RunDocument | dict) -> list[dict]:
-    return as_run(doc).records()
-
-
-def entries(doc: RunDocument | dict) -> list[dict]:
+def entries(doc: RunDocument | dict) -> list[Entry]:
     return as_run(doc).entries()
 
 

@@ -21,6 +21,7 @@ import json
 from pathlib import Path
 
 from bench.results.document import ResultsError, RunDocument, RunMeta, json_safe, validate, validate_entry
+from bench.results.entry import Entry
 
 JOURNAL_SUFFIX = ".journal"
 
@@ -74,7 +75,7 @@ def read_journal(path: str | Path) -> tuple[RunDocument, int]:
             doc = RunDocument.from_dict(value, owned=True)
         elif kind == "case":
             validate_entry(value, f"{path}: line {i + 1}")
-            doc.add(value)
+            doc.add(Entry.from_dict(value))
         elif kind == "end":
             doc.meta = RunMeta.from_dict(value["attnbench"])
             doc.machine_info = value["machine_info"]

@@ -19,11 +19,7 @@ from datetime import datetime, timezone
 
 from bench.measure.environment import fingerprint_diff
 from bench.results.document import ResultsError, RunDocument, as_run
-from bench.results.entry import pooled_entry
-
-
-def _case_id(entry: dict) -> str:
-    return entry["extra_info"]["case_id"]
+from bench.results.entry import Entry, pooled_entry
 
 
 def _check_alike(docs: list[RunDocument], labels: list[str], keys: tuple[str, ...], what: str) -> None:
@@ -43,10 +39,10 @@ def merge_shards(docs: list[RunDocument | dict], labels: list[str]) -> RunDocume
     seen: dict[str, str] = {}
     for doc, label in zip(docs, labels, strict=True):
         for entry in doc.entries():
-            if _case_id(entry) in seen:
-                raise ResultsError(f"{label}: case {_case_id(entry)} is also in {seen[_case_id(entry)]}")
-            seen[_case_id(entry)] = label
-            merged.add(copy.deepcopy(entry))
+            if entry.case_id in seen:
+                raise ResultsError(f"{label}: case {entry.case_id} is also in {seen[entry.case_id]}")
+            seen[entry.case_id] = label
+            merged.add(entry)  # frozen: shared, not copied
     first = docs[0].meta
     merged.meta.complete = all(d.meta.complete for d in docs)
     merged.meta.run_id = f"{first.run_id}-merged{len(docs)}"
@@ -73,30 +69,30 @@ def fold_workers(doc: RunDocument, workers: list[RunDocument], labels: list[str]
             raise ResultsError(f"{label}: its machine fingerprint differs from the run's ({worker.fingerprint} vs "
                                f"{doc.fingerprint}); the devices are not alike")
         for entry in worker.entries():
-            if _case_id(entry) not in have:
-                have.add(_case_id(entry))
+            if entry.case_id not in have:
+                have.add(entry.case_id)
                 doc.add(entry)
     doc.meta.complete = set(case_ids) <= have
     return doc
 
 
-def _pool(entries: list[dict], gemms: list[float | None]) -> dict:
+def _pool(entries: list[Entry], gemms: list[float | None]) -> Entry:
     """One entry from the same case in several passes: rounds pooled, pass boundaries kept."""
-    ok_pairs = [(e, g) for e, g in zip(entries, gemms, strict=True)
-                if e["extra_info"]["status"] == "ok" and (e.get("stats") or {}).get("data")]
-    statuses = [e["extra_info"]["status"] for e in entries]
+    ok_pairs = [(e, g) for e, g in zip(entries, gemms, strict=True) if e.status == "ok" and e.samples]
+    statuses = [str(e.status) for e in entries]
     if len(ok_pairs) != len(entries):
         # flaky across passes: keep a non-ok pass so that the same failure later is not read as ok -> oom
-        out = copy.deepcopy(next(e for e in entries if e["extra_info"]["status"] != "ok"))
+        out = next(e for e in entries if e.status != "ok")
         if len(set(statuses)) > 1:
-            out["extra_info"]["reason"] = f"status differs across baseline passes: {', '.join(statuses)}"
+            why = f"status differs across baseline passes: {', '.join(statuses)}"
+            out = dataclasses.replace(out, record=dataclasses.replace(out.record, reason=why))
         return out
     ok = [e for e, _ in ok_pairs]
-    mems = [e["extra_info"].get("peak_mem_bytes") for e in ok]
+    mems = [e.record.peak_mem_bytes for e in ok]
     peak = max(mems) if all(isinstance(m, (int, float)) for m in mems) else None  # memory noise must not fail later
-    return pooled_entry(copy.deepcopy(ok[0]), [s for e in ok for s in e["stats"]["data"]], peak,
-                        pass_rounds=[len(e["stats"]["data"]) for e in ok],
-                        pass_gemm=[g for _, g in ok_pairs])  # each pass's own in-run control (bench compare)
+    return pooled_entry(ok[0], [s for e in ok for s in e.samples], peak,
+                        pass_rounds=tuple(len(e.samples) for e in ok),
+                        pass_gemm=tuple(g for _, g in ok_pairs))  # each pass's own in-run control (bench compare)
 
 
 def merge_passes(docs: list[RunDocument | dict], labels: list[str] | None = None) -> RunDocument:
@@ -113,13 +109,13 @@ def merge_passes(docs: list[RunDocument | dict], labels: list[str] | None = None
             raise ResultsError(f"{label}: another machine than {labels[0]}: " + "; ".join(diffs).replace(
                 "(baseline)", "(first)").replace("(current)", "(this)"))
     merged = copy.deepcopy(docs[0])
-    by_case: dict[str, list[dict]] = {}
+    by_case: dict[str, list[Entry]] = {}
     gemm_of: dict[str, list[float | None]] = {}
     for doc in docs:
         for entry in doc.entries():
-            by_case.setdefault(_case_id(entry), []).append(entry)
-            gemm_of.setdefault(_case_id(entry), []).append(doc.control_gemm())
-    merged.replace_entries([_pool(entries, gemm_of[cid]) if len(docs) > 1 else copy.deepcopy(entries[0])
+            by_case.setdefault(entry.case_id, []).append(entry)
+            gemm_of.setdefault(entry.case_id, []).append(doc.control_gemm())
+    merged.replace_entries([_pool(entries, gemm_of[cid]) if len(docs) > 1 else entries[0]
                             for cid, entries in by_case.items()])
     gemms = [d.meta.calibration.gemm_flops_per_s for d in docs]
     if len(docs) > 1 and all(g is not None and math.isfinite(g) for g in gemms):

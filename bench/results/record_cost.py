@@ -17,12 +17,12 @@ import time
 from pathlib import Path
 
 from bench.record import RECORD_FIELDS
-from bench.results import ResultsStore, RunDocument, RunMeta, write_atomic
+from bench.results import Entry, ResultsStore, RunDocument, RunMeta, write_atomic
 
 STAT_KEYS = ("min", "max", "mean", "stddev", "median", "iqr", "q1", "q3", "ld15iqr", "hd15iqr", "ops", "total")
 
 
-def entry(i: int, rounds: int = 30) -> dict:
+def entry(i: int, rounds: int = 30) -> Entry:
     """A timed case as the engine files it: pytest-benchmark's entry, our record as extra_info."""
     rng = random.Random(i)
     data = [1e-3 * (1 + rng.uniform(-0.05, 0.05)) for _ in range(rounds)]
@@ -33,10 +33,11 @@ def entry(i: int, rounds: int = 30) -> dict:
     stats = {k: rng.random() * 1e-3 for k in STAT_KEYS} | {"rounds": rounds, "iterations": 1, "outliers": "1;2",
                                                             "iqr_outliers": 1, "stddev_outliers": 2, "data": data}
     name = f"test_attention[{record['case_id']}]"
-    return {"group": "prefill fwd fp32 causal", "name": name, "fullname": f"bench/suite/test_attention.py::{name}",
-            "params": {"case": record["case_id"]}, "param": record["case_id"], "extra_info": record,
+    return Entry.from_dict({
+        "group": "prefill fwd fp32 causal", "name": name, "fullname": f"bench/suite/test_attention.py::{name}",
+        "params": {"case": record["case_id"]}, "param": record["case_id"], "extra_info": record,
             "options": {"disable_gc": False, "timer": "bench.suite.replay.clock", "min_rounds": 5,
-                        "max_time": 1.0, "min_time": 5e-06, "warmup": False}, "stats": stats}
+                        "max_time": 1.0, "min_time": 5e-06, "warmup": False}, "stats": stats})
 
 
 def _median_ms(record_one, first: int, repeats: int) -> float:
@@ -58,7 +59,7 @@ def cost(n: int, folder: Path, repeats: int = 5) -> tuple[float, float]:
     old.replace_entries(done)
     old_path = folder / f"before-{n}.json"
 
-    def rewrite(e: dict) -> None:
+    def rewrite(e: Entry) -> None:
         old.add(e)
         write_atomic(old_path, old)
 

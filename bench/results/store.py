@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.results.document import RunDocument, RunMeta
+from bench.results.entry import Entry
 from bench.results.file import read_run, write_atomic
 from bench.results.journal import header, journal_path, line, read_journal
 
@@ -50,14 +51,14 @@ class ResultsStore:
         doc.meta.complete = False
         return store
 
-    def _start_journal(self, entries: list[dict]) -> None:
+    def _start_journal(self, entries: list[Entry]) -> None:
         """Header (and any cases already done) to a temporary file, renamed into place: all or nothing."""
         journal = journal_path(self.path)
         tmp = journal.with_name(f".{journal.name}.tmp")
         with open(tmp, "wb") as f:
             f.write(line({"run": header(self.doc)}))
             for entry in entries:
-                f.write(line({"case": entry}))
+                f.write(line({"case": entry.to_dict()}))
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, journal)
@@ -69,9 +70,9 @@ class ResultsStore:
             self._journal.flush()
             os.fsync(self._journal.fileno())
 
-    def add(self, entry: dict[str, Any]) -> None:
+    def add(self, entry: Entry) -> None:
         self.doc.add(entry)
-        self._append({"case": entry})
+        self._append({"case": entry.to_dict()})
 
     def finish(self, complete: bool) -> None:
         """Write the results file from the journal's content; a complete run needs its journal no more."""

@@ -90,8 +90,9 @@ def pytest_benchmark_update_json(config: pytest.Config, benchmarks: list, output
     session = config.stash.get(SESSION_KEY, None)
     if session and session.store is not None:
         doc = session.store.doc
-        output_json["benchmarks"] = doc.benchmarks
-        output_json["attnbench"] = doc.meta.to_dict() | {"untimed": doc.untimed}
+        data = doc.to_dict()
+        output_json["benchmarks"] = data["benchmarks"]
+        output_json["attnbench"] = data["attnbench"]
 
 
 def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config):
@@ -140,17 +141,18 @@ def measure(attn: Session, case_id: str, benchmark: Any) -> None:
     from bench.results.entry import stats_of
     from bench.status import EXIT_1
 
-    record, entry = attn.measure_or_skip(attn.by_id[case_id])
-    benchmark.group = entry["group"]
-    benchmark.extra_info.update(record)
-    if entry["stats"]:
+    entry = attn.measure_or_skip(attn.by_id[case_id])
+    record = entry.record
+    benchmark.group = entry.group
+    benchmark.extra_info.update(record.to_dict())
+    if entry.timed:
         # pytest-benchmark has no public way to hand it measured rounds: this is the one private call (_add_stats,
         # the fixture's link to its session's list), with the rounds in its own Metadata and Stats
-        meta = Metadata(benchmark, iterations=1, options=entry["options"])
-        meta.stats = stats_of(entry["stats"]["data"])
+        meta = Metadata(benchmark, iterations=1, options=dict(entry.options))
+        meta.stats = stats_of(entry.samples)
         benchmark._add_stats(meta)
         benchmark.stats = meta
-    if record["status"] in EXIT_1:
-        pytest.fail(f"{case_id}: {record['status']}: {record['reason']}", pytrace=False)
-    if record["status"] != "ok":  # unsupported, oom, skipped: not a failure of the code
-        pytest.skip(f"{record['status']}: {record['reason']}")
+    if record.status in EXIT_1:
+        pytest.fail(f"{case_id}: {record.status}: {record.reason}", pytrace=False)
+    if record.status != "ok":  # unsupported, oom, skipped: not a failure of the code
+        pytest.skip(f"{record.status}: {record.reason}")

@@ -10,6 +10,7 @@ sides become two ordinary run documents for bench.regress.compare.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import random
 import signal
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.meta import Calibration
+from bench.record import Record
 from bench.regress.ab import git
 from bench.regress.ab.auto import AutoBlocks, more, to_extend
 from bench.regress.ab.git import AbError
@@ -31,7 +33,7 @@ from bench.regress.ab.side import Side, running_attnbench
 from bench.regress.blocks import MIN_BLOCKS, BlockStats, block_stats
 from bench.regress.noise import Rule
 from bench.results import RunDocument, RunMeta
-from bench.results.entry import case_entry, median_of, pooled_entry
+from bench.results.entry import Entry, Slice, case_entry, median_of, pooled_entry, unknown_fields
 
 # A slice shorter than this holds a handful of rounds of a millisecond kernel, and each block's ratio then scatters
 # with whatever the host did in those few milliseconds; a slice also costs its checks and warm-up (about 0.3 s
@@ -57,12 +59,15 @@ class Slices:
         return bool(self.records) and self.records[0].get("status") != "ok"
 
 
-def pooled(slices: Slices, rounds: list[float] | None = None) -> dict:
+def pooled(slices: Slices, rounds: list[float] | None = None) -> Entry:
     """One results entry from a side's slices of a case: the judged rounds (bench.regress.ab.rounds; default: all
-    rounds pooled) as its statistics, the raw slices kept in the record as ab_slices ({"block", "rounds"} each)."""
-    record = dict(slices.records[0])
-    record["ab_slices"] = [{"block": k, "rounds": r} for k, r in zip(slices.blocks, slices.samples, strict=True)]
-    entry = case_entry(record, name=f"ab[{record['case_id']}]", group=None)
+    rounds pooled) as its statistics, the raw slices kept as its ab_slices. The side's record is the first slice's
+    (another revision's fields this one does not know are kept as they came)."""
+    first = slices.records[0]
+    record = Record.from_dict(first)
+    ab = tuple(Slice(k, tuple(r)) for k, r in zip(slices.blocks, slices.samples, strict=True))
+    entry = dataclasses.replace(case_entry(record, name=f"ab[{record.case_id}]", group=None, ab_slices=ab),
+                                unknown=unknown_fields(first))
     if slices.failed or not any(slices.samples):
         return entry
     rounds = rounds if rounds is not None else [s for part in slices.samples for s in part]
@@ -232,7 +237,7 @@ def case_stats(got: dict[str, Slices], rule: Rule) -> BlockStats | None:
     return block_stats(ratios, rule) if ratios else None
 
 
-def _entries(got: dict[str, Slices]) -> dict[str, dict]:
+def _entries(got: dict[str, Slices]) -> dict[str, Entry]:
     """Each side's results entry of a case: its judged rounds pooled (bench.regress.ab.rounds)."""
     judged: dict[str, list[float] | None] = {"A": None, "B": None}
     if _timed(got):

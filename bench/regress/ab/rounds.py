@@ -70,7 +70,3 @@ def _block_means(fastest: list[tuple[int, float]]) -> dict[int, float]:
         by_block.setdefault(block, []).append(value)
     return {k: statistics.fmean(v) for k, v in by_block.items()}
 
-
-def slices_of(record: dict) -> list[tuple[int, list[float]]]:
-    """(block, raw rounds) of each slice a side's record keeps (`ab_slices`, bench.regress.ab.engine.pooled)."""
-    return [(int(s["block"]), [float(x) for x in s["rounds"]]) for s in record.get("ab_slices") or []]

@@ -2,7 +2,7 @@
 kept as a guard where there are enough cases.
 
 compare_runs matches the two sides' cases and judges what needs no timing statistics (status changes, peak memory);
-each case timed on both sides is then judged by its blocks' B/A ratios, read from the records' `ab_slices`.
+each case timed on both sides is then judged by its blocks' B/A ratios, read from the entries' `ab_slices`.
 The guard (rule.min_cases cases or more): the blocks of one case share its two worker processes, so a state of a
 process that lasts the whole A/B (memory layout, a case that runs in a slow mode in one process) moves every block
 alike and looks certain. The other cases measure how far cases move that way: a case the blocks call regressed or
@@ -16,18 +16,23 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from bench.regress.ab.rounds import block_ratios, slices_of
+from bench.regress.ab.rounds import block_ratios
 from bench.regress.blocks import BlockStats, block_stats, describe
 from bench.regress.compare import compare_runs
 from bench.regress.noise import NoiseModel, Rule, noise_model
 from bench.regress.verdicts import VERDICTS, CaseVerdict, Comparison
-from bench.results import RunDocument
+from bench.results import Entry, RunDocument
 
 
-def case_blocks(base: dict, cur: dict, rule: Rule) -> BlockStats | None:
-    """The block statistics of one case from both sides' records, or None when they hold no common block."""
-    ratios = block_ratios(slices_of(base), slices_of(cur))
+def case_blocks(base: Entry, cur: Entry, rule: Rule) -> BlockStats | None:
+    """The block statistics of one case from both sides' entries, or None when they hold no common block."""
+    ratios = block_ratios(_slices(base), _slices(cur))
     return block_stats(ratios, rule) if ratios else None
+
+
+def _slices(entry: Entry) -> list[tuple[int, list[float]]]:
+    """(block, raw rounds) of each slice a side's entry keeps (bench.regress.ab.engine.pooled)."""
+    return [(s.block, list(s.rounds)) for s in entry.ab_slices]
 
 
 def _stands(stats: BlockStats, noise: NoiseModel, rule: Rule) -> bool:
@@ -65,8 +70,8 @@ def _timed(v: CaseVerdict, stats: BlockStats, noise: NoiseModel, rule: Rule) -> 
 def judge(base: RunDocument, current: RunDocument, rule: Rule) -> Comparison:
     """Both sides of an A/B (bench.regress.ab.engine's documents, or the files `bench ab --save` wrote) -> verdicts."""
     cmp = compare_runs(base, current, rule, control=False)
-    bcases = {r["case_id"]: r for r in base.records()}
-    ccases = {r["case_id"]: r for r in current.records()}
+    bcases = {e.case_id: e for e in base.entries()}
+    ccases = {e.case_id: e for e in current.entries()}
     stats: dict[str, BlockStats] = {}
     for v in cmp.cases:
         if v.base_status == v.cur_status == "ok":

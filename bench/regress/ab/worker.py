@@ -9,7 +9,8 @@ nothing of attnbench at module level and relies only on this interface of the re
                                                  themselves, and name it budget_s: RENAMED)
   bench.measure.calibrate.calibrate(device)   -> a Calibration (older revisions: {"gemm_flops_per_s", ...})
   bench.measure.environment.fingerprint(device), .git_commit()
-  bench.engine.session.Session(plan, case_budget_s=..., say=...) .open(calibration=...) .measure(case) -> record, entry
+  bench.engine.session.Session(plan, case_budget_s=..., say=...) .open(calibration=...) .measure(case) -> an Entry
+                                                 (.record, .samples; older revisions: (record, entry dict))
   or, in revisions before the session, bench.engine.runner.Runner(calibration, case_budget_s=...).run(case) -> .record,
   .samples (seconds per call)
 (revisions before the engine package kept plan and Runner in bench.suite.options and bench.suite.runner: WHERE)
@@ -189,8 +190,11 @@ def _retimer(engine, device: str, case_budget_s: float):
 
 
 def _from_session(session, case) -> tuple[dict, list[float]]:
-    record, entry = session.measure(case)
-    return dict(record), list((entry.get("stats") or {}).get("data") or [])  # a Record, or an older revision's dict
+    result = session.measure(case)
+    if not isinstance(result, tuple):  # an Entry
+        return result.record.to_dict(), list(result.samples)
+    record, entry = result  # revisions before 2026-12-04: (record, the entry's dict)
+    return dict(record), list((entry.get("stats") or {}).get("data") or [])
 
 
 def pin(cpus: str | None) -> None:

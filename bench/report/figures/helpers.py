@@ -19,7 +19,6 @@ from bench.record import LATER_SHAPE_KEYS
 from bench.report import frames
 from bench.report.figures.axes import SEQ_LABEL, seq_axis
 from bench.report.figures.layout import PANEL, fit_legend, grid
-from bench.report.load import SHAPE_DEFAULTS
 from bench.report.style import (
     STATUS_MARKERS,
     VARIANT_ORDER,
@@ -28,6 +27,7 @@ from bench.report.style import (
     backend_sort_key,
     variant_label,
 )
+from bench.shapes import SHAPE_DEFAULTS
 from bench.status import LABELS, NOT_OK
 
 # Axes a figure does not plot are held at their most common value (the figure says which).
