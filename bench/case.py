@@ -15,6 +15,9 @@ from bench.shapes import CLASSIC_FIELDS, AttentionShape
 KindName = Literal["serving", "layer", "sparse", "mla", "dense"]  # bench.kinds holds each kind's code under its name
 # the sizes a shape family varies over: cases that differ in these alone are one family
 SIZE_FIELDS: tuple[str, ...] = ("batch", "n_heads", "n_kv_heads", "seq_q", "seq_kv", "head_dim")
+# The record columns a report's tables and figures name a family by: family_key's coarse part, for rows already
+# narrowed to one kind (dense attention alone, one scope); family_label spells it.
+FAMILY_FIELDS: tuple[str, ...] = ("phase", "variant", "dtype", "mask", "pass")
 
 
 def shape_kind(shape: AttentionShape) -> KindName:
@@ -67,3 +70,8 @@ def family_key(case: Case) -> tuple:
     s = case.shape
     rest = tuple((f.name, getattr(s, f.name)) for f in dataclasses.fields(s) if f.name not in SIZE_FIELDS)
     return (case.backend, s.variant, case.phase, case.pass_, case.device, *rest)
+
+
+def family_label(phase: str, variant: str, dtype: str, mask: str, pass_: str) -> str:
+    """A family's name in a report, its FAMILY_FIELDS in order: prefill · GQA · bf16 · causal · fwd."""
+    return f"{phase} · {variant.upper()} · {dtype} · {mask} · {pass_}"

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from bench.case import FAMILY_FIELDS, family_label
 from bench.errors import InputError
 from bench.measure.environment import fingerprint_diff
 from bench.record import Record
@@ -26,7 +27,6 @@ from bench.results import RunDocument, read_run
 from bench.results.merge import merge_passes
 
 SHA = re.compile(r"^[0-9a-f]{7,40}$")
-FAMILY_KEYS = ("phase", "variant", "dtype", "mask", "pass")
 
 
 class HistoryError(InputError):
@@ -72,10 +72,10 @@ class History:
     notes: tuple[str, ...]
 
 
-def family(record: dict) -> str:
-    """phase · VARIANT · dtype · mask · pass (plus scope and model when set): cases drawn in one figure."""
-    text = " · ".join(str(record.get(k)).upper() if k == "variant" else str(record.get(k)) for k in FAMILY_KEYS)
-    extra = [str(record[k]) for k in ("scope", "model") if record.get(k) not in (None, "attention")]
+def family(record: Record) -> str:
+    """The report's family label (bench.case.family_label), plus scope and model when set: one figure's cases."""
+    text = family_label(*(str(record[k]) for k in FAMILY_FIELDS))
+    extra = [str(record[k]) for k in ("scope", "model") if record[k] not in (None, "attention")]
     return " · ".join([text, *extra])
 
 

@@ -11,12 +11,13 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
+from bench.case import FAMILY_FIELDS
 from bench.record import SHAPE_KEYS as RECORD_SHAPE_KEYS
 
 # Everything that makes two cases the same shape except the backend: bench.record owns the list (shape fields
 # included, so a new axis keeps its cases apart here without an edit).
 SHAPE_KEYS: list[str] = list(RECORD_SHAPE_KEYS)
-FAMILY_KEYS: list[str] = ["phase", "variant", "dtype", "mask", "pass"]
+FAMILY_KEYS: list[str] = list(FAMILY_FIELDS)  # bench.case owns the family (family_key, FAMILY_FIELDS)
 
 
 def shape_keys_but(*varied: str) -> list[str]:
@@ -82,10 +83,6 @@ def fit_exponent(x: pd.Series | np.ndarray, y: pd.Series | np.ndarray) -> float 
 def geomean(values: Iterable[float | None]) -> float | None:
     values = [v for v in values if v is not None and v > 0 and math.isfinite(v)]
     return float(np.exp(np.mean(np.log(values)))) if values else None
-
-
-def family_label(phase: str, variant: str, dtype: str, mask: str, pass_: str) -> str:
-    return f"{phase} · {variant.upper()} · {dtype} · {mask} · {pass_}"
 
 
 def shape_label(row: pd.Series | dict) -> str:

@@ -10,11 +10,12 @@ from collections import Counter
 
 import pandas as pd
 
+from bench.case import FAMILY_FIELDS
 from bench.measure.spec_sheets import spec_sheet
 from bench.meta import Calibration
 from bench.report.units import fmt_bandwidth, fmt_flops
 
-FAMILY = ["device", "phase", "variant", "mask", "pass", "dtype"]
+FAMILY = ["device", *FAMILY_FIELDS]  # per device, then the report's family (bench.case)
 
 
 def _kernel_rows(df: pd.DataFrame) -> pd.DataFrame:
@@ -46,7 +47,7 @@ def sdpa_choices(df: pd.DataFrame) -> list[list[str]]:
     varied = ok.groupby(["device", "backend"])["sdpa_kernel"].transform("nunique") > 1
     rows = []
     for key, group in ok[varied].groupby(["backend", *FAMILY], sort=True, dropna=False):
-        backend, device, phase, variant, mask, pass_, dtype = key
+        backend, device, phase, variant, dtype, mask, pass_ = key
         picked = Counter(group["sdpa_kernel"])
         kernels = ", ".join(f"{k} ×{n}" for k, n in picked.most_common())
         rows.append([str(device), str(backend), f"{phase} · {variant} · {mask} · {pass_}", str(dtype), kernels,

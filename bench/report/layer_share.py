@@ -25,8 +25,8 @@ from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE, NO_FACTS, NOT_MEASU
 # thing this analysis varies), so cases that differ in any other field, one added later included, stay apart.
 VARIED = ("scope",)
 SHARE_KEYS = ["backend", *shape_keys_but(*VARIED)]
-# A family: one geometry measured over lengths (seq_q = seq_kv = seq in prefill), by one or more backends.
-FAMILY_KEYS = [k for k in SHARE_KEYS if k not in ("backend", "seq_q", "seq_kv")]
+# A geometry: one shape measured over lengths (seq_q = seq_kv = seq in prefill), by one or more backends.
+GEOMETRY_KEYS = [k for k in SHARE_KEYS if k not in ("backend", "seq_q", "seq_kv")]
 INT_KEYS = (*INT_COLUMNS, "seq")
 RISING = 0.2  # attention's time over the rest's, fitted as ∝ S^k: k above this is a share still on its way up
 COMMAND = spec("layer").command
@@ -109,11 +109,11 @@ def attention_dominates(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
         return _result(NOT_MEASURED, "layer-scope cases ran, but none is ok beside an ok attention-alone case of the "
                                      f"same shape and backend (run `{COMMAND}`)")
     shares["model_key"] = shares["model"].fillna("")  # groupby drops None keys
-    families = shares.groupby([k if k != "model" else "model_key" for k in FAMILY_KEYS], sort=True, dropna=False)
+    families = shares.groupby([k if k != "model" else "model_key" for k in GEOMETRY_KEYS], sort=True, dropna=False)
     detail, parts, verdicts, short, open_, undecided = [], [], [], [], [], []
     for _, fam in families:
         first = fam.iloc[0]
-        key = {k: _plain(k, first[k]) for k in FAMILY_KEYS if k != "model"}  # the frame made ints of None floats
+        key = {k: _plain(k, first[k]) for k in GEOMETRY_KEYS if k != "model"}  # the frame made ints of None floats
         key = {"model": first["model_key"] or None, **key}
         per_seq = []
         for seq, at in fam.groupby("seq", sort=True):

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from bench.report.frames import FAMILY_KEYS, SHAPE_KEYS, attention_rows, dense_rows, family_label, geomean, ok_rows
+from bench.case import family_label
+from bench.report.frames import FAMILY_KEYS, SHAPE_KEYS, attention_rows, dense_rows, geomean, ok_rows
 from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE
 
 

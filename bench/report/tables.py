@@ -8,12 +8,12 @@ import math
 
 import pandas as pd
 
+from bench.case import family_label
 from bench.report.frames import (
     FAMILY_KEYS,
     SHAPE_KEYS,
     attention_rows,
     dense_rows,
-    family_label,
     geomean,
     ok_rows,
     shape_label,
