@@ -240,8 +240,8 @@ def _decode_picks(c: Case) -> bool:
 
 
 def _decode_least(cases: list[Case], ctx: Context) -> list[Case]:
-    """For one geometry (Hq, D, batch, queries per step) of a native dtype: MHA, GQA and MQA each at >= 3 KV
-    lengths, for the textbook and the fused backend."""
+    """For one geometry (Hq, D, batch, queries per step) of a native dtype: MHA, GQA and MQA each at
+    >= MIN_KV_LENGTHS KV lengths, for the textbook and the fused backend."""
     groups: dict[tuple, list[Case]] = defaultdict(list)
     for c in cases:
         s = c.shape
