@@ -17,6 +17,8 @@ _PUBLIC = {
     "Unsupported": "bench.backends.base",
     "backend": "bench.backends.outside",
     "AttentionShape": "bench.shapes",
+    "MlaDims": "bench.shapes",
+    "ServingBatch": "bench.shapes",
     "Mask": "bench.masks",
     "Score": "bench.scores",
     "Sparsity": "bench.sparsity",
@@ -24,8 +26,8 @@ _PUBLIC = {
     "ShapeError": "bench.shapes",
 }
 
-__all__ = ["BACKENDS", "AttentionShape", "KeepSet", "Mask", "Score", "ShapeError", "Sparsity", "Unsupported",
-           "attention", "backend", "get_backend"]
+__all__ = ["BACKENDS", "AttentionShape", "KeepSet", "Mask", "MlaDims", "Score", "ServingBatch", "ShapeError",
+           "Sparsity", "Unsupported", "attention", "backend", "get_backend"]
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
@@ -35,7 +37,7 @@ if TYPE_CHECKING:
     from bench.keepset import KeepSet
     from bench.masks import Mask
     from bench.scores import Score
-    from bench.shapes import AttentionShape, ShapeError
+    from bench.shapes import AttentionShape, MlaDims, ServingBatch, ShapeError
     from bench.sparsity import Sparsity
 
 

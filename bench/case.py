@@ -6,11 +6,10 @@ record, the engine, the report. bench.engine.sweeps re-exports it.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
-from bench.shapes import CLASSIC_FIELDS, AttentionShape
+from bench.shapes import LATER_FIELDS, SHAPE_DEFAULTS, AttentionShape, shape_fields, shape_from_fields
 
 KindName = Literal["serving", "layer", "sparse", "mla", "dense"]  # bench.kinds holds each kind's code under its name
 # the sizes a shape family varies over: cases that differ in these alone are one family
@@ -23,13 +22,13 @@ FAMILY_FIELDS: tuple[str, ...] = ("phase", "variant", "dtype", "mask", "pass")
 def shape_kind(shape: AttentionShape) -> KindName:
     """The one rule for which kind of case a shape is: a serving batch (ragged lengths or a paged cache), a whole
     layer, sparse attention (a keep-set beside the mask, dense or MLA inputs), MLA, else dense attention."""
-    if shape.lengths is not None or shape.page_size is not None:
+    if shape.serving is not None:
         return "serving"
     if shape.scope == "layer":
         return "layer"
-    if shape.sparsity != "none":
+    if shape.sparsity.sparse:
         return "sparse"
-    if shape.mla_form is not None:
+    if shape.mla is not None:
         return "mla"
     return "dense"
 
@@ -45,10 +44,10 @@ class Case:
     @property
     def id(self) -> str:
         s = self.shape
-        extra = "".join(f"-{f.name}={getattr(s, f.name)}" for f in dataclasses.fields(s)
-                        if f.name not in CLASSIC_FIELDS and getattr(s, f.name) != f.default)
+        cols = shape_fields(s)
+        extra = "".join(f"-{name}={cols[name]}" for name in LATER_FIELDS if cols[name] != SHAPE_DEFAULTS[name])
         return (f"{self.backend}/{s.variant}/b{s.batch}-hq{s.n_heads}-hkv{s.n_kv_heads}-q{s.seq_q}-kv{s.seq_kv}"
-                f"-d{s.head_dim}{extra}/{s.dtype}/{s.mask_label}/{self.phase}/{self.pass_}/{self.device}")
+                f"-d{s.head_dim}{extra}/{s.dtype}/{s.mask.label}/{self.phase}/{self.pass_}/{self.device}")
 
     @property
     def kind(self) -> KindName:
@@ -56,20 +55,20 @@ class Case:
 
     def to_dict(self) -> dict[str, object]:
         """The plain form a worker process is sent (bench.engine.worker)."""
-        return {"backend": self.backend, "shape": dataclasses.asdict(self.shape), "phase": self.phase,
+        return {"backend": self.backend, "shape": shape_fields(self.shape), "phase": self.phase,
                 "pass_": self.pass_, "device": self.device}
 
     @classmethod
     def from_dict(cls, d: dict) -> Case:
-        return cls(d["backend"], AttentionShape(**d["shape"]), d["phase"], d["pass_"], d["device"])
+        return cls(d["backend"], shape_from_fields(d["shape"]), d["phase"], d["pass_"], d["device"])
 
 
 def family_key(case: Case) -> tuple:
     """A case's shape family: its backend, variant, phase, pass, device and every shape field but its sizes
     (SIZE_FIELDS). Cases with equal keys differ in batch, heads, lengths or head dim alone."""
-    s = case.shape
-    rest = tuple((f.name, getattr(s, f.name)) for f in dataclasses.fields(s) if f.name not in SIZE_FIELDS)
-    return (case.backend, s.variant, case.phase, case.pass_, case.device, *rest)
+    cols = shape_fields(case.shape)
+    rest = tuple((name, value) for name, value in cols.items() if name not in SIZE_FIELDS and name != "variant")
+    return (case.backend, case.shape.variant, case.phase, case.pass_, case.device, *rest)
 
 
 def family_label(phase: str, variant: str, dtype: str, mask: str, pass_: str) -> str:

@@ -11,8 +11,8 @@ the boolean matrix (`Mask.visible`), flex's mask_mod and the serving layouts' ma
 
 A new mask variant is a field here (its term in `allows`, `pairs`, `shorter`, `kind`, `label`/`parse`, and its name
 in MASK_VARIANTS when backends opt in to it), plus the backends that run it: naive, flex (its mask_mod is `allows`),
-SDPA (a boolean mask) and the float64 reference build it from `allows` already, and a shape holds a later kind's
-label whole in its `mask` field (bench.shapes). Nothing here imports torch at module level.
+SDPA (a boolean mask) and the float64 reference build it from `allows` already, and a shape holds the Mask whole
+(bench.shapes; a record's `mask` column is its label). Nothing here imports torch at module level.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ class Mask:
 
     @property
     def kind(self) -> str:
-        """none / causal / window / chunk: the one kind of a single-term mask (AttentionShape's `mask` field)."""
+        """none / causal / window / chunk: the one kind of a single-term mask."""
         return "chunk" if self.chunk is not None else "window" if self.window is not None else \
             "causal" if self.causal else "none"
 

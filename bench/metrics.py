@@ -37,7 +37,7 @@ def attention_flops(shape: AttentionShape, pass_: str = "fwd") -> int:
 
 def useful_pairs(shape: AttentionShape) -> int:
     """The (query, key) pairs per sequence and head that count: the mask's, and of those the sparsity's kept ones."""
-    return kept_pairs(shape.sparsity_value, shape.mask_value, shape.seq_q, shape.seq_kv)
+    return kept_pairs(shape.sparsity, shape.mask, shape.seq_q, shape.seq_kv)
 
 
 def _per_pair(shape: AttentionShape) -> int:
@@ -47,7 +47,7 @@ def _per_pair(shape: AttentionShape) -> int:
 def executed_flops(shape: AttentionShape, pass_: str, executes: str | None) -> int | None:
     """FLOPs one call of a kernel that `executes` so (bench.sparse_pairs) computes: its pairs at the useful rule's
     cost per pair, the backward 2.5x the forward, plus a topk case's indexer (forward only); None when unknown."""
-    pairs = executed_pairs(shape.sparsity_value, shape.mask_value, shape.seq_q, shape.seq_kv, executes)
+    pairs = executed_pairs(shape.sparsity, shape.mask, shape.seq_q, shape.seq_kv, executes)
     if pairs is None:
         return None
     return _with_backward(_per_pair(shape) * pairs, pass_) + indexer_flops(shape)
@@ -55,21 +55,21 @@ def executed_flops(shape: AttentionShape, pass_: str, executes: str | None) -> i
 
 def indexer_dims(shape: AttentionShape) -> tuple[int, int]:
     """A topk case's indexer (heads, head dim): bench.sparsity.Sparsity.indexer_dims."""
-    return shape.sparsity_value.indexer_dims(shape.n_heads, shape.head_dim)
+    return shape.sparsity.indexer_dims(shape.n_heads, shape.head_dim)
 
 
 def indexer_flops(shape: AttentionShape) -> int:
     """A topk case's indexer (bench.indexer): 2 * B * H * D per pair it scores, every pair the mask leaves (its ReLU,
     weights and top-K are elementwise and not counted); 0 for any other case."""
-    if shape.sparsity_value.kind != "topk":
+    if shape.sparsity.kind != "topk":
         return 0
     heads, dim = indexer_dims(shape)
-    return 2 * shape.batch * heads * dim * shape.mask_value.pairs(shape.seq_q, shape.seq_kv)
+    return 2 * shape.batch * heads * dim * shape.mask.pairs(shape.seq_q, shape.seq_kv)
 
 
 def indexer_bytes(shape: AttentionShape) -> int:
     """A topk case's indexer inputs read once (index queries and weights at H heads, one index key per token)."""
-    if shape.sparsity_value.kind != "topk":
+    if shape.sparsity.kind != "topk":
         return 0
     heads, dim = indexer_dims(shape)
     return shape.batch * (heads * shape.seq_q * (dim + 1) + shape.seq_kv * dim) * ELEMENT_BYTES[shape.dtype]
@@ -80,9 +80,9 @@ def attention_bytes(shape: AttentionShape) -> int:
     part of its K, the latent cache, read once; under a sparsity only the keys some query keeps)."""
     s = shape
     e = ELEMENT_BYTES[s.dtype]
-    keys = s.seq_kv if s.sparsity == "none" else kept_keys(s.sparsity_value, s.mask_value, s.seq_q, s.seq_kv)
+    keys = s.seq_kv if not s.sparsity.sparse else kept_keys(s.sparsity, s.mask, s.seq_q, s.seq_kv)
     q_and_o = s.batch * s.n_heads * s.seq_q * (s.qk_dim + s.value_dim)
-    k_and_v = s.batch * s.n_kv_heads * keys * (s.qk_dim + (0 if s.mla_form == "absorbed" else s.value_dim))
+    k_and_v = s.batch * s.n_kv_heads * keys * (s.qk_dim + (0 if s.absorbed else s.value_dim))
     return (q_and_o + k_and_v) * e
 
 
@@ -122,7 +122,7 @@ def model_mem_bytes(shape: AttentionShape, memory: str, pass_: str = "fwd") -> i
         expanded = s.batch * s.n_heads * s.seq_kv * (s.qk_dim + s.value_dim) * e if s.n_kv_heads != s.n_heads else 0
         return 2 * score_matrix_bytes(s) + (2 * s.seq_q * s.seq_kv if s.causal else 0) + expanded
     out = s.batch * s.n_heads * s.seq_q * s.value_dim * e
-    explicit = s.mask not in ("none", "causal") or (s.causal and 1 < s.seq_q < s.seq_kv)
+    explicit = s.mask.kind not in ("none", "causal") or (s.causal and 1 < s.seq_q < s.seq_kv)
     explicit_mask = s.seq_q * s.seq_kv if explicit else 0
     return out + s.batch * s.n_heads * s.seq_q * 4 + explicit_mask
 

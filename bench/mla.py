@@ -43,7 +43,7 @@ class MlaInputs:
 
 
 def _need_mla(shape: AttentionShape) -> None:
-    if shape.mla_form is None:
+    if shape.mla is None:
         raise ValueError(f"{shape} is not an MLA shape (mla_form is unset)")
 
 
@@ -52,7 +52,7 @@ def make_mla_inputs(shape: AttentionShape, device: torch.device | str = "cpu", s
     _need_mla(shape)
     gen = torch.Generator(device=device).manual_seed(seed)
     B, H, Sq, Skv = shape.batch, shape.n_heads, shape.seq_q, shape.seq_kv
-    rank, rope, v = shape.kv_lora_rank, shape.rope_dim, shape.v_head_dim
+    rank, rope, v = shape.mla.kv_lora_rank, shape.mla.rope_dim, shape.mla.v_head_dim
     nope = shape.head_dim - rope  # type: ignore[operator]
 
     def normal(*size: int, scale: float = 1.0) -> torch.Tensor:
@@ -71,7 +71,7 @@ def call_tensors(shape: AttentionShape, x: MlaInputs, dtype: torch.dtype | None 
     absorbed: q (B, Hq, Sq, rank + rope), k (B, 1, Skv, rank + rope), v = k[..., :rank] (a view: one cache)."""
     _need_mla(shape)
     dtype = dtype or shape.torch_dtype
-    form = form or shape.mla_form
+    form = form or shape.mla.form  # type: ignore[union-attr]
     work = torch.float64 if dtype == torch.float64 else torch.float32
     c, k_rope, q_nope, q_rope, w_uk, w_uv = (t.to(work) for t in (x.c, x.k_rope, x.q_nope, x.q_rope, x.w_uk, x.w_uv))
     H = q_nope.shape[1]
@@ -93,7 +93,7 @@ def call_tensors(shape: AttentionShape, x: MlaInputs, dtype: torch.dtype | None 
 def finish(shape: AttentionShape, out: torch.Tensor, x: MlaInputs, form: str | None = None) -> torch.Tensor:
     """The call's output as the layer's (B, Hq, Sq, v_head_dim): absorbed outputs go through W_UV (in float32, or
     float64 for a float64 output, then back to the output's dtype, as the model's projection would)."""
-    if (form or shape.mla_form) == "expanded":
+    if (form or shape.mla.form) == "expanded":  # type: ignore[union-attr]
         return out
     work = torch.float64 if out.dtype == torch.float64 else torch.float32
     return torch.einsum("bhqr,hvr->bhqv", out.to(work), x.w_uv.to(out.device, work)).to(out.dtype)
@@ -105,7 +105,7 @@ def reference_mla(shape: AttentionShape, x: MlaInputs, sparse: KeepSet | None = 
     cpu = MlaInputs(*(t.detach().to("cpu", torch.float64) for t in (x.c, x.k_rope, x.q_nope, x.q_rope, x.w_uk,
                                                                      x.w_uv)))
     q, k, v = call_tensors(shape, cpu, torch.float64, form="expanded")
-    return reference_attention(q, k, v, mask=shape.mask_value, sparse=sparse)
+    return reference_attention(q, k, v, mask=shape.mask, sparse=sparse)
 
 
 def check_mla(backend: str, shape: AttentionShape, device: torch.device | str = "cpu", seed: int = 0,
@@ -115,7 +115,7 @@ def check_mla(backend: str, shape: AttentionShape, device: torch.device | str = 
     x = make_mla_inputs(shape, device, seed)
     q, k, v = call_tensors(shape, x)
     with torch.no_grad():
-        out = attention(q, k, v, backend=backend, mask=shape.mask_value)
+        out = attention(q, k, v, backend=backend, mask=shape.mask)
     if tuple(out.shape) != shape.out_shape:
         return Check(False, float("inf"), *TOLERANCES[q.dtype])
     return compare_to_reference(finish(shape, out, x), reference_mla(shape, x) if ref is None else ref)

@@ -78,7 +78,7 @@ def _attention64(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Mask, 
 def case_variants(shape: AttentionShape, device: torch.device | str = "cpu") -> tuple[Mask, Score]:
     """A swept case's mask and score values, as `attention` and the reference take them: the score's sink logits
     seeded (bench.scores.sink_logits), so the check and every backend see the same ones."""
-    return shape.mask_value, shape.score_value.with_logits(shape.n_heads, device)
+    return shape.mask, shape.score.with_logits(shape.n_heads, device)
 
 
 def make_inputs(shape: AttentionShape, device: torch.device | str = "cpu", seed: int = 0,
@@ -212,12 +212,12 @@ def check_layer_gradients(layer: torch.nn.Module, shape: AttentionShape, device:
     d x and d W for every weight, each relative to its largest reference value."""
     x = make_layer_input(shape, device, seed, requires_grad=True)
     params = dict(layer.named_parameters())
-    out = layer(x, causal=shape.causal, window=shape.window)
+    out = layer(x, causal=shape.causal, window=shape.mask.window)
     grad_out = torch.randn(out.shape, generator=torch.Generator().manual_seed(seed + 1), dtype=torch.float64)
     grads = torch.autograd.grad(out, (x, *params.values()), grad_out.to(device, out.dtype))
     x64 = x.detach().to("cpu", torch.float64).requires_grad_()
     params64 = {name: p.requires_grad_() for name, p in _layer_params64(layer).items()}
-    ref_out = _layer64(layer, x64, params64, shape.causal, shape.window)
+    ref_out = _layer64(layer, x64, params64, shape.causal, shape.mask.window)
     refs = torch.autograd.grad(ref_out, (x64, *params64.values()), grad_out)
     tol = LAYER_GRAD_TOLERANCES[x.dtype]
     worst = 0.0

@@ -19,6 +19,7 @@ from bench.engine.questions import LENGTH_SPAN, MIN_LENGTHS, Context
 from bench.measure.spec_sheets import spec_calibration
 from bench.meta import Calibration
 from bench.results import read_run
+from bench.shapes import shape_fields
 from tests.machines import EPYC
 
 
@@ -57,17 +58,18 @@ def test_each_question_of_the_cpu_default_gets_its_least_and_every_one_is_funded
 def test_the_cpu_defaults_mla_paging_and_variants_each_come_with_what_they_are_judged_against(cpu_default):
     _, agenda, _ = cpu_default
     mla = _answer(agenda, "mla").least
-    latent = [c for c in mla if c.shape.mla_form == "absorbed"]
-    twins = [c for c in mla if c.shape.mla_form is None]
+    latent = [c for c in mla if (c.shape.mla is not None and c.shape.mla.form == "absorbed")]
+    twins = [c for c in mla if c.shape.mla is None]
     assert latent and {c.shape.variant for c in twins} >= {"gqa", "mqa"}
     for c in latent:  # each MLA step has a GQA/MQA twin at its Hq, context and value head dim
         assert any((t.backend, t.shape.n_heads, t.shape.seq_kv, t.shape.head_dim)
-                   == (c.backend, c.shape.n_heads, c.shape.seq_kv, c.shape.v_head_dim) for t in twins)
+                   == (c.backend, c.shape.n_heads, c.shape.seq_kv, c.shape.mla.v_head_dim) for t in twins)
     paging = _answer(agenda, "paging").least
-    assert {c.shape.page_size for c in paging} == {None, 16, 128}  # contiguous beside two page sizes
+    assert {shape_fields(c.shape)["page_size"] for c in paging} == {None, 16, 128}  # contiguous beside two page sizes
     variants = _answer(agenda, "variants").least
-    varied = [c for c in variants if c.shape.score != "none" or c.shape.chunk is not None]
-    assert {c.shape.score for c in varied} >= {"softcap:50", "alibi", "sinks"} and any(c.shape.chunk for c in varied)
+    varied = [c for c in variants if c.shape.score.variants or c.shape.mask.chunk is not None]
+    assert {c.shape.score.label for c in varied} >= {"softcap:50", "alibi", "sinks"}
+    assert any(c.shape.mask.chunk for c in varied)
     plain = {(c.backend, c.shape.seq_q, c.shape.n_kv_heads) for c in variants if c not in varied}
     assert all((c.backend, c.shape.seq_q, c.shape.n_kv_heads) in plain for c in varied)
 

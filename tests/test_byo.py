@@ -14,8 +14,9 @@ from bench.backends.outside import DEFAULTS, OutsideBackendError, forget
 from bench.cli import main
 from bench.engine.runner import Runner
 from bench.engine.sweeps import Case
+from bench.masks import NO_MASK
 from bench.meta import Calibration
-from bench.shapes import AttentionShape
+from bench.shapes import AttentionShape, shape_from_fields
 from tests.byo_example import write_package
 
 CALIBRATION = Calibration.from_dict({"gemm_flops_per_s": 1e11, "copy_bytes_per_s": 1e10})
@@ -35,7 +36,8 @@ def mypkg(tmp_path, monkeypatch):
 
 
 def shape(kv_heads: int = 2, mask: str = "causal", seq: int = 32) -> AttentionShape:
-    return AttentionShape(1, seq, seq, 4, kv_heads, 16, "fp32", mask)
+    return shape_from_fields(dict(batch=1, seq_q=seq, seq_kv=seq, n_heads=4, n_kv_heads=kv_heads, head_dim=16,
+                                  dtype="fp32", mask=mask))
 
 
 def run_case(backend: str, s: AttentionShape, pass_: str = "fwd", calibration: dict | None = None) -> dict:
@@ -184,7 +186,7 @@ def measured_ceilings() -> Calibration:
 
 
 def big() -> AttentionShape:
-    return AttentionShape(1, 256, 256, 8, 8, 64, "fp32", "none")
+    return AttentionShape(1, 256, 256, 8, 8, 64, "fp32", NO_MASK)
 
 
 def test_a_kernel_that_writes_into_its_input_is_incorrect(mypkg):

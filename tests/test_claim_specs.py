@@ -35,6 +35,7 @@ from bench.report.claims import judge_of
 from bench.report.load import read_results
 from bench.report.verdict import FAILS, HOLDS, NOT_MEASURED
 from bench.results import RunMeta
+from bench.shapes import shape_fields, shape_from_fields
 from tests.machines import EPYC
 from tests.results_factory import make_run
 
@@ -67,10 +68,9 @@ def test_a_run_without_its_cases_reads_not_measured_in_the_specs_words(claim: Cl
 # -- the least set decides each claim ------------------------------------------------------------------------------
 
 def _case(backend: str, seq: int) -> Case:
-    from bench.shapes import AttentionShape
 
-    return Case(backend, AttentionShape(batch=1, seq_q=seq, seq_kv=seq, n_heads=8, n_kv_heads=8, head_dim=64,
-                                        dtype="fp32", mask="causal"), "prefill", "fwd", "cpu")
+    return Case(backend, shape_from_fields(dict(batch=1, seq_q=seq, seq_kv=seq, n_heads=8, n_kv_heads=8, head_dim=64,
+                                                dtype="fp32", mask="causal")), "prefill", "fwd", "cpu")
 
 
 def _timed(c: Case, t: float, **fields) -> dict:
@@ -118,7 +118,7 @@ def _decode(c: Case, holds: bool) -> dict:
 def _mla(c: Case, holds: bool) -> dict:
     s = c.shape
     t = 1e-6 * s.seq_kv * s.n_kv_heads
-    return _timed(c, t * (0.5 if holds else 3.0) if s.mla_form == "absorbed" else t)
+    return _timed(c, t * (0.5 if holds else 3.0) if (s.mla is not None and s.mla.form == "absorbed") else t)
 
 
 def _layer(c: Case, holds: bool) -> dict:
@@ -130,18 +130,18 @@ def _layer(c: Case, holds: bool) -> dict:
 
 def _paging(c: Case, holds: bool) -> dict:
     contiguous = 1e-3
-    return _timed(c, contiguous if c.shape.page_size is None else contiguous * (1.1 if holds else 2.0))
+    return _timed(c, contiguous if shape_fields(c.shape)["page_size"] is None else contiguous * (1.1 if holds else 2.0))
 
 
 def _variants(c: Case, holds: bool) -> dict:
     plain = 1e-3
-    varied = c.shape.score != "none" or c.shape.chunk is not None
+    varied = bool(c.shape.score.variants) or c.shape.mask.chunk is not None
     return _timed(c, plain * (1.1 if holds else 2.0) if varied else plain)
 
 
 def _trace(c: Case, holds: bool) -> dict:
     # on the grid sdpa-flash is twice as fast as naive; on the trace's batches it stays so (holds) or is not
-    serving = c.shape.lengths is not None
+    serving = shape_fields(c.shape)["lengths"] is not None
     if c.backend != "sdpa-flash":
         return _timed(c, _base(c) * 2.0)
     return _timed(c, _base(c) * (3.0 if serving and not holds else 1.0))
@@ -155,7 +155,7 @@ def _wrapper(c: Case, holds: bool) -> dict:
 def _sparse_world(c: Case, holds: bool) -> dict:
     # dense as S²; a sparse method at its density x 1.2 of dense (beats it, near the ideal) or at 2x dense
     dense = 1e-3 * (c.shape.seq_kv / 512) ** 2
-    if c.shape.sparsity == "none":
+    if not c.shape.sparsity.sparse:
         return _timed(c, dense * (1.0 if c.backend == "sdpa-flash" else 1.5))
     density = new_record(c, get_backend(c.backend).memory, threads=2)["density"]
     return _timed(c, dense * (1.2 * density if holds else 2.0))

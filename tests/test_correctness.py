@@ -7,8 +7,9 @@ import torch
 
 from bench import BACKENDS, Unsupported, attention
 from bench.backends.hf import COMPILE_FAILED
+from bench.masks import CAUSAL
 from bench.reference import check_backend, check_gradients, compare_to_reference, make_inputs, reference_attention
-from bench.shapes import AttentionShape
+from bench.shapes import AttentionShape, shape_from_fields
 
 # Backends that must run on any CPU torch build: an Unsupported from them is a failure, not a skip.
 CPU_BACKENDS = {"naive", "sdpa", "sdpa-math", "sdpa-flash", "flex", "hf-eager", "hf-sdpa", "hf-flex"}
@@ -19,11 +20,12 @@ SEQS = [(7, 7), (129, 129), (7, 129), (1, 129)]  # square, Sq < Skv, decode; odd
 
 def cases(head_dims, dtypes, seqs=SEQS):
     for (hq, hkv), (mask, w), (sq, skv), d, dt in itertools.product(HEADS, MASKS, seqs, head_dims, dtypes):
-        yield AttentionShape(2, sq, skv, hq, hkv, d, dt, mask, w)
+        yield shape_from_fields(dict(batch=2, seq_q=sq, seq_kv=skv, n_heads=hq, n_kv_heads=hkv, head_dim=d, dtype=dt,
+                                     mask=mask, window=w))
 
 
 def label(s: AttentionShape) -> str:
-    return f"{s.variant}-{s.mask_label}-q{s.seq_q}kv{s.seq_kv}-d{s.head_dim}-{s.dtype}"
+    return f"{s.variant}-{s.mask.label}-q{s.seq_q}kv{s.seq_kv}-d{s.head_dim}-{s.dtype}"
 
 
 def run_check(backend, shape, device):
@@ -80,14 +82,14 @@ def test_cuda_half_precision(backend, shape):
 
 def test_reference_row_zero_of_causal_is_first_value():
     # Under a square causal mask query 0 sees only key 0, so its output is exactly v[0].
-    q, k, v = make_inputs(AttentionShape(1, 5, 5, 2, 2, 4, "fp32", "causal"))
+    q, k, v = make_inputs(AttentionShape(1, 5, 5, 2, 2, 4, "fp32", CAUSAL))
     out = reference_attention(q, k, v, causal=True)
     assert torch.allclose(out[:, :, 0], v[:, :, 0].double())
 
 
 def test_reference_catches_top_left_causal():
     # torch's is_causal is top-left aligned when Sq != Skv: the check must reject it.
-    shape = AttentionShape(1, 7, 129, 4, 4, 32, "fp32", "causal")
+    shape = AttentionShape(1, 7, 129, 4, 4, 32, "fp32", CAUSAL)
     q, k, v = make_inputs(shape)
     wrong = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
     check = compare_to_reference(wrong, reference_attention(q, k, v, causal=True))
@@ -118,7 +120,9 @@ def test_bf16_tolerance_is_not_vacuous():
                                         (64, 64, 8, "none", None)])
 def test_gradients_match_reference(backend, dtype, shape_args, device):
     sq, skv, hkv, mask, window = shape_args
-    check = check_gradients(backend, AttentionShape(2, sq, skv, 8, hkv, 64, dtype, mask, window), device)
+    shape = shape_from_fields(dict(batch=2, seq_q=sq, seq_kv=skv, n_heads=8, n_kv_heads=hkv, head_dim=64, dtype=dtype,
+                                   mask=mask, window=window))
+    check = check_gradients(backend, shape, device)
     assert check.ok, check.describe()
 
 
@@ -143,7 +147,7 @@ def test_gradient_check_catches_wrong_backward():
 
     BACKENDS["wrong-grad"] = Backend("wrong-grad", wrong, "test only", "tiled", "#000000", "o")
     try:
-        shape = AttentionShape(1, 33, 33, 4, 2, 32, "fp32", "causal")
+        shape = AttentionShape(1, 33, 33, 4, 2, 32, "fp32", CAUSAL)
         assert check_backend("wrong-grad", shape).ok  # forward is right...
         assert not check_gradients("wrong-grad", shape).ok  # ...backward is not
     finally:
@@ -156,20 +160,21 @@ def test_gradient_check_catches_wrong_backward():
 
 def mla_shape(form: str, mask: str, dtype: str) -> AttentionShape:
     sq, skv = (29, 29) if form == "expanded" else (1, 83)
-    return AttentionShape(2, sq, skv, 6, 6 if form == "expanded" else 1, 40, dtype, mask, 9 if mask == "window" else
-                          None, v_head_dim=24, kv_lora_rank=48, rope_dim=8, mla_form=form)
+    return shape_from_fields(dict(batch=2, seq_q=sq, seq_kv=skv, n_heads=6, n_kv_heads=6 if form == "expanded" else 1,
+                                  head_dim=40, dtype=dtype, mask=mask, window=9 if mask == "window" else None,
+                                  v_head_dim=24, kv_lora_rank=48, rope_dim=8, mla_form=form))
 
 
 MLA_CASES = [mla_shape(f, m, dt) for f in ("expanded", "absorbed") for m in ("none", "causal", "window")
              for dt in ("fp32", "bf16")]
 # flex compiles per shape (seconds each on CPU): its masks are checked on MHA/GQA/MQA above, MLA on causal here
 # the hf-* backends do not take MLA's D_v != D_qk (they list no "mla" variant)
-MLA_PAIRS = [(b, s) for b in DENSE for s in MLA_CASES if (b != "flex" or s.mask == "causal")
+MLA_PAIRS = [(b, s) for b in DENSE for s in MLA_CASES if (b != "flex" or s.mask.label == "causal")
              and not BACKENDS[b].opt_in]
 
 
 @pytest.mark.parametrize("backend, shape", MLA_PAIRS,
-                         ids=[f"{b}-mla-{s.mla_form}-{s.mask_label}-{s.dtype}" for b, s in MLA_PAIRS])
+                         ids=[f"{b}-mla-{s.mla.form}-{s.mask.label}-{s.dtype}" for b, s in MLA_PAIRS])
 def test_mla_backend_matches_reference(backend, shape, device):
     from bench.mla import check_mla
 

@@ -12,9 +12,11 @@ import pytest
 from bench.backends import BACKENDS, Unsupported, backends_for
 from bench.claims import WRAPPER_WITHIN
 from bench.engine import sweeps
+from bench.masks import CAUSAL
 from bench.report.claims.wrapper_cost import wrapper_cost
 from bench.report.load import read_results
 from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE, NOT_MEASURED
+from bench.shapes import shape_from_fields
 from tests.results_factory import make_record, make_run
 
 HF = ("hf-eager", "hf-sdpa", "hf-flex")
@@ -170,7 +172,7 @@ def test_transformers_mask_build_is_timed_apart_from_the_kernel():
     from bench.backends.hf import time_mask_build
     from bench.shapes import AttentionShape
 
-    eager = time_mask_build("hf-eager", AttentionShape(1, 64, 64, 4, 2, 16, "fp32", "causal"), "cpu", 0.05)
+    eager = time_mask_build("hf-eager", AttentionShape(1, 64, 64, 4, 2, 16, "fp32", CAUSAL), "cpu", 0.05)
     assert eager > 0  # an additive float mask, built by transformers' masking_utils
 
 
@@ -179,10 +181,10 @@ def test_an_hf_case_records_its_mask_build_beside_the_kernel_and_a_torch_case_do
     from bench.engine.runner import Runner
     from bench.engine.sweeps import Case
     from bench.meta import Calibration
-    from bench.shapes import AttentionShape
 
     runner = Runner(calibration=Calibration(1e11, 1e10), case_budget_s=0.05)
-    shape = AttentionShape(1, 32, 32, 4, 2, 16, "fp32", "window", 8)
+    shape = shape_from_fields(dict(batch=1, seq_q=32, seq_kv=32, n_heads=4, n_kv_heads=2, head_dim=16, dtype="fp32",
+                                   mask="window", window=8))
     hf = runner.run(Case("hf-eager", shape, "prefill", "fwd", "cpu")).record
     torch_own = runner.run(Case("naive", shape, "prefill", "fwd", "cpu")).record
     assert hf["status"] == "ok", hf["reason"]

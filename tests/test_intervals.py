@@ -13,6 +13,7 @@ from bench.report.claims.decode import fused_decode_speedup
 from bench.report.interval import ratio_interval, straddles
 from bench.report.load import read_results
 from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE
+from bench.shapes import shape_from_fields
 from tests.results_factory import make_record, make_run
 
 
@@ -64,13 +65,14 @@ def test_a_variant_cost_within_its_noise_of_the_bound_is_inconclusive():
     from bench.claims import VARIANTS_WITHIN
     from bench.report.traits import ALL_VARIANT_KERNELS
     from bench.report.variant_cost import variants_within
-    from bench.shapes import AttentionShape, mask_fields, shape_fields
+    from bench.shapes import shape_fields
 
     def frame(ratio: float, ci: float) -> pd.DataFrame:
         rows = []
         for seq in (128, 256):
             for score, t in (("none", 1e-3), ("softcap:30", ratio * 1e-3)):
-                shape = AttentionShape(1, seq, seq, 4, 2, 16, **mask_fields("causal"), score=score)
+                shape = shape_from_fields(dict(batch=1, seq_q=seq, seq_kv=seq, n_heads=4, n_kv_heads=2, head_dim=16,
+                                               mask="causal", score=score))
                 rows.append({**shape_fields(shape), "backend": ALL_VARIANT_KERNELS[0], "phase": "prefill",
                              "pass": "fwd", "status": "ok", "reason": "", "median_s": t, "ci_low_s": t * (1 - ci),
                              "ci_high_s": t * (1 + ci), "noisy": False, "d_model": None})

@@ -18,7 +18,7 @@ from bench.engine.runner import EXACT_CHECK_ELEMENTS, Runner, check_shape
 from bench.engine.sweeps import Case
 from bench.kinds import kind_of
 from bench.layers import MultiHeadAttention, make_layer, make_layer_input, merge_heads
-from bench.masks import NO_MASK
+from bench.masks import CAUSAL, NO_MASK
 from bench.meta import Calibration
 from bench.metrics import (
     attention_bytes,
@@ -40,7 +40,7 @@ from bench.report.layer_share import COMMAND, attention_dominates, attention_sha
 from bench.report.load import read_results
 from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE, NOT_MEASURED, Verdict
 from bench.scores import NO_SCORE
-from bench.shapes import AttentionShape
+from bench.shapes import AttentionShape, shape_from_fields
 from tests.results_factory import make_record, make_run
 from tests.test_correctness import ScaledBackward
 from tests.test_layers import copy_weights
@@ -51,7 +51,8 @@ CALIBRATION = Calibration.from_dict({"gemm_flops_per_s": 1e11, "copy_bytes_per_s
 def layer_shape(dtype="fp32", mask="causal", seq=32, window=None, batch=1, heads=4, kv_heads=2,
                 head_dim=16) -> AttentionShape:
     """d_model 64: 4 heads of 16, 2 KV heads."""
-    return AttentionShape(batch, seq, seq, heads, kv_heads, head_dim, dtype, mask, window, scope="layer")
+    return shape_from_fields(dict(batch=batch, seq_q=seq, seq_kv=seq, n_heads=heads, n_kv_heads=kv_heads,
+                                  head_dim=head_dim, dtype=dtype, mask=mask, window=window, scope="layer"))
 
 
 def run(backend="naive", shape=None, pass_="fwd"):
@@ -79,7 +80,8 @@ def assert_untimed(out):
 # --- FLOPs and bytes ------------------------------------------------------------------------------------------
 
 def test_layer_flops_by_hand():
-    s = AttentionShape(2, 8, 8, 4, 2, 16, "fp32", "causal", scope="layer")  # d_model 64
+    s = shape_from_fields(dict(batch=2, seq_q=8, seq_kv=8, n_heads=4, n_kv_heads=2, head_dim=16, dtype="fp32",
+                               mask="causal", scope="layer"))  # d_model 64
     assert layer_d_model(s) == 64
     attention = 4 * 2 * 4 * 16 * 36  # B Hq D x visible pairs 1 + 2 + ... + 8
     projections = 2 * 2 * 8 * 64 * (2 * 4 * 16 + 2 * 2 * 16)  # 2 B S d_model (2 Hq D + 2 Hkv D)
@@ -96,7 +98,8 @@ def test_layer_flops_by_hand():
 
 
 def test_llama_3_8b_layer_is_mostly_projections_at_short_s():
-    s = AttentionShape(1, 512, 512, 32, 8, 128, "bf16", "causal", scope="layer")
+    s = shape_from_fields(dict(batch=1, seq_q=512, seq_kv=512, n_heads=32, n_kv_heads=8, head_dim=128, dtype="bf16",
+                               mask="causal", scope="layer"))
     # 2 * 512 * 4096 * (2 * 4096 + 2 * 1024): ~43 GFLOP of projections against ~4.3 GFLOP of causal attention
     assert projection_flops(s) == 2 * 512 * 4096 * 10240
     assert projection_flops(s) > 9 * attention_flops(s)
@@ -105,7 +108,7 @@ def test_llama_3_8b_layer_is_mostly_projections_at_short_s():
 
 def test_new_record_counts_by_scope():
     layer = layer_shape()
-    attention = AttentionShape(1, 32, 32, 4, 2, 16, "fp32", "causal")
+    attention = AttentionShape(1, 32, 32, 4, 2, 16, "fp32", CAUSAL)
     for pass_ in ("fwd", "fwd+bwd"):
         r = new_record(Case("naive", layer, "prefill", pass_, "cpu"), "materialising")
         assert r["flops"] == layer_flops(layer, pass_) and r["bytes"] == layer_bytes(layer)
@@ -144,7 +147,8 @@ def test_make_layer_is_seeded_and_in_the_case_dtype():
 def test_bf16_layer_of_a_real_geometry_is_within_its_tolerance():
     # Qwen2.5-0.5B's heads (14 x 64, 2 KV heads, d_model 896) at S 128: naive bf16 uses ~75% of attention's own
     # bounds here, well inside the layer's
-    s = AttentionShape(1, 128, 128, 14, 2, 64, "bf16", "none", scope="layer")
+    s = shape_from_fields(dict(batch=1, seq_q=128, seq_kv=128, n_heads=14, n_kv_heads=2, head_dim=64, dtype="bf16",
+                               mask="none", scope="layer"))
     layer = make_layer(s, "naive")
     x = make_layer_input(s)
     with torch.no_grad():
@@ -279,16 +283,18 @@ def test_unsupported_error_and_oom_in_a_layer_case(monkeypatch):
 
 def test_predicted_oom_counts_the_weights(monkeypatch):
     # a tiled backend's attention needs little; the layer's weights (Llama-3-8B: 160 MiB in fp32) do not fit
-    s = AttentionShape(1, 16, 16, 32, 8, 128, "fp32", "causal", scope="layer")
+    s = shape_from_fields(dict(batch=1, seq_q=16, seq_kv=16, n_heads=32, n_kv_heads=8, head_dim=128, dtype="fp32",
+                               mask="causal", scope="layer"))
     monkeypatch.setattr(runner, "available_cpu_bytes", lambda: 100 * 2**20)
     r = Runner(calibration=CALIBRATION)
     assert r._predicted_oom(Case("sdpa-flash", s, "prefill", "fwd", "cpu"))
-    attention_alone = AttentionShape(1, 16, 16, 32, 8, 128, "fp32", "causal")
+    attention_alone = AttentionShape(1, 16, 16, 32, 8, 128, "fp32", CAUSAL)
     assert r._predicted_oom(Case("sdpa-flash", attention_alone, "prefill", "fwd", "cpu")) is None
 
 
 def test_check_shape_keeps_scope_and_model():
-    s = AttentionShape(4, 4096, 4096, 32, 8, 128, "bf16", "causal", scope="layer", model="llama-3-8b")
+    s = shape_from_fields(dict(batch=4, seq_q=4096, seq_kv=4096, n_heads=32, n_kv_heads=8, head_dim=128, dtype="bf16",
+                               mask="causal", scope="layer", model="llama-3-8b"))
     c = check_shape(s)
     assert c.batch * c.n_heads * c.seq_q * c.seq_kv <= EXACT_CHECK_ELEMENTS
     assert (c.scope, c.model, c.seq_q, c.seq_kv, c.batch) == ("layer", "llama-3-8b", 256, 256, 2)
@@ -306,14 +312,14 @@ def test_layer_and_attention_references_are_not_confused(monkeypatch):
     monkeypatch.setattr(bench.reference, "reference_layer", counting)
     cache = runner.ReferenceCache()
     s = layer_shape()
-    layer_kind, dense_kind = kind_of(s), kind_of(AttentionShape(1, 32, 32, 4, 2, 16, "fp32", "causal"))
+    layer_kind, dense_kind = kind_of(s), kind_of(AttentionShape(1, 32, 32, 4, 2, 16, "fp32", CAUSAL))
     assert (layer_kind.name, dense_kind.name) == ("layer", "dense")
     for backend in ("naive", "sdpa-math"):
         case = Case(backend, s, "prefill", "fwd", "cpu")
         check, _ = layer_kind.check(case, layer_kind.setup(case), cache)
         assert check.ok
     assert len(built) == 1  # the next backend on this shape reuses it
-    twin = Case("naive", AttentionShape(1, 32, 32, 4, 2, 16, "fp32", "causal"), "prefill", "fwd", "cpu")
+    twin = Case("naive", AttentionShape(1, 32, 32, 4, 2, 16, "fp32", CAUSAL), "prefill", "fwd", "cpu")
     check, _ = dense_kind.check(twin, dense_kind.setup(twin), cache)
     assert check.ok and check.max_abs_err < 1e-5  # the layer's (1, 32, 64) reference was not handed out
     case = Case("naive", s, "prefill", "fwd", "cpu")

@@ -1,7 +1,8 @@
 import pytest
 import torch
 
-from bench.masks import visible, visible_pairs
+from bench.masks import CAUSAL, visible, visible_pairs
+from bench.shapes import shape_from_fields
 
 
 def test_causal_is_bottom_right_aligned():
@@ -44,10 +45,11 @@ def test_flop_and_byte_formulas():
 
     s = AttentionShape(2, 1024, 1024, 8, 2, 64, "fp32")
     assert attention_flops(s) == 4 * 2 * 8 * 64 * 1024 * 1024
-    c = AttentionShape(2, 1024, 1024, 8, 2, 64, "fp32", "causal")
+    c = AttentionShape(2, 1024, 1024, 8, 2, 64, "fp32", CAUSAL)
     assert attention_flops(c) == 4 * 2 * 8 * 64 * (1024 * 1025 // 2)
     assert attention_flops(c, "fwd+bwd") == int(3.5 * attention_flops(c))
-    w = AttentionShape(1, 8, 8, 1, 1, 1, "fp32", "window", 3)
+    w = shape_from_fields(dict(batch=1, seq_q=8, seq_kv=8, n_heads=1, n_kv_heads=1, head_dim=1, dtype="fp32",
+                               mask="window", window=3))
     assert attention_flops(w) == 4 * (1 + 2 + 3 * 6)  # rows 0 and 1 see 1 and 2 keys, the rest 3
     assert attention_bytes(AttentionShape(1, 16, 32, 8, 1, 64, "bf16")) == (2 * 8 * 16 * 64 + 2 * 32 * 64) * 2
     assert score_matrix_bytes(s) == 2 * 8 * 1024 * 1024 * 4

@@ -18,15 +18,16 @@ from bench.measure.spec_sheets import spec_sheet
 from bench.meta import Calibration
 from bench.reference import make_inputs
 from bench.scores import NO_SCORE
-from bench.shapes import AttentionShape
+from bench.shapes import AttentionShape, shape_from_fields
 
-SHAPE = AttentionShape(batch=1, seq_q=64, seq_kv=64, n_heads=2, n_kv_heads=2, head_dim=16, dtype="fp32", mask="causal")
+SHAPE = shape_from_fields(dict(batch=1, seq_q=64, seq_kv=64, n_heads=2, n_kv_heads=2, head_dim=16, dtype="fp32",
+                               mask="causal"))
 
 
 def call_of(backend: str, shape: AttentionShape = SHAPE):
     q, k, v = make_inputs(shape, "cpu")
     fn = get_backend(backend).fn
-    return lambda: fn(q, k, v, mask=shape.mask_value, score=shape.score_value)
+    return lambda: fn(q, k, v, mask=shape.mask, score=shape.score)
 
 
 @pytest.mark.parametrize("backend, op, choice", [
@@ -195,8 +196,8 @@ def test_compare_treats_a_throttled_case_as_noisy():
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cuda_modes_run_side_by_side():
-    shape = AttentionShape(batch=1, seq_q=256, seq_kv=256, n_heads=4, n_kv_heads=4, head_dim=64, dtype="bf16",
-                           mask="causal")
+    shape = shape_from_fields(dict(batch=1, seq_q=256, seq_kv=256, n_heads=4, n_kv_heads=4, head_dim=64, dtype="bf16",
+                                   mask="causal"))
     q, k, v = make_inputs(shape, "cuda")
     fn = get_backend("sdpa").fn
     ct = modes.time_case(lambda: fn(q, k, v, mask=CAUSAL, score=NO_SCORE), "cuda", case_budget_s=0.1,

@@ -14,13 +14,14 @@ from bench.measure.memory import peak_bytes, peak_cpu
 from bench.meta import Calibration
 from bench.metrics import model_mem_bytes
 from bench.reference import make_inputs
-from bench.shapes import AttentionShape
+from bench.shapes import AttentionShape, shape_from_fields
 
 MiB = 1 << 20
 
 
 def shape(seq: int, mask: str = "causal", n_kv_heads: int = 8) -> AttentionShape:
-    return AttentionShape(1, seq, seq, 8, n_kv_heads, 64, "fp32", mask)
+    return shape_from_fields(dict(batch=1, seq_q=seq, seq_kv=seq, n_heads=8, n_kv_heads=n_kv_heads, head_dim=64,
+                                  dtype="fp32", mask=mask))
 
 
 @functools.cache
@@ -31,7 +32,7 @@ def measured_peak(backend: str, seq: int, mask: str = "causal", n_kv_heads: int 
 
     def forward():
         with torch.no_grad():
-            return attention(q, k, v, backend=backend, causal=s.causal, window=s.window)
+            return attention(q, k, v, backend=backend, causal=s.causal, window=s.mask.window)
 
     forward()
     return peak_cpu(forward)

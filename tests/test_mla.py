@@ -17,10 +17,11 @@ from bench.engine.sweeps import Case, Sweep, cases, profile
 from bench.errors import UsageError
 from bench.kinds import kind_of
 from bench.kinds.base import ReferenceCache
+from bench.masks import CAUSAL
 from bench.metrics import attention_bytes, attention_flops, latent_cache_bytes, model_mem_bytes
 from bench.mla import MlaInputs, call_tensors, finish, make_mla_inputs, reference_mla
 from bench.reference import reference_attention
-from bench.shapes import AttentionShape
+from bench.shapes import AttentionShape, shape_fields, shape_from_fields
 
 
 def mla(form: str = "expanded", **kw) -> AttentionShape:
@@ -28,7 +29,7 @@ def mla(form: str = "expanded", **kw) -> AttentionShape:
                 v_head_dim=64, kv_lora_rank=256, rope_dim=32, mla_form=form)
     if form == "absorbed":
         base |= dict(seq_q=1, seq_kv=100, n_kv_heads=1, mask="causal")
-    return AttentionShape(**(base | kw))
+    return shape_from_fields(dict(**base | kw))
 
 
 # --------------------------------------------------------------------------------------------- the two forms
@@ -79,8 +80,8 @@ def test_flops_and_bytes_by_hand():
     # per byte read, MLA's absorbed decode does more FLOPs than MQA's step and ~Hq x MHA's (one latent, Hq heads)
     def intensity(s: AttentionShape) -> float:
         return attention_flops(s) / attention_bytes(s)
-    mha_step, mqa_step = AttentionShape(1, 1, 100, 8, 8, 64, mask="causal"), AttentionShape(1, 1, 100, 8, 1, 64,
-                                                                                             mask="causal")
+    mha_step = AttentionShape(1, 1, 100, 8, 8, 64, mask=CAUSAL)
+    mqa_step = AttentionShape(1, 1, 100, 8, 1, 64, mask=CAUSAL)
     assert intensity(a) > intensity(mqa_step) and 4 < intensity(a) / intensity(mha_step) < 2 * 8
 
 
@@ -136,7 +137,7 @@ def test_variant_axis_keeps_the_kv_heads_ids_and_adds_mla():
            "causal/decode/fwd/cpu" in ids
     assert all("/fwd+bwd/" not in i for i in ids)  # MLA is timed forward only
     wide = cases(Sweep(variants=("mla",), kv_lora_ranks=(512,), rope_dims=(64,), head_dims=(128,), **base), "cpu")
-    assert {(c.shape.head_dim, c.shape.v_head_dim, c.shape.kv_lora_rank, c.shape.rope_dim) for c in wide} == {
+    assert {(c.shape.head_dim, *dataclasses.astuple(c.shape.mla)[1:]) for c in wide} == {
         (192, 128, 512, 64)}
 
 
@@ -188,7 +189,7 @@ def test_deepseek_config_sweeps_mla_cases():
 def test_conformance_has_forward_mla_groups():
     mla_groups = [g for g in groups("naive", ("fp32",)) if g.variant == "mla"]
     assert {(g.pass_, g.mask) for g in mla_groups} == {("fwd", "none"), ("fwd", "causal"), ("fwd", "window")}
-    forms = {name: s.mla_form for name, s in mla_groups[1].shapes()}
+    forms = {name: shape_fields(s)["mla_form"] for name, s in mla_groups[1].shapes()}
     assert forms == {"square": "expanded", "sq<skv": "expanded", "decode": "absorbed"}
     row = run_group("naive", mla_groups[1], "cpu")
     assert row.status == "pass", row.detail

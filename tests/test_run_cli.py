@@ -86,7 +86,7 @@ def test_heads_profile_splits_d_model(device, d_model):
 def test_tokens_per_batch_sets_batch():
     cases = sweeps.cases(sweeps.profile("default", "cuda"), "cuda")
     for c in cases:
-        if c.phase == "prefill" and c.shape.lengths is None:  # a replayed trace's batch is the trace's own
+        if c.phase == "prefill" and c.shape.serving is None:  # a replayed trace's batch is the trace's own
             assert c.shape.batch * c.shape.seq_q == 16384
 
 

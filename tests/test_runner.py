@@ -12,11 +12,12 @@ from bench.backends.naive import naive_attention
 from bench.engine import runner
 from bench.engine.runner import EXACT_CHECK_ELEMENTS, Runner, check_shape
 from bench.engine.sweeps import Case
+from bench.masks import CAUSAL, NO_MASK
 from bench.meta import Calibration
 from bench.metrics import attention_bytes, attention_flops, kv_cache_bytes
 from bench.metrics import model_mem_bytes as model_mem
 from bench.record import RECORD_FIELDS, derived, new_record
-from bench.shapes import AttentionShape
+from bench.shapes import AttentionShape, shape_from_fields
 from bench.status import STATUSES
 
 CALIBRATION = Calibration.from_dict({"gemm_flops_per_s": 1e11, "copy_bytes_per_s": 1e10})
@@ -28,7 +29,8 @@ def make_runner() -> Runner:
 
 
 def tiny(mask="causal", n_heads=4, n_kv_heads=2, seq_q=32, seq_kv=32, window=None, dtype="fp32") -> AttentionShape:
-    return AttentionShape(1, seq_q, seq_kv, n_heads, n_kv_heads, 16, dtype, mask, window)
+    return shape_from_fields(dict(batch=1, seq_q=seq_q, seq_kv=seq_kv, n_heads=n_heads, n_kv_heads=n_kv_heads,
+                                  head_dim=16, dtype=dtype, mask=mask, window=window))
 
 
 def case(backend="naive", shape=None, pass_="fwd", phase="prefill") -> Case:
@@ -48,31 +50,37 @@ def model_mem_bytes(c: Case) -> int | None:
 
 def test_flops_causal_with_fewer_queries_than_keys():
     # 4 queries, 10 keys, bottom-right causal: query i sees keys 0..i+6, i.e. 7, 8, 9, 10 keys
-    s = AttentionShape(2, 4, 10, 3, 3, 8, "fp32", "causal")
+    s = AttentionShape(2, 4, 10, 3, 3, 8, "fp32", CAUSAL)
     assert attention_flops(s) == 4 * 2 * 3 * 8 * (7 + 8 + 9 + 10)
 
 
 def test_flops_window_larger_than_kv_equals_causal():
-    w = AttentionShape(1, 8, 8, 2, 1, 4, "fp32", "window", 100)
-    c = AttentionShape(1, 8, 8, 2, 1, 4, "fp32", "causal")
+    w = shape_from_fields(dict(batch=1, seq_q=8, seq_kv=8, n_heads=2, n_kv_heads=1, head_dim=4, dtype="fp32",
+                               mask="window", window=100))
+    c = AttentionShape(1, 8, 8, 2, 1, 4, "fp32", CAUSAL)
     assert attention_flops(w) == attention_flops(c) == 4 * 2 * 4 * 36  # 1 + 2 + ... + 8
     # fewer queries than keys, window past the start: rows see 7 and 8 keys
-    assert attention_flops(AttentionShape(1, 2, 8, 1, 1, 1, "fp32", "window", 50)) == 4 * 15
+    assert attention_flops(shape_from_fields(dict(batch=1, seq_q=2, seq_kv=8, n_heads=1, n_kv_heads=1, head_dim=1,
+                                                  dtype="fp32", mask="window", window=50))) == 4 * 15
 
 
 def test_flops_decode_with_window_and_causal():
     # one query against a 9-token cache: causal sees all 9, a window of 3 sees 3
-    assert attention_flops(AttentionShape(1, 1, 9, 8, 2, 64, "fp32", "window", 3)) == 4 * 8 * 64 * 3
-    assert attention_flops(AttentionShape(1, 1, 9, 8, 2, 64, "fp32", "causal")) == 4 * 8 * 64 * 9
+    assert attention_flops(shape_from_fields(dict(batch=1, seq_q=1, seq_kv=9, n_heads=8, n_kv_heads=2, head_dim=64,
+                                                  dtype="fp32", mask="window", window=3))) == 4 * 8 * 64 * 3
+    assert attention_flops(AttentionShape(1, 1, 9, 8, 2, 64, "fp32", CAUSAL)) == 4 * 8 * 64 * 9
     # speculative decode: 4 queries, window 3 -> 3 keys each
-    assert attention_flops(AttentionShape(1, 4, 9, 8, 2, 64, "fp32", "window", 3)) == 4 * 8 * 64 * 12
+    assert attention_flops(shape_from_fields(dict(batch=1, seq_q=4, seq_kv=9, n_heads=8, n_kv_heads=2, head_dim=64,
+                                                  dtype="fp32", mask="window", window=3))) == 4 * 8 * 64 * 12
 
 
 @pytest.mark.parametrize("shape", [
-    AttentionShape(1, 128, 128, 8, 8, 64, "fp32", "none"),
-    AttentionShape(2, 5, 17, 4, 1, 32, "bf16", "causal"),
-    AttentionShape(1, 1, 4096, 32, 8, 128, "bf16", "window", 256),
-    AttentionShape(3, 7, 7, 6, 2, 24, "fp16", "window", 3),
+    AttentionShape(1, 128, 128, 8, 8, 64, "fp32", NO_MASK),
+    AttentionShape(2, 5, 17, 4, 1, 32, "bf16", CAUSAL),
+    shape_from_fields(dict(batch=1, seq_q=1, seq_kv=4096, n_heads=32, n_kv_heads=8, head_dim=128, dtype="bf16",
+                           mask="window", window=256)),
+    shape_from_fields(dict(batch=3, seq_q=7, seq_kv=7, n_heads=6, n_kv_heads=2, head_dim=24, dtype="fp16",
+                           mask="window", window=3)),
 ])
 def test_fwd_bwd_is_3_5_times_fwd(shape):
     fwd = attention_flops(shape, "fwd")
@@ -87,17 +95,17 @@ def test_flops_unknown_pass_is_refused():
 
 
 def test_attention_bytes_gqa_counts_kv_at_kv_heads():
-    s = AttentionShape(2, 128, 128, 8, 2, 64, "fp32", "causal")
+    s = AttentionShape(2, 128, 128, 8, 2, 64, "fp32", CAUSAL)
     q_and_o = 2 * 2 * 8 * 128 * 64
     k_and_v = 2 * 2 * 2 * 128 * 64
     assert attention_bytes(s) == (q_and_o + k_and_v) * 4
-    mha = AttentionShape(2, 128, 128, 8, 8, 64, "fp32", "causal")
+    mha = AttentionShape(2, 128, 128, 8, 8, 64, "fp32", CAUSAL)
     # GQA-2 reads a quarter of MHA's K and V; Q and O are the same
     assert attention_bytes(mha) - attention_bytes(s) == 2 * 2 * 6 * 128 * 64 * 4
 
 
 def test_attention_bytes_decode_is_dominated_by_kv():
-    s = AttentionShape(1, 1, 8192, 32, 8, 128, "bf16", "causal")
+    s = AttentionShape(1, 1, 8192, 32, 8, 128, "bf16", CAUSAL)
     kv = 2 * 8 * 8192 * 128 * 2
     assert attention_bytes(s) == kv + 2 * 32 * 128 * 2
     assert kv / attention_bytes(s) > 0.99
@@ -128,14 +136,15 @@ def test_derived_without_spec_or_kv_cache():
 
 
 def test_base_record_kv_cache_of_a_decode_step():
-    s = AttentionShape(2, 1, 4096, 32, 8, 128, "bf16", "causal")
+    s = AttentionShape(2, 1, 4096, 32, 8, 128, "bf16", CAUSAL)
     r = base_record(case("sdpa", s, phase="decode"))
     assert r["kv_cache_bytes"] == 2 * 8 * 128 * 4096 * 2 * 2  # K and V, one layer, batch 2, 2 bytes
     assert base_record(case("sdpa", tiny()))["kv_cache_bytes"] is None  # prefill has no cache to read
 
 
 def test_base_record_kv_cache_with_sliding_window():
-    s = AttentionShape(1, 1, 4096, 32, 8, 128, "bf16", "window", 256)
+    s = shape_from_fields(dict(batch=1, seq_q=1, seq_kv=4096, n_heads=32, n_kv_heads=8, head_dim=128, dtype="bf16",
+                               mask="window", window=256))
     r = base_record(case("sdpa", s, phase="decode"))
     assert r["kv_cache_bytes"] == kv_cache_bytes(1, 8, 128, 4096, 1, "bf16", window=256)
 
@@ -143,41 +152,43 @@ def test_base_record_kv_cache_with_sliding_window():
 # --- check_shape and the memory model -----------------------------------------------------------------
 
 def test_check_shape_small_is_unchanged():
-    s = AttentionShape(1, 1024, 1024, 8, 2, 64, "fp32", "causal")
+    s = AttentionShape(1, 1024, 1024, 8, 2, 64, "fp32", CAUSAL)
     assert check_shape(s) is s
 
 
 def test_check_shape_shortens_large_prefill_keeping_structure():
-    s = AttentionShape(4, 4096, 4096, 8, 2, 64, "bf16", "window", 8192)
+    s = shape_from_fields(dict(batch=4, seq_q=4096, seq_kv=4096, n_heads=8, n_kv_heads=2, head_dim=64, dtype="bf16",
+                               mask="window", window=8192))
     c = check_shape(s)
     assert c.batch * c.n_heads * c.seq_q * c.seq_kv <= EXACT_CHECK_ELEMENTS
     assert (c.seq_q, c.seq_kv) == (256, 256)
-    assert (c.n_heads, c.n_kv_heads, c.head_dim, c.dtype, c.mask) == (8, 2, 64, "bf16", "window")
-    assert c.window == 256  # longer than the case's context: stays as long as the shorter one (causal either way)
+    assert (c.n_heads, c.n_kv_heads, c.head_dim, c.dtype, c.mask.kind) == (8, 2, 64, "bf16", "window")
+    assert c.mask.window == 256  # longer than the case's context: stays as long as the shorter one (causal either way)
 
 
 def test_check_shape_keeps_a_real_window_cutting():
     from bench.masks import visible
 
-    s = AttentionShape(4, 4096, 4096, 8, 2, 64, "bf16", "window", 256)
+    s = shape_from_fields(dict(batch=4, seq_q=4096, seq_kv=4096, n_heads=8, n_kv_heads=2, head_dim=64, dtype="bf16",
+                               mask="window", window=256))
     c = check_shape(s)
-    assert c.batch == 2 and c.window == 128
-    assert not torch.equal(visible(c.seq_q, c.seq_kv, True, c.window), visible(c.seq_q, c.seq_kv, True, None))
+    assert c.batch == 2 and c.mask.window == 128
+    assert not torch.equal(visible(c.seq_q, c.seq_kv, True, c.mask.window), visible(c.seq_q, c.seq_kv, True, None))
 
 
 def test_check_shape_shortens_decode_keeping_one_query():
-    s = AttentionShape(16, 1, 131072, 32, 8, 128, "bf16", "causal")
+    s = AttentionShape(16, 1, 131072, 32, 8, 128, "bf16", CAUSAL)
     c = check_shape(s)
     assert (c.batch, c.seq_q, c.seq_kv) == (2, 1, 4096)
     assert c.causal and c.variant == "gqa"
 
 
 def test_model_mem_bytes():
-    s = AttentionShape(1, 1024, 1024, 8, 8, 64, "fp32", "causal")
+    s = AttentionShape(1, 1024, 1024, 8, 8, 64, "fp32", CAUSAL)
     # scores and probabilities (2 x 32 MiB) plus the bool mask and its negation (2 x 1 MiB)
     assert model_mem_bytes(case("naive", s)) == 66 * MiB
     assert model_mem_bytes(case("naive", AttentionShape(1, 1024, 1024, 8, 8, 64, "fp32"))) == 64 * MiB
-    gqa = AttentionShape(1, 1024, 1024, 8, 2, 64, "fp32", "causal")
+    gqa = AttentionShape(1, 1024, 1024, 8, 2, 64, "fp32", CAUSAL)
     assert model_mem_bytes(case("sdpa-math", gqa)) == 66 * MiB + 2 * 8 * 1024 * 64 * 4  # expanded K and V
     # flash-style: output (2 MiB) and a float32 log-sum-exp per row
     assert model_mem_bytes(case("sdpa-flash", s)) == 2 * MiB + 8 * 1024 * 4

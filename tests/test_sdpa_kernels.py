@@ -5,7 +5,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from bench import Unsupported, attention
 from bench.reference import make_inputs
-from bench.shapes import AttentionShape
+from bench.shapes import shape_from_fields
 
 KERNEL_OPS = {
     ("cpu", "sdpa-math"): "aten::_scaled_dot_product_attention_math",
@@ -22,7 +22,7 @@ def ops_run(backend, shape, device):
     q, k, v = make_inputs(shape, device)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
     with profile(activities=activities) as prof:
-        attention(q, k, v, backend=backend, causal=shape.causal, window=shape.window)
+        attention(q, k, v, backend=backend, causal=shape.causal, window=shape.mask.window)
     return prof.events()
 
 
@@ -38,10 +38,12 @@ def ancestors(event):
 def test_forced_backend_runs_its_kernel(backend, n_kv_heads, mask, window, device):
     if (device, backend) not in KERNEL_OPS:
         with pytest.raises(Unsupported):
-            ops_run(backend, AttentionShape(1, 32, 32, 4, n_kv_heads, 64, "fp32", mask, window), device)
+            ops_run(backend, shape_from_fields(dict(batch=1, seq_q=32, seq_kv=32, n_heads=4, n_kv_heads=n_kv_heads,
+                                                    head_dim=64, dtype="fp32", mask=mask, window=window)), device)
         return
     dtype = "fp16" if device == "cuda" else "fp32"
-    shape = AttentionShape(1, 32, 64, 4, n_kv_heads, 64, dtype, mask, window)
+    shape = shape_from_fields(dict(batch=1, seq_q=32, seq_kv=64, n_heads=4, n_kv_heads=n_kv_heads, head_dim=64,
+                                   dtype=dtype, mask=mask, window=window))
     try:
         events = ops_run(backend, shape, device)
     except Unsupported as err:

@@ -15,6 +15,7 @@ from bench.engine.sweeps import Case, Sweep
 from bench.errors import UsageError
 from bench.kinds import EXACT_CHECK_ELEMENTS
 from bench.kinds.serving import serving_check_shape
+from bench.masks import CAUSAL
 from bench.meta import Calibration
 from bench.metrics import attention_flops
 from bench.record import new_record
@@ -30,7 +31,7 @@ from bench.serving.workload import (
     serving_kv_bytes,
     workload_of,
 )
-from bench.shapes import AttentionShape, ShapeError
+from bench.shapes import AttentionShape, ServingBatch, ShapeError, shape_fields, shape_from_fields
 
 CALIBRATION = Calibration.from_dict({"gemm_flops_per_s": 1e11, "copy_bytes_per_s": 1e10})
 CPU_LAYOUTS = ["naive", "sdpa-math", "sdpa-flash"]
@@ -38,8 +39,9 @@ CPU_LAYOUTS = ["naive", "sdpa-math", "sdpa-flash"]
 
 def serving(lengths="zipf", batch=4, seq_q=24, seq_kv=24, mask="causal", window=None, page_size=None, n_heads=4,
             n_kv_heads=2, dtype="fp32") -> AttentionShape:
-    return AttentionShape(batch, seq_q, seq_kv, n_heads, n_kv_heads, 16, dtype, mask, window, lengths=lengths,
-                          page_size=page_size)
+    return shape_from_fields(dict(batch=batch, seq_q=seq_q, seq_kv=seq_kv, n_heads=n_heads, n_kv_heads=n_kv_heads,
+                                  head_dim=16, dtype=dtype, mask=mask, window=window, lengths=lengths,
+                                  page_size=page_size))
 
 
 def run(backend: str, shape: AttentionShape) -> dict:
@@ -75,10 +77,11 @@ def test_workloads_of_each_kind():
 
 
 def test_equal_lengths_count_what_the_dense_batch_counts():
-    dense = AttentionShape(4, 24, 24, 4, 2, 16, "fp32", "causal")
-    assert serving_flops(dataclasses.replace(dense, lengths="equal")) == attention_flops(dense)
+    dense = AttentionShape(4, 24, 24, 4, 2, 16, "fp32", CAUSAL)
+    equal = dataclasses.replace(dense, serving=ServingBatch("equal"))
+    assert serving_flops(equal) == attention_flops(dense)
     for backend in ("naive", "sdpa-math", "flex"):
-        assert padding_waste(dataclasses.replace(dense, lengths="equal"), BACKENDS[backend]) == 1.0
+        assert padding_waste(equal, BACKENDS[backend]) == 1.0
 
 
 def test_flops_count_real_pairs_only_and_padding_waste_the_rest():
@@ -111,13 +114,15 @@ def test_impossible_serving_shapes_name_the_rule(kw, message):
 
 def test_serving_layer_scope_is_refused():
     with pytest.raises(ShapeError, match="serving batch of attention calls"):
-        AttentionShape(2, 8, 8, 2, 2, 8, mask="causal", scope="layer", lengths="zipf")
+        shape_from_fields(dict(batch=2, seq_q=8, seq_kv=8, n_heads=2, n_kv_heads=2, head_dim=8, mask="causal",
+                               scope="layer", lengths="zipf"))
 
 
 def test_serving_fields_appear_in_ids_only_when_set():
-    dense = AttentionShape(2, 8, 8, 2, 2, 8, mask="causal")
+    dense = shape_from_fields(dict(batch=2, seq_q=8, seq_kv=8, n_heads=2, n_kv_heads=2, head_dim=8, mask="causal"))
     assert "lengths" not in Case("naive", dense, "prefill", "fwd", "cpu").id
-    paged = AttentionShape(2, 1, 64, 2, 2, 8, mask="causal", lengths="uniform", page_size=16)
+    paged = shape_from_fields(dict(batch=2, seq_q=1, seq_kv=64, n_heads=2, n_kv_heads=2, head_dim=8, mask="causal",
+                                   lengths="uniform", page_size=16))
     assert Case("naive", paged, "decode", "fwd", "cpu").id == \
         "naive/mha/b2-hq2-hkv2-q1-kv64-d8-lengths=uniform-page_size=16/fp32/causal/decode/fwd/cpu"
 
@@ -129,7 +134,8 @@ def test_sweep_expands_lengths_and_page_sizes():
     sweep = Sweep(backends=("naive",), kv_heads=(8,), seqs=(64,), batches=(4,), masks=("none", "causal"),
                   phases=("prefill", "decode"), passes=("fwd", "fwd+bwd"), decode_kv=(256,),
                   lengths=("zipf", "mixed"), page_sizes=(None, 16))
-    shapes = [(c.shape.lengths, c.shape.page_size, c.shape.mask, c.phase, c.pass_) for c in sweeps.cases(sweep, "cpu")]
+    shapes = [(shape_fields(c.shape)["lengths"], shape_fields(c.shape)["page_size"], c.shape.mask.label, c.phase,
+               c.pass_) for c in sweeps.cases(sweep, "cpu")]
     assert ("mixed", None, "none", "prefill", "fwd") not in shapes  # a mixed batch is causal
     assert all(p == "fwd" for *_, p in shapes)  # serving is inference
     decode = {(lengths, page) for lengths, page, _, phase, _ in shapes if phase == "decode"}
@@ -141,15 +147,15 @@ def test_page_size_axis_parses_contiguous_and_paged_decode_defaults_to_uniform_c
     with pytest.raises(UsageError):
         parse.page_sizes("16,big")
     sweep = Sweep(backends=("naive",), phases=("decode",), decode_kv=(256,), page_sizes=(None, 32))
-    assert {(c.shape.lengths, c.shape.page_size) for c in sweeps.cases(sweep, "cpu")} == {("uniform", None),
-                                                                                        ("uniform", 32)}
+    assert {(c.shape.serving.lengths, c.shape.serving.page_size) for c in sweeps.cases(sweep, "cpu")} == {
+        ("uniform", None), ("uniform", 32)}
 
 
 def test_serving_profile_has_both_devices():
     for device in ("cpu", "cuda"):
         cases = sweeps.cases(sweeps.profile("serving", device), device)
-        assert {c.shape.lengths for c in cases} == {"equal", "uniform", "zipf", "mixed"}
-        assert {c.shape.page_size for c in cases} >= {None, 16, 128}
+        assert {shape_fields(c.shape)["lengths"] for c in cases} == {"equal", "uniform", "zipf", "mixed"}
+        assert {shape_fields(c.shape)["page_size"] for c in cases} >= {None, 16, 128}
 
 
 # --- layouts and the per-sequence check -------------------------------------------------------------------------
@@ -193,7 +199,7 @@ def test_check_catches_sequences_swapped():
     serving("zipf"), serving("uniform", mask="none"), serving("zipf", mask="window", window=5),
     serving("uniform", seq_q=1, seq_kv=60), serving("zipf", seq_q=2, seq_kv=60, page_size=8),
     serving("uniform", seq_q=1, seq_kv=60, mask="window", window=9, page_size=16),
-], ids=lambda s: f"{s.lengths}-{s.mask_label}-q{s.seq_q}-page{s.page_size}")
+], ids=lambda s: f"{s.serving.lengths}-{s.mask.label}-q{s.seq_q}-page{s.serving.page_size}")
 def test_every_cpu_layout_matches_float64_per_sequence(backend, shape):
     record = run(backend, shape)
     assert record["status"] == "ok", record["reason"]
@@ -244,11 +250,11 @@ def test_records_of_serving_cases_carry_their_fields():
 def test_large_batches_are_checked_on_shorter_ones_of_the_same_kind():
     big = serving("zipf", batch=8, seq_q=4096, seq_kv=4096, n_heads=32, n_kv_heads=8)
     small = serving_check_shape(big)
-    assert (small.batch, small.lengths, small.n_heads) == (8, "zipf", 32) and small.seq_q == small.seq_kv < 4096
+    assert (small.batch, small.serving.lengths, small.n_heads) == (8, "zipf", 32) and small.seq_q == small.seq_kv < 4096
     w = workload_of(small)
     assert small.n_heads * max(q * k for q, k in zip(w.q_lens, w.kv_lens, strict=True)) * 8 <= EXACT_CHECK_ELEMENTS
     paged = serving("uniform", batch=64, seq_q=1, seq_kv=131072, n_heads=32, page_size=16)
-    assert serving_check_shape(paged).page_size == 16
+    assert serving_check_shape(paged).serving.page_size == 16
 
 
 @pytest.mark.slow

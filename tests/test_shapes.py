@@ -2,12 +2,12 @@ import pytest
 
 from bench.errors import UsageError
 from bench.models.presets import PRESETS, preset
-from bench.shapes import AttentionShape, ShapeError, head_dim_for, parse_mask
+from bench.shapes import ShapeError, head_dim_for, parse_mask, shape_from_fields
 
 
 def shape(**kw):
     base = dict(batch=1, seq_q=16, seq_kv=16, n_heads=8, n_kv_heads=8, head_dim=64)
-    return AttentionShape(**(base | kw))
+    return shape_from_fields(dict(**base | kw))
 
 
 @pytest.mark.parametrize("n_kv_heads, variant", [(8, "mha"), (4, "gqa"), (2, "gqa"), (1, "mqa")])
@@ -22,10 +22,15 @@ def test_variant_is_derived(n_kv_heads, variant):
     (dict(seq_q=-3), "seq_q=-3 must be a positive integer"),
     (dict(head_dim=64.0), "head_dim=64.0 must be a positive integer"),
     (dict(dtype="fp64"), "dtype='fp64' is unknown"),
-    (dict(mask="diagonal"), "mask='diagonal' is unknown"),
+    (dict(mask="diagonal"), "unknown mask 'diagonal'"),
     (dict(mask="window"), "mask='window' needs a positive window size"),
     (dict(mask="window", window=0), "window=0 must be a positive integer"),
-    (dict(mask="causal", window=4), "use mask='window'"),
+    (dict(mask="causal", window=4), "window=4 given with mask='causal'; use mask='window:4'"),
+    (dict(mask="causal", score="softcap:30+sinks"), "one variant per case"),
+    (dict(v_head_dim=32), "v_head_dim describe MLA; set mla_form"),
+    (dict(mla_form="absorbed", v_head_dim=32), "an MLA shape needs kv_lora_rank, rope_dim"),
+    (dict(lengths="poisson"), "lengths='poisson' is unknown"),
+    (dict(sizes=3), "unknown shape field(s) sizes"),
     (dict(mask="causal", seq_q=32, seq_kv=16), "seq_q=32 > seq_kv=16"),
 ])
 def test_impossible_shapes_name_field_and_rule(kw, message):
@@ -79,7 +84,7 @@ def test_presets_match_their_published_configs():
 def mla(**kw):
     base = dict(batch=1, seq_q=16, seq_kv=16, n_heads=8, n_kv_heads=8, head_dim=96, v_head_dim=64, kv_lora_rank=256,
                 rope_dim=32, mla_form="expanded", mask="causal")
-    return AttentionShape(**(base | kw))
+    return shape_from_fields(dict(**base | kw))
 
 
 def test_mla_forms_give_the_call_dims():
@@ -115,3 +120,28 @@ def test_impossible_mla_shapes_name_field_and_rule(kw, message):
 def test_v_head_dim_alone_is_refused():
     with pytest.raises(ShapeError, match="v_head_dim describe MLA"):
         shape(v_head_dim=32)
+
+
+def test_a_shape_takes_values_and_names_the_text_it_was_given():
+    from bench.shapes import AttentionShape
+
+    with pytest.raises(ShapeError, match="mask='causal': expected a Mask"):
+        AttentionShape(1, 8, 8, 2, 2, 4, "fp32", "causal")
+    with pytest.raises(ShapeError, match="serving=.*expected a ServingBatch"):
+        AttentionShape(1, 8, 8, 2, 2, 4, serving={"lengths": "zipf"})
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_every_planned_shape_reads_back_from_its_columns(device):
+    from bench.engine.sweeps import PROFILES, cases, profile
+    from bench.report.load import INT_COLUMNS
+    from bench.shapes import COLUMNS, shape_fields
+
+    shapes = {c.shape for name in PROFILES[device] for c in cases(profile(name, device), device)}
+    kinds = {(s.mla is not None, s.serving is not None, s.sparsity.sparse, s.score.label != "none") for s in shapes}
+    assert len(kinds) >= 4  # MLA, serving, sparse and score variants are all among them
+    for s in shapes:
+        cols = shape_fields(s)
+        assert list(cols) == [c.name for c in COLUMNS] + ["variant"]
+        assert shape_from_fields(cols) == s
+    assert {c.name for c in COLUMNS if c.integer} <= set(INT_COLUMNS)  # the report types every size column

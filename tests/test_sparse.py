@@ -27,7 +27,7 @@ from bench.masks import Mask
 from bench.meta import Calibration
 from bench.metrics import attention_flops, executed_flops, indexer_flops
 from bench.reference import TOLERANCES, check_gradients, compare_to_reference, make_inputs, reference_attention
-from bench.shapes import AttentionShape, ShapeError
+from bench.shapes import AttentionShape, ShapeError, shape_from_fields
 from bench.sparse_pairs import (
     FLEX_BLOCK,
     block_pairs,
@@ -103,13 +103,14 @@ def brute_block_pairs(tokens: torch.Tensor, block: int = FLEX_BLOCK) -> int:
 def shape_of(text: str, mask: str = "causal", seq_q: int = 64, seq_kv: int = 64, batch: int = 1, heads=(4, 1),
              head_dim: int = 16) -> AttentionShape:
     kind, _, size = mask.partition(":")
-    return AttentionShape(batch, seq_q, seq_kv, heads[0], heads[1], head_dim, "fp32", kind, int(size) if size else None,
-                          sparsity=text)
+    return shape_from_fields(dict(batch=batch, seq_q=seq_q, seq_kv=seq_kv, n_heads=heads[0], n_kv_heads=heads[1],
+                                  head_dim=head_dim, dtype="fp32", mask=kind, window=int(size) if size else None,
+                                  sparsity=text))
 
 
 def keep_for(shape: AttentionShape, seed: int = 0) -> KeepSet:
     """The shape's keep-set: static from its lengths, or topk's selected by the indexer on inputs of `seed`."""
-    sp, mask = shape.sparsity_value, shape.mask_value
+    sp, mask = shape.sparsity, shape.mask
     if sp.static:
         return KeepSet.static(sp, mask, shape.seq_q, shape.seq_kv)
     return KeepSet.from_indices(sp, mask, select(make_indexer_inputs(shape, "cpu", seed), sp.k, mask), shape.seq_kv)
@@ -215,14 +216,17 @@ def test_check_against_lengths(text, fits, too_long):
 ])
 def test_shape_refuses_impossible_sparsity(fields, message):
     with pytest.raises(ShapeError, match=message.replace("(", r"\(")):
-        AttentionShape(1, 256, 256, 4, 1, 16, "fp32", "causal", **fields)
+        shape_from_fields(dict(batch=1, seq_q=256, seq_kv=256, n_heads=4, n_kv_heads=1, head_dim=16, dtype="fp32",
+                               mask="causal", **fields))
 
 
 def test_shape_accepts_possible_sparsity():
     for text in ("block:16:0.25", "docs:256", "global:255+window:8", "topk:256", "topk:8:2x16"):
-        s = AttentionShape(1, 256, 256, 4, 1, 16, "fp32", "causal", sparsity=text)
-        assert s.sparsity_value == Sparsity.parse(text)
-    assert AttentionShape(1, 1, 256, 4, 1, 16, "fp32", "causal", sparsity="topk:256").sparsity == "topk:256"
+        s = shape_from_fields(dict(batch=1, seq_q=256, seq_kv=256, n_heads=4, n_kv_heads=1, head_dim=16, dtype="fp32",
+                                   mask="causal", sparsity=text))
+        assert s.sparsity == Sparsity.parse(text)
+    assert shape_from_fields(dict(batch=1, seq_q=1, seq_kv=256, n_heads=4, n_kv_heads=1, head_dim=16, dtype="fp32",
+                                  mask="causal", sparsity="topk:256")).sparsity.label == "topk:256"
 
 
 def test_sweep_axis_writes_labels():
@@ -376,7 +380,7 @@ def test_block_pairs_by_hand():
 def test_topk_counts(mask, seq_q, seq_kv):
     k = 24
     shape = shape_of(f"topk:{k}", mask, seq_q, seq_kv, batch=2)
-    sp, m = shape.sparsity_value, shape.mask_value
+    sp, m = shape.sparsity, shape.mask
     tokens = keep_for(shape).tokens
     for b in range(2):
         assert kept_per_row(sp, m, seq_q, seq_kv).tolist() == tokens[b].sum(dim=1).tolist()
@@ -412,9 +416,9 @@ def brute_scores(x, mask: str) -> list[list[dict[int, float]]]:
                                                        ("topk:6:3x8", "window:4", 10, 16)])
 def test_indexer_select_equals_brute_force(text, mask, seq_q, seq_kv):
     shape = shape_of(text, mask, seq_q, seq_kv, batch=2, heads=(8, 2))
-    k = shape.sparsity_value.k
+    k = shape.sparsity.k
     x = make_indexer_inputs(shape, "cpu", seed=3)
-    picked = select(x, k, shape.mask_value)
+    picked = select(x, k, shape.mask)
     assert picked.shape == (2, seq_q, k) and picked.dtype == torch.int64
     for b, rows in enumerate(brute_scores(x, mask)):
         for t, scores in enumerate(rows):
@@ -438,10 +442,10 @@ def test_indexer_dims_follow_dsa_or_the_text():
 
 def test_indexer_is_reproducible_from_its_seed():
     shape = shape_of("topk:8", "causal", 32, 32, batch=2)
-    a = select(make_indexer_inputs(shape, "cpu", seed=5), 8, shape.mask_value)
-    b = select(make_indexer_inputs(shape, "cpu", seed=5), 8, shape.mask_value)
+    a = select(make_indexer_inputs(shape, "cpu", seed=5), 8, shape.mask)
+    b = select(make_indexer_inputs(shape, "cpu", seed=5), 8, shape.mask)
     assert torch.equal(a, b)
-    assert not torch.equal(a, select(make_indexer_inputs(shape, "cpu", seed=6), 8, shape.mask_value))
+    assert not torch.equal(a, select(make_indexer_inputs(shape, "cpu", seed=6), 8, shape.mask))
 
 
 # --- 6. backends against the reference under a keep-set -------------------------------------------------------------
@@ -459,7 +463,7 @@ def sparse_case(text: str, seq_kv: int, heads: str, mask: str, phase: str):
     shape = shape_of(text, mask, seq_q, seq_kv, batch=2, heads=HEADS[heads])
     q, k, v = make_inputs(shape, "cpu", seed=1)
     keep = keep_for(shape, seed=1)
-    m = shape.mask_value
+    m = shape.mask
     return q, k, v, keep, reference_attention(q, k, v, mask=m, sparse=keep), reference_attention(q, k, v, mask=m)
 
 
@@ -532,8 +536,8 @@ def test_flex_matches_reference_under_keep_set(text):
     # the BlockMask's blocks are those holding a kept pair (128 x 128, whole): what executed FLOPs count
     assert "block_mask" in keep.derived and keep.derived["build_s"] > 0
     assert keep.derived["pairs_per_sequence"] == brute_block_pairs(keep.tokens[0])
-    if shape.sparsity_value.static:
-        assert keep.derived["pairs_per_sequence"] == block_pairs(shape.sparsity_value, shape.mask_value, 256, 256)
+    if shape.sparsity.static:
+        assert keep.derived["pairs_per_sequence"] == block_pairs(shape.sparsity, shape.mask, 256, 256)
 
 
 # --- 7. which backends a sweep offers a sparse case ----------------------------------------------------------------
@@ -546,16 +550,17 @@ def test_a_backend_declaring_no_sparsity_is_offered_dense_cases_only(monkeypatch
     swept = cases(sweep, "cpu")
     mine = [c for c in swept if c.backend == "no-sparsity"]
     naive = [c for c in swept if c.backend == "naive"]
-    assert {c.shape.sparsity for c in naive} == {"none", "block:16:0.5"}  # the sweep has sparse cases
-    assert mine and {c.shape.sparsity for c in mine} == {"none"}
-    assert {c.shape for c in mine} == {c.shape for c in naive if c.shape.sparsity == "none"}
+    assert {c.shape.sparsity.label for c in naive} == {"none", "block:16:0.5"}  # the sweep has sparse cases
+    assert mine and {c.shape.sparsity.label for c in mine} == {"none"}
+    assert {c.shape for c in mine} == {c.shape for c in naive if not c.shape.sparsity.sparse}
     assert not offered("no-sparsity", shape_of("block:16:0.5"))
 
 
 def test_a_sparse_only_backend_is_offered_its_kind_only():
     sweep = Sweep(backends=("topk-gather", "sdpa"), heads=(4,), kv_heads=(1,), seqs=(64,), masks=("causal",),
                   sparsities=("none", "block:16:0.5", "topk:8"))
-    by_backend = {b: {c.shape.sparsity for c in cases(sweep, "cpu") if c.backend == b} for b in ("topk-gather", "sdpa")}
+    by_backend = {b: {c.shape.sparsity.label for c in cases(sweep, "cpu") if c.backend == b}
+                  for b in ("topk-gather", "sdpa")}
     assert by_backend == {"topk-gather": {"topk:8"}, "sdpa": {"none", "block:16:0.5", "topk:8"}}
     assert [c.kind for c in cases(sweep, "cpu") if c.backend == "topk-gather"] == ["sparse"]
 
@@ -568,7 +573,8 @@ def run_case(backend: str, shape: AttentionShape) -> dict:
 
 def test_runner_topk_case():
     B, Hq, D, S, K = 1, 4, 16, 64, 8
-    shape = AttentionShape(B, S, S, Hq, 1, D, "fp32", "causal", sparsity=f"topk:{K}")
+    shape = shape_from_fields(dict(batch=B, seq_q=S, seq_kv=S, n_heads=Hq, n_kv_heads=1, head_dim=D, dtype="fp32",
+                                   mask="causal", sparsity=f"topk:{K}"))
     r = run_case("sdpa", shape)
     assert r["status"] == "ok", r["reason"]
     kept = sum(min(K, i + 1) for i in range(S))  # causal: query i sees i + 1 keys and keeps K of them
@@ -587,7 +593,8 @@ def test_runner_topk_case():
 
 def test_runner_block_case():
     B, Hq, D, S = 1, 4, 16, 64
-    shape = AttentionShape(B, S, S, Hq, 1, D, "fp32", "causal", sparsity="block:16:0.5")
+    shape = shape_from_fields(dict(batch=B, seq_q=S, seq_kv=S, n_heads=Hq, n_kv_heads=1, head_dim=D, dtype="fp32",
+                                   mask="causal", sparsity="block:16:0.5"))
     r = run_case("sdpa", shape)
     assert r["status"] == "ok", r["reason"]
     kept = int(torch.tensor(brute_keep("block:16:0.5", "causal", S, S)).sum())

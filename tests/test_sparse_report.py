@@ -39,7 +39,7 @@ from bench.report.sparse_cost import crossovers, sparse_costs, sparse_crossover
 from bench.report.sparse_cost import sparse_speedup as speedup_claim
 from bench.report.traits import SPARSE_KERNELS
 from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE, NOT_MEASURED
-from bench.shapes import AttentionShape
+from bench.shapes import shape_fields, shape_from_fields
 from bench.sparsity import Sparsity
 from tests.machines import EPYC, EPYC_DICT
 from tests.results_factory import make_run
@@ -55,8 +55,8 @@ FIGURES_OUT = Path("/tmp/sparse_figs")  # for the main developer to look at
 def case(backend: str, seq: int, sparsity: str = "none", *, phase: str = "prefill", seq_q: int = 1, batch: int = 1,
          dtype: str = "fp32", hq: int = 8, hkv: int = 2, head_dim: int = 64) -> Case:
     """A causal attention case; prefill has Sq = Skv = seq, decode Sq = seq_q against a cache of seq."""
-    shape = AttentionShape(batch=batch, seq_q=seq if phase == "prefill" else seq_q, seq_kv=seq, n_heads=hq,
-                           n_kv_heads=hkv, head_dim=head_dim, dtype=dtype, mask="causal", sparsity=sparsity)
+    shape = shape_from_fields(dict(batch=batch, seq_q=seq if phase == "prefill" else seq_q, seq_kv=seq, n_heads=hq,
+                                   n_kv_heads=hkv, head_dim=head_dim, dtype=dtype, mask="causal", sparsity=sparsity))
     return Case(backend, shape, phase, "fwd", "cpu")
 
 
@@ -285,7 +285,7 @@ def test_a_decode_line_at_fixed_tokens_per_batch_is_one_line(tmp_path):
     assert len(lines) == 1 and lines.iloc[0]["lengths"] == [1024, 4096, 16384]
     assert sparse_crossover(frame(recs, tmp_path, "fixed2")).verdict == HOLDS
     least = _question("sparse").least(planned, Context("cpu", {}))
-    assert {(c.shape.seq_kv, c.shape.batch) for c in least if c.shape.sparsity != "none"} == {(1024, 16), (4096, 4),
+    assert {(c.shape.seq_kv, c.shape.batch) for c in least if c.shape.sparsity.sparse} == {(1024, 16), (4096, 4),
                                                                                                 (16384, 1)}
 
     several = {kv: (1, 4) for kv in (1024, 4096, 16384)}  # each length has two batches: one line per batch
@@ -293,7 +293,7 @@ def test_a_decode_line_at_fixed_tokens_per_batch_is_one_line(tmp_path):
     lines = crossovers(sparse_costs(frame(recs, tmp_path, "several")))
     assert len(lines) == 2 and all(ls == [1024, 4096, 16384] for ls in lines["lengths"])
     least = _question("sparse").least(planned, Context("cpu", {}))
-    sparse = [c for c in least if c.shape.sparsity != "none"]
+    sparse = [c for c in least if c.shape.sparsity.sparse]
     assert len({c.shape.batch for c in sparse}) == 1 and len(sparse) == 3  # one whole line, not a mix
 
 
@@ -408,12 +408,12 @@ def default_plan():
 
 def _line_of(c: Case) -> tuple:
     """What one method's line shares: the backend, phase, pass and every shape field but the lengths and batch."""
-    rest = {k: v for k, v in dataclasses.asdict(c.shape).items() if k not in ("seq_q", "seq_kv", "batch")}
+    rest = {k: v for k, v in shape_fields(c.shape).items() if k not in ("seq_q", "seq_kv", "batch")}
     return (c.backend, c.phase, c.pass_, tuple(sorted(rest.items(), key=lambda kv: kv[0])))
 
 
 def _dense_twin(c: Case, backend: str) -> str:
-    return Case(backend, dataclasses.replace(c.shape, sparsity="none"), c.phase, c.pass_, c.device).id
+    return Case(backend, dataclasses.replace(c.shape, sparsity=Sparsity()), c.phase, c.pass_, c.device).id
 
 
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
@@ -421,13 +421,13 @@ def test_the_sparse_questions_are_funded_with_a_line_per_kernel_and_its_dense_tw
     plan, answers = default_plan(device)
     assert answers["sparse"].state == FUNDED and answers["sparse-ideal"].state == FUNDED
     planned = plan.cases
-    kernels = {c.backend for c in planned if c.shape.sparsity != "none"} & set(SPARSE_KERNELS)
+    kernels = {c.backend for c in planned if c.shape.sparsity.sparse} & set(SPARSE_KERNELS)
     assert kernels == {"flex", "topk-gather"}
     for key in ("sparse", "sparse-ideal"):
         least = answers[key].least
         ids = {c.id for c in least}
         for kernel in kernels:
-            mine = [c for c in least if c.backend == kernel and c.shape.sparsity != "none"]
+            mine = [c for c in least if c.backend == kernel and c.shape.sparsity.sparse]
             assert len({_line_of(c) for c in mine}) == 1, (key, kernel)  # one line
             lengths = sorted({c.shape.seq_kv for c in mine})
             line = [c for c in planned if _line_of(c) == _line_of(mine[0])]
@@ -448,7 +448,7 @@ def _least_records(least: list[Case], sparse_time_s) -> list[dict]:
     recs = []
     for c in least:
         t = base_s(c.shape.seq_kv)
-        if c.shape.sparsity == "none":
+        if not c.shape.sparsity.sparse:
             recs.append(record(c, slower.get(c.backend, 1.2) * t))
         else:
             rec = record(c, 1.0)
@@ -467,11 +467,11 @@ def test_exactly_the_crossover_least_decides_the_crossover_claim(default_plan, t
 
     def timed(c, rec, best):  # the method's cost per forward: ratio x the best dense kernel's, 30% of it indexer
         cost = ratio * best
-        return (0.7 * cost, 0.3 * cost) if c.shape.sparsity.startswith("topk") else (cost, None)
+        return (0.7 * cost, 0.3 * cost) if c.shape.sparsity.kind == "topk" else (cost, None)
 
     verdict = sparse_crossover(frame(_least_records(least, timed), tmp_path))
     assert verdict.verdict == expected, verdict.numbers
-    budgets = {Sparsity.parse(c.shape.sparsity).budget_label for c in least if c.shape.sparsity != "none"}
+    budgets = {c.shape.sparsity.budget_label for c in least if c.shape.sparsity.sparse}
     assert {d["budget"] for d in verdict.detail} == budgets and len(budgets) == 2  # a density, tokens per query
 
 
@@ -483,7 +483,7 @@ def test_exactly_the_speedup_least_decides_the_speedup_claim(default_plan, tmp_p
 
     def timed(c, rec, best):  # share x the ideal 1/density over its twin (flex's own dense run, else sdpa-flash)
         twin = slower["flex"] * best if get_backend(c.backend).dense else best
-        return twin * rec["density"] / share, (0.1 * best if c.shape.sparsity.startswith("topk") else None)
+        return twin * rec["density"] / share, (0.1 * best if c.shape.sparsity.kind == "topk" else None)
 
     verdict = speedup_claim(frame(_least_records(least, timed), tmp_path))
     assert verdict.verdict == expected, verdict.numbers
@@ -551,10 +551,10 @@ def test_deepseek_v32_sweeps_top_k_beside_dense_only_past_k():
     assert geometry.sparsity == "topk:2048:64x128" and geometry.is_mla and geometry.model == "deepseek-v3.2"
     sweep = Sweep(models=("deepseek-v3.2",), phases=("decode",), decode_kv=(1024, 4096),
                   backends=("naive", "topk-gather"))
-    found = {(c.backend, c.shape.seq_kv, c.shape.sparsity) for c in cases(sweep, "cpu")}
+    found = {(c.backend, c.shape.seq_kv, c.shape.sparsity.label) for c in cases(sweep, "cpu")}
     assert found == {("naive", 1024, "none"), ("naive", 4096, "none"), ("naive", 4096, "topk:2048:64x128"),
                      ("topk-gather", 4096, "topk:2048:64x128")}
-    assert all(c.shape.mla_form == "absorbed" for c in cases(sweep, "cpu"))
+    assert all((c.shape.mla is not None and c.shape.mla.form == "absorbed") for c in cases(sweep, "cpu"))
 
 
 def test_a_method_beating_dense_only_within_its_timings_noise_is_inconclusive(tmp_path):

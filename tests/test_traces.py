@@ -14,7 +14,7 @@ import pytest
 
 from bench.errors import UsageError
 from bench.serving.workload import workload_of
-from bench.shapes import AttentionShape, ShapeError, parse_rows, rows_label
+from bench.shapes import AttentionShape, ShapeError, parse_rows, rows_label, shape_from_fields
 from bench.traces.buckets import MAX_BUCKETS
 from bench.traces.flashinfer import read_steps
 from bench.traces.replay import replay
@@ -473,8 +473,8 @@ def test_each_bucket_is_a_valid_batch_of_its_mean_row_count(name, max_buckets):
             assert all(q == 1 for _, q, _ in groups)
         batch, seq_q, seq_kv = sum(n for n, _, _ in groups), max(q for _, q, _ in groups), \
             max(k for _, _, k in groups)
-        AttentionShape(batch=batch, seq_q=seq_q, seq_kv=seq_kv, n_heads=2, n_kv_heads=1, head_dim=8, mask="causal",
-                       lengths=b.lengths)
+        shape_from_fields(dict(batch=batch, seq_q=seq_q, seq_kv=seq_kv, n_heads=2, n_kv_heads=1, head_dim=8,
+                               mask="causal", lengths=b.lengths))
 
 
 @pytest.mark.parametrize("max_buckets", [1, 3])
@@ -525,7 +525,7 @@ def test_named_replay_to_dict_is_json(name):
 def rows_shape(**kwargs: object) -> AttentionShape:
     base = {"batch": 3, "seq_q": 4, "seq_kv": 9, "n_heads": 2, "n_kv_heads": 1, "head_dim": 8, "mask": "causal",
             "lengths": "rows:2x1:9+1x4:6"}
-    return AttentionShape(**{**base, **kwargs})
+    return shape_from_fields(dict(**{**base, **kwargs}))
 
 
 def test_rows_shape_is_accepted_and_its_workload_lists_every_row_in_order():

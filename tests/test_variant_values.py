@@ -20,7 +20,7 @@ from bench.masks import CAUSAL, NO_MASK, Mask
 from bench.meta import Calibration
 from bench.reference import reference_attention
 from bench.scores import NO_SCORE, Score, sink_logits
-from bench.shapes import AttentionShape, ShapeError, mask_fields, shape_fields
+from bench.shapes import AttentionShape, ShapeError, shape_fields, shape_from_fields
 
 CALIBRATION = Calibration.from_dict({"gemm_flops_per_s": 1e11, "copy_bytes_per_s": 1e10})
 
@@ -96,7 +96,8 @@ def kernels(tmp_path, monkeypatch):
 
 
 def shape(mask: str = "causal", score: str = "none", seq_q: int = 24, seq_kv: int = 24) -> AttentionShape:
-    return AttentionShape(2, seq_q, seq_kv, 4, 2, 16, "fp32", **mask_fields(mask), score=score)
+    return shape_from_fields(dict(batch=2, seq_q=seq_q, seq_kv=seq_kv, n_heads=4, n_kv_heads=2, head_dim=16,
+                                  dtype="fp32", mask=mask, score=score))
 
 
 def run_case(backend: str, s: AttentionShape) -> dict:
@@ -144,11 +145,12 @@ def test_pairs_count_what_visible_shows(mask, sq, skv):
 
 def test_the_shape_keeps_its_columns_and_gives_its_values():
     s = shape("window:256", "softcap:50", seq_q=512, seq_kv=512)
-    assert (s.mask, s.window, s.chunk, s.score) == ("window", 256, None, "softcap:50")
+    assert (s.mask.kind, s.mask.window, s.mask.chunk, s.score.label) == ("window", 256, None, "softcap:50")
     assert shape_fields(s)["mask"] == "window:256" and shape_fields(s)["score"] == "softcap:50"
-    assert s.mask_value == Mask(window=256) and s.score_value == Score(softcap=50.0)
+    assert shape_fields(s)["window"] == 256 and shape_from_fields(shape_fields(s)) == s
+    assert s.mask == Mask(window=256) and s.score == Score(softcap=50.0)
     c = shape("chunk:8", "sinks")
-    assert shape_fields(c)["mask"] == "chunk:8" and c.mask_value == Mask(chunk=8) and c.score_value.sinks
+    assert shape_fields(c)["mask"] == "chunk:8" and c.mask == Mask(chunk=8) and c.score.sinks
     case = Case("naive", c, "prefill", "fwd", "cpu")
     assert case.id == "naive/gqa/b2-hq4-hkv2-q24-kv24-d16-score=sinks/fp32/chunk:8/prefill/fwd/cpu"
 

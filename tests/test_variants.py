@@ -15,7 +15,7 @@ from bench.masks import visible, visible_pairs
 from bench.metrics import attention_bytes, attention_flops
 from bench.reference import compare_to_reference, reference_attention
 from bench.scores import alibi_slopes, parse_score, sink_logits
-from bench.shapes import AttentionShape, ShapeError, parse_mask
+from bench.shapes import ShapeError, parse_mask, shape_from_fields
 
 VARIANTS = {
     "softcap": {"softcap": 1.5},
@@ -157,10 +157,12 @@ def test_chunk_pairs_are_exact(sq, skv, chunk):
 
 
 def test_chunk_flops_count_visible_pairs_and_bytes_do_not_change():
-    chunked = AttentionShape(1, 64, 64, 2, 2, 8, mask="chunk", chunk=16)
-    causal = AttentionShape(1, 64, 64, 2, 2, 8, mask="causal")
+    chunked = shape_from_fields(dict(batch=1, seq_q=64, seq_kv=64, n_heads=2, n_kv_heads=2, head_dim=8, mask="chunk",
+                                     chunk=16))
+    causal = shape_from_fields(dict(batch=1, seq_q=64, seq_kv=64, n_heads=2, n_kv_heads=2, head_dim=8, mask="causal"))
     assert attention_flops(chunked) == 4 * 2 * 8 * 4 * (16 * 17 // 2)
-    assert attention_flops(AttentionShape(1, 64, 64, 2, 2, 8, mask="causal", score="softcap:30")) == \
+    assert attention_flops(shape_from_fields(dict(batch=1, seq_q=64, seq_kv=64, n_heads=2, n_kv_heads=2, head_dim=8,
+                                                  mask="causal", score="softcap:30"))) == \
         attention_flops(causal)
     assert attention_bytes(chunked) == attention_bytes(causal)
 
@@ -173,9 +175,9 @@ def test_parsing():
         with pytest.raises(bench.ShapeError.__mro__[1]):
             parse_score(bad)
     with pytest.raises(ShapeError):
-        AttentionShape(1, 8, 8, 2, 2, 4, mask="chunk")
+        shape_from_fields(dict(batch=1, seq_q=8, seq_kv=8, n_heads=2, n_kv_heads=2, head_dim=4, mask="chunk"))
     with pytest.raises(ShapeError):
-        AttentionShape(1, 8, 8, 2, 2, 4, score="softcap:x")
+        shape_from_fields(dict(batch=1, seq_q=8, seq_kv=8, n_heads=2, n_kv_heads=2, head_dim=4, score="softcap:x"))
 
 
 def test_axes_make_new_ids_and_keep_old_ones():
@@ -192,10 +194,11 @@ def test_axes_make_new_ids_and_keep_old_ones():
 def _frame(times: dict[tuple[str, str, str], float]):
     import pandas as pd
 
-    from bench.shapes import mask_fields, shape_fields
+    from bench.shapes import shape_fields
     rows = []
     for (backend, mask, score), t in times.items():
-        shape = AttentionShape(1, 128, 128, 4, 2, 16, **mask_fields(mask), score=score)
+        shape = shape_from_fields(dict(batch=1, seq_q=128, seq_kv=128, n_heads=4, n_kv_heads=2, head_dim=16, mask=mask,
+                                       score=score))
         ok = t > 0
         rows.append({**shape_fields(shape), "backend": backend, "phase": "prefill", "pass": "fwd",
                      "status": "ok" if ok else "unsupported", "reason": "" if ok else "sdpa: a softcap applies tanh",

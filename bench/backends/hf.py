@@ -112,7 +112,7 @@ def time_mask_build(name: str, shape: AttentionShape, device: str, case_budget_s
     from bench.measure.stats import summarize
     from bench.measure.timer import measure
 
-    build = _mask_build(name, shape.batch, shape.seq_q, shape.seq_kv, shape.mask_value, shape.torch_dtype,
+    build = _mask_build(name, shape.batch, shape.seq_q, shape.seq_kv, shape.mask, shape.torch_dtype,
                         device)
     _, timing = measure(build, device, case_budget_s)
     return summarize(timing.samples).median

@@ -11,6 +11,7 @@ import torch
 from bench.backends import BACKENDS, Unsupported, get_backend
 from bench.backends.outside import entry_points
 from bench.errors import InputError, UsageError
+from bench.masks import CAUSAL
 from bench.reference import check_backend
 from bench.shapes import DTYPES, AttentionShape
 
@@ -27,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def probe(backend: str, dtype: str, device: str) -> str:
     """'ok', or why not: runs a small causal GQA case and checks it against the reference."""
-    shape = AttentionShape(1, 33, 33, 4, 2, 64, dtype, "causal")
+    shape = AttentionShape(1, 33, 33, 4, 2, 64, dtype, CAUSAL)
     try:
         check = check_backend(backend, shape, device)
     except Unsupported as err:

@@ -23,7 +23,7 @@ from bench.measure.calibrate import MAIN_DTYPE
 from bench.measure.memory import cuda_memory_snapshot
 from bench.meta import Calibration
 from bench.report.units import fmt_bytes, fmt_seconds
-from bench.shapes import AttentionShape, ShapeError, mask_fields
+from bench.shapes import INT_COLUMNS, ShapeError, shape_from_fields
 
 help = "profile one case: kernel table, SDPA's kernel, peak memory, a Perfetto trace (and a CUDA memory snapshot)"
 # one value per axis unless given: a single MHA prefill case
@@ -58,9 +58,8 @@ def case_from_id(text: str) -> sweeps.Case:
                 raise ValueError(token)
             sizes[name] = int(token[len(prefix):])
         later = dict(token.split("=", 1) for token in extra[5:])
-        types = {f.name: f.type for f in dataclasses.fields(AttentionShape)}
-        later = {k: int(v) if "int" in str(types.get(k)) else v for k, v in later.items()}
-        shape = AttentionShape(**sizes, dtype=dtype, **mask_fields(mask_text), **later)
+        later = {k: int(v) if k in INT_COLUMNS else v for k, v in later.items()}
+        shape = shape_from_fields({**sizes, "dtype": dtype, "mask": mask_text, **later})
     except (ValueError, TypeError, ShapeError) as err:
         raise UsageError(f"case id {text!r}: cannot read its shape ({err})") from None
     case = sweeps.Case(backend, shape, phase, pass_, device)

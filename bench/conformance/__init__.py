@@ -19,14 +19,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from bench.backends import Unsupported, get_backend
+from bench.masks import Mask
 from bench.mla import check_mla
 from bench.reference import GRAD_TOLERANCES, Check, check_backend, check_gradients
-from bench.shapes import DTYPES, AttentionShape
+from bench.shapes import DTYPES, AttentionShape, MlaDims
+from bench.sparsity import Sparsity
 
 # (Hq, Hkv) per variant; GQA with 3 query heads per KV head
 VARIANT_HEADS = {"mha": (4, 4), "gqa": (6, 2), "mqa": (4, 1), "mla": (4, 1)}
 MLA = {"v_head_dim": 20, "kv_lora_rank": 40, "rope_dim": 8}  # head_dim 24 = qk_nope 16 + rope 8
-MASKS = {"none": ("none", None), "causal": ("causal", None), "window": ("window", 7)}
+MASKS = {"none": Mask(), "causal": Mask(causal=True), "window": Mask(window=7)}
 # (Sq, Skv): odd, not multiples of any block size
 LENGTHS = {"square": (37, 37), "sq<skv": (13, 45), "decode": (1, 67)}
 BATCH, HEAD_DIM = 2, 24  # two sequences, so batch strides are checked; D not a power of two
@@ -50,19 +52,19 @@ class Group:
 
     def shapes(self) -> Iterator[tuple[str, AttentionShape]]:
         hq, hkv = VARIANT_HEADS[self.variant]
-        mask, window = MASKS[self.mask]
+        mask = MASKS[self.mask]
         if self.sparsity != "none":
             for name, (sq, skv) in SPARSE_LENGTHS.items():
-                yield name, AttentionShape(BATCH, sq, skv, hq, hkv, HEAD_DIM, self.dtype, mask, window,
-                                           sparsity=SPARSE_KINDS[self.sparsity])
+                yield name, AttentionShape(BATCH, sq, skv, hq, hkv, HEAD_DIM, self.dtype, mask,
+                                           sparsity=Sparsity.parse(SPARSE_KINDS[self.sparsity]))
             return
         for name, (sq, skv) in LENGTHS.items():
             if self.variant == "mla":
                 form = "absorbed" if name == "decode" else "expanded"
                 yield name, AttentionShape(BATCH, sq, skv, hq, 1 if form == "absorbed" else hq, HEAD_DIM, self.dtype,
-                                           mask, window, mla_form=form, **MLA)
+                                           mask, mla=MlaDims(form, **MLA))
                 continue
-            yield name, AttentionShape(BATCH, sq, skv, hq, hkv, HEAD_DIM, self.dtype, mask, window)
+            yield name, AttentionShape(BATCH, sq, skv, hq, hkv, HEAD_DIM, self.dtype, mask)
 
 
 @dataclass(frozen=True)
@@ -91,10 +93,10 @@ def groups(backend: str, dtypes: tuple[str, ...] | None = None,
 
 
 def _one(backend: str, group: Group, shape: AttentionShape, device: str) -> Check:
-    if shape.mla_form is not None:
+    if shape.mla is not None:
         return check_mla(backend, shape, device)
     sparse = None
-    if shape.sparsity != "none":
+    if shape.sparsity.sparse:
         from bench.kinds.sparse import keep_set
 
         sparse = keep_set(shape, device, seed=0)
@@ -130,8 +132,8 @@ def shape_of(group: Group, name: str) -> AttentionShape:
 
 
 def shape_text(s: AttentionShape) -> str:
-    form = f" MLA {s.mla_form}" if s.mla_form else ""
-    sparse = f" {s.sparsity}" if s.sparsity != "none" else ""
+    form = f" MLA {s.mla.form}" if s.mla else ""
+    sparse = f" {s.sparsity.label}" if s.sparsity.sparse else ""
     return f"(Hq={s.n_heads} Hkv={s.n_kv_heads} Sq={s.seq_q} Skv={s.seq_kv}{form}{sparse})"
 
 

@@ -21,6 +21,7 @@ from bench.engine.sweeps import Case
 from bench.kinds import check_shape
 from bench.meta import Calibration
 from bench.metrics import attention_flops
+from bench.shapes import DENSE
 
 if TYPE_CHECKING:
     from bench.record import Record
@@ -82,7 +83,7 @@ def predict(case: Case, record: Record, calibration: Calibration, memory: str, c
     fp32 = calibration.gemm_flops_per_s or 1e10
     checked = check_shape(case.shape)
     # the float64 reference computes every pair the mask leaves, the sparsity's dropped ones too
-    check_flops = attention_flops(dataclasses.replace(checked, sparsity="none"), case.pass_)
+    check_flops = attention_flops(dataclasses.replace(checked, sparsity=DENSE), case.pass_)
     share = min(1.0, check_flops / max(float(record.get("flops") or 1), 1.0))
     check = check_flops / (FLOAT64_SHARE * fp32) + one * share
     if case.pass_ == "fwd+bwd":

@@ -85,14 +85,14 @@ def model_geometries(models: tuple[str, ...]) -> list[Geometry]:
     out = []
     for name in models:
         cfg = load_config(name)
-        for shape in attention_shapes(cfg):
-            mask = "none" if cfg.encoder_only else f"window:{shape.window}" if shape.window else \
-                f"chunk:{shape.chunk}" if shape.chunk else "causal"
+        for kind in attention_shapes(cfg):
+            mask = "none" if cfg.encoder_only else f"window:{kind.window}" if kind.window else \
+                f"chunk:{kind.chunk}" if kind.chunk else "causal"
             score = None if cfg.score == "none" else cfg.score  # the model's own variant replaces --score
             if cfg.is_mla:
-                out.append(Geometry(shape.n_heads, shape.n_heads, shape.head_dim, (mask,), cfg.name, score,
+                out.append(Geometry(kind.n_heads, kind.n_heads, kind.head_dim, (mask,), cfg.name, score,
                                     cfg.v_head_dim, cfg.kv_lora_rank, cfg.qk_rope_head_dim, cfg.sparsity))
             else:
-                out.append(Geometry(shape.n_heads, shape.n_kv_heads, shape.head_dim, (mask,), cfg.name, score,
+                out.append(Geometry(kind.n_heads, kind.n_kv_heads, kind.head_dim, (mask,), cfg.name, score,
                                     sparsity=cfg.sparsity))
     return out

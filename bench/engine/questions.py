@@ -45,6 +45,7 @@ from bench.claims import (
 from bench.engine.sweeps import Case
 from bench.meta import Calibration
 from bench.metrics import projection_flops
+from bench.shapes import DENSE
 
 # the throughput and latency figures draw a scaling line over this many lengths spanning this factor (the memory
 # claim, which the same cases answer, needs MEMORY_SPAN <= LENGTH_SPAN)
@@ -95,8 +96,7 @@ class Question:
 def _plain(c: Case) -> bool:
     """A dense attention call: no serving batch, no model, no score variant, no sparsity."""
     s = c.shape
-    return s.lengths is None and s.page_size is None and s.score == "none" and s.model is None \
-        and s.sparsity == "none"
+    return s.serving is None and not s.score.variants and s.model is None and not s.sparsity.sparse
 
 
 def _runs_here(c: Case, ctx: Context) -> bool:
@@ -170,7 +170,7 @@ def _heads_least(cases: list[Case], ctx: Context) -> list[Case]:
     groups: dict[tuple, list[Case]] = defaultdict(list)
     for c in cases:
         s = c.shape
-        groups[(s.n_heads * s.head_dim, s.seq_q, s.batch, s.dtype, s.mask_label)].append(c)
+        groups[(s.n_heads * s.head_dim, s.seq_q, s.batch, s.dtype, s.mask.label)].append(c)
     sweeps = {k: g for k, g in groups.items() if len({c.shape.n_heads for c in g}) >= MIN_HEADS}
     if not sweeps:
         return []
@@ -194,7 +194,7 @@ def _lines(cases: list[Case]) -> dict[tuple, list[Case]]:
     groups: dict[tuple, list[Case]] = defaultdict(list)
     for c in cases:
         s = c.shape
-        groups[(s.dtype, s.n_heads, s.head_dim, s.mask_label)].append(c)
+        groups[(s.dtype, s.n_heads, s.head_dim, s.mask.label)].append(c)
     lines: dict[tuple, list[Case]] = {}
     for key, group in groups.items():
         batches: dict[int, set[int]] = defaultdict(set)
@@ -236,7 +236,7 @@ def _scaling_least(cases: list[Case], ctx: Context) -> list[Case]:
 
 # -- decode ---------------------------------------------------------------------------------------------------------
 def _decode_picks(c: Case) -> bool:
-    return _plain(c) and c.phase == "decode" and c.shape.mla_form is None
+    return _plain(c) and c.phase == "decode" and c.shape.mla is None
 
 
 def _decode_least(cases: list[Case], ctx: Context) -> list[Case]:
@@ -245,7 +245,7 @@ def _decode_least(cases: list[Case], ctx: Context) -> list[Case]:
     groups: dict[tuple, list[Case]] = defaultdict(list)
     for c in cases:
         s = c.shape
-        groups[(s.dtype, s.batch, s.n_heads, s.head_dim, s.seq_q, s.mask_label)].append(c)
+        groups[(s.dtype, s.batch, s.n_heads, s.head_dim, s.seq_q, s.mask.label)].append(c)
 
     def answers(group: list[Case]) -> bool:
         by_variant: dict[str, set[int]] = defaultdict(set)
@@ -267,13 +267,13 @@ def _decode_least(cases: list[Case], ctx: Context) -> list[Case]:
 # -- MLA ------------------------------------------------------------------------------------------------------------
 def _mla_picks(c: Case) -> bool:
     """MLA's absorbed decode steps and the GQA/MQA steps they are judged against."""
-    return _plain(c) and c.phase == "decode" and (c.shape.mla_form == "absorbed" or c.shape.variant in ("gqa", "mqa"))
+    return _plain(c) and c.phase == "decode" and (c.shape.absorbed or c.shape.variant in ("gqa", "mqa"))
 
 
 def _mla_least(cases: list[Case], ctx: Context) -> list[Case]:
     """For one MLA geometry of a native dtype, its steps at every context for the textbook and the fused backend,
     and the GQA/MQA steps of the same backends, Hq, batch and context at head dim = MLA's value head dim."""
-    mla = [c for c in cases if c.shape.mla_form == "absorbed"]
+    mla = [c for c in cases if c.shape.absorbed]
     dtypes = _main_dtype(mla, ctx)
     mla = [c for c in mla if c.shape.dtype in dtypes[:1]]
     if not mla:
@@ -281,8 +281,8 @@ def _mla_least(cases: list[Case], ctx: Context) -> list[Case]:
     pair = _pair(mla, ctx, lambda c: c.shape.seq_kv)
     mla = [c for c in mla if c.backend in pair]
     keys = {(c.backend, c.shape.dtype, c.shape.batch, c.shape.n_heads, c.shape.seq_q, c.shape.seq_kv,
-             c.shape.v_head_dim) for c in mla}
-    twins = [c for c in cases if c.shape.mla_form is None and (c.backend, c.shape.dtype, c.shape.batch,
+             c.shape.mla.v_head_dim) for c in mla}
+    twins = [c for c in cases if c.shape.mla is None and (c.backend, c.shape.dtype, c.shape.batch,
                                                                c.shape.n_heads, c.shape.seq_q, c.shape.seq_kv,
                                                                c.shape.head_dim) in keys]
     return mla + twins if twins else []
@@ -320,9 +320,9 @@ def _layer_least(cases: list[Case], ctx: Context) -> list[Case]:
     """Both scopes of one geometry, for the textbook and the fused backend, at every length up to where the fused
     kernel's attention is predicted to pass half the layer (at least MIN_LAYER_LENGTHS lengths)."""
     layered = {(c.backend, c.shape.dtype, c.shape.n_heads, c.shape.n_kv_heads, c.shape.head_dim, c.shape.batch,
-                c.shape.mask_label) for c in cases if c.shape.scope == "layer"}
+                c.shape.mask.label) for c in cases if c.shape.scope == "layer"}
     twins = [c for c in cases if (c.backend, c.shape.dtype, c.shape.n_heads, c.shape.n_kv_heads, c.shape.head_dim,
-                                  c.shape.batch, c.shape.mask_label) in layered]
+                                  c.shape.batch, c.shape.mask.label) in layered]
     dtypes = _main_dtype(twins, ctx)
     twins = [c for c in twins if c.shape.dtype == dtypes[0]] if dtypes else []
     if not twins:
@@ -348,15 +348,16 @@ def _all(cases: list[Case], ctx: Context) -> list[Case]:
 
 def _paging_picks(c: Case) -> bool:
     """Serving decode: the paged caches and the contiguous cache they are compared with (same drawn contexts)."""
-    return c.phase == "decode" and c.shape.lengths is not None and not c.shape.lengths.startswith("rows:")
+    return c.phase == "decode" and c.shape.serving is not None and c.shape.serving.lengths is not None \
+        and c.shape.serving.rows is None
 
 
 def _variants_picks(c: Case) -> bool:
     """A score variant or a chunk mask, and the plain causal prefill they are compared with."""
     s = c.shape
-    return (s.lengths is None and s.page_size is None and c.phase == "prefill" and s.scope == "attention"
-            and s.model is None and s.sparsity == "none"
-            and (s.score != "none" or s.chunk is not None or s.mask_label == "causal"))
+    return (s.serving is None and c.phase == "prefill" and s.scope == "attention"
+            and s.model is None and not s.sparsity.sparse
+            and (bool(s.score.variants) or s.mask.chunk is not None or s.mask.label == "causal"))
 
 
 def _plain_key(c: Case) -> tuple:
@@ -367,8 +368,8 @@ def _plain_key(c: Case) -> tuple:
 def _variants_least(cases: list[Case], ctx: Context) -> list[Case]:
     """Every variant case, each beside its plain causal twin (same backend and shape, no variant): a variant
     without its twin cannot be judged, so it is left out."""
-    varied = [c for c in cases if c.shape.score != "none" or c.shape.chunk is not None]
-    plain = {_plain_key(c): c for c in cases if c.shape.score == "none" and c.shape.mask_label == "causal"}
+    varied = [c for c in cases if c.shape.score.variants or c.shape.mask.chunk is not None]
+    plain = {_plain_key(c): c for c in cases if not c.shape.score.variants and c.shape.mask.label == "causal"}
     judged = [c for c in varied if _plain_key(c) in plain]
     return judged + list({id(t): t for t in (plain[_plain_key(c)] for c in judged)}.values())
 
@@ -403,13 +404,13 @@ def _wrapper_least(cases: list[Case], ctx: Context) -> list[Case]:
 
 
 def _is_trace(c: Case) -> bool:
-    return c.shape.lengths is not None and c.shape.lengths.startswith("rows:")
+    return c.shape.serving is not None and c.shape.serving.rows is not None
 
 
 def _trace_picks(c: Case) -> bool:
     """A replayed trace's bucket, or a plain causal forward case of the synthetic grid it is compared with."""
-    return _is_trace(c) or (_plain(c) and c.pass_ == "fwd" and c.shape.mask_label == "causal"
-                            and c.shape.scope == "attention" and c.shape.mla_form is None)
+    return _is_trace(c) or (_plain(c) and c.pass_ == "fwd" and c.shape.mask.label == "causal"
+                            and c.shape.scope == "attention" and c.shape.mla is None)
 
 
 def _trace_least(cases: list[Case], ctx: Context) -> list[Case]:
@@ -431,8 +432,7 @@ def _trace_least(cases: list[Case], ctx: Context) -> list[Case]:
 def _sparse_picks(c: Case) -> bool:
     """Sparse cases, and the dense attention calls they are compared with."""
     s = c.shape
-    return s.scope == "attention" and s.lengths is None and s.page_size is None and s.score == "none" \
-        and c.pass_ == "fwd"
+    return s.scope == "attention" and s.serving is None and not s.score.variants and c.pass_ == "fwd"
 
 
 def _sparse_kernel(backend: str) -> bool:
@@ -451,7 +451,7 @@ def _line_key(c: Case) -> tuple:
 def _twins(c: Case, dense: dict[tuple, list[Case]]) -> list[Case]:
     """The dense cases of c's shape: its own backend's (its speedup's twin) and every fused kernel's that does not
     compile (the best dense kernel is among them)."""
-    key = (dataclasses.replace(c.shape, sparsity="none"), c.phase, c.pass_)
+    key = (dataclasses.replace(c.shape, sparsity=DENSE), c.phase, c.pass_)
     return [d for d in dense.get(key, []) if d.backend == c.backend
             or (BACKENDS.get(d.backend) is not None and BACKENDS[d.backend].memory == "tiled"
                 and not BACKENDS[d.backend].compiles)]
@@ -464,7 +464,7 @@ def _sparse_lines(cases: list[Case], ctx: Context) -> tuple[list[list[Case]], di
     for c in cases:
         if not _runs_here(c, ctx):
             continue
-        if c.shape.sparsity == "none":
+        if not c.shape.sparsity.sparse:
             dense[(c.shape, c.phase, c.pass_)].append(c)
         elif _sparse_kernel(c.backend):
             lines[_line_key(c)].append(c)

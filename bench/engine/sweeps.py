@@ -40,10 +40,11 @@ from bench.shapes import (
     SCOPES,
     VARIANTS,
     AttentionShape,
+    ServingBatch,
     case_mask,
-    mask_fields,
     parse_mask,
     parse_rows,
+    shape_from_fields,
 )
 from bench.sparsity import Sparsity
 from bench.traces.buckets import MAX_BUCKETS
@@ -200,7 +201,7 @@ class Sweep:
 def offered(backend: str, shape: AttentionShape) -> bool:
     """Whether a sweep offers `backend` this shape: every backend a dense one, a sparse one only to the backends whose
     `sparsity` trait lists its kind (so a kernel that declares none is never handed a keep-set)."""
-    return get_backend(backend).sparsity_reason(shape.sparsity_value.kind) is None
+    return get_backend(backend).sparsity_reason(shape.sparsity.kind) is None
 
 
 def axis_fields() -> list[dataclasses.Field]:
@@ -413,9 +414,9 @@ def cases(sweep: Sweep, device: str) -> list[Case]:
         simple = [(name, (g.score,) if name == "score" and g.score else ("none", g.sparsity)
                    if name == "sparsity" and g.sparsity else values) for name, values in axes]
         for dtype, mask_text, *more in itertools.product(sweep.dtypes, g.masks, *(values for _, values in simple)):
-            masking = mask_fields(mask_text)
-            mask = masking["mask"]
-            fixed = dict(n_heads=g.n_heads, n_kv_heads=g.n_kv_heads, head_dim=g.head_dim, dtype=dtype, **masking,
+            mask = case_mask(mask_text).kind
+            # the axes' values are record columns (their text, as the command line gives them): shape_from_fields
+            fixed = dict(n_heads=g.n_heads, n_kv_heads=g.n_kv_heads, head_dim=g.head_dim, dtype=dtype, mask=mask_text,
                          model=g.model, **{name: v for (name, _), v in zip(simple, more, strict=True)})
             if g.is_mla:  # attention alone, forward, no score variant or chunk: bench.shapes says why
                 if fixed["score"] == "none" and not case_mask(mask_text).variants:
@@ -429,8 +430,8 @@ def cases(sweep: Sweep, device: str) -> list[Case]:
                                                         or _keeps_all(g, fixed, seq)):
                         continue  # a sparse case is one attention call
                     for batch in _batches(sweep, seq):
-                        shape = AttentionShape(batch=batch, seq_q=seq, seq_kv=seq, scope=scope, lengths=lengths,
-                                               **fixed)
+                        shape = shape_from_fields(dict(batch=batch, seq_q=seq, seq_kv=seq, scope=scope,
+                                                       lengths=lengths, **fixed))
                         passes = ("fwd",) if lengths else sweep.passes  # serving is inference: forward only
                         out += [Case(b, shape, "prefill", p, device) for p in passes for b in sweep.backends
                                 if offered(b, shape)]
@@ -440,8 +441,8 @@ def cases(sweep: Sweep, device: str) -> list[Case]:
                     if fixed["sparsity"] != "none" and (page is not None or lengths is not None
                                                         or _keeps_all(g, fixed, kv)):
                         continue
-                    shape = AttentionShape(batch=batch, seq_q=sq, seq_kv=kv, lengths=lengths, page_size=page,
-                                           **fixed)  # attention alone
+                    shape = shape_from_fields(dict(batch=batch, seq_q=sq, seq_kv=kv, lengths=lengths, page_size=page,
+                                                   **fixed))  # attention alone
                     out += [Case(b, shape, "decode", "fwd", device) for b in sweep.backends if offered(b, shape)]
     if "decode" in sweep.phases and "prefill" not in sweep.phases and not out:
         raise UsageError("decode needs a causal or window mask")
@@ -515,13 +516,12 @@ def trace_cases(sweep: Sweep, device: str) -> list[Case]:
                 mask = case_mask(mask_text)
                 if g.is_mla or not mask.causal or mask.variants:
                     continue  # a server decodes causally; MLA and chunk masks take no serving batch
-                fixed = dict(n_heads=g.n_heads, n_kv_heads=g.n_kv_heads, head_dim=g.head_dim, dtype=dtype,
-                             **mask_fields(mask_text), model=g.model)
                 for b in buckets:
                     groups = parse_rows(b.lengths)
-                    shape = AttentionShape(batch=sum(n for n, _, _ in groups), seq_q=max(q for _, q, _ in groups),
-                                           seq_kv=max(k for _, _, k in groups), lengths=b.lengths,
-                                           page_size=page if b.phase == "decode" else None, **fixed)
+                    serving = ServingBatch(b.lengths, page if b.phase == "decode" else None)
+                    shape = AttentionShape(sum(n for n, _, _ in groups), max(q for _, q, _ in groups),
+                                           max(k for _, _, k in groups), g.n_heads, g.n_kv_heads, g.head_dim, dtype,
+                                           mask, model=g.model, serving=serving)
                     out += [Case(backend, shape, b.phase, "fwd", device) for backend in backends]
     return out
 
@@ -535,14 +535,14 @@ def _mla_cases(sweep: Sweep, g: Geometry, fixed: dict, device: str) -> list[Case
             for batch in _batches(sweep, seq):
                 if _keeps_all(g, fixed, seq):
                     continue
-                shape = AttentionShape(batch=batch, seq_q=seq, seq_kv=seq, **prefill)
+                shape = shape_from_fields(dict(batch=batch, seq_q=seq, seq_kv=seq, **prefill))
                 out += [Case(b, shape, "prefill", "fwd", device) for b in sweep.backends if offered(b, shape)]
     if "decode" in sweep.phases and fixed["mask"] != "none" and not sweep.page_sizes and not sweep.lengths:
         decode = fixed | g.mla_fields("absorbed")
         for sq, kv, batch in itertools.product(sweep.decode_q, sweep.decode_kv, sweep.batches):
             if _keeps_all(g, fixed, kv):
                 continue
-            shape = AttentionShape(batch=batch, seq_q=sq, seq_kv=kv, **decode)
+            shape = shape_from_fields(dict(batch=batch, seq_q=sq, seq_kv=kv, **decode))
             out += [Case(b, shape, "decode", "fwd", device) for b in sweep.backends if offered(b, shape)]
     return out
 

@@ -99,8 +99,8 @@ def decode_kv_fields(case: Case, kv_cache_bytes: Callable[[], int]) -> dict[str,
 def refuse_variants(shape: AttentionShape, what: str) -> None:
     """Unsupported for a shape with a score variant or a mask beyond causal and window (a chunk), in a kind whose
     calls do not pass them on."""
-    used = [f"score={shape.score}"] * (shape.score != "none") \
-        + [f"mask={shape.mask_label}"] * bool(shape.mask_value.variants)
+    used = [f"score={shape.score.label}"] * bool(shape.score.variants) \
+        + [f"mask={shape.mask.label}"] * bool(shape.mask.variants)
     if used:
         raise Unsupported(f"{what} does not pass {' and '.join(used)} to the backend; time the variant with "
                           "scope=attention (a dense call)")

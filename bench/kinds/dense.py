@@ -24,22 +24,22 @@ def dense_check_shape(shape: AttentionShape) -> AttentionShape:
     scores = shape.batch * shape.n_heads * shape.seq_q * shape.seq_kv
     # MLA's reference decompresses K and V per head in float64 (bench.mla.reference_mla): count those too
     expanded = shape.batch * shape.n_heads * shape.seq_kv * (shape.head_dim + shape.value_dim) \
-        if shape.mla_form is not None else 0
+        if shape.mla is not None else 0
     if fits_exactly(max(scores, expanded)):
         return shape
     seq_q = min(shape.seq_q, 256)
     seq_kv = seq_q if shape.seq_q == shape.seq_kv else min(shape.seq_kv, 4096)
     # two sequences, so that batch strides are checked too
-    mask = shape.mask_value.shorter(shape.seq_kv, seq_kv)  # a window or a chunk that cuts keeps cutting
-    sparsity = shape.sparsity_value.shorter(shape.seq_kv, seq_kv)  # and so does a sparsity
-    return dataclasses.replace(shape, batch=min(shape.batch, 2), seq_q=seq_q, seq_kv=seq_kv, window=mask.window,
-                               chunk=mask.chunk, sparsity=sparsity.label)
+    mask = shape.mask.shorter(shape.seq_kv, seq_kv)  # a window or a chunk that cuts keeps cutting
+    sparsity = shape.sparsity.shorter(shape.seq_kv, seq_kv)  # and so does a sparsity
+    return dataclasses.replace(shape, batch=min(shape.batch, 2), seq_q=seq_q, seq_kv=seq_kv, mask=mask,
+                               sparsity=sparsity)
 
 
 def dense_kv_fields(case: Case) -> dict[str, float | None]:
     s = case.shape
     return decode_kv_fields(case, lambda: kv_cache_bytes(1, s.n_kv_heads, s.head_dim, s.seq_kv, s.batch, s.dtype,
-                                                         window=s.window))
+                                                         window=s.mask.window))
 
 
 class DenseKind:

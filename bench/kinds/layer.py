@@ -59,13 +59,13 @@ class LayerKind:
         x = make_layer_input(shape, case.device, seed=0)
         t0 = time.perf_counter()
         with torch.no_grad():
-            out = setup(x, causal=shape.causal, window=shape.window)
+            out = setup(x, causal=shape.causal, window=shape.mask.window)
         sync(case.device)
         seconds = time.perf_counter() - t0
         if out.shape != x.shape:
             return Check(False, float("inf"), *LAYER_TOLERANCES[x.dtype]), seconds
         ref = references.get((self.name, shape, case.device),
-                             lambda: reference_layer(setup, x, causal=shape.causal, window=shape.window))
+                             lambda: reference_layer(setup, x, causal=shape.causal, window=shape.mask.window))
         return compare_to_reference(out, ref, LAYER_TOLERANCES), seconds
 
     def gradients(self, case: Case, setup: MultiHeadAttention) -> Check:
@@ -86,12 +86,12 @@ class LayerKind:
         if not grad:
             def forward():
                 with torch.no_grad():
-                    return layer(x, causal=s.causal, window=s.window)
+                    return layer(x, causal=s.causal, window=s.mask.window)
             return forward
         params = tuple(layer.parameters())
         grad_out = torch.randn(x.shape, device=x.device, dtype=x.dtype)
 
         def forward_backward():
-            out = layer(x, causal=s.causal, window=s.window)
+            out = layer(x, causal=s.causal, window=s.mask.window)
             return torch.autograd.grad(out, (x, *params), grad_out)
         return forward_backward

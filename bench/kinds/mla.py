@@ -27,13 +27,13 @@ class MlaKind:
 
     def record_fields(self, case: Case, backend: Backend) -> dict[str, float | None]:
         s = case.shape
-        latent = s.kv_lora_rank + s.rope_dim  # type: ignore[operator]
+        latent = s.mla.kv_lora_rank + s.mla.rope_dim  # type: ignore[operator]
         flops = attention_flops(s, case.pass_)
         return {"flops": flops, "bytes": attention_bytes(s), **flop_fields(case, backend, flops),
                 "model_mem_bytes": model_mem_bytes(s, backend.memory, case.pass_),
                 "real_tokens": s.batch * s.seq_q,
                 **decode_kv_fields(case, lambda: latent_cache_bytes(1, latent, s.seq_kv, s.batch, s.dtype,
-                                                                    window=s.window))}
+                                                                    window=s.mask.window))}
 
     def predicted_bytes(self, case: Case, backend: Backend) -> int:
         s = case.shape  # the call's inputs as built (expanded K/V at Hq heads) and the model's peak above them
@@ -62,7 +62,7 @@ class MlaKind:
         q, k, v = call_tensors(shape, x)
         t0 = time.perf_counter()
         with torch.no_grad():
-            out = attention(q, k, v, backend=case.backend, mask=shape.mask_value)
+            out = attention(q, k, v, backend=case.backend, mask=shape.mask)
         sync(case.device)
         seconds = time.perf_counter() - t0
         if tuple(out.shape) != shape.out_shape:
@@ -86,7 +86,7 @@ class MlaKind:
         s = case.shape
         q, k, v = call_tensors(s, make_mla_inputs(s, case.device, seed=1))
         exact = dense_check_shape(s) == s  # the call's own float64 reference fits: the last output is checked
-        mask = s.mask_value  # MLA takes no score variant (bench.shapes)
+        mask = s.mask  # MLA takes no score variant (bench.shapes)
         fn = bind(get_backend(case.backend).fn, mask, NO_SCORE)
         guard = TimedGuard({"q": q, "k": k, "v": v}, (lambda t: reference_attention(
             t["q"], t["k"], t["v"], mask=mask)) if exact else None, s.out_shape)

@@ -20,7 +20,7 @@ from bench.serving.workload import (
     serving_kv_bytes,
     workload_of,
 )
-from bench.shapes import AttentionShape, parse_rows, rows_label
+from bench.shapes import AttentionShape, rows_label
 
 if TYPE_CHECKING:
     from bench.reference import Check
@@ -33,27 +33,28 @@ def _score_elements(shape: AttentionShape) -> int:
 
 def serving_check_shape(shape: AttentionShape) -> AttentionShape:
     """The case, or the same batch (its size, distribution, mask and pages) with the lengths halved until it fits."""
-    small = shape
-    if shape.lengths is not None and shape.lengths.startswith("rows:"):
-        return _rows_check_shape(shape)
-    while not fits_exactly(_score_elements(small)) and small.seq_kv > 2 * max(16, small.page_size or 0):
+    assert shape.serving is not None, "a serving shape"
+    small, page = shape, shape.serving.page_size or 0
+    if shape.serving.rows is not None:
+        return _rows_check_shape(shape, shape.serving.rows, page)
+    while not fits_exactly(_score_elements(small)) and small.seq_kv > 2 * max(16, page):
         seq_kv = small.seq_kv // 2
         seq_q = seq_kv if small.seq_q == small.seq_kv else small.seq_q
-        small = dataclasses.replace(small, seq_q=seq_q, seq_kv=seq_kv,
-                                    window=small.mask_value.shorter(shape.seq_kv, seq_kv).window)
+        small = dataclasses.replace(small, seq_q=seq_q, seq_kv=seq_kv, mask=small.mask.shorter(shape.seq_kv, seq_kv))
     return small
 
 
-def _rows_check_shape(shape: AttentionShape) -> AttentionShape:
+def _rows_check_shape(shape: AttentionShape, groups: tuple[tuple[int, int, int], ...], page: int) -> AttentionShape:
     """Explicit rows (a trace's step): every row's keys halved (and its queries, a decode row's one query kept)
     until the batch's float64 reference fits."""
     small = shape
-    while not fits_exactly(_score_elements(small)) and small.seq_kv > 2 * max(16, small.page_size or 0):
-        groups = [(n, 1 if q == 1 else max(1, q // 2), max(1, k // 2)) for n, q, k in parse_rows(small.lengths)]
-        groups = [(n, min(q, k), k) for n, q, k in groups]
-        small = dataclasses.replace(small, seq_q=max(q for _, q, _ in groups), seq_kv=max(k for _, _, k in groups),
-                                    lengths=rows_label(groups),
-                                    window=small.mask_value.shorter(shape.seq_kv, max(k for _, _, k in groups)).window)
+    while not fits_exactly(_score_elements(small)) and small.seq_kv > 2 * max(16, page):
+        halved = [(n, 1 if q == 1 else max(1, q // 2), max(1, k // 2)) for n, q, k in groups]
+        groups = tuple((n, min(q, k), k) for n, q, k in halved)
+        seq_kv = max(k for _, _, k in groups)
+        small = dataclasses.replace(small, seq_q=max(q for _, q, _ in groups), seq_kv=seq_kv,
+                                    serving=dataclasses.replace(shape.serving, lengths=rows_label(groups)),
+                                    mask=small.mask.shorter(shape.seq_kv, seq_kv))
     return small
 
 

@@ -49,7 +49,7 @@ def keep_set(shape: AttentionShape, device: str, seed: int) -> KeepSet:
     """The shape's keep-set: static from its lengths, or topk's picked by its indexer on inputs of `seed`."""
     from bench.keepset import KeepSet
 
-    sparsity, mask = shape.sparsity_value, shape.mask_value
+    sparsity, mask = shape.sparsity, shape.mask
     if sparsity.static:
         return KeepSet.static(sparsity, mask, shape.seq_q, shape.seq_kv, device)
     from bench.indexer import make_indexer_inputs, select
@@ -60,7 +60,7 @@ def keep_set(shape: AttentionShape, device: str, seed: int) -> KeepSet:
 
 def _inputs(shape: AttentionShape, device: str, seed: int) -> tuple[Any, tuple[torch.Tensor, ...]]:
     """(MLA's latent inputs or None, (q, k, v) of the call)."""
-    if shape.mla_form is None:
+    if shape.mla is None:
         from bench.reference import make_inputs
 
         return None, make_inputs(shape, device, seed)
@@ -76,29 +76,29 @@ class SparseKind:
     def record_fields(self, case: Case, backend: Backend) -> dict[str, float | None]:
         s = case.shape
         flops = attention_flops(s, case.pass_)
-        if s.mla_form is not None:
-            kv = lambda: latent_cache_bytes(1, s.kv_lora_rank + s.rope_dim, s.seq_kv, s.batch, s.dtype)  # type: ignore[operator]  # noqa: E731
+        if s.mla is not None:
+            kv = lambda: latent_cache_bytes(1, s.mla.kv_lora_rank + s.mla.rope_dim, s.seq_kv, s.batch, s.dtype)  # type: ignore[operator]  # noqa: E731
         else:
-            kv = lambda: kv_cache_bytes(1, s.n_kv_heads, s.head_dim, s.seq_kv, s.batch, s.dtype, window=s.window)  # noqa: E731
+            kv = lambda: kv_cache_bytes(1, s.n_kv_heads, s.head_dim, s.seq_kv, s.batch, s.dtype, window=s.mask.window)  # noqa: E731
         return {"flops": flops, "bytes": attention_bytes(s) + indexer_bytes(s),
                 "model_mem_bytes": model_mem_bytes(s, backend.memory, case.pass_), "real_tokens": s.batch * s.seq_q,
-                "density": density(s.sparsity_value, s.mask_value, s.seq_q, s.seq_kv),
+                "density": density(s.sparsity, s.mask, s.seq_q, s.seq_kv),
                 "indexer_flops": indexer_flops(s) or None, **flop_fields(case, backend, flops),
                 **decode_kv_fields(case, kv)}
 
     def predicted_bytes(self, case: Case, backend: Backend) -> int:
         """The dense call's, plus the keep-set as a boolean (Sq, Skv) per sequence (topk) or one for all."""
         s = case.shape
-        sequences = s.batch if s.sparsity_value.kind == "topk" else 1
+        sequences = s.batch if s.sparsity.kind == "topk" else 1
         inputs = s.batch * s.n_kv_heads * s.seq_kv * (s.qk_dim + s.value_dim) * ELEMENT_BYTES[s.dtype] \
-            if s.mla_form is not None else 0
+            if s.mla is not None else 0
         return (model_mem_bytes(s, backend.memory, "fwd") or 0) + sequences * s.seq_q * s.seq_kv + inputs
 
     def check_shape(self, shape: AttentionShape) -> AttentionShape:
         return dense_check_shape(shape)
 
     def setup(self, case: Case) -> None:
-        if case.shape.mla_form is not None and case.pass_ != "fwd":
+        if case.shape.mla is not None and case.pass_ != "fwd":
             raise Unsupported(FORWARD_ONLY)
         return None
 
@@ -114,14 +114,14 @@ class SparseKind:
         x, (q, k, v) = _inputs(shape, case.device, seed=0)
         t0 = time.perf_counter()
         with torch.no_grad():
-            out = attention(q, k, v, backend=case.backend, mask=shape.mask_value, sparse=keep)
+            out = attention(q, k, v, backend=case.backend, mask=shape.mask, sparse=keep)
         sync(case.device)
         seconds = time.perf_counter() - t0
         if tuple(out.shape) != shape.out_shape:
             return Check(False, float("inf"), *TOLERANCES[q.dtype]), seconds
         if x is None:
             ref = references.get((self.name, shape, case.device),
-                                 lambda: reference_attention(q, k, v, mask=shape.mask_value, sparse=keep))
+                                 lambda: reference_attention(q, k, v, mask=shape.mask, sparse=keep))
             return compare_to_reference(out, ref), seconds
         from bench.mla import finish, reference_mla
 
@@ -148,7 +148,7 @@ class SparseKind:
         keep = keep_set(s, case.device, seed=1)
         _, (q, k, v) = _inputs(s, case.device, seed=1)
         q, k, v = (t.requires_grad_(grad) for t in (q, k, v))
-        mask = s.mask_value
+        mask = s.mask
         fn = bind(get_backend(case.backend).fn, mask, NO_SCORE, keep)  # a sparse case takes no score variant
         exact = not grad and dense_check_shape(s) == s
         guard = TimedGuard({"q": q, "k": k, "v": v}, (lambda t: reference_attention(
@@ -172,7 +172,7 @@ def apart(case: Case, keep: KeepSet, case_budget_s: float, median_s: float | Non
         out["executed_flops"] = int(fwd * (1 + BWD_FLOP_FACTOR if case.pass_ == "fwd+bwd" else 1)) \
             + indexer_flops(s)
     indexer = 0.0
-    if not s.sparsity_value.static:
+    if not s.sparsity.static:
         from bench.indexer import make_indexer_inputs, select
         from bench.measure.memory import peak_bytes
         from bench.measure.stats import summarize
@@ -181,11 +181,11 @@ def apart(case: Case, keep: KeepSet, case_budget_s: float, median_s: float | Non
         x = make_indexer_inputs(s, case.device, seed=1)
 
         def run():
-            return select(x, s.sparsity_value.k, s.mask_value)  # type: ignore[arg-type]
+            return select(x, s.sparsity.k, s.mask)  # type: ignore[arg-type]
         _, timing = measure(run, case.device, case_budget_s / 2)
         indexer = summarize(timing.samples).median
         out["indexer_s"] = indexer
         out["indexer_peak_mem_bytes"] = peak_bytes(run, case.device)
     if median_s:
-        out["total_s"] = median_s + indexer + ((build or 0.0) if not s.sparsity_value.static else 0.0)
+        out["total_s"] = median_s + indexer + ((build or 0.0) if not s.sparsity.static else 0.0)
     return out

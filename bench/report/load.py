@@ -8,7 +8,6 @@ the record's fields (bench.record.FIELDS) plus the run's and a few derived ones:
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -22,7 +21,7 @@ from bench.meta import Calibration, RunMeta
 from bench.record import FIELDS
 from bench.results import ResultsError, read_run
 from bench.results.entry import Entry
-from bench.shapes import AttentionShape
+from bench.shapes import INT_COLUMNS as SHAPE_INT_COLUMNS
 
 # Columns the loader adds to the record's: the run's own, and what it derives from the record.
 RUN_COLUMNS: dict[str, str] = dict(
@@ -56,8 +55,8 @@ COLUMNS: dict[str, str] = RUN_COLUMNS | FIELDS | DERIVED_COLUMNS | RUN_DETAIL_CO
 # shape fields that have a default, and so may be absent from files older than the field
 _INT_RECORD = ("rounds", "calls_per_round", "threads", "flops", "bytes", "peak_mem_bytes", "model_mem_bytes",
                "kv_cache_bytes", "useful_flops", "executed_flops", "indexer_flops", "indexer_peak_mem_bytes")
-# integer shape fields come from the shape's own annotations, so a new int axis is typed without an edit here
-INT_COLUMNS = tuple(f.name for f in dataclasses.fields(AttentionShape) if str(f.type).startswith("int")) + (
+# integer shape columns come from the shape's own column list, so a new int axis is typed without an edit here
+INT_COLUMNS = SHAPE_INT_COLUMNS + (
     "group_size", "d_model", *_INT_RECORD, "device_memory_bytes", "llc_bytes")
 FLOAT_COLUMNS = ("median_s", "ci_low_s", "ci_high_s", "iqr_s", "first_call_s", "intensity", "flops_per_s", "tflops",
                  "tokens_per_s", "gb_per_s", "kv_bytes_per_s", "max_abs_err", "pct_gemm_ceiling", "pct_copy_ceiling",

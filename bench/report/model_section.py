@@ -15,7 +15,7 @@ import pandas as pd
 
 from bench.backends import BACKENDS
 from bench.metrics import model_mem_bytes
-from bench.shapes import AttentionShape, mask_fields
+from bench.shapes import AttentionShape, case_mask
 
 KINDS = ("full", "sliding")
 
@@ -44,7 +44,7 @@ def prefill_bytes(facts: dict, kinds: list[dict], memory: str, dtype: str, conte
     peaks = []
     for g in kinds:
         shape = AttentionShape(batch, context, context, g["n_heads"], g["n_kv_heads"], g["head_dim"], dtype,
-                               **mask_fields(g["mask"]))
+                               case_mask(g["mask"]))
         peaks.append(model_mem_bytes(shape, memory, "fwd") or 0)
     return kv + max(peaks, default=0)
 

@@ -43,7 +43,7 @@ def make_sequences(shape: AttentionShape, w: Workload, device: str, seed: int) -
 
 def references(shape: AttentionShape, seqs: Sequences) -> list[torch.Tensor]:
     """The float64 reference of every sequence on its own."""
-    return [reference_attention(q, k, v, mask=shape.mask_value)
+    return [reference_attention(q, k, v, mask=shape.mask)
             for q, k, v in zip(seqs.q, seqs.k, seqs.v, strict=True)]
 
 

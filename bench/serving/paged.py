@@ -115,7 +115,7 @@ def _gather(backend: Backend, shape: AttentionShape, w: Workload, seqs: Sequence
 
 def _per_sequence(backend: Backend, shape: AttentionShape, w: Workload, seqs: Sequences, cache: PagedCache
                   ) -> Prepared:
-    fn = bind(backend.fn, shape.mask_value, NO_SCORE)  # serving batches take no score variant (bench.kinds.serving)
+    fn = bind(backend.fn, shape.mask, NO_SCORE)  # serving batches take no score variant (bench.kinds.serving)
 
     def call():
         k, v = cache.gathered()  # (sum of contexts, Hkv, D)
@@ -187,11 +187,11 @@ def paged_mask(w: Workload, mask: Mask, device: str):
 
 
 def _mask(backend: Backend, shape: AttentionShape, w: Workload, seqs: Sequences, cache: PagedCache) -> Prepared:
-    block_mask = paged_mask(w, shape.mask_value, str(seqs.device))
+    block_mask = paged_mask(w, shape.mask, str(seqs.device))
     q = torch.cat(seqs.q, dim=2)  # (1, Hq, B x Sq, D)
     k = cache.k_pool.flatten(0, 1).transpose(0, 1).unsqueeze(0).contiguous()  # (1, Hkv, pages x page_size, D)
     v = cache.v_pool.flatten(0, 1).transpose(0, 1).unsqueeze(0).contiguous()
-    key = ("paged", w, shape.mask_value)
+    key = ("paged", w, shape.mask)
 
     def call():
         return run_flex(q, k, v, block_mask, key)

@@ -56,7 +56,7 @@ def ragged(backend: Backend, shape: AttentionShape, w: Workload, seqs: Sequences
 
 
 def _per_sequence(backend: Backend, shape: AttentionShape, w: Workload, seqs: Sequences) -> Prepared:
-    fn = bind(backend.fn, shape.mask_value, NO_SCORE)  # serving batches take no score variant (bench.kinds.serving)
+    fn = bind(backend.fn, shape.mask, NO_SCORE)  # serving batches take no score variant (bench.kinds.serving)
 
     def call():
         return [fn(q, k, v) for q, k, v in zip(seqs.q, seqs.k, seqs.v, strict=True)]
@@ -79,7 +79,7 @@ def padding_mask(shape: AttentionShape, w: Workload, device: torch.device, kv_wi
     kv_len = torch.tensor(w.kv_lens, device=device).view(-1, 1, 1)
     a = torch.arange(lq, device=device).view(1, -1, 1)  # (1, lq, 1)
     j = torch.arange(lk, device=device).view(1, 1, -1)  # (1, 1, lk)
-    ok = masked(j < kv_len, a + kv_len - q_len, j, shape.mask_value)  # (B, lq, lk)
+    ok = masked(j < kv_len, a + kv_len - q_len, j, shape.mask)  # (B, lq, lk)
     ok = ok | ((a >= q_len) & (j == 0))  # (B, lq, lk)
     return ok.unsqueeze(1)  # (B, 1, lq, lk)
 
@@ -112,7 +112,7 @@ def nested(parts: list[torch.Tensor]) -> torch.Tensor:
 
 def nested_kwargs(backend: Backend, shape: AttentionShape, w: Workload) -> dict:
     """SDPA's arguments for nested jagged inputs, or Unsupported when the mask cannot be said with them."""
-    if shape.window is not None:
+    if shape.mask.window is not None:
         raise Unsupported(f"{backend.name} on nested jagged tensors: no window mask (SDPA takes only is_causal "
                           "with them)")
     prefill = w.q_lens == w.kv_lens
@@ -180,11 +180,11 @@ def document_mask(w: Workload, mask: Mask, device: str):
 
 
 def _packed(backend: Backend, shape: AttentionShape, w: Workload, seqs: Sequences) -> Prepared:
-    block_mask = document_mask(w, shape.mask_value, str(seqs.device))
+    block_mask = document_mask(w, shape.mask, str(seqs.device))
     q = packed(seqs.q).transpose(0, 1).unsqueeze(0)  # (1, Hq, total q, D)
     k = packed(seqs.k).transpose(0, 1).unsqueeze(0)  # (1, Hkv, total kv, D)
     v = packed(seqs.v).transpose(0, 1).unsqueeze(0)
-    key = ("document", w, shape.mask_value)
+    key = ("document", w, shape.mask)
 
     def call():
         return run_flex(q, k, v, block_mask, key)
@@ -193,7 +193,7 @@ def _packed(backend: Backend, shape: AttentionShape, w: Workload, seqs: Sequence
 
 def flash_window(shape: AttentionShape) -> tuple[int, int]:
     """flash-attn's (left, right): a window of w is itself and the w-1 keys before it."""
-    return (shape.window - 1, 0) if shape.window is not None else (-1, -1)
+    return (shape.mask.window - 1, 0) if shape.mask.window is not None else (-1, -1)
 
 
 def flash_import(backend: Backend, name: str, head_dim: int):

@@ -27,7 +27,7 @@ from bench.backends.base import PAGED_LAYOUTS, RAGGED_LAYOUTS, Backend
 from bench.case import shape_kind
 from bench.masks import visible_pairs
 from bench.metrics import ELEMENT_BYTES
-from bench.shapes import AttentionShape, parse_rows
+from bench.shapes import AttentionShape
 
 SEED = 0
 
@@ -80,19 +80,21 @@ class Workload:
 def workload_of(shape: AttentionShape) -> Workload:
     """The sequences of a serving shape (see the module's docstring for each kind)."""
     b, s = shape.batch, shape.seq_q
-    if shape.lengths is not None and shape.lengths.startswith("rows:"):
-        groups = parse_rows(shape.lengths)
+    assert shape.serving is not None, "workload_of takes a serving shape"
+    lengths, page_size = shape.serving.lengths, shape.serving.page_size
+    groups = shape.serving.rows
+    if groups is not None:
         return Workload(tuple(q for n, q, _ in groups for _ in range(n)),
-                        tuple(k for n, _, k in groups for _ in range(n)), shape.page_size)
-    if shape.lengths == "mixed":
+                        tuple(k for n, _, k in groups for _ in range(n)), page_size)
+    if lengths == "mixed":
         chunks = math.ceil(b / 2)
         decode_kv = draw_lengths("uniform", b - chunks, (b - chunks) * 2 * s)
         return Workload((s,) * chunks + (1,) * (b - chunks), (2 * s,) * chunks + tuple(decode_kv))
     if shape.seq_q == shape.seq_kv:  # ragged prefill: every sequence is its own queries and keys
-        lengths = tuple(draw_lengths(shape.lengths or "equal", b, b * s))
-        return Workload(lengths, lengths)
-    contexts = draw_lengths(shape.lengths or "equal", b, b * shape.seq_kv, minimum=shape.seq_q)
-    return Workload((shape.seq_q,) * b, tuple(contexts), shape.page_size)
+        drawn = tuple(draw_lengths(lengths or "equal", b, b * s))
+        return Workload(drawn, drawn)
+    contexts = draw_lengths(lengths or "equal", b, b * shape.seq_kv, minimum=shape.seq_q)
+    return Workload((shape.seq_q,) * b, tuple(contexts), page_size)
 
 
 def real_pairs(w: Workload, causal: bool, window: int | None) -> int:
@@ -121,15 +123,15 @@ def padding_waste(shape: AttentionShape, backend: Backend) -> float:
 
     A padded layout computes every sequence at the batch's longest lengths; per-sequence calls, nested jagged
     tensors, packed sequences under a document or paged block mask, varlen and a block table pad nothing."""
-    if not pads(backend, paged=shape.page_size is not None):
+    if not pads(backend, paged=shape.serving is not None and shape.serving.page_size is not None):
         return 1.0
     w = workload_of(shape)
-    return padded_pairs(w, shape.causal, shape.window) / real_pairs(w, shape.causal, shape.window)
+    return padded_pairs(w, shape.causal, shape.mask.window) / real_pairs(w, shape.causal, shape.mask.window)
 
 
 def serving_flops(shape: AttentionShape) -> int:
     """4 x Hq x D per real visible pair (a forward; serving cases time inference only)."""
-    return 4 * shape.n_heads * shape.head_dim * real_pairs(workload_of(shape), shape.causal, shape.window)
+    return 4 * shape.n_heads * shape.head_dim * real_pairs(workload_of(shape), shape.causal, shape.mask.window)
 
 
 def serving_bytes(shape: AttentionShape) -> int:
@@ -142,6 +144,6 @@ def serving_bytes(shape: AttentionShape) -> int:
 def serving_kv_bytes(shape: AttentionShape) -> int:
     """One layer's K and V cache that the batch's decode step reads: every context, capped by a window."""
     w = workload_of(shape)
-    tokens = sum(min(k, shape.window) if shape.window else k for k in w.kv_lens)
+    tokens = sum(min(k, shape.mask.window) if shape.mask.window else k for k in w.kv_lens)
     return 2 * shape.n_kv_heads * shape.head_dim * tokens * ELEMENT_BYTES[shape.dtype]
 
