@@ -9,12 +9,21 @@ here. Seconds and bytes only; human units belong to reports.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from bench.meta import Calibration
-from bench.shapes import LATER_FIELDS, SHAPE_DEFAULTS, SHAPE_DOCS, shape_fields
+from bench.shapes import (
+    LATER_FIELDS,
+    SHAPE_DEFAULTS,
+    SHAPE_DOCS,
+    AttentionShape,
+    ShapeError,
+    shape_fields,
+    shape_from_fields,
+)
 
 if TYPE_CHECKING:
     from bench.case import Case
@@ -114,20 +123,20 @@ LATER_SHAPE_KEYS: list[str] = list(LATER_FIELDS)
 
 
 @dataclass(frozen=True)
-class Record(Mapping[str, Any]):
+class Record:
     """A case's record, built once per case from its measurement (bench.engine.runner) and amended only by
     dataclasses.replace (the session adds predicted_s and wall_s, a worker's fate sets status and reason).
 
-    Its fields are RECORD_FIELDS, with the shape's columns held in `shape` (bench.shapes.shape_fields) so a new shape
-    field needs no edit here. Read-only as a mapping in the file's schema (record["pass"], record["seq_q"]):
-    to_dict() is what a results entry's extra_info holds, from_dict() reads it back.
+    Its fields are RECORD_FIELDS, but for the shape: the case's AttentionShape, whose columns (bench.shapes.COLUMNS)
+    the file holds flat, so a new shape column needs no edit here. to_dict() is what a results entry's extra_info
+    holds (the shape's columns spliced in, `pass_` as "pass"), from_dict() reads it back.
     """
 
     case_id: str = ""
     status: str | None = None  # None until the case has run; bench.status lists every status
     reason: str = ""
     backend: str = ""
-    shape: Mapping[str, Any] = field(default_factory=dict)
+    shape: AttentionShape | None = None  # None only in a record made without a case (a test's)
     phase: str = ""
     pass_: str = ""
     device: str = ""
@@ -184,33 +193,33 @@ class Record(Mapping[str, Any]):
 
     def to_dict(self) -> dict[str, Any]:
         """The results entry's extra_info: every field of RECORD_FIELDS, in its order."""
-        return {name: self[name] for name in RECORD_FIELDS}
+        own = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)} | {"pass": self.pass_}
+        cols = shape_fields(self.shape) if self.shape is not None else {}
+        return {name: cols.get(name) if name in SHAPE_DOCS else own[name] for name in RECORD_FIELDS}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Record:
         """From extra_info (or a worker's answer); keys of other versions are dropped (bench.results.entry keeps
-        them). A shape field a file predates holds its default, as every case of that file did."""
+        them). A shape column a file predates holds its default, as every case of that file did; a file whose shape
+        breaks a rule is refused, naming the case and the rule."""
         own = {name: d[name] for name in _OWN if name in d}
-        return cls(**own, pass_=d.get("pass") or "",
-                   shape={k: d[k] if k in d else SHAPE_DEFAULTS.get(k) for k in SHAPE_DOCS})
-
-    def __getitem__(self, name: str) -> Any:
-        if name == "pass":
-            return self.pass_
-        if name in _OWN:
-            return getattr(self, name)
-        if name in SHAPE_DOCS:
-            return self.shape.get(name)
-        raise KeyError(name)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(RECORD_FIELDS)
-
-    def __len__(self) -> int:
-        return len(RECORD_FIELDS)
+        shape = None
+        if any(d.get(name) is not None for name in SHAPE_REQUIRED):
+            try:
+                shape = _shape_of(tuple((k, d[k]) for k in SHAPE_DOCS if d.get(k) is not None))
+            except ShapeError as err:
+                raise ShapeError(f"case {d.get('case_id')!r}: its shape cannot be read ({err})") from None
+        return cls(**own, pass_=d.get("pass") or "", shape=shape)
 
 
 _OWN = frozenset(f.name for f in dataclasses.fields(Record)) - {"shape", "pass_"}
+@functools.lru_cache(maxsize=4096)
+def _shape_of(columns: tuple[tuple[str, Any], ...]) -> AttentionShape:
+    """A record's shape from its columns, parsed once per distinct shape: a file's backends share their shapes."""
+    return shape_from_fields(dict(columns))
+
+
+SHAPE_REQUIRED = tuple(name for name in SHAPE_DOCS if name != "variant" and name not in SHAPE_DEFAULTS)
 
 
 def new_record(case: Case, memory: str, threads: int | None = None) -> Record:
@@ -228,18 +237,19 @@ def new_record(case: Case, memory: str, threads: int | None = None) -> Record:
 
         threads = torch.get_num_threads()
     backend = dataclasses.replace(get_backend(case.backend), memory=memory)
-    return Record(case_id=case.id, backend=case.backend, shape=shape_fields(case.shape), phase=case.phase,
+    return Record(case_id=case.id, backend=case.backend, shape=case.shape, phase=case.phase,
                   pass_=case.pass_, device=case.device, threads=threads,
                   **kind_of(case).record_fields(case, backend))
 
 
-def derived(record: Mapping[str, Any], median_s: float, calibration: Calibration,
-            spec: float | None) -> dict[str, Any]:
+def derived(record: Record, median_s: float, calibration: Calibration, spec: float | None) -> dict[str, Any]:
     """Throughput metrics from the median time and this run's measured ceilings."""
-    flops_s = record["flops"] / median_s
-    bytes_s = record["bytes"] / median_s
-    tokens = record.get("real_tokens") or record["batch"] * record["seq_q"]
-    gemm = calibration.gemm(record["dtype"])
+    assert record.shape is not None and record.flops is not None and record.bytes is not None, "a case's record"
+    flops_s = record.flops / median_s
+    bytes_s = record.bytes / median_s
+    tokens = record.real_tokens or record.shape.batch * record.shape.seq_q
+    dtype = record.shape.dtype
+    gemm = calibration.gemm(dtype)
     copy, read = calibration.copy_bytes_per_s, calibration.read_bytes_per_s
     return {
         "tflops": flops_s / 1e12,
@@ -249,8 +259,8 @@ def derived(record: Mapping[str, Any], median_s: float, calibration: Calibration
         "pct_copy_ceiling": 100 * bytes_s / copy,
         "pct_read_ceiling": 100 * bytes_s / read if read else None,
         # the spec sheet's figure is for bf16/fp16 tensor cores: other dtypes have no honest percentage of it
-        "pct_spec_flops": 100 * flops_s / spec if spec and record["dtype"] in ("bf16", "fp16") else None,
-        "kv_bytes_per_s": record["kv_cache_bytes"] / median_s if record["kv_cache_bytes"] else None,
+        "pct_spec_flops": 100 * flops_s / spec if spec and dtype in ("bf16", "fp16") else None,
+        "kv_bytes_per_s": record.kv_cache_bytes / median_s if record.kv_cache_bytes else None,
     }
 
 
@@ -263,18 +273,19 @@ def timed(record: Record, stats: Any, timing: Any, calibration: Calibration, spe
         ci_high_s=stats.ci_high, iqr_s=stats.iqr, rounds=stats.rounds)
 
 
-def with_modes(record: Record | Mapping[str, Any], case_timing: Any, spec_bytes_per_s: float | None = None) -> Record:
+def with_modes(record: Record, case_timing: Any, spec_bytes_per_s: float | None = None) -> Record:
     """The fields only a bench.measure.modes.CaseTiming gives: every mode, kernels, energy, throttling."""
-    record = record if isinstance(record, Record) else Record.from_dict(record)
+    assert record.shape is not None, "a case's record"
     kernel = case_timing.kernel
     energy = case_timing.energy
     joules = energy["joules"] / energy["calls"] if energy else None
-    notes = "; ".join([record["reason"], *case_timing.notes]).strip("; ")
+    notes = "; ".join([record.reason, *case_timing.notes]).strip("; ")
+    tokens = record.shape.batch * record.shape.seq_q
     return dataclasses.replace(
         record, reason=notes, timings=case_timing.timings(), overhead_pct=case_timing.overhead_pct(),
         launch_bound=case_timing.launch_bound(), kernels=kernel.top() if kernel else None,
         sdpa_kernel=kernel.sdpa_kernel if kernel else None, throttled=case_timing.throttled,
-        joules_per_call=joules, tokens_per_joule=record["batch"] * record["seq_q"] / joules if joules else None,
+        joules_per_call=joules, tokens_per_joule=tokens / joules if joules else None,
         watts=energy["joules"] / energy["seconds"] if energy else None,
-        pct_spec_bandwidth=100 * record["bytes"] / record["median_s"] / spec_bytes_per_s
-        if spec_bytes_per_s and record.get("median_s") else None)
+        pct_spec_bandwidth=100 * record.bytes / record.median_s / spec_bytes_per_s
+        if spec_bytes_per_s and record.median_s and record.bytes else None)

@@ -74,15 +74,15 @@ def test_the_runner_measures_an_outside_backend_and_its_case_id_keeps_the_name(m
     from bench.commands.profile import case_from_id
 
     record = run_case("mypkg.attn:attn", shape())
-    assert record["status"] == "ok", record["reason"]
-    assert record["case_id"].startswith("mypkg.attn:attn/gqa/") and record["backend"] == "mypkg.attn:attn"
-    assert case_from_id(record["case_id"]).backend == "mypkg.attn:attn"
+    assert record.status == "ok", record.reason
+    assert record.case_id.startswith("mypkg.attn:attn/gqa/") and record.backend == "mypkg.attn:attn"
+    assert case_from_id(record.case_id).backend == "mypkg.attn:attn"
 
 
 def test_traits_decide_unsupported(mypkg):
-    assert run_case("mypkg.attn:attn", dataclasses_replace(shape(), dtype="fp16"))["status"] == "unsupported"
+    assert run_case("mypkg.attn:attn", dataclasses_replace(shape(), dtype="fp16")).status == "unsupported"
     record = run_case("mypkg.attn:scribbler", shape(), pass_="fwd+bwd")
-    assert record["status"] == "unsupported" and "declares no backward" in record["reason"]
+    assert record.status == "unsupported" and "declares no backward" in record.reason
 
 
 def dataclasses_replace(s: AttentionShape, **kw) -> AttentionShape:
@@ -91,10 +91,10 @@ def dataclasses_replace(s: AttentionShape, **kw) -> AttentionShape:
 
 
 def test_a_kernel_wrong_only_for_gqa_is_incorrect_only_there(mypkg):
-    assert run_case("mypkg.attn:gqa_bug", shape(kv_heads=4))["status"] == "ok"  # MHA
-    assert run_case("mypkg.attn:gqa_bug", shape(kv_heads=1))["status"] == "ok"  # MQA
+    assert run_case("mypkg.attn:gqa_bug", shape(kv_heads=4)).status == "ok"  # MHA
+    assert run_case("mypkg.attn:gqa_bug", shape(kv_heads=1)).status == "ok"  # MQA
     gqa = run_case("mypkg.attn:gqa_bug", shape(kv_heads=2))
-    assert gqa["status"] == "incorrect" and "exceeds tolerance" in gqa["reason"]
+    assert gqa.status == "incorrect" and "exceeds tolerance" in gqa.reason
 
 
 def test_entry_point_backends_are_found_by_name_and_listed(mypkg, monkeypatch, capsys):
@@ -191,17 +191,17 @@ def big() -> AttentionShape:
 
 def test_a_kernel_that_writes_into_its_input_is_incorrect(mypkg):
     record = run_case("mypkg.attn:scribbler", shape())
-    assert record["status"] == "incorrect"
-    assert "wrote into its input q during the timed rounds" in record["reason"]
+    assert record.status == "incorrect"
+    assert "wrote into its input q during the timed rounds" in record.reason
 
 
 @pytest.mark.serial  # a measured ceiling against a timed kernel
 def test_a_cached_output_is_implausible_and_a_real_kernel_is_not(mypkg, measured_ceilings):
     cached = run_case("mypkg.attn:cached", big(), calibration=measured_ceilings)
-    assert cached["status"] == "incorrect" and cached["reason"].startswith("implausible: median"), cached["reason"]
-    assert "below the floor" in cached["reason"] and "GFLOP/s" in cached["reason"]
+    assert cached.status == "incorrect" and cached.reason.startswith("implausible: median"), cached.reason
+    assert "below the floor" in cached.reason and "GFLOP/s" in cached.reason
     honest = run_case("mypkg.attn:attn", big(), calibration=measured_ceilings)
-    assert honest["status"] == "ok", honest["reason"]
+    assert honest.status == "ok", honest.reason
 
 
 def test_a_last_output_that_drifts_is_incorrect(mypkg):
@@ -219,7 +219,7 @@ def test_a_last_output_that_drifts_is_incorrect(mypkg):
     registry.BACKENDS["drifting"] = Backend("drifting", drifting, "test", "tiled", "#000000", "o")
     try:
         record = run_case("drifting", shape())
-        assert record["status"] == "incorrect" and "last timed call's output no longer matches" in record["reason"]
+        assert record.status == "incorrect" and "last timed call's output no longer matches" in record.reason
         case = Case("drifting", shape(), "prefill", "fwd", "cpu")
         assert DenseKind().timed_call(case, None).guard.reference is not None
     finally:
@@ -299,8 +299,7 @@ def test_the_flop_floor_is_the_machines_best_gemm_not_an_emulated_dtypes():
 
     calibration = Calibration.from_dict({"gemm_flops_per_s_fp32": 1e11, "gemm_flops_per_s_bf16": 1e9,
                                          "read_bytes_per_s": 1e10})
-    record = {"dtype": "bf16", "flops": 1e9, "bytes": 1e3, "median_s": 0.02}  # 50 GFLOP/s: 50x the bf16 GEMM
-    assert implausible(record, calibration) is None
-    record["median_s"] = 1e-4  # 10 TFLOP/s on a machine whose best GEMM is 100 GFLOP/s
-    assert implausible(record, calibration).startswith("implausible: median")
-    assert "best measured GEMM ceiling (fp32)" in implausible(record, calibration)
+    assert implausible(0.02, 1e9, 1e3, "bf16", calibration) is None  # 50 GFLOP/s: 50x the bf16 GEMM
+    # 10 TFLOP/s on a machine whose best GEMM is 100 GFLOP/s
+    assert implausible(1e-4, 1e9, 1e3, "bf16", calibration).startswith("implausible: median")
+    assert "best measured GEMM ceiling (fp32)" in implausible(1e-4, 1e9, 1e3, "bf16", calibration)

@@ -91,7 +91,7 @@ def _frame(records: list[dict], folder) -> pd.DataFrame:
 def _base(c: Case) -> float:
     """A plain time: the FLOPs at 10 GFLOP/s, the bytes at 10 GB/s."""
     rec = new_record(c, get_backend(c.backend).memory, threads=2)
-    return rec["flops"] / 1e10 + rec["bytes"] / 1e10
+    return rec.flops / 1e10 + rec.bytes / 1e10
 
 
 def _fused(c: Case) -> bool:
@@ -157,7 +157,7 @@ def _sparse_world(c: Case, holds: bool) -> dict:
     dense = 1e-3 * (c.shape.seq_kv / 512) ** 2
     if not c.shape.sparsity.sparse:
         return _timed(c, dense * (1.0 if c.backend == "sdpa-flash" else 1.5))
-    density = new_record(c, get_backend(c.backend).memory, threads=2)["density"]
+    density = new_record(c, get_backend(c.backend).memory, threads=2).density
     return _timed(c, dense * (1.2 * density if holds else 2.0))
 
 

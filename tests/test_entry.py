@@ -39,7 +39,7 @@ def test_readers_get_typed_fields_and_unknown_keys_travel_along():
     entry_dict["extra_info"]["from_a_later_version"] = 7
     entry_dict["other_tool"] = {"x": 1}
     entry = RunDocument.from_dict(doc).entries()[0]
-    assert isinstance(entry.record, Record) and entry.record["seq_q"] == 64 and entry.record.median_s > 0
+    assert isinstance(entry.record, Record) and entry.record.shape.seq_q == 64 and entry.record.median_s > 0
     assert entry.timed and entry.samples == tuple(entry_dict["stats"]["data"])
     assert entry.unknown == {"from_a_later_version": 7} and entry.other == {"other_tool": {"x": 1}}
     back = entry.to_dict()

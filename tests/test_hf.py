@@ -187,8 +187,8 @@ def test_an_hf_case_records_its_mask_build_beside_the_kernel_and_a_torch_case_do
                                    mask="window", window=8))
     hf = runner.run(Case("hf-eager", shape, "prefill", "fwd", "cpu")).record
     torch_own = runner.run(Case("naive", shape, "prefill", "fwd", "cpu")).record
-    assert hf["status"] == "ok", hf["reason"]
-    assert hf["mask_build_s"] > 0 and torch_own["mask_build_s"] is None
+    assert hf.status == "ok", hf.reason
+    assert hf.mask_build_s > 0 and torch_own.mask_build_s is None
 
 
 @pytest.mark.slow

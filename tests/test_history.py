@@ -7,6 +7,7 @@ import random
 import pytest
 
 from bench.cli import main
+from bench.record import Record
 from bench.regress.history import HistoryError, build_history, commit_of, family
 from bench.results import RunDocument, write_atomic
 from tests.results_factory import make_record, make_run
@@ -75,7 +76,7 @@ def test_commit_falls_back_to_the_code_s_own_commit():
 
 
 def test_family_label():
-    assert family(make_record(n_kv_heads=2)) == "prefill · GQA · fp32 · causal · fwd"
+    assert family(Record.from_dict(make_record(n_kv_heads=2))) == "prefill · GQA · fp32 · causal · fwd"
 
 
 def test_cli_writes_summary_and_a_figure_per_family(three_commits, tmp_path, capsys):
@@ -84,7 +85,7 @@ def test_cli_writes_summary_and_a_figure_per_family(three_commits, tmp_path, cap
     text = (out / "history.md").read_text()
     assert f"`{SHAS['c2'][:8]}`" in text and "regressed" in text
     figures = sorted(p.name for p in out.glob("*.png"))
-    families = {family(make_record(n_kv_heads=h)) for _, _, h in CASES}
+    families = {family(Record.from_dict(make_record(n_kv_heads=h))) for _, _, h in CASES}
     assert len(figures) == len(families) == 2
     assert all(name in text for name in figures)
 

@@ -82,13 +82,13 @@ def test_hanging_and_crashing_cases_end_with_their_status_and_the_run_goes_on(tm
     assert proc.returncode == 1, proc.stderr[-3000:]
     by_backend = {e.record.backend: e.record for e in read_run(out).entries()}
     assert set(by_backend) == {"naive", "hang", "segfault", "aborts", "exits", "hungry", "sdpa"}
-    assert by_backend["naive"]["status"] == by_backend["sdpa"]["status"] == "ok"  # before and after the wreckage
-    assert by_backend["hang"]["status"] == "timeout" and f"{CASE_TIMEOUT_S} s" in by_backend["hang"]["reason"]
-    assert by_backend["segfault"]["status"] == "crashed" and "SIGSEGV" in by_backend["segfault"]["reason"]
-    assert by_backend["aborts"]["status"] == "crashed" and "SIGABRT" in by_backend["aborts"]["reason"]
-    assert by_backend["exits"]["status"] == "crashed" and "exited with code 3" in by_backend["exits"]["reason"]
-    assert by_backend["hungry"]["status"] == "oom", by_backend["hungry"]["reason"]
-    assert all(r["predicted_s"] > 0 and r["wall_s"] >= 0 for r in by_backend.values())
+    assert by_backend["naive"].status == by_backend["sdpa"].status == "ok"  # before and after the wreckage
+    assert by_backend["hang"].status == "timeout" and f"{CASE_TIMEOUT_S} s" in by_backend["hang"].reason
+    assert by_backend["segfault"].status == "crashed" and "SIGSEGV" in by_backend["segfault"].reason
+    assert by_backend["aborts"].status == "crashed" and "SIGABRT" in by_backend["aborts"].reason
+    assert by_backend["exits"].status == "crashed" and "exited with code 3" in by_backend["exits"].reason
+    assert by_backend["hungry"].status == "oom", by_backend["hungry"].reason
+    assert all(r.predicted_s > 0 and r.wall_s >= 0 for r in by_backend.values())
     assert wall < 300, f"the sweep took {wall:.0f} s"
     assert "CRASHED" in proc.stdout and "TIMEOUT" in proc.stdout
 
@@ -107,11 +107,11 @@ def test_a_time_budget_skips_what_does_not_fit_and_keeps_every_familys_small_sha
     lines: list[str] = []
     assert session.Session(plan, say=lines.append).run() == 0
     records = [e.record for e in read_run(plan.out).entries()]
-    ran = {(r["backend"], r["variant"], r["seq_q"]) for r in records if r["status"] == "ok"}
+    ran = {(r.backend, r.shape.variant, r.shape.seq_q) for r in records if r.status == "ok"}
     assert ran == {(b, v, 32) for b in ("naive", "sdpa") for v in ("mha", "mqa")}  # every family's smallest
-    skipped = [r for r in records if r["status"] == "skipped"]
-    assert len(skipped) == 8 and all("over the 60 s time budget" in r["reason"] for r in skipped)
-    assert all(r["predicted_s"] == 100.0 for r in skipped)
+    skipped = [r for r in records if r.status == "skipped"]
+    assert len(skipped) == 8 and all("over the 60 s time budget" in r.reason for r in skipped)
+    assert all(r.predicted_s == 100.0 for r in skipped)
     assert read_run(plan.out).meta.complete is True  # every case has its record, skipped ones included
 
 

@@ -74,7 +74,7 @@ def register(monkeypatch, name, fn):
 
 def assert_untimed(out):
     r = out.record
-    assert out.samples == [] and r["median_s"] is None and r["rounds"] == 0 and r["peak_mem_bytes"] is None
+    assert out.samples == [] and r.median_s is None and r.rounds == 0 and r.peak_mem_bytes is None
 
 
 # --- FLOPs and bytes ------------------------------------------------------------------------------------------
@@ -111,12 +111,12 @@ def test_new_record_counts_by_scope():
     attention = AttentionShape(1, 32, 32, 4, 2, 16, "fp32", CAUSAL)
     for pass_ in ("fwd", "fwd+bwd"):
         r = new_record(Case("naive", layer, "prefill", pass_, "cpu"), "materialising")
-        assert r["flops"] == layer_flops(layer, pass_) and r["bytes"] == layer_bytes(layer)
-        assert r["model_mem_bytes"] is None and r["scope"] == "layer"
+        assert r.flops == layer_flops(layer, pass_) and r.bytes == layer_bytes(layer)
+        assert r.model_mem_bytes is None and r.shape.scope == "layer"
         a = new_record(Case("naive", attention, "prefill", pass_, "cpu"), "materialising")
-        assert a["flops"] == attention_flops(attention, pass_) and a["bytes"] == attention_bytes(attention)
-        assert a["scope"] == "attention"
-    assert new_record(Case("naive", attention, "prefill", "fwd", "cpu"), "materialising")["model_mem_bytes"] > 0
+        assert a.flops == attention_flops(attention, pass_) and a.bytes == attention_bytes(attention)
+        assert a.shape.scope == "attention"
+    assert new_record(Case("naive", attention, "prefill", "fwd", "cpu"), "materialising").model_mem_bytes > 0
 
 
 # --- the layer's reference -----------------------------------------------------------------------------------
@@ -180,15 +180,15 @@ def test_tiny_layer_case_is_ok_with_the_layers_flops(backend, monkeypatch):
     shape = layer_shape()
     out = run(backend, shape)
     r = out.record
-    assert r["status"] == "ok", r["reason"]
-    assert set(r) == set(RECORD_FIELDS)
-    assert r["case_id"] == f"{backend}/gqa/b1-hq4-hkv2-q32-kv32-d16-scope=layer/fp32/causal/prefill/fwd/cpu"
-    assert r["flops"] == layer_flops(shape) and r["bytes"] == layer_bytes(shape) and r["model_mem_bytes"] is None
-    assert r["tflops"] == pytest.approx(layer_flops(shape) / r["median_s"] / 1e12)
-    assert 0 <= r["max_abs_err"] < 1e-5 and r["peak_mem_bytes"] > 0
+    assert r.status == "ok", r.reason
+    assert set(r.to_dict()) == set(RECORD_FIELDS)
+    assert r.case_id == f"{backend}/gqa/b1-hq4-hkv2-q32-kv32-d16-scope=layer/fp32/causal/prefill/fwd/cpu"
+    assert r.flops == layer_flops(shape) and r.bytes == layer_bytes(shape) and r.model_mem_bytes is None
+    assert r.tflops == pytest.approx(layer_flops(shape) / r.median_s / 1e12)
+    assert 0 <= r.max_abs_err < 1e-5 and r.peak_mem_bytes > 0
     # what was timed is the layer: one built, and called by the check, the warm-up, every timed call and the peak
     assert len(built) == 1
-    assert len(calls) >= 1 + r["rounds"] * r["calls_per_round"]
+    assert len(calls) >= 1 + r.rounds * r.calls_per_round
 
 
 def test_layer_fwd_bwd_is_ok_and_differentiates_the_weights(monkeypatch):
@@ -202,23 +202,23 @@ def test_layer_fwd_bwd_is_ok_and_differentiates_the_weights(monkeypatch):
     monkeypatch.setattr(torch.autograd, "grad", spy_grad)
     shape = layer_shape()
     r = run("sdpa-math", shape, "fwd+bwd").record
-    assert r["status"] == "ok", r["reason"]
-    assert r["flops"] * 2 == layer_flops(shape) * 7 and r["model_mem_bytes"] is None
+    assert r.status == "ok", r.reason
+    assert r.flops * 2 == layer_flops(shape) * 7 and r.model_mem_bytes is None
     assert set(seen) == {5}  # x and the four weights, in the check and in every timed call
 
 
 def test_bf16_layer_case_passes_its_tolerance():
     r = run("naive", layer_shape("bf16")).record
-    assert r["status"] == "ok", r["reason"]
-    assert 0 < r["max_abs_err"] < LAYER_TOLERANCES[torch.bfloat16][0]
+    assert r.status == "ok", r.reason
+    assert 0 < r.max_abs_err < LAYER_TOLERANCES[torch.bfloat16][0]
 
 
 def test_backend_ignoring_the_mask_is_incorrect_and_not_timed(monkeypatch):
     calls = register(monkeypatch, "maskless", lambda q, k, v, **kw: naive_attention(q, k, v, mask=NO_MASK,
                                                                                    score=NO_SCORE))
     out = run("maskless")
-    assert out.record["status"] == "incorrect"
-    assert "exceeds tolerance" in out.record["reason"]
+    assert out.record.status == "incorrect"
+    assert "exceeds tolerance" in out.record.reason
     assert_untimed(out)
     assert len(calls) == 1  # the check's call only
 
@@ -226,7 +226,7 @@ def test_backend_ignoring_the_mask_is_incorrect_and_not_timed(monkeypatch):
 def test_attention_one_percent_off_is_incorrect_in_fp32(monkeypatch):
     register(monkeypatch, "off", lambda q, k, v, **kw: naive_attention(q, k, v, **kw) * 1.01)
     out = run("off")
-    assert out.record["status"] == "incorrect" and out.record["max_abs_err"] > 1e-3
+    assert out.record.status == "incorrect" and out.record.max_abs_err > 1e-3
     assert_untimed(out)
 
 
@@ -253,21 +253,21 @@ def test_broken_layer_is_incorrect_and_not_timed(monkeypatch):
 
     monkeypatch.setattr(bench.layers, "make_layer", broken)
     out = run("naive")
-    assert out.record["status"] == "incorrect" and out.record["max_abs_err"] > 0.1
+    assert out.record.status == "incorrect" and out.record.max_abs_err > 0.1
     assert_untimed(out)
 
 
 def test_wrong_backward_is_incorrect_in_a_layer_case(monkeypatch):
     register(monkeypatch, "halfgrad", lambda q, k, v, **kw: ScaledBackward.apply(naive_attention(q, k, v, **kw), 0.5))
-    assert run("halfgrad").record["status"] == "ok"  # the forward is right
+    assert run("halfgrad").record.status == "ok"  # the forward is right
     out = run("halfgrad", pass_="fwd+bwd")
-    assert out.record["status"] == "incorrect" and out.record["reason"].startswith("gradients")
+    assert out.record.status == "incorrect" and out.record.reason.startswith("gradients")
     assert_untimed(out)
 
 
 def test_unsupported_error_and_oom_in_a_layer_case(monkeypatch):
     out = run("sdpa-efficient")
-    assert out.record["status"] == "unsupported" and "CUDA" in out.record["reason"]
+    assert out.record.status == "unsupported" and "CUDA" in out.record.reason
     assert_untimed(out)
 
     def boom(q, k, v, **kw):
@@ -275,10 +275,10 @@ def test_unsupported_error_and_oom_in_a_layer_case(monkeypatch):
 
     register(monkeypatch, "boom", boom)
     out = run("boom")
-    assert out.record["status"] == "error" and out.record["reason"] == "RuntimeError: kernel exploded"
+    assert out.record.status == "error" and out.record.reason == "RuntimeError: kernel exploded"
     monkeypatch.setattr(runner, "available_cpu_bytes", lambda: 1000)
     out = run("naive")
-    assert out.record["status"] == "oom" and out.record["reason"].startswith("predicted")
+    assert out.record.status == "oom" and out.record.reason.startswith("predicted")
 
 
 def test_predicted_oom_counts_the_weights(monkeypatch):
@@ -453,14 +453,14 @@ def test_share_keys_hold_every_shape_field_but_the_scope(tmp_path):
     from bench.report.layer_share import SHARE_KEYS, VARIED
 
     assert set(SHARE_KEYS) | set(VARIED) == {"backend", *SHAPE_KEYS} and not set(SHARE_KEYS) & set(VARIED)
-    # two ragged length distributions of one shape: each layer case pairs with its own attention twin only
-    recs = [scoped("naive", 512, t, scope, lengths=dist) for dist, ts in (("equal", (0.02, 0.1)), ("zipf", (0.05, 0.1)))
+    # two score variants of one shape: each layer case pairs with its own attention twin only
+    recs = [scoped("naive", 512, t, scope, score=score) for score, ts in (("none", (0.02, 0.1)), ("alibi", (0.05, 0.1)))
             for scope, t in zip(("attention", "layer"), ts, strict=True)]
     for rec in recs:
-        rec["case_id"] += f"-{rec['lengths']}"
+        rec["case_id"] += f"-{rec['score']}"
     shares = attention_share(frame(tmp_path, recs))
-    assert sorted((r["lengths"], r["share"]) for r in shares) == [("equal", pytest.approx(0.2)),
-                                                                   ("zipf", pytest.approx(0.5))]
+    assert sorted((r["score"], r["share"]) for r in shares) == [("alibi", pytest.approx(0.5)),
+                                                                 ("none", pytest.approx(0.2))]
 
 
 def test_a_new_shape_field_reaches_the_pairing_keys(monkeypatch):

@@ -147,12 +147,12 @@ def test_energy_over_a_window_of_back_to_back_calls(monkeypatch):
     assert modes.measure_energy(lambda: None, None, chunk=1, sync=lambda: None) is None
     timing = timer.Timing([1e-3] * 8, 10, False, "fake")
     ct = modes.CaseTiming(0.0, "cuda", {"cold": timing, "warm": timing}, energy=dict(energy, seconds=0.5))
-    from bench.record import with_modes
+    from bench.record import Record, with_modes
 
-    rec = with_modes({"backend": "naive", "batch": 2, "seq_q": 4, "reason": "", "bytes": 8, "median_s": 1e-3}, ct)
-    assert rec["joules_per_call"] == pytest.approx(1 / 80)
-    assert rec["tokens_per_joule"] == pytest.approx(8 * 80)
-    assert rec["watts"] == pytest.approx(2.0) and rec["throttled"] is False
+    rec = with_modes(Record(backend="naive", shape=AttentionShape(2, 4, 4, 1, 1, 8), bytes=8, median_s=1e-3), ct)
+    assert rec.joules_per_call == pytest.approx(1 / 80)
+    assert rec.tokens_per_joule == pytest.approx(8 * 80)
+    assert rec.watts == pytest.approx(2.0) and rec.throttled is False
 
 
 def test_case_timing_cpu_modes_overhead_and_launch_bound():
@@ -232,8 +232,8 @@ def test_run_trace_writes_one_trace_per_case(tmp_path):
 
     runner = Runner(Calibration(1e9, 1e9), case_budget_s=0.05, trace_dir=tmp_path)
     record = runner.run(Case("naive", SHAPE, "prefill", "fwd", "cpu")).record
-    assert record["status"] == "ok" and record["sdpa_kernel"] is None and record["kernels"]
-    assert set(record["timings"]) == {"warm", "kernel"} and record["timings"]["warm"]["median_s"] == record["median_s"]
+    assert record.status == "ok" and record.sdpa_kernel is None and record.kernels
+    assert set(record.timings) == {"warm", "kernel"} and record.timings["warm"]["median_s"] == record.median_s
     (trace,) = tmp_path.glob("*.trace.json")
     assert "traceEvents" in json.loads(trace.read_text())
 
@@ -307,9 +307,9 @@ def test_gpu_check_summary_against_the_anchors(tmp_path):
 
 
 def test_ceilings_per_dtype_and_read_only():
-    from bench.record import derived
+    from bench.record import Record, derived
 
-    rec = {"flops": 1e9, "bytes": 1e6, "batch": 1, "seq_q": 1, "dtype": "bf16", "kv_cache_bytes": None}
+    rec = Record(shape=AttentionShape(1, 1, 1, 1, 1, 8, "bf16"), flops=10**9, bytes=10**6)
     cal = {"gemm_flops_per_s": 1e12, "gemm_flops_per_s_bf16": 2e12, "copy_bytes_per_s": 1e9, "read_bytes_per_s": 2e9}
     out = derived(rec, 1e-3, Calibration.from_dict(cal), None)
     assert out["pct_gemm_ceiling"] == pytest.approx(50.0)  # against bf16's own GEMM, not the main dtype's

@@ -97,9 +97,9 @@ def test_naive_peak_is_quadratic_in_seq():
 def test_runner_records_measured_peak_near_the_model():
     case = Case("naive", shape(1024), "prefill", "fwd", "cpu")
     record = Runner(Calibration(1e11, 1e10), case_budget_s=0.05).run(case).record
-    assert record["status"] == "ok", record["reason"]
-    assert record["model_mem_bytes"] == modelled("naive", 1024)
-    assert abs(record["peak_mem_bytes"] - record["model_mem_bytes"]) <= 0.10 * record["model_mem_bytes"]
+    assert record.status == "ok", record.reason
+    assert record.model_mem_bytes == modelled("naive", 1024)
+    assert abs(record.peak_mem_bytes - record.model_mem_bytes) <= 0.10 * record.model_mem_bytes
 
 
 # --- flash-style kernels: O(S) memory ----------------------------------------------------------------

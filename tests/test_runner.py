@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 
 import pytest
@@ -16,7 +17,7 @@ from bench.masks import CAUSAL, NO_MASK
 from bench.meta import Calibration
 from bench.metrics import attention_bytes, attention_flops, kv_cache_bytes
 from bench.metrics import model_mem_bytes as model_mem
-from bench.record import RECORD_FIELDS, derived, new_record
+from bench.record import RECORD_FIELDS, Record, derived, new_record
 from bench.shapes import AttentionShape, shape_from_fields
 from bench.status import STATUSES
 
@@ -114,7 +115,8 @@ def test_attention_bytes_decode_is_dominated_by_kv():
 # --- derived metrics ---------------------------------------------------------------------------------
 
 def test_derived_arithmetic():
-    record = {"flops": 2e9, "bytes": 1e8, "batch": 2, "seq_q": 16, "kv_cache_bytes": 5e7, "dtype": "bf16"}
+    shape = AttentionShape(2, 16, 16, 1, 1, 8, "bf16")
+    record = Record(shape=shape, flops=int(2e9), bytes=int(1e8), kv_cache_bytes=int(5e7))
     d = derived(record, 0.01, CALIBRATION, spec=1e12)
     assert d["tflops"] == pytest.approx(0.2)  # 2e11 FLOP/s
     assert d["tokens_per_s"] == pytest.approx(3200)
@@ -124,11 +126,12 @@ def test_derived_arithmetic():
     assert d["pct_spec_flops"] == pytest.approx(20)
     assert d["kv_bytes_per_s"] == pytest.approx(5e9)
     # the spec sheet's peak is a bf16/fp16 tensor-core figure: no percentage of it for fp32
-    assert derived(dict(record, dtype="fp32"), 0.01, CALIBRATION, spec=1e12)["pct_spec_flops"] is None
+    fp32 = dataclasses.replace(record, shape=dataclasses.replace(shape, dtype="fp32"))
+    assert derived(fp32, 0.01, CALIBRATION, spec=1e12)["pct_spec_flops"] is None
 
 
 def test_derived_without_spec_or_kv_cache():
-    record = {"flops": 1e6, "bytes": 1e6, "batch": 1, "seq_q": 1, "kv_cache_bytes": None, "dtype": "fp32"}
+    record = Record(shape=AttentionShape(1, 1, 1, 1, 1, 8), flops=10**6, bytes=10**6)
     d = derived(record, 1e-3, CALIBRATION, spec=None)
     assert d["pct_spec_flops"] is None
     assert d["kv_bytes_per_s"] is None
@@ -138,15 +141,15 @@ def test_derived_without_spec_or_kv_cache():
 def test_base_record_kv_cache_of_a_decode_step():
     s = AttentionShape(2, 1, 4096, 32, 8, 128, "bf16", CAUSAL)
     r = base_record(case("sdpa", s, phase="decode"))
-    assert r["kv_cache_bytes"] == 2 * 8 * 128 * 4096 * 2 * 2  # K and V, one layer, batch 2, 2 bytes
-    assert base_record(case("sdpa", tiny()))["kv_cache_bytes"] is None  # prefill has no cache to read
+    assert r.kv_cache_bytes == 2 * 8 * 128 * 4096 * 2 * 2  # K and V, one layer, batch 2, 2 bytes
+    assert base_record(case("sdpa", tiny())).kv_cache_bytes is None  # prefill has no cache to read
 
 
 def test_base_record_kv_cache_with_sliding_window():
     s = shape_from_fields(dict(batch=1, seq_q=1, seq_kv=4096, n_heads=32, n_kv_heads=8, head_dim=128, dtype="bf16",
                                mask="window", window=256))
     r = base_record(case("sdpa", s, phase="decode"))
-    assert r["kv_cache_bytes"] == kv_cache_bytes(1, 8, 128, 4096, 1, "bf16", window=256)
+    assert r.kv_cache_bytes == kv_cache_bytes(1, 8, 128, 4096, 1, "bf16", window=256)
 
 
 # --- check_shape and the memory model -----------------------------------------------------------------
@@ -211,52 +214,52 @@ def counting_backend(monkeypatch, name, fn):
 def assert_untimed(outcome):
     r = outcome.record
     assert outcome.samples == []
-    assert r["median_s"] is None and r["tflops"] is None and r["rounds"] == 0 and r["peak_mem_bytes"] is None
-    assert r["status"] in STATUSES
+    assert r.median_s is None and r.tflops is None and r.rounds == 0 and r.peak_mem_bytes is None
+    assert r.status in STATUSES
 
 
 def test_ok_record_is_complete():
     shape = tiny()
     out = make_runner().run(case("naive", shape))
     r = out.record
-    assert r["status"] == "ok", r["reason"]
-    assert set(r) == set(RECORD_FIELDS)  # every documented field, and nothing undocumented
-    assert out.samples and r["rounds"] == len(out.samples)
-    assert r["ci_low_s"] <= r["median_s"] <= r["ci_high_s"]
-    assert r["median_s"] == statistics.median(out.samples)
-    assert 0 <= r["max_abs_err"] < 1e-5
-    assert r["iqr_s"] >= 0 and r["first_call_s"] > 0 and r["peak_mem_bytes"] > 0
-    assert r["timer"] == "perf_counter" and r["calls_per_round"] >= 1
-    assert r["flops"] == attention_flops(shape) and r["bytes"] == attention_bytes(shape)
-    assert r["case_id"] == case("naive", shape).id and r["variant"] == "gqa" and r["mask"] == "causal"
-    assert r["kv_cache_bytes"] is None  # prefill
+    assert r.status == "ok", r.reason
+    assert set(r.to_dict()) == set(RECORD_FIELDS)  # every documented field, and nothing undocumented
+    assert out.samples and r.rounds == len(out.samples)
+    assert r.ci_low_s <= r.median_s <= r.ci_high_s
+    assert r.median_s == statistics.median(out.samples)
+    assert 0 <= r.max_abs_err < 1e-5
+    assert r.iqr_s >= 0 and r.first_call_s > 0 and r.peak_mem_bytes > 0
+    assert r.timer == "perf_counter" and r.calls_per_round >= 1
+    assert r.flops == attention_flops(shape) and r.bytes == attention_bytes(shape)
+    assert r.case_id == case("naive", shape).id and r.shape.variant == "gqa" and r.shape.mask.label == "causal"
+    assert r.kv_cache_bytes is None  # prefill
     # the derived metrics are the median's
-    assert r["tflops"] == pytest.approx(r["flops"] / r["median_s"] / 1e12)
-    assert r["pct_gemm_ceiling"] == pytest.approx(100 * r["flops"] / r["median_s"] / 1e11)
-    assert r["gb_per_s"] == pytest.approx(r["bytes"] / r["median_s"] / 1e9)
-    assert r["pct_spec_flops"] is None  # no GPU name
+    assert r.tflops == pytest.approx(r.flops / r.median_s / 1e12)
+    assert r.pct_gemm_ceiling == pytest.approx(100 * r.flops / r.median_s / 1e11)
+    assert r.gb_per_s == pytest.approx(r.bytes / r.median_s / 1e9)
+    assert r.pct_spec_flops is None  # no GPU name
 
 
 def test_ok_decode_records_kv_cache_and_its_bandwidth():
     shape = tiny(seq_q=1, seq_kv=64)
     r = make_runner().run(case("sdpa-flash", shape, phase="decode")).record
-    assert r["status"] == "ok", r["reason"]
-    assert r["kv_cache_bytes"] == kv_cache_bytes(1, 2, 16, 64, 1, "fp32")
-    assert r["kv_bytes_per_s"] == pytest.approx(r["kv_cache_bytes"] / r["median_s"])
+    assert r.status == "ok", r.reason
+    assert r.kv_cache_bytes == kv_cache_bytes(1, 2, 16, 64, 1, "fp32")
+    assert r.kv_bytes_per_s == pytest.approx(r.kv_cache_bytes / r.median_s)
 
 
 def test_ok_fwd_bwd():
     shape = tiny()
     r = make_runner().run(case("sdpa-math", shape, pass_="fwd+bwd")).record
-    assert r["status"] == "ok", r["reason"]
-    assert r["flops"] * 2 == attention_flops(shape) * 7
-    assert r["model_mem_bytes"] is None
+    assert r.status == "ok", r.reason
+    assert r.flops * 2 == attention_flops(shape) * 7
+    assert r.model_mem_bytes is None
 
 
 def test_unsupported_on_cpu_says_cuda():
     out = make_runner().run(case("sdpa-efficient"))
-    assert out.record["status"] == "unsupported"
-    assert "CUDA" in out.record["reason"]
+    assert out.record.status == "unsupported"
+    assert "CUDA" in out.record.reason
     assert_untimed(out)
 
 
@@ -264,9 +267,9 @@ def test_incorrect_backend_is_not_timed(monkeypatch):
     calls = counting_backend(monkeypatch, "wrong", lambda q, k, v, **kw: naive_attention(q, k, v, **kw) * 1.01)
     out = make_runner().run(case("wrong"))
     r = out.record
-    assert r["status"] == "incorrect"
-    assert r["max_abs_err"] > 2e-4
-    assert "exceeds tolerance" in r["reason"]
+    assert r.status == "incorrect"
+    assert r.max_abs_err > 2e-4
+    assert "exceeds tolerance" in r.reason
     assert_untimed(out)
     assert len(calls) == 1  # the correctness check only
 
@@ -274,8 +277,8 @@ def test_incorrect_backend_is_not_timed(monkeypatch):
 def test_wrong_output_shape_is_incorrect(monkeypatch):
     counting_backend(monkeypatch, "short", lambda q, k, v, **kw: naive_attention(q, k, v, **kw)[:, :, :-1])
     out = make_runner().run(case("short"))
-    assert out.record["status"] == "incorrect"
-    assert out.record["max_abs_err"] == float("inf")
+    assert out.record.status == "incorrect"
+    assert out.record.max_abs_err == float("inf")
     assert_untimed(out)
 
 
@@ -285,8 +288,8 @@ def test_error_records_the_first_line_of_the_message(monkeypatch):
 
     counting_backend(monkeypatch, "broken", broken)
     out = make_runner().run(case("broken"))
-    assert out.record["status"] == "error"
-    assert out.record["reason"] == "RuntimeError: kernel exploded"
+    assert out.record.status == "error"
+    assert out.record.reason == "RuntimeError: kernel exploded"
     assert_untimed(out)
 
 
@@ -301,8 +304,8 @@ def test_oom_is_recorded_as_oom(monkeypatch, err):
 
     counting_backend(monkeypatch, "hungry", hungry)
     out = make_runner().run(case("hungry"))
-    assert out.record["status"] == "oom"
-    assert type(err).__name__ in out.record["reason"]
+    assert out.record.status == "oom"
+    assert type(err).__name__ in out.record.reason
     assert_untimed(out)
 
 
@@ -318,8 +321,8 @@ def test_oom_after_the_check_is_oom_and_untimed(monkeypatch):
 
     counting_backend(monkeypatch, "flaky", flaky)
     out = make_runner().run(case("flaky"))
-    assert out.record["status"] == "oom"
-    assert out.record["max_abs_err"] < 1e-5  # the check passed
+    assert out.record.status == "oom"
+    assert out.record.max_abs_err < 1e-5  # the check passed
     assert_untimed(out)
 
 
@@ -327,23 +330,23 @@ def test_predicted_oom_is_not_run(monkeypatch):
     calls = counting_backend(monkeypatch, "guarded", naive_attention)
     monkeypatch.setattr(runner, "available_cpu_bytes", lambda: 1000)
     out = make_runner().run(case("guarded"))
-    assert out.record["status"] == "oom"
-    assert out.record["reason"].startswith("predicted")
-    assert out.record["model_mem_bytes"] > 700
+    assert out.record.status == "oom"
+    assert out.record.reason.startswith("predicted")
+    assert out.record.model_mem_bytes > 700
     assert calls == []
     assert_untimed(out)
 
 
 def test_no_predicted_oom_with_plenty_of_memory(monkeypatch):
     monkeypatch.setattr(runner, "available_cpu_bytes", lambda: 1 << 40)
-    assert make_runner().run(case("naive")).record["status"] == "ok"
+    assert make_runner().run(case("naive")).record.status == "ok"
 
 
 def test_predicted_oom_covers_fwd_bwd(monkeypatch):
     calls = counting_backend(monkeypatch, "guarded", naive_attention)
     monkeypatch.setattr(runner, "available_cpu_bytes", lambda: 1000)
     out = make_runner().run(case("guarded", pass_="fwd+bwd"))
-    assert out.record["status"] == "oom"
+    assert out.record.status == "oom"
     assert calls == []
 
 
@@ -390,9 +393,9 @@ def test_a_record_is_frozen_typed_and_serialises_to_exactly_the_documented_field
     assert _OWN | {"pass"} | set(SHAPE_DOCS) == set(RECORD_FIELDS)  # every documented field, and no other
     rec = base_record(case(pass_="fwd+bwd"))
     assert isinstance(rec, Record) and list(rec.to_dict()) == list(RECORD_FIELDS)
-    assert rec["pass"] == rec.pass_ == "fwd+bwd" and rec["seq_q"] == rec.shape["seq_q"]
+    assert rec.to_dict()["pass"] == rec.pass_ == "fwd+bwd" and rec.to_dict()["seq_q"] == rec.shape.seq_q
     with pytest.raises(dataclasses.FrozenInstanceError):
         rec.status = "ok"  # type: ignore[misc]
     assert Record.from_dict(rec.to_dict()) == rec  # what a worker sends and a file holds reads back the same
     amended = dataclasses.replace(rec, status="skipped", reason="over budget")
-    assert (amended["status"], rec.status) == ("skipped", None)
+    assert (amended.status, rec.status) == ("skipped", None)

@@ -202,49 +202,49 @@ def test_check_catches_sequences_swapped():
 ], ids=lambda s: f"{s.serving.lengths}-{s.mask.label}-q{s.seq_q}-page{s.serving.page_size}")
 def test_every_cpu_layout_matches_float64_per_sequence(backend, shape):
     record = run(backend, shape)
-    assert record["status"] == "ok", record["reason"]
-    assert record["max_abs_err"] < 1e-5
-    assert record["real_tokens"] == sum(workload_of(shape).q_lens)
-    assert record["tokens_per_s"] == pytest.approx(record["real_tokens"] / record["median_s"])
+    assert record.status == "ok", record.reason
+    assert record.max_abs_err < 1e-5
+    assert record.real_tokens == sum(workload_of(shape).q_lens)
+    assert record.tokens_per_s == pytest.approx(record.real_tokens / record.median_s)
 
 
 def test_nested_jagged_sdpa_runs_where_torch_supports_it_and_says_why_not_elsewhere():
     ok = run("sdpa", serving("uniform", mask="none", n_kv_heads=4))
-    assert ok["status"] == "ok" and ok["padding_waste"] == 1.0
+    assert ok.status == "ok" and ok.padding_waste == 1.0
     refused = run("sdpa", serving("zipf", mask="window", window=4))
-    assert refused["status"] == "unsupported" and "nested jagged tensors" in refused["reason"]
+    assert refused.status == "unsupported" and "nested jagged tensors" in refused.reason
 
 
 @pytest.mark.parametrize("backend", ["naive", "sdpa-math", "sdpa-flash"])
 def test_mixed_batches_run_in_every_layout_with_per_sequence_lengths(backend):
     record = run(backend, serving("mixed"))
-    assert record["status"] == "ok", record["reason"]
-    assert record["max_abs_err"] < 1e-5
+    assert record.status == "ok", record.reason
+    assert record.max_abs_err < 1e-5
 
 
 def test_mixed_batches_are_unsupported_in_nested_tensors_and_the_reason_names_who_takes_them():
     record = run("sdpa", serving("mixed"))
-    assert record["status"] == "unsupported"
-    assert all(name in record["reason"] for name in ("naive", "sdpa-math", "flex", "flash-attn"))
+    assert record.status == "unsupported"
+    assert all(name in record.reason for name in ("naive", "sdpa-math", "flex", "flash-attn"))
 
 
 def test_flash_attn_on_cpu_is_unsupported_naming_cuda():
     record = run("flash-attn", serving("zipf", dtype="bf16"))
-    assert record["status"] == "unsupported" and "CUDA" in record["reason"]
+    assert record.status == "unsupported" and "CUDA" in record.reason
 
 
 def test_a_backend_that_drops_the_padding_mask_is_incorrect(monkeypatch):
     monkeypatch.setattr("bench.serving.ragged.padding_mask", lambda shape, w, device, kv_width=None: None)
     record = run("sdpa-math", serving("zipf", mask="none"))
-    assert record["status"] == "incorrect" and record["median_s"] is None
+    assert record.status == "incorrect" and record.median_s is None
 
 
 def test_records_of_serving_cases_carry_their_fields():
     s = serving("zipf", seq_q=1, seq_kv=60, page_size=8)
     record = new_record(Case("sdpa-math", s, "decode", "fwd", "cpu"), BACKENDS["sdpa-math"].memory)
-    assert (record["lengths"], record["page_size"]) == ("zipf", 8)
-    assert record["flops"] == serving_flops(s) and record["padding_waste"] > 1.0
-    assert record["kv_cache_bytes"] == serving_kv_bytes(s) and record["model_mem_bytes"] is None
+    assert (record.shape.serving.lengths, record.shape.serving.page_size) == ("zipf", 8)
+    assert record.flops == serving_flops(s) and record.padding_waste > 1.0
+    assert record.kv_cache_bytes == serving_kv_bytes(s) and record.model_mem_bytes is None
 
 
 def test_large_batches_are_checked_on_shorter_ones_of_the_same_kind():
@@ -263,7 +263,7 @@ def test_large_batches_are_checked_on_shorter_ones_of_the_same_kind():
                          ids=["ragged", "mixed", "paged"])
 def test_flex_document_and_paged_masks_match_float64(shape):
     record = run("flex", shape)
-    assert record["status"] == "ok", record["reason"]
+    assert record.status == "ok", record.reason
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="flash-attn's varlen and paged kernels need CUDA")
@@ -272,9 +272,9 @@ def test_flex_document_and_paged_masks_match_float64(shape):
 def test_flash_attn_varlen_and_paged_on_cuda(shape):
     phase = "prefill" if shape.seq_q == shape.seq_kv else "decode"
     record = Runner(CALIBRATION, case_budget_s=0.02).run(Case("flash-attn", shape, phase, "fwd", "cuda")).record
-    assert record["status"] in ("ok", "unsupported"), record["reason"]
-    if record["status"] == "unsupported":
-        assert "not importable" in record["reason"]
+    assert record.status in ("ok", "unsupported"), record.reason
+    if record.status == "unsupported":
+        assert "not importable" in record.reason
 
 
 # --- report ---------------------------------------------------------------------------------------------------
@@ -388,25 +388,25 @@ def test_a_backend_declaring_the_padded_layout_gets_the_padded_batch(monkeypatch
     monkeypatch.setattr(ragged_module, "padding_mask", lambda *a, **kw: masks.append(1) or real_mask(*a, **kw))
     shape = serving("zipf", mask="causal")
     record = run("outside-padded", shape)
-    assert record["status"] == "ok", record["reason"]
+    assert record.status == "ok", record.reason
     assert masks  # the padded builder ran: a padding mask was built
-    assert record["padding_waste"] == padding_waste(shape, BACKENDS["sdpa-math"]) > 1.0  # counted from the trait
+    assert record.padding_waste == padding_waste(shape, BACKENDS["sdpa-math"]) > 1.0  # counted from the trait
     paged = run("outside-padded", serving("zipf", seq_q=1, seq_kv=60, page_size=8))
-    assert paged["status"] == "ok" and paged["padding_waste"] > 1.0  # gathered into its padded layout
+    assert paged.status == "ok" and paged.padding_waste > 1.0  # gathered into its padded layout
 
 
 def test_a_backend_declaring_per_sequence_runs_its_own_function_once_per_sequence(monkeypatch):
     calls = fake_backend(monkeypatch, "outside-each", ("per-sequence",))
     shape = serving("uniform", batch=3)
     record = run("outside-each", shape)
-    assert record["status"] == "ok" and record["padding_waste"] == 1.0
+    assert record.status == "ok" and record.padding_waste == 1.0
     assert calls[:3] == [(1, 4, n, 16) for n in workload_of(shape).q_lens]  # the check's calls, one per sequence
     paged = run("outside-each", serving("uniform", seq_q=1, seq_kv=60, page_size=16))
-    assert paged["status"] == "unsupported" and "no paged-cache layout" in paged["reason"]
+    assert paged.status == "unsupported" and "no paged-cache layout" in paged.reason
 
 
 def test_a_backend_with_no_serving_layout_is_unsupported_saying_so(monkeypatch):
     calls = fake_backend(monkeypatch, "outside-dense", ())
     record = run("outside-dense", serving("zipf"))
-    assert record["status"] == "unsupported" and "no serving layout" in record["reason"] and not calls
-    assert record["padding_waste"] == 1.0
+    assert record.status == "unsupported" and "no serving layout" in record.reason and not calls
+    assert record.padding_waste == 1.0

@@ -576,19 +576,19 @@ def test_runner_topk_case():
     shape = shape_from_fields(dict(batch=B, seq_q=S, seq_kv=S, n_heads=Hq, n_kv_heads=1, head_dim=D, dtype="fp32",
                                    mask="causal", sparsity=f"topk:{K}"))
     r = run_case("sdpa", shape)
-    assert r["status"] == "ok", r["reason"]
+    assert r.status == "ok", r.reason
     kept = sum(min(K, i + 1) for i in range(S))  # causal: query i sees i + 1 keys and keeps K of them
-    assert r["useful_flops"] == r["flops"] == 2 * B * Hq * (2 * D) * kept == attention_flops(shape)
+    assert r.useful_flops == r.flops == 2 * B * Hq * (2 * D) * kept == attention_flops(shape)
     # the indexer: H = max(1, Hq // 4) heads of dim max(16, D // 2), every visible pair scored
-    assert r["indexer_flops"] == indexer_flops(shape) == 2 * B * 1 * 16 * (S * (S + 1) // 2)
+    assert r.indexer_flops == indexer_flops(shape) == 2 * B * 1 * 16 * (S * (S + 1) // 2)
     # sdpa is handed the keep-set as a boolean mask: it computes every pair
-    assert r["executed_flops"] == 2 * B * Hq * (2 * D) * S * S + r["indexer_flops"]
-    assert r["executed_flops"] == executed_flops(shape, "fwd", BACKENDS["sdpa"].executes)
-    assert r["density"] == pytest.approx(kept / (S * (S + 1) // 2)) and r["density"] < 1
-    assert r["indexer_s"] > 0
-    assert r["total_s"] == pytest.approx(r["median_s"] + r["indexer_s"])
-    assert r["block_mask_build_s"] is None
-    assert r["max_abs_err"] <= 2e-4
+    assert r.executed_flops == 2 * B * Hq * (2 * D) * S * S + r.indexer_flops
+    assert r.executed_flops == executed_flops(shape, "fwd", BACKENDS["sdpa"].executes)
+    assert r.density == pytest.approx(kept / (S * (S + 1) // 2)) and r.density < 1
+    assert r.indexer_s > 0
+    assert r.total_s == pytest.approx(r.median_s + r.indexer_s)
+    assert r.block_mask_build_s is None
+    assert r.max_abs_err <= 2e-4
 
 
 def test_runner_block_case():
@@ -596,14 +596,14 @@ def test_runner_block_case():
     shape = shape_from_fields(dict(batch=B, seq_q=S, seq_kv=S, n_heads=Hq, n_kv_heads=1, head_dim=D, dtype="fp32",
                                    mask="causal", sparsity="block:16:0.5"))
     r = run_case("sdpa", shape)
-    assert r["status"] == "ok", r["reason"]
+    assert r.status == "ok", r.reason
     kept = int(torch.tensor(brute_keep("block:16:0.5", "causal", S, S)).sum())
-    assert r["useful_flops"] == r["flops"] == 2 * B * Hq * (2 * D) * kept
-    assert r["executed_flops"] == 2 * B * Hq * (2 * D) * S * S
-    assert r["density"] == pytest.approx(kept / (S * (S + 1) // 2)) and r["density"] < 1
-    assert r["indexer_s"] is None and r["indexer_flops"] is None and r["block_mask_build_s"] is None
-    assert r["total_s"] == r["median_s"]
-    assert r["max_abs_err"] <= 2e-4
+    assert r.useful_flops == r.flops == 2 * B * Hq * (2 * D) * kept
+    assert r.executed_flops == 2 * B * Hq * (2 * D) * S * S
+    assert r.density == pytest.approx(kept / (S * (S + 1) // 2)) and r.density < 1
+    assert r.indexer_s is None and r.indexer_flops is None and r.block_mask_build_s is None
+    assert r.total_s == r.median_s
+    assert r.max_abs_err <= 2e-4
 
 
 USER_KERNEL = '''

@@ -28,7 +28,7 @@ WORKLOAD = {"source": "csv", "requests": 10, "prompt_tokens": 1280, "output_toke
 def bucket(backend: str, phase: str, median_s: float, status: str = "ok") -> dict:
     lengths, batch, seq = (PREFILL, 2, 64) if phase == "prefill" else (DECODE, 4, 512)
     rec = make_record(backend, n_kv_heads=2, seq=seq, batch=batch, phase=phase, median_s=median_s, status=status,
-                      lengths=lengths, page_size=16)
+                      lengths=lengths, page_size=16 if phase == "decode" else None)  # a prefill chunk is unpaged
     rec["case_id"] += f"-lengths={lengths}"
     return rec
 

@@ -186,13 +186,13 @@ def test_a_keyword_kernel_passes_bench_check(kernels, capsys):
                                          ("causal", "sinks")])
 def test_a_keyword_kernel_runs_every_variant_it_declares_through_the_engine(kernels, mask, score):
     record = run_case("kw_kernels:every", shape(mask, score))
-    assert record["status"] == "ok", record["reason"]
+    assert record.status == "ok", record.reason
 
 
 def test_a_keyword_kernel_is_refused_a_variant_it_does_not_declare(kernels):
     record = run_case("kw_kernels:plain", shape("causal", "alibi"))
-    assert record["status"] == "unsupported" and "it does not take alibi" in record["reason"]
-    assert run_case("kw_kernels:plain", shape("window:5"))["status"] == "ok"
+    assert record.status == "unsupported" and "it does not take alibi" in record.reason
+    assert run_case("kw_kernels:plain", shape("window:5")).status == "ok"
 
 
 def test_the_adapter_gives_the_old_keywords_and_only_those_asked_for(kernels):

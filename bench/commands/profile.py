@@ -135,16 +135,16 @@ def report_lines(record: dict, timing) -> list[str]:
                      f"{fmt_seconds(row.seconds_per_call):>10} {100 * row.seconds_per_call / wall:6.1f}")
     if len(kernel.rows) > 20:
         lines.append(f"... {len(kernel.rows) - 20} more in the trace")
-    medians = {mode: fmt_seconds(t["median_s"]) for mode, t in record["timings"].items()}
+    medians = {mode: fmt_seconds(t["median_s"]) for mode, t in (record.timings or {}).items()}
     lines += [
         "timings (median per call): " + ", ".join(f"{m} {v}" for m, v in medians.items()),
-        f"headline: {fmt_seconds(record['median_s'])} ({record['timer']}); outside the kernels: "
-        f"{record['overhead_pct']:.0f}% of a warm call; launch bound: {record['launch_bound']}"
-        if record["overhead_pct"] is not None else f"headline: {fmt_seconds(record['median_s'])}",
-        f"sdpa kernel: {record['sdpa_kernel'] or '— (not an sdpa backend, or no SDPA op ran)'}",
-        f"peak memory above the inputs: {fmt_bytes(record['peak_mem_bytes'])} "
-        f"(model: {fmt_bytes(record['model_mem_bytes']) if record['model_mem_bytes'] else '—'})",
+        f"headline: {fmt_seconds(record.median_s)} ({record.timer}); outside the kernels: "
+        f"{record.overhead_pct:.0f}% of a warm call; launch bound: {record.launch_bound}"
+        if record.overhead_pct is not None else f"headline: {fmt_seconds(record.median_s)}",
+        f"sdpa kernel: {record.sdpa_kernel or '— (not an sdpa backend, or no SDPA op ran)'}",
+        f"peak memory above the inputs: {fmt_bytes(record.peak_mem_bytes)} "
+        f"(model: {fmt_bytes(record.model_mem_bytes) if record.model_mem_bytes else '—'})",
     ]
-    if record.get("reason"):
-        lines.append(f"note: {record['reason']}")
+    if record.reason:
+        lines.append(f"note: {record.reason}")
     return lines

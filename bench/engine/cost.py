@@ -42,23 +42,24 @@ PER_CASE_S = 0.05  # inputs, the record, the journal line
 
 def call_s(record: Record, calibration: Calibration, memory: str) -> float:
     """Predicted seconds of one timed call."""
-    device = record["device"]
-    gemm = calibration.gemm(record["dtype"]) or 1e10
+    s = record.shape
+    assert s is not None, "a case's record"
+    gemm = calibration.gemm(s.dtype) or 1e10
     copy = calibration.copy_bytes_per_s or 1e10
-    traffic = float(record.get("bytes") or 0)
+    traffic = float(record.bytes or 0)
     if memory == "materialising":  # the fp32 score matrix goes through memory several times
-        scores = record["batch"] * record["n_heads"] * record["seq_q"] * record["seq_kv"] * 4
-        traffic += SCORE_PASSES * scores * (3.5 if record["pass"] == "fwd+bwd" else 1)
-    executed = record.get("executed_flops") or record.get("flops") or 0  # a dense masked kernel computes every pair
-    indexer = float(record.get("indexer_flops") or 0)
+        scores = s.batch * s.n_heads * s.seq_q * s.seq_kv * 4
+        traffic += SCORE_PASSES * scores * (3.5 if record.pass_ == "fwd+bwd" else 1)
+    executed = record.executed_flops or record.flops or 0  # a dense masked kernel computes every pair
+    indexer = float(record.indexer_flops or 0)
     compute = (float(executed) - indexer) / (GEMM_SHARE * gemm)
-    return max(compute, traffic / copy) + CALL_OVERHEAD_S.get(device, 30e-6)
+    return max(compute, traffic / copy) + CALL_OVERHEAD_S.get(record.device, 30e-6)
 
 
 def indexer_s(record: Record, calibration: Calibration) -> float:
     """Predicted seconds of one call of a topk case's indexer (0 for any other case)."""
-    flops = float(record.get("indexer_flops") or 0)
-    return flops / (INDEXER_SHARE * (calibration.gemm(record["dtype"]) or 1e10)) if flops else 0.0
+    flops = float(record.indexer_flops or 0)
+    return flops / (INDEXER_SHARE * (calibration.gemm(record.shape.dtype) or 1e10)) if flops and record.shape else 0.0
 
 
 def predict_all(cases: list[Case], calibration: Calibration, case_budget_s: float) -> dict[str, float]:
@@ -84,7 +85,7 @@ def predict(case: Case, record: Record, calibration: Calibration, memory: str, c
     checked = check_shape(case.shape)
     # the float64 reference computes every pair the mask leaves, the sparsity's dropped ones too
     check_flops = attention_flops(dataclasses.replace(checked, sparsity=DENSE), case.pass_)
-    share = min(1.0, check_flops / max(float(record.get("flops") or 1), 1.0))
+    share = min(1.0, check_flops / max(float(record.flops or 1), 1.0))
     check = check_flops / (FLOAT64_SHARE * fp32) + one * share
     if case.pass_ == "fwd+bwd":
         check *= 2  # the gradients are checked against the reference's too

@@ -130,7 +130,8 @@ class Runner:
         record = with_modes(record, case_timing, self.sheet.bytes_per_s if self.sheet else None)
         # a kernel cannot fool the timer (bench.kinds.guards): inputs untouched, last output right, time possible
         guard = getattr(fn, "guard", None)
-        if why := (guard.verdict() if guard is not None else None) or implausible(record, self.calibration):
+        floor = implausible(record.median_s, record.flops, record.bytes, case.shape.dtype, self.calibration)
+        if why := (guard.verdict() if guard is not None else None) or floor:
             return Outcome(replace(record, status="incorrect", reason=why))  # no samples: an untimed entry
         if after := getattr(fn, "after", None):  # what the kind times apart (a sparse case's indexer) and derives
             record = replace(record, **after(self.case_budget_s, record.median_s))

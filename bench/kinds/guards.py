@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -61,25 +61,26 @@ class TimedGuard:
         return None
 
 
-def implausible(record: Mapping[str, Any], calibration: Calibration) -> str | None:
-    """'implausible: ...' when the median is below the case's physical floor by more than its margin, else None.
+def implausible(median: float | None, flops: float | None, bytes_: float | None, dtype: str,
+                calibration: Calibration) -> str | None:
+    """'implausible: ...' when a case's median is below its physical floor (its FLOPs and bytes at the measured
+    ceilings) by more than its margin, else None.
 
     Only when this run measured the case's dtype (calibrate measures a GEMM per dtype and the read ceiling),
     and then against the machine's fastest GEMM in any dtype: a kernel may compute in another dtype than its
     inputs' (torch's CPU SDPA runs bf16 attention through fp32, far above a CPU's emulated bf16 GEMM), but none
     does attention's FLOPs faster than the machine's best GEMM."""
-    median = record.get("median_s")
     if not median:
         return None
     floors = []
     gemms = {dtype: v for dtype, v in calibration.gemm_by_dtype.items() if v > 0}
-    if record.get("dtype") in gemms and record.get("flops"):
+    if dtype in gemms and flops:
         best = max(gemms, key=gemms.get)
-        floors.append((record["flops"] / gemms[best], FLOP_MARGIN, f"{record['flops'] / 1e6:.3g} MFLOP at the "
+        floors.append((flops / gemms[best], FLOP_MARGIN, f"{flops / 1e6:.3g} MFLOP at the "
                        f"machine's best measured GEMM ceiling ({best}) {gemms[best] / 1e9:.3g} GFLOP/s"))
     read = calibration.read_bytes_per_s
-    if read and record.get("bytes"):
-        floors.append((record["bytes"] / read, BYTE_MARGIN, f"{record['bytes'] / 1e6:.3g} MB at the measured read "
+    if read and bytes_:
+        floors.append((bytes_ / read, BYTE_MARGIN, f"{bytes_ / 1e6:.3g} MB at the measured read "
                        f"ceiling {read / 1e9:.3g} GB/s"))
     for floor, margin, what in floors:
         if median * margin < floor:

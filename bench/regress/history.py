@@ -74,17 +74,19 @@ class History:
 
 def family(record: Record) -> str:
     """The report's family label (bench.case.family_label), plus scope and model when set: one figure's cases."""
-    text = family_label(*(str(record[k]) for k in FAMILY_FIELDS))
-    extra = [str(record[k]) for k in ("scope", "model") if record[k] not in (None, "attention")]
+    row = record.to_dict()  # the family's columns, as the report reads them
+    text = family_label(*(str(row[k]) for k in FAMILY_FIELDS))
+    extra = [str(row[k]) for k in ("scope", "model") if row[k] not in (None, "attention")]
     return " · ".join([text, *extra])
 
 
-def sizes_label(record: dict) -> str:
-    """What a family's cases differ in, read from the record's fields: B, Hq, Hkv, the lengths and D."""
-    seq = (f"S={record.get('seq_kv')}" if record.get("phase") == "prefill"
-           else f"Sq={record.get('seq_q')} KV={record.get('seq_kv')}")
-    return (f"B={record.get('batch')} Hq={record.get('n_heads')} Hkv={record.get('n_kv_heads')} {seq} "
-            f"D={record.get('head_dim')}")
+def sizes_label(record: Record) -> str:
+    """What a family's cases differ in, read from the record's shape: B, Hq, Hkv, the lengths and D."""
+    s = record.shape
+    if s is None:
+        return "?"
+    seq = f"S={s.seq_kv}" if record.phase == "prefill" else f"Sq={s.seq_q} KV={s.seq_kv}"
+    return f"B={s.batch} Hq={s.n_heads} Hkv={s.n_kv_heads} {seq} D={s.head_dim}"
 
 
 def _git_date(commit: str) -> datetime | None:

@@ -69,7 +69,7 @@ def _tflops(ok: list[dict], backend: str, pass_: str, mask: str, seq: int) -> tu
 
 def summary_lines(path: Path) -> list[str]:
     doc = read_run(path)
-    records = [e.record for e in doc.entries()]
+    records = [e.record.to_dict() for e in doc.entries()]  # the file's columns, which the anchors below name
     ok = [r for r in records if r["status"] == "ok"]
     cal = doc.meta.calibration.to_dict()  # the anchors below name the file's keys
     gpu = (doc.fingerprint or {}).get("gpu_name")

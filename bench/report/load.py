@@ -219,7 +219,7 @@ def read_results(path: str | Path, run_id: str | None = None) -> tuple[pd.DataFr
         "llc_bytes": _number(path, "-", "llc_bytes", env.get("llc_bytes")),
         "run_datetime": str(doc.datetime) if doc.datetime else None, "source": str(path),
     }
-    rows = [_row(path, entry, run) | {"dtype_gemm_flops_per_s": calibration.gemm(str(entry.record["dtype"]))}
+    rows = [(row := _row(path, entry, run)) | {"dtype_gemm_flops_per_s": calibration.gemm(str(row["dtype"]))}
             for entry in doc.entries()]
     frame = tidy(rows)
     info = RunInfo(meta=meta, run_id=run_id, source=str(path), datetime=run["run_datetime"], machine=run["machine"],

@@ -136,8 +136,9 @@ def stats_entry(stats: Stats, iterations: int = 1) -> dict[str, Any]:
 
 def group_of(record: Record) -> str:
     """pytest-benchmark's group of a case: cases that differ only in backend compare side by side."""
-    return (f"{record['phase']} {record['pass']} {record['dtype']} {record['mask']} q{record['seq_q']} "
-            f"kv{record['seq_kv']} d{record['head_dim']}")
+    s = record.shape
+    assert s is not None, "a case's record"
+    return f"{record.phase} {record.pass_} {s.dtype} {s.mask.label} q{s.seq_q} kv{s.seq_kv} d{s.head_dim}"
 
 
 def case_entry(record: Record, samples: list[float] | None = None, *, name: str | None = None,

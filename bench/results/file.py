@@ -10,6 +10,7 @@ from pathlib import Path
 
 from bench.results.document import ResultsError, RunDocument, json_safe, validate
 from bench.results.journal import journal_path, read_journal
+from bench.shapes import ShapeError
 
 
 def write_atomic(path: str | Path, doc: RunDocument | dict) -> None:
@@ -55,4 +56,7 @@ def read_run(path: str | Path) -> RunDocument:
     except json.JSONDecodeError as err:
         raise ResultsError(f"{path}: not valid JSON ({err.msg} at line {err.lineno}); truncated or corrupt?") from None
     validate(doc, str(path))
-    return RunDocument.from_dict(doc, owned=True)
+    try:
+        return RunDocument.from_dict(doc, owned=True)
+    except ShapeError as err:  # a case whose shape breaks a rule: the file cannot be read as this version's
+        raise ResultsError(f"{path}: {err}") from None

@@ -16,8 +16,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.masks import CAUSAL
 from bench.record import RECORD_FIELDS
 from bench.results import Entry, ResultsStore, RunDocument, RunMeta, write_atomic
+from bench.shapes import AttentionShape, shape_fields
 
 STAT_KEYS = ("min", "max", "mean", "stddev", "median", "iqr", "q1", "q3", "ld15iqr", "hd15iqr", "ops", "total")
 
@@ -27,9 +29,10 @@ def entry(i: int, rounds: int = 30) -> Entry:
     rng = random.Random(i)
     data = [1e-3 * (1 + rng.uniform(-0.05, 0.05)) for _ in range(rounds)]
     record = {name: rng.random() for name in RECORD_FIELDS}
-    record.update(case_id=f"sdpa/gqa/b1-hq8-hkv2-q{i}-kv{i}-d64/fp32/causal/prefill/fwd/cpu", status="ok",
-                  reason="", backend="sdpa", variant="gqa", dtype="fp32", mask="causal", phase="prefill",
-                  device="cpu", noisy=False, gpu_before=None, gpu_after=None)
+    record.update(shape_fields(AttentionShape(1, i + 1, i + 1, 8, 2, 64, mask=CAUSAL)))
+    record.update(case_id=f"sdpa/gqa/b1-hq8-hkv2-q{i + 1}-kv{i + 1}-d64/fp32/causal/prefill/fwd/cpu", status="ok",
+                  reason="", backend="sdpa", phase="prefill", device="cpu", noisy=False, gpu_before=None,
+                  gpu_after=None)
     stats = {k: rng.random() * 1e-3 for k in STAT_KEYS} | {"rounds": rounds, "iterations": 1, "outliers": "1;2",
                                                             "iqr_outliers": 1, "stddev_outliers": 2, "data": data}
     name = f"test_attention[{record['case_id']}]"
