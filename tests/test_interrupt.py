@@ -155,7 +155,8 @@ def test_a_ctrl_c_raised_through_c_code_still_exits_130(tmp_path):
     (tmp_path / "through_pyrun.py").write_text(THROUGH_PYRUN)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")} | {"PYTHONPATH": str(REPO)}
     proc = subprocess.run([sys.executable, "-m", "through_pyrun"], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=60)
+                          text=True, timeout=60,  # SIG_DFL: a child of an xdist worker may inherit SIGINT ignored
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert proc.returncode == 130, proc.stderr[-2000:]
     assert proc.stderr.strip().splitlines() == ["interrupted while starting; nothing was run"]
 
@@ -182,7 +183,8 @@ def test_a_ctrl_c_python_swallows_during_the_imports_still_exits_130(tmp_path):
     (tmp_path / "swallowed.py").write_text(SWALLOWED)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")} | {"PYTHONPATH": str(REPO)}
     proc = subprocess.run([sys.executable, "-m", "swallowed"], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=120)
+                          text=True, timeout=120,  # SIG_DFL: a child of an xdist worker may inherit SIGINT ignored
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert proc.returncode == 130, proc.stderr[-2000:] + proc.stdout[-2000:]
     assert proc.stderr.strip().splitlines() == ["interrupted while starting; nothing was run"]
     assert not proc.stdout
