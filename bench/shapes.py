@@ -11,6 +11,7 @@ Both forms keep the expanded form's scale 1/sqrt(head_dim) (bench.mla).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -141,7 +142,7 @@ class ServingBatch:
         if self.page_size is not None:
             _positive(page_size=self.page_size)
 
-    @property
+    @functools.cached_property  # read per case by the planner, the checks and the workload: parsed once
     def rows(self) -> tuple[tuple[int, int, int], ...] | None:
         """Explicit rows (parse_rows), or None for drawn lengths."""
         return parse_rows(self.lengths) if self.lengths is not None and self.lengths.startswith("rows:") else None
@@ -252,12 +253,7 @@ class AttentionShape:
         self._one_call("MLA shapes time")
 
     def _check_sparsity(self) -> None:
-        try:
-            self.sparsity.check(self.seq_q, self.seq_kv)
-        except ShapeError:
-            raise
-        except InputError as err:
-            raise ShapeError(str(err)) from None
+        _parsed(self.sparsity.check, self.seq_q, self.seq_kv)
         if not self.sparsity.sparse:
             return
         if self.score != NO_SCORE:
@@ -378,9 +374,10 @@ def shape_fields(shape: AttentionShape) -> dict[str, Any]:
             "sparsity": shape.sparsity.label, "variant": shape.variant}
 
 
-def _parsed(parse: Any, text: str) -> Any:
+def _parsed(call: Any, *args: Any) -> Any:
+    """call(*args), its InputError (a bad mask, score or sparsity) raised as the shape's ShapeError."""
     try:
-        return parse(text)
+        return call(*args)
     except ShapeError:
         raise
     except InputError as err:
