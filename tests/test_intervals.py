@@ -42,7 +42,7 @@ def test_the_fused_decode_claim_is_decided_only_outside_its_noise(tmp_path, spee
     assert v.verdict == verdict, v.numbers + v.why
     assert "95% interval" in v.numbers
     if verdict == INCONCLUSIVE:
-        assert "straddles" in v.why and "--budget" in v.why
+        assert "straddle" in v.why and "--budget" in v.why
 
 
 def test_the_interval_holds_the_estimate_widens_with_the_cis_and_is_seeded():

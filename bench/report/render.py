@@ -40,7 +40,8 @@ tbody tr td.open { background: #fff4e5; font-weight: 600; }
 tbody tr td.na { color: #777; }
 """
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
-VERDICT_CLASS = {"holds": "holds", "does not hold": "fails", "inconclusive": "open", "not measured": "na"}
+VERDICT_CLASS = {"holds": "holds", "does not hold": "fails", "depends": "open", "inconclusive": "open",
+                 "not measured": "na"}
 
 
 def safe_name(text: str) -> str:

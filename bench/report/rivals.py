@@ -5,7 +5,8 @@ Per shape family (phase, variant, dtype, mask, pass), over the shapes where the 
 ok: the ratio subject time / fastest rival time, its geometric mean over the family's shapes, and an interval from
 each case's own confidence interval (the subject's low over the rival's high, and its high over the rival's low). A
 family holds when the whole interval is within the bound, fails when the whole interval is beyond it, and is
-inconclusive when it straddles it: more rounds would decide, and the verdict says so rather than tossing a coin.
+inconclusive when it straddles it: more rounds would decide, and the verdict says so rather than tossing a coin. The
+claim's word over its families is bench.report.conditions' rule (some hold and some fail: depends).
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ from __future__ import annotations
 import pandas as pd
 
 from bench.case import family_label
+from bench.report.conditions import combine, word
 from bench.report.frames import FAMILY_KEYS, SHAPE_KEYS, attention_rows, dense_rows, geomean, ok_rows
-from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE
 
 
 def against_fastest(df: pd.DataFrame, subject: str, rivals: tuple[str, ...], bound: float) -> list[dict]:
@@ -40,7 +41,7 @@ def against_fastest(df: pd.DataFrame, subject: str, rivals: tuple[str, ...], bou
                     "low": low, "high": high, "fastest": str(grp["backend_rival"].mode().iloc[0]),
                     "shapes": len(grp), "worst": float(worst["ratio"]), "worst_kv": int(worst["seq_kv"]),
                     "seq_kv": sorted(int(s) for s in grp["seq_kv"].unique()),
-                    "verdict": HOLDS if high <= bound else FAILS if low > bound else INCONCLUSIVE})
+                    "verdict": word(low, high, bound, holds_above=False)})
     return out
 
 
@@ -52,6 +53,6 @@ def _ci(pairs: pd.DataFrame, side: str, suffix: str = "") -> pd.Series:
 
 
 def combined(found: list[dict]) -> str:
-    """The claim's verdict from its families': one failing fails it, then one straddling its bound."""
-    words = [d["verdict"] for d in found]
-    return FAILS if FAILS in words else INCONCLUSIVE if INCONCLUSIVE in words else HOLDS
+    """The claim's verdict from its families' (bench.report.conditions' rule: holds, does not hold, depends,
+    inconclusive)."""
+    return combine(d["verdict"] for d in found)

@@ -17,7 +17,9 @@ HOLDS, FAILS, NOT_MEASURED = "holds", "does not hold", "not measured"
 # measured, but on data that cannot decide it (lengths stopping short of where it would be decided): the numbers
 # say what was measured and what would decide it; never read as "does not hold"
 INCONCLUSIVE = "inconclusive"
-WORDS = (HOLDS, FAILS, INCONCLUSIVE, NOT_MEASURED)
+# judged per condition (bench.report.conditions): some conditions hold and some do not; the numbers name which
+DEPENDS = "depends"
+WORDS = (HOLDS, FAILS, DEPENDS, INCONCLUSIVE, NOT_MEASURED)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from bench.claims import AUTO_WITHIN, spec
 from bench.meta import RunMeta
 from bench.report.rivals import against_fastest, combined
 from bench.report.traits import AUTOMATIC
-from bench.report.verdict import FAILS, INCONCLUSIVE, NO_FACTS, NOT_MEASURED, Verdict, judged, span
+from bench.report.verdict import DEPENDS, FAILS, INCONCLUSIVE, NO_FACTS, NOT_MEASURED, Verdict, judged, span
 
 CLAIM = spec("auto-choice").text
 
@@ -45,7 +45,7 @@ def auto_choice(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
                + "; ".join(_family(d) for d in found)
                + f". A family holds when its whole interval is within {AUTO_WITHIN:.2f}×.")
     why = ""
-    if verdict == FAILS:
+    if verdict in (FAILS, DEPENDS):
         worst = max((d for d in found if d["verdict"] == FAILS), key=lambda d: d["ratio"])
         why = (f"forcing {worst['fastest']} would save {100 * (1 - 1 / worst['ratio']):.0f}% in {worst['family']}: "
                "torch's dispatcher picks by what the inputs allow, not by what is fastest on this machine")

@@ -10,18 +10,20 @@ scale with the KV bytes, gains nothing from fewer of them.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pandas as pd
 
-from bench.claims import DECODE_SPEEDUP, MIN_KV_LENGTHS, spec
+from bench.claims import DECODE_SPEEDUP, MIN_KV_LENGTHS, NEAR, ON_CHIP, spec
 from bench.meta import RunMeta
 from bench.record import LATER_SHAPE_KEYS
+from bench.report.conditions import Condition, combine, condition, listing, undecided_why
 from bench.report.frames import dense_rows, ok_rows
-from bench.report.interval import ROUNDS_DECIDE, ratio_interval, straddles, undecided
+from bench.report.interval import ROUNDS_DECIDE, ratio_interval
 from bench.report.traits import EXPANDING, FAMILY_NAMES, FUSED, kv_family
 from bench.report.verdict import (
+    DEPENDS,
     FAILS,
-    HOLDS,
     INCONCLUSIVE,
     NO_FACTS,
     NOT_MEASURED,
@@ -31,8 +33,6 @@ from bench.report.verdict import (
     span,
 )
 
-NEAR = 50.0  # % of a ceiling from which a step counts as held by that ceiling
-ON_CHIP = 100.0  # % of the read-only ceiling above which the KV cache is served from on-chip caches, not memory
 KEYS = ["backend", "dtype", "batch", "n_heads", "head_dim", "seq_q", "seq_kv", "mask", "pass", *LATER_SHAPE_KEYS]
 CEILINGS = ["pct_read_ceiling", "pct_gemm_ceiling"]
 INTERVAL_COLUMNS = ("ci_low_s", "ci_high_s")
@@ -89,7 +89,33 @@ def _why(family: str, at_longest: pd.DataFrame) -> str:
     return ceilings + reason
 
 
+def _condition(family: str, key: tuple, rows: pd.DataFrame, lengths: list[int]) -> Condition:
+    """One condition (backend × dtype × GQA/MQA group size) at its longest KV length, judged on its own timings:
+    holds when its interval clears the claim's 2×; a shortfall is a finding only over MIN_KV_LENGTHS lengths and,
+    for a fused kernel, only where the MHA step's cache is not served from on-chip caches."""
+    backend, dtype, variant, group = key
+    kv = int(rows["seq_kv"].iloc[0])
+    name = f"{backend} · {dtype} · {variant.upper()} (Hq/Hkv {group}) at KV {kv:,}"
+    found = condition(name, float(rows["speedup"].median()), ratio_interval(rows, "mha_", ""), DECODE_SPEEDUP[0],
+                      holds_above=True)
+    if found.verdict != FAILS:
+        return found
+    if len(lengths) < MIN_KV_LENGTHS:
+        return replace(found, verdict=INCONCLUSIVE, why=f"short of the claim at KV {', '.join(map(str, lengths))} "
+                       f"only: a shortfall is a finding over ≥ {MIN_KV_LENGTHS} KV lengths (--decode-kv)")
+    mha_read = _median(rows["mha_pct_read_ceiling"])
+    if family == FUSED and math.isfinite(mha_read) and mha_read > ON_CHIP:
+        # the MHA step read its cache faster than memory can deliver: it sat in on-chip caches, where fewer KV
+        # bytes save no memory traffic; only a cache that spills to memory can decide this condition
+        return replace(found, verdict=INCONCLUSIVE, why=f"the MHA step reads at {mha_read:.0f}% of the read-only "
+                       f"ceiling (its cache on-chip): --decode-kv {4 * kv},{16 * kv} decides it")
+    return found
+
+
 def _judge(df: pd.DataFrame, family: str) -> Verdict:
+    """Per condition — backend × dtype × GQA/MQA group size, at that condition's longest KV length — the MHA step's
+    time over the GQA/MQA step's, its 95% interval from those cases' own timings, and its word against 2×; the
+    claim's word is bench.report.conditions' rule over them (holds, does not hold, depends, inconclusive)."""
     claim = spec(f"{family}-decode").text
     pairs = decode_pairs(df)
     sp = pairs[pairs["family"] == family]
@@ -98,49 +124,30 @@ def _judge(df: pd.DataFrame, family: str) -> Verdict:
                                             f"at equal Hq (`{spec(f'{family}-decode').command}`)")
     detail = [{k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()}
               for row in sp[KEYS + ["variant", "group_size", "speedup"]].to_dict("records")]
-    longest = sp.groupby(["backend", "dtype", "batch", "n_heads", "head_dim", "seq_q"], dropna=False)["seq_kv"]
-    at_longest = sp[sp["seq_kv"] == longest.transform("max")]
-    median = float(at_longest["speedup"].median())
-    interval = ratio_interval(at_longest, "mha_", "")
+    judged_rows = []  # (condition, its rows at its longest KV length)
+    for key, grp in sp.groupby(["backend", "dtype", "variant", "group_size"], sort=True):
+        at = grp[grp["seq_kv"] == grp["seq_kv"].max()]
+        judged_rows.append((_condition(family, key, at, sorted(int(k) for k in grp["seq_kv"].unique())), at))
+    found = [c for c, _ in judged_rows]
     by_len = sp.groupby(["seq_kv", "variant"])["speedup"].median().unstack("variant")
     per_len = "; ".join(f"KV {int(s)}: " + ", ".join(f"{v.upper()} {x:.2f}×" for v, x in row.dropna().items())
                         for s, row in by_len.iterrows())
-    per_variant = at_longest.groupby("variant").agg(speedup=("speedup", "median"), group=("group_size", "max"))
-    per_backend = at_longest.groupby("backend")["speedup"].median()
-    numbers = (f"at the longest KV length: median {median:.2f}× (95% interval {interval[0]:.2f}–{interval[1]:.2f}×; "
-               + ", ".join(f"{v.upper()} (Hq/Hkv up to {int(r['group'])}) {r['speedup']:.2f}×"
-                           for v, r in per_variant.iterrows())
-               + "; per backend " + ", ".join(f"{b} {x:.2f}×" for b, x in per_backend.items())
-               + f"); median over backends per KV length: {per_len}")
     low, high = DECODE_SPEEDUP
-    if median > high:
-        numbers += f" (more than the claimed {high:g}×)"
+    numbers = (f"MHA step over the GQA/MQA step, per condition at its longest KV length: {listing(found)}; "
+               f"median over conditions per KV length: {per_len}")
+    if max(c.ratio for c in found) > high:
+        numbers += f" (some above the claimed {high:g}×)"
     ok = ok_rows(dense_rows(df))
     numbers += "." + noisy_note(ok[(ok["phase"] == "decode") & (ok["backend"].map(kv_family) == family)])
-    holds = median >= low
+    verdict = combine(found)
     on = judged(span(sp["seq_kv"], "KV"), span(sp["n_heads"], "Hq"), ", ".join(sorted(sp["dtype"].unique())),
                 ", ".join(sorted(sp["backend"].unique())))
-    lengths = sorted(int(k) for k in sp["seq_kv"].unique())
-    if straddles(interval, low):
-        return Verdict(claim, INCONCLUSIVE, numbers, undecided(
-            f"The median {median:.2f}×", low, interval, f"{ROUNDS_DECIDE}; more KV lengths (--decode-kv) show where "
-            "the speedup is heading"), tuple(detail), judged_on=on)
-    if not holds and len(lengths) < MIN_KV_LENGTHS:
-        return Verdict(claim, INCONCLUSIVE, numbers, f"Measured at KV {', '.join(map(str, lengths))} only: a "
-                       f"speedup short of the claim needs ≥ {MIN_KV_LENGTHS} KV lengths to be a finding (the gain "
-                       f"grows as the cache outgrows on-chip caches); `{spec(f'{family}-decode').command}` decides it.",
-                       tuple(detail), judged_on=on)
-    mha_read = _median(at_longest["mha_pct_read_ceiling"])
-    if not holds and family == FUSED and math.isfinite(mha_read) and mha_read > ON_CHIP:
-        # the MHA step read its cache faster than memory can deliver: it sat in on-chip caches, where fewer KV
-        # bytes save no memory traffic; only a cache that spills to memory can decide the claim
-        longest = int(sp["seq_kv"].max())
-        return Verdict(claim, INCONCLUSIVE, numbers, f"At KV {longest} the MHA step runs at {mha_read:.0f}% of the "
-                       "read-only ceiling: its cache is served from on-chip caches, not memory, so this length "
-                       f"cannot show what fewer KV bytes buy. Longer contexts decide it (--decode-kv {4 * longest},"
-                       f"{16 * longest}).", tuple(detail), judged_on=on)
-    return Verdict(claim, HOLDS if holds else FAILS, numbers, "" if holds else _why(family, at_longest),
-                   tuple(detail), judged_on=on)
+    why = undecided_why(found, low, f"{ROUNDS_DECIDE}; more KV lengths (--decode-kv) show where the speedup is "
+                        "heading")
+    failing = [rows for c, rows in judged_rows if c.verdict == FAILS]
+    if failing:  # the ceilings of the failing conditions say why they fall short
+        why = (_why(family, pd.concat(failing)) + (" " + why if why else "")).strip()
+    return Verdict(claim, verdict, numbers, why, tuple(detail) + tuple(c.as_dict() for c in found), judged_on=on)
 
 
 def fused_decode_speedup(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
@@ -159,9 +166,10 @@ MLA_KEYS = ["backend", "dtype", "batch", "n_heads", "seq_q", "seq_kv", "mask", "
 
 def mla_decode_step(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
     """MLA's absorbed decode step against the GQA and MQA steps of the same backend, Hq, batch and context (their
-    head dim = MLA's v_head_dim, the width it was scaled from): ratio = their time / MLA's. Holds when MLA's step
-    is at least as fast as GQA's at the longest context (median over backends). Says where MLA's step sits: its
-    FLOPs per byte are ~Hq x MHA's (bench.metrics), so it is the first to leave the read ceiling for the GEMM's."""
+    head dim = MLA's v_head_dim, the width it was scaled from): ratio = their time / MLA's, judged per condition
+    (backend × dtype × GQA or MQA, at the longest context) on its own timings against 1×. Says where MLA's step
+    sits: its FLOPs per byte are ~Hq x MHA's (bench.metrics), so it is the first to leave the read ceiling for the
+    GEMM's."""
     ok = ok_rows(dense_rows(df))
     ok = ok[ok["phase"] == "decode"]
     mla = ok[ok["variant"] == "mla"]
@@ -177,7 +185,6 @@ def mla_decode_step(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
     pairs = pairs.assign(ratio=pairs["twin_median_s"] / pairs["median_s"])
     at_longest = pairs[pairs["seq_kv"] == pairs["seq_kv"].max()]
     per = at_longest.groupby(["variant", "backend"])["ratio"].median().unstack("variant")
-    gqa = float(per["gqa"].median()) if "gqa" in per else float("nan")
     reads = _median(at_longest["pct_read_ceiling"])
     gemms = _median(at_longest["pct_gemm_ceiling"])
     nearer = "GEMM" if gemms >= reads else "read"
@@ -191,21 +198,20 @@ def mla_decode_step(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
                + f". MLA's step: {_pct(reads)} of the read ceiling, {_pct(gemms)} of the GEMM ceiling: {bound}."
                + _roofline(at_longest)
                + _kernels(mla) + noisy_note(mla))
-    detail = tuple(pairs[MLA_KEYS + ["variant", "ratio"]].to_dict("records"))
+    found = [condition(f"{b} · {d} · {v.upper()} at KV {int(grp['seq_kv'].iloc[0]):,}",
+                       float(grp["ratio"].median()), ratio_interval(grp, "twin_", ""), 1.0, holds_above=True)
+             for (b, d, v), grp in at_longest.groupby(["backend", "dtype", "variant"], sort=True)]
+    numbers += f" Per condition (the GQA/MQA step's time over MLA's; at least 1× holds): {listing(found)}."
+    detail = tuple(pairs[MLA_KEYS + ["variant", "ratio"]].to_dict("records")) + tuple(c.as_dict() for c in found)
     on = judged(span(at_longest["seq_kv"], "KV"), span(at_longest["n_heads"], "Hq"),
                 ", ".join(sorted(at_longest["dtype"].unique())), ", ".join(sorted(at_longest["backend"].unique())))
-    if not math.isfinite(gqa):
-        return Verdict(MLA_CLAIM, NOT_MEASURED, numbers, "no GQA step at MLA's shape to judge against", detail,
-                       judged_on=on)
-    interval = ratio_interval(at_longest[at_longest["variant"] == "gqa"], "twin_", "")
-    numbers += f" GQA over MLA, 95% interval of the median pair: {interval[0]:.2f}–{interval[1]:.2f}×."
-    if straddles(interval, 1.0):
-        return Verdict(MLA_CLAIM, INCONCLUSIVE, numbers, undecided(f"GQA's step over MLA's, {gqa:.2f}×,", 1.0,
-                                                                   interval), detail, judged_on=on)
-    holds = gqa >= 1.0
-    why = "" if holds else (f"MLA's step is {1 / gqa:.2f}× GQA's (median over backends): it reads fewer bytes per "
-                            f"token but does ~Hq× the FLOPs per byte, and is {bound}.")
-    return Verdict(MLA_CLAIM, HOLDS if holds else FAILS, numbers, why, detail, judged_on=on)
+    verdict = combine(found)
+    why = undecided_why(found, 1.0, ROUNDS_DECIDE)
+    if verdict in (FAILS, DEPENDS):
+        worst = min(found, key=lambda c: c.ratio)
+        why = (f"MLA's step is {1 / worst.ratio:.2f}× {worst.name.split(' at ')[0]}'s at worst: it reads fewer bytes "
+               f"per token but does ~Hq× the FLOPs per byte, and is {bound}. " + why).strip()
+    return Verdict(MLA_CLAIM, verdict, numbers, why, detail, judged_on=on)
 
 
 def _kernels(rows: pd.DataFrame) -> str:

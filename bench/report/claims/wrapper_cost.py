@@ -16,7 +16,7 @@ from bench.claims import WRAPPER_WITHIN, spec
 from bench.meta import RunMeta
 from bench.report.rivals import against_fastest, combined
 from bench.report.traits import WRAPPED
-from bench.report.verdict import FAILS, INCONCLUSIVE, NO_FACTS, NOT_MEASURED, Verdict, judged, span
+from bench.report.verdict import DEPENDS, FAILS, INCONCLUSIVE, NO_FACTS, NOT_MEASURED, Verdict, judged, span
 
 CLAIM = spec("wrapper").text
 
@@ -38,7 +38,7 @@ def wrapper_cost(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
                         f"{d['worst']:.2f}× at KV {d['worst_kv']:,})" for d in found) \
         + f". A family holds within {WRAPPER_WITHIN:.1f}×."
     why = ""
-    if verdict == FAILS:
+    if verdict in (FAILS, DEPENDS):
         worst = max((d for d in found if d["verdict"] == FAILS), key=lambda d: d["ratio"])
         why = (f"{worst['subject']} takes {worst['ratio']:.2f}× {worst['fastest']}'s time in {worst['family']}: an "
                "explicit mask tensor keeps the kernel off its causal fast path, or K/V are repeated to every head")

@@ -1,0 +1,108 @@
+"""A claim judged per condition: each condition (the unit a claim's spec names — a kernel × dtype × group size, a
+shape family, a method × budget …) gets its own ratio, its own 95% interval from its own timings, and its own word;
+the claim's word is a stated rule over them.
+
+A condition's word, against its bound:
+- holds: the whole interval is on the claim's side of the bound;
+- does not hold: the whole interval is on the other side;
+- inconclusive: the interval straddles the bound (its own timings cannot tell which side it is on).
+
+The claim's word over its conditions (`combine`):
+- holds: every condition holds; does not hold: every condition fails;
+- depends: some conditions hold and some fail (the numbers name which, each with its ratio);
+- inconclusive: no condition fails against one that holds, but some straddle their bound.
+
+Where the interval comes from is said with it (`basis`): from each case's own confidence interval (a run's cases, each
+measured once, in one worker — it cannot see what a different worker or a different moment would give), or from
+interleaved blocks spanning several fresh worker processes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from bench.report.verdict import DEPENDS, FAILS, HOLDS, INCONCLUSIVE, NOT_MEASURED
+
+FROM_CIS = "each case's CI"  # one measurement per case: the interval is the timings' noise within that measurement
+FROM_BLOCKS = "interleaved blocks"  # both sides in ABBA blocks across fresh workers
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One condition of a claim: its name, its ratio, its 95% interval and its word against its bound."""
+
+    name: str  # what it is, for a reader: "sdpa · fp32 · GQA (Hq/Hkv 4) at KV 16,384"
+    ratio: float
+    low: float
+    high: float
+    verdict: str  # HOLDS, FAILS or INCONCLUSIVE
+    why: str = ""  # a reason that overrides the interval's word (an on-chip cache, too few lengths), if any
+    basis: str = FROM_CIS
+
+    def text(self) -> str:
+        """'sdpa · fp32 · GQA: 2.41× (2.30–2.52×) holds'."""
+        return (f"{self.name}: {self.ratio:.2f}× ({self.low:.2f}–{self.high:.2f}×) {self.verdict}"
+                + (f" — {self.why}" if self.why else ""))
+
+    def as_dict(self) -> dict[str, object]:
+        return {"condition": self.name, "ratio": self.ratio, "low": self.low, "high": self.high,
+                "verdict": self.verdict, "why": self.why, "basis": self.basis}
+
+
+def word(low: float, high: float, bound: float, holds_above: bool) -> str:
+    """A condition's word: holds when the whole interval is on the claim's side of the bound (at or above it when
+    `holds_above`, at or below it otherwise), does not hold when it is wholly on the other side, else inconclusive."""
+    if holds_above:
+        return HOLDS if low >= bound else FAILS if high < bound else INCONCLUSIVE
+    return HOLDS if high <= bound else FAILS if low > bound else INCONCLUSIVE
+
+
+def condition(name: str, ratio: float, interval: tuple[float, float], bound: float, holds_above: bool,
+              basis: str = FROM_CIS) -> Condition:
+    """A condition judged by its interval against its bound."""
+    low, high = interval
+    return Condition(name, ratio, low, high, word(low, high, bound, holds_above), basis=basis)
+
+
+def combine(conditions: Iterable[Condition | str]) -> str:
+    """The claim's word from its conditions' (Conditions or their words), by the rule in this module's docstring."""
+    words = {c.verdict if isinstance(c, Condition) else c for c in conditions} - {NOT_MEASURED}
+    if not words:
+        return NOT_MEASURED
+    if words == {HOLDS}:
+        return HOLDS
+    if words == {FAILS}:
+        return FAILS
+    if HOLDS in words and FAILS in words:
+        return DEPENDS
+    return INCONCLUSIVE
+
+
+def listing(conditions: Sequence[Condition]) -> str:
+    """Every condition with its ratio, interval and word, grouped by word: 'holds in 2 of 4 (a: …; b: …); does not
+    hold in 1 (c: …); inconclusive in 1 (d: …)'."""
+    parts = []
+    for w in (HOLDS, FAILS, INCONCLUSIVE):
+        these = [c for c in conditions if c.verdict == w]
+        if these:
+            body = "; ".join(f"{c.name} {c.ratio:.2f}× ({c.low:.2f}–{c.high:.2f}×)" + (f", {c.why}" if c.why else "")
+                             for c in these)
+            parts.append(f"{w} in {len(these)} of {len(conditions)} ({body})")
+    basis = sorted({c.basis for c in conditions})
+    return "; ".join(parts) + (f" [95% intervals from {', '.join(basis)}]" if basis else "")
+
+
+def undecided_why(conditions: Sequence[Condition], bound: float, decide: str) -> str:
+    """The `why` of a claim with open conditions: those whose interval straddles the bound (and what decides them),
+    then those left open for a stated reason (their `why`)."""
+    straddling = [c for c in conditions if c.verdict == INCONCLUSIVE and not c.why]
+    reasoned = [c for c in conditions if c.verdict == INCONCLUSIVE and c.why]
+    parts = []
+    if straddling:
+        names = "; ".join(f"{c.name} ({c.low:.2f}–{c.high:.2f}×)" for c in straddling)
+        many = len(straddling) > 1
+        parts.append(f"{len(straddling)} condition{'s' * many} straddle{'' if many else 's'} {bound:g}× within "
+                     f"{'their' if many else 'its'} own timings' interval: {names}. {decide}.")
+    parts.extend(f"{c.name} is open: {c.why}." for c in reasoned)
+    return " ".join(parts)

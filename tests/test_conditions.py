@@ -1,0 +1,44 @@
+"""The per-condition rule: a condition's word from its own interval, the claim's word over its conditions."""
+
+import pytest
+
+from bench.report.conditions import Condition, combine, condition, listing, undecided_why, word
+from bench.report.verdict import DEPENDS, FAILS, HOLDS, INCONCLUSIVE, NOT_MEASURED
+
+
+@pytest.mark.parametrize(("low", "high", "above", "expected"), [
+    (2.1, 2.5, True, HOLDS), (1.5, 1.9, True, FAILS), (1.9, 2.1, True, INCONCLUSIVE), (2.0, 2.2, True, HOLDS),
+    (1.0, 1.2, False, HOLDS), (2.1, 2.5, False, FAILS), (1.9, 2.1, False, INCONCLUSIVE), (1.8, 2.0, False, HOLDS)])
+def test_a_condition_is_decided_only_when_its_whole_interval_clears_the_bound(low, high, above, expected):
+    assert word(low, high, 2.0, holds_above=above) == expected
+
+
+def _c(verdict: str, name: str = "c", why: str = "") -> Condition:
+    return Condition(name, 1.0, 0.9, 1.1, verdict, why)
+
+
+@pytest.mark.parametrize(("words", "expected"), [
+    ((HOLDS, HOLDS), HOLDS), ((FAILS, FAILS), FAILS), ((HOLDS, FAILS), DEPENDS),
+    ((HOLDS, FAILS, INCONCLUSIVE), DEPENDS),
+    ((HOLDS, INCONCLUSIVE), INCONCLUSIVE), ((FAILS, INCONCLUSIVE), INCONCLUSIVE), ((), NOT_MEASURED),
+    ((NOT_MEASURED, HOLDS), HOLDS)])
+def test_the_claim_s_word_is_the_stated_rule_over_its_conditions(words, expected):
+    assert combine(_c(w) for w in words) == expected
+    assert combine(words) == expected  # words alone, as the rivals' families give them
+
+
+def test_the_listing_names_each_condition_with_its_number_and_basis():
+    found = [condition("sdpa · fp32 · GQA", 2.4, (2.3, 2.5), 2.0, True), condition("naive · fp32 · GQA", 1.1,
+                                                                                 (1.0, 1.2), 2.0, True)]
+    text = listing(found)
+    assert "holds in 1 of 2 (sdpa · fp32 · GQA 2.40× (2.30–2.50×))" in text
+    assert "does not hold in 1 of 2 (naive · fp32 · GQA 1.10× (1.00–1.20×))" in text
+    assert "each case's CI" in text
+
+
+def test_an_open_condition_says_whether_it_straddles_or_why_it_is_open():
+    why = undecided_why([_c(INCONCLUSIVE, "a"), _c(INCONCLUSIVE, "b", "its cache sits on-chip"), _c(HOLDS, "c")],
+                        2.0, "More rounds decide it")
+    assert "1 condition straddles 2×" in why and "a (0.90–1.10×)" in why and "More rounds decide it." in why
+    assert "b is open: its cache sits on-chip." in why and "c (" not in why
+    assert undecided_why([_c(HOLDS)], 2.0, "x") == ""
