@@ -319,7 +319,7 @@ def test_decode_claim_is_judged_per_kernel_family_and_says_why(tmp_path):
     # an MHA step reading faster than the read-only ceiling (its cache on chip): this length cannot decide it
     on_chip = evaluate_claims(_frame([*rec("flex", 8, 1e-4, 150, 10), *rec("flex", 1, 0.9e-4, 30, 12)],
                                      tmp_path))[3]
-    assert on_chip["verdict"] == INCONCLUSIVE and "on-chip caches" in on_chip["why"] and "--decode-kv" in on_chip["why"]
+    assert on_chip["verdict"] == INCONCLUSIVE and "cache on-chip" in on_chip["why"] and "--decode-kv" in on_chip["why"]
 
 
 def test_claims_on_the_realistic_run(realistic):

@@ -210,7 +210,7 @@ def test_variant_claim_reads_traits_and_judges_the_ratio():
     from bench.report.claims import CLAIMS
     from bench.report.traits import ALL_VARIANT_KERNELS
     from bench.report.variant_cost import variant_costs, variants_within
-    from bench.report.verdict import FAILS, HOLDS, NOT_MEASURED
+    from bench.report.verdict import DEPENDS, FAILS, HOLDS, NOT_MEASURED
 
     assert variants_within in CLAIMS
     every = {"softcap", "alibi", "sinks", "chunk"}
@@ -225,9 +225,11 @@ def test_variant_claim_reads_traits_and_judges_the_ratio():
     assert set(costs["attn_variant"]) == {"softcap:30", "chunk:32", "alibi"}
     assert costs.set_index(["backend", "attn_variant"]).loc[("naive", "alibi"), "ratio"] == pytest.approx(1.5)
     assert variants_within(df).verdict == HOLDS
-    times[(fused, "causal", "sinks")] = 2.0
+    times[(fused, "causal", "sinks")] = 2.0  # one condition fails beside two that hold
     verdict = variants_within(_frame(times))
-    assert verdict.verdict == FAILS and "sinks" in verdict.why
+    assert verdict.verdict == DEPENDS and "sinks" in verdict.why and f"{fused} sinks 2.00×" in verdict.numbers
+    times.update({(fused, "causal", "softcap:30"): 1.5, (fused, "chunk:32", "none"): 1.4})
+    assert variants_within(_frame(times)).verdict == FAILS
     assert variants_within(_frame({("naive", "causal", "none"): 1.0})).verdict == NOT_MEASURED
 
 

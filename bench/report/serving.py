@@ -13,10 +13,11 @@ import pandas as pd
 
 from bench.claims import PAGING_WITHIN, spec
 from bench.meta import RunMeta
+from bench.report.conditions import combine, condition, listing, undecided_why
 from bench.report.frames import ok_rows, serving_rows, shape_keys_but, trace_rows
-from bench.report.interval import ratio_interval, straddles, undecided
+from bench.report.interval import ROUNDS_DECIDE, ratio_interval
 from bench.report.traits import PAGED_KERNELS
-from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE, NO_FACTS, NOT_MEASURED, Verdict, noisy_note
+from bench.report.verdict import FAILS, NO_FACTS, NOT_MEASURED, Verdict, noisy_note
 
 # What pairs a paged decode step with its contiguous twin: the backend and every shape field but the page size
 # (the one thing this comparison varies), so a field added later keeps different cases apart.
@@ -47,7 +48,8 @@ def paged_vs_contiguous(df: pd.DataFrame) -> pd.DataFrame:
 
 def paging_cost(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
     """The claim: a paged KV cache costs little against a contiguous one, for backends with a real paged kernel
-    (PAGED_KERNELS: their paged layout reads the pages in place instead of gathering them)."""
+    (PAGED_KERNELS: their paged layout reads the pages in place instead of gathering them), judged per condition
+    (such a backend × page size: the median paged / contiguous ratio, its interval from those cases' own timings)."""
     claim = spec("paging").text
     pairs = paged_vs_contiguous(df)
     if pairs.empty:
@@ -61,16 +63,16 @@ def paging_cost(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
         return Verdict(claim, NOT_MEASURED, f"only gathering backends ran paged: {shown}",
                        f"the claim is about kernels that read pages in place ({', '.join(PAGED_KERNELS)}); none "
                        "ran a paged case here", detail)
-    (backend, page), best = in_place.idxmin(), float(in_place.min())
-    interval = ratio_interval(pairs[(pairs["backend"] == backend) & (pairs["page_size"] == page)], "", "contiguous_")
-    numbers = (f"paged / contiguous decode time, median per backend and page size: {shown}; best paged kernel "
-               f"{backend} with pages of {int(page)}: {best:.2f}× (95% interval {interval[0]:.2f}–"
-               f"{interval[1]:.2f}×)." + noisy_note(pairs))
-    if straddles(interval, PAGING_WITHIN):
-        return Verdict(claim, INCONCLUSIVE, numbers, undecided(f"{backend}'s {best:.2f}×", PAGING_WITHIN, interval),
-                       detail)
-    holds = best <= PAGING_WITHIN
-    why = "" if holds else (f"every kernel that reads pages in place ({', '.join(in_place.index.unique('backend'))}) "
-                            f"pays more than {PAGING_WITHIN:g}× at every page size it ran: the pages' scattered reads "
-                            "cost more here than vLLM measured.")
-    return Verdict(claim, HOLDS if holds else FAILS, numbers, why, detail)
+    found = [condition(f"{b} pages of {int(p)}", float(grp["ratio"].median()), ratio_interval(grp, "", "contiguous_"),
+                       PAGING_WITHIN, holds_above=False)
+             for (b, p), grp in pairs[pairs["backend"].isin(PAGED_KERNELS)].groupby(["backend", "page_size"])]
+    numbers = (f"paged / contiguous decode time, median per backend and page size: {shown}; judged per kernel that "
+               f"reads pages in place and page size (within {PAGING_WITHIN:g}× holds): {listing(found)}."
+               + noisy_note(pairs))
+    verdict = combine(found)
+    why = undecided_why(found, PAGING_WITHIN, ROUNDS_DECIDE)
+    failing = [c for c in found if c.verdict == FAILS]
+    if failing:
+        why = (f"{', '.join(c.name for c in failing)} pay{'s' * (len(failing) == 1)} more than {PAGING_WITHIN:g}×: "
+               "the pages' scattered reads cost more here than vLLM measured." + (" " + why if why else ""))
+    return Verdict(claim, verdict, numbers, why, detail, conditions=tuple(found))

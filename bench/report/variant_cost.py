@@ -12,10 +12,11 @@ import pandas as pd
 
 from bench.claims import VARIANTS_WITHIN, spec
 from bench.meta import RunMeta
+from bench.report.conditions import combine, condition, listing, undecided_why
 from bench.report.frames import attention_rows, dense_rows, geomean, ok_rows, shape_keys_but
-from bench.report.interval import ratio_interval, straddles, undecided
+from bench.report.interval import ROUNDS_DECIDE, ratio_interval
 from bench.report.traits import ALL_VARIANT_KERNELS
-from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE, NO_FACTS, NOT_MEASURED, Verdict, noisy_note
+from bench.report.verdict import FAILS, NO_FACTS, NOT_MEASURED, Verdict, noisy_note
 
 CLAIM = spec("variants").text
 
@@ -51,8 +52,9 @@ def variant_costs(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def variants_within(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
-    """Per backend among ALL_VARIANT_KERNELS and per variant, the geometric mean of variant / plain causal time over
-    the sizes run; holds when every one is within VARIANTS_WITHIN."""
+    """Per condition — a backend among ALL_VARIANT_KERNELS × a variant — the geometric mean of variant / plain causal
+    time over the sizes run, with its 95% interval from those cases' own timings, against VARIANTS_WITHIN; the
+    claim's word is bench.report.conditions' rule over them."""
     costs = variant_costs(df)
     if not costs.empty:
         costs = costs[costs["backend"].isin(ALL_VARIANT_KERNELS)]
@@ -60,24 +62,21 @@ def variants_within(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
         return Verdict(CLAIM, NOT_MEASURED, "no variant case with its plain causal twin for "
                        f"{', '.join(ALL_VARIANT_KERNELS) or 'any backend taking every variant'} (`"
                        f"{spec('variants').command}`)")
-    detail = []
+    found, detail = [], []
     for (backend, variant), grp in costs.groupby(["backend", "attn_variant"]):
-        detail.append({"backend": backend, "variant": variant, "ratio": geomean(grp["ratio"]), "cases": len(grp),
+        ratio = geomean(grp["ratio"])
+        found.append(condition(f"{backend} {variant}", ratio, ratio_interval(grp, "", "plain_", "geomean"),
+                               VARIANTS_WITHIN, holds_above=False))
+        detail.append({"backend": backend, "variant": variant, "ratio": ratio, "cases": len(grp),
                        "worst": float(grp["ratio"].max())})
-    table = pd.DataFrame(detail)
-    worst = table.loc[table["ratio"].idxmax()]
-    behind = costs[(costs["backend"] == worst["backend"]) & (costs["attn_variant"] == worst["variant"])]
-    interval = ratio_interval(behind, "", "plain_", "geomean")
-    numbers = ("variant / plain causal time (geometric mean over sizes): "
-               + "; ".join(f"{d['backend']} {d['variant']} {d['ratio']:.2f}× ({d['cases']} sizes)" for d in detail)
-               + f"; within {VARIANTS_WITHIN}× holds if every one is; the costliest, {worst['backend']} "
-               f"{worst['variant']}: 95% interval {interval[0]:.2f}–{interval[1]:.2f}×." + noisy_note(costs))
-    if straddles(interval, VARIANTS_WITHIN):
-        return Verdict(CLAIM, INCONCLUSIVE, numbers, undecided(
-            f"{worst['backend']}'s {worst['ratio']:.2f}× for {worst['variant']}", VARIANTS_WITHIN, interval),
-            detail=tuple(detail))
-    if worst["ratio"] <= VARIANTS_WITHIN:
-        return Verdict(CLAIM, HOLDS, numbers, detail=tuple(detail))
-    why = (f"{worst['backend']} pays {worst['ratio']:.2f}× for {worst['variant']}"
-           + (": its sinks add an extra key (a K/V copy) on every call" if worst["variant"] == "sinks" else ""))
-    return Verdict(CLAIM, FAILS, numbers, why=why, detail=tuple(detail))
+    numbers = (f"variant / plain causal time, geometric mean over {costs['seq_kv'].nunique()} size(s), per backend "
+               f"and variant (within {VARIANTS_WITHIN:g}× holds): {listing(found)}." + noisy_note(costs))
+    verdict = combine(found)
+    why = undecided_why(found, VARIANTS_WITHIN, ROUNDS_DECIDE)
+    failing = [c for c in found if c.verdict == FAILS]
+    if failing:
+        worst = max(failing, key=lambda c: c.ratio)
+        why = (f"{worst.name} costs {worst.ratio:.2f}× plain causal"
+               + (": its sinks add an extra key (a K/V copy) on every call" if worst.name.endswith("sinks") else "")
+               + (". " + why if why else ""))
+    return Verdict(CLAIM, verdict, numbers, why, detail=tuple(detail), conditions=tuple(found))

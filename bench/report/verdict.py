@@ -30,16 +30,20 @@ class Verdict:
     why: str = ""  # where it does not hold (or cannot be judged): what the numbers say the reason is
     detail: tuple[dict[str, Any], ...] = ()  # per-group plain data behind `numbers`, for tests and tables
     judged_on: str = ""  # the range the verdict was judged on: lengths, head counts, dtypes, backends
+    conditions: tuple[Any, ...] = ()  # the bench.report.conditions.Condition each judged, where a claim has them
 
     def __post_init__(self) -> None:
         if self.verdict not in WORDS:
             raise ValueError(f"verdict {self.verdict!r} is not one of {WORDS}")
         object.__setattr__(self, "detail", tuple(self.detail))  # a list passed in stays frozen too
+        object.__setattr__(self, "conditions", tuple(self.conditions))
 
     def as_dict(self) -> dict[str, Any]:
-        """The plain shape `evaluate_claims` returns: claim, verdict, numbers, why, detail (a list), judged_on."""
+        """The plain shape `evaluate_claims` returns: claim, verdict, numbers, why, detail (a list), judged_on and
+        conditions (a list of plain dicts)."""
         return {"claim": self.claim, "verdict": self.verdict, "numbers": self.numbers, "why": self.why,
-                "detail": list(self.detail), "judged_on": self.judged_on}
+                "detail": list(self.detail), "judged_on": self.judged_on,
+                "conditions": [c.as_dict() for c in self.conditions]}
 
 
 NO_FACTS = RunMeta()  # a claim judged on a frame alone: nothing known of its run (read only, never filled in)

@@ -147,7 +147,7 @@ def _judge(df: pd.DataFrame, family: str) -> Verdict:
     failing = [rows for c, rows in judged_rows if c.verdict == FAILS]
     if failing:  # the ceilings of the failing conditions say why they fall short
         why = (_why(family, pd.concat(failing)) + (" " + why if why else "")).strip()
-    return Verdict(claim, verdict, numbers, why, tuple(detail) + tuple(c.as_dict() for c in found), judged_on=on)
+    return Verdict(claim, verdict, numbers, why, tuple(detail), judged_on=on, conditions=tuple(found))
 
 
 def fused_decode_speedup(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
@@ -202,7 +202,7 @@ def mla_decode_step(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
                        float(grp["ratio"].median()), ratio_interval(grp, "twin_", ""), 1.0, holds_above=True)
              for (b, d, v), grp in at_longest.groupby(["backend", "dtype", "variant"], sort=True)]
     numbers += f" Per condition (the GQA/MQA step's time over MLA's; at least 1× holds): {listing(found)}."
-    detail = tuple(pairs[MLA_KEYS + ["variant", "ratio"]].to_dict("records")) + tuple(c.as_dict() for c in found)
+    detail = tuple(pairs[MLA_KEYS + ["variant", "ratio"]].to_dict("records"))
     on = judged(span(at_longest["seq_kv"], "KV"), span(at_longest["n_heads"], "Hq"),
                 ", ".join(sorted(at_longest["dtype"].unique())), ", ".join(sorted(at_longest["backend"].unique())))
     verdict = combine(found)
@@ -211,7 +211,7 @@ def mla_decode_step(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
         worst = min(found, key=lambda c: c.ratio)
         why = (f"MLA's step is {1 / worst.ratio:.2f}× {worst.name.split(' at ')[0]}'s at worst: it reads fewer bytes "
                f"per token but does ~Hq× the FLOPs per byte, and is {bound}. " + why).strip()
-    return Verdict(MLA_CLAIM, verdict, numbers, why, detail, judged_on=on)
+    return Verdict(MLA_CLAIM, verdict, numbers, why, detail, judged_on=on, conditions=tuple(found))
 
 
 def _kernels(rows: pd.DataFrame) -> str:
