@@ -14,13 +14,16 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 
 from bench.claims import TRACE_CLOSE, spec
 from bench.meta import RunMeta
+from bench.report.conditions import Condition, combine, condition, undecided_why
 from bench.report.frames import attention_rows, dense_rows, geomean, ok_rows, trace_rows
+from bench.report.interval import ROUNDS_DECIDE, drawn
 from bench.report.traits import BASELINE
-from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE, NO_FACTS, NOT_MEASURED, Verdict, judged
+from bench.report.verdict import FAILS, NO_FACTS, NOT_MEASURED, Verdict, judged
 
 FAST_P = (1.0, 1.2, 2.0)
 GEOMETRY = ["n_heads", "n_kv_heads", "head_dim", "dtype", "mask"]
@@ -106,15 +109,20 @@ def dominant_buckets(df: pd.DataFrame, workloads: dict | None, backend: str, nam
     return mine.sort_values("share", ascending=False).head(top)[["phase", "lengths", "steps", "median_s", "share"]]
 
 
+def _at(frame: pd.DataFrame, geometry: dict) -> pd.DataFrame:
+    """The rows of one geometry."""
+    for key, value in geometry.items():
+        frame = frame[frame[key] == value]
+    return frame
+
+
 def grid_winner(df: pd.DataFrame, geometry: dict, backends: set[str]) -> tuple[str | None, int]:
     """The backend (among `backends`) fastest on the run's grid at this geometry: (name, shapes) or (None, 0)."""
     grid = ok_rows(dense_rows(df))
     if grid.empty:
         return None, 0
     grid = attention_rows(grid)
-    grid = grid[(grid["pass"] == "fwd") & grid["backend"].isin(backends)]
-    for key, value in geometry.items():
-        grid = grid[grid[key] == value]
+    grid = _at(grid[(grid["pass"] == "fwd") & grid["backend"].isin(backends)], geometry)
     if grid.empty:
         return None, 0
     shape = ["phase", "batch", "seq_q", "seq_kv"]
@@ -131,13 +139,32 @@ def _s(seconds: float) -> str:
     return f"{seconds:,.0f} s" if seconds >= 100 else f"{seconds:.3g} s"
 
 
+def served_draws(times: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Each backend's time to serve, drawn ROUNDS times (seeded): each bucket's time uniformly within its own CI
+    (bench.report.interval.drawn; its median where none was recorded), times the bucket's steps, summed."""
+    draws = drawn(times) * times["steps"].to_numpy(float)
+    return {str(b): draws[:, (times["backend"] == b).to_numpy()].sum(axis=1) for b in times["backend"].unique()}
+
+
+RULE = (f"per trace, the grid's winner's time to serve over the fastest other backend's (the runner-up's where the "
+        f"grid's winner serves it fastest), 95% interval from each bucket's time drawn within its CI and weighted by "
+        f"its steps; holds when the whole interval is ≤ {TRACE_CLOSE:g}×, does not hold when it is wholly above")
+
+
 def grid_vs_trace(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
-    """The claim: the backend fastest on the synthetic grid is the one that serves the real trace fastest."""
+    """The claim: the backend fastest on the synthetic grid is the one that serves the real trace fastest, judged per
+    trace (workload × geometry): ratio = the grid's winner's time to serve / the fastest other backend's (below 1
+    where it is the fastest), its 95% interval from each bucket's CI weighted by the bucket's steps, against
+    TRACE_CLOSE; a grid winner that cannot serve every bucket does not hold. The claim's word is
+    bench.report.conditions' rule over the traces."""
     claim = spec("trace").text
     table = serve_table(df, run.workloads)
     if table.empty:
         return Verdict(claim, NOT_MEASURED, f"no replayed trace in this run (`{spec('trace').command}`)")
-    found, verdicts = [], []
+    times = trace_times(df, run.workloads)
+    said: list[str] = []
+    found: list[Condition] = []
+    detail: list[dict] = []
     unservable = False  # a grid winner that cannot run the trace's batches in its serving layout
     for (name, *geo), grp in table.groupby(["workload", *GEOMETRY], dropna=False):
         complete = grp[grp["complete"]]
@@ -145,39 +172,53 @@ def grid_vs_trace(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
         grid, shapes = grid_winner(df, geometry, set(grp["backend"]))
         where = f"{name} (Hq={geometry['n_heads']:.0f} Hkv={geometry['n_kv_heads']:.0f} {geometry['dtype']})"
         if complete.empty or grid is None:
-            found.append(f"{where}: " + ("no backend ran every bucket" if complete.empty else "no grid case ran"))
-            verdicts.append(NOT_MEASURED)
+            said.append(f"{where}: " + ("no backend ran every bucket" if complete.empty else "no grid case ran"))
             continue
         winner = complete.iloc[0]
         grid_row = grp[grp["backend"] == grid]
-        grid_s = float(grid_row["served_s"].iloc[0]) if not grid_row.empty else math.nan
-        if grid == winner["backend"]:
-            verdicts.append(HOLDS)
-            found.append(f"{where}: {grid} wins both (grid of {shapes} shapes; serves the trace in "
-                         f"{_s(winner['served_s'])})")
-        elif math.isnan(grid_s):
-            verdicts.append(FAILS)
+        if grid_row.empty or not bool(grid_row["complete"].iloc[0]):
             unservable = True
+            found.append(Condition(where, math.inf, math.inf, math.inf, FAILS,
+                                   why=f"the grid's winner {grid} cannot serve every bucket"))
+            detail.append({"workload": name, **geometry, "grid": grid, "rival": winner["backend"],
+                           **found[-1].as_dict()})
             among, _ = grid_winner(df, geometry, set(complete["backend"]))
             among_s = float(complete.loc[complete["backend"] == among, "served_s"].iloc[0]) if among else math.nan
             then = (f"{winner['backend']} wins both" if among == winner["backend"] else
                     f"the grid's winner {among} serves it in {_s(among_s)}, {among_s / winner['served_s']:.2f}× "
                     f"the trace's winner {winner['backend']} ({_s(winner['served_s'])})") if among else \
                 f"{winner['backend']} serves it in {_s(winner['served_s'])}"
-            found.append(f"{where}: the grid's winner {grid} cannot serve every bucket "
-                         f"({int(grid_row['buckets_ok'].iloc[0]) if not grid_row.empty else 0} of "
-                         f"{int(winner['buckets'])}); among the backends that can, {then}")
+            said.append(f"{where}: the grid's winner {grid} cannot serve every bucket "
+                        f"({int(grid_row['buckets_ok'].iloc[0]) if not grid_row.empty else 0} of "
+                        f"{int(winner['buckets'])}); among the backends that can, {then}: {FAILS}")
+            continue
+        others = complete[complete["backend"] != grid]  # fastest first
+        grid_s = float(grid_row["served_s"].iloc[0])
+        if others.empty:
+            said.append(f"{where}: only {grid} served every bucket, nothing to set it against")
+            continue
+        rival, rival_s = str(others["backend"].iloc[0]), float(others["served_s"].iloc[0])
+        mine = _at(times[times["workload"] == name], geometry)
+        draws = served_draws(mine[mine["backend"].isin(complete["backend"])])
+        ratios = draws[grid] / np.min([draws[b] for b in others["backend"]], axis=0)
+        low, high = (float(x) for x in np.percentile(ratios, [2.5, 97.5]))
+        found.append(condition(where, grid_s / rival_s, (low, high), TRACE_CLOSE, holds_above=False))
+        detail.append({"workload": name, **geometry, "grid": grid, "rival": rival, **found[-1].as_dict()})
+        told = f"{grid_s / rival_s:.2f}×, 95% {low:.2f}–{high:.2f}×: {found[-1].verdict}"
+        if grid == winner["backend"]:
+            said.append(f"{where}: {grid} wins both (grid of {shapes} shapes; serves the trace in {_s(grid_s)}, the "
+                        f"runner-up {rival} in {_s(rival_s)}: {told})")
         else:
-            ratio = grid_s / winner["served_s"]
-            verdicts.append(INCONCLUSIVE if ratio < TRACE_CLOSE else FAILS)
-            found.append(f"{where}: the grid's winner {grid} serves it in {_s(grid_s)}, {ratio:.2f}× the trace's "
-                         f"winner {winner['backend']} ({_s(winner['served_s'])})")
-    verdict = next((v for v in (FAILS, INCONCLUSIVE, HOLDS) if v in verdicts), NOT_MEASURED)
-    why = "" if verdict == HOLDS else ("the winners are within 5% of each other: a rerun may swap them"
-                                       if verdict == INCONCLUSIVE else
-                                       ("the grid's winner cannot run the trace's ragged batches in the layout its "
-                                        "users give it (the cases that did not run say why); " if unservable else "")
-                                       + "the trace's batches (many short rows, chunked prefills over cached "
-                                       "context, paged decode) are not the grid's one-sequence shapes")
-    return Verdict(claim, verdict, "; ".join(found) + ".", why if verdict != NOT_MEASURED else "",
+            said.append(f"{where}: the grid's winner {grid} serves it in {_s(grid_s)}, {grid_s / rival_s:.2f}× the "
+                        f"trace's winner {rival} ({_s(rival_s)}; 95% {low:.2f}–{high:.2f}×: {found[-1].verdict})")
+    verdict = combine(found)
+    why = undecided_why(found, TRACE_CLOSE, ROUNDS_DECIDE + " and tell whether the two are within 5%")
+    failing = [c.name for c in found if c.verdict == FAILS]
+    if failing:
+        why = (f"{'; '.join(failing)}: " + ("the grid's winner cannot run the trace's ragged batches in the layout "
+                                            "its users give it (the cases that did not run say why); "
+                                            if unservable else "")
+               + "the trace's batches (many short rows, chunked prefills over cached context, paged decode) are not "
+               "the grid's one-sequence shapes" + (". " + why if why else ""))
+    return Verdict(claim, verdict, f"{RULE}: " + "; ".join(said) + ".", why, tuple(detail),
                    judged_on=judged(", ".join(sorted(run.workloads or {})), ", ".join(sorted(set(table["backend"])))))
