@@ -150,6 +150,7 @@ def test_traces_where_the_grid_winner_wins_one_and_loses_the_other_read_depends_
     verdict = traces.grid_vs_trace(frame([*recs, *GRID_FLASH_WINS], tmp_path), run)
     assert verdict.verdict == DEPENDS
     assert {d["workload"]: d["verdict"] for d in verdict.detail} == {"w": FAILS, "p": HOLDS}
+    assert [c.verdict for c in verdict.conditions] == [HOLDS, FAILS]  # p, then w
     assert verdict.why.startswith("w (Hq=8 Hkv=2 fp32): ")
 
 

@@ -221,4 +221,5 @@ def grid_vs_trace(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
                + "the trace's batches (many short rows, chunked prefills over cached context, paged decode) are not "
                "the grid's one-sequence shapes" + (". " + why if why else ""))
     return Verdict(claim, verdict, f"{RULE}: " + "; ".join(said) + ".", why, tuple(detail),
-                   judged_on=judged(", ".join(sorted(run.workloads or {})), ", ".join(sorted(set(table["backend"])))))
+                   judged_on=judged(", ".join(sorted(run.workloads or {})), ", ".join(sorted(set(table["backend"])))),
+                   conditions=tuple(found))
