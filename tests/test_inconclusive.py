@@ -46,9 +46,9 @@ def test_heads_within_their_timings_noise_of_the_tolerance_are_inconclusive(tmp_
         return [{**r, "ci_low_s": r["median_s"] * (1 - noise), "ci_high_s": r["median_s"] * (1 + noise)}
                 for r in _heads((2, 4, 8, 16), seconds=lambda h: 1e-3 * (1 + 0.45 * (h == 16)))]
     v = heads_free_lunch(_frame(tmp_path, noisy(0.01)))  # slowest / fastest 1.45x: free, and decided
-    assert v.verdict == HOLDS and "95% interval of the median spread: 1.4" in v.numbers
+    assert v.verdict == HOLDS and "sdpa-flash · fp32 · causal · fwd at S 1,024 1.45× (1.4" in v.numbers
     v = heads_free_lunch(_frame(tmp_path, noisy(0.1)))  # the same medians, timings too noisy to tell from 1.5x
-    assert v.verdict == INCONCLUSIVE and "straddles" in v.why and "--budget" in v.why
+    assert v.verdict == INCONCLUSIVE and "2 conditions straddle" in v.why and "--budget" in v.why
 
 
 def test_memory_over_a_short_range_is_inconclusive(tmp_path):

@@ -8,11 +8,10 @@ import pandas as pd
 from bench.claims import HEADS_TOLERANCE, MIN_HEADS, spec
 from bench.meta import RunMeta
 from bench.record import LATER_SHAPE_KEYS
+from bench.report.conditions import Condition, combine, condition, listing, undecided_why
 from bench.report.frames import dense_rows, ok_rows
-from bench.report.interval import drawn, median_over, straddles, undecided
+from bench.report.interval import ROUNDS_DECIDE, drawn
 from bench.report.verdict import (
-    FAILS,
-    HOLDS,
     INCONCLUSIVE,
     NO_FACTS,
     NOT_MEASURED,
@@ -26,7 +25,9 @@ CLAIM, COMMAND = spec("heads").text, spec("heads").command
 
 
 def heads_free_lunch(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
-    """At fixed d_model, FLOPs do not depend on the head count; does the time not either?"""
+    """At fixed d_model, FLOPs do not depend on the head count; does the time not either? Judged per condition
+    (backend × dtype × mask × pass, its head sweep at the longest length it ran): slowest / fastest head count
+    against HEADS_TOLERANCE, its interval from those cases' own timings."""
     ok = ok_rows(dense_rows(df))
     ok = ok[(ok["phase"] == "prefill") & (ok["variant"] == "mha")]
     keys = ["backend", "dtype", "mask", "pass", "batch", "d_model", "seq_kv", *LATER_SHAPE_KEYS]
@@ -65,20 +66,29 @@ def heads_free_lunch(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
     rows = pd.concat(used)
     on = judged(span(rows["n_heads"], "Hq"), span(rows["d_model"], "d_model"), span(rows["seq_kv"], "S"),
                 ", ".join(sorted(rows["dtype"].unique())), ", ".join(sorted(rows["backend"].unique())))
-    interval = spread_interval(used)
-    numbers += f" 95% interval of the median spread: {interval[0]:.2f}–{interval[1]:.2f}×."
-    if straddles(interval, HEADS_TOLERANCE):
-        return Verdict(CLAIM, INCONCLUSIVE, numbers, undecided("The median spread", HEADS_TOLERANCE, interval),
-                       detail=tuple(detail), judged_on=on)
-    return Verdict(CLAIM, HOLDS if median <= HEADS_TOLERANCE else FAILS, numbers, detail=tuple(detail),
-                   judged_on=on)
+    found = [_condition(grp) for grp in _longest_per_unit(used)]
+    numbers += f" Per backend × dtype at its longest S (free within {HEADS_TOLERANCE:g}×): {listing(found)}."
+    verdict = combine(found)
+    why = undecided_why(found, HEADS_TOLERANCE, ROUNDS_DECIDE)
+    return Verdict(CLAIM, verdict, numbers, why, detail=tuple(detail), judged_on=on, conditions=tuple(found))
 
 
-def spread_interval(groups: list[pd.DataFrame]) -> tuple[float, float]:
-    """95% interval of the median over groups of slowest / fastest head count: each time drawn within its CI, the
-    groups resampled (bench.report.interval)."""
-    stats = []
+def _longest_per_unit(groups: list[pd.DataFrame]) -> list[pd.DataFrame]:
+    """The condition's group of each backend × dtype × mask × pass: the head sweep at its longest length."""
+    best: dict[tuple, pd.DataFrame] = {}
     for grp in groups:
-        times = drawn(grp)
-        stats.append(times.max(axis=1) / times.min(axis=1))
-    return median_over(np.stack(stats, axis=1))
+        unit = tuple(grp[["backend", "dtype", "mask", "pass"]].iloc[0])
+        if unit not in best or grp["seq_kv"].iloc[0] > best[unit]["seq_kv"].iloc[0]:
+            best[unit] = grp
+    return [best[u] for u in sorted(best)]
+
+
+def _condition(grp: pd.DataFrame) -> Condition:
+    """One head sweep judged: slowest / fastest head count, its 95% interval from each time drawn within its CI."""
+    times = drawn(grp)
+    spreads = times.max(axis=1) / times.min(axis=1)
+    low, high = np.percentile(spreads, [2.5, 97.5])
+    first = grp.iloc[0]
+    name = f"{first['backend']} · {first['dtype']} · {first['mask']} · {first['pass']} at S {int(first['seq_kv']):,}"
+    return condition(name, float(grp["median_s"].max() / grp["median_s"].min()), (float(low), float(high)),
+                     HEADS_TOLERANCE, holds_above=False)
