@@ -25,6 +25,7 @@ NEAR = 50.0  # % of a ceiling from which a decode step counts as held by that ce
 ON_CHIP = 100.0  # % of the read-only ceiling above which a KV cache is served from on-chip caches, not memory
 DOMINANT = 0.5  # attention "dominates" the layer when it takes at least this share of the layer's time
 MIN_LAYER_LENGTHS, LAYER_SPAN = 3, 4  # "does not hold" needs this many lengths over this span, the share not rising
+RISING = 0.2  # attention's time over the rest's, fitted as ∝ S^k: k above this is a share still on its way up
 PAGING_WITHIN = 1.3  # a paged decode step within this factor of a contiguous one (vLLM measured 20–26% slower)
 VARIANTS_WITHIN = 1.3  # score and mask variants within this factor of plain causal (attention-gym's score_mod
 # overheads are of this order)
@@ -34,6 +35,8 @@ IDEAL_SHARE = 0.5  # "within 2× of the ideal speedup 1/density"
 AUTO_WITHIN = 1.10  # torch's automatic SDPA choice within 10% of the fastest forced kernel
 WRAPPER_WITHIN = 1.2  # transformers' paths within this factor of the torch kernels they call
 TRACE_CLOSE = 1.05  # two backends within 5% on a trace: it cannot tell them apart
+TIED = 1.05  # transformers' default implementation within this factor of the fastest is tied with it (the timings'
+# own noise on a shared machine), so the advice keeps the default
 
 
 @dataclass(frozen=True)

@@ -213,3 +213,20 @@ def test_hf_flex_caps_logits_as_gemma2_does_and_names_why_sinks_need_cuda():
         assert check.ok, check.describe()
     with pytest.raises(Unsupported, match="sinks through flex on CUDA only"):
         bench.attention(q, k, v, backend="hf-flex", causal=True, sinks=sink_logits(4))
+
+
+def test_the_tied_threshold_is_the_one_in_bench_claims(monkeypatch):
+    """TIED lives in bench.claims with the other thresholds: moving it there moves the advice."""
+    import importlib
+
+    from bench.report import hf_choice
+
+    rows = [time_row("hf-sdpa", "prefill", 512, 1.03e-3), time_row("hf-flex", "prefill", 512, 1e-3)]
+    assert "keep the default" in hf_choice.advice("m", hf_choice.implementation_rows(rows, {"full": 32}))
+    monkeypatch.setattr("bench.claims.TIED", 1.01)  # 3% slower is no longer a tie
+    try:
+        module = importlib.reload(hf_choice)
+        assert "keep the default" not in module.advice("m", module.implementation_rows(rows, {"full": 32}))
+    finally:
+        monkeypatch.undo()
+        importlib.reload(hf_choice)

@@ -477,3 +477,19 @@ def test_a_new_shape_field_reaches_the_pairing_keys(monkeypatch):
         monkeypatch.undo()
         importlib.reload(layer_share)
         importlib.reload(serving)
+
+
+def test_the_rising_threshold_is_the_one_in_bench_claims(monkeypatch):
+    """RISING lives in bench.claims with the other thresholds: moving it there moves the judge."""
+    import importlib
+
+    from bench.report import layer_share
+
+    rising = [(256, 1 / 9), (1024, 0.2)]  # odds 1/8 -> 1/4 over 4x: k = 0.5, a share still rising
+    assert layer_share.projected_crossing(rising) > 0
+    monkeypatch.setattr("bench.claims.RISING", 0.6)  # k = 0.5 no longer counts as rising: too few lengths to decide
+    try:
+        assert importlib.reload(layer_share).projected_crossing(rising) == 0
+    finally:
+        monkeypatch.undo()
+        importlib.reload(layer_share)

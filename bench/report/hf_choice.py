@@ -13,9 +13,8 @@ from collections import defaultdict
 from typing import Any
 
 from bench.backends import TRANSFORMERS_DEFAULT, TRANSFORMERS_IMPLEMENTATIONS
+from bench.claims import TIED
 
-# below this ratio the default counts as tied with the winner: within the timings' own noise on a shared machine
-TIED = 1.05
 KEYS = ("dtype", "phase", "batch", "seq_q", "seq_kv", "pass")
 
 

@@ -14,7 +14,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from bench.claims import DOMINANT, LAYER_SPAN, MIN_LAYER_LENGTHS, spec
+from bench.claims import DOMINANT, LAYER_SPAN, MIN_LAYER_LENGTHS, RISING, spec
 from bench.meta import RunMeta
 from bench.report.frames import shape_keys_but
 from bench.report.interval import SEED, drawn, median_over
@@ -28,7 +28,6 @@ SHARE_KEYS = ["backend", *shape_keys_but(*VARIED)]
 # A geometry: one shape measured over lengths (seq_q = seq_kv = seq in prefill), by one or more backends.
 GEOMETRY_KEYS = [k for k in SHARE_KEYS if k not in ("backend", "seq_q", "seq_kv")]
 INT_KEYS = (*INT_COLUMNS, "seq")
-RISING = 0.2  # attention's time over the rest's, fitted as ∝ S^k: k above this is a share still on its way up
 COMMAND = spec("layer").command
 CLAIM = spec("layer").text
 
