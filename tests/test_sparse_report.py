@@ -38,7 +38,7 @@ from bench.report.load import read_results
 from bench.report.sparse_cost import crossovers, sparse_costs, sparse_crossover
 from bench.report.sparse_cost import sparse_speedup as speedup_claim
 from bench.report.traits import SPARSE_KERNELS
-from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE, NOT_MEASURED
+from bench.report.verdict import DEPENDS, FAILS, HOLDS, INCONCLUSIVE, NOT_MEASURED
 from bench.shapes import shape_fields, shape_from_fields
 from bench.sparsity import Sparsity
 from tests.machines import EPYC, EPYC_DICT
@@ -150,32 +150,56 @@ def test_a_frame_without_sparse_rows_or_without_their_dense_twins_pairs_nothing(
 def test_s_star_is_where_the_method_stays_below_dense_and_the_claim_holds(tmp_path):
     verdict = sparse_crossover(frame(method_line([1.3, 1.1, 0.9, 0.6]), tmp_path))
     assert verdict.verdict == HOLDS
-    assert f"{BLOCK} · flex S*=2048" in verdict.numbers and "0.60× at 4096, 95% 0.59–0.61" in verdict.numbers
-    assert "against sdpa-flash" in verdict.numbers and "S 512–4096" in verdict.numbers
+    assert (f"{BLOCK} · flex (prefill causal fp32 · density 1/8), S 512–4096 against sdpa-flash: S*=2048 (0.60× at "
+            "4096, 95% 0.59–0.61): holds") in verdict.numbers
     assert verdict.judged_on == "length 512–4096 · density 1/8 · flex"
     (line,) = verdict.detail
-    assert line["s_star"] == 2048 and line["state"] == "beats" and line["lengths"] == list(LENGTHS)
+    assert line["s_star"] == 2048 and line["verdict"] == HOLDS and line["lengths"] == list(LENGTHS)
+    assert [c.verdict for c in verdict.conditions] == [HOLDS]
 
 
 def test_only_the_tail_counts_for_s_star(tmp_path):
     lines = crossovers(sparse_costs(frame(method_line([0.9, 1.2, 0.9, 0.8]), tmp_path)))
     assert len(lines) == 1
-    assert lines.iloc[0]["s_star"] == 2048 and lines.iloc[0]["state"] == "beats"
+    assert lines.iloc[0]["s_star"] == 2048 and lines.iloc[0]["condition"].verdict == HOLDS
     assert lines.iloc[0]["last_ratio"] == pytest.approx(0.8)
 
 
-def test_a_ratio_at_beats_exactly_counts_and_one_just_above_does_not(tmp_path):
-    at = crossovers(sparse_costs(frame(method_line([1.2, 1.2, SPARSE_BEATS, SPARSE_BEATS]), tmp_path, "at")))
-    above = crossovers(sparse_costs(frame(method_line([1.2, 1.2, 0.5, SPARSE_BEATS + 0.001]), tmp_path, "above")))
-    assert at.iloc[0]["s_star"] == 2048
-    assert above.iloc[0]["s_star"] is None and above.iloc[0]["state"] == "close"
+def test_a_length_counts_for_s_star_only_when_its_whole_interval_is_at_or_below_beats(tmp_path):
+    clear = crossovers(sparse_costs(frame(method_line([1.2, 1.2, 0.9, 0.9]), tmp_path, "clear")))
+    at = crossovers(sparse_costs(frame(method_line([1.2, 1.2, 0.5, SPARSE_BEATS]), tmp_path, "at")))
+    assert clear.iloc[0]["s_star"] == 2048
+    # a median at SPARSE_BEATS with its ±1% CIs reaches above it: no S*, and the condition is open
+    assert at.iloc[0]["s_star"] is None and at.iloc[0]["condition"].verdict == INCONCLUSIVE
+
+
+def test_a_method_under_beats_by_its_median_but_not_by_its_interval_no_longer_holds(tmp_path):
+    # 0.94× with the kernel's CI ±3%: its interval reaches above SPARSE_BEATS, though not 1× (the old judge's bound)
+    recs = method_line([1.3, 1.1, 0.9, 0.94])
+    for rec in recs:
+        if rec["sparsity"] != "none":
+            rec.update(ci_low_s=rec["median_s"] * 0.97, ci_high_s=rec["median_s"] * 1.03)
+    verdict = sparse_crossover(frame(recs, tmp_path))
+    (c,) = verdict.conditions
+    assert c.low < SPARSE_BEATS < c.high < 1.0
+    assert verdict.verdict == INCONCLUSIVE and "level with dense at S 4096" in verdict.why
+
+
+def test_one_method_above_beats_but_under_1x_leaves_the_claim_open_beside_a_winner(tmp_path):
+    # the old judge held where any one method beat dense; a method at 0.97× beats 1× but not SPARSE_BEATS
+    recs = unique(method_line([1.2, 1.0, 0.8, 0.5]) + method_line([1.4, 1.2, 1.0, 0.97], backend="naive"))
+    verdict = sparse_crossover(frame(recs, tmp_path))
+    assert verdict.verdict == INCONCLUSIVE
+    assert {c.name.split(" (")[0]: c.verdict for c in verdict.conditions} == {f"{BLOCK} · flex": HOLDS,
+                                                                              f"{BLOCK} · naive": INCONCLUSIVE}
+    assert f"{BLOCK} · naive (prefill causal fp32 · density 1/8) is open: level with dense" in verdict.why
 
 
 def _losing_budget(lengths, winner: bool = False) -> list[dict]:
-    """Two methods at density 1/8 (flex's and naive's block mask), both >= SPARSE_LOSES at the longest length; with
-    `winner`, a top-K method at its own budget that beats dense."""
+    """Two methods at density 1/8 (flex's and naive's block mask), both clear of SPARSE_LOSES at the longest length
+    (their ±1% CIs too); with `winner`, a top-K method at its own budget that beats dense."""
     n = len(lengths)
-    recs = method_line([1.4] * (n - 1) + [SPARSE_LOSES], lengths)
+    recs = method_line([1.4] * (n - 1) + [SPARSE_LOSES + 0.05], lengths)
     recs += method_line([2.0] * n, lengths, backend="naive")
     if winner:
         recs += method_line([0.5] * n, lengths, backend="topk-gather", sparsity=TOPK, dense=False)
@@ -184,17 +208,24 @@ def _losing_budget(lengths, winner: bool = False) -> list[dict]:
 
 def test_the_claim_does_not_hold_where_every_method_of_every_budget_loses_over_enough_lengths(tmp_path):
     verdict = sparse_crossover(frame(_losing_budget((512, 1024, 2048)), tmp_path))
-    assert verdict.verdict == FAILS and "every method still costs more" in verdict.why
-    assert f"{BLOCK} · flex none up to 2048 (1.05×)" in verdict.numbers
-    assert f"{BLOCK} · naive none up to 2048 (2.00×)" in verdict.numbers
-    assert {d["state"] for d in verdict.detail if d["budget"] == "density 1/8"} == {"loses"}
+    assert verdict.verdict == FAILS and "still costs at least 1.05× the best dense kernel" in verdict.why
+    assert f"{BLOCK} · flex (prefill causal fp32 · density 1/8), S 512–2048 against sdpa-flash: none up to 2048 " \
+           "(1.10× at 2048" in verdict.numbers
+    assert f"{BLOCK} · naive (prefill causal fp32 · density 1/8), S 512–2048 against sdpa-flash: none up to 2048 " \
+           "(2.00× at 2048" in verdict.numbers
+    assert {d["verdict"] for d in verdict.detail if d["budget"] == "density 1/8"} == {FAILS}
 
 
-def test_one_budget_that_beats_dense_makes_the_claim_hold_and_names_the_others(tmp_path):
+def test_a_method_that_beats_dense_beside_ones_that_lose_reads_depends_naming_which(tmp_path):
     verdict = sparse_crossover(frame(_losing_budget((512, 1024, 2048), winner=True), tmp_path))
-    assert verdict.verdict == HOLDS  # "sparse attention beats the best dense kernel": some method at some budget
-    assert f"{TOPK} · topk-gather S*=512" in verdict.numbers
-    assert "not at prefill causal density 1/8" in verdict.why
+    assert verdict.verdict == DEPENDS  # the old judge read "holds": some method at some budget beat dense
+    assert f"{TOPK} · topk-gather (prefill causal fp32 · 256 tokens per query), S 512–2048 against sdpa-flash: " \
+           "S*=512 (0.50× at 2048" in verdict.numbers
+    assert f"{BLOCK} · flex (prefill causal fp32 · density 1/8), S 512–2048 against sdpa-flash: none up to 2048 " \
+           "(1.10× at 2048" in verdict.numbers
+    assert sorted(d["s_star"] for d in verdict.detail if d["s_star"] is not None) == [512]
+    assert verdict.why.startswith(f"{BLOCK} · flex (prefill causal fp32 · density 1/8); {BLOCK} · naive")
+    assert f"; it holds for {TOPK} · topk-gather" in verdict.why
 
 
 @pytest.mark.parametrize("lengths", [(1024, 4096), (1024, 1536, 2048)], ids=["two-lengths", "span-2x"])
@@ -209,8 +240,9 @@ def test_losing_over_too_few_lengths_or_too_short_a_span_is_inconclusive(tmp_pat
 def test_a_last_ratio_between_beats_and_loses_is_inconclusive(tmp_path):
     verdict = sparse_crossover(frame(method_line([1.5, 1.3, 1.1, 1.0]), tmp_path))
     assert SPARSE_BEATS < 1.0 < SPARSE_LOSES
-    assert verdict.verdict == INCONCLUSIVE and verdict.detail[0]["state"] == "close"
-    assert f"{BLOCK} · flex none up to 4096 (1.00×, too close to call: 95% 0.99–1.01)" in verdict.numbers
+    assert verdict.verdict == INCONCLUSIVE and verdict.detail[0]["verdict"] == INCONCLUSIVE
+    assert f"{BLOCK} · flex (prefill causal fp32 · density 1/8), S 512–4096 against sdpa-flash: none up to 4096 " \
+           "(1.00× at 4096, 95% 0.99–1.01): inconclusive" in verdict.numbers
 
 
 def test_no_sparse_case_is_not_measured(tmp_path):
@@ -239,8 +271,21 @@ def test_the_speedup_claim_against_half_the_ideal_at_the_longest_length(tmp_path
     (row,) = verdict.detail
     assert row["length"] == 4096 and row["twin"] == "flex" and row["speedup"] == pytest.approx(speedup)
     assert row["ideal"] == pytest.approx(8.0)
-    assert f"{BLOCK} · flex {speedup:.2f}× of 8× (density 1/8, S=4096, over flex)" in verdict.numbers
+    assert (f"{BLOCK} · flex (prefill causal fp32 · density 1/8): {speedup:.2f}× of 8× (density 1/8, S=4096, over "
+            "flex)") in verdict.numbers
     assert verdict.judged_on == "length 4096 · density 1/8 · flex"
+
+
+def test_sparse_kernels_one_near_the_ideal_and_one_far_from_it_read_depends(tmp_path):
+    # the old judge held where the best kernel of a budget did; each kernel is its own condition now
+    recs = [record(case("sdpa-flash", 4096), 0.08), record(case("flex", 4096), 0.16),
+            record(case("flex", 4096, BLOCK), 0.16 / 6, density=0.125),  # 6x of the ideal 8x: 0.75
+            record(case("topk-gather", 4096, TOPK), 0.08, total_s=0.08, density=0.2)]  # 1x of the ideal 5x: 0.2
+    verdict = speedup_claim(frame(recs, tmp_path))
+    assert verdict.verdict == DEPENDS
+    assert [(c.name.split(" (")[0], c.verdict) for c in verdict.conditions] == [(f"{BLOCK} · flex", HOLDS),
+                                                                                 (f"{TOPK} · topk-gather", FAILS)]
+    assert verdict.why.startswith(f"{TOPK} · topk-gather (prefill causal fp32 · 256 tokens per query): short of 0.5")
 
 
 def test_a_top_k_gather_is_judged_over_the_best_dense_kernel(tmp_path):
@@ -303,7 +348,9 @@ def test_decode_lines_of_different_queries_per_step_stay_apart(tmp_path):
     df = frame(one + four, tmp_path)
     lines = crossovers(sparse_costs(df))
     assert len(lines) == 2 and all(ls == [1024, 4096, 16384] for ls in lines["lengths"])
-    assert sparse_crossover(df).verdict == HOLDS  # the Sq=1 line beats dense from 1024 on
+    verdict = sparse_crossover(df)  # the Sq=1 line beats dense from 1024 on, the Sq=4 line loses at 1.2x
+    assert verdict.verdict == DEPENDS
+    assert [c.verdict for c in verdict.conditions] == [HOLDS, FAILS] and "Sq=4" in verdict.conditions[1].name
 
 
 # --- 5. figures ---------------------------------------------------------------------------------------------------
@@ -453,8 +500,8 @@ def _least_records(least: list[Case], sparse_time_s) -> list[dict]:
         else:
             rec = record(c, 1.0)
             median, indexer = sparse_time_s(c, rec, t)
-            rec.update(median_s=median, samples=[median] * 5, indexer_s=indexer,
-                       total_s=median + (indexer or 0.0))
+            rec.update(median_s=median, ci_low_s=0.99 * median, ci_high_s=1.01 * median, samples=[median] * 5,
+                       indexer_s=indexer, total_s=median + (indexer or 0.0))  # its CI moves with its median
             recs.append(rec)
     assert len({r["case_id"] for r in recs}) == len(least)
     return recs
@@ -563,5 +610,5 @@ def test_a_method_beating_dense_only_within_its_timings_noise_is_inconclusive(tm
         if rec["sparsity"] != "none":
             rec.update(ci_low_s=rec["median_s"] * 0.8, ci_high_s=rec["median_s"] * 1.2)
     verdict = sparse_crossover(frame(recs, tmp_path))
-    assert verdict.verdict == INCONCLUSIVE and verdict.detail[0]["state"] == "close"
-    assert "too close to call" in verdict.numbers
+    assert verdict.verdict == INCONCLUSIVE and verdict.detail[0]["verdict"] == INCONCLUSIVE
+    assert "level with dense at S 4096" in verdict.why
