@@ -321,3 +321,25 @@ def test_later_slices_of_a_case_only_time_it_again():
         assert again["record"]["case_id"] == first and other["record"]["case_id"] == second
     finally:
         side.close()
+
+
+def test_a_restarted_worker_is_a_fresh_process_that_reuses_the_side_s_calibration():
+    """Between rounds of blocks each side's worker is replaced (bench.regress.ab.engine.fresh_workers): a new
+    process, planned again with the first one's calibration instead of measuring it again."""
+    from bench.regress.ab.side import Side
+
+    request = {"cmd": "plan", "values": {"backends": "naive", "heads": "2", "kv_heads": "2", "seqs": "32",
+                                         "dtypes": "fp32", "masks": "none", "phases": "prefill", "device": "cpu",
+                                         "profile": "quick", "case_budget_s": "0.02"}, "slices": 2}
+    side = Side("this tree", ROOT)
+    try:
+        first = side.ask(request)
+        pid = side.proc.pid
+        side.restart()
+        given = {**first["calibration"], "gemm_flops_per_s": 1.5e9}  # not what this machine would measure
+        again = side.ask({**request, "calibration": given})
+        assert side.worker == 1 and side.proc.pid != pid
+        assert again["calibration"]["gemm_flops_per_s"] == 1.5e9 and again["cases"] == first["cases"]
+        assert side.ask({"cmd": "run", "case": again["cases"][0], "retime": True})["record"]["status"] == "ok"
+    finally:
+        side.close()

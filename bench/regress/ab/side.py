@@ -28,22 +28,33 @@ class Side:
 
     bench_from: where the worker's attnbench comes from when `tree` is a user's repository (the running attnbench);
     None: `tree` is attnbench's own and its bench package is the one measured. python: the interpreter (default: this
-    one; `bench ab --python-a/-b` compares two)."""
+    one; `bench ab --python-a/-b` compares two). restart() replaces the worker with a fresh process: `worker` numbers
+    them (0, 1, ...), so each block can say which process it ran in (bench.regress.ab.engine)."""
 
     def __init__(self, label: str, tree: Path, env: dict[str, str] | None = None, bench_from: Path | None = None,
                  python: str | None = None) -> None:
         self.label = label
         self.tree = tree
-        # a file, not a pipe: a chatty worker cannot block on it; closed in close()
-        self._stderr = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115
         first = [str(tree), *([str(bench_from)] if bench_from else [])]
-        child_env = {**os.environ, **(env or {}), "ATTNBENCH_AB_TREE": str(tree),
+        self._env = {**os.environ, **(env or {}), "ATTNBENCH_AB_TREE": str(tree),
                      "ATTNBENCH_AB_BENCH": str(bench_from or tree),
                      "PYTHONPATH": os.pathsep.join([*first, *filter(None, [os.environ.get("PYTHONPATH")])]),
                      "KINETO_LOG_LEVEL": os.environ.get("KINETO_LOG_LEVEL", "5")}
-        self.proc = subprocess.Popen([python or sys.executable, str(WORKER)], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE,
-                                     stderr=self._stderr, text=True, env=child_env, cwd=str(tree), bufsize=1)
+        self._python = python or sys.executable
+        self.worker = -1
+        self._start()
+
+    def _start(self) -> None:
+        # a file, not a pipe: a chatty worker cannot block on it; closed in close()
+        self._stderr = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115
+        self.proc = subprocess.Popen([self._python, str(WORKER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self._stderr, text=True, env=self._env, cwd=str(self.tree), bufsize=1)
+        self.worker += 1
+
+    def restart(self) -> None:
+        """A fresh worker process in place of this one (it must be planned again)."""
+        self.close()
+        self._start()
 
     def ask(self, request: dict[str, Any]) -> dict[str, Any]:
         """Send one request and read its answer; a worker that dies or gives up raises AbError with its reason."""

@@ -20,7 +20,8 @@ Missing pieces: the worker answers {"fatal": reason} and exits 2.
 
 Protocol: one JSON object per line. The parent writes a request on stdin, the worker writes exactly one answer on
 its protocol stream (the original stdout; anything else the revision prints goes to stderr):
-  {"cmd": "plan", "values": {...}, "slice_budget_s": x | null, "slices": n, "min_slice_s": x | null}
+  {"cmd": "plan", "values": {...}, "slice_budget_s": x | null, "slices": n, "min_slice_s": x | null,
+   "calibration": {...} | absent (a restarted side's: its first worker's answer, not measured again)}
       -> {"ok": true, "cases": [ids], "device", "fingerprint", "calibration", "commit", "bench_file", "case_budget_s",
           "retime"}
   {"cmd": "run", "case": id, "retime": bool}  -> {"ok": true, "record": {...}, "samples": [...], "retimed": bool}
@@ -126,7 +127,7 @@ def _plan(api: dict, request: dict, state: dict) -> dict:
     budget = request.get("slice_budget_s") or max(per_case / max(1, int(request.get("slices") or 1)),
                                                   float(request.get("min_slice_s") or 0))
     keyword = {"budget_s" if old else "case_budget_s": budget}
-    calibration = api["calibrate"](plan.device)
+    calibration = _calibration(api, plan.device, request.get("calibration"))
     try:
         if api.get("Session"):  # the engine's session, as `bench run` measures (no results file)
             session = api["Session"](plan, **keyword, say=lambda line: print(line, file=sys.stderr))
@@ -146,6 +147,16 @@ def _plan(api: dict, request: dict, state: dict) -> dict:
             "calibration": calibration.to_dict() if hasattr(calibration, "to_dict") else calibration,
             "commit": api["git_commit"](), "bench_file": state["bench_dir"], "case_budget_s": budget,
             "threads": torch.get_num_threads() if torch is not None else None}
+
+
+def _calibration(api: dict, device: str, given: dict | None):
+    """The machine's ceilings: measured, or `given` (the side's first worker's, sent back to the fresh workers that
+    replace it: the same machine, so a restart need not spend seconds measuring them again). A revision whose
+    calibrate returns a class with from_dict takes that; an older one the dict itself."""
+    if given is None:
+        return api["calibrate"](device)
+    cls = getattr(sys.modules.get(api["calibrate"].__module__), "Calibration", None)
+    return cls.from_dict(given) if hasattr(cls, "from_dict") else given
 
 
 def _run(request: dict, state: dict) -> dict:
