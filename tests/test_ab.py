@@ -84,6 +84,80 @@ def test_a_case_not_ok_is_an_untimed_entry():
     assert entry.stats is None and not entry.timed and entry.status == "unsupported"
 
 
+# --- the rounds: every block of a case in fresh workers (fake sides, no processes) ------------------------------
+
+
+class FakeSide:
+    """A side as the engine sees it: `worker` counts restarts; each worker's process runs every case `slow(worker)`
+    times as slow as 1 ms (its state: where its buffers landed), with 1% jitter."""
+
+    def __init__(self, slow) -> None:
+        self.slow, self.worker, self.rng = slow, 0, random.Random(0)
+
+    def restart(self) -> None:
+        self.worker += 1
+
+    def ask(self, request: dict) -> dict:
+        t = 1e-3 * self.slow(self.worker)
+        return {"record": {"case_id": request["case"], "status": "ok"},
+                "samples": [t * (1 + self.rng.uniform(0, 0.01)) for _ in range(5)]}
+
+
+def _rounds(slow_b, blocks: int = 7, cases: tuple[str, ...] = ("c1", "c2", "c3")):
+    from bench.regress.ab.engine import measure_rounds
+
+    sides = {"A": FakeSide(lambda w: 1.0), "B": FakeSide(slow_b)}
+    restarts = []
+
+    def fresh() -> None:
+        restarts.append(1)
+        for side in sides.values():
+            side.restart()
+
+    got = measure_rounds(list(cases), sides, blocks, random.Random(2), fresh, lambda line: None, Rule(threshold=0.05))
+    return got, sides, len(restarts)
+
+
+def test_each_block_of_a_case_runs_in_a_fresh_pair_of_workers():
+    got, sides, restarts = _rounds(lambda w: 1.0)
+    assert restarts == 6  # one per round after the first, shared by every case
+    for case in got.values():
+        for slices in case.values():
+            assert slices.blocks == [k for k in range(7) for _ in (0, 1)]
+            assert slices.workers == slices.blocks  # block k ran in each side's k-th worker
+    entry = pooled(got["c1"]["A"])
+    assert entry.to_dict()["extra_info"]["ab_workers"] == [k for k in range(7) for _ in (0, 1)]
+
+
+def test_a_slow_process_is_not_a_regression_but_a_slow_kernel_is():
+    from bench.regress.ab.engine import case_stats
+
+    rule = Rule(threshold=0.05)
+    got, _, _ = _rounds(lambda w: 1.12 if w == 0 else 1.0)  # B's first process landed 12% slower
+    assert all(case_stats(g, rule).verdict != "regressed" for g in got.values())
+    got, _, _ = _rounds(lambda w: 1.2 * (1.03 if w % 2 else 0.98))  # x1.2 in every process, processes 5% apart
+    assert all(case_stats(g, rule).verdict == "regressed" for g in got.values())
+
+
+def test_auto_blocks_go_to_fresh_workers_too():
+    from bench.regress.ab.auto import AutoBlocks
+    from bench.regress.ab.engine import _extend
+
+    got, sides, _ = _rounds(lambda w: 1.1 if w % 2 else 1.0, cases=("c1",))  # x1.0 and x1.1 by turns: undecided
+    restarts = []
+
+    def fresh() -> None:
+        restarts.append(1)
+        for side in sides.values():
+            side.restart()
+
+    auto = AutoBlocks(start=7, step=2, max_blocks=11, time_s=1e9)
+    _extend(got, sides, random.Random(3), Rule(threshold=0.05), auto, 0.0, lambda line: None, fresh)
+    a = got["c1"]["A"]
+    assert len(restarts) == 4 and a.blocks[-8:] == [k for k in range(7, 11) for _ in (0, 1)]
+    assert len(set(a.workers)) == len(set(got["c1"]["B"].workers)) == 11  # each extra block its own pair
+
+
 # --- a fake revision: the worker's interface with made-up timings ----------------------------------------------
 
 FAKE = {
@@ -159,6 +233,12 @@ def test_fake_slower_working_tree_is_a_regression_and_the_worktree_is_removed(fa
     assert ab(fake_repo, "--format", "markdown", "--save", str(saved)) == 1
     out = capsys.readouterr().out
     assert "9 regressed" in out and "(9 matched)" in out
+    # each of a case's 7 blocks ran in a fresh pair of workers, and the report says so
+    assert "each block in fresh worker processes (7 a side in all)" in out and "7 worker processes a side" in out
+    for side in ("ab-base.json", "ab-current.json"):
+        for entry in json.loads((saved / side).read_text())["benchmarks"]:
+            info = entry["extra_info"]
+            assert info["ab_workers"] == [s["block"] for s in info["ab_slices"]] and len(set(info["ab_workers"])) == 7
     assert "1 cases only in REV's sweep, not measured: fake/0" in out
     assert "1 cases only in the working tree's sweep, not measured: fake/10" in out
     assert "seed 3" in out

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 
@@ -10,7 +11,7 @@ import pytest
 
 from bench.errors import UsageError
 from bench.regress.ab.auto import AutoBlocks, more, parse_blocks, parse_time, to_extend
-from bench.regress.ab.rounds import block_ratios
+from bench.regress.ab.rounds import WORKERS_KEY, block_ratios, pair_ratios
 from bench.regress.ab.verdict import judge
 from bench.regress.blocks import block_stats, describe
 from bench.regress.noise import Rule
@@ -139,8 +140,9 @@ def test_blocks_and_time_parse():
 # --- the A/B verdict on two documents with ab_slices -----------------------------------------------------------
 
 
-def _doc(label: str, cases: dict[str, list[float]]) -> RunDocument:
-    """A side's run document whose case c has one ABBA block per value (two slices of 6 equal rounds each)."""
+def _doc(label: str, cases: dict[str, list[float]], workers: dict[str, list[int] | None] | None = None) -> RunDocument:
+    """A side's run document whose case c has one ABBA block per value (two slices of 6 equal rounds each), block j
+    in worker workers[c][j] (default: each block in its own, as bench ab runs them; None: not recorded)."""
     from bench.record import Record
     from bench.results.entry import Slice, case_entry, pooled_entry
 
@@ -151,14 +153,18 @@ def _doc(label: str, cases: dict[str, list[float]]) -> RunDocument:
         rec = Record(case_id=cid, status="ok", median_s=levels[0], peak_mem_bytes=100)
         slices = tuple(Slice(j, (v,) * 6) for j, v in enumerate(levels) for _ in (0, 1))
         entry = case_entry(rec, name=cid, group=None, ab_slices=slices)
+        per_block = (workers or {}).get(cid, list(range(len(levels))))
+        if per_block is not None:
+            entry = dataclasses.replace(entry, unknown={WORKERS_KEY: [per_block[s.block] for s in slices]})
         doc.add(pooled_entry(entry, [v for v in levels for _ in range(12)], 100))
     return doc
 
 
-def _ab(factors: dict[str, list[float]]) -> tuple[RunDocument, RunDocument]:
+def _ab(factors: dict[str, list[float]],
+        workers: dict[str, list[int] | None] | None = None) -> tuple[RunDocument, RunDocument]:
     base = {cid: [1e-3 * (1 + 0.3 * j) for j in range(len(f))] for cid, f in factors.items()}
     cur = {cid: [a * r for a, r in zip(base[cid], f, strict=True)] for cid, f in factors.items()}
-    return _doc("A", base), _doc("B", cur)
+    return _doc("A", base, workers), _doc("B", cur, workers)
 
 
 def test_one_case_regression_is_judged_by_its_blocks_alone():
@@ -191,6 +197,64 @@ def test_guard_keeps_a_move_of_the_whole_ab():
     factors = {f"c{i}": [1.1 * (1 + 0.002 * ((i + j) % 3)) for j in range(7)] for i in range(12)}
     cmp = judge(*_ab(factors), RULE)
     assert cmp.summary.counts["regressed"] == 12 and "cross-case guard (12 cases)" in render_text(cmp)
+
+
+# --- the unit is the worker pair: a process's state lasts for all its blocks ------------------------------------
+
+
+def test_pair_ratios_are_each_pair_s_median_block_ratio_in_block_order():
+    a = [(k, [1.0] * 4) for k in range(5) for _ in (0, 1)]
+    b = [(k, [r] * 4) for k, r in enumerate([1.1, 1.3, 1.2, 2.0, 0.9]) for _ in (0, 1)]
+    assert pair_ratios(a, b, {0: "p", 1: "p", 2: "p", 3: "q", 4: "q"}) == pytest.approx([1.2, math.sqrt(1.8)])
+    assert pair_ratios(a, b, {k: k for k in range(5)}) == pytest.approx(block_ratios(a, b))
+    assert pair_ratios(a, b, {}) == pytest.approx([1.2])  # no worker recorded: all one pair
+
+
+def test_a_slow_process_in_every_block_of_one_pair_is_not_a_regression():
+    """The issue's A/A: 7 blocks, all ran by one pair of workers whose B process landed 12% slower. Counted as 7
+    independent blocks that read 'regressed'; as what they are, one pair, they decide nothing."""
+    ratios = [1.12, 1.10, 1.13, 1.11, 1.14, 1.12, 1.09]
+    assert block_stats(ratios, RULE).verdict == "regressed"  # the hole: the blocks as independent units
+    (v,) = judge(*_ab({"c": ratios}, {"c": [0] * 7}), RULE).cases
+    assert v.verdict == "inconclusive" and not v.failing and v.workers == (1, 1)
+    assert "1 worker pair of 7 blocks" in v.reason and "1 worker process a side" in v.reason
+    # a file from before the workers were recorded: its one worker a side ran every block, so the same
+    (old,) = judge(*_ab({"c": ratios}, {"c": None}), RULE).cases
+    assert old.verdict == "inconclusive" and old.workers == (1, 1)
+
+
+def test_one_slow_process_among_fresh_ones_is_not_a_regression():
+    # every block in its own pair; one B process 12% slower for its block, the others equal
+    (v,) = judge(*_ab({"c": [1.12, 1.0, 1.003, 0.998, 1.001, 0.999, 1.002]}), RULE).cases
+    assert v.verdict != "regressed" and v.workers == (7, 7) and "7 worker processes a side" in v.reason
+    # three pairs of seven blocks each, the first pair's B process 12% slower in all of its blocks
+    ratios = [1.12] * 7 + [1.0] * 7 + [1.002] * 7
+    (v,) = judge(*_ab({"c": ratios}, {"c": [j // 7 for j in range(21)]}), RULE).cases
+    assert v.verdict != "regressed" and v.workers == (3, 3) and "3 worker pairs of 21 blocks" in v.reason
+
+
+def test_a_slowdown_in_every_process_regresses():
+    # x1.2 in every pair, each pair's processes a few % apart
+    (v,) = judge(*_ab({"c": [1.2, 1.23, 1.17, 1.21, 1.18, 1.24, 1.19]}), RULE).cases
+    assert v.verdict == "regressed" and v.failing and v.workers == (7, 7)
+
+
+def test_the_pair_rule_keeps_aa_false_alarms_under_1_in_200_and_catches_x1_2():
+    """Simulated cases: each pair of processes lands N(0, 5%) apart (log), each block N(0, 2%) around that. Judged
+    by pairs (a fresh pair per block, as bench ab runs), A/A cases regress far less than 1 in 200 and x1.2 cases
+    almost always; judged as 7 blocks of one pair (the old schedule), 7% of A/A cases regress."""
+    rng = random.Random(11)
+
+    def case(factor: float, pairs: int) -> list[float]:
+        offsets = [rng.gauss(0, 0.05) for _ in range(pairs)]
+        return [factor * math.exp(offsets[j % pairs] + rng.gauss(0, 0.02)) for j in range(7)]
+
+    def regressed(factor: float, pairs: int, n: int = 2000) -> float:
+        return sum(block_stats(case(factor, pairs), RULE).verdict == "regressed" for _ in range(n)) / n
+
+    assert regressed(1.0, pairs=7) <= 1 / 200
+    assert regressed(1.2, pairs=7) >= 0.9
+    assert regressed(1.0, pairs=1) > 0.05
 
 
 def test_strip_shows_each_block_then_a_count():

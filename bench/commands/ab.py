@@ -98,7 +98,8 @@ def run(args: argparse.Namespace) -> int:
 
 def with_notes(comparison: Comparison, ab: AbRun) -> Comparison:
     """The comparison with what A/B adds: how it was measured, and the cases only one side's sweep has."""
-    notes = [f"A/B on one machine: {ab.blocks} randomised ABBA blocks per case (seed {ab.seed})"]
+    notes = [f"A/B on one machine: {ab.blocks} randomised ABBA blocks per case (seed {ab.seed}), each block in "
+             f"fresh worker processes ({ab.workers} a side in all)"]
     if ab.auto and ab.extended:
         notes.append(f"--blocks auto: {len(ab.extended)} undecided cases got more blocks (up to "
                      f"{max(ab.extended.values())}; --ab-time {ab.auto.time_s:g} s)")

@@ -27,6 +27,7 @@ class CaseVerdict:
     mem_ratio: float | None  # current / baseline peak_mem_bytes
     blocks: tuple[float, ...] = ()  # bench ab: each ABBA block's B/A ratio, in block order
     interval: tuple[float, float] | None = None  # bench ab: the (1 - 2 alpha) interval of the ratio
+    workers: tuple[int, int] | None = None  # bench ab: how many worker processes each side (A, B) timed it in
 
 
 @dataclass(frozen=True)

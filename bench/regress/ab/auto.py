@@ -3,8 +3,10 @@ time (--ab-time) is spent (pure: the engine measures, this decides what to measu
 
 Every case first gets `start` blocks. Then, in rounds, each case still inconclusive (bench.regress.blocks: its
 interval straddles the threshold) gets `step` more blocks, until it decides, reaches `max_blocks`, or the A/B has
-measured for `time_s` seconds: checked before each case's next blocks, so the limit is overrun by at most one
-case's `step` blocks. A case decided once is not measured again: its verdict is final.
+measured for `time_s` seconds. Each extra block, like the first ones, runs in fresh worker processes (the engine
+restarts both sides before each of the `step` blocks): in the workers of earlier blocks it would repeat their
+state, and add no new unit to the interval. The time is checked before each case's next block, so the limit is
+overrun by at most one block. A case decided once is not measured again: its verdict is final.
 """
 
 from __future__ import annotations

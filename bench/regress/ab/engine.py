@@ -5,6 +5,14 @@ Runner checks the case and times it for a share of the case's budget. A slow spe
 on both sides alike, and neither side always goes first. ab.rounds turns both sides' slices into the rounds
 compared (each slice's fastest half, every block at one level); each side's are pooled into one record, so the two
 sides become two ordinary run documents for bench.regress.compare.
+
+Every block of a case runs in fresh worker processes: the A/B goes in rounds, one block of every case per round,
+and both sides' workers are restarted between rounds (--blocks auto: each extra block is a round of its own). A
+process's state (where its buffers landed, what it compiled) lasts for all it measures and reads as a change of
+code; in fresh processes it is one more part of each block's noise, which the interval then counts. Each slice
+records its worker (rounds.WORKERS_KEY), and a case is judged by one ratio per worker pair (ab.verdict). The cost:
+a restart per round (the imports; a restarted worker reuses its side's first calibration) and, per case and
+round, a slice that runs the whole engine (check, warm-up, compile) instead of only timing again.
 """
 
 from __future__ import annotations
@@ -28,9 +36,10 @@ from bench.record import Record
 from bench.regress.ab import git
 from bench.regress.ab.auto import AutoBlocks, more, to_extend
 from bench.regress.ab.git import AbError
-from bench.regress.ab.rounds import block_ratios, judged_rounds
+from bench.regress.ab.rounds import WORKERS_KEY, judged_rounds
 from bench.regress.ab.side import Side, running_attnbench
-from bench.regress.blocks import MIN_BLOCKS, BlockStats, block_stats
+from bench.regress.ab.verdict import slice_stats
+from bench.regress.blocks import MIN_BLOCKS, BlockStats
 from bench.regress.noise import Rule
 from bench.results import RunDocument, RunMeta
 from bench.results.entry import Entry, Slice, case_entry, median_of, pooled_entry, unknown_fields
@@ -53,6 +62,7 @@ class Slices:
     records: list[dict] = field(default_factory=list)
     samples: list[list[float]] = field(default_factory=list)
     blocks: list[int] = field(default_factory=list)  # the ABBA block of each slice
+    workers: list[int] = field(default_factory=list)  # the side's worker process (0, 1, ...) that ran each slice
 
     @property
     def failed(self) -> bool:
@@ -61,13 +71,13 @@ class Slices:
 
 def pooled(slices: Slices, rounds: list[float] | None = None) -> Entry:
     """One results entry from a side's slices of a case: the judged rounds (bench.regress.ab.rounds; default: all
-    rounds pooled) as its statistics, the raw slices kept as its ab_slices. The side's record is the first slice's
-    (another revision's fields this one does not know are kept as they came)."""
+    rounds pooled) as its statistics, the raw slices kept as its ab_slices and their workers as WORKERS_KEY. The
+    side's record is the first slice's (another revision's fields this one does not know are kept as they came)."""
     first = slices.records[0]
     record = Record.from_dict(first)
     ab = tuple(Slice(k, tuple(r)) for k, r in zip(slices.blocks, slices.samples, strict=True))
     entry = dataclasses.replace(case_entry(record, name=f"ab[{record.case_id}]", group=None, ab_slices=ab),
-                                unknown=unknown_fields(first))
+                                unknown=unknown_fields(first) | {WORKERS_KEY: list(slices.workers)})
     if slices.failed or not any(slices.samples):
         return entry
     rounds = rounds if rounds is not None else [s for part in slices.samples for s in part]
@@ -94,6 +104,7 @@ class AbRun:
     blocks: int  # every case's first blocks
     auto: AutoBlocks | None = None  # --blocks auto: how more blocks were added to undecided cases
     extended: dict[str, int] = field(default_factory=dict)  # case -> its blocks, for cases given more than `blocks`
+    workers: int = 1  # the worker processes each side started (a fresh pair for every round of blocks)
 
 
 def _document(info: SideInfo, entries: list[dict], repo: Path, fingerprint: dict, profile: str | None,
@@ -115,7 +126,7 @@ def measure_case(case_id: str, sides: dict[str, Side], order: list[str], got: di
     case only time it again (bench.regress.ab.worker)."""
     got = got if got is not None else {name: Slices() for name in sides}
     for i, name in enumerate(order):
-        if all(s.records for s in got.values()) and any(s.failed for s in got.values()):
+        if _done(got):
             break  # a status change (or a case unsupported on both sides) needs no timing
         if got[name].failed:
             continue
@@ -123,7 +134,41 @@ def measure_case(case_id: str, sides: dict[str, Side], order: list[str], got: di
         got[name].records.append(answer["record"])
         got[name].samples.append([float(x) for x in answer["samples"]])
         got[name].blocks.append(first_block + i // 4)
+        got[name].workers.append(sides[name].worker)
     return got
+
+
+def measure_rounds(cases: list[str], sides: dict[str, Side], blocks: int, rng: random.Random,
+                   fresh: Callable[[], None], say: Callable[[str], None], rule: Rule,
+                   retime: bool = False) -> dict[str, dict[str, Slices]]:
+    """Every case's first `blocks` blocks, in rounds: each round one block of every case still timed, and fresh()
+    (both sides' workers restarted) between rounds, so each block of a case runs in its own pair of processes."""
+    got = {case_id: {name: Slices() for name in sides} for case_id in cases}
+    for block in range(blocks):
+        todo = [(n, case_id) for n, case_id in enumerate(cases, 1) if not _done(got[case_id])]
+        if not todo:
+            break  # every case failed on a side: nothing left to time
+        if block:
+            fresh()
+        for n, case_id in todo:
+            measure_case(case_id, sides, schedule(1, rng), got[case_id], block, retime)
+            say(_progress(f"{n}/{len(cases)} block {block + 1}", case_id, got[case_id], rule))
+    return got
+
+
+def fresh_workers(sides: dict[str, Side], request: dict, plans: dict[str, dict]) -> None:
+    """Both sides' workers replaced by fresh processes and planned as the first ones were, with the first ones'
+    calibration (the same machine; measuring it took a restart 2-3 s). Both start before either is asked, so their
+    imports overlap."""
+    for side in sides.values():
+        side.restart()
+    for name, side in sides.items():
+        side.ask({**request, "calibration": plans[name]["calibration"]})
+
+
+def _done(got: dict[str, Slices]) -> bool:
+    """Whether a case needs no more blocks: a side where it is not ok (bench.regress.compare judges the status)."""
+    return all(s.records for s in got.values()) and any(s.failed for s in got.values())
 
 
 def run_ab(repo: Path, rev: str | None, values: dict[str, Any], blocks: int = MIN_BLOCKS, seed: int | None = None,
@@ -196,16 +241,17 @@ def _run_ab(repo: Path, rev: str, commit: str, values: dict[str, Any], blocks: i
             if not common:
                 raise AbError(f"no case in common: {base_label} plans {len(ids['A'])} cases, the working tree "
                               f"{len(ids['B'])}; their case ids differ")
-            say(f"{len(common)} cases x {blocks} ABBA blocks (seed {seed}); {len(only_a)} only in A, "
-                f"{len(only_b)} only in B")
+            say(f"{len(common)} cases x {blocks} ABBA blocks, each block in fresh workers (seed {seed}); "
+                f"{len(only_a)} only in A, {len(only_b)} only in B")
             started = time.monotonic()
             retime = all(plan.get("retime") for plan in plans.values())
-            got: dict[str, dict[str, Slices]] = {}
-            for n, case_id in enumerate(common, 1):
-                got[case_id] = measure_case(case_id, sides, schedule(blocks, rng), retime=retime)
-                say(_progress(f"{n}/{len(common)}", case_id, got[case_id], rule))
+
+            def fresh() -> None:
+                fresh_workers(sides, request, plans)
+
+            got = measure_rounds(common, sides, blocks, rng, fresh, say, rule, retime)
             if auto:
-                _extend(got, sides, rng, rule, auto, started, say, retime)
+                _extend(got, sides, rng, rule, auto, started, say, fresh, retime)
             entries: dict[str, list[dict]] = {"A": [], "B": []}
             for case_id in common:
                 for name, entry in _entries(got[case_id]).items():
@@ -220,7 +266,7 @@ def _run_ab(repo: Path, rev: str, commit: str, values: dict[str, Any], blocks: i
     current = _document(SideInfo(current_label, head, plans["B"]), entries["B"], repo, fingerprint, profile,
                         git.is_dirty(repo))
     extended = {cid: len(set(g["A"].blocks)) for cid, g in got.items() if len(set(g["A"].blocks)) > blocks}
-    return AbRun(base, current, only_a, only_b, seed, blocks, auto, extended)
+    return AbRun(base, current, only_a, only_b, seed, blocks, auto, extended, sides["A"].worker + 1)
 
 
 def _pairs(slices: Slices) -> list[tuple[int, list[float]]]:
@@ -232,9 +278,11 @@ def _timed(got: dict[str, Slices]) -> bool:
 
 
 def case_stats(got: dict[str, Slices], rule: Rule) -> BlockStats | None:
-    """The block statistics of a case measured so far; None when it is not timed on both sides."""
-    ratios = block_ratios(_pairs(got["A"]), _pairs(got["B"])) if _timed(got) else []
-    return block_stats(ratios, rule) if ratios else None
+    """The statistics of a case measured so far, one ratio per worker pair (bench.regress.ab.verdict.slice_stats);
+    None when it is not timed on both sides."""
+    if not _timed(got):
+        return None
+    return slice_stats(_pairs(got["A"]), _pairs(got["B"]), got["A"].workers, got["B"].workers, rule)
 
 
 def _entries(got: dict[str, Slices]) -> dict[str, Entry]:
@@ -246,8 +294,10 @@ def _entries(got: dict[str, Slices]) -> dict[str, Entry]:
 
 
 def _extend(got: dict[str, dict[str, Slices]], sides: dict[str, Side], rng: random.Random, rule: Rule,
-            auto: AutoBlocks, started: float, say: Callable[[str], None], retime: bool = False) -> None:
-    """--blocks auto: rounds of more blocks for the undecided cases (bench.regress.ab.auto's stop rule)."""
+            auto: AutoBlocks, started: float, say: Callable[[str], None], fresh: Callable[[], None],
+            retime: bool = False) -> None:
+    """--blocks auto: more blocks for the undecided cases (bench.regress.ab.auto's stop rule), `step` rounds at a
+    time, each round one block of each of them in fresh workers (fresh() restarts both sides)."""
     while True:
         undecided = {cid: len(set(g["A"].blocks)) for cid, g in got.items()
                      if (st := case_stats(g, rule)) is not None and not st.decided}
@@ -258,12 +308,16 @@ def _extend(got: dict[str, dict[str, Slices]], sides: dict[str, Side], rng: rand
                     f"{time.monotonic() - started:.0f} s (--ab-time {auto.time_s:g} s, at most {auto.max_blocks} "
                     "blocks a case)")
             return
-        for cid in todo:
-            if time.monotonic() - started >= auto.time_s:
+        for i in range(auto.step):
+            batch = [cid for cid in todo if i < more(undecided[cid], auto)]
+            if not batch or time.monotonic() - started >= auto.time_s:
                 break
-            n = undecided[cid]
-            measure_case(cid, sides, schedule(more(n, auto), rng), got[cid], first_block=n, retime=retime)
-            say(_progress(f"+{more(n, auto)}", cid, got[cid], rule))
+            fresh()
+            for cid in batch:
+                if time.monotonic() - started >= auto.time_s:
+                    break
+                measure_case(cid, sides, schedule(1, rng), got[cid], first_block=undecided[cid] + i, retime=retime)
+                say(_progress(f"+block {undecided[cid] + i + 1}", cid, got[cid], rule))
 
 
 def _progress(where: str, case_id: str, got: dict[str, Slices], rule: Rule) -> str:
@@ -273,5 +327,5 @@ def _progress(where: str, case_id: str, got: dict[str, Slices], rule: Rule) -> s
         return f"{statistics.median(x for part in slices.samples for x in part) * 1e3:.3f} ms"
 
     stats = case_stats(got, rule)
-    ratio = f"  x{stats.estimate:.2f} ({stats.n} blocks: {stats.verdict})" if stats is not None else ""
+    ratio = f"  x{stats.estimate:.2f} ({stats.n} worker pairs: {stats.verdict})" if stats is not None else ""
     return f"[{where}] {case_id}  A {show(got['A'])}  B {show(got['B'])}{ratio}"
