@@ -19,8 +19,10 @@ interleaved blocks spanning several fresh worker processes.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from bench.report.verdict import DEPENDS, FAILS, HOLDS, INCONCLUSIVE, NOT_MEASURED
 
@@ -39,6 +41,11 @@ class Condition:
     verdict: str  # HOLDS, FAILS or INCONCLUSIVE
     why: str = ""  # a reason that overrides the interval's word (an on-chip cache, too few lengths), if any
     basis: str = FROM_CIS
+    bound: float = math.nan  # the claim's bound for this condition, and on which side of it the condition holds
+    holds_above: bool = True
+    # the cases whose times make the ratio, as (top, bottom) case ids: ratio = top's time / bottom's time (the
+    # median over the pairs). A run re-measures them in interleaved blocks to decide the condition (bench.engine.decide)
+    pairs: tuple[tuple[str, str], ...] = ()
 
     def text(self) -> str:
         """'sdpa · fp32 · GQA: 2.41× (2.30–2.52×) holds'."""
@@ -47,7 +54,8 @@ class Condition:
 
     def as_dict(self) -> dict[str, object]:
         return {"condition": self.name, "ratio": self.ratio, "low": self.low, "high": self.high,
-                "verdict": self.verdict, "why": self.why, "basis": self.basis}
+                "verdict": self.verdict, "why": self.why, "basis": self.basis, "bound": self.bound,
+                "holds_above": self.holds_above, "pairs": [list(p) for p in self.pairs]}
 
 
 def word(low: float, high: float, bound: float, holds_above: bool) -> str:
@@ -59,10 +67,18 @@ def word(low: float, high: float, bound: float, holds_above: bool) -> str:
 
 
 def condition(name: str, ratio: float, interval: tuple[float, float], bound: float, holds_above: bool,
-              basis: str = FROM_CIS) -> Condition:
-    """A condition judged by its interval against its bound."""
+              basis: str = FROM_CIS, pairs: Iterable[tuple[str, str]] = ()) -> Condition:
+    """A condition judged by its interval against its bound; pairs: the (top, bottom) case ids behind its ratio."""
     low, high = interval
-    return Condition(name, ratio, low, high, word(low, high, bound, holds_above), basis=basis)
+    return Condition(name, ratio, low, high, word(low, high, bound, holds_above), basis=basis, bound=bound,
+                     holds_above=holds_above, pairs=tuple((str(t), str(b)) for t, b in pairs))
+
+
+def pairs_of(rows: Any, top: str, bottom: str = "case_id") -> list[tuple[str, str]]:
+    """The (top, bottom) case ids of a frame's rows, from two case id columns (rows without both are left out)."""
+    if top not in rows or bottom not in rows:
+        return []
+    return [(t, b) for t, b in zip(rows[top], rows[bottom], strict=True) if isinstance(t, str) and isinstance(b, str)]
 
 
 def combine(conditions: Iterable[Condition | str]) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import pandas as pd
 
 from bench.case import family_label
-from bench.report.conditions import combine, word
+from bench.report.conditions import Condition, combine, pairs_of, word
 from bench.report.frames import FAMILY_KEYS, SHAPE_KEYS, attention_rows, dense_rows, geomean, ok_rows
 
 
@@ -41,7 +41,8 @@ def against_fastest(df: pd.DataFrame, subject: str, rivals: tuple[str, ...], bou
                     "low": low, "high": high, "fastest": str(grp["backend_rival"].mode().iloc[0]),
                     "shapes": len(grp), "worst": float(worst["ratio"]), "worst_kv": int(worst["seq_kv"]),
                     "seq_kv": sorted(int(s) for s in grp["seq_kv"].unique()),
-                    "verdict": word(low, high, bound, holds_above=False)})
+                    "verdict": word(low, high, bound, holds_above=False),
+                    "pairs": pairs_of(grp, "case_id", "case_id_rival")})
     return out
 
 
@@ -50,6 +51,12 @@ def _ci(pairs: pd.DataFrame, side: str, suffix: str = "") -> pd.Series:
     median = pairs[f"median_s{suffix}"]
     column = f"ci_{side}_s{suffix}"
     return pairs[column].fillna(median) if column in pairs else median
+
+
+def conditions(found: list[dict], bound: float) -> tuple[Condition, ...]:
+    """The families as Conditions (a subject's family: the subject's time over its fastest rival's, within bound)."""
+    return tuple(Condition(f"{d['subject']} in {d['family']}", d["ratio"], d["low"], d["high"], d["verdict"],
+                           bound=bound, holds_above=False, pairs=tuple(d["pairs"])) for d in found)
 
 
 def combined(found: list[dict]) -> str:

@@ -13,7 +13,7 @@ import pandas as pd
 
 from bench.claims import PAGING_WITHIN, spec
 from bench.meta import RunMeta
-from bench.report.conditions import combine, condition, listing, undecided_why
+from bench.report.conditions import combine, condition, listing, pairs_of, undecided_why
 from bench.report.frames import ok_rows, serving_rows, shape_keys_but, trace_rows
 from bench.report.interval import ROUNDS_DECIDE, ratio_interval
 from bench.report.traits import PAGED_KERNELS
@@ -38,8 +38,10 @@ def paged_vs_contiguous(df: pd.DataFrame) -> pd.DataFrame:
     ok = ok_rows(df[serving_rows(df) & ~trace_rows(df)])
     ok = ok[ok["phase"] == "decode"]
     timings = [c for c in ("median_s", "ci_low_s", "ci_high_s") if c in ok]
-    contiguous = ok[ok["page_size"].isna()][PAIR_KEYS + timings].rename(
-        columns={c: f"contiguous_{c}" for c in timings}).assign(contiguous_s=lambda d: d["contiguous_median_s"])
+    ids = ["case_id"] if "case_id" in ok else []  # a frame built by hand may have none: no pairs to re-measure
+    contiguous = ok[ok["page_size"].isna()][PAIR_KEYS + ids + timings].rename(
+        columns={c: f"contiguous_{c}" for c in ids + timings}).assign(
+        contiguous_s=lambda d: d["contiguous_median_s"])
     paged = ok[ok["page_size"].notna()]
     merged = paged.merge(contiguous, on=PAIR_KEYS, how="inner")
     merged["ratio"] = merged["median_s"] / merged["contiguous_s"]
@@ -64,7 +66,7 @@ def paging_cost(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
                        f"the claim is about kernels that read pages in place ({', '.join(PAGED_KERNELS)}); none "
                        "ran a paged case here", detail)
     found = [condition(f"{b} pages of {int(p)}", float(grp["ratio"].median()), ratio_interval(grp, "", "contiguous_"),
-                       PAGING_WITHIN, holds_above=False)
+                       PAGING_WITHIN, holds_above=False, pairs=pairs_of(grp, "case_id", "contiguous_case_id"))
              for (b, p), grp in pairs[pairs["backend"].isin(PAGED_KERNELS)].groupby(["backend", "page_size"])]
     numbers = (f"paged / contiguous decode time, median per backend and page size: {shown}; judged per kernel that "
                f"reads pages in place and page size (within {PAGING_WITHIN:g}× holds): {listing(found)}."

@@ -12,7 +12,7 @@ import pandas as pd
 
 from bench.claims import VARIANTS_WITHIN, spec
 from bench.meta import RunMeta
-from bench.report.conditions import combine, condition, listing, undecided_why
+from bench.report.conditions import combine, condition, listing, pairs_of, undecided_why
 from bench.report.frames import attention_rows, dense_rows, geomean, ok_rows, shape_keys_but
 from bench.report.interval import ROUNDS_DECIDE, ratio_interval
 from bench.report.traits import ALL_VARIANT_KERNELS
@@ -44,7 +44,8 @@ def variant_costs(df: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     keys = ["backend", *shape_keys_but("mask", "score")]
     timings = [c for c in ("median_s", "ci_low_s", "ci_high_s") if c in ok]
-    twin = plain[keys + timings].rename(columns={c: f"plain_{c}" for c in timings})
+    ids = ["case_id"] if "case_id" in ok else []  # a frame built by hand may have none: no pairs to re-measure
+    twin = plain[keys + ids + timings].rename(columns={c: f"plain_{c}" for c in ids + timings})
     twin["plain_s"] = twin["plain_median_s"]
     out = varied.merge(twin, on=keys, how="inner")
     out["ratio"] = out["median_s"] / out["plain_s"]
@@ -66,7 +67,7 @@ def variants_within(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
     for (backend, variant), grp in costs.groupby(["backend", "attn_variant"]):
         ratio = geomean(grp["ratio"])
         found.append(condition(f"{backend} {variant}", ratio, ratio_interval(grp, "", "plain_", "geomean"),
-                               VARIANTS_WITHIN, holds_above=False))
+                               VARIANTS_WITHIN, holds_above=False, pairs=pairs_of(grp, "case_id", "plain_case_id")))
         detail.append({"backend": backend, "variant": variant, "ratio": ratio, "cases": len(grp),
                        "worst": float(grp["ratio"].max())})
     numbers = (f"variant / plain causal time, geometric mean over {costs['seq_kv'].nunique()} size(s), per backend "

@@ -13,7 +13,7 @@ import pandas as pd
 
 from bench.claims import AUTO_WITHIN, spec
 from bench.meta import RunMeta
-from bench.report.rivals import against_fastest, combined
+from bench.report.rivals import against_fastest, combined, conditions
 from bench.report.traits import AUTOMATIC
 from bench.report.verdict import DEPENDS, FAILS, INCONCLUSIVE, NO_FACTS, NOT_MEASURED, Verdict, judged, span
 
@@ -53,7 +53,7 @@ def auto_choice(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
         why = (f"the interval of a family straddles {AUTO_WITHIN:.2f}×: more rounds (--budget) or more lengths "
                "decide it")
     seqs = [s for d in found for s in d["seq_kv"]]
-    return Verdict(CLAIM, verdict, numbers, why, detail=tuple(found),
+    return Verdict(CLAIM, verdict, numbers, why, detail=tuple(found), conditions=conditions(found, AUTO_WITHIN),
                    judged_on=judged(span(seqs, "S"), ", ".join(sorted({d["subject"] for d in found}
                                                                      | {d["fastest"] for d in found}))))
 

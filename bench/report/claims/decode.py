@@ -17,7 +17,7 @@ import pandas as pd
 from bench.claims import DECODE_SPEEDUP, MIN_KV_LENGTHS, NEAR, ON_CHIP, spec
 from bench.meta import RunMeta
 from bench.record import LATER_SHAPE_KEYS
-from bench.report.conditions import Condition, combine, condition, listing, undecided_why
+from bench.report.conditions import Condition, combine, condition, listing, pairs_of, undecided_why
 from bench.report.frames import dense_rows, ok_rows
 from bench.report.interval import ROUNDS_DECIDE, ratio_interval
 from bench.report.traits import EXPANDING, FAMILY_NAMES, FUSED, kv_family
@@ -46,8 +46,10 @@ def decode_pairs(df: pd.DataFrame) -> pd.DataFrame:
     ok = ok_rows(dense_rows(df))
     ok = ok[ok["phase"] == "decode"]
     timings = [c for c in ("median_s", *INTERVAL_COLUMNS) if c in ok]
-    mha = ok[ok["variant"] == "mha"].drop_duplicates(KEYS)[KEYS + timings + CEILINGS]
-    mha = mha.rename(columns={c: f"mha_{c}" for c in timings + CEILINGS}).assign(mha_s=lambda d: d["mha_median_s"])
+    ids = ["case_id"] if "case_id" in ok else []  # a frame built by hand may have none: no pairs to re-measure
+    mha = ok[ok["variant"] == "mha"].drop_duplicates(KEYS)[KEYS + ids + timings + CEILINGS]
+    mha = mha.rename(columns={c: f"mha_{c}" for c in ids + timings + CEILINGS}).assign(
+        mha_s=lambda d: d["mha_median_s"])
     sp = ok[ok["variant"] != "mha"].merge(mha, on=KEYS, how="inner").sort_values(KEYS, kind="stable")
     return sp.assign(speedup=sp["mha_s"] / sp["median_s"], group_size=sp["group_size"].astype(int),
                      family=sp["backend"].map(kv_family)).reset_index(drop=True)
@@ -97,7 +99,7 @@ def _condition(family: str, key: tuple, rows: pd.DataFrame, lengths: list[int]) 
     kv = int(rows["seq_kv"].iloc[0])
     name = f"{backend} · {dtype} · {variant.upper()} (Hq/Hkv {group}) at KV {kv:,}"
     found = condition(name, float(rows["speedup"].median()), ratio_interval(rows, "mha_", ""), DECODE_SPEEDUP[0],
-                      holds_above=True)
+                      holds_above=True, pairs=pairs_of(rows, "mha_case_id"))
     if found.verdict != FAILS:
         return found
     if len(lengths) < MIN_KV_LENGTHS:
@@ -176,9 +178,10 @@ def mla_decode_step(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
     if mla.empty or "v_head_dim" not in ok:
         return Verdict(MLA_CLAIM, NOT_MEASURED, f"no MLA decode cases (`{spec('mla').command}`)")
     timings = [c for c in ("median_s", *INTERVAL_COLUMNS) if c in ok]
-    twins = ok[ok["variant"].isin(["gqa", "mqa"])][MLA_KEYS + ["variant", "head_dim", *timings]]
-    pairs = mla[MLA_KEYS + ["v_head_dim", *timings, "flops", "bytes", *CEILINGS]].merge(
-        twins.rename(columns={"head_dim": "v_head_dim", **{c: f"twin_{c}" for c in timings}}),
+    ids = ["case_id"] if "case_id" in ok else []
+    twins = ok[ok["variant"].isin(["gqa", "mqa"])][MLA_KEYS + ["variant", "head_dim", *ids, *timings]]
+    pairs = mla[MLA_KEYS + ["v_head_dim", *ids, *timings, "flops", "bytes", *CEILINGS]].merge(
+        twins.rename(columns={"head_dim": "v_head_dim", **{c: f"twin_{c}" for c in [*ids, *timings]}}),
         on=MLA_KEYS + ["v_head_dim"])
     if pairs.empty:
         return Verdict(MLA_CLAIM, NOT_MEASURED, "no GQA/MQA decode case at MLA's Hq, context and head dim")
@@ -199,7 +202,8 @@ def mla_decode_step(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
                + _roofline(at_longest)
                + _kernels(mla) + noisy_note(mla))
     found = [condition(f"{b} · {d} · {v.upper()} at KV {int(grp['seq_kv'].iloc[0]):,}",
-                       float(grp["ratio"].median()), ratio_interval(grp, "twin_", ""), 1.0, holds_above=True)
+                       float(grp["ratio"].median()), ratio_interval(grp, "twin_", ""), 1.0, holds_above=True,
+                       pairs=pairs_of(grp, "twin_case_id"))
              for (b, d, v), grp in at_longest.groupby(["backend", "dtype", "variant"], sort=True)]
     numbers += f" Per condition (the GQA/MQA step's time over MLA's; at least 1× holds): {listing(found)}."
     detail = tuple(pairs[MLA_KEYS + ["variant", "ratio"]].to_dict("records"))
