@@ -104,8 +104,9 @@ def _heads(c: Case, holds: bool) -> dict:
 
 
 def _memory(c: Case, holds: bool) -> dict:
+    # each side on its own model (holds) or on the other's: the score matrix as S, the fused kernel as S²
     s = c.shape.seq_kv
-    quadratic = not _fused(c) or not holds
+    quadratic = _fused(c) != holds
     return _timed(c, _base(c), peak_mem_bytes=(s * s if quadratic else 4096 * s) * 4)
 
 
@@ -163,7 +164,7 @@ def _sparse_world(c: Case, holds: bool) -> dict:
 
 WORLDS: dict[str, tuple[Callable[[Case, bool], dict], str]] = {
     "heads": (_heads, f"time across head counts within {HEADS_TOLERANCE}× (holds) or growing with Hq"),
-    "memory": (_memory, "the fused kernel's peak memory as S (holds) or as S²"),
+    "memory": (_memory, "the fused kernel's peak memory as S and the naive one's as S² (holds), or the other way"),
     "fused-decode": (_decode, f"a decode step as its KV reads ({DECODE_SPEEDUP[0]:g}× or more) or as Hq"),
     "expanding-decode": (_decode, "the same, for the kernels that expand K/V"),
     "mla": (_mla, "MLA's step half GQA's (holds) or 3× it"),

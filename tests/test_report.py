@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from bench.claims import spec
 from bench.report.claims import evaluate_claims
 from bench.report.frames import fit_exponent
 from bench.report.load import COLUMNS, load_results, read_results
-from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE, NOT_MEASURED
+from bench.report.verdict import DEPENDS, FAILS, HOLDS, INCONCLUSIVE, NOT_MEASURED
 from tests.results_factory import make_record, make_run
 from tests.shared import once
 
@@ -239,11 +240,31 @@ def test_memory_claim_fits_s_squared_for_naive_and_s_for_flash(tmp_path):
     assert "naive S^2.00" in memory["numbers"]
 
 
-def test_memory_claim_fails_when_a_flash_kernel_grows_quadratically(tmp_path):
+def test_memory_claim_is_judged_per_backend_and_fails_when_no_side_keeps_its_model(tmp_path):
     seqs = (256, 512, 1024, 2048)
     recs = [make_record("naive", seq=s, peak_mem_bytes=s * s) for s in seqs]
     recs += [make_record("sdpa-flash", seq=s, peak_mem_bytes=s * s) for s in seqs]
-    assert evaluate_claims(_frame(recs, tmp_path))[1]["verdict"] == FAILS
+    claim = evaluate_claims(_frame(recs, tmp_path))[1]
+    # naive keeps O(S²), the flash kernel does not keep O(S): one condition each way
+    assert claim["verdict"] == DEPENDS and "sdpa-flash S^2.00" in claim["why"]
+    assert {c["condition"]: c["verdict"] for c in claim["conditions"]} == {"naive": HOLDS, "sdpa-flash": FAILS}
+    recs = [make_record("naive", seq=s, peak_mem_bytes=64 * s) for s in seqs]
+    recs += [make_record("sdpa-flash", seq=s, peak_mem_bytes=s * s) for s in seqs]
+    assert evaluate_claims(_frame(recs, tmp_path))[1]["verdict"] == FAILS  # both sides off their model
+
+
+def test_memory_claim_needs_both_sides_measured(tmp_path):
+    """One side alone that keeps its model cannot show the claim (it read holds before): inconclusive, naming the
+    side missing and the command that measures both."""
+    seqs = (256, 512, 1024, 2048)
+    naive = [make_record("naive", seq=s, peak_mem_bytes=8 * s * s * 4) for s in seqs]
+    flash = [make_record("sdpa-flash", seq=s, peak_mem_bytes=8 * s * 64 * 4 + 4096) for s in seqs]
+    for recs, missing in ((naive, "the flash-style side"), (flash, "the score-matrix side")):
+        claim = evaluate_claims(_frame(recs, tmp_path))[1]
+        assert claim["verdict"] == INCONCLUSIVE, claim["numbers"]
+        assert missing in claim["why"] and spec("memory").command in claim["why"]
+    both = evaluate_claims(_frame(naive + flash, tmp_path))[1]
+    assert both["verdict"] == HOLDS and [c["verdict"] for c in both["conditions"]] == [HOLDS, HOLDS]
 
 
 def test_heads_claim(tmp_path):

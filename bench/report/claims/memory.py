@@ -1,4 +1,10 @@
-"""Claim: the score matrix costs O(S²) memory, flash-style kernels O(S); backends grouped by their memory trait."""
+"""Claim: the score matrix costs O(S²) memory, flash-style kernels O(S); judged per backend, and on both sides.
+
+Each backend is one condition: its peak memory fitted as ∝ S^k per shape, the median k against its side's bound
+(a materialising kernel's k ≥ QUADRATIC_MIN, a tiled kernel's k ≤ LINEAR_MAX), its range the spread of k over its
+shapes. The claim speaks of both kinds of kernel, so it holds only when both sides were measured and every condition
+holds; one side alone that holds is inconclusive (naming the side missing), one that fails already refutes it.
+"""
 
 from __future__ import annotations
 
@@ -7,15 +13,30 @@ import pandas as pd
 from bench.claims import LINEAR_MAX, MEMORY_SPAN, QUADRATIC_MIN, spec
 from bench.meta import RunMeta
 from bench.record import LATER_SHAPE_KEYS
+from bench.report.conditions import Condition, combine, condition
 from bench.report.frames import dense_rows, fit_exponent, ok_rows
 from bench.report.traits import FLASH_STYLE, MATERIALISING
-from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE, NO_FACTS, NOT_MEASURED, Verdict, judged, span
+from bench.report.verdict import (
+    FAILS,
+    HOLDS,
+    INCONCLUSIVE,
+    NO_FACTS,
+    NOT_MEASURED,
+    Verdict,
+    judged,
+    span,
+)
 
 CLAIM = spec("memory").text
+COUNTED = "peak bytes counted"  # the allocator's bytes: the same call allocates the same bytes, no timing interval
+# the two sides of the claim: (name, backends, bound, the claim's side is above the bound, what it says)
+SIDES = (("score-matrix", MATERIALISING, QUADRATIC_MIN, True, "O(S²)"),
+         ("flash-style", FLASH_STYLE, LINEAR_MAX, False, "O(S)"))
 
 
-def memory_scaling(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
-    """Fit peak memory ∝ S^k per backend over prefill lengths: ~2 for the score matrix, ~1 for flash-style."""
+def _fits(df: pd.DataFrame) -> tuple[list[dict], list[pd.DataFrame]]:
+    """Peak memory ∝ S^k fitted per backend and shape over its prefill lengths; the groups whose lengths span less
+    than MEMORY_SPAN apart (too short a range to tell S from S²)."""
     ok = ok_rows(dense_rows(df))
     ok = ok[(ok["phase"] == "prefill") & (ok["peak_mem_bytes"].astype("float64") > 0)]
     keys = ["backend", "variant", "dtype", "batch", "n_heads", "n_kv_heads", "head_dim", "mask", "pass",
@@ -25,45 +46,68 @@ def memory_scaling(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
         seqs = grp["seq_kv"].astype("float64")
         if seqs.nunique() < 2:
             continue
-        if seqs.max() / seqs.min() < MEMORY_SPAN:  # too short a range to tell S from S^2
+        if seqs.max() / seqs.min() < MEMORY_SPAN:
             short.append(grp)
             continue
         detail.append({**dict(zip(keys, key, strict=True)), "points": len(grp), "seq_min": int(seqs.min()),
                        "seq_max": int(seqs.max()),
                        "exponent": fit_exponent(seqs, grp["peak_mem_bytes"].astype("float64"))})
+    return detail, short
+
+
+def _shown(c: Condition) -> str:
+    """'naive S^2.00 holds', with the range over its shapes where they differ."""
+    spread = f" (S^{c.low:.2f}–{c.high:.2f} over its shapes)" if c.high - c.low >= 0.005 else ""
+    return f"{c.name} S^{c.ratio:.2f}{spread} {c.verdict}"
+
+
+def memory_scaling(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
+    """Per backend (a condition), the median over its shapes of peak memory fitted as ∝ S^k, against its side's
+    bound; the claim's word is bench.report.conditions' rule over them, and holds only with both sides measured."""
+    command = spec("memory").command
+    detail, short = _fits(df)
     if not detail and short:
         rows = pd.concat(short)
         return Verdict(CLAIM, INCONCLUSIVE, f"peak memory was measured over S {int(rows['seq_kv'].min())}–"
                        f"{int(rows['seq_kv'].max())} only: too short a range to tell S from S²; lengths spanning "
-                       f"≥{MEMORY_SPAN}× decide it (`{spec('memory').command}`)",
+                       f"≥{MEMORY_SPAN}× decide it (`{command}`)",
                        judged_on=judged(span(rows["seq_kv"], "S"), ", ".join(sorted(rows["backend"].unique()))))
     if not detail:
         return Verdict(CLAIM, NOT_MEASURED, f"no backend has measured peak memory over a ≥{MEMORY_SPAN}× range "
-                       f"of lengths (`{spec('memory').command}`)")
+                       f"of lengths (`{command}`)")
     frame = pd.DataFrame(detail)
     on = judged(f"S {frame['seq_min'].min()}–{frame['seq_max'].max()}", ", ".join(sorted(frame["dtype"].unique())),
                 ", ".join(sorted(frame["backend"].unique())))
-    per_backend = pd.DataFrame(detail).groupby("backend")["exponent"].median()
-    quad = {b: e for b, e in per_backend.items() if b in MATERIALISING}
-    lin = {b: e for b, e in per_backend.items() if b in FLASH_STYLE}
-    other = {b: e for b, e in per_backend.items() if b not in MATERIALISING + FLASH_STYLE}
-
-    def show(group: dict) -> str:
-        return ", ".join(f"{b} S^{e:.2f}" for b, e in group.items()) or "not measured"
-
-    numbers = (f"peak memory ∝ S^k fitted per shape (median per backend): score-matrix backends {show(quad)}; "
-               f"flash-style {show(lin)}" + (f"; others {show(other)}" if other else "")
-               + f". O(S²) means k ≥ {QUADRATIC_MIN}, O(S) means k ≤ {LINEAR_MAX}. Peak bytes are counted from "
-               "the allocator, not timed: the same call allocates the same bytes on every repeat, so no timing "
-               "interval applies.")
-    if not quad and not lin:
-        return Verdict(CLAIM, NOT_MEASURED, numbers, detail=tuple(detail), judged_on=on)
-    holds = all(e >= QUADRATIC_MIN for e in quad.values()) and all(e <= LINEAR_MAX for e in lin.values())
-    if not (quad and lin):
-        numbers += " Only one side measured."
+    exponents = frame.dropna(subset=["exponent"]).groupby("backend")["exponent"]
+    found: list[Condition] = []
+    parts, missing = [], []
+    for side, backends, bound, above, big_o in SIDES:
+        here = [condition(b, float(k.median()), (float(k.min()), float(k.max())), bound, above, basis=COUNTED)
+                for b, k in exponents if b in backends]
+        found += here
+        parts.append(f"{side} kernels ({big_o}: k {'≥' if above else '≤'} {bound}) "
+                     + ("; ".join(_shown(c) for c in here) if here else "not measured"))
+        if not here:
+            missing.append(f"the {side} side ({big_o}; a {'materialising' if above else 'tiled'} kernel such as "
+                           f"{', '.join(backends[:3])})")
+    others = [f"{b} S^{k.median():.2f}" for b, k in exponents if b not in MATERIALISING + FLASH_STYLE]
+    numbers = (f"peak memory ∝ S^k fitted per shape, the median per backend: {'; '.join(parts)}"
+               + (f"; others (no memory trait to judge) {', '.join(others)}" if others else "")
+               + ". Peak bytes are counted from the allocator, not timed: the same call allocates the same bytes on "
+               "every repeat, so no timing interval applies; a backend's range is its k over its shapes.")
+    verdict = combine(found)
+    if verdict == NOT_MEASURED:
+        return Verdict(CLAIM, NOT_MEASURED, f"{numbers} (`{command}`)", detail=tuple(detail), judged_on=on)
     why = ""
-    if not holds:
-        off = [f"{b} S^{e:.2f}" for b, e in quad.items() if e < QUADRATIC_MIN]
-        off += [f"{b} S^{e:.2f}" for b, e in lin.items() if e > LINEAR_MAX]
-        why = f"off its memory model: {', '.join(off)}."
-    return Verdict(CLAIM, HOLDS if holds else FAILS, numbers, why, tuple(detail), judged_on=on)
+    off = [c for c in found if c.verdict == FAILS]
+    straddling = [c for c in found if c.verdict == INCONCLUSIVE]
+    if off:
+        why = f"off its memory model: {', '.join(f'{c.name} S^{c.ratio:.2f}' for c in off)}."
+    if straddling:
+        why += (" Open: " + ", ".join(f"{c.name} (S^{c.low:.2f}–{c.high:.2f})" for c in straddling)
+                + ": its shapes fit on both sides of its bound.")
+    if missing and verdict == HOLDS:
+        verdict = INCONCLUSIVE  # one side holding cannot show the other: the claim needs both
+    if missing:
+        why += f" Not measured: {' and '.join(missing)}; `{command}` measures both sides."
+    return Verdict(CLAIM, verdict, numbers, why.strip(), tuple(detail), judged_on=on, conditions=tuple(found))
