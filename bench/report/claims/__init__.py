@@ -16,6 +16,7 @@ import pandas as pd
 from bench.claims import CLAIMS as SPECS
 from bench.claims import ClaimSpec
 from bench.meta import RunMeta
+from bench.report.decided import with_blocks
 from bench.report.tables import best_backends
 from bench.report.verdict import Verdict
 
@@ -33,8 +34,8 @@ CLAIMS: tuple[Claim, ...] = tuple(judge_of(spec) for spec in SPECS)
 
 
 def verdicts(df: pd.DataFrame, run: RunMeta) -> list[Verdict]:
-    """Every claim's verdict on one run."""
-    return [claim(df, run) for claim in CLAIMS]
+    """Every claim's verdict on one run; a condition the run re-measured in interleaved blocks is judged on them."""
+    return [with_blocks(claim(df, run), spec.key, run.decided) for spec, claim in zip(SPECS, CLAIMS, strict=True)]
 
 
 def evaluate_claims(df: pd.DataFrame, kv_measured: list[dict] | None = None) -> list[dict]:

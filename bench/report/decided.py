@@ -1,0 +1,79 @@
+"""Conditions decided by interleaved blocks: where a run re-measured a condition's cases after its sweep
+(bench.engine.decide), the condition is judged on those blocks instead of on each case's own CI.
+
+A block ran in a fresh worker process: each (top, bottom) pair of the condition measured as ABBA or BAAB (A the top
+case), so a slow spell lands on both sides alike. The block's ratio is the geometric mean over its pairs of the top's
+mean slice over the bottom's. Over n >= MIN_DECIDE_BLOCKS blocks, the estimate is the Hodges-Lehmann centre of the
+log ratios and the interval the distribution-free 95% interval of that centre (bench.regress.blocks at alpha 0.025
+on each side): ranks, so a block that ran beside a busy neighbour weighs no more than any other, and a fresh process
+per block, so what a worker's state does to a case (where its buffers landed, what it compiled) is part of the
+spread the interval covers. With fewer blocks the condition keeps its CI-based interval and says how many blocks it
+has.
+
+Run metadata (RunMeta.decided): one dict per condition re-measured, {"claim", "condition", "pairs", "blocks",
+"spent_s"}; a block is {"ratio", "worker", "order", "top_s", "bottom_s"} (seconds of each slice, per pair).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from bench.report.conditions import FROM_BLOCKS, Condition, combine, listing, word
+from bench.report.verdict import INCONCLUSIVE, Verdict
+
+MIN_DECIDE_BLOCKS = 6  # 2^-6 = 0.016 <= 0.025: the fewest blocks with a 95% signed-rank interval
+ALPHA = 0.025  # each side: a 95% interval, as every claim's
+
+
+def block_ratio(top_s: Sequence[Sequence[float]], bottom_s: Sequence[Sequence[float]]) -> float:
+    """One block's ratio: the geometric mean over pairs of mean(top slices) / mean(bottom slices)."""
+    logs = [math.log((sum(t) / len(t)) / (sum(b) / len(b))) for t, b in zip(top_s, bottom_s, strict=True)]
+    return math.exp(sum(logs) / len(logs))
+
+
+def blocks_interval(ratios: Sequence[float]) -> tuple[float, float, float]:
+    """(estimate, low, high) of the blocks' ratios: Hodges-Lehmann centre and its 95% signed-rank interval (nan
+    ends with fewer than MIN_DECIDE_BLOCKS blocks)."""
+    from bench.regress.blocks import block_stats
+    from bench.regress.noise import Rule
+
+    stats = block_stats(ratios, Rule(alpha=ALPHA))
+    return stats.estimate, stats.low, stats.high
+
+
+def judged_by_blocks(cond: Condition, blocks: Sequence[dict[str, Any]]) -> Condition:
+    """The condition judged on its blocks (as the module docstring says), or as it was with a note of how many
+    blocks it has when they are too few for an interval."""
+    ratios = [float(b["ratio"]) for b in blocks if _positive(b.get("ratio"))]
+    workers = len({b.get("worker") for b in blocks})
+    if len(ratios) < MIN_DECIDE_BLOCKS:
+        return dataclasses.replace(cond, basis=f"{cond.basis}; {len(ratios)} interleaved block(s) so far, "
+                                               f"{MIN_DECIDE_BLOCKS} give an interval")
+    estimate, low, high = blocks_interval(ratios)
+    return dataclasses.replace(cond, ratio=estimate, low=low, high=high, why="",
+                               verdict=word(low, high, cond.bound, cond.holds_above),
+                               basis=f"{FROM_BLOCKS} ({len(ratios)} blocks, {workers} fresh workers)")
+
+
+def _positive(x: Any) -> bool:
+    return isinstance(x, (int, float)) and math.isfinite(x) and x > 0
+
+
+def with_blocks(verdict: Verdict, claim_key: str, decided: Sequence[dict[str, Any]] | None) -> Verdict:
+    """The verdict with each condition the run re-measured judged on its blocks, and the claim's word recombined."""
+    mine = {d.get("condition"): d.get("blocks") or [] for d in decided or () if d.get("claim") == claim_key}
+    if not mine or not verdict.conditions:
+        return verdict
+    conditions = tuple(judged_by_blocks(c, mine[c.name]) if c.name in mine else c for c in verdict.conditions)
+    changed = [c for c, old in zip(conditions, verdict.conditions, strict=True) if c is not old]
+    word_now = combine(conditions)
+    numbers = verdict.numbers + f" Re-measured in interleaved blocks after the sweep: {listing(changed)}."
+    why = verdict.why
+    if word_now != verdict.verdict:  # the CI-based why described the open conditions the blocks have now judged
+        open_ = [c for c in conditions if c.verdict == INCONCLUSIVE]
+        why = ("still open after its blocks: " + "; ".join(f"{c.name} ({c.low:.2f}–{c.high:.2f}×, {c.basis})"
+                                                           for c in open_)) if open_ else ""
+    return dataclasses.replace(verdict, verdict=word_now, numbers=numbers, why=why, conditions=conditions)

@@ -1,0 +1,44 @@
+"""A condition re-measured in interleaved blocks is judged on its blocks, and the claim's word follows."""
+
+import pytest
+
+from bench.report.conditions import FROM_BLOCKS, condition
+from bench.report.decided import MIN_DECIDE_BLOCKS, block_ratio, judged_by_blocks, with_blocks
+from bench.report.verdict import DEPENDS, FAILS, HOLDS, INCONCLUSIVE, Verdict
+
+
+def _open(name="sdpa · fp32 · GQA", ratio=2.05, interval=(1.6, 2.6)):
+    return condition(name, ratio, interval, 2.0, holds_above=True, pairs=[("mha-id", "gqa-id")])
+
+
+def _blocks(ratios):
+    return [{"ratio": r, "worker": i, "order": "ABBA", "top_s": [[r, r]], "bottom_s": [[1.0, 1.0]]}
+            for i, r in enumerate(ratios)]
+
+
+def test_a_block_s_ratio_is_the_geometric_mean_over_pairs_of_mean_slices():
+    assert block_ratio([[2.0, 4.0]], [[1.0, 1.0]]) == pytest.approx(3.0)
+    assert block_ratio([[4.0, 4.0], [1.0, 1.0]], [[1.0, 1.0], [1.0, 1.0]]) == pytest.approx(2.0)
+
+
+def test_blocks_that_clear_the_bound_decide_an_open_condition_both_ways():
+    held = judged_by_blocks(_open(), _blocks([2.31, 2.28, 2.35, 2.30, 2.26, 2.33, 2.29]))
+    assert held.verdict == HOLDS and held.low >= 2.0 and held.basis.startswith(FROM_BLOCKS) and "7 blocks" in held.basis
+    failed = judged_by_blocks(_open(), _blocks([1.71, 1.75, 1.69, 1.80, 1.73, 1.77]))
+    assert failed.verdict == FAILS and failed.high < 2.0
+
+
+def test_blocks_that_straddle_stay_open_and_too_few_blocks_keep_the_ci():
+    straddling = judged_by_blocks(_open(), _blocks([1.8, 2.2, 1.9, 2.1, 1.95, 2.05, 2.3, 1.7]))
+    assert straddling.verdict == INCONCLUSIVE and straddling.low < 2.0 < straddling.high
+    few = judged_by_blocks(_open(), _blocks([2.3] * (MIN_DECIDE_BLOCKS - 1)))
+    assert few.verdict == INCONCLUSIVE and (few.low, few.high) == (1.6, 2.6) and "5 interleaved block(s)" in few.basis
+
+
+def test_the_claim_s_word_is_recombined_over_its_re_judged_conditions():
+    holding = condition("naive · fp32 · GQA", 0.9, (0.85, 0.95), 2.0, holds_above=True)  # fails
+    verdict = Verdict("claim", INCONCLUSIVE, "numbers", "open", conditions=(holding, _open()))
+    decided = [{"claim": "fused-decode", "condition": "sdpa · fp32 · GQA", "blocks": _blocks([2.3] * 7)}]
+    after = with_blocks(verdict, "fused-decode", decided)
+    assert after.verdict == DEPENDS and "Re-measured in interleaved blocks" in after.numbers
+    assert with_blocks(verdict, "other-claim", decided) is verdict  # another claim's blocks are not this one's
