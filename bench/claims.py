@@ -23,6 +23,8 @@ DECODE_SPEEDUP = (2.0, 4.0)  # "GQA/MQA speed up decoding 2–4×"
 MIN_KV_LENGTHS = 3  # a decode speedup short of the claim is only a finding over this many KV lengths
 NEAR = 50.0  # % of a ceiling from which a decode step counts as held by that ceiling
 ON_CHIP = 100.0  # % of the read-only ceiling above which a KV cache is served from on-chip caches, not memory
+KV_WITHIN = 0.02  # a GQA/MQA cache shrinks "by Hq/Hkv" when its MHA twin's bytes over its own are within 2% of Hq/Hkv
+# (bytes counted, not timed: the slack is for a few bytes a cache may keep beside K and V, not for noise)
 DOMINANT = 0.5  # attention "dominates" the layer when it takes at least this share of the layer's time
 MIN_LAYER_LENGTHS, LAYER_SPAN = 3, 4  # "does not hold" needs this many lengths over this span, the share not rising
 RISING = 0.2  # attention's time over the rest's, fitted as ∝ S^k: k above this is a share still on its way up
@@ -73,7 +75,7 @@ CLAIMS: tuple[ClaimSpec, ...] = (
               "bench.report.claims.memory:memory_scaling", "scaling",
               {"backend": "naive,sdpa", "kv-heads": "8", "seq": "256,512,1024,2048", **PREFILL}),
     ClaimSpec("kv", "GQA/MQA shrink the KV cache by Hq/Hkv", "bench.report.claims.kv_cache:kv_cache_shrink", "kv",
-              {"profile": "quick"}),  # any run: the caches are allocated at its start
+              {"profile": "quick"}),  # any run with transformers installed: its caches are measured at the start
     ClaimSpec("fused-decode", f"GQA/MQA speed up decoding {DECODE_SPEEDUP[0]:g}–{DECODE_SPEEDUP[1]:g}× (fused kernels)",
               "bench.report.claims.decode:fused_decode_speedup", "decode", DECODE),
     ClaimSpec("expanding-decode",

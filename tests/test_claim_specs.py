@@ -178,8 +178,36 @@ WORLDS: dict[str, tuple[Callable[[Case, bool], dict], str]] = {
 }
 
 
+def _kv_run(holds: bool, monkeypatch) -> RunMeta:
+    """The run's facts for the KV claim: llama-3-8b's twins as transformers caches them (holds), or under a cache that
+    repeats K/V to all Hq heads before keeping them, as an implementation without grouped KV would (does not)."""
+    pytest.importorskip("transformers")
+    from transformers.cache_utils import DynamicLayer
+
+    from bench.models.kvcache import measured_twins
+    from bench.models.presets import preset
+
+    llama = preset("llama-3-8b")
+    if not holds:
+        update = DynamicLayer.update
+
+        def all_heads(self, keys, values, *args, **kwargs):
+            repeat = llama.n_heads // keys.shape[1]
+            update(self, keys.repeat_interleave(repeat, 1), values.repeat_interleave(repeat, 1), *args, **kwargs)
+            return keys, values  # one step from an empty cache: attention reads this step's K/V either way
+
+        monkeypatch.setattr(DynamicLayer, "update", all_heads)
+    return RunMeta(kv_measured=measured_twins(llama))
+
+
+# claims judged from the run's facts, not its cases (their question funds none): facts on each side of the threshold
+RUN_WORLDS: dict[str, tuple[Callable, str]] = {
+    "kv": (_kv_run, "llama-3-8b's transformers cache keeping Hkv heads (holds) or all Hq heads"),
+}
+
+
 def test_every_claim_a_question_funds_has_a_world_here():
-    assert set(WORLDS) == {s.key for s in CLAIMS if s.question and s.key != "kv"}
+    assert set(WORLDS) | set(RUN_WORLDS) == {s.key for s in CLAIMS if s.question}
 
 
 @pytest.mark.parametrize("key", sorted(WORLDS))
@@ -194,4 +222,16 @@ def test_the_least_set_decides_its_claim_both_ways(key: str, planned, tmp_path):
         folder = tmp_path / expected.replace(" ", "-")
         folder.mkdir()
         v = judge(_frame([world(c, holds) for c in cases], folder), run)
+        assert v.verdict == expected, (key, holds, v.numbers, v.why)
+
+
+@pytest.mark.parametrize("key", sorted(RUN_WORLDS))
+def test_the_runs_facts_decide_its_claim_both_ways(key: str, planned, tmp_path, monkeypatch):
+    least, _ = planned
+    claim = spec(key)
+    assert not least[claim.question]  # judged from the run's facts: its question funds no case
+    world, _ = RUN_WORLDS[key]
+    df = _frame([_timed(_case("naive", 512), 1e-3)], tmp_path)
+    for holds, expected in ((True, HOLDS), (False, FAILS)):
+        v = judge_of(claim)(df, world(holds, monkeypatch))
         assert v.verdict == expected, (key, holds, v.numbers, v.why)

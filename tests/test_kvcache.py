@@ -344,3 +344,32 @@ def test_measure_encoder_only_and_bad_method() -> None:
     assert measure_kv_cache_bytes(model("bert-base"), 512) == 0
     with pytest.raises(ValueError, match="allocator"):
         measure_kv_cache_bytes(model("gpt2"), 8, method="allocator", device="cpu")
+
+
+# ------------------------------------------------------------------------------- transformers' own cache
+
+def test_transformers_twins_cache_hkv_heads_per_token() -> None:
+    """A one-layer transformers twin's cache, per token: llama-3-8b's GQA keeps 8 K/V heads of 128 at bf16 (the
+    formula's 128 KiB over its 32 layers), MHA 32, MQA 1; MLA keeps its latent and rope key (512 + 64)."""
+    pytest.importorskip("transformers")
+    from bench.models.kvcache import measured_twins
+
+    llama = {r["variant"]: r for r in measured_twins(model("llama-3-8b"))}
+    assert {v: r["bytes_per_token"] for v, r in llama.items()} == {"mha": 2 * 32 * 128 * 2, "gqa": 2 * 8 * 128 * 2,
+                                                                    "mqa": 2 * 1 * 128 * 2}
+    assert 32 * llama["gqa"]["bytes_per_token"] == 128 * KiB == estimate(model("llama-3-8b"), 1, 1).bytes_per_token
+    assert llama["gqa"]["source"] == "transformers" and llama["gqa"]["method"] == "LlamaForCausalLM"
+    mistral = {r["variant"]: r for r in measured_twins(model("mistral-7b-v0.1"))}
+    assert mistral["gqa"]["method"] == "MistralForCausalLM" and mistral["gqa"]["bytes_per_token"] == 4096
+    mla = {r["variant"]: r for r in measured_twins(model("deepseek-v3"))}["mla"]
+    assert mla["method"] == "DeepseekV3ForCausalLM" and mla["bytes_per_token"] == (512 + 64) * 2
+
+
+def test_without_transformers_no_cache_is_measured_and_none_is_sized_from_the_formula(monkeypatch) -> None:
+    """measured_presets once allocated caches of its own from n_kv_heads: the formula's bytes, which could not fail.
+    Without transformers it measures nothing rather than that."""
+    from bench.models import hf_cache
+    from bench.models.kvcache import measured_presets
+
+    monkeypatch.setattr(hf_cache, "available", lambda: False)
+    assert measured_presets("cpu") == []

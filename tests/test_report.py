@@ -276,24 +276,44 @@ def test_heads_claim(tmp_path):
     assert evaluate_claims(_frame([make_record()], tmp_path))[0]["verdict"] == NOT_MEASURED
 
 
-def test_kv_cache_claim_is_judged_from_measured_allocations(tmp_path):
-    def measured(model, variant, hq, hkv, nbytes):
-        return {"model": model, "variant": variant, "n_heads": hq, "n_kv_heads": hkv, "context": 64,
-                "method": "profiler", "bytes": nbytes}
+def _kv(model, variant, hq, hkv, per_token):
+    """A twin's cache as measured in transformers (bench.models.kvcache.measured_twins)."""
+    return {"model": model, "variant": variant, "n_heads": hq, "n_kv_heads": hkv, "head_dim": 128, "tokens": 8,
+            "dtype": "bf16", "source": "transformers", "method": "LlamaForCausalLM", "bytes_per_token": per_token}
 
+
+def test_kv_cache_claim_is_judged_per_twin_on_transformers_caches(tmp_path):
     df = _frame([make_record()], tmp_path)
-    exact = [measured("llama-3-8b", "mha", 32, 32, 32 * 4096), measured("llama-3-8b", "gqa", 32, 8, 8 * 4096),
-             measured("llama-3-8b", "mqa", 32, 1, 4096)]
+    exact = [_kv("llama-3-8b", "mha", 32, 32, 16384), _kv("llama-3-8b", "gqa", 32, 8, 4096),
+             _kv("llama-3-8b", "mqa", 32, 1, 512)]
     claim = evaluate_claims(df, exact)[2]
-    assert claim["verdict"] == HOLDS and "2 of 2" in claim["numbers"] and "llama-3-8b GQA 4× of 4×" in claim["numbers"]
-    # a GQA cache that really holds MHA-sized K/V fails the claim, whatever the formula says
-    wrong = [*exact[:1], measured("llama-3-8b", "gqa", 32, 8, 32 * 4096)]
-    assert evaluate_claims(df, wrong)[2]["verdict"] == FAILS
-    assert evaluate_claims(df)[2]["verdict"] == NOT_MEASURED  # no allocation measured: no verdict
+    assert claim["verdict"] == HOLDS and "holds in 2 of 2" in claim["numbers"]
+    assert "llama-3-8b GQA (Hq/Hkv 4) 4×" in claim["numbers"] and len(claim["conditions"]) == 2
+    # a GQA cache that keeps all Hq heads fails its condition, whatever the formula says; the MQA one still holds
+    wrong = [*exact[::2], _kv("llama-3-8b", "gqa", 32, 8, 16384)]
+    claim = evaluate_claims(df, wrong)[2]
+    assert claim["verdict"] == DEPENDS and "llama-3-8b GQA (Hq/Hkv 4): its cache holds 16,384 bytes" in claim["why"]
+    off = [*exact[:2], _kv("llama-3-8b", "mqa", 32, 1, 512 * 1.03)]  # 3% off Hq/Hkv: past KV_WITHIN
+    assert {c["condition"]: c["verdict"] for c in evaluate_claims(df, off)[2]["conditions"]}[
+        "llama-3-8b MQA (Hq/Hkv 32)"] == FAILS
 
 
-@pytest.mark.slow  # allocates every preset's cache three times
-def test_kv_cache_claim_holds_on_real_allocations(tmp_path):
+def test_kv_cache_claim_does_not_read_caches_sized_from_the_formula(tmp_path):
+    """Caches attnbench allocated itself from n_kv_heads (what runs recorded before) are the formula's bytes: they
+    read holds by construction, so they are not measured evidence (they read holds before)."""
+    df = _frame([make_record()], tmp_path)
+    allocated = [{"model": "llama-3-8b", "variant": v, "n_heads": 32, "n_kv_heads": h, "context": 64,
+                  "method": "profiler", "bytes": h * 4096} for v, h in (("mha", 32), ("gqa", 8))]
+    claim = evaluate_claims(df, allocated)[2]
+    assert claim["verdict"] == NOT_MEASURED and "formula" in claim["numbers"]
+    assert "pip install 'attnbench[hf]'" in claim["numbers"] and spec("kv").command in claim["numbers"]
+    nothing = evaluate_claims(df)[2]  # no transformers: nothing measured, the extra named
+    assert nothing["verdict"] == NOT_MEASURED and "pip install 'attnbench[hf]'" in nothing["numbers"]
+
+
+@pytest.mark.slow  # builds a one-layer transformers twin of every preset
+def test_kv_cache_claim_holds_on_transformers_caches(tmp_path):
+    pytest.importorskip("transformers")
     from bench.models.kvcache import measured_presets
 
     claim = evaluate_claims(_frame([make_record()], tmp_path), measured_presets("cpu"))[2]

@@ -5,6 +5,8 @@ The model is a bench.models.ModelConfig (a config.json, a preset, or a geometry 
 docstring states the rules of reading one. `KVCache` is the gpt-fast-style cache a decoder really allocates;
 `measure_kv_cache_bytes` allocates one per layer (a rolling window-sized one for a sliding layer, a
 `LatentKVCache` under MLA) and reads back what the allocator handed out, so the formula is checked, not restated.
+These caches are sized from n_kv_heads, so they cannot judge the claim that GQA/MQA shrink the cache:
+`measured_presets` measures transformers' own caches for it (bench.models.hf_cache).
 """
 
 from __future__ import annotations
@@ -169,43 +171,47 @@ def _cuda_delta(model: ModelConfig, context: int, batch: int, dtype: str | None,
     return measured
 
 
-def measured_presets(device: str = "cpu", context: int = 64) -> list[dict]:
+def measured_presets(device: str = "cpu") -> list[dict]:
     """Every preset with a KV cache, as MHA, its own grouping and MQA (an MLA preset: as MLA, and decompressed as
-    MHA and MQA at its Hq): the cache allocated for `context` tokens and measured (the CUDA allocator's bytes, or
-    the CPU profiler's allocation events), for the claim that GQA/MQA shrink the cache by Hq/Hkv. kv_elements is
-    what one token and layer caches (Hkv x (D_qk + D_v), or rank + rope): the ratio each measured cache should
-    show against its MHA twin. Done once per run, at its start; a few seconds on a CPU (in the tests, once per test
-    run: bench.measure.calibrate.reused)."""
+    MHA and MQA at its Hq), each measured as transformers keeps it (bench.models.hf_cache: a one-layer twin run one
+    forward step, the bytes per token its cache holds), for the claim that GQA/MQA shrink the cache by Hq/Hkv: our
+    code names the heads, transformers' decides what it keeps. Empty without transformers: nothing measured, and no
+    formula result in its place. Done once per run, at its start, in about a second past transformers' import (in
+    the tests, once per test run: bench.measure.calibrate.reused)."""
     from bench.measure.calibrate import reused
+    from bench.models import hf_cache
 
-    return reused(f"kv {device} {context}", lambda: _measured_presets(device, context))
-
-
-def _measured(measured: dict[tuple, int], m: ModelConfig, context: int, device: str, method: MeasureMethod) -> int:
-    """A preset twin's measured bytes, measured once per cache geometry (what its layers hold, not its name)."""
-    key = (m.layer_kinds, m.window, m.chunk, m.n_kv_heads, m.head_dim, m.v_head_dim, m.kv_latent_dim,
-           m.index_head_dim)
-    if key not in measured:
-        measured[key] = measure_kv_cache_bytes(m, context, 1, "bf16", device, method)
-    return measured[key]
+    if not hf_cache.available():
+        return []
+    return reused(f"kv-transformers {device}", lambda: _measured_presets(device))
 
 
-def _measured_presets(device: str, context: int) -> list[dict]:
+def measured_twins(cfg: ModelConfig, device: str = "cpu", measured: dict[str, tuple[int, str]] | None = None) \
+        -> list[dict]:
+    """One preset's twins (MHA, its own GQA, MQA; an MLA preset: MLA, and its MHA and MQA decompressed), each as
+    transformers caches it: bytes_per_token of one layer, with the heads its config asked for. `measured` keeps
+    what was measured by twin, so presets of one geometry are measured once."""
+    from bench.models import hf_cache
+
+    measured = {} if measured is None else measured
+    twins = [("mla", cfg), ("mha", cfg.decompressed("mha")), ("mqa", cfg.decompressed("mqa"))] if cfg.is_mla \
+        else [(variant, cfg.as_variant(variant)) for variant in cfg.variants()]
+    out = []
+    for variant, m in twins:
+        key = repr(hf_cache.twin_config(m))
+        if key not in measured:
+            measured[key] = hf_cache.cache_bytes_per_token(m, device)
+        nbytes, model_class = measured[key]
+        out.append({"model": cfg.name, "variant": variant, "n_heads": m.n_heads,
+                    "n_kv_heads": None if m.is_mla else m.n_kv_heads, "head_dim": m.head_dim,
+                    "kv_latent_dim": m.kv_latent_dim, "index_head_dim": m.index_head_dim,
+                    "tokens": hf_cache.TOKENS, "dtype": "bf16", "source": "transformers", "method": model_class,
+                    "bytes_per_token": nbytes})
+    return out
+
+
+def _measured_presets(device: str) -> list[dict]:
     from bench.models.presets import PRESETS
 
-    method: MeasureMethod = "allocator" if torch.device(device).type == "cuda" else "profiler"
-    out = []
-    measured: dict[tuple, int] = {}  # a cache geometry measured once (DeepSeek-V3.2's MHA/MQA twins are V3's)
-    for cfg in PRESETS.values():
-        if cfg.encoder_only:
-            continue
-        twins = [("mla", cfg), ("mha", cfg.decompressed("mha")), ("mqa", cfg.decompressed("mqa"))] if cfg.is_mla \
-            else [(variant, cfg.as_variant(variant)) for variant in cfg.variants()]
-        for variant, m in twins:
-            elements = (m.kv_latent_dim or m.n_kv_heads * (m.head_dim + (m.v_head_dim or m.head_dim))) \
-                + (m.index_head_dim or 0)
-            out.append({"model": cfg.name, "variant": variant, "n_heads": m.n_heads,
-                        "n_kv_heads": 1 if m.is_mla else m.n_kv_heads, "kv_elements": elements,
-                        "context": context, "dtype": "bf16", "method": method,
-                        "bytes": _measured(measured, m, context, device, method)})
-    return out
+    measured: dict[str, tuple[int, str]] = {}  # a twin measured once (DeepSeek-V3.2's MHA/MQA twins are V3's)
+    return [row for cfg in PRESETS.values() if not cfg.encoder_only for row in measured_twins(cfg, device, measured)]

@@ -1,72 +1,98 @@
-"""Claim: GQA/MQA shrink the KV cache by Hq/Hkv, judged from caches really allocated at the run's start."""
+"""Claim: GQA/MQA shrink the KV cache by Hq/Hkv, judged on the caches transformers itself keeps.
+
+Each preset is measured at the run's start as MHA, its own GQA and MQA (bench.models.kvcache.measured_presets): a
+one-layer transformers twin of it run one forward step, the bytes per token its cache holds. Our code only names the
+heads; transformers' decides what it keeps, so an implementation that kept all Hq heads would fail here. Each GQA/MQA
+twin is one condition: its MHA twin's bytes over its own, against Hq/Hkv within KV_WITHIN.
+"""
 
 from __future__ import annotations
 
-import math
-
 import pandas as pd
 
-from bench.claims import spec
+from bench.claims import KV_WITHIN, spec
 from bench.meta import RunMeta
+from bench.models.config import element_bytes
+from bench.report.conditions import Condition, combine
 from bench.report.verdict import FAILS, HOLDS, NO_FACTS, NOT_MEASURED, Verdict
 
 CLAIM = spec("kv").text
+COUNTED = "cache bytes counted"  # a cache's bytes are exact: no timing interval applies
+EXTRA = "pip install 'attnbench[hf]'"  # transformers, whose caches are measured
+
+
+def _conditions(by_model: dict[str, dict[str, dict]]) -> tuple[list[Condition], list[dict]]:
+    """One condition per preset's GQA/MQA twin beside its MHA twin: MHA's bytes per token over its own."""
+    found, detail = [], []
+    for model, variants in by_model.items():
+        mha = variants.get("mha")
+        if not mha:
+            continue
+        for variant, m in variants.items():
+            if variant in ("mha", "mla") or not m.get("n_kv_heads"):
+                continue
+            expected = m["n_heads"] / m["n_kv_heads"]
+            ratio = mha["bytes_per_token"] / m["bytes_per_token"]
+            verdict = HOLDS if abs(ratio / expected - 1) <= KV_WITHIN else FAILS
+            name = f"{model} {variant.upper()} (Hq/Hkv {expected:g})"
+            found.append(Condition(name, ratio, ratio, ratio, verdict, basis=COUNTED))
+            detail.append({"what": name, "ratio": ratio, "expected": expected, "verdict": verdict,
+                           "method": m.get("method"), "mha_bytes_per_token": mha["bytes_per_token"],
+                           "bytes_per_token": m["bytes_per_token"]})
+    return found, detail
 
 
 def kv_cache_shrink(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
-    """Hq/Hkv from KV caches really allocated and measured at the run's start (each preset as MHA, its own grouping
-    and MQA: RunMeta.kv_measured), not from the formula on both sides, which could not fail. An MLA preset is
-    measured as MLA beside its MHA and MQA twins at the same Hq: its expected ratio is Hq x (D_qk + D_v) /
-    (rank + rope), the elements per token and layer (kv_elements) of each."""
-    kv_measured = run.kv_caches()
-    if not kv_measured:
-        return Verdict(CLAIM, NOT_MEASURED, "this run measured no KV cache allocations (runs of attnbench from "
-                       f"before they were measured); any run measures them (`{spec('kv').command}`)")
-    detail = []
+    """Per preset's GQA/MQA twin (a condition), MHA's cache bytes per token over its own as transformers keeps them
+    (RunMeta.kv_measured), against Hq/Hkv within KV_WITHIN; the claim's word is bench.report.conditions' rule.
+    Caches attnbench sized itself from n_kv_heads (runs before these) are not evidence: they are the formula's."""
+    command = spec("kv").command
+    kept = run.kv_caches()
+    measured = [m for m in kept if m.get("source") == "transformers" and m.get("bytes_per_token")]
+    if not measured:
+        said = ("this run's caches were allocated by attnbench from n_kv_heads, so their bytes are the formula's and "
+                "could not fail" if kept else "this run measured no KV cache")
+        return Verdict(CLAIM, NOT_MEASURED, f"{said}; a run measures transformers' own caches at its start where "
+                       f"transformers is installed (`{EXTRA}`, then `{command}`)")
     by_model: dict[str, dict[str, dict]] = {}
-    for m in kv_measured:
+    for m in measured:
         by_model.setdefault(str(m.get("model")), {})[str(m.get("variant"))] = m
-    for model, variants in by_model.items():
-        mha = variants.get("mha")
-        if not mha or not mha.get("bytes"):
-            continue
-        for variant, m in variants.items():
-            if variant == "mha" or not m.get("bytes"):
-                continue
-            # kv_elements (per token and layer): MLA's latent against MHA's Hq x (D_qk + D_v); Hq/Hkv otherwise
-            expected = mha["kv_elements"] / m["kv_elements"] if m.get("kv_elements") and mha.get("kv_elements") \
-                else m["n_heads"] / m["n_kv_heads"]
-            detail.append({"source": "measured", "what": f"{model} {variant.upper()}",
-                           "ratio": mha["bytes"] / m["bytes"], "expected": expected,
-                           "method": m.get("method"), "mha_bytes": mha["bytes"], "bytes": m["bytes"]})
-    if not detail:
-        return Verdict(CLAIM, NOT_MEASURED, "no preset was measured both as MHA and as GQA/MQA")
-    exact = [d for d in detail if math.isclose(d["ratio"], d["expected"], rel_tol=0.01)]
-    worst = max(detail, key=lambda d: abs(math.log(d["ratio"] / d["expected"])))
-    method = detail[0]["method"]
-    numbers = (f"caches allocated for {kv_measured[0].get('context')} tokens and measured ({method}): "
-               f"{len(exact)} of {len(detail)} GQA/MQA caches are their MHA twin ÷ Hq/Hkv within 1% ("
-               + ", ".join(f"{d['what']} {d['ratio']:.3g}× of {d['expected']:g}×" for d in detail[:6])
-               + (", …" if len(detail) > 6 else "") + f"); furthest: {worst['what']} {worst['ratio']:.3g}× "
-               f"against {worst['expected']:g}×. Bytes allocated, not times: no timing interval applies.")
-    numbers += _mla_note(by_model)
-    holds = len(exact) == len(detail)
-    why = "" if holds else (f"{len(detail) - len(exact)} cache(s) hold more than K/V at Hkv heads (e.g. "
-                            f"{worst['what']}: {worst['bytes']:,} bytes against MHA's {worst['mha_bytes']:,}).")
-    return Verdict(CLAIM, HOLDS if holds else FAILS, numbers, why, tuple(detail))
+    found, detail = _conditions(by_model)
+    if not found:
+        return Verdict(CLAIM, NOT_MEASURED, f"no preset was measured both as MHA and as GQA/MQA (`{command}`)")
+    verdict = combine(found)
+    methods = ", ".join(sorted({str(m.get("method")) for m in measured}))
+    parts = []
+    for word in (HOLDS, FAILS):
+        these = [c for c in found if c.verdict == word]
+        if these:
+            parts.append(f"{word} in {len(these)} of {len(found)} ("
+                         + "; ".join(f"{c.name} {c.ratio:.3g}×" for c in these) + ")")
+    numbers = (f"transformers' own caches (one-layer twins: {methods}), after one forward step of "
+               f"{measured[0].get('tokens')} tokens in {measured[0].get('dtype')}: the MHA twin's bytes per token over "
+               f"each GQA/MQA twin's, against Hq/Hkv within {KV_WITHIN:.0%}: {'; '.join(parts)}. Bytes counted, "
+               "not timed: no interval applies."
+               + _mla_note(by_model))
+    failing = [d for d in detail if d["verdict"] == FAILS]
+    why = " ".join(f"{d['what']}: its cache holds {d['bytes_per_token']:,} bytes per token, MHA's "
+                   f"{d['mha_bytes_per_token']:,} ÷ {d['ratio']:.3g}, not ÷ {d['expected']:g}: it keeps other than "
+                   "its Hkv heads." for d in failing[:3])
+    why += f" And {len(failing) - 3} more (the numbers name them)." if len(failing) > 3 else ""
+    return Verdict(CLAIM, verdict, numbers, why, tuple(detail), judged_on=f"{len(by_model)} presets' twins",
+                   conditions=tuple(found))
 
 
 def _mla_note(by_model: dict[str, dict[str, dict]]) -> str:
-    """MLA beside its MHA and MQA twins at the same Hq, in the caches measured: one sentence per MLA model."""
+    """MLA beside its MHA twin at the same Hq, as transformers caches each: one sentence per MLA preset."""
     notes = []
     for model, v in by_model.items():
-        mla, mha, mqa = v.get("mla"), v.get("mha"), v.get("mqa")
-        if not (mla and mha and mla.get("bytes") and mha.get("bytes")):
+        mla, mha = v.get("mla"), v.get("mha")
+        if not (mla and mha):
             continue
-        note = (f" MLA ({model}, Hq {mla['n_heads']}): its latent of {mla.get('kv_elements')} elements per token "
-                f"and layer caches {mha['bytes'] / mla['bytes']:.3g}× less than MHA's Hq × (D_qk + D_v) = "
-                f"{mha.get('kv_elements')}")
-        if mqa and mqa.get("bytes"):
-            note += f", {mla['bytes'] / mqa['bytes']:.3g}× as much as MQA's one K/V head"
-        notes.append(note + ".")
+        elements = mla["bytes_per_token"] // element_bytes(str(mla.get("dtype")))
+        index = f" + its index key {mla['index_head_dim']}" if mla.get("index_head_dim") else ""
+        notes.append(f" MLA ({model}, Hq {mla['n_heads']}): transformers caches {elements:,} elements per token and "
+                     f"layer (rank + rope {mla.get('kv_latent_dim')}{index}), "
+                     f"{mha['bytes_per_token'] / mla['bytes_per_token']:.3g}× less than its MHA twin (K and V at head "
+                     f"dim {mha.get('head_dim')}).")
     return "".join(notes)
