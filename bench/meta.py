@@ -90,7 +90,7 @@ class RunMeta:
     fingerprint: dict | None = None  # what must match for two runs' times to be comparable
     models: dict | None = None  # --model-config: per model, its layers per attention kind and KV bytes per token
     workloads: dict | None = None  # --workload: per trace, its requests, schedule and buckets (bench.traces.replay)
-    kv_measured: list | None = None  # KV caches of the presets as MHA/GQA/MQA, bytes measured by the allocator
+    kv_measured: list | None = None  # KV caches of the presets as MHA/GQA/MQA, as transformers keeps them
     baseline: dict | None = None  # set when pooled from several runs (bench.regress.baseline)
     shards: list | None = None  # set when merged from shards
     devices: list | None = None  # bench run --devices: the (alike) devices whose workers ran the cases

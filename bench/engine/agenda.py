@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.backends import get_backend
-from bench.engine.budget import MARGIN, priority_order
+from bench.engine.budget import DECIDE_SHARE, MARGIN, cases_room, priority_order
 from bench.engine.questions import QUESTIONS, Context, Question
 from bench.engine.sweeps import Case
 from bench.meta import Calibration
@@ -74,7 +74,7 @@ def cut_dtypes(plan: Any, calibration: Calibration) -> tuple[str, ...]:
 
 def suggest_budget(seconds: float) -> float:
     """A --time-budget (whole minutes) whose planned share covers `seconds`."""
-    return 60.0 * math.ceil(seconds / MARGIN / 60.0)
+    return 60.0 * math.ceil(seconds / (MARGIN - DECIDE_SHARE) / 60.0)
 
 
 def make_agenda(cases: list[Case], ctx: Context, time_budget_s: float, elapsed_s: float) -> Agenda:
@@ -88,7 +88,7 @@ def make_agenda(cases: list[Case], ctx: Context, time_budget_s: float, elapsed_s
     funded: set[str] = set()
     first: list[Case] = []
     spent = elapsed_s
-    room = MARGIN * time_budget_s
+    room = cases_room(time_budget_s)
     # the cheapest questions are funded (and run) first: when the run goes slower than predicted, the questions
     # that go unanswered are the fewest
     found = []
@@ -212,6 +212,8 @@ def plan_lines(agenda: Agenda, time_budget_s: float, elapsed_s: float, emulated:
             when = f" in about {fmt_s(a.elsewhere_s)} here" if a.elsewhere_s else ""
             what = (f"its {a.picked} cases here cannot answer it" if a.picked else "not in this plan")
             lines.append(head + f"{what}: `{a.question.command}` measures it{when}")
+    lines.append(f"  then up to {fmt_s(DECIDE_SHARE * time_budget_s)} re-measures the claims' open conditions in "
+                 "interleaved blocks, each in a fresh worker")
     over = [a for a in agenda.answers if a.state == OVER]
     if over:
         total = elapsed_s + sum(a.cost_s for a in agenda.answers if a.state in (FUNDED, OVER))

@@ -16,6 +16,13 @@ from bench.case import family_key
 from bench.engine.sweeps import Case
 
 MARGIN = 0.9  # plan to this share of the budget: the end-of-run calibration and the file need the rest
+# ... of which this share is kept, after the sweep, to re-measure the claims' open conditions (bench.engine.decide)
+DECIDE_SHARE = 0.2
+
+
+def cases_room(time_budget_s: float) -> float:
+    """The seconds of a budget the sweep's cases may take: what the closing and deciding leave."""
+    return (MARGIN - DECIDE_SHARE) * time_budget_s
 
 
 def priority_order(cases: list[Case], predicted: dict[str, float]) -> list[Case]:
@@ -50,7 +57,7 @@ class TimeBudget:
         """elapsed_s: the run's time so far, calibration included."""
         if self.time_budget_s is None:
             return True
-        return elapsed_s + self.scale(key) * predicted_s <= MARGIN * self.time_budget_s
+        return elapsed_s + self.scale(key) * predicted_s <= cases_room(self.time_budget_s)
 
     def ran(self, predicted_s: float, measured_s: float, key: str | None = None) -> None:
         for k in {key, None}:
@@ -62,5 +69,5 @@ class TimeBudget:
         (whatever will not fit is skipped, in no time)."""
         eta = sum(self.scale(key) * predicted for predicted, key in remaining)
         if self.time_budget_s is not None:
-            eta = min(eta, max(0.0, MARGIN * self.time_budget_s - elapsed_s))
+            eta = min(eta, max(0.0, cases_room(self.time_budget_s) - elapsed_s))
         return eta

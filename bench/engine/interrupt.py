@@ -25,7 +25,7 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-STAGES = ("import", "calibrate", "check", "time", "write", "report", "cleanup")
+STAGES = ("import", "calibrate", "check", "time", "write", "decide", "report", "cleanup")
 HOOK_ENV = "ATTNBENCH_INTERRUPT_AT"
 _reached: Counter[str] = Counter()
 # Set in a case's worker process (bench.engine.worker), which ignores SIGINT: a terminal's Ctrl-C reaches the whole

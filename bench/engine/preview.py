@@ -10,7 +10,7 @@ so a CUDA plan can be read before a GPU is booked.
 from __future__ import annotations
 
 from bench.engine.agenda import BEFORE_FIRST_CASE_S, FUNDED, cut_dtypes, fmt_s, make_agenda, plan_lines
-from bench.engine.budget import MARGIN
+from bench.engine.budget import DECIDE_SHARE, cases_room
 from bench.engine.cost import predict_all
 from bench.engine.options import Plan
 from bench.engine.questions import Context
@@ -38,7 +38,7 @@ def preview_lines(plan: Plan, calibration: Calibration) -> list[str]:
     funded = {c.id for a in agenda.answers if a.state == FUNDED for c in a.least}
     spent, fate = elapsed, {}
     for c in agenda.order:
-        if spent + predicted[c.id] <= MARGIN * budget:
+        if spent + predicted[c.id] <= cases_room(budget):
             spent += predicted[c.id]
             fate[c.id] = "least" if c.id in funded else "runs"
         else:
@@ -46,6 +46,8 @@ def preview_lines(plan: Plan, calibration: Calibration) -> list[str]:
     fate.update(dict.fromkeys(agenda.left_out, "left out"))
     runs = sum(1 for f in fate.values() if f in ("least", "runs"))
     lines.append(f"predicted: {runs} of {len(plan.cases)} cases run in {fmt_s(spent)} of the {fmt_s(budget)} budget "
-                 f"(the cases end by {fmt_s(MARGIN * budget)}; the closing calibration and the file use the rest)")
+                 f"(the cases end by {fmt_s(cases_room(budget))}; then up to {fmt_s(DECIDE_SHARE * budget)} "
+                 "re-measures the claims' open conditions in interleaved blocks, each in a fresh worker; the closing "
+                 f"calibration and the file use the rest of {fmt_s(budget)})")
     order = agenda.order + [c for c in plan.cases if c.id in agenda.left_out]
     return lines + [f"  {predicted[c.id]:8.1f} s  {fate[c.id]:<11}  {c.id}" for c in order]

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bench.case import Case
-from bench.engine.budget import TimeBudget, priority_order
+from bench.engine.budget import MARGIN, TimeBudget, priority_order
 from bench.engine.console import fmt_eta
 from bench.engine.cost import predict_all
 from bench.engine.options import Plan
@@ -100,6 +100,13 @@ class Schedule:
     def eta_s(self, left: list[Case]) -> float:
         """The cost model's seconds left, scaled by how it has fared in this run."""
         return self.budget.eta_s([(self.predicted[c.id], c.shape.dtype) for c in left], self.elapsed_s())
+
+    def decide_s_left(self) -> float:
+        """Seconds the run may still spend deciding open conditions: up to the budget's planned share (MARGIN),
+        whatever the sweep left of it (0 without a budget)."""
+        if self.budget.time_budget_s is None:
+            return 0.0
+        return MARGIN * self.budget.time_budget_s - self.elapsed_s()
 
     def closing_lines(self) -> list[str]:
         if not self.over_budget:

@@ -71,6 +71,7 @@ class Session:
         self.pending = [c for c in plan.cases if c.id not in done]
         self.selected: set[str] = {c.id for c in self.pending}
         self.store: ResultsStore | None = None
+        self.setup: RunnerSetup | None = None  # what the cases' Runner is built from (open() sets it)
         self.interrupted = False
 
     @property
@@ -119,8 +120,9 @@ class Session:
                 kv = machine.kv_measured(self.executor, self.plan, self.say)
             self.store = self._new_store(calibration, kv)
         gpu_name = self.facts()["fingerprint"]["gpu_name"] if self.plan.device == "cuda" else None
-        self.executor.start(RunnerSetup(calibration, gpu_name, self.case_budget_s,
-                                        str(self.trace_dir) if self.trace_dir else None, self.plan.threads))
+        self.setup = RunnerSetup(calibration, gpu_name, self.case_budget_s,
+                                 str(self.trace_dir) if self.trace_dir else None, self.plan.threads)
+        self.executor.start(self.setup)
         self.schedule.predict(calibration, self.case_budget_s)
         mine = self._mine()
         if self.queue is None and mine:
@@ -193,6 +195,21 @@ class Session:
             if case_id in self.by_id:
                 yield self.by_id[case_id]
 
+    def decide(self) -> None:
+        """Under a time budget, in worker processes, the run's own cases all in: what the sweep left of the budget
+        re-measures the claims' open conditions in interleaved blocks (bench.engine.decide)."""
+        if (self.store is None or self.queue is not None or not isinstance(self.executor, Isolated)
+                or self.schedule.decide_s_left() <= 0 or not set(self.by_id) <= set(self.store.doc.case_ids())):
+            return
+        from bench.engine.decide import decide
+
+        interrupt.stage("decide")
+        self.executor.close()  # its worker idles from here: the blocks run in fresh ones
+        decided = decide(self.store.doc, self.plan.out, self.by_id, self.setup, self.plan.threads,
+                         self.schedule.decide_s_left, self.say)
+        if decided:
+            self.store.doc.meta.decided = decided
+
     def close(self, interrupted: bool) -> None:
         """Write the results file; after a complete run (or a worker's share of one) calibrate once more first."""
         self.interrupted = self.interrupted or interrupted
@@ -218,6 +235,7 @@ class Session:
             self.open()
             for case in self.cases():
                 self.measure_or_skip(case)
+            self.decide()
         except KeyboardInterrupt:
             self.interrupted = True
         finally:

@@ -211,7 +211,9 @@ def axis_fields() -> list[dataclasses.Field]:
 
 # `nox -s bench` (the default profile) plans its cases to this, so that it ends within 10 minutes on any 2-core
 # machine, installs, calibration and the report included; `--time-budget none` runs every case.
-DEFAULT_TIME_BUDGET_S = 360.0  # 8 minutes gave 533 s on a loaded 2-core AMD, report included, before the install
+# 8 minutes gave 533 s on a loaded 2-core AMD, report included, before the install; a fifth of it re-measures the
+# claims' open conditions after the sweep (bench.engine.decide)
+DEFAULT_TIME_BUDGET_S = 420.0
 
 # The sparse profile's budgets: densities 1/4, 1/8, 1/16 as block masks and as packed documents, and 256 tokens per
 # query as a window with global tokens and as top-K; each beside the dense case (none)
@@ -257,9 +259,15 @@ PROFILES: dict[str, dict[str, Sweep]] = {
                                Sweep(backends=("naive", "sdpa-flash"), kv_heads=(2,), seqs=(256,),
                                      decode_kv=(1024,), workloads=("azure-conv",), max_buckets=4, case_budget_s=0.2),
                                # transformers' sdpa path beside the torch kernels it calls, at Llama-3-8B's shapes
-                               # (unsupported, named, where transformers is not installed)
+                               # (unsupported, named, where transformers is not installed): a square prefill and a
+                               # one-query decode, where transformers skips its mask for is_causal ...
                                Sweep(backends=("hf-sdpa", "sdpa", "sdpa-flash"), models=("llama-3-8b",), seqs=(1024,),
                                      dtypes=("fp32",), phases=("prefill", "decode"), decode_kv=(4096,),
+                                     case_budget_s=0.3),
+                               # ... and a chunked prefill (256 queries against a 1,024-token cache, a decode-phase
+                               # case), where it builds one (bench.backends.hf.skips_mask)
+                               Sweep(backends=("hf-sdpa", "sdpa", "sdpa-flash"), models=("llama-3-8b",),
+                                     dtypes=("fp32",), phases=("decode",), decode_q=(256,), decode_kv=(1024,),
                                      case_budget_s=0.3))),
         "heads": Sweep(backends=("naive", "sdpa-math", "sdpa-flash", "flex"), heads=(1, 2, 4, 8, 16, 32),
                        kv_heads=None, d_model=512, seqs=(1024,)),
@@ -340,12 +348,18 @@ PROFILES: dict[str, dict[str, Sweep]] = {
                                                    heads=(16,), kv_heads=(4,), head_dims=(128,), dtypes=("bf16",),
                                                    seqs=(1024,), tokens_per_batch=16384, decode_kv=(8192,),
                                                    workloads=("azure-conv",), max_buckets=6, case_budget_s=0.3),
-                                             # transformers' sdpa path beside the torch kernels it calls
+                                             # transformers' sdpa path beside the torch kernels it calls,
+                                             # where it skips its mask (a square prefill, a one-query decode) ...
                                              Sweep(backends=("hf-sdpa", "sdpa", "sdpa-flash", "sdpa-cudnn"),
                                                    models=("llama-3-8b",), dtypes=("bf16",), seqs=(4096,),
                                                    tokens_per_batch=16384, phases=("prefill", "decode"),
                                                    decode_kv=(32768,),
-                                                   case_budget_s=0.5))),
+                                                   case_budget_s=0.5),
+                                             # ... and where it builds one: a chunked prefill (1,024 queries
+                                             # against a 4,096-token cache)
+                                             Sweep(backends=("hf-sdpa", "sdpa", "sdpa-flash", "sdpa-cudnn"),
+                                                   models=("llama-3-8b",), dtypes=("bf16",), phases=("decode",),
+                                                   decode_q=(1024,), decode_kv=(4096,), case_budget_s=0.5))),
         "heads": Sweep(heads=(1, 2, 4, 8, 16, 32), kv_heads=None, d_model=2048, seqs=(4096,), dtypes=("bf16",)),
         "sparse": Sweep(backends=("naive", "sdpa", "flex", "topk-gather"), heads=(16,), kv_heads=(4,),
                         head_dims=(128,), dtypes=("bf16",), seqs=(4096, 8192, 16384, 32768),
@@ -500,7 +514,8 @@ def trace_page_size(sweep: Sweep) -> int | None:
 def trace_cases(sweep: Sweep, device: str) -> list[Case]:
     """--workload: every bucket of every trace (bench.traces) at each head geometry, dtype and causal mask, for every
     backend with a serving layout; forward, plain softmax (a model's score variant is left out: serving batches
-    take none)."""
+    take none). After them, the same for each half of the trace's sampled real steps (bench.traces.sample), written
+    out exactly: what the report checks the buckets' estimate against."""
     if not sweep.workloads:
         return []
     from bench.backends.base import RAGGED_LAYOUTS
@@ -509,21 +524,24 @@ def trace_cases(sweep: Sweep, device: str) -> list[Case]:
     backends = [b for b in sweep.backends if get_backend(b).layout(RAGGED_LAYOUTS)]
     page = trace_page_size(sweep)
     out: list[Case] = []
+    checks: list[Case] = []  # after every bucket, so that the buckets' cases keep their order
     for name in sweep.workloads:
-        buckets = replay(name, knobs(sweep), sweep.max_buckets).buckets
+        played = replay(name, knobs(sweep), sweep.max_buckets)
+        halves = [(c.prefill and ("prefill", c.prefill), c.decode and ("decode", c.decode)) for c in played.checks]
         for g in geometries(sweep):
             for dtype, mask_text in itertools.product(sweep.dtypes, g.masks):
                 mask = case_mask(mask_text)
                 if g.is_mla or not mask.causal or mask.variants:
                     continue  # a server decodes causally; MLA and chunk masks take no serving batch
-                for b in buckets:
-                    groups = parse_rows(b.lengths)
-                    serving = ServingBatch(b.lengths, page if b.phase == "decode" else None)
+                for batches, phase, lengths in [(out, b.phase, b.lengths) for b in played.buckets] + \
+                        [(checks, *half) for pair in halves for half in pair if half]:
+                    groups = parse_rows(lengths)
+                    serving = ServingBatch(lengths, page if phase == "decode" else None)
                     shape = AttentionShape(sum(n for n, _, _ in groups), max(q for _, q, _ in groups),
                                            max(k for _, _, k in groups), g.n_heads, g.n_kv_heads, g.head_dim, dtype,
                                            mask, model=g.model, serving=serving)
-                    out += [Case(backend, shape, b.phase, "fwd", device) for backend in backends]
-    return out
+                    batches += [Case(backend, shape, phase, "fwd", device) for backend in backends]
+    return out + checks
 
 
 def _mla_cases(sweep: Sweep, g: Geometry, fixed: dict, device: str) -> list[Case]:

@@ -19,7 +19,7 @@ import pandas as pd
 
 from bench.meta import Calibration, RunMeta
 from bench.record import FIELDS
-from bench.results import ResultsError, read_run
+from bench.results import ResultsError, RunDocument, read_run
 from bench.results.entry import Entry
 from bench.shapes import INT_COLUMNS as SHAPE_INT_COLUMNS
 
@@ -202,8 +202,11 @@ def _row(path: Path, entry: Entry, run: dict) -> dict:
 
 def read_results(path: str | Path, run_id: str | None = None) -> tuple[pd.DataFrame, RunInfo]:
     """One results file -> (tidy frame, run info); raises ResultsError naming the file and the problem."""
-    path = Path(path)
-    doc = read_run(path)
+    return doc_frame(read_run(Path(path)), Path(path), run_id)
+
+
+def doc_frame(doc: RunDocument, path: Path, run_id: str | None = None) -> tuple[pd.DataFrame, RunInfo]:
+    """A run's document (read from `path`, or still being written there) -> (tidy frame, run info)."""
     meta = doc.meta
     env = {**(doc.fingerprint or {}), **{k: v for k, v in doc.environment.items() if v is not None}}
     calibration = meta.calibration

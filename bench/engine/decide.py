@@ -1,0 +1,135 @@
+"""After the sweep, a run under a time budget spends the share it kept (DECIDE_SHARE) deciding the claims' open
+conditions: those whose 95% interval, from each case's own CI, straddles their bound.
+
+Each such condition names the (top, bottom) cases behind its ratio (bench.report.conditions). They are measured
+again in blocks, each block in a fresh worker process (a worker's state — where its buffers landed, what it
+compiled — is then part of the spread, not a constant that reads as a difference), each pair as ABBA or BAAB at
+random, so a slow spell of the machine lands on both sides alike. The least decided condition goes first (the bound
+nearest the middle of its interval); it gets blocks until its blocks decide it (bench.report.decided: at least
+MIN_DECIDE_BLOCKS, judged by their signed-rank interval) or MAX_BLOCKS, then the next, until the time is spent.
+A condition open for a stated reason (a cache on-chip, too few lengths) is not re-measured: more rounds cannot
+decide it. The blocks go into the run's metadata (RunMeta.decided), with the seconds spent on each condition; the
+report judges those conditions on their blocks.
+
+The claims' judges need pandas: they are imported here, lazily, once the sweep is over.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from bench.case import Case
+from bench.engine.execute import RunnerSetup
+from bench.engine.isolate import Isolated
+
+DECIDE_SHARE = 0.2  # of a run's time budget, kept to decide open conditions after the sweep
+SLICE_BUDGET_S = 0.25  # timing seconds of one slice (a block has four per pair)
+MAX_BLOCKS = 12  # a condition still open after this many blocks is left as it is: its ratio sits on the bound
+MAX_PAIRS = 4  # a condition resting on more pairs than this costs too much a block to re-measure here
+
+
+@dataclass
+class OpenCondition:
+    claim: str
+    name: str
+    pairs: tuple[tuple[str, str], ...]
+    low: float
+    high: float
+    bound: float
+    condition: Any  # the report's Condition, to judge the blocks as they come
+
+    @property
+    def openness(self) -> float:
+        """How near the middle of the interval the bound sits (0.5: the middle, the least decided; 0: an end)."""
+        lo, hi, b = math.log(self.low), math.log(self.high), math.log(self.bound)
+        return min(b - lo, hi - b) / (hi - lo) if hi > lo else 0.0
+
+
+def open_conditions(doc: Any, path: Any, by_id: dict[str, Case]) -> list[OpenCondition]:
+    """The run's conditions whose interval straddles their bound and whose cases this run has, least decided first."""
+    from bench.claims import CLAIMS
+    from bench.report.claims import verdicts
+    from bench.report.load import doc_frame
+    from bench.report.verdict import INCONCLUSIVE
+
+    frame, info = doc_frame(doc, path)
+    found = []
+    for spec, verdict in zip(CLAIMS, verdicts(frame, info.meta), strict=True):
+        for c in verdict.conditions:
+            straddles = c.verdict == INCONCLUSIVE and not c.why and c.low > 0 and math.isfinite(c.high)
+            if straddles and c.pairs and len(c.pairs) <= MAX_PAIRS and all(t in by_id and b in by_id
+                                                                          for t, b in c.pairs):
+                found.append(OpenCondition(spec.key, c.name, c.pairs, c.low, c.high, c.bound, c))
+    return sorted(found, key=lambda o: -o.openness)
+
+
+def block(executor: Isolated, cond: OpenCondition, by_id: dict[str, Case], rng: random.Random,
+          worker: int) -> dict[str, Any] | None:
+    """One block of a condition in a fresh worker: each pair ABBA or BAAB; None when a case did not end ok."""
+    from bench.report.decided import block_ratio
+
+    order = rng.choice(("ABBA", "BAAB"))
+    tops, bottoms = [], []
+    executor.close()  # the next case starts a fresh worker
+    for top, bottom in cond.pairs:
+        slices: dict[str, list[float]] = {"A": [], "B": []}
+        for side in order:
+            outcome = executor.run(by_id[top if side == "A" else bottom], None)
+            if outcome.record.status != "ok" or not outcome.record.median_s:
+                return None
+            slices[side].append(outcome.record.median_s)
+        tops.append(slices["A"])
+        bottoms.append(slices["B"])
+    return {"ratio": block_ratio(tops, bottoms), "worker": worker, "order": order, "top_s": tops,
+            "bottom_s": bottoms}
+
+
+def decide(doc: Any, path: Any, by_id: dict[str, Case], setup: RunnerSetup, threads: int | None,
+           seconds_left: Callable[[], float], say: Callable[[str], None],
+           executor: Isolated | None = None) -> list[dict[str, Any]]:
+    """Re-measure the open conditions in blocks while seconds_left() allows (the module docstring); returns
+    RunMeta.decided: per condition its claim, name, pairs, blocks and the seconds spent. executor: where the blocks
+    run (default: worker processes with the run's threads, each slice SLICE_BUDGET_S of timing)."""
+    from bench.report.decided import judged_by_blocks
+    from bench.report.verdict import INCONCLUSIVE
+
+    opened = open_conditions(doc, path, by_id)
+    if not opened:
+        return []
+    say(f"deciding {len(opened)} open condition(s) in interleaved blocks, each block in a fresh worker "
+        f"({seconds_left():.0f} s kept for it):")
+    executor = executor or Isolated(threads)
+    executor.start(RunnerSetup(setup.calibration, setup.gpu_name, SLICE_BUDGET_S, None, threads))
+    rng, decided, worker = random.Random(0), [], 0
+    try:
+        for cond in opened:
+            started, blocks = time.perf_counter(), []
+            verdict = INCONCLUSIVE
+            while len(blocks) < MAX_BLOCKS and seconds_left() > 0 and verdict == INCONCLUSIVE:
+                worker += 1
+                got = block(executor, cond, by_id, rng, worker)
+                if got is None:
+                    break
+                blocks.append(got)
+                verdict = judged_by_blocks(cond.condition, blocks).verdict
+            if not blocks:
+                break  # no time left, or its cases no longer run: the later ones would fare no better
+            spent = time.perf_counter() - started
+            decided.append({"claim": cond.claim, "condition": cond.name, "pairs": [list(p) for p in cond.pairs],
+                            "blocks": blocks, "spent_s": spent})
+            judged = judged_by_blocks(cond.condition, blocks)
+            say(f"  {cond.claim}: {cond.name}: {len(blocks)} blocks, {spent:.0f} s -> {judged.verdict} "
+                f"{judged.ratio:.2f}× ({judged.low:.2f}–{judged.high:.2f}×)")
+            if seconds_left() <= 0:
+                break
+    finally:
+        executor.close()
+    left = len(opened) - len(decided)
+    if left:
+        say(f"  {left} open condition(s) left undecided: the time kept for deciding ran out")
+    return decided
