@@ -42,3 +42,12 @@ def test_the_claim_s_word_is_recombined_over_its_re_judged_conditions():
     after = with_blocks(verdict, "fused-decode", decided)
     assert after.verdict == DEPENDS and "Re-measured in interleaved blocks" in after.numbers
     assert with_blocks(verdict, "other-claim", decided) is verdict  # another claim's blocks are not this one's
+
+
+def test_a_condition_its_blocks_leave_open_says_how_many_blocks_would_decide_it():
+    verdict = Verdict("claim", INCONCLUSIVE, "numbers", "open", conditions=(_open(),))
+    near = [{"claim": "c", "condition": "sdpa · fp32 · GQA", "blocks": _blocks([1.9, 2.3, 2.0, 2.25, 2.1, 2.2, 1.95])}]
+    why = with_blocks(verdict, "c", near).why
+    assert "Still open after its blocks: sdpa · fp32 · GQA" in why and "over 7 blocks: about" in why
+    on = [{"claim": "c", "condition": "sdpa · fp32 · GQA", "blocks": _blocks([1.9, 2.1] * 4)}]
+    assert "no practical number of blocks decides it" in with_blocks(verdict, "c", on).why

@@ -377,7 +377,8 @@ def test_attention_share_pairs_each_layer_case_with_its_attention_twin(tmp_path)
 
 def test_attention_dominates_holds_at_long_s(tmp_path):
     c = attention_dominates(frame(tmp_path, share_records()))
-    assert isinstance(c, Verdict) and set(c.as_dict()) == {"claim", "verdict", "numbers", "why", "detail", "judged_on", "conditions"}
+    assert isinstance(c, Verdict)
+    assert set(c.as_dict()) == {"claim", "verdict", "numbers", "why", "detail", "judged_on", "conditions"}
     assert c.judged_on == "S 512–8192 · fp32 · naive, sdpa-flash"
     assert c.verdict == HOLDS
     # medians over naive and sdpa-flash: 512 (20% + 11.1%) / 2, 2048 (50% + 26.7%) / 2, 8192 (78.1% + 56.3%) / 2

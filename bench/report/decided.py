@@ -26,6 +26,7 @@ from bench.report.verdict import INCONCLUSIVE, Verdict
 
 MIN_DECIDE_BLOCKS = 6  # 2^-6 = 0.016 <= 0.025: the fewest blocks with a 95% signed-rank interval
 ALPHA = 0.025  # each side: a 95% interval, as every claim's
+ON_THE_BOUND = 20  # needing this many times the blocks run so far: the estimate is, for any purpose, on the bound
 
 
 def block_ratio(top_s: Sequence[Sequence[float]], bottom_s: Sequence[Sequence[float]]) -> float:
@@ -73,7 +74,20 @@ def with_blocks(verdict: Verdict, claim_key: str, decided: Sequence[dict[str, An
     numbers = verdict.numbers + f" Re-measured in interleaved blocks after the sweep: {listing(changed)}."
     why = verdict.why
     if word_now != verdict.verdict:  # the CI-based why described the open conditions the blocks have now judged
-        open_ = [c for c in conditions if c.verdict == INCONCLUSIVE]
-        why = ("still open after its blocks: " + "; ".join(f"{c.name} ({c.low:.2f}–{c.high:.2f}×, {c.basis})"
-                                                           for c in open_)) if open_ else ""
+        why = ""
+    still = [(c, len(mine[c.name])) for c in changed if c.verdict == INCONCLUSIVE and c.basis.startswith(FROM_BLOCKS)]
+    if still:
+        why = (why + " " if why else "") + "Still open after its blocks: " + "; ".join(
+            f"{c.name}, {c.low:.2f}–{c.high:.2f}× over {n} blocks: {blocks_needed(c, n)}" for c, n in still) + "."
     return dataclasses.replace(verdict, verdict=word_now, numbers=numbers, why=why, conditions=conditions)
+
+
+def blocks_needed(cond: Condition, blocks: int) -> str:
+    """What would decide a condition its blocks left open: about how many blocks at the spread seen (the interval
+    narrows as 1/sqrt(blocks)), or nothing, where its estimate sits on the bound."""
+    distance = abs(math.log(cond.ratio / cond.bound))
+    half = (math.log(cond.high) - math.log(cond.low)) / 2
+    needed = blocks * (half / distance) ** 2 if distance > 0 else math.inf
+    if needed > ON_THE_BOUND * blocks:
+        return "its estimate sits on the bound; no practical number of blocks decides it"
+    return f"about {math.ceil(needed)} blocks at the spread seen would decide it"
