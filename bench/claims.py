@@ -108,7 +108,10 @@ CLAIMS: tuple[ClaimSpec, ...] = (
               {"backend": "sdpa,sdpa-math,sdpa-flash"}),
     ClaimSpec("wrapper", f"transformers' attention paths run within {WRAPPER_WITHIN:g}× of the torch kernels they call "
               "(its sdpa path: torch SDPA's)", "bench.report.claims.wrapper_cost:wrapper_cost", "wrapper",
-              {"backend": "hf-eager,naive,hf-sdpa,sdpa,hf-flex,flex", "model-config": "llama-3-8b"}),
+              # a square prefill and a one-query decode, where transformers' sdpa path skips its mask, and a chunked
+              # prefill (256 queries against a 1,024-token cache), where every path builds one
+              {"backend": "hf-eager,naive,hf-sdpa,sdpa,hf-flex,flex", "model-config": "llama-3-8b", "dtype": "fp32",
+               "seq": "1024", "phase": "prefill,decode", "decode-q": "1,256", "decode-kv": "1024"}),
 )
 BY_KEY = {spec.key: spec for spec in CLAIMS}
 

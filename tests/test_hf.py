@@ -15,7 +15,7 @@ from bench.engine import sweeps
 from bench.masks import CAUSAL
 from bench.report.claims.wrapper_cost import wrapper_cost
 from bench.report.load import read_results
-from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE, NOT_MEASURED
+from bench.report.verdict import DEPENDS, FAILS, HOLDS, INCONCLUSIVE, NOT_MEASURED
 from bench.shapes import shape_from_fields
 from tests.results_factory import make_record, make_run
 
@@ -30,6 +30,19 @@ def test_hf_backends_run_only_when_named():
     for device in ("cpu", "cuda"):  # the default names transformers' sdpa path for its claim, at a model's shapes
         hf = [c for c in sweeps.cases(sweeps.profile("default", device), device) if c.backend in HF]
         assert hf and {c.backend for c in hf} == {"hf-sdpa"} and all(c.shape.model for c in hf)
+
+
+def test_the_default_times_transformers_where_it_skips_its_mask_and_where_it_builds_one():
+    """A square prefill and a one-query decode alone cannot fail the claim: there transformers makes torch's own
+    is_causal call. A chunked prefill (Sq < Skv) is where it hands torch a mask."""
+    from bench.backends.hf import BUILDS, SKIPS, mask_kind
+
+    for device in ("cpu", "cuda"):
+        hf = [c for c in sweeps.cases(sweeps.profile("default", device), device) if c.backend in HF]
+        kinds = {c.id: mask_kind(c.backend, c.shape.seq_q, c.shape.seq_kv, c.shape.mask) for c in hf}
+        assert set(kinds.values()) == {SKIPS, BUILDS}, (device, kinds)
+        built = [c for c in hf if kinds[c.id] == BUILDS]
+        assert all(1 < c.shape.seq_q < c.shape.seq_kv for c in built)
 
 
 def test_a_sliding_window_reaches_sdpa_as_a_mask(monkeypatch):
@@ -102,11 +115,109 @@ def pair(tmp_path, over: float, ci: float = 0.01):
 def test_the_sdpa_path_is_judged_against_the_fastest_kernel_it_could_have_called(tmp_path):
     holds = wrapper_cost(pair(tmp_path, 1.05))
     assert holds.verdict == HOLDS
-    assert "hf-sdpa in prefill · GQA · fp32 · causal · fwd: 1.05× sdpa-flash" in holds.numbers
+    assert "hf-sdpa where transformers skips the mask (Sq×Skv 512×512, 1,024×1,024; against sdpa-flash) 1.05×" \
+        in holds.numbers
+    assert "Nothing was timed where transformers builds its mask" in holds.numbers  # half the claim, said so
     fails = wrapper_cost(pair(tmp_path, 2.0))
-    assert fails.verdict == FAILS and "hf-sdpa takes 2.00× sdpa-flash's time" in fails.why
+    assert fails.verdict == FAILS and "takes 2.00× the kernel's time" in fails.why
     straddles = wrapper_cost(pair(tmp_path, WRAPPER_WITHIN, ci=0.05))
-    assert straddles.verdict == INCONCLUSIVE
+    assert straddles.verdict == INCONCLUSIVE and "straddles 1.2×" in straddles.why
+
+
+def kinds_run(tmp_path, skipped: float, built: float):
+    """Llama-3-8B's shapes as the CPU default times them: a square prefill and a one-query decode (transformers'
+    sdpa path skips its mask) and a chunked prefill, 256 queries over 1,024 keys (it builds one); hf-sdpa at
+    `skipped` / `built` times the fastest kernel."""
+    recs = []
+    for phase, seq_q, seq_kv in (("prefill", 1024, 1024), ("decode", 1, 4096), ("decode", 256, 1024)):
+        over = built if 1 < seq_q < seq_kv else skipped
+        for backend, t in (("sdpa", 1e-3), ("sdpa-flash", 1.1e-3), ("hf-sdpa", over * 1e-3)):
+            case_id = f"{backend}/gqa/b1-hq32-hkv8-q{seq_q}-kv{seq_kv}-d128/fp32/causal/{phase}/fwd/cpu"
+            recs.append(make_record(backend, n_heads=32, n_kv_heads=8, head_dim=128, seq=seq_kv, phase=phase,
+                                    seq_q=seq_q, case_id=case_id, median_s=t, ci_low_s=0.99 * t,
+                                    ci_high_s=1.01 * t))
+    return frame(recs, tmp_path)
+
+
+def test_the_claim_depends_where_transformers_builds_its_mask_naming_which(tmp_path):
+    v = wrapper_cost(kinds_run(tmp_path, skipped=1.02, built=2.4))
+    assert v.verdict == DEPENDS, (v.numbers, v.why)
+    words = {c.name.split(" (")[0]: c.verdict for c in v.conditions}
+    assert words == {"hf-sdpa where transformers skips the mask": HOLDS,
+                     "hf-sdpa where transformers builds the mask": FAILS}
+    built = next(c for c in v.conditions if "builds" in c.name)
+    assert built.ratio == pytest.approx(2.4) and "256×1,024" in built.name
+    assert built.pairs == (("hf-sdpa/gqa/b1-hq32-hkv8-q256-kv1024-d128/fp32/causal/decode/fwd/cpu",
+                            "sdpa/gqa/b1-hq32-hkv8-q256-kv1024-d128/fp32/causal/decode/fwd/cpu"),)  # to re-measure
+    assert "Holds for hf-sdpa where transformers skips the mask" in v.why
+    assert "does not for hf-sdpa where transformers builds the mask" in v.why
+
+
+def test_a_slow_path_everywhere_does_not_hold_and_a_fast_one_holds(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    assert wrapper_cost(kinds_run(tmp_path / "a", skipped=2.0, built=2.4)).verdict == FAILS
+    holds = wrapper_cost(kinds_run(tmp_path / "b", skipped=1.0, built=1.1))
+    assert holds.verdict == HOLDS and len(holds.conditions) == 2
+
+
+def test_transformers_skips_its_mask_only_for_its_sdpa_path_at_one_query_or_a_square_call():
+    from bench.backends.hf import skips_mask
+    from bench.masks import Mask
+
+    causal, window = Mask(causal=True), Mask(window=4096)
+    assert skips_mask("hf-sdpa", 1024, 1024, causal) and skips_mask("hf-sdpa", 1, 4096, causal)
+    assert not skips_mask("hf-sdpa", 256, 1024, causal)  # a chunked prefill: offset queries need a mask
+    assert skips_mask("hf-sdpa", 1024, 1024, window)  # the window spans every key
+    assert not skips_mask("hf-sdpa", 1, 8192, window) and not skips_mask("hf-sdpa", 4096, 4096, window)
+    assert not skips_mask("hf-eager", 1024, 1024, causal) and not skips_mask("hf-flex", 1, 4096, causal)
+
+
+@pytest.mark.parametrize("impl", ["sdpa", "eager"])
+def test_each_mask_is_the_one_transformers_builds_for_a_model_with_that_cache(impl):
+    """The backend's mask for (Sq, Skv) is what transformers' create_causal_mask (Llama) and
+    create_sliding_window_causal_mask (Mistral) return for a forward of Sq tokens over a cache of Skv - Sq: None
+    exactly where skips_mask says, else the same tensor (bottom-right causal for a chunked prefill)."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from transformers import masking_utils
+
+    from bench.backends import hf
+    from bench.masks import Mask
+
+    name = {"sdpa": "hf-sdpa", "eager": "hf-eager"}[impl]
+    sizes = {"hidden_size": 16, "num_attention_heads": 2, "num_key_value_heads": 1, "num_hidden_layers": 1}
+    for window in (None, 8, 16):
+        config = (transformers.MistralConfig(sliding_window=window, **sizes) if window
+                  else transformers.LlamaConfig(**sizes))
+        config._attn_implementation = impl
+        build = (masking_utils.create_sliding_window_causal_mask if window else masking_utils.create_causal_mask)
+        for seq_q, seq_kv in ((1, 1), (1, 12), (12, 12), (4, 12), (5, 5)):
+            cache = transformers.DynamicCache()
+            if seq_kv > seq_q:
+                past = torch.zeros(1, 1, seq_kv - seq_q, 8)
+                cache.update(past, past, layer_idx=0)
+            theirs = build(config=config, inputs_embeds=torch.zeros(1, seq_q, 16), attention_mask=None, cache=cache)
+            mask = Mask(causal=True, window=window)
+            ours = hf._mask_build(name, 1, seq_q, seq_kv, mask, torch.float32, "cpu")()
+            where = (window, seq_q, seq_kv)
+            assert (theirs is None) == (ours is None) == hf.skips_mask(name, seq_q, seq_kv, mask), where
+            assert theirs is None or torch.equal(theirs, ours), where
+
+
+def test_hf_sdpa_attends_bottom_right_over_a_chunked_prefill():
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from bench.backends.hf import make
+    from bench.backends.naive import naive_attention
+    from bench.masks import Mask
+    from bench.scores import Score
+
+    q = torch.randn(1, 4, 5, 16, dtype=torch.float64)
+    k, v = (torch.randn(1, 2, 19, 16, dtype=torch.float64) for _ in range(2))
+    for mask in (Mask(causal=True), Mask(window=8)):
+        out = make("hf-sdpa")(q, k, v, mask=mask, score=Score())
+        assert torch.allclose(out, naive_attention(q, k, v, mask=mask, score=Score()), atol=1e-10)
 
 
 def test_without_a_transformers_path_the_claim_names_the_command(tmp_path):

@@ -7,10 +7,14 @@ and whether it is causal.
 
 Masks: causal (causal_mask_function), a sliding window of W (sliding_window_causal_mask_function: a query sees
 itself and the W-1 keys before it) or none (bidirectional_mask_function); bottom-right aligned for Sq < Skv by the
-query offset Skv - Sq, as a model decoding against its cache passes its cache position. transformers builds the mask
-once per forward and shares it across layers, so it is built on a shape's first call and kept: the timed call is one
-layer's attention, and time_mask_build times the build apart (the record's mask_build_s). Outputs come back (B, S,
-H, D) and are returned (B, Hq, Sq, D). transformers is optional (`pip install 'attnbench[hf]'`): without it each
+query offset Skv - Sq, as a model decoding against its cache passes its cache position: each mask equals what
+create_causal_mask / create_sliding_window_causal_mask return for a model whose cache holds Skv - Sq tokens in a
+full-attention layer (a sliding cache layer keeps only the last W-1 keys: fewer keys, the same skip). transformers
+skips the mask only where skips_mask says (its sdpa path, one query or Sq == Skv); a chunked prefill (1 < Sq < Skv)
+and a window shorter than the keys get a materialised mask. transformers builds the mask once per forward and
+shares it across layers, so it is built on a shape's first call and kept: the timed call is one layer's attention,
+and time_mask_build times the build apart (the record's mask_build_s). Outputs come back (B, S, H, D) and are
+returned (B, Hq, Sq, D). transformers is optional (`pip install 'attnbench[hf]'`): without it each
 call is Unsupported, with that reason. hf-flex compiles transformers' flex call per shape; where torch's compiler
 fails on it (inductor's CPU code generation does for some shapes on some CPUs), the case is Unsupported with a
 reason that starts COMPILE_FAILED and names torch's error: torch's bug, reported as such, not a wrong answer of
@@ -22,9 +26,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from types import SimpleNamespace
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from bench.backends import TRANSFORMERS_IMPLEMENTATIONS
 from bench.backends.base import Unsupported
@@ -32,8 +34,27 @@ from bench.masks import Mask
 from bench.scores import Score
 from bench.shapes import AttentionShape
 
+if TYPE_CHECKING:  # annotations only: the report imports skips_mask and never torch
+    import torch
+
 IMPLEMENTATIONS = TRANSFORMERS_IMPLEMENTATIONS
 COMPILE_FAILED = "hf-flex: torch's compiler could not build transformers' flex kernel for this shape"
+SKIPS, BUILDS = "skips the mask", "builds the mask"  # the two kinds of shape transformers' paths are judged at
+
+
+def skips_mask(name: str, seq_q: int, seq_kv: int, mask: Mask) -> bool:
+    """Whether transformers builds no mask for this layer's shape and leaves causality to SDPA's is_causal
+    (masking_utils._ignore_causal_mask_sdpa with no padding mask): only its sdpa path, at one query or a square call
+    (Sq == Skv, so the query offset is 0), and under a window or chunk only while it spans every key (Skv < W).
+    Everywhere else it builds one: a chunked prefill (1 < Sq < Skv, queries offset by the cache), a window shorter
+    than the keys, a padded batch (not run here); eager always builds its additive mask, flex its BlockMask."""
+    return (IMPLEMENTATIONS.get(name) == "sdpa" and all(seq_kv < s for s in (mask.window, mask.chunk) if s)
+            and (seq_q == 1 or seq_q == seq_kv))
+
+
+def mask_kind(name: str, seq_q: int, seq_kv: int, mask: Mask) -> str:
+    """SKIPS or BUILDS: the shape kind of one call of transformers' path `name`."""
+    return SKIPS if skips_mask(name, seq_q, seq_kv, mask) else BUILDS
 
 
 def _transformers(name: str) -> Any:

@@ -54,7 +54,10 @@ def name(backend: str) -> str:
 
 
 def where(row: dict[str, Any]) -> str:
-    return f"S {row['seq_kv']:,}" if row["phase"] == "prefill" else f"KV {row['seq_kv']:,}"
+    """'S 1,024', 'KV 4,096', or '256 queries over KV 1,024' (a chunked prefill against its cache)."""
+    if row["phase"] == "prefill":
+        return f"S {row['seq_kv']:,}"
+    return f"KV {row['seq_kv']:,}" if row["seq_q"] == 1 else f"{row['seq_q']:,} queries over KV {row['seq_kv']:,}"
 
 
 def advice(model: str, rows: list[dict[str, Any]]) -> str | None:

@@ -1,49 +1,113 @@
 """Claim: transformers' attention paths cost little over the torch kernels they call — its sdpa path (a model's
 default attn_implementation) within 1.2× of torch SDPA's fastest kernel at the same shapes.
 
-Each wrapper (a backend with the `wraps` trait: hf-sdpa wraps sdpa, hf-flex wraps flex, hf-eager the textbook
-naive) is judged per shape family against the fastest of the backend it wraps and the kernels that one chooses
-among (bench.report.rivals: the interval from the cases' CIs decides; straddling the bound is inconclusive). The
-mask transformers builds is built once per forward and kept, so the ratio is one layer's attention: what the
-wrapper's mask (a boolean or additive tensor where the kernel would take is_causal) and its K/V handling cost.
+Judged per condition: each wrapper (a backend with the `wraps` trait: hf-sdpa wraps sdpa, hf-flex wraps flex,
+hf-eager the textbook naive) × the kind of shape it ran at (bench.backends.hf.mask_kind): where transformers skips its
+mask (its sdpa path at one query or a square call, where it makes the same is_causal call torch's sdpa makes) and
+where it builds one (a chunked prefill, Sq < Skv; a window shorter than the keys; eager and flex everywhere). A
+condition's ratio is the geometric mean, over its shapes, of the wrapper's time over the fastest of the backend it
+wraps and the kernels that one chooses among at the same shape, with its interval from the cases' CIs
+(bench.report.rivals, per shape family, merged); the claim's word is combine() over the conditions, so holding
+where the mask is skipped and failing where it is built reads depends, naming which. The mask transformers builds
+is built once per forward and kept, so the ratio is one layer's attention: what the wrapper's mask (a boolean or
+additive tensor where torch's kernel takes its causal path) and its K/V handling cost.
 """
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
+from bench.backends.hf import BUILDS, SKIPS, mask_kind
 from bench.claims import WRAPPER_WITHIN, spec
+from bench.masks import Mask
 from bench.meta import RunMeta
-from bench.report.rivals import against_fastest, combined
+from bench.report.conditions import Condition, combine, condition, listing, undecided_why
+from bench.report.interval import ROUNDS_DECIDE
+from bench.report.rivals import against_fastest
 from bench.report.traits import WRAPPED
-from bench.report.verdict import DEPENDS, FAILS, INCONCLUSIVE, NO_FACTS, NOT_MEASURED, Verdict, judged, span
+from bench.report.verdict import DEPENDS, FAILS, HOLDS, NO_FACTS, NOT_MEASURED, Verdict, judged, span
 
 CLAIM = spec("wrapper").text
 
 
+def _kinds(df: pd.DataFrame, wrapper: str) -> pd.Series:
+    """Each row's shape kind (SKIPS or BUILDS) for `wrapper`'s path: a shape's kind, so its rivals' rows share it."""
+    return pd.Series([mask_kind(wrapper, int(q), int(kv), Mask.parse(str(m)))
+                      for q, kv, m in zip(df["seq_q"], df["seq_kv"], df["mask"], strict=True)], index=df.index,
+                     dtype=object)
+
+
 def overheads(df: pd.DataFrame) -> list[dict]:
-    """Per wrapper and shape family: its time against the fastest kernel it could have called directly."""
-    return [d for wrapper, rivals in WRAPPED.items() for d in against_fastest(df, wrapper, rivals, WRAPPER_WITHIN)]
+    """Per wrapper, shape kind ("kind") and shape family: its time against the fastest kernel it could have called
+    directly, with the shapes' query and key lengths ("sizes")."""
+    out = []
+    for wrapper, rivals in WRAPPED.items():
+        kinds = _kinds(df, wrapper)
+        for kind in (SKIPS, BUILDS):
+            mine = df[kinds == kind]
+            ran = mine[(mine["backend"] == wrapper) & (mine["status"] == "ok")]
+            sizes = sorted({(int(q), int(kv)) for q, kv in zip(ran["seq_q"], ran["seq_kv"], strict=True)})
+            out += [d | {"kind": kind, "sizes": sizes} for d in against_fastest(mine, wrapper, rivals, WRAPPER_WITHIN)]
+    return out
+
+
+def conditions(found: list[dict]) -> list[Condition]:
+    """One condition per wrapper × shape kind: the geometric mean of its families' ratios and interval ends, each
+    family weighted by its shapes (the geometric mean over all the kind's shapes), and the (wrapper, fastest kernel)
+    case pairs behind it, for a run to re-measure."""
+    out = []
+    for subject, kind in dict.fromkeys((d["subject"], d["kind"]) for d in found):
+        mine = [d for d in found if (d["subject"], d["kind"]) == (subject, kind)]
+        sizes = ", ".join(f"{q:,}×{kv:,}" for q, kv in mine[0]["sizes"])
+        fastest = pd.Series([d["fastest"] for d in mine]).mode().iloc[0]
+        out.append(condition(f"{subject} where transformers {kind} (Sq×Skv {sizes}; against {fastest})",
+                             _geomean(mine, "ratio"), (_geomean(mine, "low"), _geomean(mine, "high")),
+                             WRAPPER_WITHIN, holds_above=False, pairs=[p for d in mine for p in d["pairs"]]))
+    return out
+
+
+def _geomean(families: list[dict], key: str) -> float:
+    """The families' geometric mean of `key`, each weighted by its shapes."""
+    return math.exp(sum(d["shapes"] * math.log(d[key]) for d in families) / sum(d["shapes"] for d in families))
+
+
+def _short(c: Condition) -> str:
+    """A condition's name without its shapes: 'hf-sdpa where transformers builds the mask'."""
+    return c.name.split(" (")[0]
 
 
 def wrapper_cost(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
-    """Is each transformers path within WRAPPER_WITHIN of the kernel it wraps, per shape family?"""
+    """Is each transformers path within WRAPPER_WITHIN of the kernel it wraps, where transformers skips its mask and
+    where it builds one?"""
     found = overheads(df)
     if not found:
         return Verdict(CLAIM, NOT_MEASURED, "no transformers path timed beside the kernel it calls "
                        f"(`{spec('wrapper').command}`, with `pip install 'attnbench[hf]'`)")
-    verdict = combined(found)
-    numbers = "; ".join(f"{d['subject']} in {d['family']}: {d['ratio']:.2f}× {d['fastest']} (interval "
-                        f"{d['low']:.2f}–{d['high']:.2f}×, {d['shapes']} shape{'s' * (d['shapes'] > 1)}; worst "
-                        f"{d['worst']:.2f}× at KV {d['worst_kv']:,})" for d in found) \
-        + f". A family holds within {WRAPPER_WITHIN:.1f}×."
+    found_conditions = conditions(found)
+    verdict = combine(found_conditions)
+    numbers = (f"a transformers path's time over the fastest torch kernel it calls at the same shape, geometric mean "
+               f"per path and shape kind (within {WRAPPER_WITHIN:g}× holds): {listing(found_conditions)}.")
+    if all(d["kind"] == SKIPS for d in found):  # judged only where transformers makes torch's own is_causal call
+        numbers += (" Nothing was timed where transformers builds its mask (a chunked prefill: "
+                    f"`{spec('wrapper').command}`).")
+    holding = [_short(c) for c in found_conditions if c.verdict == HOLDS]
+    failing = [c for c in found_conditions if c.verdict == FAILS]
     why = ""
-    if verdict in (FAILS, DEPENDS):
-        worst = max((d for d in found if d["verdict"] == FAILS), key=lambda d: d["ratio"])
-        why = (f"{worst['subject']} takes {worst['ratio']:.2f}× {worst['fastest']}'s time in {worst['family']}: an "
-               "explicit mask tensor keeps the kernel off its causal fast path, or K/V are repeated to every head")
-    elif verdict == INCONCLUSIVE:
-        why = f"a family's interval straddles {WRAPPER_WITHIN:.1f}×: more rounds (--budget) decide it"
-    return Verdict(CLAIM, verdict, numbers, why, detail=tuple(found),
+    if failing:
+        worst = max(failing, key=lambda c: c.ratio)
+        if BUILDS in worst.name:
+            cause = "transformers hands the kernel its mask tensor where torch's kernel takes its causal path"
+            if worst.name.startswith("hf-sdpa "):  # sdpa_attention_forward: no enable_gqa beside a mask
+                cause += ", and repeats K/V to every query head to go with it"
+        else:
+            cause = "transformers makes torch's own call here, so the cost is its own K/V handling and copies"
+        why = f"{_short(worst)} takes {worst.ratio:.2f}× the kernel's time: {cause}."
+        if verdict == DEPENDS:
+            why = f"Holds for {'; '.join(holding)}; does not for {'; '.join(_short(c) for c in failing)}. " + why
+    open_why = undecided_why(found_conditions, WRAPPER_WITHIN, ROUNDS_DECIDE)
+    why = " ".join(w for w in (why, open_why) if w)
+    return Verdict(CLAIM, verdict, numbers, why, detail=tuple(found), conditions=tuple(found_conditions),
                    judged_on=judged(span([s for d in found for s in d["seq_kv"]], "S"),
                                     ", ".join(sorted({d["subject"] for d in found} | {d["fastest"] for d in found}))))
