@@ -96,6 +96,20 @@ def test_decode_least_has_three_kv_lengths_for_mha_gqa_and_mqa(cpu_default):
             assert len(kv) >= MIN_KV_LENGTHS, (backend, variant)
 
 
+def test_the_wrapper_least_times_transformers_where_it_skips_its_mask_and_where_it_builds_one(cpu_default):
+    """A square prefill and a one-query decode alone cannot fail the wrapper claim: transformers makes torch's own
+    is_causal call there. The least funds a chunked prefill too, each beside the kernels it calls at its shape."""
+    from bench.backends.hf import BUILDS, SKIPS, mask_kind
+
+    _, agenda, _ = cpu_default
+    least = _answer(agenda, "wrapper").least
+    hf = [c for c in least if c.backend == "hf-sdpa"]
+    kinds = {c.id: mask_kind(c.backend, c.shape.seq_q, c.shape.seq_kv, c.shape.mask) for c in hf}
+    assert set(kinds.values()) == {SKIPS, BUILDS}
+    for c in hf:
+        assert {"sdpa", "sdpa-flash"} <= {t.backend for t in least if t.shape == c.shape and t.phase == c.phase}
+
+
 def test_layer_least_reaches_past_where_the_cost_model_puts_attention_at_half(cpu_default):
     from bench.engine.questions import predicted_share
 
