@@ -11,6 +11,10 @@ A condition open for a stated reason (a cache on-chip, too few lengths) is not r
 decide it. The blocks go into the run's metadata (RunMeta.decided), with the seconds spent on each condition; the
 report judges those conditions on their blocks.
 
+Before that, each timing that looks stalled (bench.report.suspects: flat against its work, or a jump against its
+neighbour) is measured once more in a fresh worker (RunMeta.suspects); the report takes the second measurement where
+it shows the first was stalled, and names the case.
+
 The claims' judges need pandas: they are imported here, lazily, once the sweep is over.
 """
 
@@ -31,6 +35,7 @@ DECIDE_SHARE = 0.2  # of a run's time budget, kept to decide open conditions aft
 SLICE_BUDGET_S = 0.25  # timing seconds of one slice (a block has four per pair)
 MAX_BLOCKS = 12  # a condition still open after this many blocks is left as it is: its ratio sits on the bound
 MAX_PAIRS = 4  # a condition resting on more pairs than this costs too much a block to re-measure here
+MAX_SUSPECTS = 8  # stalled-looking timings re-measured at most: more means the machine, not a case, is the problem
 
 
 @dataclass
@@ -89,12 +94,54 @@ def block(executor: Isolated, cond: OpenCondition, by_id: dict[str, Case], rng: 
             "bottom_s": bottoms}
 
 
+def remeasure_suspects(frame: Any, by_id: dict[str, Case], executor: Isolated,
+                       seconds_left: Callable[[], float], say: Callable[[str], None]) -> list[dict[str, Any]]:
+    """Each timing that looks stalled (bench.report.suspects), measured once more in a fresh worker."""
+    from bench.report.suspects import suspects
+
+    found = [s for s in suspects(frame) if s["case_id"] in by_id][:MAX_SUSPECTS]
+    if found:
+        say(f"re-measuring {len(found)} timing(s) that look stalled, each in a fresh worker:")
+    first = dict(zip(frame["case_id"], frame["median_s"], strict=True))
+    out = []
+    for s in found:
+        if seconds_left() <= 0:
+            break
+        executor.close()
+        record = executor.run(by_id[s["case_id"]], None).record
+        if record.status != "ok" or not record.median_s:
+            continue
+        out.append({**s, "first_s": float(first[s["case_id"]]), "again_s": record.median_s,
+                    "again_low_s": record.ci_low_s, "again_high_s": record.ci_high_s})
+        say(f"  {s['case_id']}: {s['reason']}; again {record.median_s * 1e3:.2f} ms")
+    return out
+
+
 def decide(doc: Any, path: Any, by_id: dict[str, Case], setup: RunnerSetup, threads: int | None,
            seconds_left: Callable[[], float], say: Callable[[str], None],
            executor: Isolated | None = None) -> list[dict[str, Any]]:
-    """Re-measure the open conditions in blocks while seconds_left() allows (the module docstring); returns
-    RunMeta.decided: per condition its claim, name, pairs, blocks and the seconds spent. executor: where the blocks
-    run (default: worker processes with the run's threads, each slice SLICE_BUDGET_S of timing)."""
+    """First the timings that look stalled, each re-measured once (doc.meta.suspects); then the open conditions in
+    blocks while seconds_left() allows (the module docstring). Returns RunMeta.decided (also set on doc.meta): per
+    condition its claim, name, pairs, blocks and the seconds spent. executor: where the blocks run (default: worker
+    processes with the run's threads, each slice SLICE_BUDGET_S of timing)."""
+    from bench.report.load import doc_frame
+
+    executor = executor or Isolated(threads)
+    executor.start(RunnerSetup(setup.calibration, setup.gpu_name, SLICE_BUDGET_S, None, threads))
+    try:
+        if doc is not None:
+            frame, _ = doc_frame(doc, path)
+            doc.meta.suspects = remeasure_suspects(frame, by_id, executor, seconds_left, say) or None
+        decided = _decide_open(doc, path, by_id, executor, seconds_left, say)
+    finally:
+        executor.close()
+    if doc is not None and decided:
+        doc.meta.decided = decided
+    return decided
+
+
+def _decide_open(doc: Any, path: Any, by_id: dict[str, Case], executor: Isolated,
+                 seconds_left: Callable[[], float], say: Callable[[str], None]) -> list[dict[str, Any]]:
     from bench.report.decided import judged_by_blocks
     from bench.report.verdict import INCONCLUSIVE
 
@@ -102,34 +149,34 @@ def decide(doc: Any, path: Any, by_id: dict[str, Case], setup: RunnerSetup, thre
     if not opened:
         return []
     say(f"deciding {len(opened)} open condition(s) in interleaved blocks, each block in a fresh worker "
-        f"({seconds_left():.0f} s kept for it):")
-    executor = executor or Isolated(threads)
-    executor.start(RunnerSetup(setup.calibration, setup.gpu_name, SLICE_BUDGET_S, None, threads))
+        f"({max(0.0, seconds_left()):.0f} s left for it):")
     rng, decided, worker = random.Random(0), [], 0
-    try:
-        for cond in opened:
-            started, blocks = time.perf_counter(), []
-            verdict = INCONCLUSIVE
-            while len(blocks) < MAX_BLOCKS and seconds_left() > 0 and verdict == INCONCLUSIVE:
-                worker += 1
-                got = block(executor, cond, by_id, rng, worker)
-                if got is None:
-                    break
-                blocks.append(got)
-                verdict = judged_by_blocks(cond.condition, blocks).verdict
-            if not blocks:
-                break  # no time left, or its cases no longer run: the later ones would fare no better
-            spent = time.perf_counter() - started
-            decided.append({"claim": cond.claim, "condition": cond.name, "pairs": [list(p) for p in cond.pairs],
-                            "blocks": blocks, "spent_s": spent})
-            judged = judged_by_blocks(cond.condition, blocks)
-            say(f"  {cond.claim}: {cond.name}: {len(blocks)} blocks, {spent:.0f} s -> {judged.verdict} "
-                f"{judged.ratio:.2f}× ({judged.low:.2f}–{judged.high:.2f}×)")
-            if seconds_left() <= 0:
+    for cond in opened:
+        started, blocks = time.perf_counter(), []
+        verdict = INCONCLUSIVE
+        while len(blocks) < MAX_BLOCKS and seconds_left() > 0 and verdict == INCONCLUSIVE:
+            worker += 1
+            got = block(executor, cond, by_id, rng, worker)
+            if got is None:
                 break
-    finally:
-        executor.close()
+            blocks.append(got)
+            verdict = judged_by_blocks(cond.condition, blocks).verdict
+        if not blocks:
+            break  # no time left, or its cases no longer run: the later ones would fare no better
+        spent = time.perf_counter() - started
+        decided.append({"claim": cond.claim, "condition": cond.name, "pairs": [list(p) for p in cond.pairs],
+                        "blocks": blocks, "spent_s": spent})
+        judged = judged_by_blocks(cond.condition, blocks)
+        say(f"  {cond.claim}: {cond.name}: {len(blocks)} blocks, {spent:.0f} s -> {judged.verdict} "
+            f"{judged.ratio:.2f}× ({judged.low:.2f}–{judged.high:.2f}×)")
+        if seconds_left() <= 0:
+            break
     left = len(opened) - len(decided)
     if left:
         say(f"  {left} open condition(s) left undecided: the time kept for deciding ran out")
+    spent_by_claim: dict[str, float] = {}
+    for d in decided:
+        spent_by_claim[d["claim"]] = spent_by_claim.get(d["claim"], 0.0) + d["spent_s"]
+    if spent_by_claim:
+        say("  spent deciding: " + ", ".join(f"{k} {v:.0f} s" for k, v in spent_by_claim.items()))
     return decided

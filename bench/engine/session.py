@@ -205,10 +205,8 @@ class Session:
 
         interrupt.stage("decide")
         self.executor.close()  # its worker idles from here: the blocks run in fresh ones
-        decided = decide(self.store.doc, self.plan.out, self.by_id, self.setup, self.plan.threads,
-                         self.schedule.decide_s_left, self.say)
-        if decided:
-            self.store.doc.meta.decided = decided
+        decide(self.store.doc, self.plan.out, self.by_id, self.setup, self.plan.threads, self.schedule.decide_s_left,
+               self.say)  # sets the run's meta.suspects and meta.decided
 
     def close(self, interrupted: bool) -> None:
         """Write the results file; after a complete run (or a worker's share of one) calibrate once more first."""

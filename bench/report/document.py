@@ -23,6 +23,7 @@ from bench.report.hf_choice import advice, implementation_rows
 from bench.report.load import Loaded, RunInfo
 from bench.report.model_section import model_summary
 from bench.report.sparse_cost import crossovers, sparse_costs
+from bench.report.suspects import note as suspect_note
 from bench.report.tables import best_backends, headline_speedups
 from bench.report.traits import BASELINE
 from bench.report.units import fmt_bandwidth, fmt_bytes, fmt_flops, fmt_seconds
@@ -313,6 +314,12 @@ def claims_table(df: pd.DataFrame, run: RunInfo | None = None) -> Table:
                  verdict_column=1)
 
 
+def suspect_notes(run: RunInfo) -> list[Block]:
+    """The timings that looked stalled, re-measured after the sweep (bench.report.suspects)."""
+    text = suspect_note(run.meta.suspects)
+    return [Para(text)] if text else []
+
+
 def plan_notes(run: RunInfo) -> list[Block]:
     """What the run's plan said, before its first case, of the questions it could not answer in its time budget."""
     lines = []
@@ -493,7 +500,8 @@ def build(loaded: Loaded, figures: dict[str, dict[str, str]]) -> list[Block]:
     for run in runs:
         blocks.append(Heading("Summary" + (f": {run.run_id} on {run.machine}" if several else "")))
         blocks += summary(run, frame[frame["run_id"] == run.run_id])
-    blocks += _per_run(runs, frame, "Claims", lambda run, df: [claims_table(df, run), *plan_notes(run)], several)
+    blocks += _per_run(runs, frame, "Claims", lambda run, df: [claims_table(df, run), *plan_notes(run),
+                                                              *suspect_notes(run)], several)
     blocks += _per_run(runs, frame, "Best backends", lambda run, df: best_section(df), several)
     for run in runs:
         blocks += sparse_section(frame[frame["run_id"] == run.run_id])

@@ -19,6 +19,7 @@ import pandas as pd
 
 from bench.meta import Calibration, RunMeta
 from bench.record import FIELDS
+from bench.report.suspects import again_by_case
 from bench.results import ResultsError, RunDocument, read_run
 from bench.results.entry import Entry
 from bench.shapes import INT_COLUMNS as SHAPE_INT_COLUMNS
@@ -164,8 +165,13 @@ def _fill_from_samples(rec: dict, samples: tuple[float, ...]) -> None:
         rec["rounds"] = len(samples)
 
 
-def _row(path: Path, entry: Entry, run: dict) -> dict:
+def _row(path: Path, entry: Entry, run: dict, again: dict | None = None) -> dict:
+    """again: the case's re-measurement where its first timing was stalled (bench.report.suspects): it replaces
+    the stalled median and CI, and the case is flagged noisy."""
     rec = entry.record.to_dict() | dict(entry.unknown)  # a shape field the file predates holds its default
+    if again:
+        rec |= {"median_s": again["again_s"], "ci_low_s": again.get("again_low_s"),
+                "ci_high_s": again.get("again_high_s"), "noisy": True}
     case = str(rec.get("case_id"))
     missing = [k for k in REQUIRED if rec.get(k) is None]
     if missing:
@@ -222,8 +228,9 @@ def doc_frame(doc: RunDocument, path: Path, run_id: str | None = None) -> tuple[
         "llc_bytes": _number(path, "-", "llc_bytes", env.get("llc_bytes")),
         "run_datetime": str(doc.datetime) if doc.datetime else None, "source": str(path),
     }
-    rows = [(row := _row(path, entry, run)) | {"dtype_gemm_flops_per_s": calibration.gemm(str(row["dtype"]))}
-            for entry in doc.entries()]
+    stalled = again_by_case(meta.suspects)
+    rows = [(row := _row(path, entry, run, stalled.get(entry.case_id)))
+            | {"dtype_gemm_flops_per_s": calibration.gemm(str(row["dtype"]))} for entry in doc.entries()]
     frame = tidy(rows)
     info = RunInfo(meta=meta, run_id=run_id, source=str(path), datetime=run["run_datetime"], machine=run["machine"],
                    device=device, env=env, n_cases=len(frame))

@@ -1,0 +1,74 @@
+"""Timings that look stalled: a case whose time did not grow with its work, or that jumps against its neighbour.
+
+On a machine where other work takes a core from one of torch's threads, every call of a short kernel can wait a
+scheduler slice for it: the case then reads a flat few milliseconds whatever its work, and its rounds all stall
+alike, so its own interval is tight and wrong. Within a line of dense cases (one backend and every shape field but the
+lengths), ordered by work (FLOPs), a case is suspect when
+- flat: the next case has at least MIN_WORK_STEP times its work and takes less than FLAT times its time, while its
+  own time is over FLAT_FLOOR_S (below that, fixed per-call costs legitimately set the time), or
+- a jump: its work per second is under 1/JUMP of the previous case's (a cache that spills costs a few times, not
+  more).
+A run re-measures each suspect once in a fresh worker after its sweep (bench.engine.decide: RunMeta.suspects, each
+{"case_id", "reason", "first_s", "again_s", "again_low_s", "again_high_s"}); where the second measurement is faster
+by more than STALLED, the report takes it (a stall only ever adds time), flags the case noisy and names it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+
+from bench.report.frames import SHAPE_KEYS, dense_rows, ok_rows
+
+FLAT, FLAT_FLOOR_S, MIN_WORK_STEP = 1.15, 1e-3, 2.0
+JUMP = 5.0
+STALLED = 1.5  # a re-measurement this many times faster: the first was stalled
+LINE_KEYS = ["backend", *(k for k in SHAPE_KEYS if k not in ("seq_q", "seq_kv"))]
+
+
+def suspects(df: pd.DataFrame) -> list[dict[str, Any]]:
+    """The ok cases whose time looks stalled (the module docstring): [{"case_id", "reason"}], each case once."""
+    ok = ok_rows(dense_rows(df))  # a sparse case's useful FLOPs need not grow with its lengths: not a line of work
+    ok = ok[pd.to_numeric(ok["flops"], errors="coerce") > 0]
+    found: dict[str, str] = {}
+    keys = [k for k in LINE_KEYS if k in ok]
+    for _, line in ok.groupby(keys, dropna=False, sort=False):
+        line = line.sort_values("flops")
+        rows = list(zip(line["case_id"], line["flops"].astype(float), line["median_s"].astype(float), strict=True))
+        for (a, wa, ta), (b, wb, tb) in zip(rows, rows[1:], strict=False):
+            if wb >= MIN_WORK_STEP * wa and tb < FLAT * ta and ta > FLAT_FLOOR_S:
+                found.setdefault(a, f"{ta * 1e3:.2f} ms, flat against {tb * 1e3:.2f} ms for {wb / wa:.0f}× the work")
+            elif (wb / tb) < (wa / ta) / JUMP:
+                found.setdefault(b, f"{tb * 1e3:.2f} ms, {(wa / ta) / (wb / tb):.0f}× less work per second than "
+                                    "its shorter neighbour")
+    return [{"case_id": c, "reason": r} for c, r in found.items()]
+
+
+def again_by_case(remeasured: Sequence[dict[str, Any]] | None) -> dict[str, dict[str, Any]]:
+    """The re-measurements that show a stall (faster by more than STALLED), by case id."""
+    out = {}
+    for r in remeasured or ():
+        first, again = r.get("first_s"), r.get("again_s")
+        if isinstance(first, (int, float)) and isinstance(again, (int, float)) and 0 < again * STALLED < first:
+            out[str(r.get("case_id"))] = r
+    return out
+
+
+def note(remeasured: Sequence[dict[str, Any]] | None) -> str:
+    """One paragraph on the run's suspect timings: which were stalled (and taken from their re-measurement) and
+    which measured the same again (kept: a real effect of the machine, or of the kernel)."""
+    if not remeasured:
+        return ""
+    stalled = again_by_case(remeasured)
+    same = [r for r in remeasured if str(r.get("case_id")) not in stalled]
+    parts = []
+    if stalled:
+        parts.append(f"{len(stalled)} timing(s) looked stalled and measured faster again in a fresh worker, so the "
+                     "report uses the second measurement: " + "; ".join(
+                         f"{c} ({r.get('reason')}; again {r['again_s'] * 1e3:.2f} ms)" for c, r in stalled.items()))
+    if same:
+        parts.append(f"{len(same)} suspect timing(s) measured alike again and are kept: " + "; ".join(
+            f"{r.get('case_id')} ({r.get('reason')})" for r in same))
+    return ". ".join(parts) + "."
