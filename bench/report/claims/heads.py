@@ -90,5 +90,7 @@ def _condition(grp: pd.DataFrame) -> Condition:
     low, high = np.percentile(spreads, [2.5, 97.5])
     first = grp.iloc[0]
     name = f"{first['backend']} · {first['dtype']} · {first['mask']} · {first['pass']} at S {int(first['seq_kv']):,}"
+    slowest, fastest = grp.loc[grp["median_s"].idxmax()], grp.loc[grp["median_s"].idxmin()]
+    pairs = [(slowest["case_id"], fastest["case_id"])] if "case_id" in grp else []  # what blocks would re-measure
     return condition(name, float(grp["median_s"].max() / grp["median_s"].min()), (float(low), float(high)),
-                     HEADS_TOLERANCE, holds_above=False)
+                     HEADS_TOLERANCE, holds_above=False, pairs=pairs)
