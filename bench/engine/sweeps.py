@@ -19,6 +19,7 @@ from typing import Any
 
 from bench.backends import BACKENDS, backends_for, get_backend
 from bench.case import Case  # re-exported: the engine and its callers name it here
+from bench.claims import spec as claim_spec
 from bench.engine.geometry import Geometry, axis_geometries, model_geometries
 from bench.engine.parse import (
     duration,
@@ -209,6 +210,16 @@ def axis_fields() -> list[dataclasses.Field]:
     return [f for f in dataclasses.fields(Sweep) if "flag" in f.metadata]
 
 
+def from_flags(flags: dict[str, str], **fixed: Any) -> Sweep:
+    """The sweep `bench run` would run with these axis flags (a claim spec's `measure`: the cases that answer it,
+    defined once), plus fields set directly (its case budget)."""
+    by_flag = {f.metadata["flag"]: f for f in axis_fields()}
+    unknown = sorted(set(flags) - set(by_flag))
+    if unknown:
+        raise ValueError(f"not axis flags: {unknown}")
+    return Sweep(**{by_flag[k].name: by_flag[k].metadata["parse"](v) for k, v in flags.items()}, **fixed)
+
+
 # `nox -s bench` (the default profile) plans its cases to this, so that it ends within 10 minutes on any 2-core
 # machine, installs, calibration and the report included; `--time-budget none` runs every case.
 # 8 minutes gave 533 s on a loaded 2-core AMD, report included, before the install; a fifth of it re-measures the
@@ -236,9 +247,7 @@ PROFILES: dict[str, dict[str, Sweep]] = {
                                                                                              4096),
                                      scopes=("attention", "layer"), case_budget_s=0.6),
                                # the sparse claims: a block-sparse kernel and top-K beside dense, over the lengths
-                               Sweep(backends=("sdpa-flash", "flex", "topk-gather"), kv_heads=(2,),
-                                     seqs=(512, 1024, 2048, 4096), sparsities=("none", "block:128:0.125", "topk:256"),
-                                     case_budget_s=0.4),
+                               from_flags(claim_spec("sparse").measure, case_budget_s=0.4),
                                # MLA's absorbed decode at the main sweep's Hq and contexts (its GQA/MQA twins)
                                Sweep(backends=("naive", "sdpa", "flex"), variants=("mla",), phases=("decode",),
                                      decode_kv=(1024, 4096, 16384), case_budget_s=0.4),
