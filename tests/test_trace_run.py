@@ -1,5 +1,6 @@
 """`bench run --workload` end to end: --plan shows the schedule, a bad trace is refused before any work, and a tiny
-trace's buckets run checked against float64, with the workload kept in the results file and read by the report."""
+trace's buckets and sampled real steps run checked against float64, with the workload kept in the results file and
+read by the report."""
 
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ def test_plan_shows_each_traces_schedule_and_its_buckets(capsys):
     line = next(line for line in out.splitlines() if line.startswith("trace azure-code:"))
     assert "3,000 requests" in line and "distinct shapes" in line and "query tokens" in line
     assert "3 prefill and 3 decode buckets" in line and "bucketing error" in line
-    assert sum("lengths=rows:" in line for line in out.splitlines()) == 6  # one naive case a bucket
+    assert "12 real steps timed exactly to check them in time (4 prefill, 4 decode, 4 mixed)" in line
+    # one naive case a bucket, then one a sampled step's half (a mixed step has two)
+    assert sum("lengths=rows:" in line for line in out.splitlines()) == 6 + 4 + 4 + 2 * 4
 
 
 def test_a_trace_with_a_bad_row_is_refused_naming_its_line_and_nothing_runs(tmp_path, capsys):
@@ -33,7 +36,7 @@ def test_a_trace_with_a_bad_row_is_refused_naming_its_line_and_nothing_runs(tmp_
 @pytest.mark.slow  # runs a sweep
 def test_a_tiny_traces_buckets_run_checked_and_the_report_reads_them(tmp_path):
     from bench.report.load import read_results
-    from bench.report.traces import grid_vs_trace, serve_table
+    from bench.report.traces import check_table, grid_vs_trace, serve_table
 
     trace = tmp_path / "t.jsonl"
     trace.write_text("".join(json.dumps({"prompt_tokens": p, "output_tokens": o, "arrival_s": t}) + "\n"
@@ -48,7 +51,11 @@ def test_a_tiny_traces_buckets_run_checked_and_the_report_reads_them(tmp_path):
     assert len(traced) >= 4 and (traced["status"] == "ok").all() and (traced["max_abs_err"] < 1e-5).all()
     workload = run.meta.workloads[str(trace)]
     assert workload["requests"] == 4 and workload["source"] == "jsonl"
-    assert {b["lengths"] for b in workload["buckets"]} == set(traced["lengths"])
+    halves = {c[phase] for c in workload["checks"] for phase in ("prefill", "decode") if c[phase]}
+    assert {b["lengths"] for b in workload["buckets"]} | halves == set(traced["lengths"])
     table = serve_table(df, run.meta.workloads)
     assert set(table["backend"]) == {"naive", "sdpa-math"} and table["complete"].all()
+    checks = check_table(df, run.meta.workloads)
+    assert set(checks["backend"]) == {"naive", "sdpa-math"} and (checks["steps"] == len(workload["checks"])).all()
+    assert {c["kind"] for c in workload["checks"]} == {"prefill", "decode", "mixed"}
     assert grid_vs_trace(df, run.meta).verdict in ("holds", "does not hold", "inconclusive")

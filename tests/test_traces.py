@@ -82,7 +82,8 @@ def brute_schedule(requests: list[Request], knobs: Knobs) -> list[Step]:
             p = [waiting.popleft(), 0]
             prefilling.append(p)
             budget -= brute_chunk(p, budget, knobs.prefill_chunk, rows)
-        steps.append(Step(tuple(rows), len(keys), sum(keys), sum(k * k for k in keys), max(keys, default=0)))
+        steps.append(Step(tuple(rows), len(keys), sum(keys), sum(k * k for k in keys), max(keys, default=0),
+                          tuple(sorted(keys))))
         decoding = [[r, j + 1] for r, j in decoding if j + 1 <= r.output - 1]
         for p in [p for p in prefilling if p[1] == p[0].prompt]:
             prefilling.remove(p)
@@ -581,3 +582,117 @@ def test_finished_decode_rows_do_not_pile_up_below_a_long_running_one():
         d.finish(t)
         assert d.rows(t)[0] == 1 and d.rows(t)[3] == t + 10_000
     assert len(d.top) <= 2 * d.n + 64 and len(d.gone) <= 65
+
+
+# --- the sample of real steps that checks the buckets in time ---------------------------------------------------------
+
+def test_the_sampled_steps_are_seeded_and_stratified_by_kind():
+    from bench.traces import replay as replay_module
+    from bench.traces.sample import CHECK_STEPS, KINDS
+
+    first = replay("azure-conv", max_buckets=4)
+    replay_module._replay.cache_clear()
+    again = replay("azure-conv", max_buckets=4)
+    assert first is not again and first.checks == again.checks  # the same steps, read afresh
+    assert replay("azure-conv", max_buckets=12).checks[0].index == first.checks[0].index  # buckets do not move it
+    kinds = [c.kind for c in first.checks]
+    assert len(kinds) == CHECK_STEPS and set(kinds) == set(KINDS)
+    # azure-conv has 2 prefill-only steps (the first ones, before anything decodes): both are in, and the other kinds
+    # share the rest equally
+    assert first.kinds["prefill"] == 2 and sorted(kinds.count(k) for k in KINDS) == [2, 5, 5]
+    assert sum(first.kinds.values()) == first.steps and first.kinds["mixed"] == first.mixed_steps
+    assert [c.index for c in first.checks] == sorted({c.index for c in first.checks})  # distinct, in trace order
+
+
+def test_a_trace_of_one_kind_gives_the_whole_sample_to_it_and_each_of_its_steps_is_as_likely(tmp_path):
+    from bench.traces.sample import Sampler
+
+    path = lines(tmp_path, *(fi("gqa_paged_decode_h32_kv8_d128_ps16", len_indptr=3, num_kv_indices=4 + i)
+                             for i in range(30)))
+    r = replay(str(path))
+    assert [c.kind for c in r.checks] == ["decode"] * 12
+    taken = [0] * 30
+    for seed in range(600):  # Algorithm R: each of 30 steps is in a sample of 3 with probability 1/10
+        sampler = Sampler(3, seed)
+        for _ in range(30):
+            step = Step((), 2, 10, 50, 5)
+            sampler.wants(step)
+            sampler.keep(step)
+        for index, _ in sampler.drawn():
+            taken[index] += 1
+    assert sum(taken) == 1800 and min(taken) > 30 and max(taken) < 90  # 60 expected each; 4+ sd either way
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_sampled_step_is_written_out_exactly_as_the_schedule_ran_it(seed, tmp_path):
+    from bench.traces.sample import prefill_rows
+
+    reqs = random_trace(seed, n=120)
+    path = write(tmp_path, "t.csv", "prompt_tokens,output_tokens,arrival_s\n"
+                 + "".join(f"{r.prompt},{r.output},{r.arrival_s}\n" for r in reqs))
+    r = replay(str(path), SMALL)
+    want = brute_schedule(reqs, SMALL)
+    assert {c.kind for c in r.checks} == {"prefill", "decode", "mixed"}
+    for c in r.checks:
+        step = want[c.index]  # the brute simulation lists each decode row's keys
+        assert c.prefill == prefill_rows(step) and bool(c.prefill) == bool(step.prefill)
+        assert all(q == 1 for _, q, _ in parse_rows(c.decode)) if c.decode else not step.decode_rows
+        assert _sums(c.decode) == (step.decode_rows, step.decode_kv_sum, step.decode_kv_sumsq, step.decode_kv_max,
+                                   step.decode_kv)
+
+
+@pytest.mark.parametrize("name", NAMED_WORKLOADS)
+def test_a_sampled_step_is_predicted_by_the_buckets_its_halves_are_weighed_in(name):
+    """Every step's halves assigned by the rule the samples use land in the buckets exactly as often as the buckets
+    count their steps: the check compares a step with the bucket the replay weighs it in."""
+    from collections import Counter
+
+    from bench.traces.buckets import decode_key, nearest, prefill_key
+    from bench.traces.sample import checked
+
+    r = replay(name, max_buckets=4)
+    pre = [b for b in r.buckets if b.phase == "prefill"]
+    dec = [b for b in r.buckets if b.phase == "decode"]
+    counted: Counter = Counter()
+    for s in schedule(read(NAMED[name]), r.knobs):
+        if s.prefill:
+            counted["prefill", nearest(pre, prefill_key(sum(q for q, _ in s.prefill), sum(k for _, k in s.prefill),
+                                                        len(s.prefill))).lengths] += 1
+        if s.decode_rows:
+            counted["decode", nearest(dec, decode_key(s.decode_rows, s.decode_kv_sum)).lengths] += 1
+    assert counted == Counter({(b.phase, b.lengths): b.steps for b in r.buckets})
+    for c in r.checks:
+        again = checked(c.index, Step(tuple((q, k) for n, q, k in parse_rows(c.prefill) for _ in range(n))
+                                      if c.prefill else (),
+                                      *_sums(c.decode)), list(r.buckets))
+        assert (again.prefill_bucket, again.decode_bucket) == (c.prefill_bucket, c.decode_bucket)
+        assert bool(c.prefill_bucket) == bool(c.prefill) and bool(c.decode_bucket) == bool(c.decode)
+
+
+def _sums(decode: str) -> tuple:
+    keys = [k for n, _, k in parse_rows(decode) for _ in range(n)] if decode else []
+    return len(keys), sum(keys), sum(k * k for k in keys), max(keys, default=0), tuple(keys)
+
+
+def test_the_sample_adds_cases_and_changes_no_bucket_case(monkeypatch):
+    """Every profile's cases without the sample are still there, in their order; the new ones are the sampled steps'
+    halves, one a backend, after the buckets'."""
+    import functools
+
+    from bench.engine import options, sweeps
+    from bench.traces import replay as replay_module
+
+    def ids(profile: str, device: str) -> list[str]:
+        plan = options.plan(options.RunRequest(profile=profile, device=device), default_out=False, listing=True)
+        return [c.id for c in plan.cases]
+
+    profiles = [(p, d) for d in ("cpu", "cuda") for p in sweeps.PROFILES[d]]
+    with_sample = {key: ids(*key) for key in profiles}
+    monkeypatch.setattr(replay_module, "replay", functools.partial(replay_module.replay, check_steps=0))
+    for key in profiles:
+        before, now = ids(*key), with_sample[key]
+        assert [i for i in now if i in set(before)] == before, key
+        added = [i for i in now if i not in set(before)]
+        assert all("lengths=rows:" in i for i in added), key
+        if key == ("default", "cpu"):  # azure-conv: 2 prefill-only, 5 decode-only, 5 mixed steps, on 2 backends
+            assert len(added) == (2 + 5 + 2 * 5) * 2

@@ -11,7 +11,8 @@ spread that are left. Prefill: equal chunks over the mean cached context, or wit
 mean longest row and the others sharing the rest.
 The error: two work models are summed over the real steps and over the buckets' batches times their weights,
 packed work (the (query, key) pairs a causal mask leaves: what per-sequence, packed and varlen layouts compute)
-and padded work (every row at the step's longest: what a padded layout computes); the difference is stated.
+and padded work (every row at the step's longest: what a padded layout computes); the difference is stated. That is
+work, not time: bench.traces.sample times real steps to check the buckets in time.
 """
 
 from __future__ import annotations
@@ -32,6 +33,16 @@ def visible(q: int, kv: int) -> int:
 
 def _grid(x: float, per_octave: int) -> int:
     return round(per_octave * math.log2(max(x, 1.0)))
+
+
+def prefill_key(q: int, kv: int, rows: int) -> tuple[int, ...]:
+    """A prefill half's bucket before merging: query tokens, mean cached context a row, rows (q, kv: sums)."""
+    return (_grid(q, 2), _grid(1 + (kv - q) / rows, 2), _grid(rows, 1))
+
+
+def decode_key(rows: int, kv: int) -> tuple[int, ...]:
+    """A decode half's bucket before merging: rows, mean keys a row (kv: their sum)."""
+    return (_grid(rows, 2), _grid(kv / rows, 2))
 
 
 @dataclass
@@ -119,12 +130,11 @@ def add_step(found: Sums, step: Step) -> None:
             kv += b
             most_q, most_kv = max(most_q, a), max(most_kv, b)
             packed += a * b - a * (a - 1) // 2  # visible(a, b), inlined
-        key = (_grid(q, 2), _grid(1 + (kv - q) / rows, 2), _grid(rows, 1))
-        _add(found, ("prefill", key),
+        _add(found, ("prefill", prefill_key(q, kv, rows)),
              (1, rows, q, kv, 0.0, most_kv, most_q, float(packed), float(rows * visible(most_q, most_kv))))
     if step.decode_rows:
         n, total = step.decode_rows, step.decode_kv_sum
-        _add(found, ("decode", (_grid(n, 2), _grid(total / n, 2))),
+        _add(found, ("decode", decode_key(n, total)),
              (1, n, n, total, step.decode_kv_sumsq - total * total / n, step.decode_kv_max, 0, float(total),
               float(n * step.decode_kv_max)))
 
@@ -147,12 +157,17 @@ def merge(buckets: dict[tuple[str, tuple[int, ...]], Bucket], max_buckets: int =
         mine = sorted((b for b in buckets.values() if b.phase == phase), key=lambda b: (-b.packed, b.key))
         kept, rest = mine[:max_buckets], mine[max_buckets:]
         for b in rest:
-            nearest = min(kept, key=lambda k: (sum((x - y) ** 2 for x, y in zip(k.key, b.key, strict=True)), k.key))
-            nearest.add(b)
+            nearest(kept, b.key).add(b)
         for b in kept:
             b.lengths = rows_label(b.groups())
         out += sorted(kept, key=lambda b: b.key)
     return out
+
+
+def nearest(kept: list[Bucket], key: tuple[int, ...]) -> Bucket:
+    """The kept bucket (of one phase) a half with this key falls in: its own, else the nearest on the grid (squared
+    distance; ties: the lower key). merge joins the lighter buckets by this rule, so a step is weighed where it is."""
+    return min(kept, key=lambda k: (sum((x - y) ** 2 for x, y in zip(k.key, key, strict=True)), k.key))
 
 
 def bucketing_error(buckets: list[Bucket]) -> dict[str, float]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from bench.traces.requests import TraceError
@@ -46,7 +46,7 @@ def step_of(path: Path, line: int, definition: str, axes: dict) -> Step | None:
             raise TraceError(f"{path}:{line}: num_kv_indices {pages} pages cannot hold {n} sequences; each decoding "
                              "sequence has at least one page")
         kv = [max(2, k) for k in split(pages * page_size, n)]
-        return Step((), n, sum(kv), sum(k * k for k in kv), max(kv))
+        return Step((), n, sum(kv), sum(k * k for k in kv), max(kv), tuple(sorted(kv)))
     if definition.startswith(("gqa_ragged_prefill", "gqa_paged_prefill")):
         n = _axis(path, line, axes, "len_indptr") - 1
         if n < 1:
@@ -60,8 +60,9 @@ def step_of(path: Path, line: int, definition: str, axes: dict) -> Step | None:
     return None
 
 
-def read_steps(path: Path) -> Iterator[Step]:
-    """The file's attention steps, one line at a time."""
+def read_steps(path: Path, explicit: Callable[[Step], bool] | None = None) -> Iterator[Step]:
+    """The file's attention steps, one line at a time, each offered to `explicit` as bench.traces.schedule does (a
+    decode step here always carries its rows one by one: the line's equal shares)."""
     found = 0
     other: set[str] = set()
     with path.open(encoding="utf-8") as f:
@@ -79,6 +80,8 @@ def read_steps(path: Path) -> Iterator[Step]:
                 other.add(str(definition))
                 continue
             found += 1
+            if explicit is not None:
+                explicit(step)
             yield step
     if not found:
         raise TraceError(f"{path}: no GQA attention line (definitions found: {', '.join(sorted(other)) or 'none'}); "

@@ -1,9 +1,10 @@
 """A workload, read, scheduled and bucketed once: what a run plans from and what its results file keeps.
 
 `replay(name, knobs)` reads the trace (bench.traces.requests, or flashinfer-trace steps), schedules it
-(bench.traces.schedule) and buckets its steps (bench.traces.buckets) in one streaming pass; the result is plain
-data (`to_dict`), stored in the run's `workloads` section, so the report weighs each bucket's measured time by its
-steps without the trace file.
+(bench.traces.schedule), buckets its steps (bench.traces.buckets) and samples real steps to check the buckets in
+time (bench.traces.sample) in one streaming pass; the result is plain data (`to_dict`), stored in the run's
+`workloads` section, so the report weighs each bucket's measured time by its steps, and sets the sampled steps'
+times against their buckets', without the trace file.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 from bench.traces.buckets import MAX_BUCKETS, Bucket, Sums, add_step, bucketing_error, buckets_of, merge
 from bench.traces.flashinfer import read_steps
 from bench.traces.requests import Request, file_format, read_requests, source_path
+from bench.traces.sample import CHECK_STEPS, KINDS, Checked, Sampler, checked
 from bench.traces.schedule import Knobs, Step, schedule
 
 # distinct step shapes are counted exactly up to here (~3 MiB of hashes; a 100,000-request trace has ~840,000 steps)
@@ -59,6 +61,8 @@ class Replay:
     shapes: int  # distinct step shapes (prefill rows and decode sums), counted up to DISTINCT_CAP
     buckets: tuple[Bucket, ...]
     error: dict[str, float]
+    kinds: dict[str, int]  # steps of each kind (bench.traces.sample.KINDS)
+    checks: tuple[Checked, ...]  # the sampled steps, timed exactly
 
     def summary(self) -> str:
         """One line for --plan: what the trace asks for, the schedule, and what bucketing makes of it."""
@@ -69,7 +73,9 @@ class Replay:
         return (f"trace {self.name}: {asked}{self.steps:,} steps ({self.mixed_steps:,} mixed, {shapes} distinct "
                 f"shapes, {sum(b.q_tokens for b in self.buckets):,} query tokens) -> {phases.count('prefill')} "
                 f"prefill and {phases.count('decode')} decode buckets; bucketing error "
-                f"{100 * self.error['packed']:+.1f}% packed, {100 * self.error['padded']:+.1f}% padded")
+                f"{100 * self.error['packed']:+.1f}% packed, {100 * self.error['padded']:+.1f}% padded; "
+                f"{len(self.checks)} real steps timed exactly to check them in time ("
+                + ", ".join(f"{[c.kind for c in self.checks].count(k)} {k}" for k in KINDS) + ")")
 
     def to_dict(self) -> dict[str, Any]:
         t = self.tally
@@ -78,26 +84,31 @@ class Replay:
                 "prompt_hist": {str(k): v for k, v in sorted((t.prompt_hist or {}).items())},
                 "output_hist": {str(k): v for k, v in sorted((t.output_hist or {}).items())},
                 "steps": self.steps, "mixed_steps": self.mixed_steps, "shapes": self.shapes, "error": self.error,
+                "kinds": self.kinds, "checks": [c.to_dict() for c in self.checks],
                 "buckets": [{"phase": b.phase, "lengths": b.lengths, "steps": b.steps, "rows": b.rows,
                              "q_tokens": b.q_tokens, "kv_tokens": b.kv_tokens, "packed": b.packed,
                              "padded": b.padded} for b in self.buckets]}
 
 
-def replay(name: str, knobs: Knobs | None = None, max_buckets: int = MAX_BUCKETS) -> Replay:
-    """The workload `name` (a named one or a file) under `knobs`: cached per file version, so planning and the
-    run's metadata read the trace once."""
+def replay(name: str, knobs: Knobs | None = None, max_buckets: int = MAX_BUCKETS,
+           check_steps: int = CHECK_STEPS) -> Replay:
+    """The workload `name` (a named one or a file) under `knobs`, with `check_steps` real steps sampled: cached per
+    file version, so planning and the run's metadata read the trace once."""
     path = source_path(name)
     stat = path.stat()
-    return _replay(name, str(path.resolve()), stat.st_mtime_ns, stat.st_size, knobs or Knobs(), max_buckets)
+    return _replay(name, str(path.resolve()), stat.st_mtime_ns, stat.st_size, knobs or Knobs(), max_buckets,
+                   check_steps)
 
 
 @functools.lru_cache(maxsize=8)
-def _replay(name: str, path_text: str, _mtime: int, _size: int, knobs: Knobs, max_buckets: int) -> Replay:
+def _replay(name: str, path_text: str, _mtime: int, _size: int, knobs: Knobs, max_buckets: int,
+            check_steps: int) -> Replay:
     path = Path(path_text)
     kind = file_format(path)
     tally = Tally()
-    steps: Iterator[Step] = read_steps(path) if kind == "flashinfer" else schedule(tally.count(read_requests(path)),
-                                                                                   knobs)
+    sampler = Sampler(check_steps)
+    steps: Iterator[Step] = read_steps(path, sampler.wants) if kind == "flashinfer" else \
+        schedule(tally.count(read_requests(path)), knobs, sampler.wants)
     found: Sums = {}
     seen: set[int] = set()  # hashes of the step shapes, up to DISTINCT_CAP of them: memory stays bounded
     n = mixed = 0
@@ -107,5 +118,8 @@ def _replay(name: str, path_text: str, _mtime: int, _size: int, knobs: Knobs, ma
         if len(seen) < DISTINCT_CAP:
             seen.add(hash(step))
         add_step(found, step)
+        sampler.keep(step)
     buckets = merge(buckets_of(found), max_buckets)
-    return Replay(name, kind, knobs, tally, n, mixed, len(seen), tuple(buckets), bucketing_error(buckets))
+    checks = tuple(checked(i, step, buckets) for i, step in sampler.drawn())
+    return Replay(name, kind, knobs, tally, n, mixed, len(seen), tuple(buckets), bucketing_error(buckets),
+                  dict(sampler.seen), checks)

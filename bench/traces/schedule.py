@@ -13,7 +13,8 @@ the same steps.
 Decode rows are kept as sums, not a list: request i decoding at step t has t + c_i keys (c_i fixed when its prompt
 ends), so the rows' count, sum, sum of squares and maximum follow from n, sum c, sum c^2 and max c, in O(1) a step
 (a lazy heap for the maximum, rebuilt from the live rows when the finished ones outnumber them). Scheduling a
-100,000-request trace stays fast and its memory flat.
+100,000-request trace stays fast and its memory flat. A step the caller asks for (`explicit`: a sampled step, timed
+exactly by bench.traces.sample) also carries its decode rows' keys one by one.
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field, replace
 
 from bench.errors import UsageError
 from bench.traces.requests import Request
@@ -57,13 +58,15 @@ class Knobs:
 
 @dataclass(frozen=True)
 class Step:
-    """One scheduled step: its prefill rows (queries, keys) and its decode rows as sums."""
+    """One scheduled step: its prefill rows (queries, keys) and its decode rows as sums (and one by one, sorted,
+    where the caller asked for them; not part of the step's identity)."""
 
     prefill: tuple[tuple[int, int], ...]
     decode_rows: int = 0
     decode_kv_sum: int = 0
     decode_kv_sumsq: int = 0
     decode_kv_max: int = 0
+    decode_kv: tuple[int, ...] = field(default=(), compare=False)
 
 
 @dataclass
@@ -98,6 +101,10 @@ class _Decoding:
         return (self.n, self.n * t + self.c_sum, self.n * t * t + 2 * t * self.c_sum + self.c_sumsq,
                 t - self.top[0])
 
+    def keys(self, t: int) -> tuple[int, ...]:
+        """Each decode row's keys at step t, sorted: the live rows are exactly those still in `ends`."""
+        return tuple(sorted(t + c for _, c in self.ends))
+
     def finish(self, t: int) -> None:
         """Drop the requests whose last decode step is t."""
         while self.ends and self.ends[0][0] <= t:
@@ -121,8 +128,10 @@ def _chunk(p: _Prefilling, budget: int, cap: int | None, rows: list[tuple[int, i
     return size
 
 
-def schedule(requests: Iterable[Request], knobs: Knobs | None = None) -> Iterator[Step]:
-    """The steps that serve `requests` (in arrival order) under `knobs` (vLLM-like defaults), one at a time."""
+def schedule(requests: Iterable[Request], knobs: Knobs | None = None,
+             explicit: Callable[[Step], bool] | None = None) -> Iterator[Step]:
+    """The steps that serve `requests` (in arrival order) under `knobs` (vLLM-like defaults), one at a time; each step
+    is offered to `explicit` (when given), and one it answers True for carries its decode rows' keys (decode_kv)."""
     knobs = knobs or Knobs()
     pending = iter(requests)
     upcoming = next(pending, None)
@@ -159,7 +168,10 @@ def schedule(requests: Iterable[Request], knobs: Knobs | None = None) -> Iterato
             admitted += 1
             budget -= _chunk(p, budget, knobs.prefill_chunk, rows)
         ended = [p for p in prefilling if p.done == p.request.prompt]
-        yield Step(tuple(rows), n, kv_sum, kv_sumsq, kv_max)
+        step = Step(tuple(rows), n, kv_sum, kv_sumsq, kv_max)
+        if explicit is not None and explicit(step) and n:  # rows one by one only where asked: O(n) a step
+            step = replace(step, decode_kv=decoding.keys(t))
+        yield step
         decoding.finish(t)
         for p in ended:  # its first token came out of this step: decode steps t+1 .. t+output-1, prompt + j keys
             prefilling.remove(p)
