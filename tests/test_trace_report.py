@@ -14,6 +14,7 @@ import pytest
 from bench.report import traces
 from bench.report.load import read_results
 from bench.report.verdict import DEPENDS, FAILS, HOLDS, INCONCLUSIVE, NO_FACTS, NOT_MEASURED
+from bench.shapes import parse_rows
 from tests.results_factory import make_record, make_run
 
 PREFILL, DECODE = "rows:2x64:64", "rows:4x1:512"
@@ -173,3 +174,89 @@ def test_trace_buckets_are_left_out_of_the_grid_and_of_the_serving_analyses(tmp_
     df = frame([*TRACE, *GRID_FLASH_WINS], tmp_path)
     assert int(trace_rows(df).sum()) == len(TRACE)
     assert len(dense_rows(df)) == len(GRID_FLASH_WINS)
+
+
+# --- the buckets checked in time on sampled real steps ----------------------------------------------------------------
+
+STEP_PREFILL, STEP_DECODE, STEP_DECODE_2 = "rows:1x40:64+1x24:24", "rows:1x1:300+3x1:600", "rows:2x1:400+2x1:700"
+CHECKS = [{"index": 3, "kind": "prefill", "prefill": STEP_PREFILL, "decode": "", "prefill_bucket": PREFILL,
+           "decode_bucket": ""},
+          {"index": 40, "kind": "decode", "prefill": "", "decode": STEP_DECODE, "prefill_bucket": "",
+           "decode_bucket": DECODE},
+          {"index": 77, "kind": "decode", "prefill": "", "decode": STEP_DECODE_2, "prefill_bucket": "",
+           "decode_bucket": DECODE}]
+CHECKED = dataclasses.replace(NO_FACTS, workloads={"w": {**WORKLOAD, "checks": CHECKS,
+                                                         "kinds": {"prefill": 10, "decode": 100, "mixed": 0}}})
+
+
+def step(backend: str, lengths: str, median_s: float) -> dict:
+    """A sampled step's half, timed as its own case."""
+    groups = parse_rows(lengths)
+    phase = "decode" if all(q == 1 for _, q, _ in groups) else "prefill"
+    rec = make_record(backend, n_kv_heads=2, seq=max(k for _, _, k in groups), batch=sum(n for n, _, _ in groups),
+                      phase=phase, median_s=median_s, lengths=lengths, page_size=16 if phase == "decode" else None,
+                      seq_q=max(q for _, q, _ in groups))
+    rec["case_id"] += f"-lengths={lengths}"
+    return rec
+
+
+def steps_as_predicted(backend: str, prefill_s: float, decode_s: float, decode_off: float = 1.0,
+                       prefill_off: float = 1.0) -> list[dict]:
+    """The sampled steps' halves at their buckets' times over decode_off and prefill_off (0.7: the bucket
+    under-predicts them by 30%)."""
+    return [step(backend, STEP_PREFILL, prefill_s / prefill_off), step(backend, STEP_DECODE, decode_s / decode_off),
+            step(backend, STEP_DECODE_2, decode_s / decode_off)]
+
+
+# the close call of the test above: flex serves in 96 ms against the grid's winner sdpa-flash's 100 ms
+CLOSE = [*TRACE[:4], bucket("flex", "prefill", 1e-3), bucket("flex", "decode", 0.86e-3)]
+
+
+def test_a_bucket_that_under_predicts_its_steps_by_30_percent_reports_it_and_widens_the_claim(tmp_path):
+    checked = [*steps_as_predicted("naive", 2e-3, 1e-3), *steps_as_predicted("sdpa-flash", 1e-3, 0.9e-3),
+               *steps_as_predicted("flex", 1e-3, 0.86e-3, decode_off=0.7)]
+    df = frame([*CLOSE, *GRID_FLASH_WINS, *checked], tmp_path)
+    steps = traces.step_checks(df, CHECKED.workloads).set_index(["backend", "index"])
+    assert steps.loc[("flex", 40), "error"] == pytest.approx(-0.3)  # its bucket's 0.86 ms against 0.86 / 0.7 ms
+    assert steps.loc[("flex", 77), "predicted_s"] == pytest.approx(0.86e-3)
+    assert steps.loc[("flex", 3), "error"] == pytest.approx(0.0)
+    assert steps.loc[("naive", 40), "error"] == pytest.approx(0.0)
+    table = traces.check_table(df, CHECKED.workloads).set_index("backend")
+    flex = table.loc["flex"]
+    assert (flex["steps"], flex["sampled"]) == (3, 3)
+    assert flex["median"] == pytest.approx(-0.3) and flex["worst"] == pytest.approx(-0.3)
+    # each prefill step stands for 10 steps, each decode step for 50: the time to serve's error
+    predicted, measured = 10 * 1e-3 + 50 * 2 * 0.86e-3, 10 * 1e-3 + 50 * 2 * 0.86e-3 / 0.7
+    assert flex["total"] == pytest.approx(predicted / measured - 1)
+    assert table.loc["naive", "total"] == pytest.approx(0.0)
+
+    (tmp_path / "a").mkdir()
+    assert traces.grid_vs_trace(frame([*CLOSE, *GRID_FLASH_WINS], tmp_path / "a"), RUN).verdict == HOLDS
+    verdict = traces.grid_vs_trace(df, CHECKED)  # the same buckets, now checked: flex may be 28% off
+    (row,) = verdict.detail
+    assert verdict.verdict == INCONCLUSIVE and row["low"] < 1.0 < traces.TRACE_CLOSE < row["high"]
+    assert row["ratio"] == pytest.approx(0.1 / 0.096) and row["check_errors"]["flex"] == pytest.approx(flex["total"])
+    assert "flex: median -30%, worst -30%, total -28%" in verdict.numbers
+    assert "the buckets' prediction of 3 sampled real steps" in verdict.numbers
+    # the buckets predict sdpa-flash / flex off by 1 / (1 - 0.28) = 1.38x: flex's time is taken 1.38x either way
+    assert "they predict sdpa-flash against flex off by 1.38×" in verdict.why
+    assert row["high"] == pytest.approx(0.1 / 0.096 * measured / predicted)  # no CI recorded: the medians alone
+    assert row["low"] == pytest.approx(0.1 / 0.12)  # flex taken 1.38x slower, naive (unwidened) is the fastest other
+
+
+def test_an_error_the_buckets_make_for_every_backend_alike_leaves_the_interval_as_it_was(tmp_path):
+    """The buckets under-predict every backend's steps by 30%: each backend's time to serve is off alike, and the
+    ratio the claim judges is not; a backend whose steps did not run is named unchecked."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "c").mkdir()
+    alike = [*steps_as_predicted("naive", 2e-3, 1e-3, 0.7, 0.7), *steps_as_predicted("flex", 1e-3, 0.86e-3, 0.7, 0.7),
+             *steps_as_predicted("sdpa-flash", 1e-3, 0.9e-3, 0.7, 0.7)]
+    plain = traces.grid_vs_trace(frame([*CLOSE, *GRID_FLASH_WINS], tmp_path / "a"), RUN)
+    verdict = traces.grid_vs_trace(frame([*CLOSE, *GRID_FLASH_WINS, *alike], tmp_path / "b"), CHECKED)
+    assert verdict.verdict == plain.verdict == HOLDS
+    assert (verdict.detail[0]["low"], verdict.detail[0]["high"]) == \
+        pytest.approx((plain.detail[0]["low"], plain.detail[0]["high"]))
+    assert "flex: median -30%, worst -30%, total -30%; sdpa-flash: median -30%" in verdict.numbers
+    unchecked = traces.grid_vs_trace(frame([*CLOSE, *GRID_FLASH_WINS, *alike[:3], *alike[6:]], tmp_path / "c"), CHECKED)
+    assert unchecked.verdict == HOLDS and "flex: not checked" in unchecked.numbers
