@@ -399,3 +399,17 @@ def test_a_record_is_frozen_typed_and_serialises_to_exactly_the_documented_field
     assert Record.from_dict(rec.to_dict()) == rec  # what a worker sends and a file holds reads back the same
     amended = dataclasses.replace(rec, status="skipped", reason="over budget")
     assert (amended.status, rec.status) == ("skipped", None)
+
+
+def test_a_long_case_id_gets_a_trace_file_name_within_the_file_system_s_limit(tmp_path):
+    from types import SimpleNamespace
+
+    from bench.engine.runner import Runner
+
+    runner = Runner.__new__(Runner)
+    runner.trace_dir = tmp_path
+    long_a, long_b = SimpleNamespace(id="step/" * 90 + "a"), SimpleNamespace(id="step/" * 90 + "b")
+    a, b = runner.trace_path(long_a), runner.trace_path(long_b)
+    assert len(a.name.encode()) <= 255 and a != b  # cut, and still one file per case
+    a.write_text("{}")
+    assert runner.trace_path(SimpleNamespace(id="naive/mha")).name == "naive_mha.trace.json"

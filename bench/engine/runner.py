@@ -10,6 +10,7 @@ record's formula fields) is their kind's (bench.kinds.kind_of): this module runs
 from __future__ import annotations
 
 import gc
+import hashlib
 import re
 from collections.abc import Callable
 from dataclasses import replace
@@ -51,6 +52,8 @@ def _free(device: str, failed: bool) -> None:
     if device == "cuda":
         torch.cuda.empty_cache()
 
+
+MAX_NAME = 200  # of a --trace file's name before its suffix: file systems stop at 255 bytes
 
 class Runner:
     def __init__(self, calibration: Calibration, gpu_name: str | None = None,
@@ -143,7 +146,11 @@ class Runner:
         return Outcome(record, timing.samples)
 
     def trace_path(self, case: Case) -> Path | None:
-        """--trace DIR: the kernel mode's profiler trace of this case, one file per case id."""
+        """--trace DIR: the kernel mode's profiler trace of this case, one file per case id (a long id, as a replayed
+        trace step's, is cut and ends in a hash of the whole: file names stop at 255 bytes)."""
         if self.trace_dir is None:
             return None
-        return self.trace_dir / (re.sub(r"[^A-Za-z0-9.=_-]+", "_", case.id) + ".trace.json")
+        name = re.sub(r"[^A-Za-z0-9.=_-]+", "_", case.id)
+        if len(name) > MAX_NAME:
+            name = name[:MAX_NAME - 17] + "-" + hashlib.sha256(case.id.encode()).hexdigest()[:16]
+        return self.trace_dir / (name + ".trace.json")
