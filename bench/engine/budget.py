@@ -17,7 +17,7 @@ from bench.engine.sweeps import Case
 
 MARGIN = 0.9  # plan to this share of the budget: the end-of-run calibration and the file need the rest
 # ... of which this share is kept, after the sweep, to re-measure the claims' open conditions (bench.engine.decide)
-DECIDE_SHARE = 0.2
+DECIDE_SHARE = 0.15
 
 
 def cases_room(time_budget_s: float) -> float:

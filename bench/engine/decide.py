@@ -1,5 +1,5 @@
-"""After the sweep, a run under a time budget spends the share it kept (DECIDE_SHARE) deciding the claims' open
-conditions: those whose 95% interval, from each case's own CI, straddles their bound.
+"""After the sweep, a run under a time budget spends the share it kept (bench.engine.budget.DECIDE_SHARE) deciding
+the claims' open conditions: those whose 95% interval, from each case's own CI, straddles their bound.
 
 Each such condition names the (top, bottom) cases behind its ratio (bench.report.conditions). They are measured
 again in blocks, each block in a fresh worker process (a worker's state — where its buffers landed, what it
@@ -31,7 +31,6 @@ from bench.case import Case
 from bench.engine.execute import RunnerSetup
 from bench.engine.isolate import Isolated
 
-DECIDE_SHARE = 0.2  # of a run's time budget, kept to decide open conditions after the sweep
 SLICE_BUDGET_S = 0.25  # timing seconds of one slice (a block has four per pair)
 MAX_BLOCKS = 12  # a condition still open after this many blocks is left as it is: its ratio sits on the bound
 MAX_PAIRS = 4  # a condition resting on more pairs than this costs too much a block to re-measure here
