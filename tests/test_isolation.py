@@ -130,6 +130,7 @@ def test_cases_run_family_by_family_from_the_cheapest():
     assert family_key(order[0])[:5] == ("naive", "mha", "prefill", "fwd", "cpu")
     planner = TimeBudget(100.0)  # the cases' room: 75 s of it (the closing and deciding keep the rest)
     assert planner.fits(45.0, elapsed_s=30.0) and not planner.fits(50.0, elapsed_s=30.0)
+    assert planner.fits(55.0, elapsed_s=30.0, least=True)  # a claim's least case may use the time kept to decide
     planner.ran(predicted_s=10.0, measured_s=30.0, key="bf16")  # 3x optimistic for bf16 so far: it scales bf16
     assert planner.scale("bf16") == 3.0 and not planner.fits(25.0, elapsed_s=30.0, key="bf16")
     planner.ran(predicted_s=10.0, measured_s=10.0, key="fp32")

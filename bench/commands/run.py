@@ -132,6 +132,8 @@ def _preview(plan: options.Plan, gpu: str | None) -> list[str]:
         ceilings = spec_calibration(gpu or "H200")
     else:
         print(f"calibrating {plan.device} (GEMM and copy ceilings)...", flush=True)
+        if plan.threads:  # with the threads the run's cases get, or the predictions are theirs, not the run's
+            torch.set_num_threads(plan.threads)
         ceilings = calibrate.calibrate(plan.device, plan.sweep.dtypes)
     return preview_lines(plan, ceilings)
 

@@ -54,6 +54,11 @@ class Agenda:
     answers: list[Answer]
     unrunnable: dict[str, str]  # backend -> why it cannot run on this device (its cases come first in `order`)
 
+    @property
+    def least_ids(self) -> set[str]:
+        """The cases of the funded questions' least sets: they may use the share kept for deciding."""
+        return {c.id for a in self.answers if a.state == FUNDED for c in a.least}
+
 
 def device_reason(case: Case) -> str | None:
     """Why the case's backend cannot run on this device at all (in any dtype), or None."""
@@ -88,7 +93,7 @@ def make_agenda(cases: list[Case], ctx: Context, time_budget_s: float, elapsed_s
     funded: set[str] = set()
     first: list[Case] = []
     spent = elapsed_s
-    room = cases_room(time_budget_s)
+    room = cases_room(time_budget_s, least=True)  # an answer before deciding it
     # the cheapest questions are funded (and run) first: when the run goes slower than predicted, the questions
     # that go unanswered are the fewest
     found = []

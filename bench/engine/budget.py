@@ -16,13 +16,15 @@ from bench.case import family_key
 from bench.engine.sweeps import Case
 
 MARGIN = 0.9  # plan to this share of the budget: the end-of-run calibration and the file need the rest
-# ... of which this share is kept, after the sweep, to re-measure the claims' open conditions (bench.engine.decide)
+# ... of which this share is kept, after the sweep, to re-measure the claims' open conditions (bench.engine.decide).
+# The claims' least cases may use it (an answer first, then deciding it); depth and breadth may not.
 DECIDE_SHARE = 0.15
 
 
-def cases_room(time_budget_s: float) -> float:
-    """The seconds of a budget the sweep's cases may take: what the closing and deciding leave."""
-    return (MARGIN - DECIDE_SHARE) * time_budget_s
+def cases_room(time_budget_s: float, least: bool = False) -> float:
+    """The seconds of a budget the sweep's cases may take: for a claim's least case all the closing leaves, for any
+    other case what the closing and deciding leave."""
+    return (MARGIN if least else MARGIN - DECIDE_SHARE) * time_budget_s
 
 
 def priority_order(cases: list[Case], predicted: dict[str, float]) -> list[Case]:
@@ -53,11 +55,11 @@ class TimeBudget:
             return 1.0
         return min(20.0, max(0.05, measured / predicted))
 
-    def fits(self, predicted_s: float, elapsed_s: float, key: str | None = None) -> bool:
-        """elapsed_s: the run's time so far, calibration included."""
+    def fits(self, predicted_s: float, elapsed_s: float, key: str | None = None, least: bool = False) -> bool:
+        """elapsed_s: the run's time so far, calibration included; least: a case a claim's answer needs."""
         if self.time_budget_s is None:
             return True
-        return elapsed_s + self.scale(key) * predicted_s <= cases_room(self.time_budget_s)
+        return elapsed_s + self.scale(key) * predicted_s <= cases_room(self.time_budget_s, least)
 
     def ran(self, predicted_s: float, measured_s: float, key: str | None = None) -> None:
         for k in {key, None}:

@@ -38,7 +38,7 @@ def preview_lines(plan: Plan, calibration: Calibration) -> list[str]:
     funded = {c.id for a in agenda.answers if a.state == FUNDED for c in a.least}
     spent, fate = elapsed, {}
     for c in agenda.order:
-        if spent + predicted[c.id] <= cases_room(budget):
+        if spent + predicted[c.id] <= cases_room(budget, least=c.id in funded):
             spent += predicted[c.id]
             fate[c.id] = "least" if c.id in funded else "runs"
         else:

@@ -28,6 +28,7 @@ class Schedule:
         self.budget = TimeBudget(budget if budget is not None and budget != float("inf") else None)
         self.predicted: dict[str, float] = {}
         self.agenda: Any = None  # bench.engine.agenda.Agenda: the order under a time budget
+        self.least: set[str] = set()  # its funded questions' least cases (they may use the share kept to decide)
         self.quiet: set[str] = set()  # cases the plan announced as a group: counted, not listed one by one
         self.over_budget = 0  # cases recorded skipped because they no longer fit the time budget
 
@@ -57,6 +58,7 @@ class Schedule:
             return None
         elapsed = self.elapsed_s()
         self.agenda = make_agenda(mine, ctx, self.budget.time_budget_s, elapsed)
+        self.least = self.agenda.least_ids
         for line in plan_lines(self.agenda, self.budget.time_budget_s, elapsed, emulated):
             say(line)
         return [a.as_dict() for a in self.agenda.answers]
@@ -76,7 +78,9 @@ class Schedule:
 
     def fits(self, case: Case) -> bool:
         """Whether the case, as its prediction is faring in this run, still fits the time budget."""
-        return not self.predicted or self.budget.fits(self.predicted[case.id], self.elapsed_s(), case.shape.dtype)
+        least = case.id in self.least
+        return not self.predicted or self.budget.fits(self.predicted[case.id], self.elapsed_s(), case.shape.dtype,
+                                                      least)
 
     def over_budget_reason(self, case: Case) -> str:
         """Why a case that no longer fits is skipped; counted for one line at the end, not one per case."""
