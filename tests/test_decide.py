@@ -91,3 +91,21 @@ def _alternating(workers):
         factor = 1.05 if workers.workers % 2 and case.id == "mha" else 0.95 if case.id == "mha" else 1.0
         return Outcome(replace(out.record, median_s=out.record.median_s * factor), [])
     return run
+
+
+def test_a_run_decides_once_its_least_sets_are_in_and_before_its_depth():
+    from types import SimpleNamespace
+
+    from bench.engine.session import Session
+
+    session = Session.__new__(Session)
+    done: set[str] = set()
+    session.schedule = SimpleNamespace(least={"a", "b"}, decided=False)
+    session.store = SimpleNamespace(doc=SimpleNamespace(case_ids=lambda: sorted(done)))
+    assert not session._least_done(FakeCase("unsupported-first"))  # unrunnable cases come before the least sets
+    done.update({"a"})
+    assert not session._least_done(FakeCase("b"))
+    done.update({"b"})
+    assert session._least_done(FakeCase("depth"))  # the first case past the least sets
+    session.schedule.decided = True
+    assert not session._least_done(FakeCase("more depth"))  # once only

@@ -16,8 +16,8 @@ from bench.case import family_key
 from bench.engine.sweeps import Case
 
 MARGIN = 0.9  # plan to this share of the budget: the end-of-run calibration and the file need the rest
-# ... of which this share is kept, after the sweep, to re-measure the claims' open conditions (bench.engine.decide).
-# The claims' least cases may use it (an answer first, then deciding it); depth and breadth may not.
+# ... of which this share is kept to re-measure the claims' open conditions once their least sets have run
+# (bench.engine.decide). The least cases may use it (an answer first, then deciding it); depth and breadth may not.
 DECIDE_SHARE = 0.15
 
 

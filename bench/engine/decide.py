@@ -1,5 +1,6 @@
-"""After the sweep, a run under a time budget spends the share it kept (bench.engine.budget.DECIDE_SHARE) deciding
-the claims' open conditions: those whose 95% interval, from each case's own CI, straddles their bound.
+"""Once the claims' least sets have run, a run under a time budget spends the share it kept
+(bench.engine.budget.DECIDE_SHARE) deciding the claims' open conditions: those whose 95% interval, from each case's
+own CI, straddles their bound. The depth and breadth cases then get what is left.
 
 Each such condition names the (top, bottom) cases behind its ratio (bench.report.conditions). They are measured
 again in blocks, each block in a fresh worker process (a worker's state — where its buffers landed, what it

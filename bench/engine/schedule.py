@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bench.case import Case
-from bench.engine.budget import MARGIN, TimeBudget, priority_order
+from bench.engine.budget import DECIDE_SHARE, MARGIN, TimeBudget, priority_order
 from bench.engine.console import fmt_eta
 from bench.engine.cost import predict_all
 from bench.engine.options import Plan
@@ -29,6 +29,8 @@ class Schedule:
         self.predicted: dict[str, float] = {}
         self.agenda: Any = None  # bench.engine.agenda.Agenda: the order under a time budget
         self.least: set[str] = set()  # its funded questions' least cases (they may use the share kept to decide)
+        self.decided = False  # the open conditions were decided (after the least sets): every case may use it now
+        self.decide_started: float | None = None
         self.quiet: set[str] = set()  # cases the plan announced as a group: counted, not listed one by one
         self.over_budget = 0  # cases recorded skipped because they no longer fit the time budget
 
@@ -78,7 +80,7 @@ class Schedule:
 
     def fits(self, case: Case) -> bool:
         """Whether the case, as its prediction is faring in this run, still fits the time budget."""
-        least = case.id in self.least
+        least = case.id in self.least or self.decided  # once decided, the share kept for it is free
         return not self.predicted or self.budget.fits(self.predicted[case.id], self.elapsed_s(), case.shape.dtype,
                                                       least)
 
@@ -106,11 +108,14 @@ class Schedule:
         return self.budget.eta_s([(self.predicted[c.id], c.shape.dtype) for c in left], self.elapsed_s())
 
     def decide_s_left(self) -> float:
-        """Seconds the run may still spend deciding open conditions: up to the budget's planned share (MARGIN),
-        whatever the sweep left of it (0 without a budget)."""
+        """Seconds the run may still spend deciding open conditions: the share kept for it (DECIDE_SHARE), counted
+        from when deciding starts, and never past the budget's planned share (MARGIN); 0 without a budget."""
         if self.budget.time_budget_s is None:
             return 0.0
-        return MARGIN * self.budget.time_budget_s - self.elapsed_s()
+        if self.decide_started is None:
+            self.decide_started = self.elapsed_s()
+        budget = self.budget.time_budget_s
+        return min(self.decide_started + DECIDE_SHARE * budget, MARGIN * budget) - self.elapsed_s()
 
     def closing_lines(self) -> list[str]:
         if not self.over_budget:

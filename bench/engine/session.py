@@ -195,16 +195,26 @@ class Session:
             if case_id in self.by_id:
                 yield self.by_id[case_id]
 
+    def _least_done(self, case: Case) -> bool:
+        """Whether `case` is the first past the claims' least sets (they run first): time to decide."""
+        least = self.schedule.least
+        return (bool(least) and not self.schedule.decided and case.id not in least and self.store is not None
+                and least <= set(self.store.doc.case_ids()))
+
     def decide(self) -> None:
-        """Under a time budget, in worker processes, the run's own cases all in: what the sweep left of the budget
-        re-measures the claims' open conditions in interleaved blocks (bench.engine.decide)."""
+        """Once, under a time budget, in worker processes: after the claims' least sets, the share of the budget kept
+        for it re-measures the claims' open conditions in interleaved blocks (bench.engine.decide); the depth and
+        breadth cases then get what is left."""
+        if self.schedule.decided:
+            return
+        self.schedule.decided = True
         if (self.store is None or self.queue is not None or not isinstance(self.executor, Isolated)
-                or self.schedule.decide_s_left() <= 0 or not set(self.by_id) <= set(self.store.doc.case_ids())):
+                or self.schedule.decide_s_left() <= 0):
             return
         from bench.engine.decide import decide
 
         interrupt.stage("decide")
-        self.executor.close()  # its worker idles from here: the blocks run in fresh ones
+        self.executor.close()  # the blocks run in fresh workers; the next case starts one too
         decide(self.store.doc, self.plan.out, self.by_id, self.setup, self.plan.threads, self.schedule.decide_s_left,
                self.say)  # sets the run's meta.suspects and meta.decided
 
@@ -232,6 +242,8 @@ class Session:
         try:
             self.open()
             for case in self.cases():
+                if self._least_done(case):
+                    self.decide()
                 self.measure_or_skip(case)
             self.decide()
         except KeyboardInterrupt:

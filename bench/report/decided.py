@@ -1,5 +1,5 @@
-"""Conditions decided by interleaved blocks: where a run re-measured a condition's cases after its sweep
-(bench.engine.decide), the condition is judged on those blocks instead of on each case's own CI.
+"""Conditions decided by interleaved blocks: where a run re-measured a condition's cases (bench.engine.decide,
+after the claims' least sets), the condition is judged on those blocks instead of on each case's own CI.
 
 A block ran in a fresh worker process: each (top, bottom) pair of the condition measured as ABBA or BAAB (A the top
 case), so a slow spell lands on both sides alike. The block's ratio is the geometric mean over its pairs of the top's
@@ -71,7 +71,7 @@ def with_blocks(verdict: Verdict, claim_key: str, decided: Sequence[dict[str, An
     conditions = tuple(judged_by_blocks(c, mine[c.name]) if c.name in mine else c for c in verdict.conditions)
     changed = [c for c, old in zip(conditions, verdict.conditions, strict=True) if c is not old]
     word_now = combine(conditions)
-    numbers = verdict.numbers + f" Re-measured in interleaved blocks after the sweep: {listing(changed)}."
+    numbers = verdict.numbers + f" Re-measured in interleaved blocks: {listing(changed)}."
     why = verdict.why
     if word_now != verdict.verdict:  # the CI-based why described the open conditions the blocks have now judged
         why = ""

@@ -315,7 +315,7 @@ def claims_table(df: pd.DataFrame, run: RunInfo | None = None) -> Table:
 
 
 def suspect_notes(run: RunInfo) -> list[Block]:
-    """The timings that looked stalled, re-measured after the sweep (bench.report.suspects)."""
+    """The timings that looked stalled, re-measured during the run (bench.report.suspects)."""
     text = suspect_note(run.meta.suspects)
     return [Para(text)] if text else []
 

@@ -8,9 +8,10 @@ lengths), ordered by work (FLOPs), a case is suspect when
   own time is over FLAT_FLOOR_S (below that, fixed per-call costs legitimately set the time), or
 - a jump: its work per second is under 1/JUMP of the previous case's (a cache that spills costs a few times, not
   more).
-A run re-measures each suspect once in a fresh worker after its sweep (bench.engine.decide: RunMeta.suspects, each
-{"case_id", "reason", "first_s", "again_s", "again_low_s", "again_high_s"}); where the second measurement is faster
-by more than STALLED, the report takes it (a stall only ever adds time), flags the case noisy and names it.
+Once the claims' least sets have run, a run re-measures each suspect once in a fresh worker (bench.engine.decide:
+RunMeta.suspects, each {"case_id", "reason", "first_s", "again_s", "again_low_s", "again_high_s"}); where the second
+measurement is faster by more than STALLED, the report takes it (a stall only ever adds time), flags the case noisy
+and names it.
 """
 
 from __future__ import annotations
