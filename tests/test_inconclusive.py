@@ -122,3 +122,14 @@ def test_the_closing_summary_names_the_range_each_verdict_was_judged_on(tmp_path
     lines = summary_lines(path)
     heads = next(line for line in lines if "Heads are a free lunch" in line)
     assert heads.strip().startswith("holds") and "[Hq 2–16" in heads
+
+
+def test_a_decode_condition_measured_at_too_few_lengths_is_listed_not_judged_beside_whole_ones(tmp_path):
+    whole = _decode(70.0)  # sdpa MQA at three lengths: a finding (does not hold)
+    part = [make_record("sdpa-flash", 8, h, 1024, phase="decode", median_s=t, pct_read_ceiling=70.0,
+                        pct_gemm_ceiling=1.0) for h, t in ((8, 1e-3), (1, 0.95e-3))]
+    v = fused_decode_speedup(_frame(tmp_path, whole + part))
+    assert v.verdict == FAILS and [c.name.split(" · ")[0] for c in v.conditions] == ["sdpa"]
+    assert "not judged, measured at fewer than 3 KV lengths: sdpa-flash" in v.numbers
+    alone = fused_decode_speedup(_frame(tmp_path, part))  # nothing measured whole: still open, as before
+    assert alone.verdict == INCONCLUSIVE

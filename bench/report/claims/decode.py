@@ -117,7 +117,8 @@ def _condition(family: str, key: tuple, rows: pd.DataFrame, lengths: list[int]) 
 def _judge(df: pd.DataFrame, family: str) -> Verdict:
     """Per condition — backend × dtype × GQA/MQA group size, at that condition's longest KV length — the MHA step's
     time over the GQA/MQA step's, its 95% interval from those cases' own timings, and its word against 2×; the
-    claim's word is bench.report.conditions' rule over them (holds, does not hold, depends, inconclusive)."""
+    claim's word is bench.report.conditions' rule over them (holds, does not hold, depends, inconclusive). Where
+    some conditions were measured at MIN_KV_LENGTHS lengths or more, the others are listed but not judged."""
     claim = spec(f"{family}-decode").text
     pairs = decode_pairs(df)
     sp = pairs[pairs["family"] == family]
@@ -126,10 +127,18 @@ def _judge(df: pd.DataFrame, family: str) -> Verdict:
                                             f"at equal Hq (`{spec(f'{family}-decode').command}`)")
     detail = [{k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()}
               for row in sp[KEYS + ["variant", "group_size", "speedup"]].to_dict("records")]
-    judged_rows = []  # (condition, its rows at its longest KV length)
+    judged_rows, partial = [], []  # (condition, its rows at its longest KV length); conditions left unjudged
     for key, grp in sp.groupby(["backend", "dtype", "variant", "group_size"], sort=True):
         at = grp[grp["seq_kv"] == grp["seq_kv"].max()]
-        judged_rows.append((_condition(family, key, at, sorted(int(k) for k in grp["seq_kv"].unique())), at))
+        lengths = sorted(int(k) for k in grp["seq_kv"].unique())
+        judged_rows.append((_condition(family, key, at, lengths), at))
+        partial.append(len(lengths) < MIN_KV_LENGTHS)
+    if not all(partial):  # judged on the conditions a run measured whole (the plan's least set measures some whole;
+        # which others a time budget reached varies from run to run, and a verdict should not)
+        shown = [c for (c, _), p in zip(judged_rows, partial, strict=True) if p]
+        judged_rows = [jr for jr, p in zip(judged_rows, partial, strict=True) if not p]
+    else:
+        shown = []
     found = [c for c, _ in judged_rows]
     by_len = sp.groupby(["seq_kv", "variant"])["speedup"].median().unstack("variant")
     per_len = "; ".join(f"KV {int(s)}: " + ", ".join(f"{v.upper()} {x:.2f}×" for v, x in row.dropna().items())
@@ -137,6 +146,9 @@ def _judge(df: pd.DataFrame, family: str) -> Verdict:
     low, high = DECODE_SPEEDUP
     numbers = (f"MHA step over the GQA/MQA step, per condition at its longest KV length: {listing(found)}; "
                f"median over conditions per KV length: {per_len}")
+    if shown:
+        numbers += (f"; not judged, measured at fewer than {MIN_KV_LENGTHS} KV lengths: "
+                    + "; ".join(f"{c.name} {c.ratio:.2f}×" for c in shown))
     if max(c.ratio for c in found) > high:
         numbers += f" (some above the claimed {high:g}×)"
     ok = ok_rows(dense_rows(df))
