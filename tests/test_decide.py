@@ -109,3 +109,9 @@ def test_a_run_decides_once_its_least_sets_are_in_and_before_its_depth():
     assert session._least_done(FakeCase("depth"))  # the first case past the least sets
     session.schedule.decided = True
     assert not session._least_done(FakeCase("more depth"))  # once only
+
+
+def test_a_condition_one_worker_s_ci_decided_near_its_bound_still_gets_enough_blocks_to_decide(monkeypatch):
+    _open(monkeypatch, low=2.04, high=2.08)  # holds by its CI, 2% from the bound
+    [got] = _decide(FakeWorkers({"mha": 1.9e-3, "gqa": 1e-3}))  # fresh workers say otherwise
+    assert len(got["blocks"]) == 6 and all(b["ratio"] == pytest.approx(1.9) for b in got["blocks"])

@@ -1,6 +1,7 @@
 """Once the claims' least sets have run, a run under a time budget spends the share it kept
 (bench.engine.budget.DECIDE_SHARE) deciding the claims' open conditions: those whose 95% interval, from each case's
-own CI, straddles their bound. The depth and breadth cases then get what is left.
+own CI, straddles their bound, and those their CI decides within NEAR_BOUND of it (one worker's CI does not see
+what another worker would give). The depth and breadth cases then get what is left.
 
 Each such condition names the (top, bottom) cases behind its ratio (bench.report.conditions). They are measured
 again in blocks, each block in a fresh worker process (a worker's state — where its buffers landed, what it
@@ -35,6 +36,9 @@ from bench.engine.isolate import Isolated
 SLICE_BUDGET_S = 0.25  # timing seconds of one slice (a block has four per pair)
 MAX_BLOCKS = 12  # a condition still open after this many blocks is left as it is: its ratio sits on the bound
 MAX_PAIRS = 4  # a condition resting on more pairs than this costs too much a block to re-measure here
+# a condition whose CI-based word is decided but whose ratio is within this factor of its bound is re-measured too:
+# one worker's CI does not see what another worker, or another moment, would give
+NEAR_BOUND = 1.10
 MAX_SUSPECTS = 8  # stalled-looking timings re-measured at most: more means the machine, not a case, is the problem
 
 
@@ -56,7 +60,8 @@ class OpenCondition:
 
 
 def open_conditions(doc: Any, path: Any, by_id: dict[str, Case]) -> list[OpenCondition]:
-    """The run's conditions whose interval straddles their bound and whose cases this run has, least decided first."""
+    """The run's conditions whose interval straddles their bound, or whose ratio is within NEAR_BOUND of it, and whose
+    cases this run has: the straddling ones first, least decided first."""
     from bench.claims import CLAIMS
     from bench.report.claims import verdicts
     from bench.report.load import doc_frame
@@ -66,11 +71,14 @@ def open_conditions(doc: Any, path: Any, by_id: dict[str, Case]) -> list[OpenCon
     found = []
     for spec, verdict in zip(CLAIMS, verdicts(frame, info.meta), strict=True):
         for c in verdict.conditions:
-            straddles = c.verdict == INCONCLUSIVE and not c.why and c.low > 0 and math.isfinite(c.high)
-            if straddles and c.pairs and len(c.pairs) <= MAX_PAIRS and all(t in by_id and b in by_id
-                                                                          for t, b in c.pairs):
+            measurable = not c.why and c.low > 0 and math.isfinite(c.high) and math.isfinite(c.bound)
+            near = c.verdict == INCONCLUSIVE or abs(math.log(c.ratio / c.bound)) < math.log(NEAR_BOUND)
+            if measurable and near and c.pairs and len(c.pairs) <= MAX_PAIRS and all(t in by_id and b in by_id
+                                                                                     for t, b in c.pairs):
                 found.append(OpenCondition(spec.key, c.name, c.pairs, c.low, c.high, c.bound, c))
-    return sorted(found, key=lambda o: -o.openness)
+    # straddling first, the least decided first; then those decided by one worker's CI near their bound
+    return sorted(found, key=lambda o: (o.condition.verdict != INCONCLUSIVE, -o.openness,
+                                        abs(math.log(o.condition.ratio / o.bound))))
 
 
 def block(executor: Isolated, cond: OpenCondition, by_id: dict[str, Case], rng: random.Random,
@@ -142,7 +150,7 @@ def decide(doc: Any, path: Any, by_id: dict[str, Case], setup: RunnerSetup, thre
 
 def _decide_open(doc: Any, path: Any, by_id: dict[str, Case], executor: Isolated,
                  seconds_left: Callable[[], float], say: Callable[[str], None]) -> list[dict[str, Any]]:
-    from bench.report.decided import judged_by_blocks
+    from bench.report.decided import MIN_DECIDE_BLOCKS, judged_by_blocks
     from bench.report.verdict import INCONCLUSIVE
 
     opened = open_conditions(doc, path, by_id)
@@ -150,33 +158,34 @@ def _decide_open(doc: Any, path: Any, by_id: dict[str, Case], executor: Isolated
         return []
     say(f"deciding {len(opened)} open condition(s) in interleaved blocks, each block in a fresh worker "
         f"({max(0.0, seconds_left()):.0f} s left for it):")
-    rng, decided, worker = random.Random(0), [], 0
+    rng, done, worker = random.Random(0), [], 0
     for cond in opened:
         started, blocks = time.perf_counter(), []
-        verdict = INCONCLUSIVE
-        while len(blocks) < MAX_BLOCKS and seconds_left() > 0 and verdict == INCONCLUSIVE:
+        decided = False  # by its blocks: enough of them for an interval, and that interval clears the bound
+        while len(blocks) < MAX_BLOCKS and seconds_left() > 0 and not decided:
             worker += 1
             got = block(executor, cond, by_id, rng, worker)
             if got is None:
                 break
             blocks.append(got)
-            verdict = judged_by_blocks(cond.condition, blocks).verdict
+            decided = (len(blocks) >= MIN_DECIDE_BLOCKS
+                       and judged_by_blocks(cond.condition, blocks).verdict != INCONCLUSIVE)
         if not blocks:
             break  # no time left, or its cases no longer run: the later ones would fare no better
         spent = time.perf_counter() - started
-        decided.append({"claim": cond.claim, "condition": cond.name, "pairs": [list(p) for p in cond.pairs],
-                        "blocks": blocks, "spent_s": spent})
+        done.append({"claim": cond.claim, "condition": cond.name, "pairs": [list(p) for p in cond.pairs],
+                     "blocks": blocks, "spent_s": spent})
         judged = judged_by_blocks(cond.condition, blocks)
         say(f"  {cond.claim}: {cond.name}: {len(blocks)} blocks, {spent:.0f} s -> {judged.verdict} "
             f"{judged.ratio:.2f}× ({judged.low:.2f}–{judged.high:.2f}×)")
         if seconds_left() <= 0:
             break
-    left = len(opened) - len(decided)
+    left = len(opened) - len(done)
     if left:
         say(f"  {left} open condition(s) left undecided: the time kept for deciding ran out")
     spent_by_claim: dict[str, float] = {}
-    for d in decided:
+    for d in done:
         spent_by_claim[d["claim"]] = spent_by_claim.get(d["claim"], 0.0) + d["spent_s"]
     if spent_by_claim:
         say("  spent deciding: " + ", ".join(f"{k} {v:.0f} s" for k, v in spent_by_claim.items()))
-    return decided
+    return done
