@@ -150,7 +150,7 @@ def decide(doc: Any, path: Any, by_id: dict[str, Case], setup: RunnerSetup, thre
 
 def _decide_open(doc: Any, path: Any, by_id: dict[str, Case], executor: Isolated,
                  seconds_left: Callable[[], float], say: Callable[[str], None]) -> list[dict[str, Any]]:
-    from bench.report.decided import MIN_DECIDE_BLOCKS, judged_by_blocks
+    from bench.report.decided import MIN_DECIDE_BLOCKS, judged_by_blocks, on_the_bound
     from bench.report.verdict import INCONCLUSIVE
 
     opened = open_conditions(doc, path, by_id)
@@ -168,8 +168,10 @@ def _decide_open(doc: Any, path: Any, by_id: dict[str, Case], executor: Isolated
             if got is None:
                 break
             blocks.append(got)
-            decided = (len(blocks) >= MIN_DECIDE_BLOCKS
-                       and judged_by_blocks(cond.condition, blocks).verdict != INCONCLUSIVE)
+            if len(blocks) >= MIN_DECIDE_BLOCKS:
+                judged = judged_by_blocks(cond.condition, blocks)
+                # decided, or on its bound (more blocks would not decide it): the time goes to the next condition
+                decided = judged.verdict != INCONCLUSIVE or on_the_bound(judged, len(blocks))
         if not blocks:
             break  # no time left, or its cases no longer run: the later ones would fare no better
         spent = time.perf_counter() - started

@@ -82,12 +82,21 @@ def with_blocks(verdict: Verdict, claim_key: str, decided: Sequence[dict[str, An
     return dataclasses.replace(verdict, verdict=word_now, numbers=numbers, why=why, conditions=conditions)
 
 
-def blocks_needed(cond: Condition, blocks: int) -> str:
-    """What would decide a condition its blocks left open: about how many blocks at the spread seen (the interval
-    narrows as 1/sqrt(blocks)), or nothing, where its estimate sits on the bound."""
+def _needed(cond: Condition, blocks: int) -> float:
+    """About how many blocks at the spread seen would decide it (the interval narrows as 1/sqrt(blocks))."""
     distance = abs(math.log(cond.ratio / cond.bound))
     half = (math.log(cond.high) - math.log(cond.low)) / 2
-    needed = blocks * (half / distance) ** 2 if distance > 0 else math.inf
-    if needed > ON_THE_BOUND * blocks:
+    return blocks * (half / distance) ** 2 if distance > 0 else math.inf
+
+
+def on_the_bound(cond: Condition, blocks: int) -> bool:
+    """Whether its estimate sits on the bound: it would need ON_THE_BOUND times the blocks it has."""
+    return _needed(cond, blocks) > ON_THE_BOUND * blocks
+
+
+def blocks_needed(cond: Condition, blocks: int) -> str:
+    """What would decide a condition its blocks left open: about how many blocks at the spread seen, or nothing,
+    where its estimate sits on the bound."""
+    if on_the_bound(cond, blocks):
         return "its estimate sits on the bound; no practical number of blocks decides it"
-    return f"about {math.ceil(needed)} blocks at the spread seen would decide it"
+    return f"about {math.ceil(_needed(cond, blocks))} blocks at the spread seen would decide it"
