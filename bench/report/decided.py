@@ -76,9 +76,10 @@ def with_blocks(verdict: Verdict, claim_key: str, decided: Sequence[dict[str, An
     if word_now != verdict.verdict:  # the CI-based why described the open conditions the blocks have now judged
         why = ""
     still = [(c, len(mine[c.name])) for c in changed if c.verdict == INCONCLUSIVE and c.basis.startswith(FROM_BLOCKS)]
-    if still:
-        why = (why + " " if why else "") + "Still open after its blocks: " + "; ".join(
-            f"{c.name}, {c.low:.2f}–{c.high:.2f}× over {n} blocks: {blocks_needed(c, n)}" for c, n in still) + "."
+    if still:  # what the blocks say first; what each case's own CI said before them after it
+        why = "Still open after its blocks: " + "; ".join(
+            f"{c.name}, {c.low:.2f}–{c.high:.2f}× over {n} blocks: {blocks_needed(c, n)}" for c, n in still) + "." + (
+            f" Before them, from each case's CI: {why}" if why else "")
     return dataclasses.replace(verdict, verdict=word_now, numbers=numbers, why=why, conditions=conditions)
 
 
