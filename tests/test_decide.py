@@ -47,7 +47,7 @@ _RECORD = new_record(Case("naive", AttentionShape(1, 2, 2, 16, 16, 8), "prefill"
 def _open(monkeypatch, low=1.8, high=2.3):
     cond = condition("sdpa · fp32 · GQA", 2.05, (low, high), 2.0, holds_above=True, pairs=[("mha", "gqa")])
     monkeypatch.setattr(decide, "open_conditions", lambda doc, path, by_id: [
-        decide.OpenCondition("fused-decode", cond.name, cond.pairs, low, high, 2.0, cond)])
+        decide.OpenCondition("fused-decode", cond)])
 
 
 def _decide(workers, left=lambda: 100.0):

@@ -42,20 +42,24 @@ NEAR_BOUND = 1.10
 MAX_SUSPECTS = 8  # stalled-looking timings re-measured at most: more means the machine, not a case, is the problem
 
 
-@dataclass
+@dataclass(frozen=True)
 class OpenCondition:
-    claim: str
-    name: str
-    pairs: tuple[tuple[str, str], ...]
-    low: float
-    high: float
-    bound: float
-    condition: Any  # the report's Condition, to judge the blocks as they come
+    claim: str  # the claim's key
+    condition: Any  # the report's Condition (its name, pairs, interval and bound), to judge the blocks as they come
+
+    @property
+    def name(self) -> str:
+        return self.condition.name
+
+    @property
+    def pairs(self) -> tuple[tuple[str, str], ...]:
+        return self.condition.pairs
 
     @property
     def openness(self) -> float:
         """How near the middle of the interval the bound sits (0.5: the middle, the least decided; 0: an end)."""
-        lo, hi, b = math.log(self.low), math.log(self.high), math.log(self.bound)
+        c = self.condition
+        lo, hi, b = math.log(c.low), math.log(c.high), math.log(c.bound)
         return min(b - lo, hi - b) / (hi - lo) if hi > lo else 0.0
 
 
@@ -75,10 +79,10 @@ def open_conditions(doc: Any, path: Any, by_id: dict[str, Case]) -> list[OpenCon
             near = c.verdict == INCONCLUSIVE or abs(math.log(c.ratio / c.bound)) < math.log(NEAR_BOUND)
             if measurable and near and c.pairs and len(c.pairs) <= MAX_PAIRS and all(t in by_id and b in by_id
                                                                                      for t, b in c.pairs):
-                found.append(OpenCondition(spec.key, c.name, c.pairs, c.low, c.high, c.bound, c))
+                found.append(OpenCondition(spec.key, c))
     # straddling first, the least decided first; then those decided by one worker's CI near their bound
     return sorted(found, key=lambda o: (o.condition.verdict != INCONCLUSIVE, -o.openness,
-                                        abs(math.log(o.condition.ratio / o.bound))))
+                                        abs(math.log(o.condition.ratio / o.condition.bound))))
 
 
 def block(executor: Isolated, cond: OpenCondition, by_id: dict[str, Case], rng: random.Random,

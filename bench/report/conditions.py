@@ -47,11 +47,6 @@ class Condition:
     # median over the pairs). A run re-measures them in interleaved blocks to decide the condition (bench.engine.decide)
     pairs: tuple[tuple[str, str], ...] = ()
 
-    def text(self) -> str:
-        """'sdpa · fp32 · GQA: 2.41× (2.30–2.52×) holds'."""
-        return (f"{self.name}: {self.ratio:.2f}× ({self.low:.2f}–{self.high:.2f}×) {self.verdict}"
-                + (f" — {self.why}" if self.why else ""))
-
     def as_dict(self) -> dict[str, object]:
         return {"condition": self.name, "ratio": self.ratio, "low": self.low, "high": self.high,
                 "verdict": self.verdict, "why": self.why, "basis": self.basis, "bound": self.bound,
