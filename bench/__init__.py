@@ -16,14 +16,14 @@ _PUBLIC = {
     "get_backend": "bench.backends",
     "Unsupported": "bench.backends.base",
     "backend": "bench.backends.outside",
-    "AttentionShape": "bench.shapes",
-    "MlaDims": "bench.shapes",
-    "ServingBatch": "bench.shapes",
-    "Mask": "bench.masks",
-    "Score": "bench.scores",
-    "Sparsity": "bench.sparsity",
-    "KeepSet": "bench.keepset",
-    "ShapeError": "bench.shapes",
+    "AttentionShape": "bench.problem.shapes",
+    "MlaDims": "bench.problem.shapes",
+    "ServingBatch": "bench.problem.shapes",
+    "Mask": "bench.problem.masks",
+    "Score": "bench.problem.scores",
+    "Sparsity": "bench.problem.sparsity",
+    "KeepSet": "bench.problem.keepset",
+    "ShapeError": "bench.problem.shapes",
 }
 
 __all__ = ["BACKENDS", "AttentionShape", "KeepSet", "Mask", "MlaDims", "Score", "ServingBatch", "ShapeError",
@@ -34,11 +34,11 @@ if TYPE_CHECKING:
     from bench.backends import BACKENDS, attention, get_backend
     from bench.backends.base import Unsupported
     from bench.backends.outside import backend
-    from bench.keepset import KeepSet
-    from bench.masks import Mask
-    from bench.scores import Score
-    from bench.shapes import AttentionShape, MlaDims, ServingBatch, ShapeError
-    from bench.sparsity import Sparsity
+    from bench.problem.keepset import KeepSet
+    from bench.problem.masks import Mask
+    from bench.problem.scores import Score
+    from bench.problem.shapes import AttentionShape, MlaDims, ServingBatch, ShapeError
+    from bench.problem.sparsity import Sparsity
 
 
 def __getattr__(name: str) -> Any:

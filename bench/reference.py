@@ -8,7 +8,7 @@ the PV product), and far below the O(1) error of a wrong mask, scale or head map
   bf16: 3e-2 / 3e-2                    (bf16 eps 7.8e-3: the inputs alone are rounded by ~4e-3)
   fp16: 4e-3 / 4e-3                    (fp16 eps 9.8e-4)
 
-A whole layer (W_Q, W_K, W_V, attention, W_O: bench.layers) has its own reference (reference_layer) and bounds
+A whole layer (W_Q, W_K, W_V, attention, W_O: bench.kinds.mha_layer) has its own reference (reference_layer) and bounds
 (LAYER_TOLERANCES, LAYER_GRAD_TOLERANCES), with how they were chosen beside them.
 """
 
@@ -19,11 +19,11 @@ from dataclasses import dataclass
 import torch
 
 from bench.backends import attention, variant_values
-from bench.keepset import KeepSet
-from bench.layers import make_layer_input, merge_heads, split_heads
-from bench.masks import Mask
-from bench.scores import Score
-from bench.shapes import AttentionShape
+from bench.kinds.mha_layer import make_layer_input, merge_heads, split_heads
+from bench.problem.keepset import KeepSet
+from bench.problem.masks import Mask
+from bench.problem.scores import Score
+from bench.problem.shapes import AttentionShape
 
 TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
     torch.float32: (2e-4, 2e-4),
@@ -38,8 +38,9 @@ def reference_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, ma
                         chunk: int | None = None, softcap: float | None = None, alibi: bool = False,
                         sinks: torch.Tensor | None = None, sparse: KeepSet | None = None) -> torch.Tensor:
     """Float64 attention on the CPU, written independently of the backends' tricks; the mask and the score variant
-    given as `bench.attention` takes them (whole, or by keywords), with the semantics bench.masks and bench.scores
-    define; a sparse case's keep-set (bench.keepset) ANDed with the mask: the dense formula under both."""
+    given as `bench.attention` takes them (whole, or by keywords), with the semantics bench.problem.masks and
+    bench.problem.scores
+    define; a sparse case's keep-set (bench.problem.keepset) ANDed with the mask: the dense formula under both."""
     mask, score = variant_values(q, mask, score, causal=causal, window=window, chunk=chunk, softcap=softcap,
                                  alibi=alibi, sinks=sinks)
     q, k, v = (t.detach().to("cpu", torch.float64) for t in (q, k, v))
@@ -57,7 +58,7 @@ def _attention64(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Mask, 
     scores = torch.einsum("bhgqd,bhkd->bhgqk", qg, k).reshape(B, Hq, Sq, Skv) / D**0.5  # (B, Hq, Sq, Skv)
     scores = score.apply(scores)  # softcap, then ALiBi (float64 here)
     ok = mask.visible(Sq, Skv)
-    if sparse is not None:  # the keep-set, built independently of the mask (bench.keepset), and the mask
+    if sparse is not None:  # the keep-set, built independently of the mask (bench.problem.keepset), and the mask
         i = torch.arange(Sq).view(-1, 1) + (Skv - Sq)
         j = torch.arange(Skv).view(1, -1)
         kept = sparse.tokens.cpu() if sparse.indices is not None else sparse.allows(i, j).unsqueeze(0)
@@ -77,7 +78,7 @@ def _attention64(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Mask, 
 
 def case_variants(shape: AttentionShape, device: torch.device | str = "cpu") -> tuple[Mask, Score]:
     """A swept case's mask and score values, as `attention` and the reference take them: the score's sink logits
-    seeded (bench.scores.sink_logits), so the check and every backend see the same ones."""
+    seeded (bench.problem.scores.sink_logits), so the check and every backend see the same ones."""
     return shape.mask, shape.score.with_logits(shape.n_heads, device)
 
 
@@ -180,7 +181,7 @@ def reference_layer(layer: torch.nn.Module, x: torch.Tensor, *, causal: bool = F
 
 
 # A layer's check uses compare_to_reference's rule (|out - ref| <= atol + rtol * |ref|) with its own bounds.
-# bench.layers.make_layer draws N(0, 1/fan_in) weights, so Q, K, V have unit variance like attention's check
+# bench.kinds.mha_layer.make_layer draws N(0, 1/fan_in) weights, so Q, K, V have unit variance like attention's check
 # inputs, and W_O keeps the output at the scale of attention's: the absolute part stays meaningful. What the
 # projections add: Q, K and V are rounded to the dtype (attention's check gets them exact), attention's output is
 # rounded again before W_O and the layer's output after it, and W_Q..W_O sum over d_model (4096 for Llama-3-8B)

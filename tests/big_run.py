@@ -11,8 +11,8 @@ from pathlib import Path
 
 from bench.backends import BACKENDS
 from bench.engine import sweeps
-from bench.record import new_record
 from bench.results import write_atomic
+from bench.results.record import new_record
 from tests.results_factory import make_run
 
 SPEED = {"naive": 2e10, "sdpa": 6e10, "sdpa-math": 2.5e10, "sdpa-flash": 6e10, "sdpa-efficient": 5e10,

@@ -1,8 +1,8 @@
-"""Machines the planner and the report are tested on, as their ceilings (bench.meta.Calibration)."""
+"""Machines the planner and the report are tested on, as their ceilings (bench.results.meta.Calibration)."""
 
 from __future__ import annotations
 
-from bench.meta import Calibration
+from bench.results.meta import Calibration
 
 # An AVX2-only EPYC as measured: bf16 GEMM at ~1% of fp32's, so bf16 is emulated
 EPYC_DICT = {"gemm_flops_per_s": 117e9, "gemm_flops_per_s_fp32": 117e9, "gemm_flops_per_s_bf16": 1.3e9,

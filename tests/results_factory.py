@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import random
 
-from bench.record import RECORD_FIELDS
 from bench.results import SCHEMA
+from bench.results.record import RECORD_FIELDS
 
 FINGERPRINT = {"device": "cpu", "cpu_model": "Test CPU", "gpu_name": None, "torch": "2.13.0+cpu", "cuda": None,
                "threads": 2}

@@ -143,8 +143,8 @@ def test_blocks_and_time_parse():
 def _doc(label: str, cases: dict[str, list[float]], workers: dict[str, list[int] | None] | None = None) -> RunDocument:
     """A side's run document whose case c has one ABBA block per value (two slices of 6 equal rounds each), block j
     in worker workers[c][j] (default: each block in its own, as bench ab runs them; None: not recorded)."""
-    from bench.record import Record
     from bench.results.entry import Slice, case_entry, pooled_entry
+    from bench.results.record import Record
 
     doc = RunDocument(meta=RunMeta(run_id=label, profile="t", complete=True, cases=len(cases),
                                    fingerprint={"device": "cpu", "cpu_model": "x", "gpu_name": None, "torch": "t",

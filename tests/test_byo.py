@@ -14,9 +14,9 @@ from bench.backends.outside import DEFAULTS, OutsideBackendError, forget
 from bench.cli import main
 from bench.engine.runner import Runner
 from bench.engine.sweeps import Case
-from bench.masks import NO_MASK
-from bench.meta import Calibration
-from bench.shapes import AttentionShape, shape_from_fields
+from bench.problem.masks import NO_MASK
+from bench.problem.shapes import AttentionShape, shape_from_fields
+from bench.results.meta import Calibration
 from tests.byo_example import write_package
 
 CALIBRATION = Calibration.from_dict({"gemm_flops_per_s": 1e11, "copy_bytes_per_s": 1e10})

@@ -29,13 +29,13 @@ from bench.engine.cost import predict_all
 from bench.engine.machine import workload_facts
 from bench.engine.questions import QUESTIONS, Context
 from bench.engine.sweeps import Case
-from bench.record import new_record
+from bench.problem.shapes import shape_fields, shape_from_fields
 from bench.report.claims import CLAIMS as JUDGES
 from bench.report.claims import judge_of
 from bench.report.load import read_results
 from bench.report.verdict import FAILS, HOLDS, NOT_MEASURED
 from bench.results import RunMeta
-from bench.shapes import shape_fields, shape_from_fields
+from bench.results.record import new_record
 from tests.machines import EPYC
 from tests.results_factory import make_run
 

@@ -7,9 +7,9 @@ import torch
 
 from bench import BACKENDS, Unsupported, attention
 from bench.backends.hf import COMPILE_FAILED
-from bench.masks import CAUSAL
+from bench.problem.masks import CAUSAL
+from bench.problem.shapes import AttentionShape, shape_from_fields
 from bench.reference import check_backend, check_gradients, compare_to_reference, make_inputs, reference_attention
-from bench.shapes import AttentionShape, shape_from_fields
 
 # Backends that must run on any CPU torch build: an Unsupported from them is a failure, not a skip.
 CPU_BACKENDS = {"naive", "sdpa", "sdpa-math", "sdpa-flash", "flex", "hf-eager", "hf-sdpa", "hf-flex"}
@@ -155,7 +155,8 @@ def test_gradient_check_catches_wrong_backward():
 
 
 # ------------------------------------------------------------------------------------------------------ MLA
-# Every built-in backend on MLA's two forms (bench.mla), checked end to end against the float64 expanded formula:
+# Every built-in backend on MLA's two forms (bench.kinds.mla_calls), checked end to end against the float64 expanded
+# formula:
 # a backend that cannot take D_v != D_qk must say so (torch's reason), never return something else.
 
 def mla_shape(form: str, mask: str, dtype: str) -> AttentionShape:
@@ -176,7 +177,7 @@ MLA_PAIRS = [(b, s) for b in DENSE for s in MLA_CASES if (b != "flex" or s.mask.
 @pytest.mark.parametrize("backend, shape", MLA_PAIRS,
                          ids=[f"{b}-mla-{s.mla.form}-{s.mask.label}-{s.dtype}" for b, s in MLA_PAIRS])
 def test_mla_backend_matches_reference(backend, shape, device):
-    from bench.mla import check_mla
+    from bench.kinds.mla_calls import check_mla
 
     try:
         check = check_mla(backend, shape, device)
@@ -196,7 +197,7 @@ def test_mla_backend_matches_reference(backend, shape, device):
 def test_mla_check_catches_a_wrong_absorption_scale():
     """A backend that scales by its own 1/sqrt(rank + rope) without the pre-scaled q (the absorbed form's trap) is
     caught: q_lat is undone to the unscaled absorption and the check fails."""
-    from bench.mla import call_tensors, finish, make_mla_inputs, reference_mla
+    from bench.kinds.mla_calls import call_tensors, finish, make_mla_inputs, reference_mla
 
     shape = mla_shape("absorbed", "causal", "fp32")
     x = make_mla_inputs(shape)

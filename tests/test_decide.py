@@ -7,9 +7,9 @@ import pytest
 from bench.engine import decide
 from bench.engine.execute import RunnerSetup
 from bench.engine.outcome import Outcome
-from bench.meta import Calibration
-from bench.record import new_record
 from bench.report.conditions import condition
+from bench.results.meta import Calibration
+from bench.results.record import new_record
 
 
 @dataclass
@@ -38,8 +38,8 @@ class FakeWorkers:
         return Outcome(record, [])
 
 
-from bench.case import Case  # noqa: E402
-from bench.shapes import AttentionShape  # noqa: E402
+from bench.problem.case import Case  # noqa: E402
+from bench.problem.shapes import AttentionShape  # noqa: E402
 
 _RECORD = new_record(Case("naive", AttentionShape(1, 2, 2, 16, 16, 8), "prefill", "fwd", "cpu"), "materializing", 1)
 

@@ -1,4 +1,5 @@
-"""The README is the guide and bench/REFERENCE.md the reference, generated from the code (bench.refdoc): the reference
+"""The README is the guide and bench/REFERENCE.md the reference, generated from the code (bench.commands.refdoc): the
+reference
 must be what the code generates now, and every fact the README repeats from the code is checked against it."""
 
 from __future__ import annotations
@@ -6,9 +7,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from bench import refdoc
+from bench.commands import refdoc
 from bench.engine import options, sweeps
-from bench.record import FIELDS
+from bench.results.record import FIELDS
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
@@ -79,13 +80,13 @@ def _first_column(section: str) -> list[str]:
 
 
 def test_statuses_table_is_bench_status_statuses():
-    from bench.status import STATUSES
+    from bench.results.status import STATUSES
 
     assert _first_column(_section("## Statuses")) == list(STATUSES)
 
 
 def test_the_statuses_the_readme_names_are_bench_status_statuses():
-    from bench.status import STATUSES
+    from bench.results.status import STATUSES
 
     sentence = re.search(r"ends in exactly one status: (.*?)\(", README, re.S).group(1)
     assert re.findall(r"`(\w+)`", sentence) == list(STATUSES)

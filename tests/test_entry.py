@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bench.record import RECORD_FIELDS, Record
 from bench.results import Entry, RunDocument, json_safe, read_run
 from bench.results.entry import case_entry, pooled_entry
+from bench.results.record import RECORD_FIELDS, Record
 from tests.results_factory import make_record, make_run
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "results" / "example").glob("*.json"))

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from bench.meta import Calibration
 from bench.regress import gate
 from bench.regress.gate import Decision, baseline_is_here, decide
 from bench.results import RunDocument, RunMeta, write_atomic
+from bench.results.meta import Calibration
 from tests.test_ab import ROOT, commit_all, git
 
 HOST = "0123456789abcdef"

@@ -12,11 +12,11 @@ import pytest
 from bench.backends import BACKENDS, Unsupported, backends_for
 from bench.claims import WRAPPER_WITHIN
 from bench.engine import sweeps
-from bench.masks import CAUSAL
+from bench.problem.masks import CAUSAL
+from bench.problem.shapes import shape_from_fields
 from bench.report.claims.wrapper_cost import wrapper_cost
 from bench.report.load import read_results
 from bench.report.verdict import DEPENDS, FAILS, HOLDS, INCONCLUSIVE, NOT_MEASURED
-from bench.shapes import shape_from_fields
 from tests.results_factory import make_record, make_run
 
 HF = ("hf-eager", "hf-sdpa", "hf-flex")
@@ -51,8 +51,8 @@ def test_a_sliding_window_reaches_sdpa_as_a_mask(monkeypatch):
     pytest.importorskip("transformers")
     from bench.backends.hf import make
     from bench.backends.naive import naive_attention
-    from bench.masks import Mask
-    from bench.scores import Score
+    from bench.problem.masks import Mask
+    from bench.problem.scores import Score
 
     q, k, v = (torch.randn(1, h, 37, 16, dtype=torch.float64) for h in (4, 2, 2))
     window = Mask(window=8)
@@ -63,8 +63,8 @@ def test_a_sliding_window_reaches_sdpa_as_a_mask(monkeypatch):
 def test_without_transformers_each_call_is_unsupported_naming_the_extra(monkeypatch):
     torch = pytest.importorskip("torch")
     from bench.backends import hf
-    from bench.masks import Mask
-    from bench.scores import Score
+    from bench.problem.masks import Mask
+    from bench.problem.scores import Score
 
     monkeypatch.setitem(sys.modules, "transformers", None)  # import transformers now raises ImportError
     monkeypatch.setitem(sys.modules, "transformers.masking_utils", None)
@@ -81,8 +81,8 @@ def test_a_flex_kernel_torch_cannot_compile_is_unsupported_naming_torchs_error(m
     from torch._inductor.exc import InductorError
 
     from bench.backends import hf
-    from bench.masks import Mask
-    from bench.scores import Score
+    from bench.problem.masks import Mask
+    from bench.problem.scores import Score
 
     def fails(*args, **kwargs):
         raise InductorError(RuntimeError("CppCompileError: 'cur_kvSplitSize2' was not declared"), None)
@@ -163,7 +163,7 @@ def test_a_slow_path_everywhere_does_not_hold_and_a_fast_one_holds(tmp_path):
 
 def test_transformers_skips_its_mask_only_for_its_sdpa_path_at_one_query_or_a_square_call():
     from bench.backends.hf import skips_mask
-    from bench.masks import Mask
+    from bench.problem.masks import Mask
 
     causal, window = Mask(causal=True), Mask(window=4096)
     assert skips_mask("hf-sdpa", 1024, 1024, causal) and skips_mask("hf-sdpa", 1, 4096, causal)
@@ -183,7 +183,7 @@ def test_each_mask_is_the_one_transformers_builds_for_a_model_with_that_cache(im
     from transformers import masking_utils
 
     from bench.backends import hf
-    from bench.masks import Mask
+    from bench.problem.masks import Mask
 
     name = {"sdpa": "hf-sdpa", "eager": "hf-eager"}[impl]
     sizes = {"hidden_size": 16, "num_attention_heads": 2, "num_key_value_heads": 1, "num_hidden_layers": 1}
@@ -210,8 +210,8 @@ def test_hf_sdpa_attends_bottom_right_over_a_chunked_prefill():
     pytest.importorskip("transformers")
     from bench.backends.hf import make
     from bench.backends.naive import naive_attention
-    from bench.masks import Mask
-    from bench.scores import Score
+    from bench.problem.masks import Mask
+    from bench.problem.scores import Score
 
     q = torch.randn(1, 4, 5, 16, dtype=torch.float64)
     k, v = (torch.randn(1, 2, 19, 16, dtype=torch.float64) for _ in range(2))
@@ -230,8 +230,8 @@ def test_sdpa_takes_a_window_over_every_key_as_causal_and_builds_a_window_mask_o
     forward, not in every layer's timed call (transformers' sdpa path does both)."""
     torch = pytest.importorskip("torch")
     from bench.backends.sdpa import _mask_args
-    from bench.masks import Mask
-    from bench.scores import Score
+    from bench.problem.masks import Mask
+    from bench.problem.scores import Score
 
     q = k = torch.randn(1, 2, 64, 8)
     assert _mask_args(q, k, Mask(window=64), Score()) == {"is_causal": True}
@@ -281,7 +281,7 @@ def test_a_default_within_five_percent_is_kept_and_a_model_the_default_cannot_ru
 def test_transformers_mask_build_is_timed_apart_from_the_kernel():
     pytest.importorskip("transformers")
     from bench.backends.hf import time_mask_build
-    from bench.shapes import AttentionShape
+    from bench.problem.shapes import AttentionShape
 
     eager = time_mask_build("hf-eager", AttentionShape(1, 64, 64, 4, 2, 16, "fp32", CAUSAL), "cpu", 0.05)
     assert eager > 0  # an additive float mask, built by transformers' masking_utils
@@ -291,7 +291,7 @@ def test_an_hf_case_records_its_mask_build_beside_the_kernel_and_a_torch_case_do
     pytest.importorskip("transformers")
     from bench.engine.runner import Runner
     from bench.engine.sweeps import Case
-    from bench.meta import Calibration
+    from bench.results.meta import Calibration
 
     runner = Runner(calibration=Calibration(1e11, 1e10), case_budget_s=0.05)
     shape = shape_from_fields(dict(batch=1, seq_q=32, seq_kv=32, n_heads=4, n_kv_heads=2, head_dim=16, dtype="fp32",
@@ -307,8 +307,8 @@ def test_hf_flex_caps_logits_as_gemma2_does_and_names_why_sinks_need_cuda():
     torch = pytest.importorskip("torch")
     pytest.importorskip("transformers")
     import bench
+    from bench.problem.scores import sink_logits
     from bench.reference import compare_to_reference, reference_attention
-    from bench.scores import sink_logits
 
     g = torch.Generator().manual_seed(0)
     q = torch.randn(1, 4, 64, 16, generator=g)

@@ -7,9 +7,9 @@ import random
 import pytest
 
 from bench.cli import main
-from bench.record import Record
 from bench.regress.history import HistoryError, build_history, commit_of, family
 from bench.results import RunDocument, write_atomic
+from bench.results.record import Record
 from tests.results_factory import make_record, make_run
 
 CASES = [(b, s, hkv) for b in ("sdpa", "naive", "sdpa-flash") for s in (256, 512) for hkv in (8, 2)]  # 12 cases

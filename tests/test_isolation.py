@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.meta import Calibration
 from bench.results import read_run
+from bench.results.meta import Calibration
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -116,9 +116,9 @@ def test_a_time_budget_skips_what_does_not_fit_and_keeps_every_familys_small_sha
 
 
 def test_cases_run_family_by_family_from_the_cheapest():
-    from bench.case import family_key
     from bench.engine.budget import TimeBudget, priority_order
     from bench.engine.sweeps import Sweep, cases
+    from bench.problem.case import family_key
 
     sweep = Sweep(backends=("naive", "sdpa"), heads=(2,), kv_heads=(2,), seqs=(64, 32, 128), case_budget_s=0.1)
     all_cases = cases(sweep, "cpu")

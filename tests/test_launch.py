@@ -172,8 +172,8 @@ def test_local_launcher_runs_shards_merges_and_resubmits_only_what_is_missing(tm
 
 
 def _worker_file(path: Path, case_ids: list[str], fingerprint: dict, finish: bool) -> None:
-    from bench.meta import Calibration
     from bench.results import ResultsStore, RunDocument, RunMeta
+    from bench.results.meta import Calibration
 
     meta = RunMeta(run_id="w", sweep_id="s", calibration=Calibration(1e11, 1e10),
                    fingerprint=fingerprint)

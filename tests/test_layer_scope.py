@@ -9,18 +9,11 @@ import pytest
 import torch
 from torch import nn
 
-import bench.layers
+import bench.kinds.mha_layer
 import bench.reference
 from bench.backends import BACKENDS, Backend
 from bench.backends.naive import naive_attention
-from bench.engine import runner
-from bench.engine.runner import EXACT_CHECK_ELEMENTS, Runner, check_shape
-from bench.engine.sweeps import Case
-from bench.kinds import kind_of
-from bench.layers import MultiHeadAttention, make_layer, make_layer_input, merge_heads
-from bench.masks import CAUSAL, NO_MASK
-from bench.meta import Calibration
-from bench.metrics import (
+from bench.counts.metrics import (
     attention_bytes,
     attention_flops,
     layer_bytes,
@@ -29,7 +22,14 @@ from bench.metrics import (
     layer_weight_bytes,
     projection_flops,
 )
-from bench.record import RECORD_FIELDS, new_record
+from bench.engine import runner
+from bench.engine.runner import EXACT_CHECK_ELEMENTS, Runner, check_shape
+from bench.engine.sweeps import Case
+from bench.kinds import kind_of
+from bench.kinds.mha_layer import MultiHeadAttention, make_layer, make_layer_input, merge_heads
+from bench.problem.masks import CAUSAL, NO_MASK
+from bench.problem.scores import NO_SCORE
+from bench.problem.shapes import AttentionShape, shape_from_fields
 from bench.reference import (
     LAYER_TOLERANCES,
     check_layer_gradients,
@@ -39,8 +39,8 @@ from bench.reference import (
 from bench.report.layer_share import COMMAND, attention_dominates, attention_share
 from bench.report.load import read_results
 from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE, NOT_MEASURED, Verdict
-from bench.scores import NO_SCORE
-from bench.shapes import AttentionShape, shape_from_fields
+from bench.results.meta import Calibration
+from bench.results.record import RECORD_FIELDS, new_record
 from tests.results_factory import make_record, make_run
 from tests.test_correctness import ScaledBackward
 from tests.test_layers import copy_weights
@@ -176,7 +176,7 @@ def test_tiny_layer_case_is_ok_with_the_layers_flops(backend, monkeypatch):
         built.append(layer)
         return layer
 
-    monkeypatch.setattr(bench.layers, "make_layer", spy)
+    monkeypatch.setattr(bench.kinds.mha_layer, "make_layer", spy)
     shape = layer_shape()
     out = run(backend, shape)
     r = out.record
@@ -251,7 +251,7 @@ def test_broken_layer_is_incorrect_and_not_timed(monkeypatch):
         bad.load_state_dict(good.state_dict())
         return bad
 
-    monkeypatch.setattr(bench.layers, "make_layer", broken)
+    monkeypatch.setattr(bench.kinds.mha_layer, "make_layer", broken)
     out = run("naive")
     assert out.record.status == "incorrect" and out.record.max_abs_err > 0.1
     assert_untimed(out)
@@ -450,8 +450,8 @@ def test_share_analysis_returns_plain_python_data(tmp_path):
 
 def test_share_keys_hold_every_shape_field_but_the_scope(tmp_path):
     """A shape field left out of the keys would pool different cases: every field, a later one too, is in."""
-    from bench.record import SHAPE_KEYS
     from bench.report.layer_share import SHARE_KEYS, VARIED
+    from bench.results.record import SHAPE_KEYS
 
     assert set(SHARE_KEYS) | set(VARIED) == {"backend", *SHAPE_KEYS} and not set(SHARE_KEYS) & set(VARIED)
     # two score variants of one shape: each layer case pairs with its own attention twin only
@@ -465,7 +465,8 @@ def test_share_keys_hold_every_shape_field_but_the_scope(tmp_path):
 
 
 def test_a_new_shape_field_reaches_the_pairing_keys(monkeypatch):
-    """The keys are derived from bench.record's shape fields, not listed by hand: a field added there is in them."""
+    """The keys are derived from bench.results.record's shape fields, not listed by hand: a field added there is in
+    them."""
     import importlib
 
     from bench.report import frames, layer_share, serving

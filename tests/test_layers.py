@@ -2,8 +2,8 @@ import pytest
 import torch
 from torch import nn
 
-from bench.layers import MultiHeadAttention, merge_heads, parameter_count, split_heads
-from bench.shapes import ShapeError
+from bench.kinds.mha_layer import MultiHeadAttention, merge_heads, parameter_count, split_heads
+from bench.problem.shapes import ShapeError
 
 
 def n_params(m: nn.Module) -> int:

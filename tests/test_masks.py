@@ -1,8 +1,8 @@
 import pytest
 import torch
 
-from bench.masks import CAUSAL, visible, visible_pairs
-from bench.shapes import shape_from_fields
+from bench.problem.masks import CAUSAL, visible, visible_pairs
+from bench.problem.shapes import shape_from_fields
 
 
 def test_causal_is_bottom_right_aligned():
@@ -40,8 +40,8 @@ def test_causal_square_pairs_formula():
 
 
 def test_flop_and_byte_formulas():
-    from bench.metrics import attention_bytes, attention_flops, kv_cache_bytes, score_matrix_bytes
-    from bench.shapes import AttentionShape
+    from bench.counts.metrics import attention_bytes, attention_flops, kv_cache_bytes, score_matrix_bytes
+    from bench.problem.shapes import AttentionShape
 
     s = AttentionShape(2, 1024, 1024, 8, 2, 64, "fp32")
     assert attention_flops(s) == 4 * 2 * 8 * 64 * 1024 * 1024

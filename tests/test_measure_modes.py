@@ -12,13 +12,13 @@ import torch
 
 from bench.backends import get_backend
 from bench.cli import main
-from bench.masks import CAUSAL
 from bench.measure import kernels, modes, nvml, timer
 from bench.measure.spec_sheets import spec_sheet
-from bench.meta import Calibration
+from bench.problem.masks import CAUSAL
+from bench.problem.scores import NO_SCORE
+from bench.problem.shapes import AttentionShape, shape_from_fields
 from bench.reference import make_inputs
-from bench.scores import NO_SCORE
-from bench.shapes import AttentionShape, shape_from_fields
+from bench.results.meta import Calibration
 
 SHAPE = shape_from_fields(dict(batch=1, seq_q=64, seq_kv=64, n_heads=2, n_kv_heads=2, head_dim=16, dtype="fp32",
                                mask="causal"))
@@ -147,7 +147,7 @@ def test_energy_over_a_window_of_back_to_back_calls(monkeypatch):
     assert modes.measure_energy(lambda: None, None, chunk=1, sync=lambda: None) is None
     timing = timer.Timing([1e-3] * 8, 10, False, "fake")
     ct = modes.CaseTiming(0.0, "cuda", {"cold": timing, "warm": timing}, energy=dict(energy, seconds=0.5))
-    from bench.record import Record, with_modes
+    from bench.results.record import Record, with_modes
 
     rec = with_modes(Record(backend="naive", shape=AttentionShape(2, 4, 4, 1, 1, 8), bytes=8, median_s=1e-3), ct)
     assert rec.joules_per_call == pytest.approx(1 / 80)
@@ -178,9 +178,9 @@ def test_spec_sheet_takes_the_most_specific_name():
 
 
 def test_compare_treats_a_throttled_case_as_noisy():
-    from bench.record import Record
     from bench.regress import compare
     from bench.results import Entry
+    from bench.results.record import Record
 
     def entry(throttled: bool) -> Entry:
         return Entry(Record(case_id="x", status="ok", throttled=throttled))
@@ -307,7 +307,7 @@ def test_gpu_check_summary_against_the_anchors(tmp_path):
 
 
 def test_ceilings_per_dtype_and_read_only():
-    from bench.record import Record, derived
+    from bench.results.record import Record, derived
 
     rec = Record(shape=AttentionShape(1, 1, 1, 1, 1, 8, "bf16"), flops=10**9, bytes=10**6)
     cal = {"gemm_flops_per_s": 1e12, "gemm_flops_per_s_bf16": 2e12, "copy_bytes_per_s": 1e9, "read_bytes_per_s": 2e9}

@@ -1,4 +1,5 @@
-"""Measured peak memory on the CPU (bench.measure.memory) against the analytic model (bench.metrics.model_mem_bytes)."""
+"""Measured peak memory on the CPU (bench.measure.memory) against the analytic model
+(bench.counts.metrics.model_mem_bytes)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,13 @@ import pytest
 import torch
 
 from bench.backends import BACKENDS, attention
+from bench.counts.metrics import model_mem_bytes
 from bench.engine.runner import Runner
 from bench.engine.sweeps import Case
 from bench.measure.memory import peak_bytes, peak_cpu
-from bench.meta import Calibration
-from bench.metrics import model_mem_bytes
+from bench.problem.shapes import AttentionShape, shape_from_fields
 from bench.reference import make_inputs
-from bench.shapes import AttentionShape, shape_from_fields
+from bench.results.meta import Calibration
 
 MiB = 1 << 20
 

@@ -1,4 +1,5 @@
-"""MLA (bench.mla): the absorbed form equals the expanded one, FLOPs and bytes worked by hand, the MLA case kind
+"""MLA (bench.kinds.mla_calls): the absorbed form equals the expanded one, FLOPs and bytes worked by hand, the MLA case
+kind
 (check, record, guarded timed call), the --variant / --kv-lora-rank / --rope-dim axes and their case ids, the
 decode profile, a DeepSeek-V3 config sweep, the conformance groups, and the "mla" trait of an outside backend."""
 
@@ -13,15 +14,15 @@ import torch
 
 from bench.backends import Unsupported, attention
 from bench.conformance import groups, run_group
+from bench.counts.metrics import attention_bytes, attention_flops, latent_cache_bytes, model_mem_bytes
 from bench.engine.sweeps import Case, Sweep, cases, profile
 from bench.errors import UsageError
 from bench.kinds import kind_of
 from bench.kinds.base import ReferenceCache
-from bench.masks import CAUSAL
-from bench.metrics import attention_bytes, attention_flops, latent_cache_bytes, model_mem_bytes
-from bench.mla import MlaInputs, call_tensors, finish, make_mla_inputs, reference_mla
+from bench.kinds.mla_calls import MlaInputs, call_tensors, finish, make_mla_inputs, reference_mla
+from bench.problem.masks import CAUSAL
+from bench.problem.shapes import AttentionShape, shape_fields, shape_from_fields
 from bench.reference import reference_attention
-from bench.shapes import AttentionShape, shape_fields, shape_from_fields
 
 
 def mla(form: str = "expanded", **kw) -> AttentionShape:
@@ -146,7 +147,7 @@ def test_variant_axis_errors():
         cases(Sweep(variants=("gqa",), kv_heads=(8, 1)), "cpu")
     with pytest.raises(UsageError, match="unknown variant 'mlx'"):
         from bench.engine.parse import one_of
-        from bench.shapes import VARIANTS
+        from bench.problem.shapes import VARIANTS
         one_of("variant", VARIANTS)("mlx")
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bench.cli import main
-from bench.metrics import ELEMENT_BYTES
+from bench.counts.metrics import ELEMENT_BYTES
 from bench.models.config import (
     DTYPE_BYTES,
     AttentionKind,

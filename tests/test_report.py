@@ -146,7 +146,7 @@ def test_tidy_frame_holds_the_values_of_the_records(tmp_path):
 
 
 def test_columns_are_documented_in_one_place_and_cover_every_record_field(tmp_path):
-    from bench.record import RECORD_FIELDS
+    from bench.results.record import RECORD_FIELDS
 
     df, _ = read_results(write(tmp_path / "a.json", make_run([make_record()])))
     assert list(df.columns) == list(COLUMNS)  # a record with exactly RECORD_FIELDS adds no undocumented column

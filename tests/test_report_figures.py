@@ -57,7 +57,7 @@ def test_every_catalogued_figure_has_a_drawer_and_back():
 def test_style_reads_the_registry_and_marks_every_failing_status(monkeypatch):
     from bench.backends import BACKENDS
     from bench.report.style import STATUS_MARKERS, backend_color, backend_marker, backend_sort_key
-    from bench.status import NOT_OK
+    from bench.results.status import NOT_OK
 
     assert set(STATUS_MARKERS) == set(NOT_OK)
     for name, backend in BACKENDS.items():

@@ -10,16 +10,16 @@ import torch
 
 from bench.backends import BACKENDS, Backend
 from bench.backends.naive import naive_attention
+from bench.counts.metrics import attention_bytes, attention_flops, kv_cache_bytes
+from bench.counts.metrics import model_mem_bytes as model_mem
 from bench.engine import runner
 from bench.engine.runner import EXACT_CHECK_ELEMENTS, Runner, check_shape
 from bench.engine.sweeps import Case
-from bench.masks import CAUSAL, NO_MASK
-from bench.meta import Calibration
-from bench.metrics import attention_bytes, attention_flops, kv_cache_bytes
-from bench.metrics import model_mem_bytes as model_mem
-from bench.record import RECORD_FIELDS, Record, derived, new_record
-from bench.shapes import AttentionShape, shape_from_fields
-from bench.status import STATUSES
+from bench.problem.masks import CAUSAL, NO_MASK
+from bench.problem.shapes import AttentionShape, shape_from_fields
+from bench.results.meta import Calibration
+from bench.results.record import RECORD_FIELDS, Record, derived, new_record
+from bench.results.status import STATUSES
 
 CALIBRATION = Calibration.from_dict({"gemm_flops_per_s": 1e11, "copy_bytes_per_s": 1e10})
 MiB = 1 << 20
@@ -170,7 +170,7 @@ def test_check_shape_shortens_large_prefill_keeping_structure():
 
 
 def test_check_shape_keeps_a_real_window_cutting():
-    from bench.masks import visible
+    from bench.problem.masks import visible
 
     s = shape_from_fields(dict(batch=4, seq_q=4096, seq_kv=4096, n_heads=8, n_kv_heads=2, head_dim=64, dtype="bf16",
                                mask="window", window=256))
@@ -388,7 +388,7 @@ def test_nvml_readings_survive_unsupported_fields(monkeypatch):
 def test_a_record_is_frozen_typed_and_serialises_to_exactly_the_documented_fields():
     import dataclasses
 
-    from bench.record import _OWN, RECORD_FIELDS, SHAPE_DOCS, Record
+    from bench.results.record import _OWN, RECORD_FIELDS, SHAPE_DOCS, Record
 
     assert _OWN | {"pass"} | set(SHAPE_DOCS) == set(RECORD_FIELDS)  # every documented field, and no other
     rec = base_record(case(pass_="fwd+bwd"))

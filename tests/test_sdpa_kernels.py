@@ -4,8 +4,8 @@ import pytest
 from torch.profiler import ProfilerActivity, profile
 
 from bench import Unsupported, attention
+from bench.problem.shapes import shape_from_fields
 from bench.reference import make_inputs
-from bench.shapes import shape_from_fields
 
 KERNEL_OPS = {
     ("cpu", "sdpa-math"): "aten::_scaled_dot_product_attention_math",

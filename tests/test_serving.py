@@ -9,16 +9,17 @@ import torch
 
 from bench.backends import BACKENDS, Backend
 from bench.backends.naive import naive_attention
+from bench.counts.metrics import attention_flops
 from bench.engine import parse, sweeps
 from bench.engine.runner import Runner
 from bench.engine.sweeps import Case, Sweep
 from bench.errors import UsageError
 from bench.kinds import EXACT_CHECK_ELEMENTS
 from bench.kinds.serving import serving_check_shape
-from bench.masks import CAUSAL
-from bench.meta import Calibration
-from bench.metrics import attention_flops
-from bench.record import new_record
+from bench.problem.masks import CAUSAL
+from bench.problem.shapes import AttentionShape, ServingBatch, ShapeError, shape_fields, shape_from_fields
+from bench.results.meta import Calibration
+from bench.results.record import new_record
 from bench.serving import ragged as ragged_module
 from bench.serving.batch import check_sequences, make_sequences, references
 from bench.serving.paged import PagedCache, block_table
@@ -31,7 +32,6 @@ from bench.serving.workload import (
     serving_kv_bytes,
     workload_of,
 )
-from bench.shapes import AttentionShape, ServingBatch, ShapeError, shape_fields, shape_from_fields
 
 CALIBRATION = Calibration.from_dict({"gemm_flops_per_s": 1e11, "copy_bytes_per_s": 1e10})
 CPU_LAYOUTS = ["naive", "sdpa-math", "sdpa-flash"]
@@ -321,9 +321,9 @@ def test_pair_keys_hold_every_shape_field_but_the_page_size(tmp_path):
     """Paged and contiguous steps pair on every shape field but the page size: two models never mix."""
     import json
 
-    from bench.record import SHAPE_KEYS
     from bench.report.load import read_results
     from bench.report.serving import PAIR_KEYS, VARIED, paged_vs_contiguous
+    from bench.results.record import SHAPE_KEYS
     from tests.results_factory import make_record, make_run
 
     assert set(PAIR_KEYS) | set(VARIED) == {"backend", *SHAPE_KEYS} and not set(PAIR_KEYS) & set(VARIED)

@@ -13,10 +13,10 @@ from bench.commands import run as run_cmd
 from bench.engine import options
 from bench.engine.runner import Runner
 from bench.engine.session import Session
-from bench.meta import Calibration
-from bench.record import Record
 from bench.results import read_run
 from bench.results.entry import Entry, case_entry, stats_entry
+from bench.results.meta import Calibration
+from bench.results.record import Record
 
 TINY = ["run", "--backend", "naive,sdpa", "--heads", "2", "--kv-heads", "2", "--seq", "32", "--dtype", "fp32",
         "--mask", "causal", "--phase", "prefill", "--budget", "0.02", "--device", "cpu"]

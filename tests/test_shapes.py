@@ -2,7 +2,7 @@ import pytest
 
 from bench.errors import UsageError
 from bench.models.presets import PRESETS, preset
-from bench.shapes import ShapeError, head_dim_for, parse_mask, shape_from_fields
+from bench.problem.shapes import ShapeError, head_dim_for, parse_mask, shape_from_fields
 
 
 def shape(**kw):
@@ -123,7 +123,7 @@ def test_v_head_dim_alone_is_refused():
 
 
 def test_a_shape_takes_values_and_names_the_text_it_was_given():
-    from bench.shapes import AttentionShape
+    from bench.problem.shapes import AttentionShape
 
     with pytest.raises(ShapeError, match="mask='causal': expected a Mask"):
         AttentionShape(1, 8, 8, 2, 2, 4, "fp32", "causal")
@@ -134,8 +134,8 @@ def test_a_shape_takes_values_and_names_the_text_it_was_given():
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
 def test_every_planned_shape_reads_back_from_its_columns(device):
     from bench.engine.sweeps import PROFILES, cases, profile
+    from bench.problem.shapes import COLUMNS, shape_fields
     from bench.report.load import INT_COLUMNS
-    from bench.shapes import COLUMNS, shape_fields
 
     shapes = {c.shape for name in PROFILES[device] for c in cases(profile(name, device), device)}
     kinds = {(s.mla is not None, s.serving is not None, s.sparsity.sparse, s.score.label != "none") for s in shapes}

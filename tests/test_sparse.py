@@ -1,5 +1,7 @@
-"""Sparse attention: the sparsity's text (bench.sparsity), its keep-set (bench.keepset) against a brute-force definition
-written here from the docstrings, the counts (bench.sparse_pairs), the top-K indexer (bench.indexer), every backend
+"""Sparse attention: the sparsity's text (bench.problem.sparsity), its keep-set (bench.problem.keepset) against a
+brute-force definition
+written here from the docstrings, the counts (bench.counts.pairs), the top-K indexer (bench.problem.indexer), every
+backend
 against the float64 reference under a keep-set, which backends a sweep offers a sparse case, and whole cases through
 the runner."""
 
@@ -18,17 +20,8 @@ import torch
 
 from bench.backends import BACKENDS, Backend, Unsupported, attention
 from bench.backends.naive import naive_attention
-from bench.engine.runner import Runner
-from bench.engine.sweeps import Case, Sweep, cases, offered, sparsity_labels
-from bench.errors import InputError
-from bench.indexer import make_indexer_inputs, select
-from bench.keepset import KeepSet
-from bench.masks import Mask
-from bench.meta import Calibration
-from bench.metrics import attention_flops, executed_flops, indexer_flops
-from bench.reference import TOLERANCES, check_gradients, compare_to_reference, make_inputs, reference_attention
-from bench.shapes import AttentionShape, ShapeError, shape_from_fields
-from bench.sparse_pairs import (
+from bench.counts.metrics import attention_flops, executed_flops, indexer_flops
+from bench.counts.pairs import (
     FLEX_BLOCK,
     block_pairs,
     block_table,
@@ -38,17 +31,27 @@ from bench.sparse_pairs import (
     kept_pairs,
     kept_per_row,
 )
-from bench.sparsity import Sparsity, SparsityError
+from bench.engine.runner import Runner
+from bench.engine.sweeps import Case, Sweep, cases, offered, sparsity_labels
+from bench.errors import InputError
+from bench.problem.indexer import make_indexer_inputs, select
+from bench.problem.keepset import KeepSet
+from bench.problem.masks import Mask
+from bench.problem.shapes import AttentionShape, ShapeError, shape_from_fields
+from bench.problem.sparsity import Sparsity, SparsityError
+from bench.reference import TOLERANCES, check_gradients, compare_to_reference, make_inputs, reference_attention
+from bench.results.meta import Calibration
 
 REPO = Path(__file__).resolve().parents[1]
 CALIBRATION = Calibration.from_dict({"gemm_flops_per_s": 1e11, "copy_bytes_per_s": 1e10})
 ATOL32, RTOL32 = TOLERANCES[torch.float32]
 
 
-# --- independent definitions (from the docstrings of bench.masks and bench.sparsity), plain Python -----------------
+# --- independent definitions (from the docstrings of bench.problem.masks and bench.problem.sparsity), plain Python
+# -----------------
 
 def mask_sees(mask: str, p: int, j: int) -> bool:
-    """bench.masks: none, causal (j <= p), window:w (p - w < j <= p)."""
+    """bench.problem.masks: none, causal (j <= p), window:w (p - w < j <= p)."""
     if mask == "none":
         return True
     if mask == "causal":

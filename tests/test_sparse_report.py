@@ -3,7 +3,7 @@
 figures, the questions' least sets in the CPU default plan (and that exactly those cases decide both claims), the
 sparse profile's plan, and DeepSeek-V3.2's DSA from its config.json to its KV cache and its cases.
 
-No case is run or timed here: every record is built from a real Case (bench.record.new_record, so ids, densities
+No case is run or timed here: every record is built from a real Case (bench.results.record.new_record, so ids, densities
 and FLOPs are the engine's own) with a median written by hand."""
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import pytest
 from matplotlib.figure import Figure
 
 from bench.backends import get_backend
-from bench.case import Case
 from bench.claims import IDEAL_SHARE, MIN_SPARSE_LENGTHS, SPARSE_BEATS, SPARSE_LOSES, SPARSE_SPAN, spec
 from bench.engine import options
 from bench.engine.agenda import BEFORE_FIRST_CASE_S, FUNDED, cut_dtypes, make_agenda
@@ -32,15 +31,16 @@ from bench.measure.spec_sheets import spec_calibration
 from bench.models.config import ConfigError, kv_bytes_per_token
 from bench.models.config_json import load_config, parse_config
 from bench.models.kvcache import allocate_kv_cache, measure_kv_cache_bytes
-from bench.record import new_record
+from bench.problem.case import Case
+from bench.problem.shapes import shape_fields, shape_from_fields
+from bench.problem.sparsity import Sparsity
 from bench.report.figures.sparse import indexer_share, sparse_speedup, sparse_time
 from bench.report.load import read_results
 from bench.report.sparse_cost import crossovers, sparse_costs, sparse_crossover
 from bench.report.sparse_cost import sparse_speedup as speedup_claim
 from bench.report.traits import SPARSE_KERNELS
 from bench.report.verdict import DEPENDS, FAILS, HOLDS, INCONCLUSIVE, NOT_MEASURED
-from bench.shapes import shape_fields, shape_from_fields
-from bench.sparsity import Sparsity
+from bench.results.record import new_record
 from tests.machines import EPYC, EPYC_DICT
 from tests.results_factory import make_run
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from bench.problem.shapes import parse_rows
 from bench.report import traces
 from bench.report.load import read_results
 from bench.report.verdict import DEPENDS, FAILS, HOLDS, INCONCLUSIVE, NO_FACTS, NOT_MEASURED
-from bench.shapes import parse_rows
 from tests.results_factory import make_record, make_run
 
 PREFILL, DECODE = "rows:2x64:64", "rows:4x1:512"

@@ -1,6 +1,7 @@
 """Real traffic (bench.traces): the trace formats and their errors (requests), flashinfer-trace lines as steps, the
 continuous-batching schedule against a brute-force per-request simulation written here from schedule's docstring,
-the buckets and their error (buckets, replay), and the explicit rows a bucket's batch is written as (bench.shapes,
+the buckets and their error (buckets, replay), and the explicit rows a bucket's batch is written as
+(bench.problem.shapes,
 bench.serving.workload). Plain Python: no kernels, no runs."""
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from bench.errors import UsageError
+from bench.problem.shapes import AttentionShape, ShapeError, parse_rows, rows_label, shape_from_fields
 from bench.serving.workload import workload_of
-from bench.shapes import AttentionShape, ShapeError, parse_rows, rows_label, shape_from_fields
 from bench.traces.buckets import MAX_BUCKETS
 from bench.traces.flashinfer import read_steps
 from bench.traces.replay import replay

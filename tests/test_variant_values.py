@@ -1,4 +1,5 @@
-"""Masks and score variants as values (bench.masks.Mask, bench.scores.Score): parse and label, the shape's columns
+"""Masks and score variants as values (bench.problem.masks.Mask, bench.problem.scores.Score): parse and label, the
+shape's columns
 and case ids unchanged, one value per call, and kernels written to the keyword signature (causal, window and the
 variant keywords) still checked and timed, through the adapter."""
 
@@ -16,11 +17,11 @@ from bench.cli import main
 from bench.engine.runner import Runner
 from bench.engine.sweeps import Case
 from bench.errors import InputError
-from bench.masks import CAUSAL, NO_MASK, Mask
-from bench.meta import Calibration
+from bench.problem.masks import CAUSAL, NO_MASK, Mask
+from bench.problem.scores import NO_SCORE, Score, sink_logits
+from bench.problem.shapes import AttentionShape, ShapeError, shape_fields, shape_from_fields
 from bench.reference import reference_attention
-from bench.scores import NO_SCORE, Score, sink_logits
-from bench.shapes import AttentionShape, ShapeError, shape_fields, shape_from_fields
+from bench.results.meta import Calibration
 
 CALIBRATION = Calibration.from_dict({"gemm_flops_per_s": 1e11, "copy_bytes_per_s": 1e10})
 

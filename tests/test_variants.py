@@ -10,12 +10,12 @@ import torch
 
 import bench
 from bench.backends import BACKENDS
+from bench.counts.metrics import attention_bytes, attention_flops
 from bench.engine import sweeps
-from bench.masks import visible, visible_pairs
-from bench.metrics import attention_bytes, attention_flops
+from bench.problem.masks import visible, visible_pairs
+from bench.problem.scores import alibi_slopes, parse_score, sink_logits
+from bench.problem.shapes import ShapeError, parse_mask, shape_from_fields
 from bench.reference import compare_to_reference, reference_attention
-from bench.scores import alibi_slopes, parse_score, sink_logits
-from bench.shapes import ShapeError, parse_mask, shape_from_fields
 
 VARIANTS = {
     "softcap": {"softcap": 1.5},
@@ -35,7 +35,8 @@ def _kwargs(variant: str, n_heads: int) -> dict:
 
 
 def brute_force(q, k, v, causal=True, window=None, chunk=None, softcap=None, alibi=False, sinks=None):
-    """The conventions as bench.masks and bench.scores state them, one (b, h, i) row at a time in Python floats."""
+    """The conventions as bench.problem.masks and bench.problem.scores state them, one (b, h, i) row at a time in
+    Python floats."""
     B, Hq, Sq, D = q.shape
     Hkv, Skv = k.shape[1], k.shape[2]
     off = Skv - Sq
@@ -194,7 +195,7 @@ def test_axes_make_new_ids_and_keep_old_ones():
 def _frame(times: dict[tuple[str, str, str], float]):
     import pandas as pd
 
-    from bench.shapes import shape_fields
+    from bench.problem.shapes import shape_fields
     rows = []
     for (backend, mask, score), t in times.items():
         shape = shape_from_fields(dict(batch=1, seq_q=128, seq_kv=128, n_heads=4, n_kv_heads=2, head_dim=16, mask=mask,

@@ -1,14 +1,17 @@
 """The registry of attention backends and the one public entry point, `attention`.
 
 Adding a backend: one module with its function (q, k, v, *, mask, score) -> out, and one line in BACKENDS
-with its traits. The mask (bench.masks.Mask: causal, window, chunk) and the score variant (bench.scores.Score:
+with its traits. The mask (bench.problem.masks.Mask: causal, window, chunk) and the score variant
+(bench.problem.scores.Score:
 softcap, ALiBi, sinks with their (Hq,) logits) come whole; a backend that runs a variant beyond causal and window
 lists it in its `variants` trait, and is never called with one it does not list. A function written to the keyword
 signature (q, k, v, *, causal, window[, chunk, softcap, alibi, sinks]) is adapted (bench.backends.base).
-A backend that takes a V of another head dim than Q/K (MLA, bench.mla) lists "mla" among its variants; the others
+A backend that takes a V of another head dim than Q/K (MLA, bench.kinds.mla_calls) lists "mla" among its variants; the
+others
 are refused such calls. A backend that takes sparse attention lists the sparsity kinds in its `sparsity` trait and
-is then called with sparse= (bench.keepset.KeepSet: the keep-set as tokens, blocks or top-K indices) on those cases
-only; its `executes` trait says what it computes for a mask or a keep-set (bench.sparse_pairs), for executed FLOPs.
+is then called with sparse= (bench.problem.keepset.KeepSet: the keep-set as tokens, blocks or top-K indices) on those
+cases
+only; its `executes` trait says what it computes for a mask or a keep-set (bench.counts.pairs), for executed FLOPs.
 Everything else (the sweeps' CPU lists, the memory model, the claims, the figures' colours) reads the traits here.
 """
 
@@ -16,19 +19,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from bench import shapes
 from bench.backends import outside
 from bench.backends.base import Backend, Deferred, Unsupported
 from bench.errors import InputError
-from bench.masks import Mask
-from bench.scores import OPT_IN_VARIANTS, Score, variants_used
-from bench.shapes import ShapeError, check_heads
-from bench.sparsity import SPARSITY_KINDS
+from bench.problem import shapes
+from bench.problem.masks import Mask
+from bench.problem.scores import OPT_IN_VARIANTS, Score, variants_used
+from bench.problem.shapes import ShapeError, check_heads
+from bench.problem.sparsity import SPARSITY_KINDS
 
 if TYPE_CHECKING:
     import torch
 
-    from bench.keepset import KeepSet
+    from bench.problem.keepset import KeepSet
 
 CUDA = ("cuda",)
 HALF = ("bf16", "fp16")
@@ -152,7 +155,7 @@ def variant_values(q: torch.Tensor, mask: Mask | str | None = None, score: Score
                    softcap: float | None = None, alibi: bool = False,
                    sinks: torch.Tensor | None = None) -> tuple[Mask, Score]:
     """The call's mask and score values: given whole (a value or its text), or by the keywords (not both); the
-    score's sink logits bound (given, else seeded: bench.scores.sink_logits) and checked against q's heads."""
+    score's sink logits bound (given, else seeded: bench.problem.scores.sink_logits) and checked against q's heads."""
     try:
         if mask is None:
             mask = Mask(bool(causal), window, chunk)
@@ -171,7 +174,8 @@ def variant_values(q: torch.Tensor, mask: Mask | str | None = None, score: Score
     except InputError as err:  # a malformed mask or score is a shape error, as it always was
         raise ShapeError(str(err)) from None
     if not isinstance(mask, Mask) or not isinstance(score, Score):
-        raise ShapeError(f"mask={mask!r} and score={score!r}: a bench.masks.Mask and a bench.scores.Score (or text)")
+        raise ShapeError(f"mask={mask!r} and score={score!r}: a bench.problem.masks.Mask and a "
+                         "bench.problem.scores.Score (or text)")
     import torch
 
     score = score.with_logits(q.shape[1], q.device)
@@ -187,13 +191,15 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, backend: str
               chunk: int | None = None, softcap: float | None = None, alibi: bool = False,
               sinks: torch.Tensor | None = None, sparse: KeepSet | None = None) -> torch.Tensor:
     """Attention with q (B, Hq, Sq, D), k (B, Hkv, Skv, D), v (B, Hkv, Skv, D_v) -> (B, Hq, Sq, D_v), scale
-    1/sqrt(D). D_v != D (MLA's calls, bench.mla) only for backends whose variants list "mla".
+    1/sqrt(D). D_v != D (MLA's calls, bench.kinds.mla_calls) only for backends whose variants list "mla".
 
-    The mask as mask= (a bench.masks.Mask or its text: "window:256") or by causal/window/chunk; masks are
-    bottom-right aligned (see bench.masks), a window or a chunk implies causal. The score variant as score= (a
-    bench.scores.Score or its text: "softcap:50") or by softcap X, alibi (the paper's slopes for Hq heads), sinks
+    The mask as mask= (a bench.problem.masks.Mask or its text: "window:256") or by causal/window/chunk; masks are
+    bottom-right aligned (see bench.problem.masks), a window or a chunk implies causal. The score variant as score= (a
+    bench.problem.scores.Score or its text: "softcap:50") or by softcap X, alibi (the paper's slopes for Hq heads),
+    sinks
     (one logit per query head; score="sinks": seeded ones). sparse= is a sparse case's keep-set
-    (bench.keepset.KeepSet, ANDed with the mask; it takes no score variant). Raises Unsupported when `backend` cannot
+    (bench.problem.keepset.KeepSet, ANDed with the mask; it takes no score variant). Raises Unsupported when `backend`
+    cannot
     run these inputs, variants or sparsity here, and never falls back to another kernel or approximates a variant.
     """
     impl = get_backend(backend)
@@ -219,10 +225,10 @@ def check_sparse(q: torch.Tensor, k: torch.Tensor, mask: Mask, score: Score, spa
     """The call's sparsity kind ('none' without a keep-set), after checking the keep-set fits the call."""
     if sparse is None or not sparse.sparsity.sparse:
         return "none"
-    from bench.keepset import KeepSet
+    from bench.problem.keepset import KeepSet
 
     if not isinstance(sparse, KeepSet):
-        raise ShapeError(f"sparse={type(sparse).__name__}: a bench.keepset.KeepSet")
+        raise ShapeError(f"sparse={type(sparse).__name__}: a bench.problem.keepset.KeepSet")
     if (sparse.seq_q, sparse.seq_kv) != (q.shape[2], k.shape[2]) or sparse.mask != mask:
         raise ShapeError(f"the keep-set is for seq_q={sparse.seq_q}, seq_kv={sparse.seq_kv}, mask "
                          f"{sparse.mask.label}; the call has seq_q={q.shape[2]}, seq_kv={k.shape[2]}, "

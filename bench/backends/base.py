@@ -9,8 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from bench.masks import Mask
-from bench.scores import Score
+from bench.problem.masks import Mask
+from bench.problem.scores import Score
 
 if TYPE_CHECKING:
     import torch
@@ -22,9 +22,11 @@ class Unsupported(RuntimeError):
 
 class AttentionFn(Protocol):
     """A backend: q (B, Hq, Sq, D), k and v (B, Hkv, Skv, D) -> (B, Hq, Sq, D), the mask and the score variant
-    whole (bench.masks.Mask, bench.scores.Score, its sink logits bound). A function written to the keyword
+    whole (bench.problem.masks.Mask, bench.problem.scores.Score, its sink logits bound). A function written to the
+    keyword
     signature (q, k, v, *, causal, window[, chunk, softcap, alibi, sinks]) is adapted (`keyword_backend`).
-    A backend whose `sparsity` trait lists a sparsity kind is also called with sparse= (bench.keepset.KeepSet) on
+    A backend whose `sparsity` trait lists a sparsity kind is also called with sparse= (bench.problem.keepset.KeepSet)
+    on
     the cases of that kind; every other call has no sparse keyword."""
 
     def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, mask: Mask,
@@ -152,15 +154,17 @@ class Backend:
     backward: bool = True  # False: fwd+bwd cases are unsupported (a forward-only kernel)
     origin: str = "built-in"  # where it comes from: built-in, `import MODULE:FUNCTION`, an entry point
     label: str = ""  # a display name its author chose (bench.backend(name=...)); the id keeps `name`
-    # the attention variants it runs exactly (bench.scores.OPT_IN_VARIANTS: softcap, alibi, sinks, chunk); any other is
+    # the attention variants it runs exactly (bench.problem.scores.OPT_IN_VARIANTS: softcap, alibi, sinks, chunk); any
+    # other is
     # Unsupported before its function is called, never approximated
     variants: tuple[str, ...] = ()
     # (variant, why it cannot run that variant): the reason its Unsupported gives, beside the generic one
     variant_notes: tuple[tuple[str, str], ...] = ()
-    # the sparsity kinds it takes a keep-set for (bench.sparsity.SPARSITY_KINDS: block, docs, global, topk); it is
+    # the sparsity kinds it takes a keep-set for (bench.problem.sparsity.SPARSITY_KINDS: block, docs, global, topk); it
+    # is
     # never offered a sparse case of any other kind
     sparsity: tuple[str, ...] = ()
-    # how it executes a mask or a keep-set (bench.sparse_pairs.EXECUTES), for its executed FLOPs; None: unknown
+    # how it executes a mask or a keep-set (bench.counts.pairs.EXECUTES), for its executed FLOPs; None: unknown
     executes: str | None = None
     dense: bool = True  # False: it runs sparse attention only (a keep-set is its input), never a dense case
     # the backends whose kernels it picks among by itself (torch SDPA's dispatcher): the report measures its choice
@@ -184,7 +188,7 @@ class Backend:
         return next((lay for lay in self.layouts if lay in kinds), None)
 
     def variant_reason(self, used: tuple[str, ...]) -> str | None:
-        """Why this backend cannot run the variants `used` (bench.scores.variants_used), or None."""
+        """Why this backend cannot run the variants `used` (bench.problem.scores.variants_used), or None."""
         missing = [name for name in used if name not in self.variants]
         if not missing:
             return None
@@ -194,7 +198,7 @@ class Backend:
         return f"{self.name}: {why} (variants it runs: {takes})"
 
     def sparsity_reason(self, kind: str) -> str | None:
-        """Why this backend cannot run a case of sparsity `kind` (bench.sparsity), or None."""
+        """Why this backend cannot run a case of sparsity `kind` (bench.problem.sparsity), or None."""
         takes = ", ".join(self.sparsity) or "none"
         if kind == "none":
             return None if self.dense else f"{self.name}: runs sparse attention only (sparsities it runs: {takes})"

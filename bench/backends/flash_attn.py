@@ -1,7 +1,8 @@
 """The flash-attn package (Dao-AILab), CUDA only, fp16/bf16 (its registry traits). Its layout is (B, S, H, D).
 
 Variants: softcap (flash-attn >= 2.6's softcap=) and ALiBi (alibi_slopes=, fp32 (Hq,) slopes; flash-attn adds
--m_h * |i + off - j|, the convention of bench.scores), each where the installed version's flash_attn_func takes it.
+-m_h * |i + off - j|, the convention of bench.problem.scores), each where the installed version's flash_attn_func takes
+it.
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ import inspect
 import torch
 
 from bench.backends.base import Unsupported
-from bench.masks import Mask
-from bench.scores import Score, alibi_slopes
+from bench.problem.masks import Mask
+from bench.problem.scores import Score, alibi_slopes
 
 
 def flash_attn_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, mask: Mask,

@@ -3,7 +3,8 @@ sinks as one extra key (K = V = 0) whose score the score_mod sets to sigma_h: ex
 This torch's flex_attention has no sink argument, and its compiled CPU kernel refuses return_lse, so the
 log-sum-exp renormalisation attention-gym uses is not open here; the K/V copy with the extra key is in the timed call.
 
-A sparse case's keep-set (bench.keepset.KeepSet) becomes a BlockMask of FLEX_BLOCK blocks, built on the keep-set's
+A sparse case's keep-set (bench.problem.keepset.KeepSet) becomes a BlockMask of FLEX_BLOCK blocks, built on the
+keep-set's
 first call and kept in it (`derived`: the BlockMask, its build seconds apart from the kernel's, the pairs its blocks
 cover); its mask_mod is the mask's `allows` ANDed with the keep-set's, reading the block table or topk's token table
 from one buffer per shape, so a new keep-set of the same shape reuses the compiled kernel.
@@ -21,10 +22,10 @@ import warnings
 import torch
 
 from bench.backends.base import Unsupported
-from bench.keepset import KeepSet
-from bench.masks import Mask
-from bench.scores import Score
-from bench.sparse_pairs import FLEX_BLOCK
+from bench.counts.pairs import FLEX_BLOCK
+from bench.problem.keepset import KeepSet
+from bench.problem.masks import Mask
+from bench.problem.scores import Score
 
 
 def raise_recompile_limits() -> None:

@@ -30,9 +30,9 @@ from typing import TYPE_CHECKING, Any
 
 from bench.backends import TRANSFORMERS_IMPLEMENTATIONS
 from bench.backends.base import Unsupported
-from bench.masks import Mask
-from bench.scores import Score
-from bench.shapes import AttentionShape
+from bench.problem.masks import Mask
+from bench.problem.scores import Score
+from bench.problem.shapes import AttentionShape
 
 if TYPE_CHECKING:  # annotations only: the report imports skips_mask and never torch
     import torch

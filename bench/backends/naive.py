@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import torch
 
-from bench.keepset import KeepSet
-from bench.masks import Mask
-from bench.scores import Score
+from bench.problem.keepset import KeepSet
+from bench.problem.masks import Mask
+from bench.problem.scores import Score
 
 
 def naive_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, mask: Mask, score: Score,

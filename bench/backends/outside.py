@@ -9,8 +9,9 @@ Traits come from the `bench.backend(...)` decorator on the function, or DEFAULTS
 Signatures: a function written to the documented keyword signature (q, k, v, *, causal, window), with chunk=,
 softcap=, alibi=, sinks= for the variants it declares, gets those keywords: its Backend's fn is an adapter that
 translates the mask and score values every built-in backend gets (bench.backends.base.keyword_backend). A function
-with a `mask` parameter, (q, k, v, *, mask, score), gets the values themselves (bench.masks.Mask, bench.scores.Score).
-Either takes sparse= as well when its traits declare a sparsity: the case's keep-set (bench.keepset.KeepSet).
+with a `mask` parameter, (q, k, v, *, mask, score), gets the values themselves (bench.problem.masks.Mask,
+bench.problem.scores.Score).
+Either takes sparse= as well when its traits declare a sparsity: the case's keep-set (bench.problem.keepset.KeepSet).
 """
 
 from __future__ import annotations
@@ -68,9 +69,10 @@ def backend(name: str | None = None, memory: str = DEFAULTS["memory"],
     @bench.backend(name="mine", memory="tiled", devices=("cpu", "cuda"), dtypes=("fp32", "bf16"))
     def attn(q, k, v, *, causal, window): ...
 
-    sparsity= names the sparse kinds it takes (block, docs, global, topk: bench.sparsity); on those cases it is
-    called with sparse= (a bench.keepset.KeepSet: tokens, blocks or top-K indices), and it is offered no other sparse
-    case. executes= says what it computes (bench.sparse_pairs.EXECUTES: all, causal, visible, blocks, selected), for
+    sparsity= names the sparse kinds it takes (block, docs, global, topk: bench.problem.sparsity); on those cases it is
+    called with sparse= (a bench.problem.keepset.KeepSet: tokens, blocks or top-K indices), and it is offered no other
+    sparse
+    case. executes= says what it computes (bench.counts.pairs.EXECUTES: all, causal, visible, blocks, selected), for
     its executed FLOPs; unsaid, they are left empty. dense=False: it runs sparse cases only.
     """
     if memory not in MEMORY_KINDS:
@@ -79,12 +81,12 @@ def backend(name: str | None = None, memory: str = DEFAULTS["memory"],
                                 ("layouts", layouts, RAGGED_LAYOUTS + PAGED_LAYOUTS)):
         if isinstance(given, str) or not set(given) <= set(known):
             raise OutsideBackendError(f"bench.backend({field}={given!r}): a tuple of {', '.join(known)}")
-    from bench.scores import OPT_IN_VARIANTS
+    from bench.problem.scores import OPT_IN_VARIANTS
 
     if isinstance(variants, str) or not set(variants) <= set(OPT_IN_VARIANTS):
         raise OutsideBackendError(f"bench.backend(variants={variants!r}): a tuple of {', '.join(OPT_IN_VARIANTS)}")
-    from bench.sparse_pairs import EXECUTES
-    from bench.sparsity import SPARSITY_KINDS
+    from bench.counts.pairs import EXECUTES
+    from bench.problem.sparsity import SPARSITY_KINDS
 
     if isinstance(sparsity, str) or not set(sparsity) <= set(SPARSITY_KINDS):
         raise OutsideBackendError(f"bench.backend(sparsity={sparsity!r}): a tuple of {', '.join(SPARSITY_KINDS)}")

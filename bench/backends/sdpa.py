@@ -16,9 +16,9 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from bench.backends.base import Unsupported
-from bench.keepset import KeepSet
-from bench.masks import Mask
-from bench.scores import Score, alibi_bias
+from bench.problem.keepset import KeepSet
+from bench.problem.masks import Mask
+from bench.problem.scores import Score, alibi_bias
 
 KERNELS: dict[str, SDPBackend | None] = {
     "sdpa": None,

@@ -1,5 +1,5 @@
 """Top-K sparse attention by gathering (DeepSeek-V3.2's DSA kernel, in torch ops): each query attends over the K keys
-its keep-set selected (bench.keepset.KeepSet.indices), the same keys for every head of its group.
+its keep-set selected (bench.problem.keepset.KeepSet.indices), the same keys for every head of its group.
 
 Per chunk of queries, the selected K and V rows are gathered once per KV head, (B, Hkv, chunk, K, D), and each query
 head of the group scores them: K per query, whatever the length, which is what makes it sparse. Slots a query left
@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import torch
 
-from bench.keepset import KeepSet
-from bench.masks import Mask
-from bench.scores import Score
+from bench.problem.keepset import KeepSet
+from bench.problem.masks import Mask
+from bench.problem.scores import Score
 
 CHUNK_ELEMENTS = 1 << 23  # gathered K and V elements held at once: 32 MiB in float32
 

@@ -11,9 +11,9 @@ import torch
 from bench.backends import BACKENDS, Unsupported, get_backend
 from bench.backends.outside import entry_points
 from bench.errors import InputError, UsageError
-from bench.masks import CAUSAL
+from bench.problem.masks import CAUSAL
+from bench.problem.shapes import DTYPES, AttentionShape
 from bench.reference import check_backend
-from bench.shapes import DTYPES, AttentionShape
 
 help = "list each backend x dtype on a device with 'ok' or the reason it cannot run"
 

@@ -10,7 +10,7 @@ import torch
 
 from bench.conformance import VARIANT_HEADS, check
 from bench.errors import UsageError
-from bench.shapes import DTYPES
+from bench.problem.shapes import DTYPES
 
 help = "check a backend (built-in, MODULE:FUNCTION or an entry point) against the float64 reference"
 

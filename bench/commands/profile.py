@@ -21,9 +21,9 @@ from bench.engine.session import Session
 from bench.errors import UsageError
 from bench.measure.calibrate import MAIN_DTYPE
 from bench.measure.memory import cuda_memory_snapshot
-from bench.meta import Calibration
+from bench.problem.shapes import INT_COLUMNS, ShapeError, shape_from_fields
 from bench.report.units import fmt_bytes, fmt_seconds
-from bench.shapes import INT_COLUMNS, ShapeError, shape_from_fields
+from bench.results.meta import Calibration
 
 help = "profile one case: kernel table, SDPA's kernel, peak memory, a Perfetto trace (and a CUDA memory snapshot)"
 # one value per axis unless given: a single MHA prefill case

@@ -3,11 +3,13 @@ mask and length pattern attnbench sweeps, in each dtype it claims, forward and (
 
 One group per (pass, dtype, variant, mask); each group runs three shapes with odd sizes, so that a kernel tuned
 for powers of two is caught: square (Sq = Skv), Sq < Skv (a chunk of prefill against a longer cache), and decode
-(one query). MLA (bench.mla; forward only, as it is timed) runs its expanded form on the square and Sq < Skv shapes
+(one query). MLA (bench.kinds.mla_calls; forward only, as it is timed) runs its expanded form on the square and Sq <
+Skv shapes
 (D_qk = 24, D_v = 20) and its absorbed form on decode (D_qk = rank + rope = 48, D_v = rank = 40, V a view of K),
 each checked end to end against the float64 expanded formula.
 A backend whose `sparsity` trait lists sparse kinds also gets one group per (pass, dtype, GQA/MQA, kind), causal, on
-lengths the kinds can take (SPARSE_LENGTHS; SPARSE_KINDS gives each kind's sparsity): the keep-set (bench.keepset)
+lengths the kinds can take (SPARSE_LENGTHS; SPARSE_KINDS gives each kind's sparsity): the keep-set
+(bench.problem.keepset)
 is handed to it as sparse= and to the reference; a backend that declares none is never offered a sparse group.
 `bench check` prints one row per group; bench/conformance/test_backend.py runs the same groups under
 pytest (`pytest --pyargs bench.conformance --attn-backend mypkg.attn:fn`).
@@ -19,11 +21,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from bench.backends import Unsupported, get_backend
-from bench.masks import Mask
-from bench.mla import check_mla
+from bench.kinds.mla_calls import check_mla
+from bench.problem.masks import Mask
+from bench.problem.shapes import DTYPES, AttentionShape, MlaDims
+from bench.problem.sparsity import Sparsity
 from bench.reference import GRAD_TOLERANCES, Check, check_backend, check_gradients
-from bench.shapes import DTYPES, AttentionShape, MlaDims
-from bench.sparsity import Sparsity
 
 # (Hq, Hkv) per variant; GQA with 3 query heads per KV head
 VARIANT_HEADS = {"mha": (4, 4), "gqa": (6, 2), "mqa": (4, 1), "mla": (4, 1)}

@@ -20,7 +20,7 @@ from bench.backends import get_backend
 from bench.engine.budget import DECIDE_SHARE, MARGIN, cases_room, priority_order
 from bench.engine.questions import QUESTIONS, Context, Question
 from bench.engine.sweeps import Case
-from bench.meta import Calibration
+from bench.results.meta import Calibration
 
 # seconds before a run's first case: calibration and the KV-cache measurements (~35 s measured on a 2-core CPU)
 BEFORE_FIRST_CASE_S = {"cpu": 35.0, "cuda": 15.0}

@@ -1,6 +1,6 @@
 """A run planned to a time budget (--time-budget): which cases run, in which order, and when one no longer fits.
 
-Cases are run family by family in rounds: first the cheapest case of every family (bench.case.family_key: cases
+Cases are run family by family in rounds: first the cheapest case of every family (bench.problem.case.family_key: cases
 that differ only in batch, heads, lengths or head dim), then the second cheapest of each, and so on. So a budget
 that runs out leaves every figure and claim the small shapes of every family, not the whole of a few. Before each
 case TimeBudget asks whether the case's prediction, scaled by how the predictions have fared so far in this run,
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from bench.case import family_key
 from bench.engine.sweeps import Case
+from bench.problem.case import family_key
 
 MARGIN = 0.9  # plan to this share of the budget: the end-of-run calibration and the file need the rest
 # ... of which this share is kept to re-measure the claims' open conditions once their least sets have run

@@ -17,14 +17,14 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
+from bench.counts.metrics import attention_flops
 from bench.engine.sweeps import Case
 from bench.kinds import check_shape
-from bench.meta import Calibration
-from bench.metrics import attention_flops
-from bench.shapes import DENSE
+from bench.problem.shapes import DENSE
+from bench.results.meta import Calibration
 
 if TYPE_CHECKING:
-    from bench.record import Record
+    from bench.results.record import Record
 
 GEMM_SHARE = 0.5  # attention's matmuls reach about half the GEMM ceiling on CPU (softmax and masking between them)
 CALL_OVERHEAD_S = {"cpu": 30e-6, "cuda": 15e-6}  # Python, dispatch and launch per call
@@ -65,7 +65,7 @@ def indexer_s(record: Record, calibration: Calibration) -> float:
 def predict_all(cases: list[Case], calibration: Calibration, case_budget_s: float) -> dict[str, float]:
     """Every case's predicted seconds, by id, from the backends' traits and the ceilings."""
     from bench.backends import get_backend
-    from bench.record import new_record
+    from bench.results.record import new_record
 
     out = {}
     for case in cases:  # a prediction's record: its formula fields only (threads=0: no thread count is read)

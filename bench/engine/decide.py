@@ -29,9 +29,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from bench.case import Case
 from bench.engine.execute import RunnerSetup
 from bench.engine.isolate import Isolated
+from bench.problem.case import Case
 
 SLICE_BUDGET_S = 0.25  # timing seconds of one slice (a block has four per pair)
 MAX_BLOCKS = 12  # a condition still open after this many blocks is left as it is: its ratio sits on the bound

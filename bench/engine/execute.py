@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from bench.case import Case
 from bench.engine.outcome import Outcome
-from bench.meta import Calibration
+from bench.problem.case import Case
+from bench.results.meta import Calibration
 
 if TYPE_CHECKING:  # the runner imports torch: loaded when a case runs in this process, not when the CLI starts
     from bench.engine.runner import Runner

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.errors import UsageError
-from bench.shapes import head_dim_for
+from bench.problem.shapes import head_dim_for
 
 
 @dataclass(frozen=True)

@@ -18,11 +18,11 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from bench.case import Case
 from bench.engine.execute import RunnerSetup
 from bench.engine.outcome import Outcome
-from bench.meta import Calibration
-from bench.record import Record, new_record
+from bench.problem.case import Case
+from bench.results.meta import Calibration
+from bench.results.record import Record, new_record
 
 STDERR_LINES = 8  # of a crashed worker's stderr, kept in the case's reason
 

@@ -9,7 +9,7 @@ from typing import Any
 from bench.engine import interrupt
 from bench.engine.execute import Executor
 from bench.engine.options import Plan
-from bench.meta import Calibration
+from bench.results.meta import Calibration
 
 
 def calibrate(executor: Executor, plan: Plan, say: Callable[[str], None]) -> Calibration:

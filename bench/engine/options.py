@@ -19,8 +19,8 @@ from typing import Any
 
 from bench.engine import sweeps
 from bench.errors import UsageError
-from bench.meta import RunMeta
 from bench.results import ResultsError, journal_path, read_run
+from bench.results.meta import RunMeta
 
 
 def positive_int(flag: str, text: Any, default: int | None = None) -> int | None:

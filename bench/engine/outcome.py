@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from bench.record import Record
+from bench.results.record import Record
 
 
 @dataclass

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from bench.errors import UsageError
-from bench.shapes import ShapeError
+from bench.problem.shapes import ShapeError
 
 
 def ints(text: str) -> tuple[int, ...]:

@@ -15,7 +15,7 @@ from bench.engine.cost import predict_all
 from bench.engine.options import Plan
 from bench.engine.questions import Context
 from bench.engine.sweeps import knobs, replayed
-from bench.meta import Calibration
+from bench.results.meta import Calibration
 from bench.traces.replay import replay
 
 

@@ -6,21 +6,21 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from bench.case import Case
 from bench.engine.console import Console
 from bench.engine.queue import CaseQueue
 from bench.engine.schedule import Schedule
-from bench.status import EXIT_1, PROGRESS_LABELS
+from bench.problem.case import Case
+from bench.results.status import EXIT_1, PROGRESS_LABELS
 
-if TYPE_CHECKING:  # bench.record imports the case kinds: not at the CLI's start
-    from bench.record import Record
+if TYPE_CHECKING:  # bench.results.record imports the case kinds: not at the CLI's start
+    from bench.results.record import Record
 
 
 class Progress:
     def __init__(self, console: Console, schedule: Schedule, queue: CaseQueue | None) -> None:
         self.console, self.schedule, self.queue = console, schedule, queue
         self.finished = 0
-        self.failing = 0  # cases whose status fails the run (bench.status.EXIT_1)
+        self.failing = 0  # cases whose status fails the run (bench.results.status.EXIT_1)
         self.total = 0
         self.left: dict[str, Case] = {}  # the cases still to run or skip, for the ETA
         self.t0 = time.perf_counter()

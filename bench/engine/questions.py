@@ -42,10 +42,10 @@ from bench.claims import (
     ClaimSpec,
     of_question,
 )
+from bench.counts.metrics import projection_flops
 from bench.engine.sweeps import Case
-from bench.meta import Calibration
-from bench.metrics import projection_flops
-from bench.shapes import DENSE
+from bench.problem.shapes import DENSE
+from bench.results.meta import Calibration
 
 # the throughput and latency figures draw a scaling line over this many lengths spanning this factor (the memory
 # claim, which the same cases answer, needs MEMORY_SPAN <= LENGTH_SPAN)
@@ -301,7 +301,7 @@ def predicted_share(case: Case, ctx: Context) -> float:
     """The cost model's share of attention in the layer at this case's shape: attention's predicted call over it
     plus the projections' FLOPs at the GEMM ceiling (they are GEMMs)."""
     from bench.engine.cost import call_s
-    from bench.record import new_record
+    from bench.results.record import new_record
 
     b = get_backend(case.backend)
     alone = Case(case.backend, dataclasses.replace(case.shape, scope="attention"), case.phase, case.pass_, case.device)

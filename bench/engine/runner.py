@@ -32,8 +32,8 @@ from bench.measure.modes import CaseTiming, time_case
 from bench.measure.nvml import Gpu
 from bench.measure.spec_sheets import spec_sheet
 from bench.measure.stats import summarize
-from bench.meta import Calibration
-from bench.record import Record, new_record, timed, with_modes
+from bench.results.meta import Calibration
+from bench.results.record import Record, new_record, timed, with_modes
 
 # the engine session, `bench ab` workers and tests read these here
 __all__ = ["EXACT_CHECK_ELEMENTS", "Outcome", "ReferenceCache", "Runner", "check_shape"]

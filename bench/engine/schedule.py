@@ -9,12 +9,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from bench.case import Case
 from bench.engine.budget import DECIDE_SHARE, MARGIN, TimeBudget, priority_order
 from bench.engine.console import fmt_eta
 from bench.engine.cost import predict_all
 from bench.engine.options import Plan
-from bench.meta import Calibration
+from bench.problem.case import Case
+from bench.results.meta import Calibration
 
 MIN_TIMEOUT_S = 60.0  # a case's default limit is never under a minute (a compile, a loaded machine)
 TIMEOUT_FACTOR = 10.0  # ... and a generous multiple of its prediction: only a hang gets near it

@@ -29,7 +29,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bench.case import Case
 from bench.engine import interrupt, machine
 from bench.engine.console import Console, LogConsole
 from bench.engine.execute import Executor, InProcess, RunnerSetup
@@ -38,12 +37,13 @@ from bench.engine.options import Plan
 from bench.engine.progress import Progress
 from bench.engine.queue import CaseQueue
 from bench.engine.schedule import Schedule
-from bench.meta import Calibration
+from bench.problem.case import Case
 from bench.results import ResultsStore
 from bench.results.entry import Entry, case_entry, group_of
+from bench.results.meta import Calibration
 
 if TYPE_CHECKING:
-    from bench.record import Record
+    from bench.results.record import Record
 
 
 class Session:
@@ -165,7 +165,7 @@ class Session:
         """A case that does not fit the time budget (or that the plan leaves out, for `reason`): recorded
         `skipped`, its predicted time the reason."""
         from bench.backends import get_backend
-        from bench.record import new_record
+        from bench.results.record import new_record
 
         reason = reason or self.schedule.over_budget_reason(case)
         before = new_record(case, get_backend(case.backend).memory, self._threads())

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.backends import BACKENDS, backends_for, get_backend
-from bench.case import Case  # re-exported: the engine and its callers name it here
 from bench.claims import spec as claim_spec
 from bench.engine.geometry import Geometry, axis_geometries, model_geometries
 from bench.engine.parse import (
@@ -34,8 +33,9 @@ from bench.engine.parse import (
     words,
 )
 from bench.errors import InputError, UsageError
-from bench.scores import parse_score
-from bench.shapes import (
+from bench.problem.case import Case  # re-exported: the engine and its callers name it here
+from bench.problem.scores import parse_score
+from bench.problem.shapes import (
     DTYPE_ATTRS,
     LENGTHS,
     SCOPES,
@@ -47,7 +47,7 @@ from bench.shapes import (
     parse_rows,
     shape_from_fields,
 )
-from bench.sparsity import Sparsity
+from bench.problem.sparsity import Sparsity
 from bench.traces.buckets import MAX_BUCKETS
 from bench.traces.schedule import MAX_BATCH_TOKENS, MAX_SEQS, PAGE_SIZE, STEP_MS, Knobs
 
@@ -114,11 +114,12 @@ class Sweep:
                                                      "contiguous,16,128 (contexts drawn uniform unless --lengths)",
                                                      page_sizes, page_size_check)
     scores: tuple[str, ...] = axis(("none",), "score", "score variants: none,softcap:50,alibi,sinks (sink logits "
-                                   "seeded; see bench.scores)", words, parse_score, shape_field="score")
+                                   "seeded; see bench.problem.scores)", words, parse_score, shape_field="score")
     sparsities: tuple[str, ...] = axis(("none",), "sparsity", "sparse attention, each at a fixed budget while the "
                                        "lengths vary: none,block:128:0.25,docs:8,global:64+window:256,topk:256 "
-                                       "(topk:K:HxD sets the indexer; see bench.sparsity); a backend is offered the "
-                                       "kinds its `sparsity` trait lists", sparsity_labels, shape_field="sparsity")
+                                       "(topk:K:HxD sets the indexer; see bench.problem.sparsity); a backend is "
+                                       "offered the kinds its `sparsity` trait lists", sparsity_labels,
+                                       shape_field="sparsity")
     variants: tuple[str, ...] | None = axis(None, "variant", "mha,gqa,mqa,mla: the variants at each --heads Hq "
                                             "(MHA Hkv = Hq, GQA the --kv-heads values that group Hq, MQA 1, MLA a "
                                             "latent cache: prefill expanded, decode absorbed, forward only); "
@@ -441,7 +442,7 @@ def cases(sweep: Sweep, device: str) -> list[Case]:
             # the axes' values are record columns (their text, as the command line gives them): shape_from_fields
             fixed = dict(n_heads=g.n_heads, n_kv_heads=g.n_kv_heads, head_dim=g.head_dim, dtype=dtype, mask=mask_text,
                          model=g.model, **{name: v for (name, _), v in zip(simple, more, strict=True)})
-            if g.is_mla:  # attention alone, forward, no score variant or chunk: bench.shapes says why
+            if g.is_mla:  # attention alone, forward, no score variant or chunk: bench.problem.shapes says why
                 if fixed["score"] == "none" and not case_mask(mask_text).variants:
                     out += _mla_cases(sweep, g, fixed, device)
                 continue
@@ -576,7 +577,7 @@ def _mla_cases(sweep: Sweep, g: Geometry, fixed: dict, device: str) -> list[Case
 
 def _keeps_all(g: Geometry, fixed: dict, seq_kv: int) -> bool:
     """A model's own top-K at a context of no more than K keys: it keeps every key, so the dense case is its case
-    there (a --sparsity given by hand with K > Skv is refused instead: bench.sparsity)."""
+    there (a --sparsity given by hand with K > Skv is refused instead: bench.problem.sparsity)."""
     return g.sparsity is not None and fixed["sparsity"] == g.sparsity and Sparsity.parse(g.sparsity).k >= seq_kv
 
 
@@ -617,7 +618,7 @@ CASE_SETUP_FLOPS = 1e9  # a case's fixed cost (warm-up, reference, timer), so th
 
 def predicted_cost(case: Case) -> float:
     """What a case is expected to cost: its FLOPs (the layer's for scope=layer) plus a fixed set-up cost."""
-    from bench.metrics import attention_flops, layer_flops
+    from bench.counts.metrics import attention_flops, layer_flops
 
     flops = layer_flops if case.kind == "layer" else attention_flops
     return CASE_SETUP_FLOPS + flops(case.shape, case.pass_)

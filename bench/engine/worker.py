@@ -52,7 +52,7 @@ def serve(request: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
         import torch
 
         from bench.engine.runner import Runner
-        from bench.meta import Calibration
+        from bench.results.meta import Calibration
 
         torch.manual_seed(0)
         if request.get("threads"):
@@ -63,7 +63,7 @@ def serve(request: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
         gc.freeze()  # what is alive now lives to the end: keep the collector from rescanning it between rounds
         return {"threads": torch.get_num_threads()}
     if cmd == "run":
-        from bench.case import Case
+        from bench.problem.case import Case
 
         outcome = state["runner"].run(Case.from_dict(request["case"]))
         return {"record": outcome.record.to_dict(), "samples": list(outcome.samples)}

@@ -1,8 +1,8 @@
 """Case kinds: what differs between a dense attention case, a whole-layer case, an MLA case, a sparse case and a
-serving batch, behind one interface (bench.kinds.base.CaseKind) that the runner and bench.record call.
+serving batch, behind one interface (bench.kinds.base.CaseKind) that the runner and bench.results.record call.
 
-Which kind a case is, is decided once, by bench.case.shape_kind (Case.kind); this package holds each kind's code
-under that name. Adding a kind: its name and rule in bench.case, one module here, one line in KINDS.
+Which kind a case is, is decided once, by bench.problem.case.shape_kind (Case.kind); this package holds each kind's code
+under that name. Adding a kind: its name and rule in bench.problem.case, one module here, one line in KINDS.
 
 A kind's formulas (record_fields, predicted_bytes, check_shape) are plain arithmetic that plans read; torch and the
 tensor code are imported inside the methods that run a case (setup, check, gradients, timed_call), so planning a
@@ -11,14 +11,14 @@ run loads no torch (`bench run`'s parent process hands its cases to a worker tha
 
 from __future__ import annotations
 
-from bench.case import Case, shape_kind
 from bench.kinds.base import EXACT_CHECK_ELEMENTS, CaseKind, ReferenceCache
 from bench.kinds.dense import DenseKind
 from bench.kinds.layer import LayerKind
 from bench.kinds.mla import MlaKind
 from bench.kinds.serving import ServingKind
 from bench.kinds.sparse import SparseKind
-from bench.shapes import AttentionShape
+from bench.problem.case import Case, shape_kind
+from bench.problem.shapes import AttentionShape
 
 KINDS: dict[str, CaseKind] = {kind.name: kind for kind in (ServingKind(), LayerKind(), SparseKind(), MlaKind(),
                                                            DenseKind())}

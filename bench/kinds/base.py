@@ -2,7 +2,8 @@
 
 A case kind (dense attention, a whole layer, a serving batch...) says, for a case of its kind: the fields its record
 counts by formula, the memory it will need, the shape its correctness check runs on, that check, the gradient check,
-and the call to time. The runner and bench.record call only these, so they hold no branch on the kind; a new kind
+and the call to time. The runner and bench.results.record call only these, so they hold no branch on the kind; a new
+kind
 is one module here and one line in bench.kinds.KINDS.
 """
 
@@ -12,8 +13,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from bench.backends.base import Backend, Unsupported
-from bench.case import Case
-from bench.shapes import AttentionShape
+from bench.problem.case import Case
+from bench.problem.shapes import AttentionShape
 
 if TYPE_CHECKING:
     from bench.reference import Check
@@ -85,8 +86,8 @@ def fits_exactly(score_elements: int) -> bool:
 
 def flop_fields(case: Case, backend: Backend, flops: int) -> dict[str, float | None]:
     """useful_flops (the record's flops: the pairs that count) and executed_flops (what the backend's `executes`
-    trait says it computes: bench.sparse_pairs; empty when it does not say) of an attention call."""
-    from bench.metrics import executed_flops
+    trait says it computes: bench.counts.pairs; empty when it does not say) of an attention call."""
+    from bench.counts.metrics import executed_flops
 
     return {"useful_flops": flops, "executed_flops": executed_flops(case.shape, case.pass_, backend.executes)}
 

@@ -8,10 +8,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from bench.backends.base import Backend
-from bench.case import Case
+from bench.counts.metrics import attention_bytes, attention_flops, kv_cache_bytes, model_mem_bytes
 from bench.kinds.base import ReferenceCache, decode_kv_fields, fits_exactly, flop_fields
-from bench.metrics import attention_bytes, attention_flops, kv_cache_bytes, model_mem_bytes
-from bench.shapes import AttentionShape
+from bench.problem.case import Case
+from bench.problem.shapes import AttentionShape
 
 if TYPE_CHECKING:
     from bench.reference import Check
@@ -22,7 +22,7 @@ def dense_check_shape(shape: AttentionShape) -> AttentionShape:
     a layer, with the same weights, on a shorter x; a sparsity cut as the mask is): Sq up to 256, Skv up to 4096,
     two sequences. An MLA case fits when its float64 reference's decompressed K and V fit too."""
     scores = shape.batch * shape.n_heads * shape.seq_q * shape.seq_kv
-    # MLA's reference decompresses K and V per head in float64 (bench.mla.reference_mla): count those too
+    # MLA's reference decompresses K and V per head in float64 (bench.kinds.mla_calls.reference_mla): count those too
     expanded = shape.batch * shape.n_heads * shape.seq_kv * (shape.head_dim + shape.value_dim) \
         if shape.mla is not None else 0
     if fits_exactly(max(scores, expanded)):

@@ -8,14 +8,21 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from bench.backends.base import Backend
-from bench.case import Case
+from bench.counts.metrics import (
+    ELEMENT_BYTES,
+    attention_flops,
+    layer_bytes,
+    layer_d_model,
+    layer_flops,
+    layer_weight_bytes,
+)
 from bench.kinds.base import ReferenceCache, flop_fields, refuse_variants
 from bench.kinds.dense import DenseKind, dense_check_shape, dense_kv_fields
-from bench.metrics import ELEMENT_BYTES, attention_flops, layer_bytes, layer_d_model, layer_flops, layer_weight_bytes
-from bench.shapes import AttentionShape
+from bench.problem.case import Case
+from bench.problem.shapes import AttentionShape
 
 if TYPE_CHECKING:
-    from bench.layers import MultiHeadAttention
+    from bench.kinds.mha_layer import MultiHeadAttention
     from bench.reference import Check
 
 
@@ -43,7 +50,7 @@ class LayerKind:
 
     def setup(self, case: Case) -> MultiHeadAttention:
         """One layer (seeded weights) for the check and the timing."""
-        from bench.layers import make_layer
+        from bench.kinds.mha_layer import make_layer
 
         refuse_variants(case.shape, "a whole layer (scope=layer)")
         return make_layer(case.shape, case.backend, case.device, seed=0)
@@ -51,7 +58,7 @@ class LayerKind:
     def check(self, case: Case, setup: MultiHeadAttention, references: ReferenceCache) -> tuple[Check, float]:
         import torch
 
-        from bench.layers import make_layer_input
+        from bench.kinds.mha_layer import make_layer_input
         from bench.measure.timer import sync
         from bench.reference import LAYER_TOLERANCES, Check, compare_to_reference, reference_layer
 
@@ -78,7 +85,7 @@ class LayerKind:
         training does."""
         import torch
 
-        from bench.layers import make_layer_input
+        from bench.kinds.mha_layer import make_layer_input
 
         s, layer = case.shape, setup
         grad = case.pass_ == "fwd+bwd"

@@ -1,4 +1,5 @@
-"""MLA (bench.mla): one attention call in the shape's form (expanded prefill, absorbed decode), timed alone as
+"""MLA (bench.kinds.mla_calls): one attention call in the shape's form (expanded prefill, absorbed decode), timed alone
+as
 FlashMLA and FlashInfer's MLA kernels take it, and checked end to end (projections included) against the float64
 expanded formula. Inference only: a fwd+bwd MLA case is unsupported (attnbench times MLA as models serve it)."""
 
@@ -9,12 +10,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from bench.backends.base import Backend, Unsupported
-from bench.case import Case
+from bench.counts.metrics import ELEMENT_BYTES, attention_bytes, attention_flops, latent_cache_bytes, model_mem_bytes
 from bench.kinds.base import ReferenceCache, decode_kv_fields, flop_fields
 from bench.kinds.dense import dense_check_shape
-from bench.metrics import ELEMENT_BYTES, attention_bytes, attention_flops, latent_cache_bytes, model_mem_bytes
-from bench.scores import NO_SCORE
-from bench.shapes import AttentionShape
+from bench.problem.case import Case
+from bench.problem.scores import NO_SCORE
+from bench.problem.shapes import AttentionShape
 
 if TYPE_CHECKING:
     from bench.reference import Check
@@ -53,8 +54,8 @@ class MlaKind:
         import torch
 
         from bench.backends import attention
+        from bench.kinds.mla_calls import call_tensors, finish, make_mla_inputs, reference_mla
         from bench.measure.timer import sync
-        from bench.mla import call_tensors, finish, make_mla_inputs, reference_mla
         from bench.reference import TOLERANCES, Check, compare_to_reference
 
         shape = self.check_shape(case.shape)
@@ -80,13 +81,13 @@ class MlaKind:
         from bench.backends import get_backend
         from bench.backends.base import bind
         from bench.kinds.guards import TimedGuard
-        from bench.mla import call_tensors, make_mla_inputs
+        from bench.kinds.mla_calls import call_tensors, make_mla_inputs
         from bench.reference import reference_attention
 
         s = case.shape
         q, k, v = call_tensors(s, make_mla_inputs(s, case.device, seed=1))
         exact = dense_check_shape(s) == s  # the call's own float64 reference fits: the last output is checked
-        mask = s.mask  # MLA takes no score variant (bench.shapes)
+        mask = s.mask  # MLA takes no score variant (bench.problem.shapes)
         fn = bind(get_backend(case.backend).fn, mask, NO_SCORE)
         guard = TimedGuard({"q": q, "k": k, "v": v}, (lambda t: reference_attention(
             t["q"], t["k"], t["v"], mask=mask)) if exact else None, s.out_shape)

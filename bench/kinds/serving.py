@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING
 
 from bench.backends import Unsupported, get_backend
 from bench.backends.base import PAGED_LAYOUTS, RAGGED_LAYOUTS, Backend
-from bench.case import Case
+from bench.counts.metrics import model_mem_bytes
 from bench.kinds.base import ReferenceCache, decode_kv_fields, fits_exactly, refuse_variants
-from bench.metrics import model_mem_bytes
+from bench.problem.case import Case
+from bench.problem.shapes import AttentionShape, rows_label
 from bench.serving.workload import (
     padding_waste,
     serving_bytes,
@@ -20,7 +21,6 @@ from bench.serving.workload import (
     serving_kv_bytes,
     workload_of,
 )
-from bench.shapes import AttentionShape, rows_label
 
 if TYPE_CHECKING:
     from bench.reference import Check

@@ -1,9 +1,11 @@
-"""Sparse attention (bench.sparsity): one attention call under a keep-set, dense inputs or MLA's (bench.mla), checked
+"""Sparse attention (bench.problem.sparsity): one attention call under a keep-set, dense inputs or MLA's
+(bench.kinds.mla_calls), checked
 against the float64 reference under the same keep-set.
 
 Every backend of a case gets the same keep-set: a static sparsity's follows from the lengths; topk's from its
-indexer (bench.indexer) on seeded inputs, run once before the call, so the selection is the same for every backend.
-What the record adds (bench.record): useful and executed FLOPs, the density, and apart from the kernel's time:
+indexer (bench.problem.indexer) on seeded inputs, run once before the call, so the selection is the same for every
+backend.
+What the record adds (bench.results.record): useful and executed FLOPs, the density, and apart from the kernel's time:
   indexer_s, indexer_peak_mem_bytes  topk: the indexer's scoring and top-K selection, timed alone on the case's
                                      own inputs (a model runs it on every forward, before the attention)
   block_mask_build_s                 FlexAttention: building the BlockMask from the keep-set, on its first call
@@ -19,11 +21,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from bench.backends.base import Backend, Unsupported
-from bench.case import Case
-from bench.kinds.base import ReferenceCache, decode_kv_fields, flop_fields
-from bench.kinds.dense import dense_check_shape, guarded_call
-from bench.kinds.mla import FORWARD_ONLY
-from bench.metrics import (
+from bench.counts.metrics import (
     BWD_FLOP_FACTOR,
     ELEMENT_BYTES,
     attention_bytes,
@@ -34,25 +32,29 @@ from bench.metrics import (
     latent_cache_bytes,
     model_mem_bytes,
 )
-from bench.scores import NO_SCORE
-from bench.shapes import AttentionShape
-from bench.sparse_pairs import density
+from bench.counts.pairs import density
+from bench.kinds.base import ReferenceCache, decode_kv_fields, flop_fields
+from bench.kinds.dense import dense_check_shape, guarded_call
+from bench.kinds.mla import FORWARD_ONLY
+from bench.problem.case import Case
+from bench.problem.scores import NO_SCORE
+from bench.problem.shapes import AttentionShape
 
 if TYPE_CHECKING:
     import torch
 
-    from bench.keepset import KeepSet
+    from bench.problem.keepset import KeepSet
     from bench.reference import Check
 
 
 def keep_set(shape: AttentionShape, device: str, seed: int) -> KeepSet:
     """The shape's keep-set: static from its lengths, or topk's picked by its indexer on inputs of `seed`."""
-    from bench.keepset import KeepSet
+    from bench.problem.keepset import KeepSet
 
     sparsity, mask = shape.sparsity, shape.mask
     if sparsity.static:
         return KeepSet.static(sparsity, mask, shape.seq_q, shape.seq_kv, device)
-    from bench.indexer import make_indexer_inputs, select
+    from bench.problem.indexer import make_indexer_inputs, select
 
     picked = select(make_indexer_inputs(shape, device, seed), sparsity.k, mask)  # type: ignore[arg-type]
     return KeepSet.from_indices(sparsity, mask, picked, shape.seq_kv)
@@ -64,7 +66,7 @@ def _inputs(shape: AttentionShape, device: str, seed: int) -> tuple[Any, tuple[t
         from bench.reference import make_inputs
 
         return None, make_inputs(shape, device, seed)
-    from bench.mla import call_tensors, make_mla_inputs
+    from bench.kinds.mla_calls import call_tensors, make_mla_inputs
 
     x = make_mla_inputs(shape, device, seed)
     return x, call_tensors(shape, x)
@@ -123,7 +125,7 @@ class SparseKind:
             ref = references.get((self.name, shape, case.device),
                                  lambda: reference_attention(q, k, v, mask=shape.mask, sparse=keep))
             return compare_to_reference(out, ref), seconds
-        from bench.mla import finish, reference_mla
+        from bench.kinds.mla_calls import finish, reference_mla
 
         ref = references.get((self.name, shape, case.device), lambda: reference_mla(shape, x, sparse=keep))
         return compare_to_reference(finish(shape, out, x), ref), seconds
@@ -173,10 +175,10 @@ def apart(case: Case, keep: KeepSet, case_budget_s: float, median_s: float | Non
             + indexer_flops(s)
     indexer = 0.0
     if not s.sparsity.static:
-        from bench.indexer import make_indexer_inputs, select
         from bench.measure.memory import peak_bytes
         from bench.measure.stats import summarize
         from bench.measure.timer import measure
+        from bench.problem.indexer import make_indexer_inputs, select
 
         x = make_indexer_inputs(s, case.device, seed=1)
 

@@ -11,7 +11,7 @@ Every figure is the headline timer's median (bench.measure.timer.measure). Each 
 on any machine: a GEMM whose first call takes longer than CALL_LIMIT_S (bf16 on a CPU without bf16 units: a minute
 for 2048^3) is measured on a smaller shape instead, and `Calibration.notes` says so. A dtype whose GEMM runs far
 below fp32's is emulated by this CPU (`Calibration.emulated`): its cases are slow for want of hardware, not code.
-The figures are a bench.meta.Calibration; the results file holds its to_dict().
+The figures are a bench.results.meta.Calibration; the results file holds its to_dict().
 
 For the test suite only: with ATTNBENCH_REUSE_CEILINGS=FILE set, the ceilings (and the presets' KV caches,
 bench.models.kvcache.measured_presets) are measured once and kept in FILE, and every later run reads them back
@@ -31,7 +31,7 @@ import torch
 
 from bench.measure.stats import summarize
 from bench.measure.timer import measure
-from bench.meta import Calibration
+from bench.results.meta import Calibration
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 MAIN_DTYPE = {"cpu": "fp32", "cuda": "bf16"}

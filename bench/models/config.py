@@ -22,7 +22,7 @@ from bench.errors import InputError
 LayerKind = Literal["full", "sliding", "chunked"]
 LAYER_KINDS: tuple[LayerKind, ...] = ("full", "sliding", "chunked")
 
-# Bytes per element of a cache dtype; equal to bench.metrics.ELEMENT_BYTES (a test keeps them in step), repeated
+# Bytes per element of a cache dtype; equal to bench.counts.metrics.ELEMENT_BYTES (a test keeps them in step), repeated
 # here so that reading configs needs no torch.
 DTYPE_BYTES: dict[str, int] = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 DEFAULT_DTYPE = "bf16"
@@ -67,7 +67,7 @@ class ModelConfig:
 
     @property
     def score(self) -> str:
-        """The layers' score variant as the --score axis spells it (bench.scores); 'none' without one."""
+        """The layers' score variant as the --score axis spells it (bench.problem.scores); 'none' without one."""
         variants = ([f"softcap:{self.softcap:g}"] if self.softcap is not None else []) + ["alibi"] * self.alibi \
             + ["sinks"] * self.sinks
         if len(variants) > 1:
@@ -99,7 +99,7 @@ class ModelConfig:
 
     @property
     def sparsity(self) -> str | None:
-        """The sparsity its layers run (bench.sparsity): topk:K:HxD for a DSA model, else None."""
+        """The sparsity its layers run (bench.problem.sparsity): topk:K:HxD for a DSA model, else None."""
         if self.index_topk is None:
             return None
         return f"topk:{self.index_topk}:{self.index_n_heads}x{self.index_head_dim}"

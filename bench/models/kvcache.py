@@ -31,7 +31,7 @@ from bench.models.kvsize import (  # noqa: F401
     parse_count,
     parse_memory,
 )
-from bench.shapes import DTYPES
+from bench.problem.shapes import DTYPES
 
 # fp8 halves bf16's cache; e4m3 is the format KV-cache quantisation uses (vLLM, TensorRT-LLM).
 KV_DTYPES: dict[str, torch.dtype] = {**DTYPES, "fp8": torch.float8_e4m3fn}

@@ -42,7 +42,7 @@ from bench.measure.environment import fingerprint_diff
 from bench.regress.noise import CompareError, NoiseModel, Rule, noise_model
 from bench.regress.verdicts import VERDICTS, CaseVerdict, Comparison, Summary
 from bench.results import Entry, RunDocument, as_run
-from bench.status import FAILING
+from bench.results.status import FAILING
 
 __all__ = ["VERDICTS", "CaseVerdict", "Comparison", "CompareError", "Rule", "Summary", "compare_runs"]
 

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.meta import Calibration
 from bench.results import RunDocument
+from bench.results.meta import Calibration
 
 CEILING_TOLERANCE = 1.3  # one host's GEMM reading moved x1.18 under load (README); hosts named alike moved x1.56
 CEILINGS = {"gemm_flops_per_s": ("GEMM", 1e9, "GFLOP/s"), "copy_bytes_per_s": ("copy", 1e9, "GB/s")}

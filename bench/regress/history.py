@@ -18,13 +18,13 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from bench.case import FAMILY_FIELDS, family_label
 from bench.errors import InputError
 from bench.measure.environment import fingerprint_diff
-from bench.record import Record
+from bench.problem.case import FAMILY_FIELDS, family_label
 from bench.regress.compare import CompareError, Rule, compare_runs
 from bench.results import RunDocument, read_run
 from bench.results.merge import merge_passes
+from bench.results.record import Record
 
 SHA = re.compile(r"^[0-9a-f]{7,40}$")
 
@@ -73,7 +73,8 @@ class History:
 
 
 def family(record: Record) -> str:
-    """The report's family label (bench.case.family_label), plus scope and model when set: one figure's cases."""
+    """The report's family label (bench.problem.case.family_label), plus scope and model when set: one figure's
+    cases."""
     row = record.to_dict()  # the family's columns, as the report reads them
     text = family_label(*(str(row[k]) for k in FAMILY_FIELDS))
     extra = [str(row[k]) for k in ("scope", "model") if row[k] not in (None, "attention")]

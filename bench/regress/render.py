@@ -8,9 +8,9 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
-from bench.meta import RunMeta
 from bench.regress.verdicts import VERDICTS, CaseVerdict, Comparison, Summary
 from bench.results import json_safe
+from bench.results.meta import RunMeta
 
 
 def _time(value: float | None, normalized: bool) -> str:

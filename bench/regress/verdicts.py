@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from bench.meta import RunMeta
 from bench.regress.noise import NoiseModel, Rule
+from bench.results.meta import RunMeta
 
 # by severity; "inconclusive" only from bench ab: a case's block interval straddles the threshold
 VERDICTS = ("regressed", "status changed", "noisy", "inconclusive", "improved", "missing", "new", "unchanged")

@@ -11,13 +11,13 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
-from bench.case import FAMILY_FIELDS
-from bench.record import SHAPE_KEYS as RECORD_SHAPE_KEYS
+from bench.problem.case import FAMILY_FIELDS
+from bench.results.record import SHAPE_KEYS as RECORD_SHAPE_KEYS
 
-# Everything that makes two cases the same shape except the backend: bench.record owns the list (shape fields
+# Everything that makes two cases the same shape except the backend: bench.results.record owns the list (shape fields
 # included, so a new axis keeps its cases apart here without an edit).
 SHAPE_KEYS: list[str] = list(RECORD_SHAPE_KEYS)
-FAMILY_KEYS: list[str] = list(FAMILY_FIELDS)  # bench.case owns the family (family_key, FAMILY_FIELDS)
+FAMILY_KEYS: list[str] = list(FAMILY_FIELDS)  # bench.problem.case owns the family (family_key, FAMILY_FIELDS)
 
 
 def shape_keys_but(*varied: str) -> list[str]:

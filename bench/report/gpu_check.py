@@ -14,8 +14,8 @@ from collections import Counter
 from pathlib import Path
 from statistics import geometric_mean, median
 
-from bench.case import SIZE_FIELDS
 from bench.measure.spec_sheets import spec_sheet
+from bench.problem.case import SIZE_FIELDS
 from bench.results import read_run
 
 # (what, measured before or published, the figure, unit scale)

@@ -1,7 +1,7 @@
 """The report's kernel section: which kernel each sdpa backend ran per shape family and dtype, and how much
 of a warm call each backend spends outside its kernels; and the measured ceilings beside the spec sheet's.
 
-Reads the tidy frame's `sdpa_kernel`, `overhead_pct` and `launch_bound` columns (bench.record documents them).
+Reads the tidy frame's `sdpa_kernel`, `overhead_pct` and `launch_bound` columns (bench.results.record documents them).
 """
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ from collections import Counter
 
 import pandas as pd
 
-from bench.case import FAMILY_FIELDS
 from bench.measure.spec_sheets import spec_sheet
-from bench.meta import Calibration
+from bench.problem.case import FAMILY_FIELDS
 from bench.report.units import fmt_bandwidth, fmt_flops
+from bench.results.meta import Calibration
 
-FAMILY = ["device", *FAMILY_FIELDS]  # per device, then the report's family (bench.case)
+FAMILY = ["device", *FAMILY_FIELDS]  # per device, then the report's family (bench.problem.case)
 
 
 def _kernel_rows(df: pd.DataFrame) -> pd.DataFrame:

@@ -1,7 +1,8 @@
 """Attention's share of the whole layer (W_Q, W_K, W_V, attention, W_O) as S grows: tidy frame -> plain data.
 
 A run with `--scope attention,layer` times every prefill shape twice: the attention call alone and the layer
-around it (bench.layers). The share of one shape is attention's median over the layer's, both from the same run,
+around it (bench.kinds.mha_layer). The share of one shape is attention's median over the layer's, both from the same
+run,
 backend, dtype and pass. The tutorials say attention dominates at long S (its cost grows as S², the
 projections' as S); `attention_dominates` says from which S that holds on this machine, as a claim of the
 registry (bench.report.claims). Like the claims, both functions take the frame of ONE run.
@@ -15,11 +16,11 @@ import numpy as np
 import pandas as pd
 
 from bench.claims import DOMINANT, LAYER_SPAN, MIN_LAYER_LENGTHS, RISING, spec
-from bench.meta import RunMeta
 from bench.report.frames import shape_keys_but
 from bench.report.interval import SEED, drawn, median_over
 from bench.report.load import INT_COLUMNS
 from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE, NO_FACTS, NOT_MEASURED, Verdict, judged, span
+from bench.results.meta import RunMeta
 
 # What pairs an attention-alone case with its layer twin: the backend and every shape field but the scope (the one
 # thing this analysis varies), so cases that differ in any other field, one added later included, stay apart.

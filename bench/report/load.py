@@ -3,7 +3,8 @@
 The edge of the report package: the claims, tables, figures and document read the frame (and the run list), not
 results files (the GPU check's summary, bench.report.gpu_check, reads its one run's file itself). Files are parsed
 with json.loads only (through bench.results.read_run), never pickle or eval. The columns are
-the record's fields (bench.record.FIELDS) plus the run's and a few derived ones: nothing here lists shape fields.
+the record's fields (bench.results.record.FIELDS) plus the run's and a few derived ones: nothing here lists shape
+fields.
 """
 
 from __future__ import annotations
@@ -17,12 +18,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench.meta import Calibration, RunMeta
-from bench.record import FIELDS
+from bench.problem.shapes import INT_COLUMNS as SHAPE_INT_COLUMNS
 from bench.report.suspects import again_by_case
 from bench.results import ResultsError, RunDocument, read_run
 from bench.results.entry import Entry
-from bench.shapes import INT_COLUMNS as SHAPE_INT_COLUMNS
+from bench.results.meta import Calibration, RunMeta
+from bench.results.record import FIELDS
 
 # Columns the loader adds to the record's: the run's own, and what it derives from the record.
 RUN_COLUMNS: dict[str, str] = dict(
@@ -48,9 +49,10 @@ RUN_DETAIL_COLUMNS: dict[str, str] = dict(
     run_datetime="when the run was written (ISO 8601)",
     source="the results file the row came from",
 )
-# The tidy columns, in order, with their meaning: the run's, then every record field (bench.record owns them, the
+# The tidy columns, in order, with their meaning: the run's, then every record field (bench.results.record owns them,
+# the
 # shape's included), then what the loader derives. bench/REFERENCE.md's record fields list the record's part
-# (generated from bench.record.FIELDS).
+# (generated from bench.results.record.FIELDS).
 COLUMNS: dict[str, str] = RUN_COLUMNS | FIELDS | DERIVED_COLUMNS | RUN_DETAIL_COLUMNS
 
 # shape fields that have a default, and so may be absent from files older than the field

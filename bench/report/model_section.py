@@ -14,8 +14,8 @@ from typing import Any
 import pandas as pd
 
 from bench.backends import BACKENDS
-from bench.metrics import model_mem_bytes
-from bench.shapes import AttentionShape, case_mask
+from bench.counts.metrics import model_mem_bytes
+from bench.problem.shapes import AttentionShape, case_mask
 
 KINDS = ("full", "sliding")
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from bench.case import family_label
+from bench.problem.case import family_label
 from bench.report.conditions import Condition, combine, pairs_of, word
 from bench.report.frames import FAMILY_KEYS, SHAPE_KEYS, attention_rows, dense_rows, geomean, ok_rows
 

@@ -12,12 +12,12 @@ from __future__ import annotations
 import pandas as pd
 
 from bench.claims import PAGING_WITHIN, spec
-from bench.meta import RunMeta
 from bench.report.conditions import combine, condition, listing, pairs_of, undecided_why
 from bench.report.frames import ok_rows, serving_rows, shape_keys_but, trace_rows
 from bench.report.interval import ROUNDS_DECIDE, ratio_interval
 from bench.report.traits import PAGED_KERNELS
 from bench.report.verdict import FAILS, NO_FACTS, NOT_MEASURED, Verdict, noisy_note
+from bench.results.meta import RunMeta
 
 # What pairs a paged decode step with its contiguous twin: the backend and every shape field but the page size
 # (the one thing this comparison varies), so a field added later keeps different cases apart.

@@ -1,7 +1,8 @@
 """Sparse attention against dense: each sparse case beside the best dense kernel at its shape (the crossover claim
 and the time figure) and beside its own backend's dense run (the speedup claim and the speedup figure).
 
-A sparse row is an ok attention case with a sparsity (bench.sparsity); its dense twins are the ok cases with every
+A sparse row is an ok attention case with a sparsity (bench.problem.sparsity); its dense twins are the ok cases with
+every
 other shape field equal and sparsity none. A method is (sparsity, backend) and its budget is the sparsity's
 (`Sparsity.budget_label`: a density, or tokens per query), so every method of one budget is compared on the same
 inputs while the length varies. What is compared:
@@ -31,13 +32,13 @@ from bench.claims import (
     SPARSE_SPAN,
     spec,
 )
-from bench.meta import RunMeta
+from bench.problem.sparsity import Sparsity, fraction_label
 from bench.report.conditions import Condition, combine, condition, undecided_why
 from bench.report.frames import attention_rows, ok_rows, serving_rows, shape_keys_but, sparse_rows
 from bench.report.interval import ROUNDS_DECIDE, ratio_interval
 from bench.report.traits import SPARSE_KERNELS
 from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE, NO_FACTS, NOT_MEASURED, Verdict, judged, noisy_note, span
-from bench.sparsity import Sparsity, fraction_label
+from bench.results.meta import RunMeta
 
 TWIN_KEYS = shape_keys_but("sparsity")  # a sparse case and its dense twin differ in the sparsity only
 # one method over the lengths: every shape field but the lengths, and the batch where each length has one (a GPU sweep

@@ -24,7 +24,7 @@ VARIANT_STYLES = {"mha": "-", "gqa": "--", "mqa": ":", "mla": "-."}
 VARIANT_MARKERS = {"mha": "o", "gqa": "s", "mqa": "^", "mla": "D"}
 
 # How a case that produced no time is drawn: at the bottom of the axis, in the backend's colour; one marker
-# for each of bench.status.NOT_OK (a test holds the two together).
+# for each of bench.results.status.NOT_OK (a test holds the two together).
 STATUS_MARKERS: dict[str, str] = {"unsupported": "x", "oom": "v", "error": "X", "incorrect": "d", "skipped": "_",
                                   "timeout": "1", "crashed": "*"}
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from bench.record import Record
 from bench.report.claims import best_backends, verdicts
 from bench.report.load import read_results
 from bench.results import read_run
 from bench.results.entry import group_of
-from bench.status import STATUSES
+from bench.results.record import Record
+from bench.results.status import STATUSES
 
 
 def summary_lines(results: Path, report: Path | None = None) -> list[str]:

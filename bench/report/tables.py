@@ -8,7 +8,7 @@ import math
 
 import pandas as pd
 
-from bench.case import family_label
+from bench.problem.case import family_label
 from bench.report.frames import (
     FAMILY_KEYS,
     SHAPE_KEYS,

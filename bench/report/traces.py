@@ -24,12 +24,12 @@ import numpy as np
 import pandas as pd
 
 from bench.claims import TRACE_CLOSE, spec
-from bench.meta import RunMeta
 from bench.report.conditions import Condition, combine, condition, undecided_why
 from bench.report.frames import attention_rows, dense_rows, geomean, ok_rows, trace_rows
 from bench.report.interval import ROUNDS_DECIDE, drawn
 from bench.report.traits import BASELINE
 from bench.report.verdict import FAILS, INCONCLUSIVE, NO_FACTS, NOT_MEASURED, Verdict, judged
+from bench.results.meta import RunMeta
 
 FAST_P = (1.0, 1.2, 2.0)
 GEOMETRY = ["n_heads", "n_kv_heads", "head_dim", "dtype", "mask"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from bench.backends import BACKENDS
 from bench.backends.base import PAGED_LAYOUTS
-from bench.scores import OPT_IN_VARIANTS
+from bench.problem.scores import OPT_IN_VARIANTS
 
 # materialising: builds the Sq x Skv score matrix, and expands K/V to all Hq heads before its products (repeat);
 # tiled (flash-style): O(S) memory, and a fused kernel that reads each KV head once for its whole group

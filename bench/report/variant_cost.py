@@ -11,12 +11,12 @@ from __future__ import annotations
 import pandas as pd
 
 from bench.claims import VARIANTS_WITHIN, spec
-from bench.meta import RunMeta
 from bench.report.conditions import combine, condition, listing, pairs_of, undecided_why
 from bench.report.frames import attention_rows, dense_rows, geomean, ok_rows, shape_keys_but
 from bench.report.interval import ROUNDS_DECIDE, ratio_interval
 from bench.report.traits import ALL_VARIANT_KERNELS
 from bench.report.verdict import FAILS, NO_FACTS, NOT_MEASURED, Verdict, noisy_note
+from bench.results.meta import RunMeta
 
 CLAIM = spec("variants").text
 

@@ -1,7 +1,7 @@
 """What a claim returns: one frozen Verdict, and the four words a verdict can be.
 
 A claim is one function `(frame, run) -> Verdict` (the registry is bench.report.claims); `run` is the run's
-bench.meta.RunMeta: what a claim may read about its run beyond the frame (the KV caches measured at its start).
+bench.results.meta.RunMeta: what a claim may read about its run beyond the frame (the KV caches measured at its start).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from bench.meta import RunMeta
+from bench.results.meta import RunMeta
 
 HOLDS, FAILS, NOT_MEASURED = "holds", "does not hold", "not measured"
 # measured, but on data that cannot decide it (lengths stopping short of where it would be decided): the numbers

@@ -4,7 +4,7 @@ Layout (pytest-benchmark's own keys, so `pytest-benchmark compare` reads it, plu
   machine_info   pytest-benchmark's machine info; ours under machine_info["attnbench"] (environment)
   commit_info    pytest-benchmark's git info
   benchmarks     one entry per TIMED case: name, fullname, params, extra_info (the case's record, see
-                 bench.record) and stats (pytest-benchmark's statistics of the timed rounds, raw per-round
+                 bench.results.record) and stats (pytest-benchmark's statistics of the timed rounds, raw per-round
                  seconds in stats["data"])
   datetime, version
   attnbench      RunMeta: {"schema", "run_id", "profile", "sweep_id", "complete", "axes", "cases",
@@ -32,9 +32,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.errors import InputError
-from bench.meta import SCHEMA, RunMeta  # RunMeta lives low (bench.meta): the report and compare hold it too
 from bench.results.entry import Entry
-from bench.status import STATUSES
+from bench.results.meta import (  # RunMeta lives low (bench.results.meta): the report and compare hold it too
+    SCHEMA,
+    RunMeta,
+)
+from bench.results.status import STATUSES
 
 
 class ResultsError(InputError):

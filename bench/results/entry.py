@@ -2,7 +2,8 @@
 
 In the file an entry is pytest-benchmark's layout, {"group", "name", "fullname", "params", "param", "extra_info",
 "options", "stats"}, so `pytest-benchmark compare` reads our files: extra_info is the case's record
-(bench.record.Record.to_dict), stats is `Stats.as_dict()` of the timed rounds (seconds per call) plus the raw rounds
+(bench.results.record.Record.to_dict), stats is `Stats.as_dict()` of the timed rounds (seconds per call) plus the raw
+rounds
 as "data" and "iterations", or None for a case that was not timed. That layout lives only in Entry.to_dict and
 Entry.from_dict; readers use the typed fields (entry.record.median_s, entry.samples, entry.pass_rounds). Every
 writer of entries (the engine, bench ab's sides, pooled baselines) builds them here.
@@ -18,7 +19,7 @@ from typing import Any
 
 from pytest_benchmark.stats import Stats
 
-from bench.record import RECORD_FIELDS, Record
+from bench.results.record import RECORD_FIELDS, Record
 
 TEST_NAME = "test_attention"  # the parametrized benchmark of bench.suite: entries keep its node ids
 TEST_FILE = "bench/suite/test_attention.py"

@@ -8,9 +8,9 @@ import os
 import tempfile
 from pathlib import Path
 
+from bench.problem.shapes import ShapeError
 from bench.results.document import ResultsError, RunDocument, json_safe, validate
 from bench.results.journal import journal_path, read_journal
-from bench.shapes import ShapeError
 
 
 def write_atomic(path: str | Path, doc: RunDocument | dict) -> None:

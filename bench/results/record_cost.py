@@ -16,10 +16,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.masks import CAUSAL
-from bench.record import RECORD_FIELDS
+from bench.problem.masks import CAUSAL
+from bench.problem.shapes import AttentionShape, shape_fields
 from bench.results import Entry, ResultsStore, RunDocument, RunMeta, write_atomic
-from bench.shapes import AttentionShape, shape_fields
+from bench.results.record import RECORD_FIELDS
 
 STAT_KEYS = ("min", "max", "mean", "stddev", "median", "iqr", "q1", "q3", "ld15iqr", "hd15iqr", "ops", "total")
 

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 import torch
 
+from bench.problem.shapes import AttentionShape
 from bench.reference import TOLERANCES, Check, compare_to_reference, reference_attention
 from bench.serving.workload import Workload
-from bench.shapes import AttentionShape
 
 
 @dataclass(frozen=True)

@@ -11,11 +11,11 @@ from collections.abc import Callable
 import torch
 
 from bench.backends.base import Backend
+from bench.problem.shapes import AttentionShape
 from bench.serving.batch import Sequences, make_sequences
 from bench.serving.paged import paged
 from bench.serving.ragged import ragged
 from bench.serving.workload import workload_of
-from bench.shapes import AttentionShape
 
 
 def prepare(backend: Backend, shape: AttentionShape, device: str, seed: int

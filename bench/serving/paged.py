@@ -29,8 +29,9 @@ import torch.nn.functional as F
 from bench.backends.base import PAGED_LAYOUTS, RAGGED_LAYOUTS, Backend, Layout, Unsupported, bind
 from bench.backends.flex import run_flex
 from bench.backends.sdpa import run_sdpa
-from bench.masks import Mask
-from bench.scores import NO_SCORE
+from bench.problem.masks import Mask
+from bench.problem.scores import NO_SCORE
+from bench.problem.shapes import AttentionShape
 from bench.serving.batch import Sequences, offsets
 from bench.serving.ragged import (
     Prepared,
@@ -44,7 +45,6 @@ from bench.serving.ragged import (
     split_nested,
 )
 from bench.serving.workload import SEED, Workload
-from bench.shapes import AttentionShape
 
 FLASH_PAGE_MULTIPLE = 256  # flash-attn 2's paged kernel: "page block size must be divisible by 256"
 

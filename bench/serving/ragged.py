@@ -28,11 +28,11 @@ from bench.backends import BACKENDS
 from bench.backends.base import MIXED_LAYOUTS, RAGGED_LAYOUTS, Backend, Layout, Unsupported, bind
 from bench.backends.flex import run_flex
 from bench.backends.sdpa import run_sdpa
-from bench.masks import NO_MASK, Mask
-from bench.scores import NO_SCORE
+from bench.problem.masks import NO_MASK, Mask
+from bench.problem.scores import NO_SCORE
+from bench.problem.shapes import AttentionShape
 from bench.serving.batch import Sequences, offsets, packed, unpacked
 from bench.serving.workload import Workload
-from bench.shapes import AttentionShape
 
 Prepared = tuple[Callable[[], object], Callable[[object], list[torch.Tensor]]]
 

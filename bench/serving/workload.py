@@ -1,6 +1,6 @@
 """What a serving case computes, as plain numbers: each sequence's query and key lengths, and the counts that follow.
 
-No tensors here: records are counted from these numbers alone. The batch comes from the shape (bench.shapes):
+No tensors here: records are counted from these numbers alone. The batch comes from the shape (bench.problem.shapes):
   ragged prefill  (lengths equal/uniform/zipf, seq_q == seq_kv = S): B sequences whose lengths are drawn from the
                   named distribution and sum to exactly B x S tokens; each attends causally (or per the mask) to itself.
   ragged decode   (lengths set, seq_q < seq_kv): each sequence decodes seq_q tokens against its own context; the
@@ -24,16 +24,16 @@ import random
 from dataclasses import dataclass
 
 from bench.backends.base import PAGED_LAYOUTS, RAGGED_LAYOUTS, Backend
-from bench.case import shape_kind
-from bench.masks import visible_pairs
-from bench.metrics import ELEMENT_BYTES
-from bench.shapes import AttentionShape
+from bench.counts.metrics import ELEMENT_BYTES
+from bench.problem.case import shape_kind
+from bench.problem.masks import visible_pairs
+from bench.problem.shapes import AttentionShape
 
 SEED = 0
 
 
 def is_serving(shape: AttentionShape) -> bool:
-    """A serving batch (ragged lengths, mixed or paged) rather than a dense one (bench.case holds the rule)."""
+    """A serving batch (ragged lengths, mixed or paged) rather than a dense one (bench.problem.case holds the rule)."""
     return shape_kind(shape) == "serving"
 
 

@@ -139,7 +139,7 @@ def measure(attn: Session, case_id: str, benchmark: Any) -> None:
     from pytest_benchmark.stats import Metadata
 
     from bench.results.entry import stats_of
-    from bench.status import EXIT_1
+    from bench.results.status import EXIT_1
 
     entry = attn.measure_or_skip(attn.by_id[case_id])
     record = entry.record

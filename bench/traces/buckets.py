@@ -5,7 +5,7 @@ FlashInfer's way, calls them apart; a fused varlen call would take both). Each h
   decode   rows on a half-octave grid x mean keys per row on a half-octave grid
   prefill  query tokens (half-octave) x mean cached context per row (half-octave) x rows (octave)
 Buckets beyond `max_buckets` per phase (the lightest by work) join their nearest kept one. A bucket's batch is
-written out as explicit rows (bench.shapes.parse_rows), its mean row count in all. Decode: one row at the steps'
+written out as explicit rows (bench.problem.shapes.parse_rows), its mean row count in all. Decode: one row at the steps'
 mean longest context (what a padded layout pays for), the others in two groups with the mean and within-step
 spread that are left. Prefill: equal chunks over the mean cached context, or with several rows one at the steps'
 mean longest row and the others sharing the rest.
@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from bench.shapes import rows_label
+from bench.problem.shapes import rows_label
 from bench.traces.schedule import Step
 
 MAX_BUCKETS = 24  # per phase: two Azure traces x 2 phases x 24 x 4 CPU backends stays a few hundred cases

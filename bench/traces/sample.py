@@ -17,7 +17,7 @@ import random
 from collections import Counter
 from dataclasses import asdict, dataclass
 
-from bench.shapes import rows_label
+from bench.problem.shapes import rows_label
 from bench.traces.buckets import Bucket, decode_key, nearest, prefill_key
 from bench.traces.schedule import Step
 

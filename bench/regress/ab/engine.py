@@ -31,8 +31,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.meta import Calibration
-from bench.record import Record
 from bench.regress.ab import git
 from bench.regress.ab.auto import AutoBlocks, more, to_extend
 from bench.regress.ab.git import AbError
@@ -43,6 +41,8 @@ from bench.regress.blocks import MIN_BLOCKS, BlockStats
 from bench.regress.noise import Rule
 from bench.results import RunDocument, RunMeta
 from bench.results.entry import Entry, Slice, case_entry, median_of, pooled_entry, unknown_fields
+from bench.results.meta import Calibration
+from bench.results.record import Record
 
 # A slice shorter than this holds a handful of rounds of a millisecond kernel, and each block's ratio then scatters
 # with whatever the host did in those few milliseconds; a slice also costs its checks and warm-up (about 0.3 s

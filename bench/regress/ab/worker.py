@@ -143,7 +143,7 @@ def _plan(api: dict, request: dict, state: dict) -> dict:
     state["timer"] = _retimer(state.get("engine"), plan.device, budget)
     return {"ok": True, "retime": state["timer"] is not None, "cases": list(state["cases"]), "device": plan.device,
             "fingerprint": api["fingerprint"](plan.device),
-            # a bench.meta.Calibration, or an older revision's dict: the pipe carries the file's form
+            # a bench.results.meta.Calibration, or an older revision's dict: the pipe carries the file's form
             "calibration": calibration.to_dict() if hasattr(calibration, "to_dict") else calibration,
             "commit": api["git_commit"](), "bench_file": state["bench_dir"], "case_budget_s": budget,
             "threads": torch.get_num_threads() if torch is not None else None}

@@ -15,10 +15,10 @@ import pandas as pd
 
 from bench.claims import CLAIMS as SPECS
 from bench.claims import ClaimSpec
-from bench.meta import RunMeta
 from bench.report.decided import with_blocks
 from bench.report.tables import best_backends
 from bench.report.verdict import Verdict
+from bench.results.meta import RunMeta
 
 Claim = Callable[[pd.DataFrame], Verdict]
 

@@ -12,10 +12,10 @@ import math
 import pandas as pd
 
 from bench.claims import AUTO_WITHIN, spec
-from bench.meta import RunMeta
 from bench.report.rivals import against_fastest, combined, conditions
 from bench.report.traits import AUTOMATIC
 from bench.report.verdict import DEPENDS, FAILS, INCONCLUSIVE, NO_FACTS, NOT_MEASURED, Verdict, judged, span
+from bench.results.meta import RunMeta
 
 CLAIM = spec("auto-choice").text
 

@@ -15,8 +15,6 @@ from dataclasses import replace
 import pandas as pd
 
 from bench.claims import DECODE_SPEEDUP, MIN_KV_LENGTHS, NEAR, ON_CHIP, spec
-from bench.meta import RunMeta
-from bench.record import LATER_SHAPE_KEYS
 from bench.report.conditions import Condition, combine, condition, listing, pairs_of, undecided_why
 from bench.report.frames import dense_rows, ok_rows
 from bench.report.interval import ROUNDS_DECIDE, ratio_interval
@@ -32,6 +30,8 @@ from bench.report.verdict import (
     noisy_note,
     span,
 )
+from bench.results.meta import RunMeta
+from bench.results.record import LATER_SHAPE_KEYS
 
 KEYS = ["backend", "dtype", "batch", "n_heads", "head_dim", "seq_q", "seq_kv", "mask", "pass", *LATER_SHAPE_KEYS]
 CEILINGS = ["pct_read_ceiling", "pct_gemm_ceiling"]
@@ -182,7 +182,8 @@ def mla_decode_step(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
     """MLA's absorbed decode step against the GQA and MQA steps of the same backend, Hq, batch and context (their
     head dim = MLA's v_head_dim, the width it was scaled from): ratio = their time / MLA's, judged per condition
     (backend × dtype × GQA or MQA, at the longest context) on its own timings against 1×. Says where MLA's step
-    sits: its FLOPs per byte are ~Hq x MHA's (bench.metrics), so it is the first to leave the read ceiling for the
+    sits: its FLOPs per byte are ~Hq x MHA's (bench.counts.metrics), so it is the first to leave the read ceiling for
+    the
     GEMM's."""
     ok = ok_rows(dense_rows(df))
     ok = ok[ok["phase"] == "decode"]

@@ -6,8 +6,6 @@ import numpy as np
 import pandas as pd
 
 from bench.claims import HEADS_TOLERANCE, MIN_HEADS, spec
-from bench.meta import RunMeta
-from bench.record import LATER_SHAPE_KEYS
 from bench.report.conditions import Condition, combine, condition, listing, undecided_why
 from bench.report.frames import dense_rows, ok_rows
 from bench.report.interval import ROUNDS_DECIDE, drawn
@@ -20,6 +18,8 @@ from bench.report.verdict import (
     noisy_note,
     span,
 )
+from bench.results.meta import RunMeta
+from bench.results.record import LATER_SHAPE_KEYS
 
 CLAIM, COMMAND = spec("heads").text, spec("heads").command
 

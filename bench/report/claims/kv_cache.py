@@ -11,10 +11,10 @@ from __future__ import annotations
 import pandas as pd
 
 from bench.claims import KV_WITHIN, spec
-from bench.meta import RunMeta
 from bench.models.config import element_bytes
 from bench.report.conditions import Condition, combine
 from bench.report.verdict import FAILS, HOLDS, NO_FACTS, NOT_MEASURED, Verdict
+from bench.results.meta import RunMeta
 
 CLAIM = spec("kv").text
 COUNTED = "cache bytes counted"  # a cache's bytes are exact: no timing interval applies

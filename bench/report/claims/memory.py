@@ -11,8 +11,6 @@ from __future__ import annotations
 import pandas as pd
 
 from bench.claims import LINEAR_MAX, MEMORY_SPAN, QUADRATIC_MIN, spec
-from bench.meta import RunMeta
-from bench.record import LATER_SHAPE_KEYS
 from bench.report.conditions import Condition, combine, condition
 from bench.report.frames import dense_rows, fit_exponent, ok_rows
 from bench.report.traits import FLASH_STYLE, MATERIALISING
@@ -26,6 +24,8 @@ from bench.report.verdict import (
     judged,
     span,
 )
+from bench.results.meta import RunMeta
+from bench.results.record import LATER_SHAPE_KEYS
 
 CLAIM = spec("memory").text
 COUNTED = "peak bytes counted"  # the allocator's bytes: the same call allocates the same bytes, no timing interval

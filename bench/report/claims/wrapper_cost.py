@@ -21,13 +21,13 @@ import pandas as pd
 
 from bench.backends.hf import BUILDS, SKIPS, mask_kind
 from bench.claims import WRAPPER_WITHIN, spec
-from bench.masks import Mask
-from bench.meta import RunMeta
+from bench.problem.masks import Mask
 from bench.report.conditions import Condition, combine, condition, listing, undecided_why
 from bench.report.interval import ROUNDS_DECIDE
 from bench.report.rivals import against_fastest
 from bench.report.traits import WRAPPED
 from bench.report.verdict import DEPENDS, FAILS, HOLDS, NO_FACTS, NOT_MEASURED, Verdict, judged, span
+from bench.results.meta import RunMeta
 
 CLAIM = spec("wrapper").text
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import pandas as pd
 from matplotlib.figure import Figure
 
-from bench.meta import RunMeta
 from bench.report.catalogue import CATALOGUE, FIGURES
 from bench.report.frames import dense_rows
+from bench.results.meta import RunMeta
 
 
 def mathtext_safe(df: pd.DataFrame) -> pd.DataFrame:

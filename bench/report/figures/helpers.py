@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 
-from bench.record import LATER_SHAPE_KEYS
+from bench.problem.shapes import SHAPE_DEFAULTS
 from bench.report import frames
 from bench.report.figures.axes import SEQ_LABEL, seq_axis
 from bench.report.figures.layout import PANEL, fit_legend, grid
@@ -27,8 +27,8 @@ from bench.report.style import (
     backend_sort_key,
     variant_label,
 )
-from bench.shapes import SHAPE_DEFAULTS
-from bench.status import LABELS, NOT_OK
+from bench.results.record import LATER_SHAPE_KEYS
+from bench.results.status import LABELS, NOT_OK
 
 # Axes a figure does not plot are held at their most common value (the figure says which).
 CONFIG_KEYS = ["batch", "n_heads", "n_kv_heads", "head_dim", "mask", "pass", "seq_q", *LATER_SHAPE_KEYS]

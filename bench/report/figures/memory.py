@@ -8,7 +8,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from bench.metrics import kv_cache_bytes, latent_cache_bytes
+from bench.counts.metrics import kv_cache_bytes, latent_cache_bytes
 from bench.models.config import kv_total_bytes
 from bench.models.presets import PRESETS
 from bench.report.figures.axes import bytes_axis, seq_axis

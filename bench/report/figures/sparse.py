@@ -10,12 +10,12 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from bench.claims import IDEAL_SHARE, SPARSE_BEATS
+from bench.problem.sparsity import Sparsity
 from bench.report.figures.axes import plain_log_axis, seconds_axis, seq_axis
 from bench.report.figures.helpers import NOTE_SIZE, legend_below, modal_slice, sorted_backends
 from bench.report.figures.layout import grid
 from bench.report.sparse_cost import crossovers, sparse_costs
 from bench.report.style import backend_color, backend_marker
-from bench.sparsity import Sparsity
 
 KIND_STYLES = {"block": "-", "docs": "--", "global": ":", "topk": "-."}
 KIND_MARKERS = {"block": "s", "docs": "D", "global": "^", "topk": "o"}

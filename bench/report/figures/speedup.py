@@ -16,7 +16,7 @@ from bench.report.style import variant_label
 from bench.report.tables import speedups_over
 from bench.report.traits import BASELINE
 from bench.report.units import fmt_ratio, fmt_tokens
-from bench.status import SHORT_LABELS
+from bench.results.status import SHORT_LABELS
 
 MAX_TICKS = 9  # colour bar labels: every power of two up to this many, then every second, third...
 

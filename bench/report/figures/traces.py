@@ -6,10 +6,10 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from bench.meta import RunMeta
 from bench.report.figures.helpers import sorted_backends
 from bench.report.style import backend_color
 from bench.report.traces import GEOMETRY, serve_table
+from bench.results.meta import RunMeta
 
 
 def _hist(workload: dict, key: str) -> tuple[np.ndarray, np.ndarray]:

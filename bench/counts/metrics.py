@@ -5,22 +5,24 @@ pairs of the mask, 2 per pair and dim of QK^T (D_qk) and of PV (D_v): 2 * B * Hq
 4 * B * Hq * D * pairs when D_v = D_qk = D; backward is 2.5x forward.
 Bytes are the minimum forward traffic: Q and O at Hq heads, K and V at Hkv heads, once each.
 KV cache = 2 (K and V) x layers x Hkv x head_dim x tokens x batch x element size, tokens capped by a sliding window.
-MLA (bench.mla): the call's D_qk and D_v are the shape's qk_dim and value_dim; the absorbed form's V is the first
+MLA (bench.kinds.mla_calls): the call's D_qk and D_v are the shape's qk_dim and value_dim; the absorbed form's V is the
+first
 kv_lora_rank columns of its K (one latent cache), read once: B * Skv * (rank + rope) elements; its cache per layer
 is (rank + rope) x tokens x batch x element size. The projections around the call (decompression, absorption,
 W_UV) are the model's, outside the timed call, and not counted.
 A whole layer (scope="layer"): attention's FLOPs and bytes plus the projections' FLOPs and the weights' bytes
 (layer_flops, layer_bytes; the conventions are above them).
-Sparse attention (bench.sparsity): useful FLOPs count the pairs the sparsity keeps within the mask; executed FLOPs
-count what the kernel computes (bench.sparse_pairs: the whole matrix for a dense masked kernel, kept blocks whole
+Sparse attention (bench.problem.sparsity): useful FLOPs count the pairs the sparsity keeps within the mask; executed
+FLOPs
+count what the kernel computes (bench.counts.pairs: the whole matrix for a dense masked kernel, kept blocks whole
 for a block-sparse one, K per query for a gather kernel) and, for topk, its indexer's forward; the efficiency of a
 kernel is executed / useful. Bytes follow the useful rule: K and V only at the keys some query keeps.
 """
 
 from __future__ import annotations
 
-from bench.shapes import AttentionShape
-from bench.sparse_pairs import executed_pairs, kept_keys, kept_pairs
+from bench.counts.pairs import executed_pairs, kept_keys, kept_pairs
+from bench.problem.shapes import AttentionShape
 
 ELEMENT_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 BWD_FLOP_FACTOR = 2.5  # backward = 2.5 x forward (FlashAttention's convention)
@@ -45,7 +47,7 @@ def _per_pair(shape: AttentionShape) -> int:
 
 
 def executed_flops(shape: AttentionShape, pass_: str, executes: str | None) -> int | None:
-    """FLOPs one call of a kernel that `executes` so (bench.sparse_pairs) computes: its pairs at the useful rule's
+    """FLOPs one call of a kernel that `executes` so (bench.counts.pairs) computes: its pairs at the useful rule's
     cost per pair, the backward 2.5x the forward, plus a topk case's indexer (forward only); None when unknown."""
     pairs = executed_pairs(shape.sparsity, shape.mask, shape.seq_q, shape.seq_kv, executes)
     if pairs is None:
@@ -54,12 +56,13 @@ def executed_flops(shape: AttentionShape, pass_: str, executes: str | None) -> i
 
 
 def indexer_dims(shape: AttentionShape) -> tuple[int, int]:
-    """A topk case's indexer (heads, head dim): bench.sparsity.Sparsity.indexer_dims."""
+    """A topk case's indexer (heads, head dim): bench.problem.sparsity.Sparsity.indexer_dims."""
     return shape.sparsity.indexer_dims(shape.n_heads, shape.head_dim)
 
 
 def indexer_flops(shape: AttentionShape) -> int:
-    """A topk case's indexer (bench.indexer): 2 * B * H * D per pair it scores, every pair the mask leaves (its ReLU,
+    """A topk case's indexer (bench.problem.indexer): 2 * B * H * D per pair it scores, every pair the mask leaves (its
+    ReLU,
     weights and top-K are elementwise and not counted); 0 for any other case."""
     if shape.sparsity.kind != "topk":
         return 0
@@ -128,7 +131,8 @@ def model_mem_bytes(shape: AttentionShape, memory: str, pass_: str = "fwd") -> i
 
 
 # --- a whole layer (scope="layer"): W_Q, W_K, W_V, attention, W_O ---------------------------------------------
-# d_model defaults to layer_d_model(shape) = Hq * D, the width the runner's layer has (bench.layers.make_layer).
+# d_model defaults to layer_d_model(shape) = Hq * D, the width the runner's layer has
+# (bench.kinds.mha_layer.make_layer).
 # FLOPs: attention's useful FLOPs plus the four projections, 2 per multiply-add: x (B*S, d_model) times W_Q
 # (d_model, Hq*D), W_K and W_V (d_model, Hkv*D), and attention's output (B*S, Hq*D) times W_O (Hq*D, d_model).
 # fwd+bwd is 3.5x the forward for the whole layer, the convention attention's FLOPs use. A GEMM's own backward is

@@ -1,6 +1,6 @@
 """The top-K indexer of DeepSeek-V3.2's sparse attention (DSA), which picks the keys a topk case keeps.
 
-Per query t and key s, with H index heads of dim D (bench.sparsity.Sparsity.indexer_dims):
+Per query t and key s, with H index heads of dim D (bench.problem.sparsity.Sparsity.indexer_dims):
     I[t, s] = sum_h w[t, h] * ReLU(q[t, h] . k[s])
 one index key k[s] per token shared by the heads (it is what the model caches beside its latent), and per-head
 weights w (the model projects them from the hidden state; here they are inputs like q and k). Every key the mask
@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 import torch
 
-from bench.masks import Mask
-from bench.metrics import indexer_dims
-from bench.shapes import AttentionShape
+from bench.counts.metrics import indexer_dims
+from bench.problem.masks import Mask
+from bench.problem.shapes import AttentionShape
 
 CHUNK_ELEMENTS = 1 << 24  # scores held at once: 64 MiB in float32
 

@@ -12,7 +12,7 @@ the boolean matrix (`Mask.visible`), flex's mask_mod and the serving layouts' ma
 A new mask variant is a field here (its term in `allows`, `pairs`, `shorter`, `kind`, `label`/`parse`, and its name
 in MASK_VARIANTS when backends opt in to it), plus the backends that run it: naive, flex (its mask_mod is `allows`),
 SDPA (a boolean mask) and the float64 reference build it from `allows` already, and a shape holds the Mask whole
-(bench.shapes; a record's `mask` column is its label). Nothing here imports torch at module level.
+(bench.problem.shapes; a record's `mask` column is its label). Nothing here imports torch at module level.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ if TYPE_CHECKING:
     import torch
 
 
-# the masks a backend opts in to by naming them in its `variants` trait (bench.scores.OPT_IN_VARIANTS); causal and
+# the masks a backend opts in to by naming them in its `variants` trait (bench.problem.scores.OPT_IN_VARIANTS); causal
+# and
 # window are every backend's contract
 MASK_VARIANTS: tuple[str, ...] = ("chunk",)
 

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 import torch
 
 from bench.backends import attention
-from bench.keepset import KeepSet
+from bench.problem.keepset import KeepSet
+from bench.problem.shapes import AttentionShape
 from bench.reference import TOLERANCES, Check, compare_to_reference, reference_attention
-from bench.shapes import AttentionShape
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,8 @@
 """How many (query, key) pairs a sparsity keeps, which blocks it draws, and how many pairs a kernel executes for it:
 pure arithmetic over the lengths (numpy, no torch), so plans, records and the report share one count.
 
-Every mask leaves each query an interval of keys [lo, hi] (bench.masks: none, causal, window, chunk and their
-combinations), and every static sparsity (bench.sparsity) keeps one or two intervals of it, or whole key blocks;
+Every mask leaves each query an interval of keys [lo, hi] (bench.problem.masks: none, causal, window, chunk and their
+combinations), and every static sparsity (bench.problem.sparsity) keeps one or two intervals of it, or whole key blocks;
 the counts below intersect intervals, row by row, vectorised. topk keeps min(K, visible keys) per query whatever
 the indexer picks, so its kept pairs are exact too; which blocks it touches is known only once it has picked.
 
@@ -23,8 +23,8 @@ import functools
 import random
 from typing import TYPE_CHECKING, Literal
 
-from bench.masks import Mask
-from bench.sparsity import NO_SPARSITY, SPARSITY_SEED, Sparsity
+from bench.problem.masks import Mask
+from bench.problem.sparsity import NO_SPARSITY, SPARSITY_SEED, Sparsity
 
 if TYPE_CHECKING:  # numpy is imported where a sparse count needs it: a dense plan never does
     import numpy as np

@@ -1,11 +1,14 @@
 """bench/REFERENCE.md, generated from the code, so the reference states each fact once: where the code does.
 
-    python -m bench.refdoc --write     # after changing an option, a status, a record field, a docstring, a module
-    python -m bench.refdoc --check     # exit 1 when the committed file differs from what the code gives now
+    python -m bench.commands.refdoc --write     # after changing an option, a status, a record field, a docstring, a
+    module
+    python -m bench.commands.refdoc --check     # exit 1 when the committed file differs from what the code gives now
 
 Its sources: the command line's declarations (bench/commands/arguments.json), the exit codes (EXIT_CODES below,
-which tests/test_docs.py holds against bench.cli), bench.status, the profiles (bench.engine.sweeps.PROFILES), the
-backend registry, the record's fields and their meanings (bench.record.FIELDS), the docstrings of the modules that
+which tests/test_docs.py holds against bench.cli), bench.results.status, the profiles (bench.engine.sweeps.PROFILES),
+the
+backend registry, the record's fields and their meanings (bench.results.record.FIELDS), the docstrings of the modules
+that
 state a rule (RULES), and the first sentence of every module's docstring (the module map).
 tests/test_docs.py fails, naming the command above, whenever the committed file is stale.
 """
@@ -20,9 +23,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-PACKAGE = Path(__file__).resolve().parent
+PACKAGE = Path(__file__).resolve().parent.parent
 REFERENCE = PACKAGE / "REFERENCE.md"
-COMMAND = "python -m bench.refdoc --write"
+COMMAND = "python -m bench.commands.refdoc --write"
 
 # How `python -m bench` ends (bench.cli.main). tests/test_docs.py checks these against what main returns.
 EXIT_CODES: dict[int, str] = {
@@ -37,9 +40,11 @@ EXIT_CODES: dict[int, str] = {
 # (heading, modules whose whole docstring states the rule): the reference's rule sections, in order
 RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Conventions: masks, score variants, MLA, FLOPs and bytes",
-     ("bench.masks", "bench.scores", "bench.shapes", "bench.mla", "bench.metrics", "bench.reference")),
+     ("bench.problem.masks", "bench.problem.scores", "bench.problem.shapes", "bench.kinds.mla_calls",
+      "bench.counts.metrics", "bench.reference")),
     ("Sparse attention: keep-sets, the indexer, useful and executed FLOPs",
-     ("bench.sparsity", "bench.keepset", "bench.sparse_pairs", "bench.indexer", "bench.kinds.sparse",
+     ("bench.problem.sparsity", "bench.problem.keepset", "bench.counts.pairs", "bench.problem.indexer",
+      "bench.kinds.sparse",
       "bench.backends.topk", "bench.report.sparse_cost")),
     ("How a case is measured",
      ("bench.engine.runner", "bench.kinds.guards", "bench.measure.timer", "bench.measure.modes",
@@ -70,7 +75,8 @@ def module_path(module: str) -> Path:
     for path in (PACKAGE / rel / "__init__.py", PACKAGE / rel.with_suffix(".py")):
         if path.exists():
             return path
-    raise FileNotFoundError(f"bench.refdoc.RULES names {module}, which is no longer a module: edit RULES in {__file__}")
+    raise FileNotFoundError(f"bench.commands.refdoc.RULES names {module}, which is no longer a module: "
+                            f"edit RULES in {__file__}")
 
 
 def docstring(path: Path) -> str:
@@ -174,18 +180,19 @@ def exit_codes() -> list[str]:
 
 
 def statuses() -> list[str]:
-    from bench import status
+    from bench.results import status
 
     meaning: dict[str, str] = {}
     current = None
-    for line in docstring(module_path("bench.status")).splitlines()[1:]:
+    for line in docstring(module_path("bench.results.status")).splitlines()[1:]:
         match = re.match(r"(\w+)\s{2,}(.*)", line)
         if match and match.group(1) in status.STATUSES:
             current = match.group(1)
             meaning[current] = match.group(2)
         elif current and line.startswith(" "):
             meaning[current] += " " + line.strip()
-    lines = ["## Statuses", "", first_sentence(docstring(module_path("bench.status"))) + " (bench.status)", "",
+    lines = ["## Statuses", "",
+             first_sentence(docstring(module_path("bench.results.status"))) + " (bench.results.status)", "",
              "| status | meaning | run exits 1 | ok → this fails `bench compare` |", "|---|---|---|---|"]
     for name in status.STATUSES:
         lines.append(f"| `{name}` | {_cell(meaning.get(name, status.LABELS[name]))} | "
@@ -250,14 +257,14 @@ def backends() -> list[str]:
 
 
 def record_fields() -> list[str]:
-    from bench.record import FIELDS
+    from bench.results.record import FIELDS
 
     lines = ["## Record fields", "",
              "A case's record is its results entry's `extra_info`, one flat dict; these are its fields, in order, with "
-             "their meanings (bench.record.FIELDS; the shape fields from bench.shapes). A shape field beyond the "
-             "classic ones enters the case id as `-<field>=<value>` only when it is not at its default, so existing "
-             "ids never change. Baselines pooled from several runs add `pass_rounds` and `pass_gemm`; `bench ab` "
-             "adds `ab_slices`.", "", "| field | meaning |", "|---|---|"]
+             "their meanings (bench.results.record.FIELDS; the shape fields from bench.problem.shapes). A shape field "
+             "beyond the classic ones enters the case id as `-<field>=<value>` only when it is not at its default, so "
+             "existing ids never change. Baselines pooled from several runs add `pass_rounds` and `pass_gemm`; "
+             "`bench ab` adds `ab_slices`.", "", "| field | meaning |", "|---|---|"]
     lines.extend(f"| `{name}` | {_cell(doc)} |" for name, doc in FIELDS.items())
     return [*lines, ""]
 
@@ -330,7 +337,7 @@ def _slug(heading: str) -> str:
 def main(argv: list[str]) -> int:
     from bench.commands.spec import write_or_check
 
-    return write_or_check(REFERENCE, generate(), argv, "bench.refdoc")
+    return write_or_check(REFERENCE, generate(), argv, "bench.commands.refdoc")
 
 
 if __name__ == "__main__":

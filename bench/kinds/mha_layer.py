@@ -13,8 +13,8 @@ import torch
 from torch import nn
 
 from bench.backends import attention, get_backend
-from bench.metrics import layer_d_model
-from bench.shapes import AttentionShape, ShapeError, check_heads, head_dim_for
+from bench.counts.metrics import layer_d_model
+from bench.problem.shapes import AttentionShape, ShapeError, check_heads, head_dim_for
 
 
 def split_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
@@ -72,7 +72,7 @@ def parameter_count(d_model: int, n_heads: int, n_kv_heads: int, bias: bool = Tr
 
 def make_layer(shape: AttentionShape, backend: str, device: torch.device | str = "cpu",
                seed: int = 0) -> MultiHeadAttention:
-    """The layer a layer-scope case times: d_model = bench.metrics.layer_d_model(shape) (Hq * D, the reason is
+    """The layer a layer-scope case times: d_model = bench.counts.metrics.layer_d_model(shape) (Hq * D, the reason is
     there), no biases (Llama, Mistral and Qwen3 have none), weights in the case's dtype on its device,
     reproducible from `seed`; `backend` computes its attention.
 

@@ -1,7 +1,7 @@
 """The sparsity: which (query, key) pairs a sparse attention keeps, as one value (`Sparsity`) that a case carries and
-every backend and the reference receive whole, with its keep-set in tensors (bench.keepset.KeepSet).
+every backend and the reference receive whole, with its keep-set in tensors (bench.problem.keepset.KeepSet).
 
-A sparsity is an explicit keep-set ANDed with the case's mask (bench.masks): the float64 reference is the dense
+A sparsity is an explicit keep-set ANDed with the case's mask (bench.problem.masks): the float64 reference is the dense
 reference under that combined mask, and every backend is handed the same keep-set. Positions are bottom-right
 aligned as the mask's are: with off = Skv - Sq, query i sits at p = i + off, key j at j.
   none               every pair the mask leaves: today's dense case (its case ids carry no sparsity)
@@ -16,7 +16,8 @@ aligned as the mask's are: with off = Skv - Sq, query i sits at p = i + off, key
                      global query sees every key) or |p - j| < W (under a causal mask: itself and the W - 1 keys before
                      it, as the mask's window); Longformer's and BigBird's shape
   topk:K[:HxD]       token selection (DeepSeek-V3.2's sparse attention, DSA): an indexer of H heads of dim D
-                     (bench.indexer) scores every key the mask leaves and each query keeps its K best (all of them
+                     (bench.problem.indexer) scores every key the mask leaves and each query keeps its K best (all of
+                     them
                      where fewer are visible), the same keys for all its heads. Without HxD: H = max(1, Hq // 4) and
                      D = max(16, head_dim // 2), which keeps DSA's ratio of indexer to attention FLOPs per pair (1/16)
 A sparsity fixes an attended budget while the length varies (`budget`): a density (block D, docs 1/N) or tokens per
@@ -160,7 +161,8 @@ class Sparsity:
             raise SparsityError(f"{where}: K={self.k} exceeds the {seq_kv} keys there are to select from")
 
     def shorter(self, case_kv: int, seq_kv: int) -> Sparsity:
-        """This sparsity for a check shape of seq_kv keys cut from a case of case_kv (as bench.masks.Mask.shorter):
+        """This sparsity for a check shape of seq_kv keys cut from a case of case_kv (as
+        bench.problem.masks.Mask.shorter):
         what really cuts the case's keys cuts the shorter ones too, and the check's lengths can take it."""
         def cut(size: int, floor: int = 1) -> int:
             return min(size, seq_kv) if size >= case_kv else min(size, max(floor, seq_kv // 4))

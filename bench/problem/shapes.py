@@ -6,7 +6,7 @@ elements) and one rotary key k_rope (rope_dim) per token, shared by all heads. A
     with Hkv = Hq, D_qk = head_dim (qk_nope + rope_dim) and D_v = v_head_dim;
   absorbed (decode): q_lat,h = [W_UK,h^T q_nope,h ; q_rope,h] attends over [c ; k_rope] (Hkv = 1: MQA-shaped)
     with D_qk = kv_lora_rank + rope_dim and D_v = kv_lora_rank, then W_UV,h maps each head's output to v_head_dim.
-Both forms keep the expanded form's scale 1/sqrt(head_dim) (bench.mla).
+Both forms keep the expanded form's scale 1/sqrt(head_dim) (bench.kinds.mla_calls).
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from bench.errors import InputError
-from bench.masks import NO_MASK, Mask
-from bench.scores import NO_SCORE, Score
-from bench.sparsity import Sparsity
+from bench.problem.masks import NO_MASK, Mask
+from bench.problem.scores import NO_SCORE, Score
+from bench.problem.sparsity import Sparsity
 
 if TYPE_CHECKING:
     import torch
@@ -66,7 +66,7 @@ def head_dim_for(d_model: int, n_heads: int) -> int:
 
 
 def case_mask(text: str) -> Mask:
-    """A case's mask from its text (bench.masks.Mask.parse): one kind, not a combination."""
+    """A case's mask from its text (bench.problem.masks.Mask.parse): one kind, not a combination."""
     try:
         mask = Mask.parse(text)
     except InputError as err:
@@ -156,8 +156,8 @@ class AttentionShape:
     """One attention call: q (B, Hq, Sq, D), k and v (B, Hkv, Skv, D); under MLA (`mla` set) the call's D_qk and
     D_v are qk_dim and value_dim (the module docstring says how each form gets them).
 
-    The mask, the score variant and the sparsity are values (bench.masks.Mask, bench.scores.Score,
-    bench.sparsity.Sparsity); MLA's sizes and a serving batch's are small groups, None when the shape has none.
+    The mask, the score variant and the sparsity are values (bench.problem.masks.Mask, bench.problem.scores.Score,
+    bench.problem.sparsity.Sparsity); MLA's sizes and a serving batch's are small groups, None when the shape has none.
     A results record holds the shape as flat columns (COLUMNS, with their docs): shape_fields() writes them and
     shape_from_fields() reads them back, and nothing else spells them out.
     """
@@ -346,7 +346,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("page_size", "serving decode: tokens per page of a paged KV cache (empty: a contiguous cache)", None,
            integer=True),
     Column("chunk", "chunked local attention: chunk size C in keys (empty without a chunk mask)", None, integer=True),
-    Column("score", "score variant: none / softcap:<X> / alibi / sinks (bench.scores)", "none"),
+    Column("score", "score variant: none / softcap:<X> / alibi / sinks (bench.problem.scores)", "none"),
     Column("v_head_dim", "MLA: value head dim D_v of a decompressed head (empty: V has head_dim, as K)", None,
            integer=True),
     Column("kv_lora_rank", "MLA: the cached latent's width (kv_lora_rank); empty without MLA", None, integer=True),
@@ -354,7 +354,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("mla_form", "MLA: expanded (prefill: K/V decompressed per head) or absorbed (decode: attention over the "
                        "latent); empty without MLA", None),
     Column("sparsity", "sparse attention: none / block:B:D / docs:N / global:G+window:W / topk:K[:HxD] "
-                       "(bench.sparsity), the keep-set ANDed with the mask", "none"),
+                       "(bench.problem.sparsity), the keep-set ANDed with the mask", "none"),
 )
 INT_COLUMNS: tuple[str, ...] = tuple(c.name for c in COLUMNS if c.integer)
 _MLA_COLUMNS = ("v_head_dim", "kv_lora_rank", "rope_dim")

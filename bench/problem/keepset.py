@@ -8,7 +8,7 @@ The forms a backend may read (all of the same keep-set, built once per inputs):
   indices  topk only: int64 (B, Sq, K), the keys each query keeps, ascending, -1 where it sees fewer than K keys;
            the same keys for all of its heads
 `allows(q_pos, k_pos, ...)` is the one definition: the boolean `tokens`, FlexAttention's mask_mod and a user kernel's
-reading of it agree by construction. Sparsity semantics: bench.sparsity.
+reading of it agree by construction. Sparsity semantics: bench.problem.sparsity.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import functools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from bench.masks import Mask
-from bench.sparse_pairs import block_table
-from bench.sparsity import Sparsity
+from bench.counts.pairs import block_table
+from bench.problem.masks import Mask
+from bench.problem.sparsity import Sparsity
 
 if TYPE_CHECKING:
     import torch
@@ -54,7 +54,8 @@ class KeepSet:
 
     @classmethod
     def from_indices(cls, sparsity: Sparsity, mask: Mask, indices: torch.Tensor, seq_kv: int) -> KeepSet:
-        """A topk keep-set from the (B, Sq, K) key indices each query keeps (-1: none), e.g. bench.indexer.select's."""
+        """A topk keep-set from the (B, Sq, K) key indices each query keeps (-1: none), e.g.
+        bench.problem.indexer.select's."""
         if indices.dim() != 3 or indices.shape[-1] != sparsity.k:
             raise ValueError(f"topk indices must be (B, Sq, K={sparsity.k}), not {tuple(indices.shape)}")
         return cls(sparsity, mask, indices.shape[1], seq_kv, indices.device, indices)

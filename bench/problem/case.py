@@ -1,6 +1,6 @@
 """A case: one backend on one shape, phase, pass and device; its stable id and its kind, decided here only.
 
-Low in the package (it imports bench.shapes alone) so that every layer can hold a real Case: the kinds, the
+Low in the package (it imports bench.problem.shapes alone) so that every layer can hold a real Case: the kinds, the
 record, the engine, the report. bench.engine.sweeps re-exports it.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from bench.shapes import LATER_FIELDS, SHAPE_DEFAULTS, AttentionShape, shape_fields, shape_from_fields
+from bench.problem.shapes import LATER_FIELDS, SHAPE_DEFAULTS, AttentionShape, shape_fields, shape_from_fields
 
 KindName = Literal["serving", "layer", "sparse", "mla", "dense"]  # bench.kinds holds each kind's code under its name
 # the sizes a shape family varies over: cases that differ in these alone are one family

@@ -2,7 +2,7 @@
 
 A record is a frozen Record, built once per case and stored flat (Record.to_dict) as a results entry's
 `extra_info`; a worker sends it the same way. Its shape columns come from the shape itself
-(bench.shapes.shape_fields), so a new shape field reaches the files, the loader and the report without edits
+(bench.problem.shapes.shape_fields), so a new shape field reaches the files, the loader and the report without edits
 here. Seconds and bytes only; human units belong to reports.
 """
 
@@ -14,8 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from bench.meta import Calibration
-from bench.shapes import (
+from bench.problem.shapes import (
     LATER_FIELDS,
     SHAPE_DEFAULTS,
     SHAPE_DOCS,
@@ -24,9 +23,10 @@ from bench.shapes import (
     shape_fields,
     shape_from_fields,
 )
+from bench.results.meta import Calibration
 
 if TYPE_CHECKING:
-    from bench.case import Case
+    from bench.problem.case import Case
 
 CASE_DOCS: dict[str, str] = {
     "case_id": "stable case id: backend/variant/shape/dtype/mask/phase/pass/device",
@@ -127,13 +127,14 @@ class Record:
     """A case's record, built once per case from its measurement (bench.engine.runner) and amended only by
     dataclasses.replace (the session adds predicted_s and wall_s, a worker's fate sets status and reason).
 
-    Its fields are RECORD_FIELDS, but for the shape: the case's AttentionShape, whose columns (bench.shapes.COLUMNS)
+    Its fields are RECORD_FIELDS, but for the shape: the case's AttentionShape, whose columns
+    (bench.problem.shapes.COLUMNS)
     the file holds flat, so a new shape column needs no edit here. to_dict() is what a results entry's extra_info
     holds (the shape's columns spliced in, `pass_` as "pass"), from_dict() reads it back.
     """
 
     case_id: str = ""
-    status: str | None = None  # None until the case has run; bench.status lists every status
+    status: str | None = None  # None until the case has run; bench.results.status lists every status
     reason: str = ""
     backend: str = ""
     shape: AttentionShape | None = None  # None only in a record made without a case (a test's)

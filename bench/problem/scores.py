@@ -1,14 +1,14 @@
 """The score variant: what happens to s = QK^T / sqrt(D) before the softmax, as one value (`Score`) that every backend
 and the reference receive whole.
 
-With off = Skv - Sq (bench.masks), in this order:
+With off = Skv - Sq (bench.problem.masks), in this order:
   softcap X:  s <- X * tanh(s / X)                       (Gemma-2's attn_logit_softcapping), before the mask
   ALiBi:      s_hij <- s_hij - m_h * |i + off - j|        (flash-attn's alibi_slopes convention; under a causal
               mask the same softmax as BLOOM's, which adds m_h * j: softmax ignores a per-row constant)
   sinks:      p_hij = exp(s_hij) / (exp(sigma_h) + sum_j exp(s_hij)), one logit sigma_h per query head (gpt-oss):
               the sink takes probability mass and contributes no value
 The `score` axis holds one of them per case ("none", "softcap:50", "alibi", "sinks"); a call may combine them.
-Chunked local attention is a mask (bench.masks).
+Chunked local attention is a mask (bench.problem.masks).
 
 A new score variant is a field here (its step in `score_mod` or `softmax`, `label`/`parse`, and its name in
 SCORE_VARIANTS), plus the backends that run it: naive and the float64 reference apply `score_mod`, flex takes it as
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from bench.errors import InputError
-from bench.masks import MASK_VARIANTS
+from bench.problem.masks import MASK_VARIANTS
 
 if TYPE_CHECKING:
     import torch
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 SCORE_KINDS: tuple[str, ...] = ("none", "softcap", "alibi", "sinks")
 # the variant names a backend's `variants` trait lists (bench.backends.base.Backend); "mla": it takes a V whose head
 # dim differs from Q/K's (MLA's expanded prefill, D_v = v_head_dim) and a V that is a view of K (MLA's absorbed
-# decode: V = the first kv_lora_rank columns of the one latent cache, bench.mla)
+# decode: V = the first kv_lora_rank columns of the one latent cache, bench.kinds.mla_calls)
 SCORE_VARIANTS: tuple[str, ...] = ("softcap", "alibi", "sinks")  # Score's fields, each opt-in
 OPT_IN_VARIANTS: tuple[str, ...] = (*SCORE_VARIANTS, *MASK_VARIANTS, "mla")
 SINK_SEED = 1234  # sink logits of a swept case: seeded, so the check and every backend see the same ones
