@@ -17,7 +17,7 @@ from bench.engine.console import LiveConsole, LogConsole
 from bench.engine.cost import predict_all
 from bench.engine.questions import LENGTH_SPAN, MIN_LENGTHS, Context
 from bench.measure.spec_sheets import spec_calibration
-from bench.problem.shapes import shape_fields
+from bench.problem.columns import shape_fields
 from bench.results import read_run
 from bench.results.meta import Calibration
 from tests.machines import EPYC

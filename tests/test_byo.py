@@ -14,8 +14,9 @@ from bench.backends.outside import DEFAULTS, OutsideBackendError, forget
 from bench.cli import main
 from bench.engine.runner import Runner
 from bench.engine.sweeps import Case
+from bench.problem.columns import shape_from_fields
 from bench.problem.masks import NO_MASK
-from bench.problem.shapes import AttentionShape, shape_from_fields
+from bench.problem.shapes import AttentionShape
 from bench.results.meta import Calibration
 from tests.byo_example import write_package
 

@@ -29,7 +29,7 @@ from bench.engine.cost import predict_all
 from bench.engine.machine import workload_facts
 from bench.engine.questions import QUESTIONS, Context
 from bench.engine.sweeps import Case
-from bench.problem.shapes import shape_fields, shape_from_fields
+from bench.problem.columns import shape_fields, shape_from_fields
 from bench.report.claims import CLAIMS as JUDGES
 from bench.report.claims import judge_of
 from bench.report.load import read_results

@@ -7,8 +7,9 @@ import torch
 
 from bench import BACKENDS, Unsupported, attention
 from bench.backends.hf import COMPILE_FAILED
+from bench.problem.columns import shape_from_fields
 from bench.problem.masks import CAUSAL
-from bench.problem.shapes import AttentionShape, shape_from_fields
+from bench.problem.shapes import AttentionShape
 from bench.reference import check_backend, check_gradients, compare_to_reference, make_inputs, reference_attention
 
 # Backends that must run on any CPU torch build: an Unsupported from them is a failure, not a skip.

@@ -12,8 +12,8 @@ import pytest
 from bench.backends import BACKENDS, Unsupported, backends_for
 from bench.claims import WRAPPER_WITHIN
 from bench.engine import sweeps
+from bench.problem.columns import shape_from_fields
 from bench.problem.masks import CAUSAL
-from bench.problem.shapes import shape_from_fields
 from bench.report.claims.wrapper_cost import wrapper_cost
 from bench.report.load import read_results
 from bench.report.verdict import DEPENDS, FAILS, HOLDS, INCONCLUSIVE, NOT_MEASURED

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bench.problem.shapes import shape_from_fields
+from bench.problem.columns import shape_from_fields
 from bench.report.claims.decode import fused_decode_speedup
 from bench.report.interval import ratio_interval, straddles
 from bench.report.load import read_results
@@ -63,7 +63,7 @@ def test_the_interval_holds_the_estimate_widens_with_the_cis_and_is_seeded():
 
 def test_a_variant_cost_within_its_noise_of_the_bound_is_inconclusive():
     from bench.claims import VARIANTS_WITHIN
-    from bench.problem.shapes import shape_fields
+    from bench.problem.columns import shape_fields
     from bench.report.traits import ALL_VARIANT_KERNELS
     from bench.report.variant_cost import variants_within
 

@@ -27,9 +27,10 @@ from bench.engine.runner import EXACT_CHECK_ELEMENTS, Runner, check_shape
 from bench.engine.sweeps import Case
 from bench.kinds import kind_of
 from bench.kinds.mha_layer import MultiHeadAttention, make_layer, make_layer_input, merge_heads
+from bench.problem.columns import shape_from_fields
 from bench.problem.masks import CAUSAL, NO_MASK
 from bench.problem.scores import NO_SCORE
-from bench.problem.shapes import AttentionShape, shape_from_fields
+from bench.problem.shapes import AttentionShape
 from bench.reference import (
     LAYER_TOLERANCES,
     check_layer_gradients,

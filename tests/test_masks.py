@@ -1,8 +1,8 @@
 import pytest
 import torch
 
+from bench.problem.columns import shape_from_fields
 from bench.problem.masks import CAUSAL, visible, visible_pairs
-from bench.problem.shapes import shape_from_fields
 
 
 def test_causal_is_bottom_right_aligned():

@@ -14,9 +14,10 @@ from bench.backends import get_backend
 from bench.cli import main
 from bench.measure import kernels, modes, nvml, timer
 from bench.measure.spec_sheets import spec_sheet
+from bench.problem.columns import shape_from_fields
 from bench.problem.masks import CAUSAL
 from bench.problem.scores import NO_SCORE
-from bench.problem.shapes import AttentionShape, shape_from_fields
+from bench.problem.shapes import AttentionShape
 from bench.reference import make_inputs
 from bench.results.meta import Calibration
 

@@ -13,7 +13,8 @@ from bench.counts.metrics import model_mem_bytes
 from bench.engine.runner import Runner
 from bench.engine.sweeps import Case
 from bench.measure.memory import peak_bytes, peak_cpu
-from bench.problem.shapes import AttentionShape, shape_from_fields
+from bench.problem.columns import shape_from_fields
+from bench.problem.shapes import AttentionShape
 from bench.reference import make_inputs
 from bench.results.meta import Calibration
 

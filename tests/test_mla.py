@@ -20,8 +20,9 @@ from bench.errors import UsageError
 from bench.kinds import kind_of
 from bench.kinds.base import ReferenceCache
 from bench.kinds.mla_calls import MlaInputs, call_tensors, finish, make_mla_inputs, reference_mla
+from bench.problem.columns import shape_fields, shape_from_fields
 from bench.problem.masks import CAUSAL
-from bench.problem.shapes import AttentionShape, shape_fields, shape_from_fields
+from bench.problem.shapes import AttentionShape
 from bench.reference import reference_attention
 
 

@@ -15,8 +15,9 @@ from bench.counts.metrics import model_mem_bytes as model_mem
 from bench.engine import runner
 from bench.engine.runner import EXACT_CHECK_ELEMENTS, Runner, check_shape
 from bench.engine.sweeps import Case
+from bench.problem.columns import shape_from_fields
 from bench.problem.masks import CAUSAL, NO_MASK
-from bench.problem.shapes import AttentionShape, shape_from_fields
+from bench.problem.shapes import AttentionShape
 from bench.results.meta import Calibration
 from bench.results.record import RECORD_FIELDS, Record, derived, new_record
 from bench.results.status import STATUSES

@@ -4,7 +4,7 @@ import pytest
 from torch.profiler import ProfilerActivity, profile
 
 from bench import Unsupported, attention
-from bench.problem.shapes import shape_from_fields
+from bench.problem.columns import shape_from_fields
 from bench.reference import make_inputs
 
 KERNEL_OPS = {

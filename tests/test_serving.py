@@ -16,8 +16,9 @@ from bench.engine.sweeps import Case, Sweep
 from bench.errors import UsageError
 from bench.kinds import EXACT_CHECK_ELEMENTS
 from bench.kinds.serving import serving_check_shape
+from bench.problem.columns import shape_fields, shape_from_fields
 from bench.problem.masks import CAUSAL
-from bench.problem.shapes import AttentionShape, ServingBatch, ShapeError, shape_fields, shape_from_fields
+from bench.problem.shapes import AttentionShape, ServingBatch, ShapeError
 from bench.results.meta import Calibration
 from bench.results.record import new_record
 from bench.serving import ragged as ragged_module

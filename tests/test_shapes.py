@@ -2,7 +2,8 @@ import pytest
 
 from bench.errors import UsageError
 from bench.models.presets import PRESETS, preset
-from bench.problem.shapes import ShapeError, head_dim_for, parse_mask, shape_from_fields
+from bench.problem.columns import shape_from_fields
+from bench.problem.shapes import ShapeError, head_dim_for, parse_mask
 
 
 def shape(**kw):
@@ -134,7 +135,7 @@ def test_a_shape_takes_values_and_names_the_text_it_was_given():
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
 def test_every_planned_shape_reads_back_from_its_columns(device):
     from bench.engine.sweeps import PROFILES, cases, profile
-    from bench.problem.shapes import COLUMNS, shape_fields
+    from bench.problem.columns import COLUMNS, shape_fields
     from bench.report.load import INT_COLUMNS
 
     shapes = {c.shape for name in PROFILES[device] for c in cases(profile(name, device), device)}

@@ -34,10 +34,11 @@ from bench.counts.pairs import (
 from bench.engine.runner import Runner
 from bench.engine.sweeps import Case, Sweep, cases, offered, sparsity_labels
 from bench.errors import InputError
+from bench.problem.columns import shape_from_fields
 from bench.problem.indexer import make_indexer_inputs, select
 from bench.problem.keepset import KeepSet
 from bench.problem.masks import Mask
-from bench.problem.shapes import AttentionShape, ShapeError, shape_from_fields
+from bench.problem.shapes import AttentionShape, ShapeError
 from bench.problem.sparsity import Sparsity, SparsityError
 from bench.reference import TOLERANCES, check_gradients, compare_to_reference, make_inputs, reference_attention
 from bench.results.meta import Calibration

@@ -32,7 +32,7 @@ from bench.models.config import ConfigError, kv_bytes_per_token
 from bench.models.config_json import load_config, parse_config
 from bench.models.kvcache import allocate_kv_cache, measure_kv_cache_bytes
 from bench.problem.case import Case
-from bench.problem.shapes import shape_fields, shape_from_fields
+from bench.problem.columns import shape_fields, shape_from_fields
 from bench.problem.sparsity import Sparsity
 from bench.report.figures.sparse import indexer_share, sparse_speedup, sparse_time
 from bench.report.load import read_results

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from bench.errors import UsageError
-from bench.problem.shapes import AttentionShape, ShapeError, parse_rows, rows_label, shape_from_fields
+from bench.problem.columns import shape_from_fields
+from bench.problem.shapes import AttentionShape, ShapeError, parse_rows, rows_label
 from bench.serving.workload import workload_of
 from bench.traces.buckets import MAX_BUCKETS
 from bench.traces.flashinfer import read_steps

@@ -17,9 +17,10 @@ from bench.cli import main
 from bench.engine.runner import Runner
 from bench.engine.sweeps import Case
 from bench.errors import InputError
+from bench.problem.columns import shape_fields, shape_from_fields
 from bench.problem.masks import CAUSAL, NO_MASK, Mask
 from bench.problem.scores import NO_SCORE, Score, sink_logits
-from bench.problem.shapes import AttentionShape, ShapeError, shape_fields, shape_from_fields
+from bench.problem.shapes import AttentionShape, ShapeError
 from bench.reference import reference_attention
 from bench.results.meta import Calibration
 

@@ -12,9 +12,10 @@ import bench
 from bench.backends import BACKENDS
 from bench.counts.metrics import attention_bytes, attention_flops
 from bench.engine import sweeps
+from bench.problem.columns import shape_from_fields
 from bench.problem.masks import visible, visible_pairs
 from bench.problem.scores import alibi_slopes, parse_score, sink_logits
-from bench.problem.shapes import ShapeError, parse_mask, shape_from_fields
+from bench.problem.shapes import ShapeError, parse_mask
 from bench.reference import compare_to_reference, reference_attention
 
 VARIANTS = {
@@ -195,7 +196,7 @@ def test_axes_make_new_ids_and_keep_old_ones():
 def _frame(times: dict[tuple[str, str, str], float]):
     import pandas as pd
 
-    from bench.problem.shapes import shape_fields
+    from bench.problem.columns import shape_fields
     rows = []
     for (backend, mask, score), t in times.items():
         shape = shape_from_fields(dict(batch=1, seq_q=128, seq_kv=128, n_heads=4, n_kv_heads=2, head_dim=16, mask=mask,

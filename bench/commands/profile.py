@@ -21,7 +21,8 @@ from bench.engine.session import Session
 from bench.errors import UsageError
 from bench.measure.calibrate import MAIN_DTYPE
 from bench.measure.memory import cuda_memory_snapshot
-from bench.problem.shapes import INT_COLUMNS, ShapeError, shape_from_fields
+from bench.problem.columns import INT_COLUMNS, shape_from_fields
+from bench.problem.shapes import ShapeError
 from bench.report.units import fmt_bytes, fmt_seconds
 from bench.results.meta import Calibration
 

@@ -34,6 +34,7 @@ from bench.engine.parse import (
 )
 from bench.errors import InputError, UsageError
 from bench.problem.case import Case  # re-exported: the engine and its callers name it here
+from bench.problem.columns import shape_from_fields
 from bench.problem.scores import parse_score
 from bench.problem.shapes import (
     DTYPE_ATTRS,
@@ -45,7 +46,6 @@ from bench.problem.shapes import (
     case_mask,
     parse_mask,
     parse_rows,
-    shape_from_fields,
 )
 from bench.problem.sparsity import Sparsity
 from bench.traces.buckets import MAX_BUCKETS

@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from bench.problem.shapes import LATER_FIELDS, SHAPE_DEFAULTS, AttentionShape, shape_fields, shape_from_fields
+from bench.problem.columns import LATER_FIELDS, SHAPE_DEFAULTS, shape_fields, shape_from_fields
+from bench.problem.shapes import AttentionShape
 
 KindName = Literal["serving", "layer", "sparse", "mla", "dense"]  # bench.kinds holds each kind's code under its name
 # the sizes a shape family varies over: cases that differ in these alone are one family

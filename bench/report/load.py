@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench.problem.shapes import INT_COLUMNS as SHAPE_INT_COLUMNS
+from bench.problem.columns import INT_COLUMNS as SHAPE_INT_COLUMNS
 from bench.report.suspects import again_by_case
 from bench.results import ResultsError, RunDocument, read_run
 from bench.results.entry import Entry

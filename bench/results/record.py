@@ -2,7 +2,7 @@
 
 A record is a frozen Record, built once per case and stored flat (Record.to_dict) as a results entry's
 `extra_info`; a worker sends it the same way. Its shape columns come from the shape itself
-(bench.problem.shapes.shape_fields), so a new shape field reaches the files, the loader and the report without edits
+(bench.problem.columns.shape_fields), so a new shape field reaches the files, the loader and the report without edits
 here. Seconds and bytes only; human units belong to reports.
 """
 
@@ -14,15 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from bench.problem.shapes import (
-    LATER_FIELDS,
-    SHAPE_DEFAULTS,
-    SHAPE_DOCS,
-    AttentionShape,
-    ShapeError,
-    shape_fields,
-    shape_from_fields,
-)
+from bench.problem.columns import LATER_FIELDS, SHAPE_DEFAULTS, SHAPE_DOCS, shape_fields, shape_from_fields
+from bench.problem.shapes import AttentionShape, ShapeError
 from bench.results.meta import Calibration
 
 if TYPE_CHECKING:
@@ -128,7 +121,7 @@ class Record:
     dataclasses.replace (the session adds predicted_s and wall_s, a worker's fate sets status and reason).
 
     Its fields are RECORD_FIELDS, but for the shape: the case's AttentionShape, whose columns
-    (bench.problem.shapes.COLUMNS)
+    (bench.problem.columns.COLUMNS)
     the file holds flat, so a new shape column needs no edit here. to_dict() is what a results entry's extra_info
     holds (the shape's columns spliced in, `pass_` as "pass"), from_dict() reads it back.
     """

@@ -16,8 +16,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.problem.columns import shape_fields
 from bench.problem.masks import CAUSAL
-from bench.problem.shapes import AttentionShape, shape_fields
+from bench.problem.shapes import AttentionShape
 from bench.results import Entry, ResultsStore, RunDocument, RunMeta, write_atomic
 from bench.results.record import RECORD_FIELDS
 
