@@ -147,7 +147,7 @@ def test_variant_axis_errors():
     with pytest.raises(UsageError, match="--variant gqa: no --kv-heads value groups --heads 8"):
         cases(Sweep(variants=("gqa",), kv_heads=(8, 1)), "cpu")
     with pytest.raises(UsageError, match="unknown variant 'mlx'"):
-        from bench.engine.parse import one_of
+        from bench.kinds.axes import one_of
         from bench.problem.shapes import VARIANTS
         one_of("variant", VARIANTS)("mlx")
 

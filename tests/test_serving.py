@@ -10,12 +10,12 @@ import torch
 from bench.backends import BACKENDS, Backend
 from bench.backends.naive import naive_attention
 from bench.counts.metrics import attention_flops
-from bench.engine import parse, sweeps
+from bench.engine import sweeps
 from bench.engine.runner import Runner
 from bench.engine.sweeps import Case, Sweep
 from bench.errors import UsageError
 from bench.kinds import EXACT_CHECK_ELEMENTS
-from bench.kinds.serving import serving_check_shape
+from bench.kinds.serving import page_sizes, serving_check_shape
 from bench.problem.columns import shape_fields, shape_from_fields
 from bench.problem.masks import CAUSAL
 from bench.problem.shapes import AttentionShape, ServingBatch, ShapeError
@@ -144,9 +144,9 @@ def test_sweep_expands_lengths_and_page_sizes():
 
 
 def test_page_size_axis_parses_contiguous_and_paged_decode_defaults_to_uniform_contexts():
-    assert parse.page_sizes("contiguous,16,128") == (None, 16, 128)
+    assert page_sizes("contiguous,16,128") == (None, 16, 128)
     with pytest.raises(UsageError):
-        parse.page_sizes("16,big")
+        page_sizes("16,big")
     sweep = Sweep(backends=("naive",), phases=("decode",), decode_kv=(256,), page_sizes=(None, 32))
     assert {(c.shape.serving.lengths, c.shape.serving.page_size) for c in sweeps.cases(sweep, "cpu")} == {
         ("uniform", None), ("uniform", 32)}

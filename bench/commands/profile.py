@@ -16,9 +16,10 @@ from pathlib import Path
 
 import torch
 
-from bench.engine import options, parse, sweeps
+from bench.engine import options, sweeps
 from bench.engine.session import Session
 from bench.errors import UsageError
+from bench.kinds.axes import seconds
 from bench.measure.calibrate import MAIN_DTYPE
 from bench.measure.memory import cuda_memory_snapshot
 from bench.problem.columns import INT_COLUMNS, shape_from_fields
@@ -122,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def case_budget(args: argparse.Namespace) -> float:
-    return parse.seconds(args.case_budget_s) if args.case_budget_s else PROFILE_BASE.case_budget_s
+    return seconds(args.case_budget_s) if args.case_budget_s else PROFILE_BASE.case_budget_s
 
 
 def report_lines(record: dict, timing) -> list[str]:

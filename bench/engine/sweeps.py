@@ -13,26 +13,16 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import itertools
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from bench.backends import BACKENDS, backends_for, get_backend
 from bench.claims import spec as claim_spec
 from bench.engine.geometry import Geometry, axis_geometries, model_geometries
-from bench.engine.parse import (
-    duration,
-    ints,
-    one_int,
-    one_int_or_none,
-    one_of,
-    page_size_check,
-    page_sizes,
-    positive_ints_check,
-    seconds,
-    words,
-)
 from bench.errors import InputError, UsageError
+from bench.kinds.axes import axis, duration, one_int, one_int_or_none, one_of, positive_ints_check, seconds, words
+from bench.kinds.serving import page_size_check, page_sizes
 from bench.problem.case import Case  # re-exported: the engine and its callers name it here
 from bench.problem.columns import shape_from_fields
 from bench.problem.scores import parse_score
@@ -64,14 +54,6 @@ def _workload_check(name: str) -> None:
 def sparsity_labels(text: str) -> tuple[str, ...]:
     """--sparsity's values, each as its label (block:128:1/4 -> block:128:0.25): what case ids and files hold."""
     return tuple(Sparsity.parse(word).label for word in words(text))
-
-
-def axis(default: Any, flag: str, help: str, parse: Callable[[str], Any] = ints,
-         check: Callable[[Any], None] | None = None, clears: str | None = None, shape_field: str | None = None) -> Any:
-    """A sweep axis. clears: a field a profile may derive this axis from, dropped when the user sets it.
-    shape_field: each value goes straight into that AttentionShape field (cases() needs no edit for it)."""
-    return field(default=default, metadata={"flag": flag, "help": help, "parse": parse, "check": check,
-                                            "clears": clears, "shape_field": shape_field})
 
 
 @dataclass(frozen=True)

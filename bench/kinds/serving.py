@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from bench.backends import Unsupported, get_backend
 from bench.backends.base import PAGED_LAYOUTS, RAGGED_LAYOUTS, Backend
 from bench.counts.metrics import model_mem_bytes
+from bench.kinds.axes import ints, positive_ints_check, words
 from bench.kinds.base import ReferenceCache, decode_kv_fields, fits_exactly, refuse_variants
 from bench.problem.case import Case
 from bench.problem.shapes import AttentionShape, rows_label
@@ -24,6 +25,16 @@ from bench.serving.workload import (
 
 if TYPE_CHECKING:
     from bench.reference import Check
+
+
+def page_sizes(text: str) -> tuple[int | None, ...]:
+    """'contiguous,16,128' -> (None, 16, 128): page sizes, 'contiguous' for an unpaged cache beside them."""
+    return tuple(None if word == "contiguous" else ints(word)[0] for word in words(text))
+
+
+def page_size_check(value: int | None) -> None:
+    if value is not None:
+        positive_ints_check("page_size")(value)
 
 
 def _score_elements(shape: AttentionShape) -> int:

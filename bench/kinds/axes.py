@@ -1,9 +1,16 @@
-"""How an axis's text becomes its values: the parsers and checks the sweep's `axis(...)` declarations name. Each
-raises a UsageError that names the value and the rule (bench.engine.options prefixes the flag)."""
+"""How a kind declares a sweep axis (`axis(...)`: its flag, default, parser, check and help) and the parsers and
+checks those declarations name. Each parser raises a UsageError that names the value and the rule
+(bench.engine.options prefixes the flag).
+
+Below the kinds and the engine alike: a kind declares its axes here without importing the engine, which composes
+them into its Sweep (bench.engine.sweep).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import field
+from typing import Any
 
 from bench.errors import UsageError
 from bench.problem.shapes import ShapeError
@@ -70,11 +77,10 @@ def positive_ints_check(name: str) -> Callable[[int], None]:
     return check
 
 
-def page_sizes(text: str) -> tuple[int | None, ...]:
-    """'contiguous,16,128' -> (None, 16, 128): page sizes, 'contiguous' for an unpaged cache beside them."""
-    return tuple(None if word == "contiguous" else ints(word)[0] for word in words(text))
-
-
-def page_size_check(value: int | None) -> None:
-    if value is not None:
-        positive_ints_check("page_size")(value)
+def axis(default: Any, flag: str, help: str, parse: Callable[[str], Any] = ints,
+         check: Callable[[Any], None] | None = None, clears: str | None = None, shape_field: str | None = None) -> Any:
+    """A sweep axis: a field of a kind's axes dataclass, whose values the engine parses and checks.
+    clears: a field a profile may derive this axis from, dropped when the user sets it.
+    shape_field: each value goes straight into that AttentionShape field (the engine sweeps it with no hook)."""
+    return field(default=default, metadata={"flag": flag, "help": help, "parse": parse, "check": check,
+                                            "clears": clears, "shape_field": shape_field})
