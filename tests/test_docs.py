@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from bench import profiles
 from bench.commands import refdoc
 from bench.engine import options, sweeps
 from bench.results.record import FIELDS
@@ -94,22 +95,22 @@ def test_the_statuses_the_readme_names_are_bench_status_statuses():
 
 def test_profiles_table_lists_every_profile_and_nothing_else():
     documented = _first_column(_section("## Profiles"))
-    for device, by_name in sweeps.PROFILES.items():
+    for device, by_name in profiles.PROFILES.items():
         rows = [row.split("|")[1].strip(" `") for row in _section("## Profiles").splitlines()
                 if row.startswith("| `") and f"| {device} |" in row]
         assert rows == list(by_name), device
-    assert set(documented) == {name for by_device in sweeps.PROFILES.values() for name in by_device}
+    assert set(documented) == {name for by_device in profiles.PROFILES.values() for name in by_device}
 
 
 def test_the_profiles_the_readme_names_exist():
-    known = {name for by_device in sweeps.PROFILES.values() for name in by_device}
+    known = {name for by_device in profiles.PROFILES.values() for name in by_device}
     named = re.search(r"--profile quick +# or: (.*)", README).group(1).split(", ")
     assert {"quick", *named} == known, "the README names every profile, and only those"
 
 
 def test_the_readme_s_time_budget_is_the_default_profile_s():
     minutes = int(re.search(r"default profile plans to (\d+) minutes", README).group(1))
-    assert minutes * 60 == sweeps.DEFAULT_TIME_BUDGET_S == sweeps.PROFILES["cpu"]["default"].time_budget_s
+    assert minutes * 60 == profiles.DEFAULT_TIME_BUDGET_S == profiles.PROFILES["cpu"]["default"].time_budget_s
     assert f"planned to {minutes} minutes" in README[:README.index("\n## ")]
 
 

@@ -134,8 +134,9 @@ def test_a_shape_takes_values_and_names_the_text_it_was_given():
 
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
 def test_every_planned_shape_reads_back_from_its_columns(device):
-    from bench.engine.sweeps import PROFILES, cases, profile
+    from bench.engine.sweeps import cases, profile
     from bench.problem.columns import COLUMNS, shape_fields
+    from bench.profiles import PROFILES
     from bench.report.load import INT_COLUMNS
 
     shapes = {c.shape for name in PROFILES[device] for c in cases(profile(name, device), device)}

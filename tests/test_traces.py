@@ -681,14 +681,15 @@ def test_the_sample_adds_cases_and_changes_no_bucket_case(monkeypatch):
     halves, one a backend, after the buckets'."""
     import functools
 
-    from bench.engine import options, sweeps
+    from bench.engine import options
+    from bench.profiles import PROFILES
     from bench.traces import replay as replay_module
 
     def ids(profile: str, device: str) -> list[str]:
         plan = options.plan(options.RunRequest(profile=profile, device=device), default_out=False, listing=True)
         return [c.id for c in plan.cases]
 
-    profiles = [(p, d) for d in ("cpu", "cuda") for p in sweeps.PROFILES[d]]
+    profiles = [(p, d) for d in ("cpu", "cuda") for p in PROFILES[d]]
     with_sample = {key: ids(*key) for key in profiles}
     monkeypatch.setattr(replay_module, "replay", functools.partial(replay_module.replay, check_steps=0))
     for key in profiles:

@@ -4,7 +4,7 @@ Steps (each a subprocess with its own timeout, so one slow step cannot eat the m
 1. the GPU through NVML (found by UUID): clocks, power, temperature, energy counter, clock-event reasons;
 2. the shipped conformance check (`bench check`, bench.conformance) of every built-in backend on CUDA, in each dtype
    it claims, forward and backward, against the float64 reference: the installed package is all it needs;
-3. the `gpu-check` sweep (bench/engine/sweeps.py; about 5 minutes on an H200), calibration included, into DIR;
+3. the `gpu-check` sweep (bench/profiles.py; about 5 minutes on an H200), calibration included, into DIR;
 4. its report (DIR/report) and NVML again;
 5. a compact summary (printed and written to DIR/summary.txt): the ceilings against the anchors, the anchor
    shapes' TFLOP/s, decode's KV bandwidth against the read-only ceiling, SDPA's kernel choices, launch-bound and

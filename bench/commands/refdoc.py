@@ -5,8 +5,7 @@
     python -m bench.commands.refdoc --check     # exit 1 when the committed file differs from what the code gives now
 
 Its sources: the command line's declarations (bench/commands/arguments.json), the exit codes (EXIT_CODES below,
-which tests/test_docs.py holds against bench.cli), bench.results.status, the profiles (bench.engine.sweeps.PROFILES),
-the
+which tests/test_docs.py holds against bench.cli), bench.results.status, the profiles (bench.profiles.PROFILES), the
 backend registry, the record's fields and their meanings (bench.results.record.FIELDS), the docstrings of the modules
 that
 state a rule (RULES), and the first sentence of every module's docstring (the module map).
@@ -207,7 +206,7 @@ def _values(value: Any) -> str:
 
 
 def _sweep(sweep: Any, default: Any) -> str:
-    from bench.engine.sweeps import axis_fields
+    from bench.engine.sweep import axis_fields
 
     flags = {f.name: f.metadata["flag"] for f in axis_fields()}
     parts = []
@@ -223,11 +222,12 @@ def _sweep(sweep: Any, default: Any) -> str:
 
 
 def profiles() -> list[str]:
-    from bench.engine.sweeps import PROFILES, Sweep, axis_fields
+    from bench.engine.sweep import Sweep, axis_fields
+    from bench.profiles import PROFILES
 
     default = Sweep()
     lines = ["## Profiles", "",
-             "`bench run --profile NAME` (bench.engine.sweeps.PROFILES): each profile as the axes it sets; an axis "
+             "`bench run --profile NAME` (bench.profiles.PROFILES): each profile as the axes it sets; an axis "
              "it does not name takes its default, and an axis given on the command line replaces the profile's "
              "(and drops its extra sweeps, the `then` parts).", "",
              "Defaults: " + " ".join(f"`--{f.metadata['flag']} {_values(getattr(default, f.name))}`"

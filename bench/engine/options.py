@@ -1,6 +1,6 @@
 """The run's options, declared once for both front ends: `bench run --FLAG` and `pytest --attn-FLAG`.
 
-The sweep axes come from bench.engine.sweeps's declarations; the few options that are not axes (profile, device,
+The sweep axes come from bench.engine.sweep's declarations; the few options that are not axes (profile, device,
 threads, output, resume, shard) are listed here. `plan()` turns the values into the checked list of cases,
 so both front ends accept, refuse and expand exactly the same input.
 """
@@ -19,6 +19,7 @@ from typing import Any
 
 from bench.engine import sweeps
 from bench.errors import UsageError
+from bench.profiles import PROFILE_HELP, default_profile, profile
 from bench.results import ResultsError, journal_path, read_run
 from bench.results.meta import RunMeta
 
@@ -46,8 +47,7 @@ class Option:
 
 # Not axes: what to sweep from (profile), where (device, threads), and what to do with the results.
 RUN_OPTIONS = (
-    Option("profile", "profile", "quick | default | heads | decode | serving | sparse | traces | full (default: "
-           "default; traces with --workload)"),
+    Option("profile", "profile", PROFILE_HELP),
     Option("device", "device", "cpu or cuda (default: cuda when present, else cpu)", {"choices": ["cpu", "cuda"]}),
     Option("threads", "threads", "torch CPU threads (default on CPU: every core this process may use but one, so "
            "other work cannot stall each parallel call; recorded)"),
@@ -229,8 +229,8 @@ def plan(request: RunRequest, default_out: bool = True, listing: bool = False, h
     device = request.device or (default_device() if here else "cuda")
     if device == "cuda" and here and not listing and not cuda_available():
         raise UsageError("--device cuda: torch sees no CUDA device here")
-    name = request.profile or ("traces" if request.axes.get("workloads") else "default")
-    base = sweeps.profile(name, device)
+    name = request.profile or default_profile(request.axes)
+    base = profile(name, device)
     axes = {f.name: f for f in sweeps.axis_fields()}
     sweep = base.with_axes(**{k: _parse(axes[k], v) for k, v in request.axes.items()})
     threads = request.threads
