@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from bench.problem.columns import shape_from_fields
-from bench.problem.masks import CAUSAL, visible, visible_pairs
+from bench.problem.masks import CAUSAL, NO_MASK, Mask, visible, visible_pairs
 
 
 def test_causal_is_bottom_right_aligned():
@@ -33,6 +33,44 @@ def test_visible_pairs_counts_exactly(sq, skv, causal, window):
     ok = visible(sq, skv, causal, window)
     expected = sq * skv if ok is None else int(ok.sum())
     assert visible_pairs(sq, skv, causal, window) == expected
+
+
+def brute_force(mask: Mask, sq: int, skv: int) -> list[list[bool]]:
+    """The masks' definition, pair by pair: query i at p = i + Skv - Sq, key j at j."""
+    rows = []
+    for i in range(sq):
+        p = i + skv - sq
+        row = []
+        for j in range(skv):
+            ok = j <= p if mask.causal else True
+            if mask.window is not None:
+                ok = ok and p - mask.window < j
+            if mask.chunk is not None:
+                ok = ok and p // mask.chunk == j // mask.chunk
+            row.append(ok)
+        rows.append(row)
+    return rows
+
+
+ONE_RULE_MASKS = [NO_MASK, CAUSAL, Mask(window=1), Mask(window=3), Mask(window=40), Mask(chunk=1), Mask(chunk=4),
+                  Mask(chunk=5), Mask(chunk=40), Mask(window=3, chunk=4), Mask(window=6, chunk=4),
+                  Mask(window=40, chunk=40)]
+ONE_RULE_LENGTHS = [(1, 1), (1, 9), (5, 5), (7, 16), (16, 16), (13, 31), (9, 4), (12, 1), (30, 20)]
+
+
+@pytest.mark.parametrize("mask", ONE_RULE_MASKS, ids=lambda m: m.label)
+@pytest.mark.parametrize("sq, skv", ONE_RULE_LENGTHS)
+def test_one_rule_matches_the_pairwise_definition(mask, sq, skv):
+    # bounds, the boolean matrix and pairs all read Mask.span: each must say what the loop above says
+    expected = brute_force(mask, sq, skv)
+    p, lo, hi = mask.bounds(sq, skv)
+    assert p.tolist() == [i + skv - sq for i in range(sq)]
+    for i, row in enumerate(expected):
+        assert [j for j, ok in enumerate(row) if ok] == list(range(lo[i], hi[i] + 1)), (i, lo[i], hi[i])
+    ok = mask.visible(sq, skv)
+    assert (ok is None) == (mask == NO_MASK)
+    assert (torch.ones(sq, skv, dtype=torch.bool) if ok is None else ok).tolist() == expected
+    assert mask.pairs(sq, skv) == sum(map(sum, expected))
 
 
 def test_causal_square_pairs_formula():
