@@ -21,7 +21,7 @@ import torch
 from bench.backends import attention, variant_values
 from bench.kinds.mha_layer import make_layer_input, merge_heads, split_heads
 from bench.problem.keepset import KeepSet
-from bench.problem.masks import Mask
+from bench.problem.masks import Mask, grid
 from bench.problem.scores import Score
 from bench.problem.shapes import AttentionShape
 
@@ -59,9 +59,8 @@ def _attention64(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Mask, 
     scores = score.apply(scores)  # softcap, then ALiBi (float64 here)
     ok = mask.visible(Sq, Skv)
     if sparse is not None:  # the keep-set, built independently of the mask (bench.problem.keepset), and the mask
-        i = torch.arange(Sq).view(-1, 1) + (Skv - Sq)
-        j = torch.arange(Skv).view(1, -1)
-        kept = sparse.tokens.cpu() if sparse.indices is not None else sparse.allows(i, j).unsqueeze(0)
+        p, j = grid(Sq, Skv)
+        kept = sparse.tokens.cpu() if sparse.indices is not None else sparse.allows(p, j).unsqueeze(0)
         ok = kept.unsqueeze(1) if ok is None else kept.unsqueeze(1) & ok  # (B|1, 1, Sq, Skv)
     if ok is not None:
         scores = scores.masked_fill(~ok, float("-inf"))

@@ -38,7 +38,8 @@ def attention_flops(shape: AttentionShape, pass_: str = "fwd") -> int:
 
 
 def useful_pairs(shape: AttentionShape) -> int:
-    """The (query, key) pairs per sequence and head that count: the mask's, and of those the sparsity's kept ones."""
+    """The (query, key) pairs per sequence and head that count: the mask's (its one rule, bench.problem.masks), and of
+    those the sparsity's kept ones."""
     return kept_pairs(shape.sparsity, shape.mask, shape.seq_q, shape.seq_kv)
 
 

@@ -1,8 +1,8 @@
 """How many (query, key) pairs a sparsity keeps, which blocks it draws, and how many pairs a kernel executes for it:
 pure arithmetic over the lengths (numpy, no torch), so plans, records and the report share one count.
 
-Every mask leaves each query an interval of keys [lo, hi] (bench.problem.masks: none, causal, window, chunk and their
-combinations), and every static sparsity (bench.problem.sparsity) keeps one or two intervals of it, or whole key blocks;
+Every mask leaves each query an interval of keys [lo, hi], read from the one rule (bench.problem.masks, Mask.bounds),
+and every static sparsity (bench.problem.sparsity) keeps one or two intervals of it, or whole key blocks;
 the counts below intersect intervals, row by row, vectorised. topk keeps min(K, visible keys) per query whatever
 the indexer picks, so its kept pairs are exact too; which blocks it touches is known only once it has picked.
 
@@ -26,26 +26,12 @@ from typing import TYPE_CHECKING, Literal
 from bench.problem.masks import Mask
 from bench.problem.sparsity import NO_SPARSITY, SPARSITY_SEED, Sparsity
 
-if TYPE_CHECKING:  # numpy is imported where a sparse count needs it: a dense plan never does
+if TYPE_CHECKING:  # numpy is imported where a count needs it: importing this module stays light
     import numpy as np
 
 Executes = Literal["all", "causal", "visible", "blocks", "selected"]
 EXECUTES: tuple[str, ...] = ("all", "causal", "visible", "blocks", "selected")
 FLEX_BLOCK = 128  # FlexAttention's BlockMask block, both ways (its default; bench.backends.flex builds with it)
-
-
-def mask_bounds(mask: Mask, seq_q: int, seq_kv: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(p, lo, hi): each query's aligned position and the interval of keys its mask leaves (int64, one per query)."""
-    import numpy as np
-
-    p = np.arange(seq_q, dtype=np.int64) + (seq_kv - seq_q)
-    lo = np.zeros(seq_q, dtype=np.int64)
-    hi = np.minimum(p, seq_kv - 1) if mask.causal else np.full(seq_q, seq_kv - 1, dtype=np.int64)
-    if mask.window is not None:
-        lo = np.maximum(lo, p - mask.window + 1)
-    if mask.chunk is not None:
-        lo = np.maximum(lo, p // mask.chunk * mask.chunk)
-    return p, lo, hi
 
 
 def _overlap(a_lo: np.ndarray, a_hi: np.ndarray, b_lo: np.ndarray | int, b_hi: np.ndarray | int
@@ -83,7 +69,7 @@ def block_table(sparsity: Sparsity, mask: Mask, seq_kv: int) -> tuple[tuple[int,
     assert B is not None and D is not None, "a block sparsity"
     rows = seq_kv // B
     starts = np.arange(rows, dtype=np.int64) * B
-    _, lo, hi = mask_bounds(mask, seq_kv, seq_kv)  # a row's candidates: from its first query's lo to its last's hi
+    _, lo, hi = mask.bounds(seq_kv, seq_kv)  # a row's candidates: from its first query's lo to its last's hi
     table = []
     for r in range(rows):
         first, last = int(lo[starts[r]]) // B, int(hi[starts[r] + B - 1]) // B
@@ -101,7 +87,7 @@ def _intervals(sparsity: Sparsity, mask: Mask, seq_q: int, seq_kv: int) -> list[
     interval (an upper bound: which keys it keeps is the indexer's)."""
     import numpy as np
 
-    p, lo, hi = mask_bounds(mask, seq_q, seq_kv)
+    p, lo, hi = mask.bounds(seq_q, seq_kv)
     rows = np.arange(seq_q, dtype=np.int64)
     kind = sparsity.kind
     if kind in ("none", "topk"):
@@ -134,7 +120,7 @@ def kept_per_row(sparsity: Sparsity, mask: Mask, seq_q: int, seq_kv: int) -> np.
     import numpy as np
 
     if sparsity.kind == "topk":
-        _, lo, hi = mask_bounds(mask, seq_q, seq_kv)
+        _, lo, hi = mask.bounds(seq_q, seq_kv)
         return np.minimum(_length(lo, hi), sparsity.k)
     counts = np.zeros(seq_q, dtype=np.int64)
     parts = _intervals(sparsity, mask, seq_q, seq_kv)
@@ -174,28 +160,17 @@ def kept_keys(sparsity: Sparsity, mask: Mask, seq_q: int, seq_kv: int) -> int:
     return min(keys, seq_q * sparsity.k) if sparsity.kind == "topk" else keys  # type: ignore[operator]
 
 
-def _row_bounds(mask: Mask, p: int, seq_kv: int) -> tuple[int, int]:
-    """The keys [lo, hi] the mask leaves the query at aligned position p (mask_bounds for one query)."""
-    lo, hi = 0, min(p, seq_kv - 1) if mask.causal else seq_kv - 1
-    if mask.window is not None:
-        lo = max(lo, p - mask.window + 1)
-    if mask.chunk is not None:
-        lo = max(lo, p // mask.chunk * mask.chunk)
-    return lo, hi
-
-
 def _mask_block_pairs(mask: Mask, seq_q: int, seq_kv: int, block: int) -> int:
-    """block_pairs of the mask alone, in plain Python: a Q block's rows leave one run of keys, from its first row's
-    lo to its last row's hi (each bound grows with the row), and every KV block across that run holds a pair."""
-    off, total = seq_kv - seq_q, 0
-    for start in range(0, seq_q, block):
-        rows = min(block, seq_q - start)
-        lo, _ = _row_bounds(mask, start + off, seq_kv)
-        _, hi = _row_bounds(mask, start + rows - 1 + off, seq_kv)
-        if hi >= lo:
-            first, last = lo // block * block, min(seq_kv, (hi // block + 1) * block)
-            total += rows * (last - first)
-    return total
+    """block_pairs of the mask alone: a Q block's rows leave one run of keys, from its first row's lo to its last
+    row's hi (each bound grows with the row), and every KV block across that run holds a pair."""
+    import numpy as np
+
+    _, lo, hi = mask.bounds(seq_q, seq_kv)
+    first_row = np.arange(0, seq_q, block)
+    last_row = np.minimum(first_row + block, seq_q) - 1
+    run_lo, run_hi = lo[first_row], hi[last_row]
+    first, last = run_lo // block * block, np.minimum(seq_kv, (run_hi // block + 1) * block)
+    return int(((last_row - first_row + 1) * (last - first))[run_hi >= run_lo].sum())
 
 
 @functools.lru_cache(maxsize=4096)

@@ -3,8 +3,8 @@
 The forms a backend may read (all of the same keep-set, built once per inputs):
   tokens   bool (1 or B, Sq, Skv): True where query i keeps key j, the mask already ANDed in (1 for a static
            sparsity, whose keep-set is the same for every sequence; B for topk, selected per sequence)
-  blocks   block:B:D only: bool (Skv/B, Skv/B), row r = the query positions rB .. rB + B - 1 (bottom-right aligned:
-           query i sits at p = i + Skv - Sq), column c = keys cB .. cB + B - 1; True where the block is kept
+  blocks   block:B:D only: bool (Skv/B, Skv/B), row r = the query positions rB .. rB + B - 1 (aligned as the mask
+           aligns them, bench.problem.masks), column c = keys cB .. cB + B - 1; True where the block is kept
   indices  topk only: int64 (B, Sq, K), the keys each query keeps, ascending, -1 where it sees fewer than K keys;
            the same keys for all of its heads
 `allows(q_pos, k_pos, ...)` is the one definition: the boolean `tokens`, FlexAttention's mask_mod and a user kernel's
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from bench.counts.pairs import block_table
-from bench.problem.masks import Mask
+from bench.problem.masks import Mask, grid
 from bench.problem.sparsity import Sparsity
 
 if TYPE_CHECKING:
@@ -82,9 +82,7 @@ class KeepSet:
         """bool (1 or B, Sq, Skv): the pairs kept, the mask ANDed in."""
         import torch
 
-        i = torch.arange(self.seq_q, device=self.device).view(-1, 1)  # (Sq, 1) query index
-        p = i + self.offset  # aligned position
-        j = torch.arange(self.seq_kv, device=self.device).view(1, -1)  # (1, Skv)
+        p, j = grid(self.seq_q, self.seq_kv, self.device)  # (Sq, 1) aligned positions, (1, Skv) keys
         visible = self.mask.allows(p, j)
         if self.sparsity.kind != "topk":
             return (self.allows(p, j) & visible).expand(self.seq_q, self.seq_kv).unsqueeze(0)

@@ -2,8 +2,8 @@
 every backend and the reference receive whole, with its keep-set in tensors (bench.problem.keepset.KeepSet).
 
 A sparsity is an explicit keep-set ANDed with the case's mask (bench.problem.masks): the float64 reference is the dense
-reference under that combined mask, and every backend is handed the same keep-set. Positions are bottom-right
-aligned as the mask's are: with off = Skv - Sq, query i sits at p = i + off, key j at j.
+reference under that combined mask, and every backend is handed the same keep-set. Positions are the mask's
+(bench.problem.masks): query i at its aligned position p, key j at j.
   none               every pair the mask leaves: today's dense case (its case ids carry no sparsity)
   block:B:D          the keys, and the query positions, are cut into blocks of B from position 0; in each row of
                      query blocks, D x n (rounded half up, at least one) of the n key blocks the mask leaves visible

@@ -10,25 +10,29 @@ mean longest context (what a padded layout pays for), the others in two groups w
 spread that are left. Prefill: equal chunks over the mean cached context, or with several rows one at the steps'
 mean longest row and the others sharing the rest.
 The error: two work models are summed over the real steps and over the buckets' batches times their weights,
-packed work (the (query, key) pairs a causal mask leaves: what per-sequence, packed and varlen layouts compute)
+packed work (the (query, key) pairs a causal mask leaves, as bench.problem.masks counts them: what per-sequence,
+packed and varlen layouts compute)
 and padded work (every row at the step's longest: what a padded layout computes); the difference is stated. That is
 work, not time: bench.traces.sample times real steps to check the buckets in time.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
+from bench.problem.masks import CAUSAL
 from bench.problem.shapes import rows_label
 from bench.traces.schedule import Step
 
 MAX_BUCKETS = 24  # per phase: two Azure traces x 2 phases x 24 x 4 CPU backends stays a few hundred cases
 
 
+@functools.lru_cache(maxsize=1 << 16)  # a replay asks it of every prefill row, and a trace repeats its lengths
 def visible(q: int, kv: int) -> int:
-    """Pairs a bottom-right causal mask leaves for q queries at the end of kv keys."""
-    return q * kv - q * (q - 1) // 2
+    """Pairs a bottom-right causal mask leaves for q queries at the end of kv keys (Mask.pairs)."""
+    return CAUSAL.pairs(q, kv)
 
 
 def _grid(x: float, per_octave: int) -> int:
@@ -129,7 +133,7 @@ def add_step(found: Sums, step: Step) -> None:
             q += a
             kv += b
             most_q, most_kv = max(most_q, a), max(most_kv, b)
-            packed += a * b - a * (a - 1) // 2  # visible(a, b), inlined
+            packed += visible(a, b)
         _add(found, ("prefill", prefill_key(q, kv, rows)),
              (1, rows, q, kv, 0.0, most_kv, most_q, float(packed), float(rows * visible(most_q, most_kv))))
     if step.decode_rows:
