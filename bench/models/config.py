@@ -9,6 +9,11 @@ every non-MLA model), or layers x (kv_lora_rank + qk_rope_head_dim) x element si
 indexer (DeepSeek-V3.2's sparse attention, DSA) caches its index key beside them, layers x index_head_dim x element
 size more; at a context it holds min(context, window) tokens when sliding, all of them when full. Encoder-only models
 cache nothing.
+
+Hybrid models. A linear layer (gated DeltaNet, Kimi Delta Attention, Mamba-2, Mamba: bench.models.linear) caches no
+K or V: it keeps a fixed state per sequence, counted apart from the KV bytes (`linear_state_group`). A model's layers
+hold one linear kind at most; `all_attention` is the same model with each linear layer made a full attention layer of
+the model's own attention geometry, the cache a hybrid is compared with.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal, NamedTuple
 
 from bench.errors import InputError
+from bench.models.linear import LINEAR_KINDS, STATE_DTYPE, LinearKind, LinearState, StateGroup
 
 # chunked: Llama-4's chunked local attention; its cache holds min(context, chunk) tokens, like a window of the chunk
 LayerKind = Literal["full", "sliding", "chunked"]
@@ -39,12 +45,12 @@ class ModelConfig:
     (then hidden_size is None, and n_heads may be None: the variant is unknown)."""
 
     name: str
-    layers: int  # num_hidden_layers: every layer holds a cache when decoding
+    layers: int  # num_hidden_layers: every layer holds a cache when decoding (a linear layer: a fixed state)
     hidden_size: int | None
     n_heads: int | None  # query heads
     n_kv_heads: int  # K/V heads (MLA: the config's num_key_value_heads, those of a decompressed head)
     head_dim: int  # MLA: qk_nope_head_dim + qk_rope_head_dim
-    layer_kinds: tuple[LayerKind, ...] = ()  # one per layer; empty: all "full"
+    layer_kinds: tuple[LayerKind | LinearKind, ...] = ()  # one per layer; empty: all "full"
     window: int | None = None  # sliding_window; set iff some layer slides
     kv_lora_rank: int | None = None  # MLA: the compressed K/V latent
     qk_rope_head_dim: int | None = None  # MLA: the decoupled rotary key, cached next to the latent
@@ -64,6 +70,8 @@ class ModelConfig:
     index_topk: int | None = None
     index_n_heads: int | None = None
     index_head_dim: int | None = None
+    linear: LinearState | None = None  # what each linear layer keeps; set iff some layer is linear (of its kind)
+    assumed: tuple[str, ...] = ()  # fields the config left out, taken at transformers' default, each saying so
 
     @property
     def score(self) -> str:
@@ -84,8 +92,11 @@ class ModelConfig:
                 raise ConfigError(f"{self.name}: {name}={value!r} must be a positive integer")
         if self.n_heads is not None:
             _check_heads(self.n_heads, self.n_kv_heads, f"{self.name}: ", "n_heads", "n_kv_heads")
-        if len(self.layer_kinds) != self.layers or not set(self.layer_kinds) <= set(LAYER_KINDS):
+        if len(self.layer_kinds) != self.layers or not set(self.layer_kinds) <= {*LAYER_KINDS, *LINEAR_KINDS}:
             raise ConfigError(f"{self.name}: layer_kinds must hold {self.layers} entries of 'full' or 'sliding'")
+        linear_kinds = set(self.layer_kinds) & set(LINEAR_KINDS)
+        if linear_kinds != ({self.linear.kind} if self.linear else set()):
+            raise ConfigError(f"{self.name}: linear must be set exactly when some layer is linear, of that kind")
         if ("sliding" in self.layer_kinds) != (self.window is not None):
             raise ConfigError(f"{self.name}: window must be set exactly when some layer is sliding")
         if ("chunked" in self.layer_kinds) != (self.chunk is not None):
@@ -131,6 +142,23 @@ class ModelConfig:
     @property
     def chunked_layers(self) -> int:
         return self.layer_kinds.count("chunked")
+
+    @property
+    def linear_layers(self) -> int:
+        """Layers that keep a fixed state instead of a KV cache (0 unless hybrid)."""
+        return self.layer_kinds.count(self.linear.kind) if self.linear else 0
+
+    @property
+    def is_hybrid(self) -> bool:
+        return self.linear is not None
+
+    def all_attention(self) -> ModelConfig:
+        """The same model with every linear layer a full attention layer of its own attention geometry (heads, head
+        dim or MLA latent): the cache a hybrid saves against. Itself when nothing is linear."""
+        if self.linear is None:
+            return self
+        return replace(self, layer_kinds=tuple("full" if k in LINEAR_KINDS else k for k in self.layer_kinds),
+                       linear=None)
 
     def cap(self, kind: LayerKind) -> int | None:
         """The most tokens a layer of this kind caches: the window, the chunk, or None (the whole context)."""
@@ -180,7 +208,8 @@ class ModelConfig:
         """The model cut to its first n layers (with their kinds): small caches that keep the model's layout."""
         kinds = self.layer_kinds[:n]
         return replace(self, layers=n, layer_kinds=kinds, window=self.window if "sliding" in kinds else None,
-                       chunk=self.chunk if "chunked" in kinds else None)
+                       chunk=self.chunk if "chunked" in kinds else None,
+                       linear=self.linear if self.linear and self.linear.kind in kinds else None)
 
 
 def _check_heads(n_heads: int, n_kv_heads: int, where: str, heads: str, kv_heads: str) -> None:
@@ -258,6 +287,22 @@ def kv_total_bytes(cfg: ModelConfig, context: int, batch: int = 1, dtype: str | 
     return sum(g.total_bytes(context, batch) for g in kv_layer_groups(cfg, dtype))
 
 
+def linear_state_group(cfg: ModelConfig) -> StateGroup | None:
+    """A hybrid's linear layers and the state each keeps per sequence (the recurrent state in fp32, the convolution
+    state in the model's dtype: bench.models.linear); None for a model without linear layers or an encoder."""
+    if cfg.linear is None or cfg.encoder_only:
+        return None
+    state, conv = element_bytes(STATE_DTYPE), element_bytes(cfg.dtype)
+    return StateGroup(cfg.linear.kind, cfg.linear_layers, cfg.linear, STATE_DTYPE, cfg.dtype,
+                      cfg.linear.state_elements * state, cfg.linear.conv_elements * conv)
+
+
+def linear_state_bytes(cfg: ModelConfig) -> int:
+    """Bytes of every linear layer's state for one sequence, the same at any context (0 without linear layers)."""
+    group = linear_state_group(cfg)
+    return 0 if group is None else group.bytes_per_sequence
+
+
 def kv_cached_tokens(cfg: ModelConfig, context: int) -> int:
     """The most tokens any layer holds at this context (0 without a cache)."""
     return max((g.cached_tokens(context) for g in kv_layer_groups(cfg)), default=0)
@@ -278,9 +323,11 @@ class AttentionKind(NamedTuple):
 
 
 def attention_shapes(cfg: ModelConfig) -> list[AttentionKind]:
-    """One entry per layer kind present (full first). MLA is given in its prefill form, K and V decompressed
+    """One entry per attention layer kind present (full first). MLA is given in its prefill form, K and V decompressed
     per head: Hkv = num_key_value_heads, head_dim = qk_nope_head_dim + qk_rope_head_dim (a model sweep adds the
-    latent dims and v_head_dim from the config: bench.engine.geometry)."""
+    latent dims and v_head_dim from the config: bench.engine.geometry). A hybrid's linear layers (gated DeltaNet,
+    Mamba, ...) are not attention of any kind here and are not swept yet: only its attention layers' shapes are
+    given (none for a model whose every layer is linear)."""
     if cfg.n_heads is None:
         raise ConfigError(f"{cfg.name}: the number of query heads is unknown, so its attention shape is too")
     return [AttentionKind(kind, cfg.layer_kinds.count(kind), cfg.n_heads, cfg.n_kv_heads, cfg.head_dim,
@@ -290,7 +337,9 @@ def attention_shapes(cfg: ModelConfig) -> list[AttentionKind]:
 
 def model_facts(cfg: ModelConfig, dtypes: tuple[str, ...]) -> dict:
     """What a run records of a model it sweeps (RunMeta.models), so reports need no config file: its layers per
-    attention kind, window, and KV bytes per token of all layers of each kind, per dtype of the sweep."""
+    attention kind, window, and KV bytes per token of all layers of each kind, per dtype of the sweep. A hybrid's
+    layers also count its linear kind (e.g. "deltanet": 36), and `linear_state_bytes` gives their fixed state per
+    sequence, all linear layers (keys present only for a hybrid, so other models' facts are unchanged)."""
     kv: dict[str, dict[str, int]] = {}
     for dtype in dtypes:
         per_kind: dict[str, int] = {}
@@ -298,6 +347,8 @@ def model_facts(cfg: ModelConfig, dtypes: tuple[str, ...]) -> dict:
             per_kind[group.kind] = per_kind.get(group.kind, 0) + group.bytes_per_token
         kv[dtype] = per_kind
     chunked = {"chunked": cfg.chunked_layers} if cfg.chunk else {}  # keys only when chunked: old facts unchanged
-    return {"layers": {"full": cfg.full_layers, "sliding": cfg.sliding_layers, **chunked}, "window": cfg.window,
-            **({"chunk": cfg.chunk} if cfg.chunk else {}),
+    linear = {cfg.linear.kind: cfg.linear_layers} if cfg.linear else {}
+    return {"layers": {"full": cfg.full_layers, "sliding": cfg.sliding_layers, **chunked, **linear},
+            "window": cfg.window, **({"chunk": cfg.chunk} if cfg.chunk else {}),
+            **({"linear_state_bytes": linear_state_bytes(cfg)} if cfg.linear else {}),
             "encoder_only": cfg.encoder_only, "source": cfg.source, "kv_bytes_per_token": kv}

@@ -1,7 +1,7 @@
 """Reading a HuggingFace-style config.json (a local file; never the network) into a bench.models.ModelConfig.
 
 `load_config(path_or_preset_name)` reads a file, a folder holding config.json, or the name of a preset shipped in
-bench/models/configs/ (the eleven presets are such files, read by the same code).
+bench/models/configs/ (the presets are such files, read by the same code).
 
 The rules, each applied as written (bench/REFERENCE.md shows them from this docstring):
 
@@ -44,6 +44,37 @@ The rules, each applied as written (bench/REFERENCE.md shows them from this docs
     qwen2 / qwen2_moe / qwen3 / qwen3_moe: `use_sliding_window` false -> all full; true -> layers
       0 .. max_window_layers - 1 full and the rest sliding (transformers' Qwen2Config);
   anything else with a non-null sliding_window is refused, naming `layer_types` (give it to say which layers slide).
+- Linear layers (hybrids). A config whose (text config's) model_type is one of the families below is read as that
+  family's transformers config class reads it: a field it leaves out takes the class's default (in brackets; each
+  one taken is listed in the model's `assumed`, and `bench kv` prints it); a `layer_types` list (or its alias
+  `layers_block_type`) holds one entry per layer, "mamba" and "attention" read as "linear_attention" and
+  "full_attention" (transformers renames them so for every model). What a linear layer keeps: bench.models.linear.
+    qwen3_next, qwen3_5 / qwen3_5_text, qwen3_5_moe / qwen3_5_moe_text: gated DeltaNet. Layers: `layer_types` of
+      "linear_attention" / "full_attention", else linear unless (i + 1) % full_attention_interval [4] == 0.
+      State: linear_num_value_heads [32] x linear_key_head_dim [128] x linear_value_head_dim [128]; convolution
+      channels 2 x linear_num_key_heads [16] x linear_key_head_dim + linear_num_value_heads x linear_value_head_dim,
+      kernel linear_conv_kernel_dim [4]; the value heads must be a multiple of the key heads. Attention:
+      num_key_value_heads [2; qwen3_5_text 4], head_dim [256].
+    kimi_linear: Kimi Delta Attention; its full layers are MLA. Layers: `layer_types`, else `linear_attn_config`'s
+      full_attn_layers and kda_layers (1-based; between them every layer once), else full on layers i > 0 with
+      i % 4 == 0. State: H x d x d, with H, d and the kernel from linear_attn_config's num_heads, head_dim,
+      short_conv_kernel_size, else linear_num_heads [32], linear_head_dim [128], linear_conv_kernel_dim [4];
+      convolution channels 3 x H x d. Attention: kv_lora_rank [512], qk_rope_head_dim [64], qk_nope_head_dim
+      [128], v_head_dim [128], num_key_value_heads [32].
+    bamba: Mamba-2; full on the 0-based `attn_layer_indices`, Mamba-2 elsewhere (every layer without them);
+    granitemoehybrid: Mamba-2; `layer_types`, every layer Mamba-2 without it. State: mamba_n_heads [128] x
+      mamba_d_head ["auto": mamba_expand x hidden_size / mamba_n_heads] x mamba_d_state [256], which must give
+      mamba_d_head x mamba_n_heads = mamba_expand [2] x hidden_size; convolution channels mamba_expand x hidden_size
+      + 2 x mamba_n_groups [1] x mamba_d_state, kernel mamba_d_conv [4]. Attention: bamba's num_key_value_heads [8].
+    jamba: Mamba; full when i % attn_layer_period [8] == attn_layer_offset [4] (the offset below the period).
+      State: (mamba_expand [2] x hidden_size) x mamba_d_state [16]; convolution channels mamba_expand x hidden_size,
+      kernel mamba_d_conv [4]. Attention: num_key_value_heads [8].
+  A linear field given as null, or not a positive integer, is refused by name, as is a layer_types entry that is not
+  one of the family's kinds. Refused as well, so that a hybrid is never read as all attention: any other model_type
+  transformers knows with recurrent or linear layers (falcon_h1, whose every layer runs attention and Mamba-2 side
+  by side; nemotron_h, zamba2, lfm2, minimax, ...), and a config of any other model_type carrying a field only such
+  models have (layers_block_type, hybrid_override_pattern, attn_layer_indices, attn_layer_period,
+  full_attention_interval, linear_attn_config, mamba_d_state, ssm_state_size, linear_num_value_heads, ...).
 - Window. `sliding_window`, kept only when some layer slides; only sliding layers are capped at it: a layer caches
   min(context, window) tokens, a full layer all of them. A chunked layer caches min(context, attention_chunk_size)
   tokens (transformers gives it the sliding-window cache layer, with the chunk as its window).
@@ -75,6 +106,14 @@ from typing import Any
 
 from bench.errors import UsageError
 from bench.models.config import DEFAULT_DTYPE, ConfigError, LayerKind, ModelConfig, _check_heads
+from bench.models.config_hybrid import (  # noqa: F401  (HF_LAYER_TYPES: importable from here as before)
+    FAMILIES,
+    HF_LAYER_TYPES,
+    read_hybrid,
+    refuse_unknown,
+    supported,
+    with_defaults,
+)
 
 CONFIG_DTYPES: dict[str, str] = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 # The presets shipped as bench/models/configs/<name>.json, in the order they are listed to users.
@@ -83,8 +122,6 @@ PRESET_NAMES: tuple[str, ...] = ("transformer-base", "bert-base", "gpt2", "qwen2
                                  "deepseek-v3.2", "gemma-2-9b")
 
 ENCODER_MODEL_TYPES = frozenset({"bert", "roberta", "xlm-roberta", "electra", "deberta", "deberta-v2", "modernbert"})
-HF_LAYER_TYPES: dict[str, LayerKind] = {"full_attention": "full", "sliding_attention": "sliding",
-                                        "chunked_attention": "chunked"}
 _ALIASES = {"num_hidden_layers": "n_layer", "num_attention_heads": "n_head", "hidden_size": "n_embd"}
 _OTHER_KV_KEYS = ("num_kv_heads", "n_head_kv", "n_kv_heads", "multi_query", "multi_query_group_num")
 _QWEN_TYPES = frozenset({"qwen2", "qwen2_moe", "qwen3", "qwen3_moe"})
@@ -143,6 +180,10 @@ def parse_config(data: Any, origin: str = "config.json", name: str = "model") ->
         text, prefix = data["text_config"], "text_config."
         if not isinstance(text, dict):
             raise ConfigError(f"{origin}: text_config must be a JSON object")
+    model_type = text.get("model_type") or outer.get("model_type") or ""
+    if not isinstance(model_type, str):
+        raise ConfigError(f"{origin}: {prefix}model_type={model_type!r} is not a string")
+    text, assumed = with_defaults(text, model_type)  # a hybrid family's transformers defaults, each noted
     r = _Reader(text, origin, prefix)
 
     if text.get("is_encoder_decoder") is True or outer.get("is_encoder_decoder") is True:
@@ -155,9 +196,6 @@ def parse_config(data: Any, origin: str = "config.json", name: str = "model") ->
     layers = r.positive("num_hidden_layers")
     n_heads = r.positive("num_attention_heads", why="without attention heads there is no attention to size")
     hidden = r.positive("hidden_size")
-    model_type = text.get("model_type") or outer.get("model_type") or ""
-    if not isinstance(model_type, str):
-        raise ConfigError(f"{origin}: {prefix}model_type={model_type!r} is not a string")
 
     n_kv = r.positive("num_key_value_heads", required=False)
     if n_kv is None and model_type == "falcon":
@@ -187,7 +225,13 @@ def parse_config(data: Any, origin: str = "config.json", name: str = "model") ->
         isinstance(architectures, list) and bool(architectures)
         and all(isinstance(a, str) and a.endswith("ForMaskedLM") for a in architectures))
 
-    kinds = _layer_kinds(r, layers, model_type)
+    linear = None
+    if model_type in FAMILIES:
+        kinds, linear, notes = read_hybrid(r, layers, hidden, model_type)  # type: ignore[arg-type]
+        assumed += notes
+    else:
+        refuse_unknown(text, model_type, f"{origin}: {prefix}")
+        kinds = _layer_kinds(r, layers, model_type)  # type: ignore[assignment]
     window = r.positive("sliding_window", required=False) if "sliding" in kinds else None
     if "sliding" in kinds and window is None:
         raise ConfigError(f"{origin}: {prefix}sliding_window is missing but some layers are sliding")
@@ -217,7 +261,7 @@ def parse_config(data: Any, origin: str = "config.json", name: str = "model") ->
     return ModelConfig(name, layers, hidden, n_heads, n_kv, head_dim, kinds, window, mla["kv_lora_rank"],
                        mla["qk_rope_head_dim"], mla["v_head_dim"], dtype, encoder_only, model_type,
                        str(outer.get("_source") or origin), str(outer.get("_note") or ""), chunk, softcap,
-                       model_type == "gpt_oss", alibi, ignored, **dsa)
+                       model_type == "gpt_oss", alibi, ignored, **dsa, linear=linear, assumed=assumed)
 
 
 def _falcon_kv_heads(r: _Reader, n_heads: int) -> int:
@@ -270,7 +314,8 @@ def _layer_kinds(r: _Reader, layers: int, model_type: str) -> tuple[LayerKind, .
         unknown = sorted({str(t) for t in layer_types if t not in HF_LAYER_TYPES})
         if unknown:
             raise ConfigError(f"{where}layer_types holds {', '.join(map(repr, unknown))}; only "
-                              f"{' and '.join(map(repr, HF_LAYER_TYPES))} are supported")
+                              f"{' and '.join(map(repr, HF_LAYER_TYPES))} are supported for model_type "
+                              f"{model_type or 'unnamed'!r} (linear layers are read for {supported()})")
         return tuple(HF_LAYER_TYPES[t] for t in layer_types)
     if text.get("attention_chunk_size") is not None:  # Llama4TextConfig: the RoPE layers are the chunked ones
         rope = text.get("no_rope_layers")
