@@ -362,7 +362,8 @@ OLD_PRESETS = {
 
 
 def test_presets_read_from_files_keep_their_facts() -> None:
-    assert tuple(PRESETS) == PRESET_NAMES == (*OLD_PRESETS, "deepseek-v3", "deepseek-v3.2", "gemma-2-9b")
+    assert tuple(PRESETS) == PRESET_NAMES == (*OLD_PRESETS, "deepseek-v3", "deepseek-v3.2", "gemma-2-9b",
+                                              "qwen3-next-80b-a3b")
     gemma = PRESETS["gemma-2-9b"]  # sliding and full layers alternate, every layer soft-caps its scores
     assert gemma.layer_kinds == ("sliding", "full") * 21 and gemma.window == 4096 and gemma.softcap == 50.0
     assert (gemma.n_heads, gemma.n_kv_heads, gemma.head_dim) == (16, 8, 256) and not gemma.ignored[1:]

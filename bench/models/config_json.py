@@ -119,7 +119,7 @@ CONFIG_DTYPES: dict[str, str] = {"bfloat16": "bf16", "float16": "fp16", "float32
 # The presets shipped as bench/models/configs/<name>.json, in the order they are listed to users.
 PRESET_NAMES: tuple[str, ...] = ("transformer-base", "bert-base", "gpt2", "qwen2.5-0.5b", "llama-2-7b",
                                  "llama-2-70b", "llama-3-8b", "mistral-7b-v0.1", "gpt-3-175b", "deepseek-v3",
-                                 "deepseek-v3.2", "gemma-2-9b")
+                                 "deepseek-v3.2", "gemma-2-9b", "qwen3-next-80b-a3b")
 
 ENCODER_MODEL_TYPES = frozenset({"bert", "roberta", "xlm-roberta", "electra", "deberta", "deberta-v2", "modernbert"})
 _ALIASES = {"num_hidden_layers": "n_layer", "num_attention_heads": "n_head", "hidden_size": "n_embd"}
