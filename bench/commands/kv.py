@@ -1,5 +1,11 @@
 """`python -m bench kv`: KV cache size for a config.json, a preset or a custom geometry, MHA vs GQA vs MQA, and what
-fits. --config and --model are read by bench.models.config_json.load_config, whose docstring states the rules."""
+fits. --config and --model are read by bench.models.config_json.load_config, whose docstring states the rules.
+
+A hybrid (linear layers beside attention ones: Qwen3-Next, Kimi Linear, Bamba, Jamba, ...) is shown per layer kind:
+the attention layers' KV bytes per token and at the context, the linear layers' fixed state per sequence (its
+recurrent and convolution parts, bench.models.linear), both together, and the same model with every layer full
+attention: its KV cache, what the hybrid saves against it, and the context at which the linear layers' state equals
+the KV cache they would hold as full layers. Fitting --memory counts the state too."""
 
 from __future__ import annotations
 
@@ -8,7 +14,7 @@ import json
 from typing import Any
 
 from bench.errors import UsageError
-from bench.models.config import DTYPE_BYTES, ModelConfig
+from bench.models.config import DTYPE_BYTES, ModelConfig, linear_state_group
 from bench.models.config_json import PRESET_NAMES, load_config, preset_config
 from bench.models.kvsize import (
     check_dtype,
@@ -85,6 +91,11 @@ def build_report(model: ModelConfig, context: int, batch: int, dtype: str, memor
         "layer_groups": [{**g.as_dict(), "tokens": g.cached_tokens(context),
                           "total_bytes": g.total_bytes(context, batch)} for g in est.groups],
     }
+    if model.assumed:
+        report["assumed"] = list(model.assumed)
+    group = linear_state_group(model)
+    if group is not None:
+        report.update(_hybrid(model, est, group.as_dict(), context, batch, dtype))
     if model.encoder_only:
         report["note"] = f"{model.name} is encoder-only: no decoding, so no KV cache"
     if model.is_mla and not model.encoder_only:
@@ -99,6 +110,19 @@ def build_report(model: ModelConfig, context: int, batch: int, dtype: str, memor
         report.update(memory_bytes=memory, max_context=fit_context, max_batch=max_batch(model, context, dtype, memory),
                       any_context_fits=fit_context is None)
     return report
+
+
+def _hybrid(model: ModelConfig, est: Any, group: dict[str, Any], context: int, batch: int, dtype: str) \
+        -> dict[str, Any]:
+    """A hybrid's linear state, its KV cache and state together, and the model with every layer full attention."""
+    twin = estimate(model.all_attention(), context, batch, dtype)
+    replaced = twin.bytes_per_token - est.bytes_per_token  # what the linear layers would cache per token as attention
+    state = group["bytes_per_sequence"]
+    return {"linear_layers": model.linear_layers, "state_groups": [group], "state_bytes": est.state_bytes,
+            "cache_bytes": est.cache_bytes,
+            "all_attention": {"bytes_per_token": twin.bytes_per_token, "total_bytes": twin.total_bytes},
+            "saving_bytes": twin.total_bytes - est.cache_bytes,
+            "break_even_context": -(-state // replaced) if replaced > 0 else None}
 
 
 def _variant_row(variant: str | None, m: ModelConfig, this_model: bool, context: int, batch: int, dtype: str,
@@ -116,10 +140,12 @@ def render(r: dict[str, Any]) -> str:
     if not r["has_kv_cache"]:
         return f"{r['note']} (0 bytes at any context and batch)."
     hybrid = r["full_layers"] and r["sliding_layers"]
+    states = r.get("state_groups", [])
     kinds = [f"{r[k + '_layers']} {k}" for k in ("full", "sliding", "chunked") if r.get(k + "_layers")]
+    kinds += [f"{g['layers']} {g['name']}" for g in states]
     layers = f"{r['layers']} layers" + (f" ({', '.join(kinds)})" if len(kinds) > 1 else "")
     heads = f"Hq={r['n_heads']}, " if r["n_heads"] else ""
-    if r["kv_latent_dim"]:
+    if r["kv_latent_dim"] and r["layer_groups"]:
         g = r["layer_groups"][0]
         geometry = (f"{heads}MLA: one latent of {g['latent_dim']:,} elements per token and layer, shared by all heads")
     else:
@@ -136,6 +162,9 @@ def render(r: dict[str, Any]) -> str:
         growing = sum(g["bytes_per_token"] for g in r["layer_groups"] if g["kind"] == "full")
         per_token += (f"; past the {r['window']:,}-token window only the {r['full_layers']} full layers grow: "
                       f"{format_bytes(growing)} ({growing:,} bytes)")
+    if states:
+        linear = " and ".join(f"{g['layers']} {g['name']}" for g in states)
+        per_token += f"; the {linear} layers cache none"
     lines = [
         f"{r['model']}: {layers}, {geometry}{window}, {r['dtype']} ({r['element_bytes']} bytes/element)",
         per_token,
@@ -144,21 +173,47 @@ def render(r: dict[str, Any]) -> str:
     ]
     if r["tokens"] < r["context"]:
         lines[-1] += f"; the sliding window caps the cache at {r['tokens']:,} tokens"
-    if len(r["layer_groups"]) > 1:
+    if len(r["layer_groups"]) > 1 or states:
         for g in r["layer_groups"]:
             capped = f" (the {'chunk' if g['kind'] == 'chunked' else 'window'})" if g["tokens"] < r["context"] else ""
             lines.append(f"  {g['layers']} {g['kind']} layers: {format_bytes(g['bytes_per_token'])}/token x "
                          f"{g['tokens']:,} tokens{capped} x batch {r['batch']} = {format_bytes(g['total_bytes'])}")
-    lines += [f"({note})" for note in r.get("ignored", [])]
+    if states:
+        lines += [*map(_state_line, states, [r["batch"]] * len(states)), *_hybrid_lines(r)]
+    lines += [f"({note})" for note in r.get("ignored", []) + r.get("assumed", [])]
     if "variants_note" in r:
         lines += ["", r["variants_note"]]
     elif len(r["variants"]) > 1:
-        lines += ["", *_variant_table(r)]
+        lines += ["", *(["the attention layers' KV cache as MHA / GQA / MQA (the linear state unchanged):"]
+                        if "state_groups" in r else []), *_variant_table(r)]
     elif r["n_heads"] is None:
         lines.append("(give --heads to compare MHA / GQA / MQA)")
     if "memory_bytes" in r:
         lines += ["", *_memory_lines(r)]
     return "\n".join(lines)
+
+
+def _state_line(g: dict[str, Any], batch: int) -> str:
+    shape = " x ".join(f"{n:,}" for n in g["state_shape"])
+    return (f"  {g['layers']} {g['name']} layers: a fixed state per sequence at any context, per layer: recurrent "
+            f"{shape} {g['state_dtype']} = {format_bytes(g['state_bytes'])},\n    convolution {g['conv_channels']:,} "
+            f"channels x {g['conv_tokens']} (kernel {g['conv_kernel']} - 1) {g['conv_dtype']} = "
+            f"{format_bytes(g['conv_bytes'])}; x {g['layers']} layers x batch {batch} = "
+            f"{format_bytes(g['bytes_per_sequence'] * batch)}")
+
+
+def _hybrid_lines(r: dict[str, Any]) -> list[str]:
+    twin, saving = r["all_attention"], r["saving_bytes"]
+    at = f"at context {r['context']:,} x batch {r['batch']}"
+    lines = [f"KV cache and linear state {at}: {format_bytes(r['cache_bytes'])} ({r['cache_bytes']:,} bytes)",
+             f"every layer full attention instead: {format_bytes(twin['bytes_per_token'])}/token, "
+             f"{format_bytes(twin['total_bytes'])} {at}; this model "
+             + (f"saves {format_bytes(saving)} ({saving / twin['total_bytes']:.1%})" if saving >= 0
+                else f"holds {format_bytes(-saving)} more (its linear state outweighs the KV cache it replaces)")]
+    if r["break_even_context"]:
+        lines.append(f"(the linear layers' state equals the KV cache they would hold as full attention at "
+                     f"{r['break_even_context']:,} tokens)")
+    return lines
 
 
 def _variant_table(r: dict[str, Any]) -> list[str]:
@@ -178,16 +233,18 @@ def _variant_table(r: dict[str, Any]) -> list[str]:
 
 
 def _memory_lines(r: dict[str, Any]) -> list[str]:
-    lines = [f"memory {format_bytes(r['memory_bytes'])} ({r['memory_bytes']:,} bytes), KV cache alone "
+    alone = "KV cache and linear state alone" if "state_groups" in r else "KV cache alone"
+    lines = [f"memory {format_bytes(r['memory_bytes'])} ({r['memory_bytes']:,} bytes), {alone} "
              "(weights and activations not counted):"]
     if r["max_context"] is None:
         ctx = f"any (the {r['window']:,}-token window fits; a longer context reuses it)"
     elif r["max_context"] == 0:
-        ctx = f"none (one token needs {format_bytes(r['bytes_per_token'] * r['batch'])})"
+        one = r["bytes_per_token"] * r["batch"] + r.get("state_bytes", 0)  # a hybrid's linear state comes first
+        ctx = f"none (one token needs {format_bytes(one)})"
     else:
         ctx = f"{r['max_context']:,} tokens"
     lines.append(f"  largest context at batch {r['batch']}: {ctx}")
-    per_sequence = r["total_bytes"] // r["batch"]  # the cache is linear in the batch
+    per_sequence = r.get("cache_bytes", r["total_bytes"]) // r["batch"]  # the cache is linear in the batch
     batch = f"{r['max_batch']:,}" if r["max_batch"] else f"none (one sequence needs {format_bytes(per_sequence)})"
     lines.append(f"  largest batch at context {r['context']:,}: {batch}")
     return lines

@@ -4,7 +4,8 @@ by formula, what fits in a memory budget: torch-free, and re-exported here).
 The model is a bench.models.ModelConfig (a config.json, a preset, or a geometry given by hand); config_json's
 docstring states the rules of reading one. `KVCache` is the gpt-fast-style cache a decoder really allocates;
 `measure_kv_cache_bytes` allocates one per layer (a rolling window-sized one for a sliding layer, a
-`LatentKVCache` under MLA) and reads back what the allocator handed out, so the formula is checked, not restated.
+`LatentKVCache` under MLA, a `LinearStateCache` for a hybrid's linear layer) and reads back what the allocator handed
+out, so the formula is checked, not restated.
 These caches are sized from n_kv_heads, so they cannot judge the claim that GQA/MQA shrink the cache:
 `measured_presets` measures transformers' own caches for it (bench.models.hf_cache).
 """
@@ -31,6 +32,7 @@ from bench.models.kvsize import (  # noqa: F401
     parse_count,
     parse_memory,
 )
+from bench.models.linear import STATE_DTYPE, LinearState
 from bench.problem.shapes import DTYPES
 
 # fp8 halves bf16's cache; e4m3 is the format KV-cache quantisation uses (vLLM, TensorRT-LLM).
@@ -93,16 +95,37 @@ class LatentKVCache(nn.Module):
         return self.latent_cache
 
 
+class LinearStateCache(nn.Module):
+    """What a hybrid's linear layer keeps per sequence instead of K and V: its recurrent state (batch, *state_shape)
+    in fp32 and its short convolution's last kernel - 1 inputs (batch, channels, kernel - 1) in the model's dtype
+    (bench.models.linear); the same size at any context."""
+
+    def __init__(self, batch: int, state: LinearState, conv_dtype: torch.dtype = torch.bfloat16,
+                 device: str | torch.device = "cpu"):
+        super().__init__()
+        self.register_buffer("recurrent_state", torch.zeros((batch, *state.state_shape), dtype=KV_DTYPES[STATE_DTYPE],
+                                                            device=device), persistent=False)
+        self.register_buffer("conv_state", torch.zeros((batch, state.conv_channels, state.conv_tokens),
+                                                       dtype=conv_dtype, device=device), persistent=False)
+
+
+LayerCache = KVCache | LatentKVCache | LinearStateCache
+
+
 def allocate_kv_cache(model: ModelConfig, context: int, batch: int = 1, dtype: str | None = None,
-                      device: str | torch.device = "cpu") -> list[KVCache | LatentKVCache]:
+                      device: str | torch.device = "cpu") -> list[LayerCache]:
     """One cache per layer, in layer order: a full layer holds the context, a sliding layer a rolling buffer of
-    min(context, window) tokens; MLA layers hold a LatentKVCache; none for encoder-only models."""
+    min(context, window) tokens; MLA layers hold a LatentKVCache; a hybrid's linear layers a LinearStateCache (its
+    convolution state in the model's dtype, not `dtype`, which is the KV cache's); none for encoder-only models."""
     context, batch = parse_count(context, "context"), parse_count(batch, "batch")
     if model.encoder_only:
         return []
     torch_dtype = KV_DTYPES[check_dtype(dtype or model.dtype)]
-    caches: list[KVCache | LatentKVCache] = []
+    caches: list[LayerCache] = []
     for kind in model.layer_kinds:
+        if model.linear is not None and kind == model.linear.kind:
+            caches.append(LinearStateCache(batch, model.linear, KV_DTYPES[model.dtype], device))
+            continue
         cap = model.cap(kind)  # a sliding layer's window, a chunked layer's chunk: a rolling buffer that long
         sliding = cap is not None
         tokens = min(context, cap) if sliding else context  # type: ignore[type-var]
@@ -115,7 +138,7 @@ def allocate_kv_cache(model: ModelConfig, context: int, batch: int = 1, dtype: s
     return caches
 
 
-def storage_bytes(caches: list[KVCache | LatentKVCache]) -> int:
+def storage_bytes(caches: list[LayerCache]) -> int:
     """Bytes of the distinct storages the caches hold (a view sharing a storage counts once)."""
     storages = {}
     for cache in caches:
@@ -127,7 +150,8 @@ def storage_bytes(caches: list[KVCache | LatentKVCache]) -> int:
 
 def measure_kv_cache_bytes(model: ModelConfig, context: int, batch: int = 1, dtype: str | None = None,
                            device: str | torch.device = "cpu", method: MeasureMethod | None = None) -> int:
-    """Bytes really allocated for a per-layer cache (the caches are freed again before returning).
+    """Bytes really allocated for a per-layer cache, a hybrid's linear states included (the caches are freed again
+    before returning).
 
     allocator (CUDA, the default there): the torch.cuda.memory_allocated delta. The caching allocator rounds
       each block up to 512 bytes, and a block over 1 MiB may keep up to 1 MiB of unsplit slack, so this equals

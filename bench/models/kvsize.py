@@ -5,6 +5,10 @@ Per token and sequence a layer caches 2 (K and V) x Hkv x D x element size, or u
 kv_lora_rank + qk_rope_head_dim elements; a full layer holds every token of the context, a sliding layer
 min(context, window); encoder-only models cache nothing (bench.models.config counts the layers). The real caches
 that check this formula are bench.models.kvcache's.
+
+A hybrid's linear layers (gated DeltaNet, Mamba, ...) cache no K or V: each keeps a fixed state per sequence
+(bench.models.linear), `state_bytes` beside the KV bytes, the same at any context. Fitting a memory budget counts
+both: the batch's states first, the KV cache in what is left.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from bench.models.config import (
     kv_cached_tokens,
     kv_layer_groups,
     kv_total_bytes,
+    linear_state_bytes,
 )
 
 
@@ -101,15 +106,22 @@ class KVEstimate:
     bytes_per_token: int  # one token of one sequence, all layers (K and V, or MLA's latent)
     total_bytes: int
     groups: tuple[KVLayerGroup, ...] = ()  # per layer kind (full, sliding): layers, heads or latent, bytes/token
+    state_bytes: int = 0  # a hybrid's linear layers' fixed state, all sequences of the batch (0 otherwise)
+
+    @property
+    def cache_bytes(self) -> int:
+        """The KV cache and the linear layers' state together: what the batch holds at this context."""
+        return self.total_bytes + self.state_bytes
 
 
 def estimate(model: ModelConfig, context: int, batch: int = 1, dtype: str | None = None) -> KVEstimate:
-    """Bytes at context x batch; dtype defaults to the model's (its config's torch_dtype, else bf16)."""
+    """Bytes at context x batch; dtype (the KV cache's) defaults to the model's (its config's torch_dtype, else
+    bf16); a hybrid's linear state keeps its own dtypes (bench.models.linear)."""
     context, batch = parse_count(context, "context"), parse_count(batch, "batch")
     dtype = check_dtype(dtype or model.dtype)
     groups = tuple(kv_layer_groups(model, dtype))
     return KVEstimate(context, kv_cached_tokens(model, context), batch, dtype, sum(g.bytes_per_token for g in groups),
-                      sum(g.total_bytes(context, batch) for g in groups), groups)
+                      sum(g.total_bytes(context, batch) for g in groups), groups, linear_state_bytes(model) * batch)
 
 
 # ------------------------------------------------------------------------------------------------ fitting
@@ -118,9 +130,14 @@ def max_context(model: ModelConfig, batch: int, dtype: str, memory: int) -> int 
     """Largest context whose cache fits in `memory` at this batch (0: not even one token).
 
     None means any context fits: no cache at all, or only sliding layers whose full windows fit, since longer
-    contexts overwrite the same window-sized buffers. A model with any full layer always has a limit.
+    contexts overwrite the same window-sized buffers. A model with any full layer always has a limit. A hybrid's
+    linear state (batch x its bytes per sequence) comes off the budget first; a model whose layers are all linear
+    fits any context once that state fits, none otherwise.
     """
     groups = kv_layer_groups(model, check_dtype(dtype))
+    memory -= batch * linear_state_bytes(model)
+    if memory < 0:
+        return 0
     if not groups:
         return None
 
@@ -143,6 +160,7 @@ def max_context(model: ModelConfig, batch: int, dtype: str, memory: int) -> int 
 
 
 def max_batch(model: ModelConfig, context: int, dtype: str, memory: int) -> int | None:
-    """Largest batch whose cache fits in `memory` at this context (0: not even one sequence); None without a cache."""
-    per_sequence = kv_total_bytes(model, context, 1, check_dtype(dtype))
+    """Largest batch whose cache (with a hybrid's linear state) fits in `memory` at this context (0: not even one
+    sequence); None without a cache."""
+    per_sequence = kv_total_bytes(model, context, 1, check_dtype(dtype)) + linear_state_bytes(model)
     return None if per_sequence == 0 else memory // per_sequence
