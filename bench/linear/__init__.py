@@ -1,0 +1,5 @@
+"""Linear attention: gated DeltaNet (Qwen3-Next's) and plain causal linear attention, prefill and decode.
+
+  shape      LinearShape: the sizes, method and phase of one call, validated once
+  inputs     the call's tensors, drawn for a shape
+"""
