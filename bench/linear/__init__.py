@@ -2,4 +2,5 @@
 
   shape      LinearShape: the sizes, method and phase of one call, validated once
   inputs     the call's tensors, drawn for a shape
+  reference  the float64 recurrence, token by token, every implementation is checked against
 """
