@@ -3,4 +3,5 @@
   shape      LinearShape: the sizes, method and phase of one call, validated once
   inputs     the call's tensors, drawn for a shape
   reference  the float64 recurrence, token by token, every implementation is checked against
+  backends   the timed implementations (transformers' torch paths, a torch chunk form, flash-linear-attention)
 """
