@@ -4,4 +4,7 @@
   inputs     the call's tensors, drawn for a shape
   reference  the float64 recurrence, token by token, every implementation is checked against
   backends   the timed implementations (transformers' torch paths, a torch chunk form, flash-linear-attention)
+  counts     FLOPs of the chunked algorithms and of the recurrence, and the state's bytes
+
+Nothing here imports torch at import time except reference (its oracle is torch code).
 """
