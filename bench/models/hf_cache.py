@@ -6,6 +6,16 @@ MLA preset: its latent rank, rope key and value dims; DSA: its indexer), a tiny 
 After one forward over TOKENS tokens with `use_cache=True`, the bytes are those of every tensor the returned cache's
 layer holds under a name ending in keys or values (K, V; DSA's indexer_keys), per token: transformers' code decides
 how many heads it keeps, not a formula of ours. Needs transformers (`pip install 'attnbench[hf]'`), imported here only.
+
+A hybrid (a config with linear layers: bench.models.linear) is measured as its family's own transformers class
+(Qwen3Next, Qwen3_5, KimiLinear, Bamba, GraniteMoeHybrid, Jamba): a narrow twin with one layer of each kind, in the
+order the model first has them, each with the model's own head shapes (attention heads, K/V heads, head dim or MLA
+latent; the linear layers' heads, head dims, state size and convolution kernel), a hidden size of 16 where the
+shapes allow it (a Mamba layer's inner width mamba_expand x hidden_size is kept, through mamba_expand), dense MLPs
+or two experts, a vocabulary of 32, weights left undrawn. After one forward over TOKENS tokens in the model's dtype,
+`hybrid_cache_bytes` counts per layer kind the tensors transformers' cache allocated (linear states are created
+lazily, during that forward): K and V per token, and the recurrent and convolution states per sequence, with their
+dtypes and the convolution's columns.
 """
 
 from __future__ import annotations
@@ -72,3 +82,90 @@ def cache_bytes_per_token(cfg: ModelConfig, device: str = "cpu") -> tuple[int, s
     held = sum(t.nbytes for layer in cache.layers for name, t in vars(layer).items()
                if torch.is_tensor(t) and name.endswith(("keys", "values")))
     return held // TOKENS, type(model).__name__
+
+
+# hybrid families as transformers names their (text) model classes
+HYBRID = {"qwen3_next": "qwen3_next", "qwen3_5": "qwen3_5_text", "qwen3_5_text": "qwen3_5_text",
+          "qwen3_5_moe": "qwen3_5_moe_text", "qwen3_5_moe_text": "qwen3_5_moe_text", "kimi_linear": "kimi_linear",
+          "bamba": "bamba", "granitemoehybrid": "granitemoehybrid", "jamba": "jamba"}
+HIDDEN = 16  # the twin's hidden size where the shapes leave it free
+_TYPES = {"full": "full_attention"}  # every linear kind is transformers' "linear_attention"
+
+
+def hybrid_twin_config(cfg: ModelConfig) -> tuple[str, dict[str, Any], tuple[str, ...]]:
+    """The transformers model_type and config fields of `cfg`'s narrow twin, and its layers' kinds (one of each,
+    in the order `cfg` first has them)."""
+    assert cfg.linear is not None and cfg.n_heads is not None, f"{cfg.name}: not a hybrid with attention heads"
+    if cfg.model_type not in HYBRID:
+        raise ValueError(f"{cfg.name}: model_type {cfg.model_type!r} has no transformers hybrid class here")
+    family, linear = HYBRID[cfg.model_type], dict(cfg.linear.fields)
+    kinds = tuple(dict.fromkeys(cfg.layer_kinds))
+    if set(kinds) - {"full", cfg.linear.kind}:
+        raise ValueError(f"{cfg.name}: only full and {cfg.linear.kind} layers are measured, not {kinds}")
+    n = len(kinds)
+    types = [_TYPES.get(kind, "linear_attention") for kind in kinds]
+    fields: dict[str, Any] = {"num_hidden_layers": n, "hidden_size": HIDDEN, "intermediate_size": 16,
+                              "vocab_size": 32, "pad_token_id": 0, "bos_token_id": 0, "eos_token_id": 0,
+                              "num_attention_heads": cfg.n_heads, "num_key_value_heads": cfg.n_kv_heads}
+    if cfg.is_mla:
+        rope = cfg.qk_rope_head_dim
+        fields.update(kv_lora_rank=cfg.kv_lora_rank, qk_rope_head_dim=rope, v_head_dim=cfg.v_head_dim,
+                      qk_nope_head_dim=cfg.head_dim - rope, q_lora_rank=None)  # type: ignore[operator]
+    else:
+        fields["head_dim"] = cfg.head_dim
+    if family in ("bamba", "granitemoehybrid", "jamba"):  # the inner width expand x hidden shapes the state: kept
+        inner = linear.pop("mamba_expand") * cfg.hidden_size  # type: ignore[operator]
+        hidden = HIDDEN if inner % HIDDEN == 0 else cfg.hidden_size
+        fields.update(hidden_size=hidden, mamba_expand=inner // hidden)  # type: ignore[operator]
+    fields.update(linear)
+    if family.startswith("qwen3"):
+        fields.update(layer_types=types, mlp_only_layers=list(range(n)), num_experts=2, num_experts_per_tok=1,
+                      moe_intermediate_size=8, shared_expert_intermediate_size=8)
+    elif family == "kimi_linear":
+        fields.update(layer_types=types, mlp_layer_types=["dense"] * n, num_experts=2, num_experts_per_token=1,
+                      moe_intermediate_size=8)
+    elif family == "bamba":
+        fields["attn_layer_indices"] = [i for i, kind in enumerate(kinds) if kind == "full"]
+    elif family == "granitemoehybrid":
+        fields.update(layer_types=types, num_local_experts=2, num_experts_per_tok=1, shared_intermediate_size=8)
+    else:  # jamba: layer i is attention when i % period == offset
+        full = kinds.index("full") if "full" in kinds else n
+        fields.update(attn_layer_period=n + (full == n), attn_layer_offset=full, num_experts=2, num_experts_per_tok=1)
+    return family, fields, kinds
+
+
+def hybrid_cache_bytes(cfg: ModelConfig, device: str = "cpu") -> dict[str, Any]:
+    """What the hybrid twin's transformers cache holds after one forward step, per layer kind (one layer each):
+    kv_bytes_per_token (K and V), recurrent_bytes and conv_bytes (one sequence), their dtypes and conv_columns;
+    and the model class."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers.initialization import no_init_weights
+
+    from bench.problem.shapes import DTYPES
+
+    family, fields, kinds = hybrid_twin_config(cfg)
+    dtype = DTYPES[cfg.dtype]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with no_init_weights():
+            model = AutoModelForCausalLM.from_config(AutoConfig.for_model(family, **fields), dtype=dtype)
+        model = model.to(device).eval()
+        with torch.no_grad():
+            out = model(torch.arange(TOKENS, device=device)[None] % 32, use_cache=True)
+    finally:
+        torch.set_num_threads(threads)
+    cache = out["cache"] if "cache" in out else out["past_key_values"]
+    per_kind: dict[str, Any] = {}
+    for kind, layer in zip(kinds, cache.layers, strict=True):
+        kv = sum(t.nbytes for name, t in vars(layer).items()
+                 if torch.is_tensor(t) and name.endswith(("keys", "values")))
+        row = {"kv_bytes_per_token": kv // TOKENS}
+        for part, name in (("conv", "conv_states"), ("recurrent", "recurrent_states")):
+            held = [t for t in (getattr(layer, name, None) or {}).values() if torch.is_tensor(t)]
+            row[f"{part}_bytes"] = sum(t.nbytes for t in held)
+            row[f"{part}_dtype"] = str(held[0].dtype).removeprefix("torch.") if held else None
+            if part == "conv":
+                row["conv_columns"] = held[0].shape[-1] if held else None
+        per_kind[kind] = row
+    return {"model_class": type(model).__name__, "kinds": per_kind}
