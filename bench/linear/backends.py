@@ -18,8 +18,8 @@ transformers' functions are called unwrapped (inspect.unwrap): transformers deco
 instead where fla is installed, which would time fla's kernel under transformers' name; the unwrapped function is
 the torch path itself. Both run in float32 at any input dtype and expand q and k to the value heads
 (repeat_interleave) inside the call, as Qwen3-Next does. fla's kernels get q and k expanded the same way (its
-chunk kernel takes equal heads in the versions that predate grouped values) and refuse a chunk other than 64
-(fla's chunk size is fixed).
+chunk_gated_delta_rule is documented for equal heads in q, k and v; only the fused recurrent one says it groups
+value heads) and refuse a chunk other than 64 (fla's chunk size is fixed).
 
 The textbook chunk form (torch-linear-chunk): per chunk c of C tokens, O_c = mask(Q_c K_c^T) V_c + Q_c S_{c-1} and
 S_c = S_{c-1} + K_c^T V_c, with Q scaled by 1/sqrt(d_k) and mask the causal lower triangle (diagonal included).
@@ -30,7 +30,8 @@ throughout, like transformers' paths.
 Left out (not timed here; their methods are not gdn or linear, and each needs its own float64 recurrence in
 bench.linear.reference and its own inputs before it could be checked):
   - Mamba-2's SSD (transformers.models.mamba2.modeling_mamba2.mamba2_chunk_scan with segment_sum; Mamba2Mixer's
-    torch_forward calls it): a clean torch function in this transformers (5.24), but a different recurrence:
+    forward calls it, where older transformers had it inline in a torch_forward method): a clean torch function
+    in this transformers (5.24), but a different recurrence:
     scalar decay exp(dt * A) per head, input scaled by dt, B/C grouped like keys, a D skip, no delta rule;
   - Kimi Delta Attention (transformers.models.kimi_linear: chunk_kimi_delta_attention,
     recurrent_kimi_delta_attention): clean torch functions too, but its gate is per key channel (g of
