@@ -1,0 +1,82 @@
+"""The traces section (`--workload` runs): per replayed trace, what it was and how it was scheduled, each backend's
+time to serve it, the buckets that dominate the winner's time, and the grid's winner beside the trace's
+(bench.report.traces)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from bench.report import traces
+from bench.report.blocks import Block, Heading, Para, Table
+from bench.report.load import RunInfo
+from bench.report.units import fmt_seconds
+
+if TYPE_CHECKING:
+    from bench.report.sections import Report
+
+
+def _long(seconds: float) -> str:
+    """A time to serve: '1,370 s (22.8 min)' when long, fmt_seconds below 100 s."""
+    return f"{seconds:,.0f} s ({seconds / 60:.1f} min)" if seconds >= 100 else fmt_seconds(seconds)
+
+
+def _step_mix(w: dict) -> str:
+    """', 8,012 prefill only, 14,283 decode only, 3,328 mixing both (21,870 distinct shapes)': each phase's buckets
+    count the steps with that half."""
+    mixed = w.get("mixed_steps", 0)
+    per = {phase: sum(b["steps"] for b in w.get("buckets") or () if b["phase"] == phase) - mixed
+           for phase in ("prefill", "decode")}
+    shapes = f" ({w['shapes']:,} distinct shapes)" if w.get("shapes") else ""
+    return (f": {per['prefill']:,} prefill only, {per['decode']:,} decode only, {mixed:,} mixing prefill chunks with "
+            f"decode rows{shapes}")
+
+
+def section(df: pd.DataFrame, run: RunInfo, report: Report) -> list[Block] | None:
+    """None for a run without replayed traces; the heading is the section's own, the same for every run."""
+    workloads = run.meta.workloads or {}
+    table = traces.serve_table(df, workloads)
+    if table.empty:
+        return None
+    out: list[Block] = [Heading("Real traffic: replayed traces")]
+    for name, w in workloads.items():
+        mine = table[table["workload"] == name]
+        if mine.empty:
+            continue
+        k = w.get("knobs") or {}
+        err = w.get("error") or {}
+        chunk = f", prompt chunks of at most {k['prefill_chunk']:,}" if k.get("prefill_chunk") else ""
+        out += [Heading(f"Trace: {name}", 3),
+                Para(f"{w.get('requests', 0):,} requests ({w.get('source')}) over {w.get('duration_s', 0):,.0f} s: "
+                     f"{w.get('prompt_tokens', 0):,} prompt and {w.get('output_tokens', 0):,} output tokens. "
+                     f"Scheduled as a continuous-batching server ({k.get('max_batch_tokens')} tokens and "
+                     f"{k.get('max_seqs')} sequences a step{chunk}, a {k.get('step_ms')} ms step clock, KV pages of "
+                     f"{w.get('page_size') or 'contiguous'}): {w.get('steps', 0):,} steps{_step_mix(w)}. Each step's "
+                     f"prefill half and decode half fall in {len(w.get('buckets') or [])} buckets; their batches "
+                     f"change the trace's attention work by {100 * err.get('packed', 0):+.1f}% counted as packed "
+                     f"pairs and {100 * err.get('padded', 0):+.1f}% as padded ones (the bucketing's error).")]
+        rows = []
+        for _, r in mine.iterrows():
+            total = r["prefill_s"] + r["decode_s"]
+            served = _long(r["served_s"]) if r["complete"] else \
+                f"incomplete ({_long(total)} of what ran)" if total else "ran none"
+            share = f"{100 * r['prefill_s'] / total:.0f}%" if total else "—"
+            fast = [f"{r[f'fast_{p:g}']:.2f}" if pd.notna(r[f"fast_{p:g}"]) else "—" for p in traces.FAST_P]
+            rows.append([r["backend"], f"{r['buckets_ok']} of {r['buckets']}", served, share,
+                         f"{r['tokens_per_s']:,.0f}" if r["complete"] else "—", *fast])
+        out.append(Table(["backend", "buckets run", "time to serve", "prefill share", "tokens / s of attention",
+                          *[f"fast_{p:g}" for p in traces.FAST_P]], rows))
+        complete = mine[mine["complete"]]
+        if complete.empty:
+            continue
+        winner = complete.iloc[0]
+        top = traces.dominant_buckets(df, workloads, winner["backend"], name)
+        out.append(Para(f"fast_p: the share of {traces.BASELINE}'s time to serve spent in buckets where the backend "
+                        f"is at least p× faster. The buckets that take most of {winner['backend']}'s time:", "caption"))
+        out.append(Table(["phase", "batch (rows: N×queries:keys)", "steps", "time a step", "share"],
+                         [[b["phase"], b["lengths"].removeprefix("rows:"), f"{b['steps']:,}",
+                           fmt_seconds(b["median_s"]), f"{100 * b['share']:.0f}%"] for _, b in top.iterrows()]))
+    verdict = traces.grid_vs_trace(df, run.meta)
+    out.append(Para(f"Grid against trace ({verdict.verdict}): {verdict.numbers}"))
+    return out
