@@ -1,4 +1,4 @@
-"""The plan built from the questions (bench.engine.questions, bench.engine.agenda): each claim and figure's least
+"""The plan built from the questions (bench.claims.QUESTIONS, bench.engine.agenda): each claim and figure's least
 set of cases, funded first under a time budget; emulated dtypes at representatives; the unrunnable backends as one
 line; `bench run --plan`, for this CPU and for a GPU from its spec sheet."""
 
@@ -9,13 +9,13 @@ import re
 
 import pytest
 
-from bench.claims import MIN_HEADS, MIN_KV_LENGTHS
+from bench.claims import LENGTH_SPAN, MIN_HEADS, MIN_KV_LENGTHS, MIN_LENGTHS
+from bench.claims.question import Context
 from bench.cli import main
 from bench.engine import options, sweeps
 from bench.engine.agenda import AT_START, FUNDED, OVER, cut_dtypes, make_agenda, plan_lines
 from bench.engine.console import LiveConsole, LogConsole
 from bench.engine.cost import predict_all
-from bench.engine.questions import LENGTH_SPAN, MIN_LENGTHS, Context
 from bench.measure.spec_sheets import spec_calibration
 from bench.problem.columns import shape_fields
 from bench.results import read_run
@@ -111,7 +111,7 @@ def test_the_wrapper_least_times_transformers_where_it_skips_its_mask_and_where_
 
 
 def test_layer_least_reaches_past_where_the_cost_model_puts_attention_at_half(cpu_default):
-    from bench.engine.questions import predicted_share
+    from bench.claims.layer import predicted_share
 
     _, agenda, ctx = cpu_default
     least = _answer(agenda, "layer").least

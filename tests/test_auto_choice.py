@@ -8,7 +8,8 @@ import json
 import pytest
 
 from bench.claims import AUTO_WITHIN
-from bench.report.claims.auto_choice import auto_choice, default_loss
+from bench.claims.auto_choice import auto_choice
+from bench.report.claims.auto_choice import default_loss
 from bench.report.load import read_results
 from bench.report.verdict import DEPENDS, FAILS, HOLDS, INCONCLUSIVE, NOT_MEASURED
 from tests.results_factory import make_record, make_run

@@ -17,18 +17,20 @@ from bench.claims import (
     HEADS_TOLERANCE,
     IDEAL_SHARE,
     PAGING_WITHIN,
+    QUESTIONS,
+    REGISTRY,
     SPARSE_BEATS,
     VARIANTS_WITHIN,
     WRAPPER_WITHIN,
     ClaimSpec,
     spec,
 )
+from bench.claims.question import Context
 from bench.engine import options
 from bench.engine.agenda import make_agenda
 from bench.engine.cost import predict_all
 from bench.engine.machine import workload_facts
-from bench.engine.questions import QUESTIONS, Context
-from bench.engine.sweeps import Case
+from bench.problem.case import Case
 from bench.problem.columns import shape_fields, shape_from_fields
 from bench.report.claims import CLAIMS as JUDGES
 from bench.report.claims import judge_of
@@ -51,6 +53,9 @@ def planned() -> tuple[dict[str, list[Case]], RunMeta]:
 
 def test_every_spec_has_its_judge_in_report_order_and_every_question_funds_a_claim():
     assert tuple(judge_of(s) for s in CLAIMS) == JUDGES
+    # a claim owns its whole path: its spec, its judge and (unless another claim's) its question in its module
+    assert all(s.judge.startswith(f"{m.__name__}:") for m, _ in REGISTRY for s in m.SPECS)
+    assert sorted(q.key for m, _ in REGISTRY for q in m.QUESTIONS) == sorted(q.key for q in QUESTIONS)
     assert len({s.key for s in CLAIMS}) == len({s.text for s in CLAIMS}) == len(CLAIMS)
     keys = {q.key for q in QUESTIONS}
     assert {s.question for s in CLAIMS if s.question} <= keys

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bench.report.claims.decode import fused_decode_speedup
-from bench.report.claims.heads import heads_free_lunch
-from bench.report.claims.memory import memory_scaling
+from bench.claims.decode import fused_decode_speedup
+from bench.claims.heads import heads_free_lunch
+from bench.claims.memory import memory_scaling
 from bench.report.layer_share import attention_dominates, projected_crossing
 from bench.report.load import read_results
 from bench.report.summary import summary_lines

@@ -9,8 +9,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from bench.claims.decode import fused_decode_speedup
 from bench.problem.columns import shape_from_fields
-from bench.report.claims.decode import fused_decode_speedup
 from bench.report.interval import ratio_interval, straddles
 from bench.report.load import read_results
 from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE

@@ -19,12 +19,21 @@ import pytest
 from matplotlib.figure import Figure
 
 from bench.backends import get_backend
-from bench.claims import IDEAL_SHARE, MIN_SPARSE_LENGTHS, SPARSE_BEATS, SPARSE_LOSES, SPARSE_SPAN, spec
+from bench.claims import QUESTIONS, spec
+from bench.claims.question import Context
+from bench.claims.sparse import (
+    IDEAL_SHARE,
+    MIN_SPARSE_LENGTHS,
+    SPARSE_BEATS,
+    SPARSE_LOSES,
+    SPARSE_SPAN,
+    sparse_crossover,
+)
+from bench.claims.sparse import sparse_speedup as speedup_claim
 from bench.engine import options
 from bench.engine.agenda import BEFORE_FIRST_CASE_S, FUNDED, cut_dtypes, make_agenda
 from bench.engine.cost import predict_all
 from bench.engine.geometry import model_geometries
-from bench.engine.questions import QUESTIONS, Context
 from bench.engine.sweeps import Sweep, cases, profile
 from bench.measure.calibrate import REUSE_ENV
 from bench.measure.spec_sheets import spec_calibration
@@ -36,8 +45,7 @@ from bench.problem.columns import shape_fields, shape_from_fields
 from bench.problem.sparsity import Sparsity
 from bench.report.figures.sparse import indexer_share, sparse_speedup, sparse_time
 from bench.report.load import read_results
-from bench.report.sparse_cost import crossovers, sparse_costs, sparse_crossover
-from bench.report.sparse_cost import sparse_speedup as speedup_claim
+from bench.report.sparse_cost import crossovers, sparse_costs
 from bench.report.traits import SPARSE_KERNELS
 from bench.report.verdict import DEPENDS, FAILS, HOLDS, INCONCLUSIVE, NOT_MEASURED
 from bench.results.record import new_record

@@ -1,5 +1,5 @@
 """The run's agenda under a time budget: which cases run in what order, what is left out, and what the plan says
-about each question (bench.engine.questions) before the first case.
+about each question (bench.claims.QUESTIONS; the rules: bench.engine.questions) before the first case.
 
 Order: the cases this device cannot run at all (recorded `unsupported` at once, one console line for all), then
 the least of every question that fits (in report order; a question whose least would overrun the budget is not
@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.backends import get_backend
+from bench.claims import QUESTIONS
+from bench.claims.question import Context, Question
 from bench.engine.budget import DECIDE_SHARE, MARGIN, cases_room, priority_order
-from bench.engine.questions import QUESTIONS, Context, Question
-from bench.engine.sweeps import Case
+from bench.problem.case import Case
 from bench.results.meta import Calibration
 
 # seconds before a run's first case: calibration and the KV-cache measurements (~35 s measured on a 2-core CPU)

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from bench.engine.sweeps import Case
-from bench.problem.case import family_key
+from bench.problem.case import Case, family_key
 
 MARGIN = 0.9  # plan to this share of the budget: the end-of-run calibration and the file need the rest
 # ... of which this share is kept to re-measure the claims' open conditions once their least sets have run

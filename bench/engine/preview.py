@@ -9,11 +9,11 @@ so a CUDA plan can be read before a GPU is booked.
 
 from __future__ import annotations
 
+from bench.claims.question import Context
 from bench.engine.agenda import BEFORE_FIRST_CASE_S, FUNDED, cut_dtypes, fmt_s, make_agenda, plan_lines
 from bench.engine.budget import DECIDE_SHARE, cases_room
 from bench.engine.cost import predict_all
 from bench.engine.options import Plan
-from bench.engine.questions import Context
 from bench.engine.sweeps import knobs, replayed
 from bench.results.meta import Calibration
 from bench.traces.replay import replay

@@ -44,8 +44,8 @@ class Schedule:
     def announce(self, mine: list[Case], calibration: Calibration, say: Callable[[str], None]) -> list[dict] | None:
         """Under a time budget, the questions' agenda (its answers are returned for the run's metadata); in any
         run, one line for the backends this device cannot run at all instead of one per case."""
+        from bench.claims.question import Context
         from bench.engine.agenda import cut_dtypes, device_reason, make_agenda, plan_lines
-        from bench.engine.questions import Context
 
         emulated = cut_dtypes(self.plan, calibration)
         ctx = Context(self.plan.device, self.predicted, emulated, calibration)

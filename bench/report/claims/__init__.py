@@ -1,9 +1,11 @@
-"""The claims' judges, in the order and with the words of bench.claims.CLAIMS (one spec per claim: its text,
-thresholds, command and the judge's "module:function"). Each judge is ONE function `(frame, run) -> Verdict` that
-takes the frame of ONE run and picks its own rows (bench.report.frames).
+"""The claims' judges, in the order and with the words of bench.claims.CLAIMS: each claim's module
+(bench.claims.<claim>) holds its spec, the question that funds it and its judge, named in the spec as
+"module:function". Each judge is ONE function `(frame, run) -> Verdict` that takes the frame of ONE run and picks its
+own rows (bench.report.frames).
 
-Adding a claim: its spec in bench.claims and its judge (in a module of this package, or beside the analysis it
-reads); the report's table, `bench run`'s closing summary, `--plan` and the tests read them from there.
+Adding a claim is a module in bench.claims and a line in its registry (bench.claims.REGISTRY); the report's table,
+`bench run`'s closing summary, `--plan` and the tests read it from there. What stays here is shared with other parts
+of the report: the automatic choice's losses (auto_choice), which the best-backends table reads too.
 """
 
 from __future__ import annotations

@@ -1,5 +1,9 @@
 """Claim: the score matrix costs O(S²) memory, flash-style kernels O(S); judged per backend, and on both sides.
 
+Question `scaling` (it funds the throughput and latency figures too): per geometry that spans >= MIN_LENGTHS lengths
+over >= LENGTH_SPAN x, causal MHA where the plan has it, the textbook backend and the fused kernel at every length;
+one such geometry per native dtype, representatives of the emulated ones.
+
 Each backend is one condition: its peak memory fitted as ∝ S^k per shape, the median k against its side's bound
 (a materialising kernel's k ≥ QUADRATIC_MIN, a tiled kernel's k ≤ LINEAR_MAX), its range the spread of k over its
 shapes. The claim speaks of both kinds of kernel, so it holds only when both sides were measured and every condition
@@ -8,35 +12,96 @@ holds; one side alone that holds is inconclusive (naming the side missing), one 
 
 from __future__ import annotations
 
-import pandas as pd
+from collections import defaultdict
+from typing import TYPE_CHECKING
 
-from bench.claims import LINEAR_MAX, MEMORY_SPAN, QUADRATIC_MIN, spec
-from bench.report.conditions import Condition, combine, condition
-from bench.report.frames import dense_rows, fit_exponent, ok_rows
-from bench.report.traits import FLASH_STYLE, MATERIALISING
-from bench.report.verdict import (
-    FAILS,
-    HOLDS,
-    INCONCLUSIVE,
-    NO_FACTS,
-    NOT_MEASURED,
-    Verdict,
-    judged,
-    span,
-)
-from bench.results.meta import RunMeta
-from bench.results.record import LATER_SHAPE_KEYS
+from bench.claims.question import Context, Question, main_dtypes, pair, plain, with_emulated
+from bench.claims.spec import PREFILL, ClaimSpec
+from bench.problem.case import Case
 
-CLAIM = spec("memory").text
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from bench.report.conditions import Condition
+    from bench.report.verdict import Verdict
+    from bench.results.meta import RunMeta
+
+QUADRATIC_MIN, LINEAR_MAX = 1.7, 1.3  # fitted memory exponents that count as ~S² and ~S
+MEMORY_SPAN = 4  # lengths spanning at least this factor tell S from S²
+# the throughput and latency figures draw a scaling line over this many lengths spanning this factor (the memory
+# claim, which the same cases answer, needs MEMORY_SPAN <= LENGTH_SPAN)
+MIN_LENGTHS, LENGTH_SPAN = 4, 8
+
+SPECS = (ClaimSpec("memory", "The naive score matrix costs O(S²) memory; flash-style kernels cost O(S)",
+                   "bench.claims.memory:memory_scaling", "scaling",
+                   {"backend": "naive,sdpa", "kv-heads": "8", "seq": "256,512,1024,2048", **PREFILL}),)
+CLAIM = SPECS[0].text
 COUNTED = "peak bytes counted"  # the allocator's bytes: the same call allocates the same bytes, no timing interval
-# the two sides of the claim: (name, backends, bound, the claim's side is above the bound, what it says)
-SIDES = (("score-matrix", MATERIALISING, QUADRATIC_MIN, True, "O(S²)"),
-         ("flash-style", FLASH_STYLE, LINEAR_MAX, False, "O(S)"))
 
 
+# -- the question ---------------------------------------------------------------------------------------------------
+def picks(c: Case) -> bool:
+    """A plain MHA forward prefill of the attention call alone."""
+    s = c.shape
+    return (plain(c) and c.phase == "prefill" and c.pass_ == "fwd" and s.scope == "attention"
+            and s.n_kv_heads == s.n_heads)
+
+
+def _lines(cases: list[Case]) -> dict[tuple, list[Case]]:
+    """Cases of one geometry (dtype, Hq, D, mask) over lengths: one line where each length has one batch (a GPU
+    sweep at fixed tokens per batch shrinks B as S grows), else one line per batch."""
+    groups: dict[tuple, list[Case]] = defaultdict(list)
+    for c in cases:
+        s = c.shape
+        groups[(s.dtype, s.n_heads, s.head_dim, s.mask.label)].append(c)
+    lines: dict[tuple, list[Case]] = {}
+    for key, group in groups.items():
+        batches: dict[int, set[int]] = defaultdict(set)
+        for c in group:
+            batches[c.shape.seq_q].add(c.shape.batch)
+        if all(len(b) == 1 for b in batches.values()):
+            lines[(*key, None)] = group
+        else:
+            for c in group:
+                lines.setdefault((*key, c.shape.batch), []).append(c)
+    return lines
+
+
+def _shortest_span(group: list[Case]) -> list[Case]:
+    """The group's cases at its shortest lengths that still make >= MIN_LENGTHS over >= LENGTH_SPAN x."""
+    seqs = sorted({c.shape.seq_q for c in group})
+    for n in range(MIN_LENGTHS, len(seqs) + 1):
+        if seqs[n - 1] >= LENGTH_SPAN * seqs[0]:
+            return [c for c in group if c.shape.seq_q <= seqs[n - 1]]
+    return []
+
+
+def least(cases: list[Case], ctx: Context) -> list[Case]:
+    """Per geometry that spans >= MIN_LENGTHS lengths over >= LENGTH_SPAN x: the textbook and the fused backend at
+    every length, causal where the plan has it; one such geometry per native dtype, representatives of the rest."""
+    lines = {k: cut for k, g in _lines(cases).items() if (cut := _shortest_span(g))}
+    chosen: list[Case] = []
+    for dtype in main_dtypes([c for g in lines.values() for c in g], ctx):
+        mine = {k: g for k, g in lines.items() if k[0] == dtype}
+        if not mine:
+            continue
+        # causal first (what decoders run, and what the decode and layer questions use), then the cheapest
+        key = min(mine, key=lambda k: (k[3] != "causal", ctx.cost(mine[k])))
+        backends = pair(mine[key], ctx, lambda c: c.shape.seq_q)
+        chosen += [c for c in mine[key] if c.backend in backends]
+    return with_emulated(chosen, cases, ctx)
+
+
+QUESTIONS = (Question("scaling", picks, least, "the throughput and latency figures"),)
+
+
+# -- the judge ------------------------------------------------------------------------------------------------------
 def _fits(df: pd.DataFrame) -> tuple[list[dict], list[pd.DataFrame]]:
     """Peak memory ∝ S^k fitted per backend and shape over its prefill lengths; the groups whose lengths span less
     than MEMORY_SPAN apart (too short a range to tell S from S²)."""
+    from bench.report.frames import dense_rows, fit_exponent, ok_rows
+    from bench.results.record import LATER_SHAPE_KEYS
+
     ok = ok_rows(dense_rows(df))
     ok = ok[(ok["phase"] == "prefill") & (ok["peak_mem_bytes"].astype("float64") > 0)]
     keys = ["backend", "variant", "dtype", "batch", "n_heads", "n_kv_heads", "head_dim", "mask", "pass",
@@ -61,10 +126,19 @@ def _shown(c: Condition) -> str:
     return f"{c.name} S^{c.ratio:.2f}{spread} {c.verdict}"
 
 
-def memory_scaling(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
+def memory_scaling(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     """Per backend (a condition), the median over its shapes of peak memory fitted as ∝ S^k, against its side's
     bound; the claim's word is bench.report.conditions' rule over them, and holds only with both sides measured."""
-    command = spec("memory").command
+    import pandas as pd
+
+    from bench.report.conditions import combine, condition
+    from bench.report.traits import FLASH_STYLE, MATERIALISING
+    from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE, NOT_MEASURED, Verdict, judged, span
+
+    command = SPECS[0].command
+    # the two sides of the claim: (name, backends, bound, the claim's side is above the bound, what it says)
+    sides = (("score-matrix", MATERIALISING, QUADRATIC_MIN, True, "O(S²)"),
+             ("flash-style", FLASH_STYLE, LINEAR_MAX, False, "O(S)"))
     detail, short = _fits(df)
     if not detail and short:
         rows = pd.concat(short)
@@ -81,7 +155,7 @@ def memory_scaling(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
     exponents = frame.dropna(subset=["exponent"]).groupby("backend")["exponent"]
     found: list[Condition] = []
     parts, missing = [], []
-    for side, backends, bound, above, big_o in SIDES:
+    for side, backends, bound, above, big_o in sides:
         here = [condition(b, float(k.median()), (float(k.min()), float(k.max())), bound, above, basis=COUNTED)
                 for b, k in exponents if b in backends]
         found += here

@@ -1,28 +1,43 @@
 """Claim: GQA/MQA shrink the KV cache by Hq/Hkv, judged on the caches transformers itself keeps.
 
-Each preset is measured at the run's start as MHA, its own GQA and MQA (bench.models.kvcache.measured_presets): a
-one-layer transformers twin of it run one forward step, the bytes per token its cache holds. Our code only names the
-heads; transformers' decides what it keeps, so an implementation that kept all Hq heads would fail here. Each GQA/MQA
-twin is one condition: its MHA twin's bytes over its own, against Hq/Hkv within KV_WITHIN.
+Question `kv`: no case. Each preset is measured at the run's start as MHA, its own GQA and MQA
+(bench.models.kvcache.measured_presets): a one-layer transformers twin of it run one forward step, the bytes per token
+its cache holds. Our code only names the heads; transformers' decides what it keeps, so an implementation that kept
+all Hq heads would fail here. Each GQA/MQA twin is one condition: its MHA twin's bytes over its own, against Hq/Hkv
+within KV_WITHIN.
 """
 
 from __future__ import annotations
 
-import pandas as pd
+from typing import TYPE_CHECKING
 
-from bench.claims import KV_WITHIN, spec
-from bench.models.config import element_bytes
-from bench.report.conditions import Condition, combine
-from bench.report.verdict import FAILS, HOLDS, NO_FACTS, NOT_MEASURED, Verdict
-from bench.results.meta import RunMeta
+from bench.claims.question import Question, no_cases
+from bench.claims.spec import ClaimSpec
 
-CLAIM = spec("kv").text
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from bench.report.conditions import Condition
+    from bench.report.verdict import Verdict
+    from bench.results.meta import RunMeta
+
+KV_WITHIN = 0.02  # a GQA/MQA cache shrinks "by Hq/Hkv" when its MHA twin's bytes over its own are within 2% of Hq/Hkv
+# (bytes counted, not timed: the slack is for a few bytes a cache may keep beside K and V, not for noise)
+
+SPECS = (ClaimSpec("kv", "GQA/MQA shrink the KV cache by Hq/Hkv", "bench.claims.kv:kv_cache_shrink", "kv",
+                   {"profile": "quick"}),)  # any run with transformers installed: its caches are measured at the start
+CLAIM = SPECS[0].text
 COUNTED = "cache bytes counted"  # a cache's bytes are exact: no timing interval applies
 EXTRA = "pip install 'attnbench[hf]'"  # transformers, whose caches are measured
+
+QUESTIONS = (Question("kv", lambda c: False, no_cases),)  # answered from the caches allocated at the run's start
 
 
 def _conditions(by_model: dict[str, dict[str, dict]]) -> tuple[list[Condition], list[dict]]:
     """One condition per preset's GQA/MQA twin beside its MHA twin: MHA's bytes per token over its own."""
+    from bench.report.conditions import Condition
+    from bench.report.verdict import FAILS, HOLDS
+
     found, detail = [], []
     for model, variants in by_model.items():
         mha = variants.get("mha")
@@ -42,12 +57,16 @@ def _conditions(by_model: dict[str, dict[str, dict]]) -> tuple[list[Condition], 
     return found, detail
 
 
-def kv_cache_shrink(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
+def kv_cache_shrink(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     """Per preset's GQA/MQA twin (a condition), MHA's cache bytes per token over its own as transformers keeps them
     (RunMeta.kv_measured), against Hq/Hkv within KV_WITHIN; the claim's word is bench.report.conditions' rule.
     Caches attnbench sized itself from n_kv_heads (runs before these) are not evidence: they are the formula's."""
-    command = spec("kv").command
-    kept = run.kv_caches()
+    from bench.report.conditions import combine
+    from bench.report.verdict import FAILS, HOLDS, NOT_MEASURED, Verdict
+    from bench.results.meta import RunMeta
+
+    command = SPECS[0].command
+    kept = (run if run is not None else RunMeta()).kv_caches()
     measured = [m for m in kept if m.get("source") == "transformers" and m.get("bytes_per_token")]
     if not measured:
         said = ("this run's caches were allocated by attnbench from n_kv_heads, so their bytes are the formula's and "
@@ -84,6 +103,8 @@ def kv_cache_shrink(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
 
 def _mla_note(by_model: dict[str, dict[str, dict]]) -> str:
     """MLA beside its MHA twin at the same Hq, as transformers caches each: one sentence per MLA preset."""
+    from bench.models.config import element_bytes
+
     notes = []
     for model, v in by_model.items():
         mla, mha = v.get("mla"), v.get("mha")

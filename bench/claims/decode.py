@@ -1,4 +1,10 @@
-"""Claim: GQA/MQA speed up decoding 2-4×, judged per kernel family.
+"""Claim: GQA/MQA speed up decoding 2-4×, judged per kernel family (two claims: fused kernels, and kernels that
+expand K/V to Hq heads).
+
+Question `decode` (both claims and the decode figure): for one geometry (Hq, D, batch, queries per step) of each
+native dtype, MHA, GQA and MQA each at >= MIN_KV_LENGTHS KV lengths, for the textbook and the fused backend. Every
+native dtype: the claims are judged per kernel x dtype x group size, and a condition only some runs reach (as depth,
+when time allows) would make the verdict differ from run to run.
 
 A kernel that expands K/V to all Hq heads (the materialising backends repeat them before the product) reads as
 much as MHA whatever Hkv is; a fused kernel reads each KV head once for its group. So the two families are judged
@@ -10,68 +16,117 @@ scale with the KV bytes, gains nothing from fewer of them.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from collections import defaultdict
+from typing import TYPE_CHECKING
 
-import pandas as pd
+from bench.claims.question import Context, Question, main_dtypes, pair, plain, with_emulated
+from bench.claims.spec import ClaimSpec
+from bench.problem.case import Case
 
-from bench.claims import DECODE_SPEEDUP, MIN_KV_LENGTHS, NEAR, ON_CHIP, spec
-from bench.report.conditions import Condition, combine, condition, listing, pairs_of, undecided_why
-from bench.report.frames import dense_rows, ok_rows
-from bench.report.interval import ROUNDS_DECIDE, ratio_interval
-from bench.report.traits import EXPANDING, FAMILY_NAMES, FUSED, kv_family
-from bench.report.verdict import (
-    DEPENDS,
-    FAILS,
-    INCONCLUSIVE,
-    NO_FACTS,
-    NOT_MEASURED,
-    Verdict,
-    judged,
-    noisy_note,
-    span,
-)
-from bench.results.meta import RunMeta
-from bench.results.record import LATER_SHAPE_KEYS
+if TYPE_CHECKING:
+    import pandas as pd
 
-KEYS = ["backend", "dtype", "batch", "n_heads", "head_dim", "seq_q", "seq_kv", "mask", "pass", *LATER_SHAPE_KEYS]
+    from bench.report.conditions import Condition
+    from bench.report.verdict import Verdict
+    from bench.results.meta import RunMeta
+
+DECODE_SPEEDUP = (2.0, 4.0)  # "GQA/MQA speed up decoding 2–4×"
+MIN_KV_LENGTHS = 3  # a decode speedup short of the claim is only a finding over this many KV lengths
+NEAR = 50.0  # % of a ceiling from which a decode step counts as held by that ceiling
+ON_CHIP = 100.0  # % of the read-only ceiling above which a KV cache is served from on-chip caches, not memory
+
+DECODE = {"backend": "naive,sdpa", "kv-heads": "8,2,1", "dtype": "fp32", "mask": "causal", "phase": "decode",
+          "decode-kv": "1024,4096,16384"}
+_SAYS = f"GQA/MQA speed up decoding {DECODE_SPEEDUP[0]:g}–{DECODE_SPEEDUP[1]:g}×"
+SPECS = (ClaimSpec("fused-decode", f"{_SAYS} (fused kernels)", "bench.claims.decode:fused_decode_speedup", "decode",
+                   DECODE),
+         ClaimSpec("expanding-decode", f"{_SAYS} (kernels that expand K/V to Hq heads)",
+                   "bench.claims.decode:expanding_decode_speedup", "decode", DECODE))
+
+KEYS = ["backend", "dtype", "batch", "n_heads", "head_dim", "seq_q", "seq_kv", "mask", "pass"]  # + LATER_SHAPE_KEYS
 CEILINGS = ["pct_read_ceiling", "pct_gemm_ceiling"]
 INTERVAL_COLUMNS = ("ci_low_s", "ci_high_s")
 
 
+# -- the question ---------------------------------------------------------------------------------------------------
+def picks(c: Case) -> bool:
+    """A plain decode step (MLA's are the mla question's)."""
+    return plain(c) and c.phase == "decode" and c.shape.mla is None
+
+
+def least(cases: list[Case], ctx: Context) -> list[Case]:
+    """For one geometry (Hq, D, batch, queries per step) of each native dtype: MHA, GQA and MQA each at
+    >= MIN_KV_LENGTHS KV lengths, for the textbook and the fused backend."""
+    groups: dict[tuple, list[Case]] = defaultdict(list)
+    for c in cases:
+        s = c.shape
+        groups[(s.dtype, s.batch, s.n_heads, s.head_dim, s.seq_q, s.mask.label)].append(c)
+
+    def answers(group: list[Case]) -> bool:
+        by_variant: dict[str, set[int]] = defaultdict(set)
+        for c in group:
+            by_variant[c.shape.variant].add(c.shape.seq_kv)
+        return "mha" in by_variant and len(by_variant) >= 2 and all(
+            len(kv) >= MIN_KV_LENGTHS for kv in by_variant.values())
+
+    good = {k: g for k, g in groups.items() if answers(g)}
+    chosen: list[Case] = []
+    for dtype in main_dtypes([c for g in good.values() for c in g], ctx):
+        mine = {k: g for k, g in good.items() if k[0] == dtype}
+        if not mine:
+            continue
+        key = min(mine, key=lambda k: (k[4], ctx.cost(mine[k])))  # one query per step first
+        backends = pair(mine[key], ctx, lambda c: c.shape.seq_kv * 1000 + c.shape.n_kv_heads)
+        chosen += [c for c in mine[key] if c.backend in backends]
+    return with_emulated(chosen, cases, ctx)
+
+
+QUESTIONS = (Question("decode", picks, least, "the decode figure"),)
+
+
+# -- the judges -----------------------------------------------------------------------------------------------------
 def decode_pairs(df: pd.DataFrame) -> pd.DataFrame:
     """Each ok GQA/MQA decode case beside the MHA case of its shape (equal Hq): speedup = MHA time / its time.
 
     Adds `family` (EXPANDING / FUSED by the backend's memory trait) and the MHA twin's ceilings as mha_pct_*.
     One merge, not a loop over shapes: runs have 10k cases."""
+    from bench.report.frames import dense_rows, ok_rows
+    from bench.report.traits import kv_family
+    from bench.results.record import LATER_SHAPE_KEYS
+
+    keys = [*KEYS, *LATER_SHAPE_KEYS]
     ok = ok_rows(dense_rows(df))
     ok = ok[ok["phase"] == "decode"]
     timings = [c for c in ("median_s", *INTERVAL_COLUMNS) if c in ok]
     ids = ["case_id"] if "case_id" in ok else []  # a frame built by hand may have none: no pairs to re-measure
-    mha = ok[ok["variant"] == "mha"].drop_duplicates(KEYS)[KEYS + ids + timings + CEILINGS]
+    mha = ok[ok["variant"] == "mha"].drop_duplicates(keys)[keys + ids + timings + CEILINGS]
     mha = mha.rename(columns={c: f"mha_{c}" for c in ids + timings + CEILINGS}).assign(
         mha_s=lambda d: d["mha_median_s"])
-    sp = ok[ok["variant"] != "mha"].merge(mha, on=KEYS, how="inner").sort_values(KEYS, kind="stable")
+    sp = ok[ok["variant"] != "mha"].merge(mha, on=keys, how="inner").sort_values(keys, kind="stable")
     return sp.assign(speedup=sp["mha_s"] / sp["median_s"], group_size=sp["group_size"].astype(int),
                      family=sp["backend"].map(kv_family)).reset_index(drop=True)
 
 
-def _pct(x: float) -> str:
+def pct(x: float) -> str:
     return f"{x:.0f}%"
 
 
-def _median(values: pd.Series) -> float:
+def median_of(values: pd.Series) -> float:
     """The median of a column that may be missing in places (NaN when nothing was recorded)."""
+    import pandas as pd
+
     return float(pd.to_numeric(values, errors="coerce").astype("float64").median())
 
 
 def _why(family: str, at_longest: pd.DataFrame) -> str:
     """The reason the numbers give for a speedup below the claim's, from the ceilings at the longest KV length."""
-    med = {c: _median(at_longest[c])
-           for c in ("mha_pct_read_ceiling", "mha_pct_gemm_ceiling", *CEILINGS)}
+    from bench.report.traits import EXPANDING
+
+    med = {c: median_of(at_longest[c]) for c in ("mha_pct_read_ceiling", "mha_pct_gemm_ceiling", *CEILINGS)}
     mr, mg, gr, gg = (med[c] for c in ("mha_pct_read_ceiling", "mha_pct_gemm_ceiling", *CEILINGS))
     known = all(math.isfinite(v) for v in (mr, mg, gr, gg))
-    ceilings = (f"At the longest KV length the MHA step runs at {_pct(mr)} of the read-only ceiling and {_pct(mg)} "
-                f"of the GEMM ceiling, the GQA/MQA steps at {_pct(gr)} and {_pct(gg)}. ") if known else ""
+    ceilings = (f"At the longest KV length the MHA step runs at {pct(mr)} of the read-only ceiling and {pct(mg)} "
+                f"of the GEMM ceiling, the GQA/MQA steps at {pct(gr)} and {pct(gg)}. ") if known else ""
     if family == EXPANDING:
         return (ceilings + "These kernels expand K/V to all Hq heads before the product, so a GQA/MQA step reads and "
                 "computes as much as MHA, plus the copy: fewer KV heads in the cache cannot make them faster.")
@@ -95,6 +150,13 @@ def _condition(family: str, key: tuple, rows: pd.DataFrame, lengths: list[int]) 
     """One condition (backend × dtype × GQA/MQA group size) at its longest KV length, judged on its own timings:
     holds when its interval clears the claim's 2×; a shortfall is a finding only over MIN_KV_LENGTHS lengths and,
     for a fused kernel, only where the MHA step's cache is not served from on-chip caches."""
+    from dataclasses import replace
+
+    from bench.report.conditions import condition, pairs_of
+    from bench.report.interval import ratio_interval
+    from bench.report.traits import FUSED
+    from bench.report.verdict import FAILS, INCONCLUSIVE
+
     backend, dtype, variant, group = key
     kv = int(rows["seq_kv"].iloc[0])
     name = f"{backend} · {dtype} · {variant.upper()} (Hq/Hkv {group}) at KV {kv:,}"
@@ -105,7 +167,7 @@ def _condition(family: str, key: tuple, rows: pd.DataFrame, lengths: list[int]) 
     if len(lengths) < MIN_KV_LENGTHS:
         return replace(found, verdict=INCONCLUSIVE, why=f"short of the claim at KV {', '.join(map(str, lengths))} "
                        f"only: a shortfall is a finding over ≥ {MIN_KV_LENGTHS} KV lengths (--decode-kv)")
-    mha_read = _median(rows["mha_pct_read_ceiling"])
+    mha_read = median_of(rows["mha_pct_read_ceiling"])
     if family == FUSED and math.isfinite(mha_read) and mha_read > ON_CHIP:
         # the MHA step read its cache faster than memory can deliver: it sat in on-chip caches, where fewer KV
         # bytes save no memory traffic; only a cache that spills to memory can decide this condition
@@ -119,14 +181,23 @@ def _judge(df: pd.DataFrame, family: str) -> Verdict:
     time over the GQA/MQA step's, its 95% interval from those cases' own timings, and its word against 2×; the
     claim's word is bench.report.conditions' rule over them (holds, does not hold, depends, inconclusive). Where
     some conditions were measured at MIN_KV_LENGTHS lengths or more, the others are listed but not judged."""
-    claim = spec(f"{family}-decode").text
+    import pandas as pd
+
+    from bench.report.conditions import combine, listing, undecided_why
+    from bench.report.frames import dense_rows, ok_rows
+    from bench.report.interval import ROUNDS_DECIDE
+    from bench.report.traits import FAMILY_NAMES, kv_family
+    from bench.report.verdict import FAILS, NOT_MEASURED, Verdict, judged, noisy_note, span
+    from bench.results.record import LATER_SHAPE_KEYS
+
+    claim = next(s for s in SPECS if s.key == f"{family}-decode")
     pairs = decode_pairs(df)
     sp = pairs[pairs["family"] == family]
     if sp.empty:
-        return Verdict(claim, NOT_MEASURED, f"no decode cases of {FAMILY_NAMES[family]} with MHA and GQA/MQA "
-                                            f"at equal Hq (`{spec(f'{family}-decode').command}`)")
+        return Verdict(claim.text, NOT_MEASURED, f"no decode cases of {FAMILY_NAMES[family]} with MHA and GQA/MQA "
+                                                 f"at equal Hq (`{claim.command}`)")
     detail = [{k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()}
-              for row in sp[KEYS + ["variant", "group_size", "speedup"]].to_dict("records")]
+              for row in sp[[*KEYS, *LATER_SHAPE_KEYS, "variant", "group_size", "speedup"]].to_dict("records")]
     judged_rows, partial = [], []  # (condition, its rows at its longest KV length); conditions left unjudged
     for key, grp in sp.groupby(["backend", "dtype", "variant", "group_size"], sort=True):
         at = grp[grp["seq_kv"] == grp["seq_kv"].max()]
@@ -161,94 +232,18 @@ def _judge(df: pd.DataFrame, family: str) -> Verdict:
     failing = [rows for c, rows in judged_rows if c.verdict == FAILS]
     if failing:  # the ceilings of the failing conditions say why they fall short
         why = (_why(family, pd.concat(failing)) + (" " + why if why else "")).strip()
-    return Verdict(claim, verdict, numbers, why, tuple(detail), judged_on=on, conditions=tuple(found))
+    return Verdict(claim.text, verdict, numbers, why, tuple(detail), judged_on=on, conditions=tuple(found))
 
 
-def fused_decode_speedup(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
+def fused_decode_speedup(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     """Fused (tiled) kernels read each KV head once: the family the tutorials' claim is about."""
+    from bench.report.traits import FUSED
+
     return _judge(df, FUSED)
 
 
-def expanding_decode_speedup(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
+def expanding_decode_speedup(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     """Materialising kernels repeat K/V to Hq heads: the claim is not expected to hold for them."""
+    from bench.report.traits import EXPANDING
+
     return _judge(df, EXPANDING)
-
-
-MLA_CLAIM = spec("mla").text
-MLA_KEYS = ["backend", "dtype", "batch", "n_heads", "seq_q", "seq_kv", "mask", "pass"]
-
-
-def mla_decode_step(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
-    """MLA's absorbed decode step against the GQA and MQA steps of the same backend, Hq, batch and context (their
-    head dim = MLA's v_head_dim, the width it was scaled from): ratio = their time / MLA's, judged per condition
-    (backend × dtype × GQA or MQA, at the longest context) on its own timings against 1×. Says where MLA's step
-    sits: its FLOPs per byte are ~Hq x MHA's (bench.counts.metrics), so it is the first to leave the read ceiling for
-    the
-    GEMM's."""
-    ok = ok_rows(dense_rows(df))
-    ok = ok[ok["phase"] == "decode"]
-    mla = ok[ok["variant"] == "mla"]
-    if mla.empty or "v_head_dim" not in ok:
-        return Verdict(MLA_CLAIM, NOT_MEASURED, f"no MLA decode cases (`{spec('mla').command}`)")
-    timings = [c for c in ("median_s", *INTERVAL_COLUMNS) if c in ok]
-    ids = ["case_id"] if "case_id" in ok else []
-    twins = ok[ok["variant"].isin(["gqa", "mqa"])][MLA_KEYS + ["variant", "head_dim", *ids, *timings]]
-    pairs = mla[MLA_KEYS + ["v_head_dim", *ids, *timings, "flops", "bytes", *CEILINGS]].merge(
-        twins.rename(columns={"head_dim": "v_head_dim", **{c: f"twin_{c}" for c in [*ids, *timings]}}),
-        on=MLA_KEYS + ["v_head_dim"])
-    if pairs.empty:
-        return Verdict(MLA_CLAIM, NOT_MEASURED, "no GQA/MQA decode case at MLA's Hq, context and head dim")
-    pairs = pairs.assign(ratio=pairs["twin_median_s"] / pairs["median_s"])
-    at_longest = pairs[pairs["seq_kv"] == pairs["seq_kv"].max()]
-    per = at_longest.groupby(["variant", "backend"])["ratio"].median().unstack("variant")
-    reads = _median(at_longest["pct_read_ceiling"])
-    gemms = _median(at_longest["pct_gemm_ceiling"])
-    nearer = "GEMM" if gemms >= reads else "read"
-    bound = ("no ceilings recorded" if not (math.isfinite(reads) and math.isfinite(gemms)) else
-             f"near neither ceiling (both under {NEAR:g}%; nearer the {nearer} one): overheads set the step"
-             if max(reads, gemms) < NEAR else "compute-bound here" if nearer == "GEMM" else "memory-bound here")
-    numbers = (f"at KV {int(at_longest['seq_kv'].max())} (Hq {int(at_longest['n_heads'].iloc[0])}), the GQA/MQA "
-               "step's time over MLA's, per backend: " + "; ".join(
-                   f"{b} " + ", ".join(f"{v.upper()} {x:.2f}×" for v, x in row.dropna().items())
-                   for b, row in per.iterrows())
-               + f". MLA's step: {_pct(reads)} of the read ceiling, {_pct(gemms)} of the GEMM ceiling: {bound}."
-               + _roofline(at_longest)
-               + _kernels(mla) + noisy_note(mla))
-    found = [condition(f"{b} · {d} · {v.upper()} at KV {int(grp['seq_kv'].iloc[0]):,}",
-                       float(grp["ratio"].median()), ratio_interval(grp, "twin_", ""), 1.0, holds_above=True,
-                       pairs=pairs_of(grp, "twin_case_id"))
-             for (b, d, v), grp in at_longest.groupby(["backend", "dtype", "variant"], sort=True)]
-    numbers += f" Per condition (the GQA/MQA step's time over MLA's; at least 1× holds): {listing(found)}."
-    detail = tuple(pairs[MLA_KEYS + ["variant", "ratio"]].to_dict("records"))
-    on = judged(span(at_longest["seq_kv"], "KV"), span(at_longest["n_heads"], "Hq"),
-                ", ".join(sorted(at_longest["dtype"].unique())), ", ".join(sorted(at_longest["backend"].unique())))
-    verdict = combine(found)
-    why = undecided_why(found, 1.0, ROUNDS_DECIDE)
-    if verdict in (FAILS, DEPENDS):
-        worst = min(found, key=lambda c: c.ratio)
-        why = (f"MLA's step is {1 / worst.ratio:.2f}× {worst.name.split(' at ')[0]}'s at worst: it reads fewer bytes "
-               f"per token but does ~Hq× the FLOPs per byte, and is {bound}. " + why).strip()
-    return Verdict(MLA_CLAIM, verdict, numbers, why, detail, judged_on=on, conditions=tuple(found))
-
-
-def _kernels(rows: pd.DataFrame) -> str:
-    """Which SDPA kernel ran MLA (torch's CPU flash kernel needs D_v = D_qk: its automatic choice falls to math)."""
-    if "sdpa_kernel" not in rows:
-        return ""
-    ran = rows.dropna(subset=["sdpa_kernel"]).drop_duplicates("backend")
-    pairs = ", ".join(f"{b} ran {k}" for b, k in zip(ran["backend"], ran["sdpa_kernel"], strict=True))
-    return f" SDPA's kernel for MLA: {pairs}." if len(ran) else ""
-
-
-def _roofline(rows: pd.DataFrame) -> str:
-    """MLA's step on this machine's roofline: its FLOPs per byte against the ridge (GEMM ceiling / read ceiling,
-    recovered from the two percentages: ridge = intensity x pct_read / pct_gemm)."""
-    rows = rows.drop_duplicates("backend")
-    intensity = pd.to_numeric(rows["flops"], errors="coerce") / pd.to_numeric(rows["bytes"], errors="coerce")
-    ridge = intensity * pd.to_numeric(rows["pct_read_ceiling"], errors="coerce") / pd.to_numeric(
-        rows["pct_gemm_ceiling"], errors="coerce")
-    i, r = _median(intensity), _median(ridge)
-    if not (math.isfinite(i) and math.isfinite(r) and r > 0):
-        return ""
-    return (f" On the roofline: {i:.3g} FLOP per byte against this machine's ridge at {r:.3g}: "
-            f"{'right of the ridge (compute side)' if i >= r else 'left of the ridge (memory side)'}.")

@@ -1,33 +1,76 @@
-"""Claim: at fixed d_model, more (smaller) heads cost about the same time."""
+"""Claim: at fixed d_model, more (smaller) heads cost about the same time.
+
+Question `heads`: >= MIN_HEADS head counts at one d_model and one length, for the textbook backend and one fused
+kernel (the cheapest such sweep of a native dtype). Judged per condition (backend × dtype × mask × pass, its head sweep
+at the longest length it ran): the slowest head count's time over the fastest's against HEADS_TOLERANCE, its 95%
+interval from those cases' own timings.
+"""
 
 from __future__ import annotations
 
-import numpy as np
-import pandas as pd
+from collections import defaultdict
+from typing import TYPE_CHECKING
 
-from bench.claims import HEADS_TOLERANCE, MIN_HEADS, spec
-from bench.report.conditions import Condition, combine, condition, listing, undecided_why
-from bench.report.frames import dense_rows, ok_rows
-from bench.report.interval import ROUNDS_DECIDE, drawn
-from bench.report.verdict import (
-    INCONCLUSIVE,
-    NO_FACTS,
-    NOT_MEASURED,
-    Verdict,
-    judged,
-    noisy_note,
-    span,
-)
-from bench.results.meta import RunMeta
-from bench.results.record import LATER_SHAPE_KEYS
+from bench.claims.question import Context, Question, main_dtypes, pair, plain
+from bench.claims.spec import ClaimSpec
+from bench.problem.case import Case
 
-CLAIM, COMMAND = spec("heads").text, spec("heads").command
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from bench.report.conditions import Condition
+    from bench.report.verdict import Verdict
+    from bench.results.meta import RunMeta
+
+HEADS_TOLERANCE = 1.5  # heads are "free" when time across head counts stays within this factor
+MIN_HEADS = 4  # head counts that make a sweep: fewer cannot tell a trend from two configurations
+
+SPECS = (ClaimSpec("heads", "Heads are a free lunch: at fixed d_model, more heads cost about the same time",
+                   "bench.claims.heads:heads_free_lunch", "heads",
+                   {"profile": "heads", "backend": "naive,sdpa-flash"}),)
+CLAIM, COMMAND = SPECS[0].text, SPECS[0].command
 
 
-def heads_free_lunch(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
+# -- the question ---------------------------------------------------------------------------------------------------
+def picks(c: Case) -> bool:
+    """A plain MHA forward prefill of the attention call alone."""
+    s = c.shape
+    return (plain(c) and c.phase == "prefill" and c.pass_ == "fwd" and s.scope == "attention"
+            and s.n_kv_heads == s.n_heads)
+
+
+def least(cases: list[Case], ctx: Context) -> list[Case]:
+    """One d_model's head counts (>= MIN_HEADS of them) at one length, for the textbook and the fused backend."""
+    groups: dict[tuple, list[Case]] = defaultdict(list)
+    for c in cases:
+        s = c.shape
+        groups[(s.n_heads * s.head_dim, s.seq_q, s.batch, s.dtype, s.mask.label)].append(c)
+    sweeps = {k: g for k, g in groups.items() if len({c.shape.n_heads for c in g}) >= MIN_HEADS}
+    if not sweeps:
+        return []
+    dtypes = main_dtypes([c for g in sweeps.values() for c in g], ctx)
+    native = {k: g for k, g in sweeps.items() if k[3] in dtypes} or sweeps
+    key = min(native, key=lambda k: ctx.cost(native[k]))  # the cheapest sweep that answers
+    chosen = pair(native[key], ctx, lambda c: c.shape.n_heads)
+    return [c for c in native[key] if c.backend in chosen]
+
+
+QUESTIONS = (Question("heads", picks, least, "the heads figure"),)
+
+
+# -- the judge ------------------------------------------------------------------------------------------------------
+def heads_free_lunch(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     """At fixed d_model, FLOPs do not depend on the head count; does the time not either? Judged per condition
     (backend × dtype × mask × pass, its head sweep at the longest length it ran): slowest / fastest head count
     against HEADS_TOLERANCE, its interval from those cases' own timings."""
+    import pandas as pd
+
+    from bench.report.conditions import combine, listing, undecided_why
+    from bench.report.frames import dense_rows, ok_rows
+    from bench.report.interval import ROUNDS_DECIDE
+    from bench.report.verdict import INCONCLUSIVE, NOT_MEASURED, Verdict, judged, noisy_note, span
+    from bench.results.record import LATER_SHAPE_KEYS
+
     ok = ok_rows(dense_rows(df))
     ok = ok[(ok["phase"] == "prefill") & (ok["variant"] == "mha")]
     keys = ["backend", "dtype", "mask", "pass", "batch", "d_model", "seq_kv", *LATER_SHAPE_KEYS]
@@ -85,6 +128,11 @@ def _longest_per_unit(groups: list[pd.DataFrame]) -> list[pd.DataFrame]:
 
 def _condition(grp: pd.DataFrame) -> Condition:
     """One head sweep judged: slowest / fastest head count, its 95% interval from each time drawn within its CI."""
+    import numpy as np
+
+    from bench.report.conditions import condition
+    from bench.report.interval import drawn
+
     times = drawn(grp)
     spreads = times.max(axis=1) / times.min(axis=1)
     low, high = np.percentile(spreads, [2.5, 97.5])

@@ -1,0 +1,283 @@
+"""Claims: sparse attention beats the best dense kernel from some length S* at its budget (`sparse`), and a sparse
+kernel gets within 2× of the ideal speedup 1/density over its dense run (`sparse-ideal`).
+
+The questions (every sparse kernel: the claims hold on one that wins; prefill first, then the cheapest line):
+- sparse:       per sparse kernel, one line at its shortest >= MIN_SPARSE_LENGTHS lengths spanning >= SPARSE_SPAN x,
+                with the dense cases of the same shapes (its own and the fused kernels' that do not compile);
+- sparse-ideal: per sparse kernel, one line's case at its longest length, with its dense twins.
+Each claim is judged per condition (bench.report.conditions): one method line (a method at one phase, mask, dtype
+and head geometry) at its longest length, its ratio's interval from each time drawn within its own CI; the data are
+bench.report.sparse_cost's (each sparse case beside the best dense kernel and its speedup twin, and each line's S*).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from typing import TYPE_CHECKING
+
+from bench.backends import BACKENDS, get_backend
+from bench.claims.question import Context, Question, runs_here
+from bench.claims.spec import PREFILL, ClaimSpec
+from bench.problem.case import Case
+from bench.problem.shapes import DENSE
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from bench.report.conditions import Condition
+    from bench.report.verdict import Verdict
+    from bench.results.meta import RunMeta
+
+SPARSE_BEATS, SPARSE_LOSES = 0.95, 1.05  # a sparse method's cost over the best dense kernel's: beats / loses
+MIN_SPARSE_LENGTHS, SPARSE_SPAN = 3, 4  # "sparse never wins" is a finding over this many lengths spanning this factor
+IDEAL_SHARE = 0.5  # "within 2× of the ideal speedup 1/density"
+
+# the least of both sparse claims (`--profile sparse` measures every budget, in about half an hour on 2 cores)
+# (the default profile runs exactly these: bench.engine.sweeps builds its sparse part from this spec)
+SPARSE = {"backend": "sdpa-flash,flex,topk-gather", "kv-heads": "2", "seq": "512,1024,2048,4096",
+          "sparsity": "none,block:128:0.125,topk:256", **PREFILL}
+SPECS = (ClaimSpec("sparse", "Sparse attention beats the best dense kernel from some length S* at its budget",
+                   "bench.claims.sparse:sparse_crossover", "sparse", SPARSE),
+         ClaimSpec("sparse-ideal", f"A sparse kernel gets within {1 / IDEAL_SHARE:g}× of the ideal speedup 1/density "
+                   "over its dense run", "bench.claims.sparse:sparse_speedup", "sparse-ideal", SPARSE))
+CROSSOVER_CLAIM, SPEEDUP_CLAIM = SPECS[0].text, SPECS[1].text
+COMMAND = SPECS[0].command  # the least that answers both claims (`--profile sparse`: every budget)
+
+
+# -- the questions --------------------------------------------------------------------------------------------------
+def picks(c: Case) -> bool:
+    """Sparse cases, and the dense attention calls they are compared with."""
+    s = c.shape
+    return s.scope == "attention" and s.serving is None and not s.score.variants and c.pass_ == "fwd"
+
+
+def _sparse_kernel(backend: str) -> bool:
+    """A kernel that executes a keep-set sparsely (its blocks, its gathered keys), not as a boolean mask."""
+    return get_backend(backend).executes in ("blocks", "selected")
+
+
+def _line_key(c: Case) -> tuple:
+    """What one method's line over the lengths shares: every shape field but the lengths and the batch, and the
+    phase (_lines splits a line by batch where a length has several)."""
+    s = c.shape
+    return (c.backend, c.phase, c.pass_, s.seq_q if c.phase == "decode" else None,
+            *(getattr(s, f.name) for f in dataclasses.fields(s) if f.name not in ("seq_q", "seq_kv", "batch")))
+
+
+def _twins(c: Case, dense: dict[tuple, list[Case]]) -> list[Case]:
+    """The dense cases of c's shape: its own backend's (its speedup's twin) and every fused kernel's that does not
+    compile (the best dense kernel is among them)."""
+    key = (dataclasses.replace(c.shape, sparsity=DENSE), c.phase, c.pass_)
+    return [d for d in dense.get(key, []) if d.backend == c.backend
+            or (BACKENDS.get(d.backend) is not None and BACKENDS[d.backend].memory == "tiled"
+                and not BACKENDS[d.backend].compiles)]
+
+
+def _lines(cases: list[Case], ctx: Context) -> tuple[list[list[Case]], dict[tuple, list[Case]]]:
+    """The sparse kernels' lines (one method over the lengths, shortest first) and the dense cases by shape."""
+    dense: dict[tuple, list[Case]] = defaultdict(list)
+    lines: dict[tuple, list[Case]] = defaultdict(list)
+    for c in cases:
+        if not runs_here(c, ctx):
+            continue
+        if not c.shape.sparsity.sparse:
+            dense[(c.shape, c.phase, c.pass_)].append(c)
+        elif _sparse_kernel(c.backend):
+            lines[_line_key(c)].append(c)
+    split = []
+    for line in lines.values():
+        batches: dict[int, set[int]] = defaultdict(set)
+        for c in line:
+            batches[c.shape.seq_kv].add(c.shape.batch)
+        if all(len(b) == 1 for b in batches.values()):  # one batch per length (fixed tokens per batch): one line
+            split.append(line)
+        else:
+            split += [[c for c in line if c.shape.batch == b] for b in sorted({c.shape.batch for c in line})]
+    return [sorted(line, key=lambda c: c.shape.seq_kv) for line in split], dense
+
+
+def _with_twins(line: list[Case], dense: dict[tuple, list[Case]]) -> list[Case] | None:
+    """The line's cases and their twins, or None when a length has no dense twin to compare with."""
+    twins = [_twins(c, dense) for c in line]
+    if not all(twins):
+        return None
+    return line + [t for ts in twins for t in ts]
+
+
+def _cheapest_per_kernel(found: list[tuple[str, bool, float, list[Case]]]) -> list[Case]:
+    """Of (backend, not prefill, cost, cases) candidates, each sparse kernel's first (prefill, then cheapest)."""
+    best: dict[str, tuple[bool, float, list[Case]]] = {}
+    for backend, later, cost, chosen in found:
+        if backend not in best or (later, cost) < best[backend][:2]:
+            best[backend] = (later, cost, chosen)
+    out: list[Case] = []
+    for _, _, chosen in best.values():
+        out += [c for c in chosen if c not in out]
+    return out
+
+
+def crossover_least(cases: list[Case], ctx: Context) -> list[Case]:
+    """Per sparse kernel, one line at its shortest >= MIN_SPARSE_LENGTHS lengths spanning >= SPARSE_SPAN x, with the
+    dense twins at each length; prefill first, then the cheapest (every kernel: the claim holds on one that wins)."""
+    lines, dense = _lines(cases, ctx)
+    found = []
+    for line in lines:
+        seqs = sorted({c.shape.seq_kv for c in line})
+        cut = next((seqs[n - 1] for n in range(MIN_SPARSE_LENGTHS, len(seqs) + 1)
+                    if seqs[n - 1] >= SPARSE_SPAN * seqs[0]), None)
+        if cut is None:
+            continue
+        chosen = _with_twins([c for c in line if c.shape.seq_kv <= cut], dense)
+        if chosen is not None:
+            found.append((line[0].backend, line[0].phase != "prefill", ctx.cost(chosen), chosen))
+    return _cheapest_per_kernel(found)
+
+
+def speedup_least(cases: list[Case], ctx: Context) -> list[Case]:
+    """Per sparse kernel, one case at the longest length of a line, with its dense twins; prefill first, then the
+    cheapest."""
+    lines, dense = _lines(cases, ctx)
+    found = []
+    for line in lines:
+        chosen = _with_twins(line[-1:], dense)
+        if chosen is not None:
+            found.append((line[0].backend, line[0].phase != "prefill", ctx.cost(chosen), chosen))
+    return _cheapest_per_kernel(found)
+
+
+QUESTIONS = (Question("sparse", picks, crossover_least), Question("sparse-ideal", picks, speedup_least))
+
+
+# -- the judges -----------------------------------------------------------------------------------------------------
+def length_word(phase: str) -> str:
+    return "S" if phase == "prefill" else "KV"
+
+
+def span_text(lengths: list[int]) -> str:
+    return f"{lengths[0]}–{lengths[-1]}" if len(lengths) > 1 else str(lengths[0])
+
+
+def _decisive(lengths: list[int]) -> bool:
+    return len(lengths) >= MIN_SPARSE_LENGTHS and max(lengths) >= SPARSE_SPAN * min(lengths)
+
+
+def beats(name: str, ratio: float, interval: tuple[float, float], lengths: list[int], word: str) -> Condition:
+    """A method line's word at its longest length: holds when the whole interval is ≤ SPARSE_BEATS, does not hold
+    when it is wholly ≥ SPARSE_LOSES over lengths that can show it never wins (MIN_SPARSE_LENGTHS spanning
+    SPARSE_SPAN×: the crossover moves with length), else open, saying why."""
+    from dataclasses import replace
+
+    from bench.report.conditions import Condition
+    from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE
+
+    low, high = interval
+    verdict = HOLDS if high <= SPARSE_BEATS else FAILS if low >= SPARSE_LOSES else INCONCLUSIVE
+    found = Condition(name, ratio, low, high, verdict)
+    longest = lengths[-1]
+    if verdict == INCONCLUSIVE:  # within the spec's band around dense, or straddling one of its edges
+        return replace(found, why=f"level with dense at {word} {longest} (its interval reaches into "
+                       f"{SPARSE_BEATS:g}–{SPARSE_LOSES:g}×): longer lengths, or more rounds per case, decide it")
+    if verdict == FAILS and not _decisive(lengths):
+        longer = SPECS[0].command_with(seq=",".join(str(longest * k) for k in (1, 2, SPARSE_SPAN)))
+        return replace(found, verdict=INCONCLUSIVE, why=f"loses at {word} {span_text(lengths)} only, too few lengths "
+                       f"(≥ {MIN_SPARSE_LENGTHS} spanning ≥ {SPARSE_SPAN}×) to say it never wins (longer lengths "
+                       f"decide it: `{longer}`)")
+    return found
+
+
+def _why(found: list[Condition], failing: str, decide: str, bound: float) -> str:
+    """The claim's `why`: the conditions that fail and what the numbers say of them, then the open ones."""
+    from bench.report.conditions import undecided_why
+    from bench.report.verdict import FAILS, HOLDS
+
+    fails = [c.name for c in found if c.verdict == FAILS]
+    holds = [c.name for c in found if c.verdict == HOLDS]
+    said = (f"{'; '.join(fails)}: {failing}" + (f"; it holds for {'; '.join(holds)}" if holds else "") + "."
+            if fails else "")
+    return " ".join(p for p in (said, undecided_why(found, bound, decide)) if p)
+
+
+def sparse_crossover(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
+    """Per condition — a sparse method (sparsity × backend, so its budget) × phase, mask and dtype — its cost per
+    forward over the best dense kernel's at its longest length, with a 95% interval (each time drawn within its CI):
+    holds when the whole interval is ≤ SPARSE_BEATS, does not hold when it is wholly ≥ SPARSE_LOSES over ≥
+    MIN_SPARSE_LENGTHS lengths spanning ≥ SPARSE_SPAN×, else inconclusive; S* is reported per condition. The claim's
+    word is bench.report.conditions' rule over them (holds, does not hold, depends, inconclusive)."""
+    import pandas as pd
+
+    from bench.report.conditions import combine
+    from bench.report.interval import ROUNDS_DECIDE
+    from bench.report.sparse_cost import crossovers, sparse_costs
+    from bench.report.verdict import NOT_MEASURED, Verdict, judged, noisy_note, span
+
+    costs = sparse_costs(df)
+    if costs.empty:
+        return Verdict(CROSSOVER_CLAIM, NOT_MEASURED, f"no sparse case beside a dense case of its shape (`{COMMAND}`)")
+    lines = crossovers(costs).sort_values(["phase", "mask", "budget", "last_ratio"], kind="stable")
+    found = list(lines["condition"])
+    said = []
+    for c, (_, line) in zip(found, lines.iterrows(), strict=True):
+        word, longest = length_word(line["phase"]), line["lengths"][-1]
+        beat = f"S*={int(line['s_star'])}" if pd.notna(line["s_star"]) else f"none up to {longest}"
+        said.append(f"{c.name}, {word} {span_text(line['lengths'])} against {line['best_dense']}: {beat} "
+                    f"({c.ratio:.2f}× at {longest}, 95% {c.low:.2f}–{c.high:.2f}): {c.verdict}")
+    detail = [{**{k: v for k, v in r.items() if k != "condition"}, "lengths": list(r["lengths"]),
+               "s_star": int(r["s_star"]) if pd.notna(r["s_star"]) else None,  # a column with None is float
+               **r["condition"].as_dict()} for r in lines.to_dict("records")]
+    why = _why(found, f"still costs at least {SPARSE_LOSES:g}× the best dense kernel at its longest length: the work "
+               "it skips does not yet pay for the keep-set's overheads (its masks, gathers or indexer)",
+               ROUNDS_DECIDE, SPARSE_BEATS)
+    numbers = ("each method's cost per forward (kernel + indexer + per-forward mask build) over the best dense "
+               f"kernel's at its longest length, 95% interval from each time drawn within its CI (holds ≤ "
+               f"{SPARSE_BEATS:g}×, does not hold ≥ {SPARSE_LOSES:g}×); S* = the length from which it stays ≤ "
+               f"{SPARSE_BEATS:g}×: " + " · ".join(said) + "." + noisy_note(costs))
+    on = judged(span(costs["length"], "length"), ", ".join(sorted(costs["budget"].unique())),
+                ", ".join(sorted(costs["backend"].unique())))
+    return Verdict(CROSSOVER_CLAIM, combine(found), numbers, why=why, detail=tuple(detail), judged_on=on,
+                   conditions=tuple(found))
+
+
+def sparse_speedup(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
+    """Per condition — a sparse kernel's method × phase, mask and dtype, at its longest length — its speedup over
+    its dense run as a share of the ideal 1 / density, with a 95% interval (each time drawn within its CI): holds
+    when the whole interval is ≥ IDEAL_SHARE, does not hold when it is wholly below, else inconclusive. The claim's
+    word is bench.report.conditions' rule over them (holds, does not hold, depends, inconclusive)."""
+    import pandas as pd
+
+    from bench.problem.sparsity import fraction_label
+    from bench.report.conditions import combine, condition
+    from bench.report.interval import ROUNDS_DECIDE, ratio_interval
+    from bench.report.sparse_cost import SPEEDUP_COLUMNS, condition_name, method_lines, sparse_costs
+    from bench.report.traits import SPARSE_KERNELS
+    from bench.report.verdict import NOT_MEASURED, Verdict, judged, noisy_note, span
+
+    costs = sparse_costs(df)
+    if not costs.empty:
+        costs = costs[costs["backend"].isin(SPARSE_KERNELS)]
+    if costs.empty:
+        return Verdict(SPEEDUP_CLAIM, NOT_MEASURED, f"no case of a sparse kernel ({', '.join(SPARSE_KERNELS)}) "
+                       f"beside a dense run of its shape (`{COMMAND}`)")
+    found, said, detail, longest = [], [], [], []
+    for _, line, split in method_lines(costs):
+        r = line.loc[line["length"].idxmax()]
+        low, high = (x / float(r["ideal"]) for x in ratio_interval(line.loc[[r.name]], "twin_", ""))
+        found.append(condition(condition_name(r, split), float(r["share"]), (low, high), IDEAL_SHARE,
+                               holds_above=True))
+        said.append(f"{found[-1].name}: {r['speedup']:.2f}× of {r['ideal']:.3g}× (density "
+                    f"{fraction_label(r['density'])}, {length_word(r['phase'])}={r['length']}, over {r['twin']}), "
+                    f"{r['share']:.2f} of the ideal, 95% {low:.2f}–{high:.2f}: {found[-1].verdict}")
+        detail.append({**{k: (v.item() if hasattr(v, "item") else v) for k, v in r[SPEEDUP_COLUMNS].items()},
+                       **found[-1].as_dict()})
+        longest.append(r)
+    longest = pd.DataFrame(longest)
+    why = _why(found, f"short of {IDEAL_SHARE:g} of the ideal speedup at its longest length: its per-block or "
+               "per-gather overheads (partial blocks computed whole, gathered K/V rows, short rows per call) eat the "
+               "work it skips", f"{ROUNDS_DECIDE}; longer lengths show where the share is heading", IDEAL_SHARE)
+    numbers = (f"speedup of the kernel over its dense run at the longest length, of the ideal 1/density, 95% interval "
+               f"from each time drawn within its CI (holds at ≥ {IDEAL_SHARE:g} of it): " + " · ".join(said) + "."
+               + noisy_note(costs))
+    on = judged(span(longest["length"], "length"), ", ".join(sorted(longest["budget"].unique())),
+                ", ".join(sorted(longest["backend"].unique())))
+    return Verdict(SPEEDUP_CLAIM, combine(found), numbers, why=why, detail=tuple(detail), judged_on=on,
+                   conditions=tuple(found))
