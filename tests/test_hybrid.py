@@ -191,6 +191,14 @@ def test_fitting_counts_the_state() -> None:
     assert estimate(all_linear, 8, 2).cache_bytes == 2 * 48 * (2_097_152 + 49_152)
 
 
+def test_a_model_of_linear_layers_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "config.json"  # GraniteMoeHybridConfig without layer_types: every layer Mamba-2
+    path.write_text(json.dumps({key: v for key, v in GRANITE.items() if key != "layer_types"}))
+    code, out, _ = kv_cli(capsys, "--config", str(path), "--memory", "1GiB")
+    assert code == 0 and "4 layers (4 Mamba-2)" in out and "at context 8,192 x batch 1: 0 B (0 bytes)\n" in out
+    assert "largest context at batch 1: any (the linear layers' state fits" in out and "MQA" not in out
+
+
 def test_all_attention_and_first_layers() -> None:
     q = preset(QWEN)
     twin = q.all_attention()

@@ -36,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     model = parser.add_argument_group("model: --config PATH, --model PRESET, or --layers, --kv-heads and --head-dim")
     model.add_argument("--config", metavar="PATH", help="a HuggingFace-style config.json (or its folder), read "
                                                         "locally: layers, heads, KV heads, head_dim, sliding and "
-                                                        "full layers, MLA, text_config")
+                                                        "full layers, MLA, a hybrid's linear layers, text_config")
     model.add_argument("--model", metavar="PRESET", help=f"one of: {', '.join(PRESET_NAMES)}")
     model.add_argument("--layers", metavar="L", help="layers that cache K and V")
     model.add_argument("--kv-heads", metavar="G", help="K/V heads per layer (Hkv)")
@@ -143,7 +143,7 @@ def render(r: dict[str, Any]) -> str:
     states = r.get("state_groups", [])
     kinds = [f"{r[k + '_layers']} {k}" for k in ("full", "sliding", "chunked") if r.get(k + "_layers")]
     kinds += [f"{g['layers']} {g['name']}" for g in states]
-    layers = f"{r['layers']} layers" + (f" ({', '.join(kinds)})" if len(kinds) > 1 else "")
+    layers = f"{r['layers']} layers" + (f" ({', '.join(kinds)})" if len(kinds) > 1 or states else "")
     heads = f"Hq={r['n_heads']}, " if r["n_heads"] else ""
     if r["kv_latent_dim"] and r["layer_groups"]:
         g = r["layer_groups"][0]
@@ -171,7 +171,7 @@ def render(r: dict[str, Any]) -> str:
         f"at context {r['context']:,} x batch {r['batch']}: {format_bytes(r['total_bytes'])} "
         f"({r['total_bytes']:,} bytes)",
     ]
-    if r["tokens"] < r["context"]:
+    if r["tokens"] < r["context"] and r["layer_groups"]:  # (a model of linear layers only caches no tokens)
         lines[-1] += f"; the sliding window caps the cache at {r['tokens']:,} tokens"
     if len(r["layer_groups"]) > 1 or states:
         for g in r["layer_groups"]:
@@ -183,7 +183,7 @@ def render(r: dict[str, Any]) -> str:
     lines += [f"({note})" for note in r.get("ignored", []) + r.get("assumed", [])]
     if "variants_note" in r:
         lines += ["", r["variants_note"]]
-    elif len(r["variants"]) > 1:
+    elif len(r["variants"]) > 1 and r["layer_groups"]:
         lines += ["", *(["the attention layers' KV cache as MHA / GQA / MQA (the linear state unchanged):"]
                         if "state_groups" in r else []), *_variant_table(r)]
     elif r["n_heads"] is None:
@@ -236,7 +236,9 @@ def _memory_lines(r: dict[str, Any]) -> list[str]:
     alone = "KV cache and linear state alone" if "state_groups" in r else "KV cache alone"
     lines = [f"memory {format_bytes(r['memory_bytes'])} ({r['memory_bytes']:,} bytes), {alone} "
              "(weights and activations not counted):"]
-    if r["max_context"] is None:
+    if r["max_context"] is None and not r["window"]:  # every layer linear: a state that does not grow
+        ctx = "any (the linear layers' state fits, and it does not grow with the context)"
+    elif r["max_context"] is None:
         ctx = f"any (the {r['window']:,}-token window fits; a longer context reuses it)"
     elif r["max_context"] == 0:
         one = r["bytes_per_token"] * r["batch"] + r.get("state_bytes", 0)  # a hybrid's linear state comes first

@@ -155,7 +155,8 @@ class _Fields:
     def int(self, key: str, auto: int | None = None, zero: bool = False) -> int:
         if key not in self.r.data:
             value = self.family.linear_defaults[key]
-            self.notes.append(_note(key, value, self.family))
+            resolved = f": mamba_expand x hidden_size / mamba_n_heads = {auto}" if value == "auto" else ""
+            self.notes.append(_note(key, value, self.family) + resolved)
             return auto if value == "auto" else value  # type: ignore[return-value]
         value = self.r.data[key]
         if value == "auto" and auto is not None:
