@@ -1,9 +1,10 @@
 """Claims: sparse attention beats the best dense kernel from some length S* at its budget (`sparse`), and a sparse
 kernel gets within 2× of the ideal speedup 1/density over its dense run (`sparse-ideal`).
 
-The questions (every sparse kernel: the claims hold on one that wins; prefill first, then the cheapest line):
+A line, its dense twins, the best dense kernel and a kernel's speedup twin are bench.claims.sparse_line's. The
+questions (every sparse kernel: the claims hold on one that wins; prefill first, then the cheapest line):
 - sparse:       per sparse kernel, one line at its shortest >= MIN_SPARSE_LENGTHS lengths spanning >= SPARSE_SPAN x,
-                with the dense cases of the same shapes (its own and the fused kernels' that do not compile);
+                with every dense twin the run offers at each length (the best dense kernel is among them);
 - sparse-ideal: per sparse kernel, one line's case at its longest length, with its dense twins.
 Each claim is judged per condition (bench.report.conditions): one method line (a method at one phase, mask, dtype
 and head geometry) at its longest length, its ratio's interval from each time drawn within its own CI; the data are
@@ -12,15 +13,13 @@ bench.report.sparse_cost's (each sparse case beside the best dense kernel and it
 
 from __future__ import annotations
 
-import dataclasses
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
-from bench.backends import BACKENDS, get_backend
+from bench.claims import sparse_line
 from bench.claims.question import Context, Question, runs_here
 from bench.claims.spec import PREFILL, ClaimSpec
 from bench.problem.case import Case
-from bench.problem.shapes import DENSE
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -52,54 +51,26 @@ def picks(c: Case) -> bool:
     return s.scope == "attention" and s.serving is None and not s.score.variants and c.pass_ == "fwd"
 
 
-def _sparse_kernel(backend: str) -> bool:
-    """A kernel that executes a keep-set sparsely (its blocks, its gathered keys), not as a boolean mask."""
-    return get_backend(backend).executes in ("blocks", "selected")
-
-
-def _line_key(c: Case) -> tuple:
-    """What one method's line over the lengths shares: every shape field but the lengths and the batch, and the
-    phase (_lines splits a line by batch where a length has several)."""
-    s = c.shape
-    return (c.backend, c.phase, c.pass_, s.seq_q if c.phase == "decode" else None,
-            *(getattr(s, f.name) for f in dataclasses.fields(s) if f.name not in ("seq_q", "seq_kv", "batch")))
-
-
-def _twins(c: Case, dense: dict[tuple, list[Case]]) -> list[Case]:
-    """The dense cases of c's shape: its own backend's (its speedup's twin) and every fused kernel's that does not
-    compile (the best dense kernel is among them)."""
-    key = (dataclasses.replace(c.shape, sparsity=DENSE), c.phase, c.pass_)
-    return [d for d in dense.get(key, []) if d.backend == c.backend
-            or (BACKENDS.get(d.backend) is not None and BACKENDS[d.backend].memory == "tiled"
-                and not BACKENDS[d.backend].compiles)]
-
-
 def _lines(cases: list[Case], ctx: Context) -> tuple[list[list[Case]], dict[tuple, list[Case]]]:
-    """The sparse kernels' lines (one method over the lengths, shortest first) and the dense cases by shape."""
+    """The sparse kernels' lines (shortest first) and the dense cases that run here, by twin key."""
     dense: dict[tuple, list[Case]] = defaultdict(list)
-    lines: dict[tuple, list[Case]] = defaultdict(list)
+    methods: dict[tuple, list[Case]] = defaultdict(list)
     for c in cases:
         if not runs_here(c, ctx):
             continue
+        fields = sparse_line.case_fields(c)
         if not c.shape.sparsity.sparse:
-            dense[(c.shape, c.phase, c.pass_)].append(c)
-        elif _sparse_kernel(c.backend):
-            lines[_line_key(c)].append(c)
-    split = []
-    for line in lines.values():
-        batches: dict[int, set[int]] = defaultdict(set)
-        for c in line:
-            batches[c.shape.seq_kv].add(c.shape.batch)
-        if all(len(b) == 1 for b in batches.values()):  # one batch per length (fixed tokens per batch): one line
-            split.append(line)
-        else:
-            split += [[c for c in line if c.shape.batch == b] for b in sorted({c.shape.batch for c in line})]
-    return [sorted(line, key=lambda c: c.shape.seq_kv) for line in split], dense
+            dense[sparse_line.twin_key(fields)].append(c)
+        elif sparse_line.executes_sparsely(c.backend):
+            methods[sparse_line.line_key(fields)].append(c)
+    lines = [line for cases_ in methods.values()
+             for line in sparse_line.split(cases_, lambda c: c.shape.seq_kv, lambda c: c.shape.batch)]
+    return [sorted(line, key=lambda c: c.shape.seq_kv) for line in lines], dense
 
 
 def _with_twins(line: list[Case], dense: dict[tuple, list[Case]]) -> list[Case] | None:
-    """The line's cases and their twins, or None when a length has no dense twin to compare with."""
-    twins = [_twins(c, dense) for c in line]
+    """The line's cases and every dense twin of each, or None when a length has none to compare with."""
+    twins = [dense.get(sparse_line.twin_key(sparse_line.case_fields(c)), []) for c in line]
     if not all(twins):
         return None
     return line + [t for ts in twins for t in ts]

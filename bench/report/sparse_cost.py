@@ -1,11 +1,12 @@
 """Sparse attention against dense: each sparse case beside the best dense kernel at its shape (the crossover claim
 and the time figure) and beside its speedup twin (the speedup claim and the speedup figure).
 
-A sparse row is an ok attention case with a sparsity (bench.problem.sparsity); its dense twins are the ok cases with
-every other shape field equal and sparsity none, the best dense kernel the fastest of them, and its speedup twin the
-same backend's dense run, else (a kernel that runs only sparse attention) the best dense kernel. A method is
-(sparsity, backend) and its budget is the sparsity's (`Sparsity.budget_label`: a density, or tokens per query), so
-every method of one budget is compared on the same inputs while the length varies.
+A sparse row is an ok attention case with a sparsity (bench.problem.sparsity). Its dense twins, the best dense
+kernel among them, its speedup twin and its method line are bench.claims.sparse_line's: the best dense kernel is the
+fastest dense kernel measured ok at the sparse case's shape, of any backend the run ran there (the planner funds every
+one it offers); the speedup twin is the same backend's dense run, else (a kernel that runs only sparse attention) the
+best dense kernel. A method is (sparsity, backend) and its budget is the sparsity's (`Sparsity.budget_label`: a
+density, or tokens per query), so every method of one budget is compared on the same inputs while the length varies.
 What is compared:
   crossover  a method's whole cost per forward, total_s (median_s, plus topk's indexer and a BlockMask built on every
              forward: bench.kinds.sparse), against the best dense kernel's median_s at the same shape. S* is the
@@ -24,16 +25,14 @@ from collections.abc import Iterator
 
 import pandas as pd
 
+from bench.claims import sparse_line
 from bench.claims.sparse import SPARSE_BEATS, beats, length_word
 from bench.problem.sparsity import Sparsity
-from bench.report.frames import attention_rows, ok_rows, serving_rows, shape_keys_but, sparse_rows
+from bench.report.frames import attention_rows, ok_rows, serving_rows, sparse_rows
 from bench.report.interval import ratio_interval
 
-TWIN_KEYS = shape_keys_but("sparsity")  # a sparse case and its dense twin differ in the sparsity only
-# one method over the lengths: every shape field but the lengths, and the batch where each length has one (a GPU sweep
-# at fixed tokens per batch shrinks B as S grows), else one line per batch (bench.claims.sparse does the same)
-# (and decode's queries per step: `step_q`, 0 for prefill, whose Sq is its length)
-LINE_KEYS = ["backend", "sparsity", "step_q", *shape_keys_but("sparsity", "seq_q", "seq_kv", "batch")]
+TWIN_KEYS = list(sparse_line.TWIN_FIELDS)  # a sparse case and its dense twin differ in the sparsity only
+LINE_KEYS = list(sparse_line.LINE_FIELDS)  # one method over the lengths (split by batch unless sparse_line.one_line)
 SPEEDUP_COLUMNS = ["phase", "mask", "dtype", "budget", "method", "length", "density", "speedup", "ideal", "share",
                    "twin"]
 TIMES = ["median_s", "ci_low_s", "ci_high_s"]
@@ -45,6 +44,16 @@ def budget_label(sparsity: str) -> str:
 
 def _named(stem: str) -> dict[str, str]:
     return {"median_s": f"{stem}s", "ci_low_s": f"{stem}ci_low_s", "ci_high_s": f"{stem}ci_high_s"}
+
+
+def _best_dense(dense: pd.DataFrame, sparse: pd.DataFrame) -> pd.DataFrame:
+    """Per twin shape of a sparse row: the best dense kernel's row (sparse_line.fastest over the dense rows there),
+    as best_dense (its backend) and best_dense_s .. best_dense_ci_high_s."""
+    at = dense.merge(sparse[TWIN_KEYS].drop_duplicates(), on=TWIN_KEYS, how="inner")
+    picked = [sparse_line.fastest(list(rows.index), lambda i, rows=rows: float(rows.at[i, "median_s"]))
+              for _, rows in at.groupby(TWIN_KEYS, dropna=False, sort=False)]
+    return at.loc[picked, [*TWIN_KEYS, *TIMES, "backend"]].rename(columns={**_named("best_dense_"),
+                                                                             "backend": "best_dense"})
 
 
 def sparse_costs(df: pd.DataFrame) -> pd.DataFrame:
@@ -62,16 +71,14 @@ def sparse_costs(df: pd.DataFrame) -> pd.DataFrame:
     ok = ok.assign(**{c: ok[c] if c in ok else ok["median_s"] for c in TIMES[1:]})
     sparse, dense = ok[is_sparse], ok[~is_sparse]
     own = dense[["backend", *TWIN_KEYS, *TIMES]].drop_duplicates(["backend", *TWIN_KEYS])
-    best = (dense.sort_values("median_s", kind="stable").drop_duplicates(TWIN_KEYS)[[*TWIN_KEYS, *TIMES, "backend"]]
-            .rename(columns={**_named("best_dense_"), "backend": "best_dense"}))
-    out = sparse.merge(best, on=TWIN_KEYS, how="inner").merge(
+    out = sparse.merge(_best_dense(dense, sparse), on=TWIN_KEYS, how="inner").merge(
         own.rename(columns=_named("own_dense_")), on=["backend", *TWIN_KEYS], how="left")
     if out.empty:
         return pd.DataFrame()
     own_run = out["own_dense_s"].notna()  # the speedup twin: its own dense run, else the best dense kernel
     out = out.assign(
         length=out["seq_kv"].astype(int),
-        step_q=out["seq_q"].where(out["phase"] == "decode", 0).astype(int),
+        step_q=[sparse_line.step_q(p, q) for p, q in zip(out["phase"], out["seq_q"], strict=True)],
         budget=out["sparsity"].map(budget_label),
         method=out["sparsity"] + " · " + out["backend"],
         cost_s=out["total_s"].fillna(out["median_s"]),
@@ -120,9 +127,9 @@ def condition_name(row: pd.Series, split: bool) -> str:
 
 
 def method_lines(costs: pd.DataFrame) -> Iterator[tuple[tuple, pd.DataFrame, bool]]:
-    """(LINE_KEYS values, rows, split) per method line: split by batch where a length has several."""
+    """(LINE_KEYS values, rows, split) per method line: split by batch unless sparse_line.one_line."""
     for key, group in costs.groupby(LINE_KEYS, dropna=False, sort=False):
-        if group.groupby("length")["batch"].nunique().max() <= 1:
+        if sparse_line.one_line(group.groupby("length")["batch"].unique()):
             yield key, group, False
         else:
             for _, line in group.groupby("batch", sort=True):

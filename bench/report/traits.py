@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from bench.backends import BACKENDS
 from bench.backends.base import PAGED_LAYOUTS
+from bench.claims.sparse_line import executes_sparsely
 from bench.problem.scores import OPT_IN_VARIANTS
 
 # materialising: builds the Sq x Skv score matrix, and expands K/V to all Hq heads before its products (repeat);
@@ -30,9 +31,8 @@ ALL_VARIANT_KERNELS: tuple[str, ...] = tuple(name for name, b in BACKENDS.items(
                                              if b.memory == "tiled" and set(OPT_IN_VARIANTS) <= set(b.variants))
 
 # Kernels that execute a sparsity sparsely (a BlockMask's kept blocks, K gathered keys per query): the speedup claim's;
-# the others take a keep-set as a boolean mask and compute every pair
-SPARSE_KERNELS: tuple[str, ...] = tuple(name for name, b in BACKENDS.items()
-                                        if b.sparsity and b.executes in ("blocks", "selected"))
+# the others take a keep-set as a boolean mask and compute every pair (bench.claims.sparse_line defines which)
+SPARSE_KERNELS: tuple[str, ...] = tuple(name for name in BACKENDS if executes_sparsely(name))
 
 # Kernel families for claims that depend on how a kernel treats grouped K/V heads.
 EXPANDING, FUSED = "expanding", "fused"
