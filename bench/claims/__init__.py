@@ -23,9 +23,10 @@ Adding a claim:
 2. one line in REGISTRY, at its place in the report, with its question's place in the planner's order (None when the
    module has no question).
 The report's table, `bench run`'s closing summary, `--plan`, the deciding phase and the tests read it from there.
-Each threshold is defined in its claim's module and can be imported from here too (the report's modules read them
-so). Generic helpers: bench.claims.spec (ClaimSpec), bench.claims.question (Question, Context, and the helpers choosing
-the textbook backend, the fused kernel, the native dtypes and the emulated dtypes' representatives).
+Each threshold is defined once, in its claim's module; this module re-exports them for the report's modules that
+import them from here. The generic parts: bench.claims.spec (ClaimSpec) and bench.claims.question (Question, Context,
+and the helpers that choose the textbook backend, the fused kernel, the native dtypes and the emulated dtypes'
+representatives); bench.claims.sparse_line defines a sparse line, its dense twins and the best dense kernel.
 """
 
 from __future__ import annotations
