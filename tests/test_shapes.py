@@ -62,7 +62,7 @@ def test_parse_mask_rejects(text):
 
 
 def test_presets_match_their_published_configs():
-    assert len(PRESETS) == 12
+    assert len(PRESETS) == 13
     assert preset("gemma-2-9b").softcap == 50.0 and preset("gemma-2-9b").window == 4096
     ds = preset("deepseek-v3")  # MLA: one latent of 512 + 64 per token, K/V heads of 192 / 128 when decompressed
     assert (ds.variant, ds.n_heads, ds.kv_lora_rank, ds.qk_rope_head_dim, ds.head_dim, ds.v_head_dim) == (
@@ -73,6 +73,8 @@ def test_presets_match_their_published_configs():
     q = preset("qwen2.5-0.5b")
     assert (q.layers, q.hidden_size, q.n_heads, q.n_kv_heads, q.head_dim, q.variant) == (24, 896, 14, 2, 64, "gqa")
     assert preset("llama-2-70b").variant == "gqa" and preset("gpt-3-175b").variant == "mha"
+    nxt = preset("qwen3-next-80b-a3b")  # a hybrid: 12 full-attention layers of 48, the other 36 gated DeltaNet
+    assert (nxt.layers, nxt.n_heads, nxt.n_kv_heads, nxt.head_dim) == (48, 16, 2, 256)
     assert preset("mistral-7b-v0.1").window == 4096
     assert preset("bert-base").encoder_only
     assert all(p.source for p in PRESETS.values())
