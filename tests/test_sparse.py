@@ -32,8 +32,10 @@ from bench.counts.pairs import (
     kept_per_row,
 )
 from bench.engine.runner import Runner
-from bench.engine.sweeps import Case, Sweep, cases, offered, sparsity_labels
+from bench.engine.sweeps import Case, Sweep, cases
 from bench.errors import InputError
+from bench.kinds.expansion import offered
+from bench.kinds.sparse import sparsity_labels
 from bench.problem.columns import shape_from_fields
 from bench.problem.indexer import make_indexer_inputs, select
 from bench.problem.keepset import KeepSet

@@ -33,8 +33,8 @@ from bench.claims.sparse import sparse_speedup as speedup_claim
 from bench.engine import options
 from bench.engine.agenda import BEFORE_FIRST_CASE_S, FUNDED, cut_dtypes, make_agenda
 from bench.engine.cost import predict_all
-from bench.engine.geometry import model_geometries
 from bench.engine.sweeps import Sweep, cases, profile
+from bench.kinds.model import model_geometries
 from bench.measure.calibrate import REUSE_ENV
 from bench.measure.spec_sheets import spec_calibration
 from bench.models.config import ConfigError, kv_bytes_per_token

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 
+from bench.backends import get_backend
 from bench.engine import options, sweeps
 from bench.engine.session import Session
 from bench.errors import UsageError
@@ -67,7 +68,7 @@ def case_from_id(text: str) -> sweeps.Case:
     case = sweeps.Case(backend, shape, phase, pass_, device)
     if case.id != text.strip():
         raise UsageError(f"case id {text!r} is not one attnbench writes (it reads back as {case.id})")
-    sweeps.get_backend(backend)
+    get_backend(backend)
     return case
 
 

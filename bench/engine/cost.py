@@ -18,8 +18,8 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from bench.counts.metrics import attention_flops
-from bench.engine.sweeps import Case
 from bench.kinds import check_shape
+from bench.problem.case import Case
 from bench.problem.shapes import DENSE
 from bench.results.meta import Calibration
 

@@ -36,29 +36,18 @@ def kv_measured(executor: Executor, plan: Plan, say: Callable[[str], None]) -> l
 
 def model_facts(plan: Plan) -> dict[str, Any] | None:
     """--model-config: each model's layers per kind and KV bytes per token, for the report's model section."""
-    from bench.engine.sweeps import models_of
+    from bench.engine.sweeps import parts
+    from bench.kinds.model import ModelKind
 
-    if not models_of(plan.sweep):
-        return None
-    from bench.models.config import model_facts as facts
-    from bench.models.config_json import load_config
-
-    configs = [load_config(name) for name in models_of(plan.sweep)]
-    return {cfg.name: facts(cfg, plan.sweep.dtypes) for cfg in configs}
+    return ModelKind().facts(parts(plan.sweep)).get("models")
 
 
 def workload_facts(plan: Plan) -> dict[str, Any] | None:
-    """--workload: each trace's requests, schedule and weighted buckets, so the report weighs the buckets' times
-    without the trace file."""
-    from bench.engine.sweeps import knobs, replayed, trace_page_size
+    """--workload: each trace's requests, schedule and weighted buckets (bench.kinds.trace)."""
+    from bench.engine.sweeps import parts
+    from bench.kinds.trace import workload_facts as facts
 
-    traces = replayed(plan.sweep)
-    if not traces:
-        return None
-    from bench.traces.replay import replay
-
-    return {name: replay(name, knobs(part), part.max_buckets).to_dict() | {"page_size": trace_page_size(part)}
-            for name, part in traces.items()}
+    return facts(parts(plan.sweep))
 
 
 def machine_info_here(environment: dict[str, Any]) -> dict[str, Any]:

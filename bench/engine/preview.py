@@ -14,7 +14,8 @@ from bench.engine.agenda import BEFORE_FIRST_CASE_S, FUNDED, cut_dtypes, fmt_s, 
 from bench.engine.budget import DECIDE_SHARE, cases_room
 from bench.engine.cost import predict_all
 from bench.engine.options import Plan
-from bench.engine.sweeps import knobs, replayed
+from bench.engine.sweeps import parts
+from bench.kinds.trace import knobs, replayed
 from bench.results.meta import Calibration
 from bench.traces.replay import replay
 
@@ -28,7 +29,8 @@ def preview_lines(plan: Plan, calibration: Calibration) -> list[str]:
     source = "; ".join(calibration.notes) or "measured here"
     lines = [f"ceilings ({source}): GEMM {(calibration.gemm_flops_per_s or 0) / 1e9:,.0f} GFLOP/s, "
              f"copy {(calibration.copy_bytes_per_s or 0) / 1e9:,.0f} GB/s"]
-    lines += [replay(name, knobs(part), part.max_buckets).summary() for name, part in replayed(plan.sweep).items()]
+    traces = replayed(parts(plan.sweep))
+    lines += [replay(name, knobs(part), part.max_buckets).summary() for name, part in traces.items()]
     if budget is None or budget == float("inf"):
         total = sum(predicted.values())
         lines.append(f"no time budget: all {len(plan.cases)} cases run, predicted {fmt_s(elapsed + total)}")

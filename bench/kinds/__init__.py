@@ -1,27 +1,44 @@
-"""Case kinds: what differs between a dense attention case, a whole-layer case, an MLA case, a sparse case and a
-serving batch, behind one interface (bench.kinds.base.CaseKind) that the runner and bench.results.record call.
+"""Kinds: everything that differs between a dense attention case, a whole layer, an MLA case, a sparse case, a
+serving batch, a replayed trace and a transformers model, from the flags that ask for them to the timed call. The
+engine holds no branch on a kind: it asks the kinds in REGISTRY.
 
-Which kind a case is, is decided once, by bench.problem.case.shape_kind (Case.kind); this package holds each kind's code
-under that name. Adding a kind: its name and rule in bench.problem.case, one module here, one line in KINDS.
+Each registered kind declares, in its own module (or package):
+  its axes      `axes`, a frozen dataclass of `axis(...)` fields (bench.kinds.axes): flag, default, parser, check
+                and help of each; the engine's Sweep (bench.engine.sweep) is every kind's axes together, in
+                registry order, so `bench run`, `pytest --attn-*`, profiles and results files take them at once;
+  its expansion the hooks of bench.kinds.expansion.Kind it needs (geometries, variant_geometries, cases, dims,
+                refuses, passes, more_cases), through which bench.engine.sweeps expands a sweep into cases, and
+                what a run records (`facts`) and `--plan` says (`plan_lines`) of it;
+  its measurement, for a kind of case (bench.kinds.base.CaseKind: the shapes bench.problem.case.shape_kind names
+                so): the record's formula fields, the memory it needs, its check shape, check, gradient check and
+                timed call, and for planning `predicted_flops` and `reference_flops`.
+Adding a kind: one module here (its class, a subclass of Kind) and one line in REGISTRY; a kind of case also
+adds its name and rule to bench.problem.case.shape_kind, its record fields to bench.results.record.FIELDS (the
+rest of the record comes from its `record_fields`), and any new shape field to bench.problem.columns. Dense is
+first, the base every later kind refines: a hook that picks one answer (geometries, cases) takes the last kind's.
 
-A kind's formulas (record_fields, predicted_bytes, check_shape) are plain arithmetic that plans read; torch and the
-tensor code are imported inside the methods that run a case (setup, check, gradients, timed_call), so planning a
-run loads no torch (`bench run`'s parent process hands its cases to a worker that does).
+A kind's formulas (record_fields, predicted_bytes, check_shape) and its expansion are plain arithmetic that plans
+read; torch and the tensor code are imported inside the methods that run a case (setup, check, gradients,
+timed_call), so planning a run loads no torch (`bench run`'s parent process hands its cases to a worker that does).
 """
 
 from __future__ import annotations
 
 from bench.kinds.base import EXACT_CHECK_ELEMENTS, CaseKind, ReferenceCache
 from bench.kinds.dense import DenseKind
+from bench.kinds.expansion import Kind, Registry
 from bench.kinds.layer import LayerKind
 from bench.kinds.mla import MlaKind
+from bench.kinds.model import ModelKind
 from bench.kinds.serving import ServingKind
 from bench.kinds.sparse import SparseKind
+from bench.kinds.trace import TraceKind
 from bench.problem.case import Case, shape_kind
 from bench.problem.shapes import AttentionShape
 
-KINDS: dict[str, CaseKind] = {kind.name: kind for kind in (ServingKind(), LayerKind(), SparseKind(), MlaKind(),
-                                                           DenseKind())}
+REGISTRY = Registry(DenseKind(), LayerKind(), MlaKind(), ServingKind(), SparseKind(), ModelKind(), TraceKind())
+# the kinds of case, by the name bench.problem.case.shape_kind gives a shape
+KINDS: dict[str, CaseKind] = {kind.name: kind for kind in REGISTRY if isinstance(kind, CaseKind)}
 
 
 def kind_of(of: Case | AttentionShape) -> CaseKind:
@@ -34,4 +51,10 @@ def check_shape(shape: AttentionShape) -> AttentionShape:
     return kind_of(shape).check_shape(shape)
 
 
-__all__ = ["EXACT_CHECK_ELEMENTS", "KINDS", "CaseKind", "ReferenceCache", "check_shape", "kind_of"]
+def reference_flops(case: Case) -> float:
+    """The FLOPs of a case's float64 check, on its check shape, by its kind."""
+    return kind_of(case).reference_flops(check_shape(case.shape), case.pass_)
+
+
+__all__ = ["EXACT_CHECK_ELEMENTS", "KINDS", "REGISTRY", "CaseKind", "Kind", "ReferenceCache", "Registry",
+           "check_shape", "kind_of", "reference_flops"]

@@ -3,14 +3,13 @@
 A case kind (dense attention, a whole layer, a serving batch...) says, for a case of its kind: the fields its record
 counts by formula, the memory it will need, the shape its correctness check runs on, that check, the gradient check,
 and the call to time. The runner and bench.results.record call only these, so they hold no branch on the kind; a new
-kind
-is one module here and one line in bench.kinds.KINDS.
+kind is one module here and one line in bench.kinds.REGISTRY.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from bench.backends.base import Backend, Unsupported
 from bench.problem.case import Case
@@ -26,6 +25,7 @@ EXACT_CHECK_ELEMENTS = 1 << 25
 T = TypeVar("T")
 
 
+@runtime_checkable
 class CaseKind(Protocol):
     """One kind of case. `setup` builds what the check and the timed call share (a layer's weights), or None."""
 
@@ -58,6 +58,14 @@ class CaseKind(Protocol):
 
     def timed_call(self, case: Case, setup: Any) -> Callable[[], object]:
         """The call the timer repeats: the case's own shape, inputs drawn from another seed than the check's."""
+        ...
+
+    def predicted_flops(self, case: Case) -> float:
+        """What the case costs for sharding (bench.kinds.expansion.Kind's default: its attention's FLOPs)."""
+        ...
+
+    def reference_flops(self, shape: AttentionShape, pass_: str) -> float:
+        """The FLOPs of the float64 check on the check shape `shape` (the cost model's)."""
         ...
 
 

@@ -1,11 +1,13 @@
 """A whole layer (scope "layer"): W_Q, W_K, W_V, the backend's attention and W_O on x (B, S, d_model), checked
-against the same layer in float64 (bench.reference.reference_layer, LAYER_TOLERANCES)."""
+against the same layer in float64 (bench.reference.reference_layer, LAYER_TOLERANCES). Its axis, --scope, crosses
+every prefill point of the grid with attention alone and the whole layer."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from bench.backends.base import Backend
 from bench.counts.metrics import (
@@ -16,18 +18,34 @@ from bench.counts.metrics import (
     layer_flops,
     layer_weight_bytes,
 )
+from bench.kinds.axes import axis, one_of, words
 from bench.kinds.base import ReferenceCache, flop_fields, refuse_variants
 from bench.kinds.dense import DenseKind, dense_check_shape, dense_kv_fields
+from bench.kinds.expansion import Dims, Kind
 from bench.problem.case import Case
-from bench.problem.shapes import AttentionShape
+from bench.problem.shapes import SCOPES, AttentionShape
 
 if TYPE_CHECKING:
     from bench.kinds.mha_layer import MultiHeadAttention
     from bench.reference import Check
 
 
-class LayerKind:
+@dataclass(frozen=True)
+class LayerAxes:
+    scopes: tuple[str, ...] = axis(("attention",), "scope", "attention,layer: time attention alone, and/or the "
+                                   "whole layer (W_Q, W_K, W_V, W_O around it; prefill only)", words,
+                                   one_of("scope", SCOPES))
+
+
+class LayerKind(Kind):
     name = "layer"
+    axes = LayerAxes
+
+    def dims(self, sweep: Any, phase: str) -> Dims:
+        return [("scope", sweep.scopes)] if phase == "prefill" else []
+
+    def predicted_flops(self, case: Case) -> float:
+        return layer_flops(case.shape, case.pass_)  # the projections too
 
     def record_fields(self, case: Case, backend: Backend) -> dict[str, float | None]:
         # the projections are counted too; the memory model covers attention alone, so a layer has none

@@ -1,21 +1,29 @@
 """MLA (bench.kinds.mla_calls): one attention call in the shape's form (expanded prefill, absorbed decode), timed alone
-as
-FlashMLA and FlashInfer's MLA kernels take it, and checked end to end (projections included) against the float64
-expanded formula. Inference only: a fwd+bwd MLA case is unsupported (attnbench times MLA as models serve it)."""
+as FlashMLA and FlashInfer's MLA kernels take it, and checked end to end (projections included) against the float64
+expanded formula. Inference only: a fwd+bwd MLA case is unsupported (attnbench times MLA as models serve it).
+
+Its axes, --kv-lora-rank and --rope-dim, make --variant mla's geometries: --head-dim is qk_nope and v_head_dim
+(DeepSeek-V3: 128 both) and --rope-dim is added to it for D_qk. An MLA geometry's cases are its own, not the grid's:
+prefill expanded at each --seq, decode absorbed, attention alone, forward, no serving batch, score variant or chunk."""
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from bench.backends.base import Backend, Unsupported
 from bench.counts.metrics import ELEMENT_BYTES, attention_bytes, attention_flops, latent_cache_bytes, model_mem_bytes
+from bench.kinds.axes import axis, positive_ints_check
 from bench.kinds.base import ReferenceCache, decode_kv_fields, flop_fields
-from bench.kinds.dense import dense_check_shape
+from bench.kinds.dense import batches, dense_check_shape
+from bench.kinds.expansion import Geometry, Kind, Point, Registry, offered
 from bench.problem.case import Case
+from bench.problem.columns import shape_from_fields
 from bench.problem.scores import NO_SCORE
-from bench.problem.shapes import AttentionShape
+from bench.problem.shapes import AttentionShape, case_mask
 
 if TYPE_CHECKING:
     from bench.reference import Check
@@ -23,8 +31,53 @@ if TYPE_CHECKING:
 FORWARD_ONLY = "MLA cases are timed forward only (inference, as DeepSeek models are served); use pass=fwd"
 
 
-class MlaKind:
+@dataclass(frozen=True)
+class MlaAxes:
+    kv_lora_ranks: tuple[int, ...] = axis((256,), "kv-lora-rank", "MLA latent widths (DeepSeek-V3: 512 at head dim "
+                                          "128; halved like the default --head-dim 64)",
+                                          check=positive_ints_check("kv_lora_rank"))
+    rope_dims: tuple[int, ...] = axis((32,), "rope-dim", "MLA shared rotary key widths, added to --head-dim for "
+                                      "Q/K (DeepSeek-V3: 64 at head dim 128)", check=positive_ints_check("rope_dim"))
+
+
+class MlaKind(Kind):
     name = "mla"
+    axes = MlaAxes
+
+    def variant_geometries(self, sweep: Any, variant: str, n_heads: int,
+                           dims: tuple[int, ...]) -> list[Geometry] | None:
+        if variant != "mla":
+            return None
+        return [Geometry(n_heads, n_heads, head_dim + rope, sweep.masks, v_head_dim=head_dim, kv_lora_rank=rank,
+                         rope_dim=rope)
+                for head_dim in dims for rank in sweep.kv_lora_ranks for rope in sweep.rope_dims]
+
+    def cases(self, sweep: Any, g: Geometry, point: Point, device: str, kinds: Registry) -> list[Case] | None:
+        """An MLA geometry's cases: prefill expanded (each --seq, scope attention, fwd), decode absorbed; none with a
+        score variant or a chunk (bench.problem.shapes says why)."""
+        if not g.is_mla:
+            return None
+        if point["score"] != "none" or case_mask(point["mask"]).variants:
+            return []
+        out: list[Case] = []
+        if "prefill" in sweep.phases and "attention" in sweep.scopes and "fwd" in sweep.passes and not sweep.lengths:
+            prefill = point | g.mla_fields("expanded")
+            for seq in sweep.seqs:
+                for batch in batches(sweep, seq):
+                    at = prefill | {"batch": batch, "seq_q": seq, "seq_kv": seq}
+                    if g.keeps_all(at):
+                        continue
+                    shape = shape_from_fields(at)
+                    out += [Case(b, shape, "prefill", "fwd", device) for b in sweep.backends if offered(b, shape)]
+        if "decode" in sweep.phases and point["mask"] != "none" and not sweep.page_sizes and not sweep.lengths:
+            decode = point | g.mla_fields("absorbed")
+            for sq, kv, batch in itertools.product(sweep.decode_q, sweep.decode_kv, sweep.batches):
+                at = decode | {"batch": batch, "seq_q": sq, "seq_kv": kv}
+                if g.keeps_all(at):
+                    continue
+                shape = shape_from_fields(at)
+                out += [Case(b, shape, "decode", "fwd", device) for b in sweep.backends if offered(b, shape)]
+        return out
 
     def record_fields(self, case: Case, backend: Backend) -> dict[str, float | None]:
         s = case.shape

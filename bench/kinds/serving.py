@@ -1,20 +1,23 @@
 """Serving batches (bench.serving): ragged, mixed and paged batches in each backend's own layout, checked sequence
-by sequence against float64; inference only."""
+by sequence against float64; inference only. Its axes, --lengths and --page-size, cross the grid's points with the
+batches' length distributions (prefill and decode) and the decode cache's page sizes."""
 
 from __future__ import annotations
 
 import dataclasses
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from bench.backends import Unsupported, get_backend
 from bench.backends.base import PAGED_LAYOUTS, RAGGED_LAYOUTS, Backend
 from bench.counts.metrics import model_mem_bytes
-from bench.kinds.axes import ints, positive_ints_check, words
+from bench.kinds.axes import axis, ints, one_of, positive_ints_check, words
 from bench.kinds.base import ReferenceCache, decode_kv_fields, fits_exactly, refuse_variants
+from bench.kinds.expansion import Dims, Geometry, Kind, Point
 from bench.problem.case import Case
-from bench.problem.shapes import AttentionShape, rows_label
+from bench.problem.shapes import LENGTHS, AttentionShape, case_mask, rows_label
 from bench.serving.workload import (
     padding_waste,
     serving_bytes,
@@ -69,8 +72,40 @@ def _rows_check_shape(shape: AttentionShape, groups: tuple[tuple[int, int, int],
     return small
 
 
-class ServingKind:
+@dataclass(frozen=True)
+class ServingAxes:
+    lengths: tuple[str, ...] | None = axis(None, "lengths", "serving batches: sequence lengths drawn at a fixed "
+                                           "total token count, equal,uniform,zipf (prefill; decode contexts), and "
+                                           "mixed (prefill chunks beside decode steps, prefill phase)", words,
+                                           one_of("lengths", LENGTHS))
+    page_sizes: tuple[int | None, ...] | None = axis(None, "page-size", "serving decode: KV-cache page sizes, e.g. "
+                                                     "contiguous,16,128 (contexts drawn uniform unless --lengths)",
+                                                     page_sizes, page_size_check)
+
+
+class ServingKind(Kind):
     name = "serving"
+    axes = ServingAxes
+
+    def dims(self, sweep: Any, phase: str) -> Dims:
+        """Prefill: each --lengths (or none: one sequence). Decode: the page sizes and context distributions, paged
+        caches with their own contexts per sequence (uniform unless --lengths), and so the contiguous cache they
+        are compared with; mixed is a prefill-phase batch."""
+        if phase == "prefill":
+            return [("lengths", sweep.lengths or (None,))]
+        lengths = tuple(x for x in sweep.lengths or () if x != "mixed")
+        if sweep.page_sizes:
+            return [("page_size", sweep.page_sizes), ("lengths", lengths or ("uniform",))]
+        return [("page_size", (None,)), ("lengths", lengths or (None,))]
+
+    def refuses(self, g: Geometry, point: Point) -> bool:
+        """A serving batch is attention alone; a mixed batch is causal."""
+        lengths = point.get("lengths")
+        return lengths is not None and (point.get("scope", "attention") != "attention"
+                                        or (lengths == "mixed" and case_mask(point["mask"]).kind == "none"))
+
+    def passes(self, point: Point, passes: tuple[str, ...]) -> tuple[str, ...]:
+        return ("fwd",) if point.get("lengths") else passes  # serving is inference: forward only
 
     def record_fields(self, case: Case, backend: Backend) -> dict[str, float | None]:
         # counted over the batch's real sequences; the padding the backend's layout adds is padding_waste

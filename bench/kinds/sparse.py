@@ -12,12 +12,17 @@ What the record adds (bench.results.record): useful and executed FLOPs, the dens
   total_s                            the pair together: median_s + indexer_s, plus the BlockMask's build where the
                                      keep-set changes on every forward (topk); a static keep-set is built once
 For FlexAttention, executed FLOPs count the blocks its BlockMask really holds (topk's depend on what was picked).
+
+Its axis, --sparsity, sweeps each keep-set as a shape field; the grid leaves a sparse point out unless it is one
+attention call (no layer, no serving batch) at a context its sparsity does not keep whole.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from bench.backends.base import Backend, Unsupported
@@ -33,12 +38,15 @@ from bench.counts.metrics import (
     model_mem_bytes,
 )
 from bench.counts.pairs import density
+from bench.kinds.axes import axis, words
 from bench.kinds.base import ReferenceCache, decode_kv_fields, flop_fields
 from bench.kinds.dense import dense_check_shape, guarded_call
+from bench.kinds.expansion import Geometry, Kind, Point
 from bench.kinds.mla import FORWARD_ONLY
 from bench.problem.case import Case
 from bench.problem.scores import NO_SCORE
-from bench.problem.shapes import AttentionShape
+from bench.problem.shapes import DENSE, AttentionShape
+from bench.problem.sparsity import Sparsity
 
 if TYPE_CHECKING:
     import torch
@@ -72,8 +80,33 @@ def _inputs(shape: AttentionShape, device: str, seed: int) -> tuple[Any, tuple[t
     return x, call_tensors(shape, x)
 
 
-class SparseKind:
+def sparsity_labels(text: str) -> tuple[str, ...]:
+    """--sparsity's values, each as its label (block:128:1/4 -> block:128:0.25): what case ids and files hold."""
+    return tuple(Sparsity.parse(word).label for word in words(text))
+
+
+@dataclass(frozen=True)
+class SparseAxes:
+    sparsities: tuple[str, ...] = axis(("none",), "sparsity", "sparse attention, each at a fixed budget while the "
+                                       "lengths vary: none,block:128:0.25,docs:8,global:64+window:256,topk:256 "
+                                       "(topk:K:HxD sets the indexer; see bench.problem.sparsity); a backend is "
+                                       "offered the kinds its `sparsity` trait lists", sparsity_labels,
+                                       shape_field="sparsity")
+
+
+class SparseKind(Kind):
     name = "sparse"
+    axes = SparseAxes
+
+    def refuses(self, g: Geometry, point: Point) -> bool:
+        """A sparse case is one attention call (no layer, no serving batch), where its sparsity drops keys."""
+        return point["sparsity"] != "none" and (
+            point.get("scope", "attention") != "attention" or point.get("lengths") is not None
+            or point.get("page_size") is not None or g.keeps_all(point))
+
+    def reference_flops(self, shape: AttentionShape, pass_: str) -> float:
+        """The float64 reference computes every pair the mask leaves, the keep-set's dropped ones too."""
+        return attention_flops(dataclasses.replace(shape, sparsity=DENSE), pass_)
 
     def record_fields(self, case: Case, backend: Backend) -> dict[str, float | None]:
         s = case.shape
