@@ -1,12 +1,20 @@
 """A real single-node Slurm for the tests: Debian's slurm-wlm 22.05 and munge, run as root without systemd
 (proctrack/linuxproc, task/none, select/cons_tres), with slurmdbd over a private mariadb for job accounting, or
 without accounting at all. Every config, state and log lives in one temporary folder; the daemons run in the
-foreground as our children, so stopping them is killing what we started. `.ci/run` installs the packages."""
+foreground as our children. `.ci/run` installs the packages.
+
+A job's steps are not our children: slurmd starts each slurmstepd detached (reparented to init, in a session of its
+own) so that jobs outlive a slurmd restart, and ending slurmd leaves them running. So stop() cancels every job and
+waits until squeue is empty before it ends the daemons, then kills whatever still carries this cluster's SLURM_CONF
+in its environment (a step slurmd left behind and the job's processes under it), and fails if any outlives a bounded
+wait: after a test, `pgrep -a slurmstepd` prints nothing."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -146,13 +154,63 @@ class SlurmCluster:
             raise
 
     def stop(self) -> None:
-        """Ends the daemons we started, newest first (slurmd before slurmctld before slurmdbd before mariadb)."""
-        for proc in reversed(self.procs):
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(15)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(5)
-        self.procs.clear()
+        """Ends every job, then the daemons we started, newest first (slurmd before slurmctld before slurmdbd before
+        mariadb), then any of the jobs' processes still left."""
+        try:
+            self._cancel_jobs()
+        finally:
+            for proc in reversed(self.procs):
+                if proc.poll() is None:
+                    proc.terminate()
+                    try:
+                        proc.wait(15)
+                    except subprocess.TimeoutExpired:
+                        proc.kill()
+                        proc.wait(5)
+            self.procs.clear()
+            self._kill_leftovers()
+
+    def _cancel_jobs(self, timeout: float = 30.0) -> None:
+        """scancel every job the cluster holds and wait until squeue lists none: each slurmstepd then ends its job's
+        processes and exits while slurmd and slurmctld can still hear it."""
+        if not any(Path(p.args[0]).name == "slurmctld" and p.poll() is None for p in self.procs):
+            return  # never started, or gone: nothing to ask
+        listed = self._run("squeue", "-h", "-o", "%F", check=False)
+        jobs = sorted(set(listed.stdout.split()))
+        if jobs:
+            self._run("scancel", *jobs, check=False)
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            left = self._run("squeue", "-h", check=False)
+            if left.returncode != 0 or not left.stdout.strip():
+                return
+            time.sleep(0.5)
+
+    def _ours(self) -> list[int]:
+        """The live processes whose environment names this cluster's SLURM_CONF: slurmstepd and a job's processes
+        (slurmd passes its environment to the steps, sbatch the client's to the job), never another cluster's."""
+        mark = f"SLURM_CONF={self.conf}".encode()
+        found = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit() or int(entry.name) == os.getpid():
+                continue
+            try:
+                environ = (entry / "environ").read_bytes()  # empty for a zombie: it is gone already
+            except OSError:
+                continue  # it exited meanwhile
+            if mark in environ.split(b"\0"):
+                found.append(int(entry.name))
+        return found
+
+    def _kill_leftovers(self, timeout: float = 10.0) -> None:
+        """SIGKILL what the jobs left (an orphaned slurmstepd does not end on SIGTERM); fails, with their pids, if any
+        is still alive after `timeout` seconds."""
+        end = time.monotonic() + timeout
+        while left := self._ours():
+            if time.monotonic() > end:
+                raise RuntimeError(f"processes of the test's Slurm outlived its teardown (pids {left}); logs in "
+                                   f"{self.root}")
+            for pid in left:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.2)

@@ -56,6 +56,7 @@ class _Clusters:
 
 @pytest.fixture(scope="session")
 def clusters(tmp_path_factory):
+    """The session's cluster; its teardown (SlurmCluster.stop) ends the jobs and their steps, then the daemons."""
     c = _Clusters(tmp_path_factory.mktemp("slurm"))
     yield c
     c.stop()
