@@ -29,7 +29,7 @@ from bench.claims.question import Context
 from bench.engine import options
 from bench.engine.agenda import make_agenda
 from bench.engine.cost import predict_all
-from bench.engine.machine import workload_facts
+from bench.engine.machine import kind_facts
 from bench.problem.case import Case
 from bench.problem.columns import shape_fields, shape_from_fields
 from bench.report.claims import CLAIMS as JUDGES
@@ -48,7 +48,7 @@ def planned() -> tuple[dict[str, list[Case]], RunMeta]:
     plan = options.plan(options.RunRequest(profile="default", device="cpu"), default_out=False, listing=True)
     ctx = Context("cpu", predict_all(plan.cases, EPYC, plan.sweep.case_budget_s), ("bf16",), EPYC)
     agenda = make_agenda(plan.cases, ctx, plan.sweep.time_budget_s, 35.0)
-    return {a.question.key: a.least for a in agenda.answers}, RunMeta(workloads=workload_facts(plan))
+    return {a.question.key: a.least for a in agenda.answers}, RunMeta(**kind_facts(plan))
 
 
 def test_every_spec_has_its_judge_in_report_order_and_every_question_funds_a_claim():

@@ -1,5 +1,5 @@
 """What a run measures and records before its first case: this machine's ceilings (said in a few lines), the
-presets' KV caches, the --model-config models' facts, and pytest-benchmark's machine and commit info."""
+presets' KV caches, what each kind records of the sweep, and pytest-benchmark's machine and commit info."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from typing import Any
 from bench.engine import interrupt
 from bench.engine.execute import Executor
 from bench.engine.options import Plan
+from bench.engine.sweeps import parts
+from bench.kinds import REGISTRY
 from bench.results.meta import Calibration
 
 
@@ -34,20 +36,9 @@ def kv_measured(executor: Executor, plan: Plan, say: Callable[[str], None]) -> l
     return executor.kv_measured(plan.device)
 
 
-def model_facts(plan: Plan) -> dict[str, Any] | None:
-    """--model-config: each model's layers per kind and KV bytes per token, for the report's model section."""
-    from bench.engine.sweeps import parts
-    from bench.kinds.model import ModelKind
-
-    return ModelKind().facts(parts(plan.sweep)).get("models")
-
-
-def workload_facts(plan: Plan) -> dict[str, Any] | None:
-    """--workload: each trace's requests, schedule and weighted buckets (bench.kinds.trace)."""
-    from bench.engine.sweeps import parts
-    from bench.kinds.trace import workload_facts as facts
-
-    return facts(parts(plan.sweep))
+def kind_facts(plan: Plan) -> dict[str, Any]:
+    """What the kinds record of the sweep before its first case (RunMeta fields: each kind's `facts`)."""
+    return {name: value for kind in REGISTRY for name, value in kind.facts(parts(plan.sweep)).items()}
 
 
 def machine_info_here(environment: dict[str, Any]) -> dict[str, Any]:

@@ -1,6 +1,6 @@
-"""`bench run --plan`: the run's plan without running it — each --workload's schedule (requests, steps, distinct step
-shapes, tokens, buckets), per question whether it will be answered, then every case with its predicted seconds and
-what the time budget makes of it (runs, over budget, left out).
+"""`bench run --plan`: the run's plan without running it — what each kind says of the sweep first (its
+`plan_lines`, bench.kinds.expansion), per question whether it will be answered, then every case with its predicted
+seconds and what the time budget makes of it (runs, over budget, left out).
 
 On the device here the ceilings are measured first (the run's own calibration); for a GPU that is not here
 (`--device cuda --gpu H200` on any machine) they come from its spec sheet (bench.measure.spec_sheets.spec_calibration),
@@ -15,9 +15,8 @@ from bench.engine.budget import DECIDE_SHARE, cases_room
 from bench.engine.cost import predict_all
 from bench.engine.options import Plan
 from bench.engine.sweeps import parts
-from bench.kinds.trace import knobs, replayed
+from bench.kinds import REGISTRY
 from bench.results.meta import Calibration
-from bench.traces.replay import replay
 
 
 def preview_lines(plan: Plan, calibration: Calibration) -> list[str]:
@@ -29,8 +28,7 @@ def preview_lines(plan: Plan, calibration: Calibration) -> list[str]:
     source = "; ".join(calibration.notes) or "measured here"
     lines = [f"ceilings ({source}): GEMM {(calibration.gemm_flops_per_s or 0) / 1e9:,.0f} GFLOP/s, "
              f"copy {(calibration.copy_bytes_per_s or 0) / 1e9:,.0f} GB/s"]
-    traces = replayed(parts(plan.sweep))
-    lines += [replay(name, knobs(part), part.max_buckets).summary() for name, part in traces.items()]
+    lines += [line for kind in REGISTRY for line in kind.plan_lines(parts(plan.sweep))]
     if budget is None or budget == float("inf"):
         total = sum(predicted.values())
         lines.append(f"no time budget: all {len(plan.cases)} cases run, predicted {fmt_s(elapsed + total)}")

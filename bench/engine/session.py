@@ -6,7 +6,7 @@ The session holds the order of things; each job is another object's:
   where cases run      bench.engine.execute (in this process, or a worker per case: bench.engine.isolate)
   what runs and when   bench.engine.schedule (predictions, the time budget, the questions' agenda)
   progress and ETA     bench.engine.progress (drawn by bench.engine.console)
-  the machine's facts  bench.engine.machine (ceilings, KV caches, model facts)
+  the machine's facts  bench.engine.machine (ceilings, KV caches, the kinds' facts)
   the file             bench.results.ResultsStore
 
 open()    calibrate (or take the given ceilings), measure the presets' KV caches, open the store (new or --resume),
@@ -136,8 +136,7 @@ class Session:
         import pytest_benchmark
 
         meta = self.plan.meta(run_id=self.run_id, calibration=calibration, fingerprint=self.facts()["fingerprint"],
-                              models=machine.model_facts(self.plan), workloads=machine.workload_facts(self.plan),
-                              kv_measured=kv)
+                              kv_measured=kv, **machine.kind_facts(self.plan))
         machine_info, commit_info = self._infos
         with interrupt.deferred():  # the file and its journal exist whole, or not at all
             interrupt.stage("write")
