@@ -6,21 +6,18 @@ and its bytes at the copy ceiling (a materialising backend also writes and reads
 per-call overhead. A case then costs: the float64 reference and the backend's call on the check shape, the first
 call (FlexAttention compiles: tens of seconds on a CPU), the timing modes (the adaptive rounds until the CI target
 or the case's budget, the kernel mode's profiled calls), and one call for the peak memory. A dtype the CPU emulates
-is already in its GEMM ceiling, so its cases are predicted slow. A sparse case's call is predicted at its executed
-FLOPs (a dense masked kernel computes every pair), and a topk case adds its indexer, timed apart. The predictions
+is already in its GEMM ceiling, so its cases are predicted slow. A call is predicted at its executed FLOPs (a dense
+masked kernel computes every pair), and a case whose kind times an indexer apart adds it. The predictions
 order and budget a run (--time-budget) and feed the ETA; each record keeps `predicted_s` beside its measured
 `wall_s`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from typing import TYPE_CHECKING
 
-from bench.counts.metrics import attention_flops
-from bench.kinds import check_shape
+from bench.kinds import reference_flops
 from bench.problem.case import Case
-from bench.problem.shapes import DENSE
 from bench.results.meta import Calibration
 
 if TYPE_CHECKING:
@@ -82,9 +79,7 @@ def predict(case: Case, record: Record, calibration: Calibration, memory: str, c
         return PER_CASE_S
     one = call_s(record, calibration, memory)
     fp32 = calibration.gemm_flops_per_s or 1e10
-    checked = check_shape(case.shape)
-    # the float64 reference computes every pair the mask leaves, the sparsity's dropped ones too
-    check_flops = attention_flops(dataclasses.replace(checked, sparsity=DENSE), case.pass_)
+    check_flops = reference_flops(case)  # the float64 reference on the case's check shape
     share = min(1.0, check_flops / max(float(record.flops or 1), 1.0))
     check = check_flops / (FLOAT64_SHARE * fp32) + one * share
     if case.pass_ == "fwd+bwd":

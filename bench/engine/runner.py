@@ -3,8 +3,8 @@
 Every case ends in exactly one status: ok | unsupported | oom | error | incorrect. Nothing here raises
 for a backend's failure; a broken backend becomes a record, so one backend cannot kill a sweep.
 
-What differs between a dense case, a whole layer and a serving batch (their check, their timed call, their
-record's formula fields) is their kind's (bench.kinds.kind_of): this module runs every kind through one path.
+What differs between the kinds of case (their check, their timed call, their record's formula fields) is their
+kind's (bench.kinds.kind_of): this module runs every kind through one path.
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ class Runner:
         if why := get_backend(case.backend).pass_reason(case.pass_):
             raise Unsupported(why)
         kind = kind_of(shape)
-        setup = kind.setup(case)  # what the check and the timed call share (a layer's weights)
+        setup = kind.setup(case)  # what the check and the timed call share (weights, a backend)
         interrupt.stage("check")
         check, check_call_s = kind.check(case, setup, self.references)
         found["max_abs_err"] = check.max_abs_err
@@ -136,9 +136,9 @@ class Runner:
         floor = implausible(record.median_s, record.flops, record.bytes, case.shape.dtype, self.calibration)
         if why := (guard.verdict() if guard is not None else None) or floor:
             return Outcome(replace(record, status="incorrect", reason=why))  # no samples: an untimed entry
-        if after := getattr(fn, "after", None):  # what the kind times apart (a sparse case's indexer) and derives
+        if after := getattr(fn, "after", None):  # what the kind times apart (an indexer) and derives
             record = replace(record, **after(self.case_budget_s, record.median_s))
-        if builds := get_backend(case.backend).mask_build:  # what its library builds once per forward (hf-*)
+        if builds := get_backend(case.backend).mask_build:  # what its library builds once per forward (a mask)
             seconds = Deferred(builds).resolved(case.backend, shape, device, self.case_budget_s / 4)
             record = replace(record, mask_build_s=seconds)
         if self.keep_last:  # `bench profile` reads the whole kernel table and re-runs the call for a memory snapshot
