@@ -146,8 +146,8 @@ class Runner:
         return Outcome(record, timing.samples)
 
     def trace_path(self, case: Case) -> Path | None:
-        """--trace DIR: the kernel mode's profiler trace of this case, one file per case id (a long id, as a replayed
-        trace step's, is cut and ends in a hash of the whole: file names stop at 255 bytes)."""
+        """--trace DIR: the kernel mode's profiler trace of this case, one file per case id (a long id, as one with
+        explicit rows, is cut and ends in a hash of the whole: file names stop at 255 bytes)."""
         if self.trace_dir is None:
             return None
         name = re.sub(r"[^A-Za-z0-9.=_-]+", "_", case.id)

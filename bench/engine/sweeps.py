@@ -23,7 +23,7 @@ __all__ = ["PROFILES", "Case", "Sweep", "axis_fields", "from_flags", "profile"]
 
 
 def geometries(sweep: Sweep) -> list[Geometry]:
-    """The sweep's head geometries: the last kind's that makes any (a model's replace the axes')."""
+    """The sweep's head geometries: the last kind's that makes any (a later kind's replace the axes')."""
     return REGISTRY.last(lambda kind: kind.geometries(sweep, REGISTRY)) or []
 
 
@@ -47,7 +47,7 @@ def cases(sweep: Sweep, device: str) -> list[Case]:
     seen = set(ids)
     after = [case for kind in REGISTRY for case in kind.more_cases(sweep, device, found)]
     for case in after + [case for part in sweep.also for case in cases(part, device)]:
-        if case.id not in seen:  # two workloads may share a bucket's batch, two parts a case: one case serves both
+        if case.id not in seen:  # two sources of one case (two parts, two kinds' extra cases): it runs once
             seen.add(case.id)
             out.append(case)
     return out
@@ -84,8 +84,7 @@ CASE_SETUP_FLOPS = 1e9  # a case's fixed cost (warm-up, reference, timer), so th
 
 
 def predicted_cost(case: Case) -> float:
-    """What a case is expected to cost: its kind's FLOPs (a whole layer's projections too) plus a fixed set-up
-    cost."""
+    """What a case is expected to cost: its kind's FLOPs plus a fixed set-up cost."""
     return CASE_SETUP_FLOPS + kind_of(case).predicted_flops(case)
 
 
