@@ -13,9 +13,9 @@ Each registered kind declares, in its own module (or package):
                 so): the record's formula fields, the memory it needs, its check shape, check, gradient check and
                 timed call, and for planning `predicted_flops` and `reference_flops`.
 Adding a kind: one module here (its class, a subclass of Kind) and one line in REGISTRY; a kind of case also
-adds its name and rule to bench.problem.case.shape_kind, its record fields to bench.results.record.FIELDS (the
-rest of the record comes from its `record_fields`), and any new shape field to bench.problem.columns. Dense is
-first, the base every later kind refines: a hook that picks one answer (geometries, cases) takes the last kind's.
+adds its name and rule to bench.problem.case.shape_kind, any record field of its own to bench.results.record (the
+Record and its docs: `record_fields` fills it), and any new shape field to bench.problem.columns. Dense is first,
+the base every later kind refines: a hook that picks one answer (geometries, cases) takes the last kind's.
 
 A kind's formulas (record_fields, predicted_bytes, check_shape) and its expansion are plain arithmetic that plans
 read; torch and the tensor code are imported inside the methods that run a case (setup, check, gradients,
