@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from bench.backends import outside
 from bench.backends.base import Backend, Deferred, Unsupported
+from bench.backends.linear import LINEAR_BACKENDS
 from bench.errors import InputError
 from bench.problem import shapes
 from bench.problem.masks import Mask
@@ -105,6 +106,7 @@ BACKENDS: dict[str, Backend] = {
         Backend("hf-flex", Deferred(HF, "hf-flex"), "transformers' flex attention (attn_implementation="
                 "'flex_attention'), with its own BlockMask", "tiled", "#98df8a", "3", opt_in=True, compiles=True,
                 wraps="flex", mask_build=HF_MASK, variants=("softcap", "sinks"), variant_notes=HF_NOTES),
+        *LINEAR_BACKENDS,  # linear attention (bench.backends.linear): offered linear cases of their methods alone
     ]
 }
 

@@ -167,6 +167,9 @@ class Backend:
     # how it executes a mask or a keep-set (bench.counts.pairs.EXECUTES), for its executed FLOPs; None: unknown
     executes: str | None = None
     dense: bool = True  # False: it runs sparse attention only (a keep-set is its input), never a dense case
+    # the linear-attention methods it runs (bench.problem.linear.LINEAR_METHODS: gdn, linear); such a backend (dense
+    # False) is offered the linear cases of those methods alone, and a softmax backend never a linear case
+    linear: tuple[str, ...] = ()
     # the backends whose kernels it picks among by itself (torch SDPA's dispatcher): the report measures its choice
     # against the fastest of them
     chooses: tuple[str, ...] = ()
@@ -201,10 +204,23 @@ class Backend:
         """Why this backend cannot run a case of sparsity `kind` (bench.problem.sparsity), or None."""
         takes = ", ".join(self.sparsity) or "none"
         if kind == "none":
-            return None if self.dense else f"{self.name}: runs sparse attention only (sparsities it runs: {takes})"
+            if self.dense:
+                return None
+            if self.linear:
+                return f"{self.name}: runs linear attention only (methods it runs: {', '.join(self.linear)}; " \
+                       "bench run --linear)"
+            return f"{self.name}: runs sparse attention only (sparsities it runs: {takes})"
         if kind in self.sparsity:
             return None
         return f"{self.name}: takes no {kind} sparsity (sparsities it runs: {takes})"
+
+    def linear_reason(self, method: str | None) -> str | None:
+        """Why this backend cannot run a case of linear method `method` (None: softmax attention), or None."""
+        if method is None:
+            return None if not self.linear else self.sparsity_reason("none")
+        if method in self.linear:
+            return None
+        return f"{self.name}: runs no {method} linear attention (methods it runs: {', '.join(self.linear) or 'none'})"
 
     def unsupported_reason(self, device: str, dtype: str) -> str | None:
         """Why this backend cannot run on `device` in `dtype` by its traits alone, or None."""

@@ -28,6 +28,7 @@ from bench.kinds.base import EXACT_CHECK_ELEMENTS, CaseKind, ReferenceCache
 from bench.kinds.dense import DenseKind
 from bench.kinds.expansion import Kind, Registry
 from bench.kinds.layer import LayerKind
+from bench.kinds.linear import LinearKind
 from bench.kinds.mla import MlaKind
 from bench.kinds.model import ModelKind
 from bench.kinds.serving import ServingKind
@@ -36,7 +37,8 @@ from bench.kinds.trace import TraceKind
 from bench.problem.case import Case, shape_kind
 from bench.problem.shapes import AttentionShape
 
-REGISTRY = Registry(DenseKind(), LayerKind(), MlaKind(), ServingKind(), SparseKind(), ModelKind(), TraceKind())
+REGISTRY = Registry(DenseKind(), LayerKind(), MlaKind(), ServingKind(), SparseKind(), ModelKind(), TraceKind(),
+                    LinearKind())
 # the kinds of case, by the name bench.problem.case.shape_kind gives a shape
 KINDS: dict[str, CaseKind] = {kind.name: kind for kind in REGISTRY if isinstance(kind, CaseKind)}
 

@@ -81,8 +81,12 @@ class Geometry:
 
 def offered(backend: str, shape: AttentionShape) -> bool:
     """Whether a sweep offers `backend` this shape: every backend a dense one, a sparse one only to the backends whose
-    `sparsity` trait lists its kind (so a kernel that declares none is never handed a keep-set)."""
-    return get_backend(backend).sparsity_reason(shape.sparsity.kind) is None
+    `sparsity` trait lists its kind (so a kernel that declares none is never handed a keep-set), a linear one only to
+    the backends whose `linear` trait lists its method (and a linear backend nothing else)."""
+    b = get_backend(backend)
+    if shape.linear.method is not None:
+        return b.linear_reason(shape.linear.method) is None
+    return b.sparsity_reason(shape.sparsity.kind) is None and b.linear_reason(None) is None
 
 
 class Kind:

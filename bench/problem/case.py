@@ -12,7 +12,8 @@ from typing import Literal
 from bench.problem.columns import LATER_FIELDS, SHAPE_DEFAULTS, shape_fields, shape_from_fields
 from bench.problem.shapes import AttentionShape
 
-KindName = Literal["serving", "layer", "sparse", "mla", "dense"]  # bench.kinds holds each kind's code under its name
+# bench.kinds holds each kind's code under its name
+KindName = Literal["serving", "layer", "sparse", "mla", "linear", "dense"]
 # the sizes a shape family varies over: cases that differ in these alone are one family
 SIZE_FIELDS: tuple[str, ...] = ("batch", "n_heads", "n_kv_heads", "seq_q", "seq_kv", "head_dim")
 # The record columns a report's tables and figures name a family by: family_key's coarse part, for rows already
@@ -22,7 +23,8 @@ FAMILY_FIELDS: tuple[str, ...] = ("phase", "variant", "dtype", "mask", "pass")
 
 def shape_kind(shape: AttentionShape) -> KindName:
     """The one rule for which kind of case a shape is: a serving batch (ragged lengths or a paged cache), a whole
-    layer, sparse attention (a keep-set beside the mask, dense or MLA inputs), MLA, else dense attention."""
+    layer, sparse attention (a keep-set beside the mask, dense or MLA inputs), MLA, linear attention (a linear method
+    in place of softmax), else dense attention."""
     if shape.serving is not None:
         return "serving"
     if shape.scope == "layer":
@@ -31,6 +33,8 @@ def shape_kind(shape: AttentionShape) -> KindName:
         return "sparse"
     if shape.mla is not None:
         return "mla"
+    if shape.linear.method is not None:
+        return "linear"
     return "dense"
 
 

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from bench.problem.linear import Linear
 from bench.problem.masks import Mask
 from bench.problem.scores import Score
 from bench.problem.shapes import AttentionShape, MlaDims, ServingBatch, ShapeError, parsed
@@ -56,6 +57,8 @@ COLUMNS: tuple[Column, ...] = (
                        "latent); empty without MLA", None),
     Column("sparsity", "sparse attention: none / block:B:D / docs:N / global:G+window:W / topk:K[:HxD] "
                        "(bench.problem.sparsity), the keep-set ANDed with the mask", "none"),
+    Column("linear", "linear attention in place of softmax: none / gdn:C / linear:C (bench.problem.linear: the "
+                     "method and its prefill's chunk)", "none"),
 )
 INT_COLUMNS: tuple[str, ...] = tuple(c.name for c in COLUMNS if c.integer)
 _MLA_COLUMNS = ("v_head_dim", "kv_lora_rank", "rope_dim")
@@ -72,7 +75,7 @@ def shape_fields(shape: AttentionShape) -> dict[str, Any]:
             "lengths": serving and serving.lengths, "page_size": serving and serving.page_size,
             "chunk": shape.mask.chunk, "score": shape.score.label,
             **{name: mla and getattr(mla, name) for name in _MLA_COLUMNS}, "mla_form": mla and mla.form,
-            "sparsity": shape.sparsity.label, "variant": shape.variant}
+            "sparsity": shape.sparsity.label, "linear": shape.linear.label, "variant": shape.variant}
 
 
 def shape_from_fields(fields: Mapping[str, Any]) -> AttentionShape:
@@ -102,6 +105,9 @@ def shape_from_fields(fields: Mapping[str, Any]) -> AttentionShape:
     sparsity = parsed(Sparsity.parse, str(get["sparsity"]))
     if sparsity.label != get["sparsity"]:
         raise ShapeError(f"sparsity={get['sparsity']!r}: write it as {sparsity.label!r}")
+    linear = parsed(Linear.parse, str(get["linear"]))
+    if linear.label != get["linear"]:
+        raise ShapeError(f"linear={get['linear']!r}: write it as {linear.label!r}")
     mla_sizes = {name: get[name] for name in _MLA_COLUMNS}
     if get["mla_form"] is None:
         given = [name for name, value in mla_sizes.items() if value is not None]
@@ -119,7 +125,7 @@ def shape_from_fields(fields: Mapping[str, Any]) -> AttentionShape:
         ServingBatch(get["lengths"], get["page_size"])
     return AttentionShape(get["batch"], get["seq_q"], get["seq_kv"], get["n_heads"], get["n_kv_heads"],
                           get["head_dim"], get["dtype"], mask, get["scope"], get["model"],
-                          parsed(Score.parse, str(get["score"])), sparsity, mla, serving)
+                          parsed(Score.parse, str(get["score"])), sparsity, mla, serving, linear)
 
 
 # The columns every case id has spelled out from the start (b, hq, hkv, q, kv, d, dtype, mask); columns added later

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from bench.errors import InputError
+from bench.problem.linear import NO_LINEAR, Linear
 from bench.problem.masks import NO_MASK, Mask
 from bench.problem.scores import NO_SCORE, Score
 from bench.problem.sparsity import Sparsity
@@ -148,7 +149,7 @@ class ServingBatch:
 
 
 _VALUE_TYPES: dict[str, type] = {"mask": Mask, "score": Score, "sparsity": Sparsity, "mla": MlaDims,
-                                 "serving": ServingBatch}
+                                 "serving": ServingBatch, "linear": Linear}
 
 
 def parsed(call: Any, *args: Any) -> Any:
@@ -189,6 +190,7 @@ class AttentionShape:
     sparsity: Sparsity = DENSE
     mla: MlaDims | None = None
     serving: ServingBatch | None = None
+    linear: Linear = NO_LINEAR  # linear attention (bench.problem.linear) in place of softmax
 
     def __post_init__(self) -> None:
         for name, kind in _VALUE_TYPES.items():
@@ -223,6 +225,7 @@ class AttentionShape:
         if self.mla is not None:
             self._check_mla(self.mla)
         self._check_sparsity()
+        self._check_linear()
 
     def _one_call(self, what: str) -> None:
         if self.scope != "attention" or self.serving is not None:
@@ -273,6 +276,16 @@ class AttentionShape:
             raise ShapeError(f"sparsity {self.sparsity.label} takes no score variant (score={self.score.label!r}): a "
                              "sparse case compares kernels on one keep-set, plain softmax")
         self._one_call(f"sparsity {self.sparsity.label} is")
+
+    def _check_linear(self) -> None:
+        if self.linear.method is None:
+            return
+        parsed(self.linear.check, self.seq_q, self.seq_kv)
+        if self.mask.label != "causal" or self.score != NO_SCORE or self.sparsity.sparse or self.mla is not None:
+            raise ShapeError(f"linear {self.linear.label} takes the causal mask alone (no score variant, sparsity or "
+                             f"MLA), not mask={self.mask.label!r}, score={self.score.label!r}, "
+                             f"sparsity={self.sparsity.label!r}")
+        self._one_call(f"linear {self.linear.label} is")
 
     @property
     def variant(self) -> Variant:
