@@ -14,8 +14,8 @@ from bench.errors import UsageError
 from bench.kinds.dense import PASSES, PHASES
 
 # `bench run --profile`'s help
-PROFILE_HELP = ("quick | default | heads | decode | serving | sparse | traces | full (default: default; traces with "
-                "--workload)")
+PROFILE_HELP = ("quick | default | heads | linear | decode | serving | sparse | traces | full (default: default; "
+                "traces with --workload)")
 
 # `nox -s bench` (the default profile) plans its cases to this, so that it ends within 10 minutes on any 2-core
 # machine, installs, calibration and the report included; `--time-budget none` runs every case.
@@ -27,6 +27,20 @@ DEFAULT_TIME_BUDGET_S = 420.0
 # query as a window with global tokens and as top-K; each beside the dense case (none)
 SPARSE_BUDGETS = ("none", "block:128:0.25", "block:128:0.125", "block:128:0.0625", "docs:4", "docs:8", "docs:16",
                   "global:64+window:192", "topk:256")
+
+# the linear profiles' backends and methods, and the CUDA default's part for the linear claims (fla's kernels beside
+# the fused dense ones, at 16 heads of D 128 in bf16)
+LINEAR_CPU = ("naive", "sdpa-flash", "hf-gdn", "torch-linear")
+LINEAR_GPU = ("sdpa-cudnn", "flash-attn", "fla-gdn", "hf-gdn")
+LINEAR_METHODS = ("none", "gdn:64", "linear:64")  # labels: a Sweep holds parsed values
+LINEAR_CUDA_CLAIMS = (
+    Sweep(backends=("sdpa-cudnn", "flash-attn", "fla-gdn"), heads=(16,), kv_heads=(16,), head_dims=(128,),
+          dtypes=("bf16",), masks=("causal",), seqs=(1024, 4096, 16384), phases=("prefill",),
+          linears=("none", "gdn:64"),
+          case_budget_s=0.3),
+    Sweep(backends=("sdpa-cudnn", "flash-attn", "fla-gdn"), heads=(16,), kv_heads=(16,), head_dims=(128,),
+          dtypes=("bf16",), masks=("causal",), phases=("decode",), decode_q=(1,), decode_kv=(8192, 32768, 131072),
+          linears=("none", "gdn:64"), case_budget_s=0.3))
 
 PROFILES: dict[str, dict[str, Sweep]] = {
     "cpu": {
@@ -74,9 +88,23 @@ PROFILES: dict[str, dict[str, Sweep]] = {
                                # case), where it builds one (bench.backends.hf.skips_mask)
                                Sweep(backends=("hf-sdpa", "sdpa", "sdpa-flash"), models=("llama-3-8b",),
                                      dtypes=("fp32",), phases=("decode",), decode_q=(256,), decode_kv=(1024,),
-                                     case_budget_s=0.3))),
+                                     case_budget_s=0.3),
+                               # the linear claims: gated DeltaNet beside the fused dense kernel, prefill over the
+                               # lengths and one decode step over the contexts
+                               from_flags(claim_spec("linear").measure, case_budget_s=0.3),
+                               from_flags(claim_spec("linear-decode").measure, case_budget_s=0.3))),
         "heads": Sweep(backends=("naive", "sdpa-math", "sdpa-flash", "flex"), heads=(1, 2, 4, 8, 16, 32),
                        kv_heads=None, d_model=512, seqs=(1024,)),
+        # linear attention (about ten minutes on 2 cores): gated DeltaNet (transformers' torch paths) and plain linear
+        # attention beside the fused and the textbook dense kernels, MHA and Qwen3-Next's grouping (fewer q/k heads),
+        # D 64 and 128, prefill over 512-8192 tokens and one decode step over 1k-32k contexts
+        "linear": Sweep(backends=LINEAR_CPU, heads=(8,), kv_heads=(8, 2), head_dims=(64, 128), dtypes=("fp32",),
+                        masks=("causal",), seqs=(512, 1024, 2048, 4096, 8192), phases=("prefill",),
+                        linears=LINEAR_METHODS, case_budget_s=0.3,
+                        also=(Sweep(backends=LINEAR_CPU, heads=(8,), kv_heads=(8, 2), head_dims=(64, 128),
+                                    dtypes=("fp32",), masks=("causal",), phases=("decode",), decode_q=(1,),
+                                    decode_kv=(1024, 4096, 16384, 32768), linears=LINEAR_METHODS,
+                                    case_budget_s=0.2),)),
         # sparse attention at equal budgets: block masks and packed documents at densities 1/4, 1/8, 1/16, a window
         # with global tokens and top-K at 256 tokens per query, beside dense, over the lengths; then decode steps
         # against long caches (DSA's top-2048 at 4k-64k)
@@ -165,8 +193,19 @@ PROFILES: dict[str, dict[str, Sweep]] = {
                                              # against a 4,096-token cache)
                                              Sweep(backends=("hf-sdpa", "sdpa", "sdpa-flash", "sdpa-cudnn"),
                                                    models=("llama-3-8b",), dtypes=("bf16",), phases=("decode",),
-                                                   decode_q=(1024,), decode_kv=(4096,), case_budget_s=0.5))),
+                                                   decode_q=(1024,), decode_kv=(4096,), case_budget_s=0.5),
+                                             # the linear claims: fla's gated DeltaNet kernels beside the dense
+                                             # ones, prefill 1K-16K and one decode step over 8K-128K contexts
+                                             *LINEAR_CUDA_CLAIMS)),
         "heads": Sweep(heads=(1, 2, 4, 8, 16, 32), kv_heads=None, d_model=2048, seqs=(4096,), dtypes=("bf16",)),
+        # linear attention: fla's chunk and recurrent gated DeltaNet kernels beside cuDNN's and FlashAttention-2's
+        # attention at D 128, bf16, prefill 1K-32K (flash-linear-attention's published comparison) and decode
+        "linear": Sweep(backends=LINEAR_GPU, heads=(16,), kv_heads=(16, 4), head_dims=(128,), dtypes=("bf16",),
+                        masks=("causal",), seqs=(1024, 2048, 4096, 8192, 16384, 32768), phases=("prefill",),
+                        linears=("none", "gdn:64"), case_budget_s=0.3,
+                        also=(Sweep(backends=LINEAR_GPU, heads=(16,), kv_heads=(16, 4), head_dims=(128,),
+                                    dtypes=("bf16",), masks=("causal",), phases=("decode",), decode_q=(1,),
+                                    decode_kv=(8192, 32768, 131072), linears=("none", "gdn:64"), case_budget_s=0.3),)),
         "sparse": Sweep(backends=("naive", "sdpa", "flex", "topk-gather"), heads=(16,), kv_heads=(4,),
                         head_dims=(128,), dtypes=("bf16",), seqs=(4096, 8192, 16384, 32768),
                         sparsities=SPARSE_BUDGETS, case_budget_s=0.4,

@@ -167,6 +167,17 @@ def _sparse_world(c: Case, holds: bool) -> dict:
     return _timed(c, dense * (1.2 * density if holds else 2.0))
 
 
+def _linear_world(c: Case, holds: bool) -> dict:
+    # dense as S² (a decode step as its KV); a linear prefill at half of dense (holds) or twice it, a linear decode
+    # step flat (holds) or growing as its KV like dense's
+    dense = 1e-3 * (c.shape.seq_kv / 1024) ** (2 if c.phase == "prefill" else 1)
+    if c.shape.linear.method is None:
+        return _timed(c, dense)
+    if c.phase == "prefill":
+        return _timed(c, dense * (0.5 if holds else 2.0))
+    return _timed(c, 2e-4 if holds else 2 * dense)
+
+
 WORLDS: dict[str, tuple[Callable[[Case, bool], dict], str]] = {
     "heads": (_heads, f"time across head counts within {HEADS_TOLERANCE}× (holds) or growing with Hq"),
     "memory": (_memory, "the fused kernel's peak memory as S and the naive one's as S² (holds), or the other way"),
@@ -180,6 +191,8 @@ WORLDS: dict[str, tuple[Callable[[Case, bool], dict], str]] = {
     "sparse-ideal": (_sparse_world, f"sparse within 1/1.2 of the ideal (≥ {IDEAL_SHARE}) or slower than dense"),
     "trace": (_trace, "the grid's faster kernel stays faster on the trace's batches (holds) or not"),
     "wrapper": (_wrapper, f"transformers' path 1.05× the kernel it calls (within {WRAPPER_WITHIN}×) or 2×"),
+    "linear": (_linear_world, "linear prefill at half the dense kernel's time (holds) or twice it"),
+    "linear-decode": (_linear_world, "a linear decode step flat over KV (holds) or growing as dense's"),
 }
 
 

@@ -39,6 +39,7 @@ from bench.claims import (
     heads,
     kv,
     layer,
+    linear,
     memory,
     mla,
     paging,
@@ -75,6 +76,7 @@ REGISTRY: tuple[tuple[ModuleType, int | None], ...] = (
     (trace, 10),  # trace
     (auto_choice, None),  # auto-choice (no question: any run with the automatic backend beside a forced one)
     (wrapper, 11),  # wrapper
+    (linear, 12),  # linear, linear-decode (questions linear, linear-decode)
 )
 
 CLAIMS: tuple[ClaimSpec, ...] = tuple(s for module, _ in REGISTRY for s in module.SPECS)

@@ -1,0 +1,312 @@
+"""Claims: linear attention beats the best dense kernel from some length S* (`linear`), and a linear decode step costs
+the same at every context length where attention's grows with it (`linear-decode`).
+
+A linear case (bench.kinds.linear) has dense twins: the softmax cases of the same batch, heads (Hq = the linear
+case's value heads, Hkv = its query/key heads), head dim, dtype, phase and lengths, under the causal mask; the best
+dense kernel at a shape is the fastest twin the run measured there. A line is one linear backend's method (its
+`linear` field) at one dtype, batch and head geometry, over its lengths (prefill: S; decode: the KV length).
+
+- linear: per line (a condition: method × backend × dtype × geometry), its time over the best dense kernel's at each
+  length, with a 95% interval (each time drawn within its own CI, bench.report.interval); S* = the shortest length
+  from which every longer measured length's whole interval is ≤ LINEAR_BEATS. A condition holds where its longest
+  length's interval is ≤ LINEAR_BEATS (S* exists), does not hold where it is wholly ≥ LINEAR_LOSES over ≥
+  MIN_LINEAR_LENGTHS lengths spanning ≥ LINEAR_SPAN× (fewer cannot show it never wins), else is inconclusive.
+  Published beside it: flash-linear-attention's crossover (FLA_PUBLISHED).
+- linear-decode: per decode line, the linear step's time at its longest KV over its shortest (flat: the whole
+  interval ≤ FLAT_WITHIN) and the best dense step's at the same two lengths (growing: the whole interval ≥
+  DENSE_GROWS), over ≥ MIN_LINEAR_LENGTHS KV lengths spanning ≥ LINEAR_SPAN×. A condition holds where both hold,
+  does not hold where either is wholly on the wrong side, else is inconclusive. The KV from which the linear step is
+  faster (its interval below the best dense step's at that and every longer KV) is reported with it.
+The claims' word is bench.report.conditions' rule over the conditions. The questions fund, per linear method, one
+line and its dense twins at ≥ MIN_LINEAR_LENGTHS lengths spanning ≥ LINEAR_SPAN× (prefill; decode: KV lengths).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import TYPE_CHECKING
+
+from bench.claims.question import Context, Question, runs_here
+from bench.claims.spec import ClaimSpec
+from bench.problem.case import Case
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from bench.report.conditions import Condition
+    from bench.report.verdict import Verdict
+    from bench.results.meta import RunMeta
+
+LINEAR_BEATS, LINEAR_LOSES = 0.95, 1.05  # a linear line's time over the best dense kernel's: beats / loses
+MIN_LINEAR_LENGTHS, LINEAR_SPAN = 3, 4  # a finding over this many lengths spanning this factor (either claim)
+FLAT_WITHIN = 1.25  # a linear decode step is flat: its time at its longest KV within this factor of its shortest
+DENSE_GROWS = 1.5  # attention's decode step grows: the best dense step's time at the longest KV over the shortest
+# flash-linear-attention's published crossover (its README's benchmark of chunk_gdn against FlashAttention-2)
+FLA_PUBLISHED = ("flash-linear-attention's benchmark: chunk_gdn overtakes FlashAttention-2 between 2K and 4K tokens "
+                 "at head dim 128 on a GB200 (1.58 ms against 2.56 ms at T 4,096)")
+
+# the least that answers both claims (`--profile linear` measures more methods, dtypes and geometries); the CPU default
+# runs exactly these (bench.profiles), at a geometry no other part of it has (4 value heads over 2 q/k heads, D 64),
+# so that its dense twins change no other claim's least set
+LINEAR = {"backend": "hf-gdn,sdpa-flash", "linear": "none,gdn", "heads": "4", "kv-heads": "2", "head-dim": "64",
+          "dtype": "fp32", "mask": "causal"}
+PREFILL_LENGTHS, DECODE_LENGTHS = "1024,2048,4096,8192", "1024,4096,16384"
+SPECS = (ClaimSpec("linear", "Linear attention beats the best dense kernel from some length S*",
+                   "bench.claims.linear:linear_crossover", "linear",
+                   {**LINEAR, "seq": PREFILL_LENGTHS, "phase": "prefill"}),
+         ClaimSpec("linear-decode", "A linear decode step costs the same at every context length, where attention's "
+                   "grows with it", "bench.claims.linear:linear_decode", "linear-decode",
+                   {**LINEAR, "phase": "decode", "decode-q": "1", "decode-kv": DECODE_LENGTHS}))
+CROSSOVER_CLAIM, DECODE_CLAIM = SPECS[0].text, SPECS[1].text
+TWIN_FIELDS = ("batch", "n_heads", "n_kv_heads", "head_dim", "dtype", "phase", "seq_q", "seq_kv")
+LINE_FIELDS = ("backend", "linear", "dtype", "phase", "batch", "n_heads", "n_kv_heads", "head_dim")
+
+
+# -- the questions --------------------------------------------------------------------------------------------------
+def picks(c: Case) -> bool:
+    """Linear cases and the plain causal softmax calls they are compared with."""
+    s = c.shape
+    return (c.pass_ == "fwd" and s.scope == "attention" and s.serving is None and not s.score.variants
+            and not s.sparsity.sparse and s.mla is None and s.model is None and s.mask.label == "causal")
+
+
+def _key(c: Case, names: tuple[str, ...]) -> tuple:
+    s = c.shape
+    values = {"backend": c.backend, "linear": s.linear.label, "dtype": s.dtype, "phase": c.phase, "batch": s.batch,
+              "n_heads": s.n_heads, "n_kv_heads": s.n_kv_heads, "head_dim": s.head_dim, "seq_q": s.seq_q,
+              "seq_kv": s.seq_kv}
+    return tuple(values[n] for n in names)
+
+
+def _least(phase: str) -> object:
+    def least(cases: list[Case], ctx: Context) -> list[Case]:
+        """Per linear method, its cheapest line at its shortest >= MIN_LINEAR_LENGTHS lengths spanning >=
+        LINEAR_SPAN x, with every dense twin the run offers at each length."""
+        dense: dict[tuple, list[Case]] = defaultdict(list)
+        lines: dict[tuple, list[Case]] = defaultdict(list)
+        for c in cases:
+            if c.phase != phase or not runs_here(c, ctx):
+                continue
+            if c.shape.linear.method is None:
+                dense[_key(c, TWIN_FIELDS)].append(c)
+            else:
+                lines[_key(c, LINE_FIELDS)].append(c)
+        best: dict[str, tuple[float, list[Case]]] = {}
+        for line in lines.values():
+            line = [c for c in sorted(line, key=lambda c: c.shape.seq_kv) if dense.get(_key(c, TWIN_FIELDS))]
+            seqs = sorted({c.shape.seq_kv for c in line})
+            cut = next((seqs[n - 1] for n in range(MIN_LINEAR_LENGTHS, len(seqs) + 1)
+                        if seqs[n - 1] >= LINEAR_SPAN * seqs[0]), None)
+            if cut is None:
+                continue
+            chosen = [c for c in line if c.shape.seq_kv <= cut]
+            chosen += [t for c in chosen for t in dense[_key(c, TWIN_FIELDS)] if t not in chosen]
+            method, cost = line[0].shape.linear.label, ctx.cost(chosen)
+            if method not in best or cost < best[method][0]:
+                best[method] = (cost, chosen)
+        out: list[Case] = []
+        for _, chosen in best.values():
+            out += [c for c in chosen if c not in out]
+        return out
+    return least
+
+
+QUESTIONS = (Question("linear", picks, _least("prefill")),  # type: ignore[arg-type]
+             Question("linear-decode", picks, _least("decode")))  # type: ignore[arg-type]
+
+
+# -- the frames -----------------------------------------------------------------------------------------------------
+def linear_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """Each measured linear row beside the best dense kernel at its shape: best_dense (its backend) and its
+    best_dense_median_s / _ci_low_s / _ci_high_s; linear rows with no twin are left out."""
+    import pandas as pd
+
+    ok = df[(df["status"] == "ok") & df["median_s"].notna() & (df["pass"] == "fwd") & (df["mask"] == "causal")
+            & (df["scope"].fillna("attention") == "attention") & df["lengths"].isna()
+            & (df["score"].fillna("none") == "none") & (df["sparsity"].fillna("none") == "none")
+            & df["mla_form"].isna() & df["model"].isna()] if not df.empty and "linear" in df else df.iloc[0:0]
+    if ok.empty:
+        return pd.DataFrame()
+    linear = ok["linear"].fillna("none")
+    dense, lin = ok[linear == "none"], ok[linear != "none"]
+    if dense.empty or lin.empty:
+        return pd.DataFrame()
+    keys = list(TWIN_FIELDS)
+    best = dense.loc[dense.groupby(keys, dropna=False)["median_s"].idxmin()]
+    best = best[keys + ["backend", "median_s", "ci_low_s", "ci_high_s"]].rename(columns={
+        "backend": "best_dense", "median_s": "best_dense_median_s", "ci_low_s": "best_dense_ci_low_s",
+        "ci_high_s": "best_dense_ci_high_s"})
+    return lin.merge(best, on=keys, how="inner").assign(length=lambda f: f["seq_kv"].astype(int))
+
+
+def _lines(rows: pd.DataFrame, phase: str) -> list[tuple[str, pd.DataFrame]]:
+    """(condition name, rows by length) per line of `phase`."""
+    rows = rows[rows["phase"] == phase] if not rows.empty else rows
+    out = []
+    for key, line in rows.groupby(list(LINE_FIELDS), dropna=False, sort=True) if not rows.empty else []:
+        backend, method, dtype, _, batch, hq, hk, d = key
+        name = f"{method} · {backend} ({dtype}, B={batch} Hv={hq} Hqk={hk} D={d})"
+        out.append((name, line.sort_values("length").drop_duplicates("length", keep="last")))
+    return out
+
+
+def _interval(top, bottom) -> tuple[float, float]:
+    """95% interval of one time over another, each drawn within its CI (bench.report.interval.ratio_interval)."""
+    import pandas as pd
+
+    from bench.report.interval import ratio_interval
+
+    one = pd.DataFrame([{"a_median_s": top[0], "a_ci_low_s": top[1], "a_ci_high_s": top[2],
+                         "b_median_s": bottom[0], "b_ci_low_s": bottom[1], "b_ci_high_s": bottom[2]}])
+    return ratio_interval(one, "a_", "b_")
+
+
+def _times(r, prefix: str = "") -> tuple[float, float, float]:
+    return tuple(float(r[f"{prefix}{c}"]) if r[f"{prefix}{c}"] == r[f"{prefix}{c}"] else float(r[f"{prefix}median_s"])
+                 for c in ("median_s", "ci_low_s", "ci_high_s"))  # type: ignore[return-value]
+
+
+def _decisive(lengths: list[int]) -> bool:
+    return len(lengths) >= MIN_LINEAR_LENGTHS and max(lengths) >= LINEAR_SPAN * min(lengths)
+
+
+def faster_from(line: pd.DataFrame, below: float = LINEAR_BEATS) -> int | None:
+    """The shortest length from which the linear time's whole interval over the best dense kernel's is ≤ `below` at
+    that and every longer length of the line (S* for a prefill line, the faster-from KV for a decode line)."""
+    found = None
+    for _, r in line.sort_values("length", ascending=False).iterrows():
+        if _interval(_times(r), _times(r, "best_dense_"))[1] > below:
+            break
+        found = int(r["length"])
+    return found
+
+
+def crossover_conditions(rows: pd.DataFrame) -> list[tuple[Condition, dict]]:
+    """Each prefill line judged (module docstring), with its detail: lengths, S*, ratio at the longest length."""
+    from dataclasses import replace
+
+    from bench.report.conditions import Condition
+    from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE
+
+    out = []
+    for name, line in _lines(rows, "prefill"):
+        lengths = [int(n) for n in line["length"]]
+        last = line.iloc[-1]
+        low, high = _interval(_times(last), _times(last, "best_dense_"))
+        ratio = float(last["median_s"]) / float(last["best_dense_median_s"])
+        verdict = HOLDS if high <= LINEAR_BEATS else FAILS if low >= LINEAR_LOSES else INCONCLUSIVE
+        c = Condition(name, ratio, low, high, verdict, bound=LINEAR_BEATS, holds_above=False)
+        if verdict == INCONCLUSIVE:
+            c = replace(c, why=f"level with the best dense kernel at S {lengths[-1]} (its interval reaches into "
+                        f"{LINEAR_BEATS:g}–{LINEAR_LOSES:g}×): longer lengths or more rounds decide it")
+        elif verdict == FAILS and not _decisive(lengths):
+            c = replace(c, verdict=INCONCLUSIVE, why=f"loses at S {lengths[0]}–{lengths[-1]} only: fewer than "
+                        f"{MIN_LINEAR_LENGTHS} lengths spanning {LINEAR_SPAN}× cannot say it never wins")
+        out.append((c, {"condition": name, "lengths": lengths, "s_star": faster_from(line),
+                        "best_dense": str(last["best_dense"]), "ratio": ratio, "low": low, "high": high,
+                        "verdict": c.verdict, "dtype": str(last["dtype"]), "method": str(last["linear"]),
+                        "backend": str(last["backend"]), "head_dim": int(last["head_dim"])}))
+    return out
+
+
+def decode_conditions(rows: pd.DataFrame) -> list[tuple[Condition, dict]]:
+    """Each decode line judged (module docstring), with its detail: KV lengths, flatness, dense growth, faster-from."""
+    from bench.report.conditions import Condition
+    from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE
+
+    out = []
+    for name, line in _lines(rows, "decode"):
+        lengths = [int(n) for n in line["length"]]
+        first, last = line.iloc[0], line.iloc[-1]
+        flat = float(last["median_s"]) / float(first["median_s"])
+        flat_low, flat_high = _interval(_times(last), _times(first))
+        grows = float(last["best_dense_median_s"]) / float(first["best_dense_median_s"])
+        grow_low, grow_high = _interval(_times(last, "best_dense_"), _times(first, "best_dense_"))
+        why = ""
+        if not _decisive(lengths):
+            verdict, why = INCONCLUSIVE, (f"KV {lengths[0]}–{lengths[-1]} only: ≥ {MIN_LINEAR_LENGTHS} KV lengths "
+                                          f"spanning ≥ {LINEAR_SPAN}× decide it")
+        elif flat_high <= FLAT_WITHIN and grow_low >= DENSE_GROWS:
+            verdict = HOLDS
+        elif flat_low > FLAT_WITHIN or grow_high < DENSE_GROWS:
+            verdict = FAILS
+        else:
+            verdict, why = INCONCLUSIVE, (f"its flatness {flat_low:.2f}–{flat_high:.2f}× (≤ {FLAT_WITHIN:g}×) or "
+                                          f"dense growth {grow_low:.2f}–{grow_high:.2f}× (≥ {DENSE_GROWS:g}×) "
+                                          "straddles its bound")
+        c = Condition(name, flat, flat_low, flat_high, verdict, why=why, bound=FLAT_WITHIN, holds_above=False)
+        out.append((c, {"condition": name, "lengths": lengths, "flat": flat, "flat_low": flat_low,
+                        "flat_high": flat_high, "dense_growth": grows, "dense_low": grow_low,
+                        "dense_high": grow_high, "best_dense": str(last["best_dense"]),
+                        "faster_from": faster_from(line, 1.0), "verdict": verdict, "dtype": str(last["dtype"]),
+                        "method": str(last["linear"]), "backend": str(last["backend"])}))
+    return out
+
+
+# -- the judges -----------------------------------------------------------------------------------------------------
+def linear_crossover(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
+    """Per condition — a linear method × backend × dtype × head geometry, in prefill — its time over the best dense
+    kernel's at its longest length with a 95% interval: holds when the whole interval is ≤ LINEAR_BEATS, does not
+    hold when it is wholly ≥ LINEAR_LOSES over ≥ MIN_LINEAR_LENGTHS lengths spanning ≥ LINEAR_SPAN×, else
+    inconclusive; S* is reported per condition beside flash-linear-attention's published crossover."""
+    from bench.report.conditions import combine, undecided_why
+    from bench.report.verdict import FAILS, NOT_MEASURED, Verdict, judged, noisy_note, span
+
+    rows = linear_rows(df)
+    found = crossover_conditions(rows) if not rows.empty else []
+    if not found:
+        return Verdict(CROSSOVER_CLAIM, NOT_MEASURED, f"no linear prefill case beside a dense case of its shape "
+                       f"(`{SPECS[0].command}`)")
+    said = [f"{c.name} against {d['best_dense']}: " + (f"S*={d['s_star']}" if d["s_star"] else
+            f"none up to S {d['lengths'][-1]}") + f" ({c.ratio:.2f}× at S {d['lengths'][-1]}, 95% {c.low:.2f}–"
+            f"{c.high:.2f}): {c.verdict}" for c, d in found]
+    conditions = [c for c, _ in found]
+    fails = [c.name for c in conditions if c.verdict == FAILS]
+    why = " ".join(p for p in ((f"{'; '.join(fails)}: still at least {LINEAR_LOSES:g}× the best dense kernel at its "
+                                "longest length, so its chunked form's extra work per token (the state's d_k x d_v "
+                                "products) has not yet paid for itself") if fails else "",
+                               undecided_why(conditions, LINEAR_BEATS, "Longer lengths decide it")) if p)
+    prefill = rows[rows["phase"] == "prefill"]
+    numbers = (f"each linear line's time over the best dense kernel's (the fastest softmax twin at the shape), 95% "
+               f"interval from each time drawn within its CI (holds ≤ {LINEAR_BEATS:g}×, does not hold ≥ "
+               f"{LINEAR_LOSES:g}×); S* = the length from which it stays ≤ {LINEAR_BEATS:g}×: " + " · ".join(said)
+               + f". Published: {FLA_PUBLISHED}." + noisy_note(prefill))
+    on = judged(span(prefill["length"], "S"), ", ".join(sorted(prefill["dtype"].unique())),
+                ", ".join(sorted(prefill["backend"].unique())))
+    return Verdict(CROSSOVER_CLAIM, combine(conditions), numbers, why=why, detail=tuple(d for _, d in found),
+                   judged_on=on, conditions=tuple(conditions))
+
+
+def linear_decode(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
+    """Per condition — a linear method × backend × dtype × head geometry, decoding — the linear step's time at its
+    longest KV over its shortest (flat: ≤ FLAT_WITHIN) and the best dense step's (growing: ≥ DENSE_GROWS), each with a
+    95% interval, over ≥ MIN_LINEAR_LENGTHS KV lengths spanning ≥ LINEAR_SPAN×: holds when both hold, does not hold
+    when either is wholly on the wrong side, else inconclusive; the KV from which the linear step is faster is
+    reported."""
+    from bench.report.conditions import combine
+    from bench.report.verdict import FAILS, NOT_MEASURED, Verdict, judged, noisy_note, span
+
+    rows = linear_rows(df)
+    found = decode_conditions(rows) if not rows.empty else []
+    if not found:
+        return Verdict(DECODE_CLAIM, NOT_MEASURED, f"no linear decode step beside a dense step of its shape "
+                       f"(`{SPECS[1].command}`)")
+    said = [f"{c.name}: linear {d['flat']:.2f}× (95% {d['flat_low']:.2f}–{d['flat_high']:.2f}) and "
+            f"{d['best_dense']} {d['dense_growth']:.2f}× (95% {d['dense_low']:.2f}–{d['dense_high']:.2f}) from KV "
+            f"{d['lengths'][0]} to {d['lengths'][-1]}; faster from "
+            + (f"KV {d['faster_from']}" if d["faster_from"] else "no measured KV") + f": {c.verdict}"
+            for c, d in found]
+    conditions = [c for c, _ in found]
+    fails = [c.name for c in conditions if c.verdict == FAILS]
+    why = " ".join([f"{'; '.join(fails)}: the linear step's time moves with the context (beyond {FLAT_WITHIN:g}×) "
+                    f"or the dense step's does not grow by {DENSE_GROWS:g}× over these lengths (a short cache's "
+                    "step is bound by its launch, not its reads)"] * bool(fails)
+                   + [f"{c.name} is open: {c.why}." for c in conditions if c.why])
+    decode = rows[rows["phase"] == "decode"]
+    numbers = (f"each decode step's time at the longest KV over the shortest, 95% interval from each time drawn "
+               f"within its CI (the linear step flat at ≤ {FLAT_WITHIN:g}×, the best dense step growing at ≥ "
+               f"{DENSE_GROWS:g}×): " + " · ".join(said) + "." + noisy_note(decode))
+    on = judged(span(decode["length"], "KV"), ", ".join(sorted(decode["dtype"].unique())),
+                ", ".join(sorted(decode["backend"].unique())))
+    return Verdict(DECODE_CLAIM, combine(conditions), numbers, why=why, detail=tuple(d for _, d in found),
+                   judged_on=on, conditions=tuple(conditions))
