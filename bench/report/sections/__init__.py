@@ -25,6 +25,7 @@ from bench.report.sections import (
     environment,
     figures,
     kernels,
+    linear,
     models,
     not_run,
     sparse,
@@ -75,7 +76,7 @@ SECTIONS: tuple[Section, ...] = (
     per_run(summary.section),  # its heading names the machine too
     per_run(claims.section, heading="Claims"),
     per_run(best.section, heading="Best backends"),
-    per_run(sparse.section, traces.section),  # the kinds of case with a section of their own
+    per_run(sparse.section, traces.section, linear.section),  # the kinds of case with a section of their own
     environment.section,
     per_run(models.section, heading="Models"),
     per_run(figures.section, heading="Figures"),
