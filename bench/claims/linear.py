@@ -116,7 +116,7 @@ QUESTIONS = (Question("linear", picks, _least("prefill")),  # type: ignore[arg-t
 
 
 # -- the frames -----------------------------------------------------------------------------------------------------
-def linear_rows(df: pd.DataFrame) -> pd.DataFrame:
+def linear_pairs(df: pd.DataFrame) -> pd.DataFrame:
     """Each measured linear row beside the best dense kernel at its shape: best_dense (its backend) and its
     best_dense_median_s / _ci_low_s / _ci_high_s; linear rows with no twin are left out."""
     import pandas as pd
@@ -252,7 +252,7 @@ def linear_crossover(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     from bench.report.conditions import combine, undecided_why
     from bench.report.verdict import FAILS, NOT_MEASURED, Verdict, judged, noisy_note, span
 
-    rows = linear_rows(df)
+    rows = linear_pairs(df)
     found = crossover_conditions(rows) if not rows.empty else []
     if not found:
         return Verdict(CROSSOVER_CLAIM, NOT_MEASURED, f"no linear prefill case beside a dense case of its shape "
@@ -286,7 +286,7 @@ def linear_decode(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     from bench.report.conditions import combine
     from bench.report.verdict import FAILS, NOT_MEASURED, Verdict, judged, noisy_note, span
 
-    rows = linear_rows(df)
+    rows = linear_pairs(df)
     found = decode_conditions(rows) if not rows.empty else []
     if not found:
         return Verdict(DECODE_CLAIM, NOT_MEASURED, f"no linear decode step beside a dense step of its shape "

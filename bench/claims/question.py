@@ -69,9 +69,10 @@ class Question:
 
 
 def plain(c: Case) -> bool:
-    """A dense attention call: no serving batch, no model, no score variant, no sparsity."""
+    """A dense attention call: no serving batch, no model, no score variant, no sparsity, no linear attention."""
     s = c.shape
-    return s.serving is None and not s.score.variants and s.model is None and not s.sparsity.sparse
+    return (s.serving is None and not s.score.variants and s.model is None and not s.sparsity.sparse
+            and s.linear.method is None)
 
 
 def runs_here(c: Case, ctx: Context) -> bool:

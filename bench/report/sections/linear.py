@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from bench.claims.linear import FLA_PUBLISHED, crossover_conditions, decode_conditions, linear_rows
+from bench.claims.linear import FLA_PUBLISHED, crossover_conditions, decode_conditions, linear_pairs
 from bench.report.blocks import Block, Heading, Para, Table, times
 from bench.report.load import RunInfo
 from bench.report.units import fmt_flops, fmt_seconds
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 def section(df: pd.DataFrame, run: RunInfo, report: Report) -> list[Block] | None:
     """None for a run without a linear case beside a dense twin; the heading is the section's own."""
-    rows = linear_rows(df)
+    rows = linear_pairs(df)
     if rows.empty:
         return None
     blocks: list[Block] = [Heading("Linear attention")]
