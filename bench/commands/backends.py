@@ -8,12 +8,13 @@ import json
 
 import torch
 
-from bench.backends import BACKENDS, Unsupported, get_backend
+from bench.backends import BACKENDS, Backend, Unsupported, get_backend
 from bench.backends.outside import entry_points
 from bench.errors import InputError, UsageError
+from bench.problem.case import Case
 from bench.problem.masks import CAUSAL
 from bench.problem.shapes import DTYPES, AttentionShape
-from bench.reference import check_backend
+from bench.reference import Check, check_backend
 
 help = "list each backend x dtype on a device with 'ok' or the reason it cannot run"
 
@@ -27,15 +28,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def probe(backend: str, dtype: str, device: str) -> str:
-    """'ok', or why not: runs a small causal GQA case and checks it against the reference."""
+    """'ok', or why not: runs a small causal GQA case and checks it against the reference (a linear-attention
+    backend: a 64-token prefill of its first method against the float64 recurrence, bench.kinds.linear)."""
     shape = AttentionShape(1, 33, 33, 4, 2, 64, dtype, CAUSAL)
     try:
-        check = check_backend(backend, shape, device)
+        b = get_backend(backend)
+        check = check_backend(backend, shape, device) if not b.linear else _linear_probe(b, dtype, device)
     except Unsupported as err:
         return f"unsupported: {err}"
     except Exception as err:  # a broken backend is a finding, not a crash
         return f"error: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
     return "ok" if check.ok else f"incorrect: {check.describe()}"
+
+
+def _linear_probe(b: Backend, dtype: str, device: str) -> Check:
+    from bench.kinds import KINDS, ReferenceCache
+    from bench.problem.linear import Linear
+
+    if why := b.unsupported_reason(device, dtype):
+        raise Unsupported(why)
+    shape = AttentionShape(1, 64, 64, 4, 2, 64, dtype, CAUSAL, linear=Linear(b.linear[0]))
+    return KINDS["linear"].check(Case(b.name, shape, "prefill", "fwd", device), None, ReferenceCache())[0]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -61,7 +74,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps({"device": device, "torch": torch.__version__, "backends": table, "origins": origins},
                          indent=2))
         return 0
-    print(f"device: {device}  torch {torch.__version__}  (probe: causal GQA, Hq=4 Hkv=2, S=33, D=64)")
+    print(f"device: {device}  torch {torch.__version__}  (probe: causal GQA, Hq=4 Hkv=2, S=33, D=64; linear attention: "
+          "a 64-token prefill, 4 value heads over 2 q/k heads)")
     width = max(map(len, table))
     for backend, row in table.items():
         if origins[backend] != "built-in":
