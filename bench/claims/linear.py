@@ -24,6 +24,7 @@ line and its dense twins at ≥ MIN_LINEAR_LENGTHS lengths spanning ≥ LINEAR_S
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from bench.claims.question import Context, Question, runs_here
@@ -78,7 +79,7 @@ def _key(c: Case, names: tuple[str, ...]) -> tuple:
     return tuple(values[n] for n in names)
 
 
-def _least(phase: str) -> object:
+def _least(phase: str) -> Callable[[list[Case], Context], list[Case]]:
     def least(cases: list[Case], ctx: Context) -> list[Case]:
         """Per linear method, its cheapest line at its shortest >= MIN_LINEAR_LENGTHS lengths spanning >=
         LINEAR_SPAN x, with every dense twin the run offers at each length."""
@@ -111,8 +112,7 @@ def _least(phase: str) -> object:
     return least
 
 
-QUESTIONS = (Question("linear", picks, _least("prefill")),  # type: ignore[arg-type]
-             Question("linear-decode", picks, _least("decode")))  # type: ignore[arg-type]
+QUESTIONS = (Question("linear", picks, _least("prefill")), Question("linear-decode", picks, _least("decode")))
 
 
 # -- the frames -----------------------------------------------------------------------------------------------------
@@ -150,7 +150,7 @@ def _lines(rows: pd.DataFrame, phase: str) -> list[tuple[str, pd.DataFrame]]:
     return out
 
 
-def _interval(top, bottom) -> tuple[float, float]:
+def _interval(top: tuple[float, float, float], bottom: tuple[float, float, float]) -> tuple[float, float]:
     """95% interval of one time over another, each drawn within its CI (bench.report.interval.ratio_interval)."""
     import pandas as pd
 
