@@ -36,9 +36,9 @@ def linear_only(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, mask: Any,
 
 LINEAR_BACKENDS: tuple[Backend, ...] = (
     Backend("hf-gdn", linear_only, "gated DeltaNet through transformers' torch paths (Qwen3-Next's chunked prefill "
-            "and recurrent decode)", "tiled", "#bcbd22", "X", backward=False, dense=False, linear=("gdn",)),
+            "and recurrent decode)", "tiled", "#6b6ecf", "x", backward=False, dense=False, linear=("gdn",)),
     Backend("torch-linear", linear_only, "plain causal linear attention in torch (textbook chunk form, recurrent "
-            "decode)", "tiled", "#7f7f7f", "d", backward=False, dense=False, linear=("linear",)),
+            "decode)", "tiled", "#b5cf6b", "2", backward=False, dense=False, linear=("linear",)),
     Backend("fla-gdn", linear_only, "gated DeltaNet through flash-linear-attention's Triton kernels (CUDA, the fla "
-            "package)", "tiled", "#393b79", "8", devices=("cuda",), backward=False, dense=False, linear=("gdn",)),
+            "package)", "tiled", "#e7969c", "|", devices=("cuda",), backward=False, dense=False, linear=("gdn",)),
 )
