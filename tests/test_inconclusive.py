@@ -8,8 +8,8 @@ from pathlib import Path
 
 from bench.claims.decode import fused_decode_speedup
 from bench.claims.heads import heads_free_lunch
+from bench.claims.layer import attention_dominates, projected_crossing
 from bench.claims.memory import memory_scaling
-from bench.report.layer_share import attention_dominates, projected_crossing
 from bench.report.load import read_results
 from bench.report.summary import summary_lines
 from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE, WORDS

@@ -63,9 +63,9 @@ def test_the_interval_holds_the_estimate_widens_with_the_cis_and_is_seeded():
 
 def test_a_variant_cost_within_its_noise_of_the_bound_is_inconclusive():
     from bench.claims import VARIANTS_WITHIN
+    from bench.claims.variants import variants_within
     from bench.problem.columns import shape_fields
     from bench.report.traits import ALL_VARIANT_KERNELS
-    from bench.report.variant_cost import variants_within
 
     def frame(ratio: float, ci: float) -> pd.DataFrame:
         rows = []

@@ -13,6 +13,7 @@ import bench.kinds.mha_layer
 import bench.reference
 from bench.backends import BACKENDS, Backend
 from bench.backends.naive import naive_attention
+from bench.claims.layer import COMMAND, attention_dominates
 from bench.counts.metrics import (
     attention_bytes,
     attention_flops,
@@ -37,7 +38,7 @@ from bench.reference import (
     compare_to_reference,
     reference_layer,
 )
-from bench.report.layer_share import COMMAND, attention_dominates, attention_share
+from bench.report.layer_share import attention_share
 from bench.report.load import read_results
 from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE, NOT_MEASURED, Verdict
 from bench.results.meta import Calibration
@@ -483,16 +484,11 @@ def test_a_new_shape_field_reaches_the_pairing_keys(monkeypatch):
 
 
 def test_the_rising_threshold_is_the_one_in_bench_claims(monkeypatch):
-    """RISING lives in bench.claims with the other thresholds: moving it there moves the judge."""
-    import importlib
-
-    from bench.report import layer_share
+    """RISING lives in the layer claim's module (bench.claims.layer) beside its judge: changing it there changes the
+    judge."""
+    from bench.claims import layer
 
     rising = [(256, 1 / 9), (1024, 0.2)]  # odds 1/8 -> 1/4 over 4x: k = 0.5, a share still rising
-    assert layer_share.projected_crossing(rising) > 0
-    monkeypatch.setattr("bench.claims.RISING", 0.6)  # k = 0.5 no longer counts as rising: too few lengths to decide
-    try:
-        assert importlib.reload(layer_share).projected_crossing(rising) == 0
-    finally:
-        monkeypatch.undo()
-        importlib.reload(layer_share)
+    assert layer.projected_crossing(rising) > 0
+    monkeypatch.setattr(layer, "RISING", 0.6)  # k = 0.5 no longer counts as rising: too few lengths to decide
+    assert layer.projected_crossing(rising) == 0

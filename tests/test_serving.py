@@ -304,7 +304,7 @@ def _serving_frame(tmp_path, decode_times: dict[tuple[str, int | None], float]):
 
 
 def test_paging_claim_compares_each_paged_step_with_its_contiguous_twin(tmp_path):
-    from bench.report.serving import paging_cost
+    from bench.claims.paging import paging_cost
     from bench.report.verdict import FAILS, HOLDS, NOT_MEASURED
 
     cheap = _serving_frame(tmp_path, {("flex", None): 1e-3, ("flex", 16): 1.2e-3, ("naive", None): 1e-3,

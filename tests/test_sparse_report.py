@@ -1,6 +1,6 @@
 """Sparse attention's report and plan on synthetic records: the pairing of each sparse case with its dense twins
-(bench.report.sparse_cost.sparse_costs), the lines and S* (crossovers), the two claims and their thresholds, the three
-figures, the questions' least sets in the CPU default plan (and that exactly those cases decide both claims), the
+(bench.report.sparse_cost.sparse_costs), the lines and S* (crossover_lines), the two claims and their thresholds, the
+three figures, the questions' least sets in the CPU default plan (and that exactly those cases decide both claims), the
 sparse profile's plan, and DeepSeek-V3.2's DSA from its config.json to its KV cache and its cases.
 
 No case is run or timed here: every record is built from a real Case (bench.results.record.new_record, so ids, densities
@@ -27,6 +27,7 @@ from bench.claims.sparse import (
     SPARSE_BEATS,
     SPARSE_LOSES,
     SPARSE_SPAN,
+    crossover_lines,
     sparse_crossover,
 )
 from bench.claims.sparse import sparse_speedup as speedup_claim
@@ -45,7 +46,7 @@ from bench.problem.columns import shape_fields, shape_from_fields
 from bench.problem.sparsity import Sparsity
 from bench.report.figures.sparse import indexer_share, sparse_speedup, sparse_time
 from bench.report.load import read_results
-from bench.report.sparse_cost import crossovers, sparse_costs
+from bench.report.sparse_cost import sparse_costs
 from bench.report.traits import SPARSE_KERNELS
 from bench.report.verdict import DEPENDS, FAILS, HOLDS, INCONCLUSIVE, NOT_MEASURED
 from bench.results.record import new_record
@@ -198,15 +199,15 @@ def test_s_star_is_where_the_method_stays_below_dense_and_the_claim_holds(tmp_pa
 
 
 def test_only_the_tail_counts_for_s_star(tmp_path):
-    lines = crossovers(sparse_costs(frame(method_line([0.9, 1.2, 0.9, 0.8]), tmp_path)))
+    lines = crossover_lines(sparse_costs(frame(method_line([0.9, 1.2, 0.9, 0.8]), tmp_path)))
     assert len(lines) == 1
     assert lines.iloc[0]["s_star"] == 2048 and lines.iloc[0]["condition"].verdict == HOLDS
     assert lines.iloc[0]["last_ratio"] == pytest.approx(0.8)
 
 
 def test_a_length_counts_for_s_star_only_when_its_whole_interval_is_at_or_below_beats(tmp_path):
-    clear = crossovers(sparse_costs(frame(method_line([1.2, 1.2, 0.9, 0.9]), tmp_path, "clear")))
-    at = crossovers(sparse_costs(frame(method_line([1.2, 1.2, 0.5, SPARSE_BEATS]), tmp_path, "at")))
+    clear = crossover_lines(sparse_costs(frame(method_line([1.2, 1.2, 0.9, 0.9]), tmp_path, "clear")))
+    at = crossover_lines(sparse_costs(frame(method_line([1.2, 1.2, 0.5, SPARSE_BEATS]), tmp_path, "at")))
     assert clear.iloc[0]["s_star"] == 2048
     # a median at SPARSE_BEATS with its ±1% CIs reaches above it: no S*, and the condition is open
     assert at.iloc[0]["s_star"] is None and at.iloc[0]["condition"].verdict == INCONCLUSIVE
@@ -365,7 +366,7 @@ def _decode_line(batches: dict[int, tuple[int, ...]], seq_q: int = 1, ratio: flo
 def test_a_decode_line_at_fixed_tokens_per_batch_is_one_line(tmp_path):
     fixed = {1024: (16,), 4096: (4,), 16384: (1,)}  # B shrinks as the cache grows
     planned, recs = _decode_line(fixed)
-    lines = crossovers(sparse_costs(frame(recs, tmp_path, "fixed")))
+    lines = crossover_lines(sparse_costs(frame(recs, tmp_path, "fixed")))
     assert len(lines) == 1 and lines.iloc[0]["lengths"] == [1024, 4096, 16384]
     assert sparse_crossover(frame(recs, tmp_path, "fixed2")).verdict == HOLDS
     least = _question("sparse").least(planned, Context("cpu", {}))
@@ -374,7 +375,7 @@ def test_a_decode_line_at_fixed_tokens_per_batch_is_one_line(tmp_path):
 
     several = {kv: (1, 4) for kv in (1024, 4096, 16384)}  # each length has two batches: one line per batch
     planned, recs = _decode_line(several)
-    lines = crossovers(sparse_costs(frame(recs, tmp_path, "several")))
+    lines = crossover_lines(sparse_costs(frame(recs, tmp_path, "several")))
     assert len(lines) == 2 and all(ls == [1024, 4096, 16384] for ls in lines["lengths"])
     least = _question("sparse").least(planned, Context("cpu", {}))
     sparse = [c for c in least if c.shape.sparsity.sparse]
@@ -385,7 +386,7 @@ def test_decode_lines_of_different_queries_per_step_stay_apart(tmp_path):
     _, one = _decode_line({kv: (1,) for kv in (1024, 4096, 16384)}, seq_q=1, ratio=0.5)
     _, four = _decode_line({kv: (1,) for kv in (1024, 4096, 16384)}, seq_q=4, ratio=1.2)
     df = frame(one + four, tmp_path)
-    lines = crossovers(sparse_costs(df))
+    lines = crossover_lines(sparse_costs(df))
     assert len(lines) == 2 and all(ls == [1024, 4096, 16384] for ls in lines["lengths"])
     verdict = sparse_crossover(df)  # the Sq=1 line beats dense from 1024 on, the Sq=4 line loses at 1.2x
     assert verdict.verdict == DEPENDS

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.claims.trace import TRACE_CLOSE, grid_vs_trace
 from bench.problem.shapes import parse_rows
 from bench.report import traces
 from bench.report.load import read_results
@@ -93,7 +94,7 @@ def test_dominant_buckets_are_the_backends_largest_shares(tmp_path):
 
 
 def test_the_claim_fails_when_the_grid_winner_is_not_the_trace_winner_and_names_both(tmp_path):
-    verdict = traces.grid_vs_trace(frame([*TRACE, *GRID_FLASH_WINS], tmp_path), RUN)
+    verdict = grid_vs_trace(frame([*TRACE, *GRID_FLASH_WINS], tmp_path), RUN)
     assert verdict.verdict == FAILS
     assert "grid's winner sdpa-flash serves it in 0.1 s, 2.22× the trace's winner flex" in verdict.numbers
     (row,) = verdict.detail
@@ -105,7 +106,7 @@ GRID_FLEX_WINS = [*grid("naive", 5e-3, 3e-4), *grid("sdpa-flash", 2e-3, 2e-4), *
 
 
 def test_the_claim_holds_when_one_backend_wins_both_by_more_than_the_runner_up_s_noise(tmp_path):
-    verdict = traces.grid_vs_trace(frame([*TRACE, *GRID_FLEX_WINS], tmp_path), RUN)
+    verdict = grid_vs_trace(frame([*TRACE, *GRID_FLEX_WINS], tmp_path), RUN)
     assert verdict.verdict == HOLDS and "flex wins both (grid of 2 shapes" in verdict.numbers
     assert "the runner-up sdpa-flash in 0.1 s: 0.45×, 95% 0.45–0.45×: holds" in verdict.numbers
 
@@ -119,13 +120,13 @@ def _runner_up_within_one_percent(noise: float | None) -> list[dict]:
 
 def test_winners_that_coincide_are_set_against_the_runner_up_by_its_interval(tmp_path):
     # the old judge read "holds" whenever the winners coincided, however close the runner-up and noisy the timings
-    tight = traces.grid_vs_trace(frame([*_runner_up_within_one_percent(0.001), *GRID_FLEX_WINS], tmp_path), RUN)
+    tight = grid_vs_trace(frame([*_runner_up_within_one_percent(0.001), *GRID_FLEX_WINS], tmp_path), RUN)
     assert tight.verdict == HOLDS and "0.99×, 95% 0.99–0.99×: holds" in tight.numbers
     (tmp_path / "noisy").mkdir()
-    noisy = traces.grid_vs_trace(frame([*_runner_up_within_one_percent(0.1), *GRID_FLEX_WINS],
+    noisy = grid_vs_trace(frame([*_runner_up_within_one_percent(0.1), *GRID_FLEX_WINS],
                                        tmp_path / "noisy"), RUN)
     (row,) = noisy.detail
-    assert noisy.verdict == INCONCLUSIVE and row["low"] < 1.0 < traces.TRACE_CLOSE < row["high"]
+    assert noisy.verdict == INCONCLUSIVE and row["low"] < 1.0 < TRACE_CLOSE < row["high"]
     assert "straddles 1.05×" in noisy.why and "the runner-up sdpa-flash" in noisy.numbers
 
 
@@ -134,10 +135,10 @@ def test_a_grid_winner_within_five_percent_of_the_fastest_holds_unless_its_noise
         return [*(bucket(r["backend"], r["phase"], r["median_s"], noise=noise) for r in TRACE[:4]),
                 bucket("flex", "prefill", 1e-3, noise=noise), bucket("flex", "decode", 0.86e-3, noise=noise)]
 
-    tight = traces.grid_vs_trace(frame([*close(None), *GRID_FLASH_WINS], tmp_path), RUN)
+    tight = grid_vs_trace(frame([*close(None), *GRID_FLASH_WINS], tmp_path), RUN)
     assert tight.verdict == HOLDS and "1.04× the trace's winner flex" in tight.numbers  # was "inconclusive"
     (tmp_path / "noisy").mkdir()
-    noisy = traces.grid_vs_trace(frame([*close(0.05), *GRID_FLASH_WINS], tmp_path / "noisy"), RUN)
+    noisy = grid_vs_trace(frame([*close(0.05), *GRID_FLASH_WINS], tmp_path / "noisy"), RUN)
     assert noisy.verdict == INCONCLUSIVE
 
 
@@ -148,7 +149,7 @@ def test_traces_where_the_grid_winner_wins_one_and_loses_the_other_read_depends_
     run = dataclasses.replace(NO_FACTS, workloads={"w": WORKLOAD, "p": prefill_heavy})
     recs = [bucket("sdpa-flash", "prefill", 0.5e-3), bucket("sdpa-flash", "decode", 1e-3),
             bucket("flex", "prefill", 1e-3), bucket("flex", "decode", 0.4e-3)]
-    verdict = traces.grid_vs_trace(frame([*recs, *GRID_FLASH_WINS], tmp_path), run)
+    verdict = grid_vs_trace(frame([*recs, *GRID_FLASH_WINS], tmp_path), run)
     assert verdict.verdict == DEPENDS
     assert {d["workload"]: d["verdict"] for d in verdict.detail} == {"w": FAILS, "p": HOLDS}
     assert [c.verdict for c in verdict.conditions] == [HOLDS, FAILS]  # p, then w
@@ -158,13 +159,13 @@ def test_traces_where_the_grid_winner_wins_one_and_loses_the_other_read_depends_
 def test_a_grid_winner_that_cannot_serve_every_bucket_fails_the_claim(tmp_path):
     recs = [*TRACE[:2], *TRACE[4:], bucket("sdpa-flash", "prefill", 1e-3),
             bucket("sdpa-flash", "decode", 0.0, status="unsupported")]
-    verdict = traces.grid_vs_trace(frame([*recs, *GRID_FLASH_WINS], tmp_path), RUN)
+    verdict = grid_vs_trace(frame([*recs, *GRID_FLASH_WINS], tmp_path), RUN)
     assert verdict.verdict == FAILS and "sdpa-flash cannot serve every bucket (1 of 2)" in verdict.numbers
 
 
 def test_without_a_trace_or_without_a_grid_the_claim_is_not_measured(tmp_path):
-    assert traces.grid_vs_trace(frame(GRID_FLASH_WINS, tmp_path), NO_FACTS).verdict == NOT_MEASURED
-    no_grid = traces.grid_vs_trace(frame(TRACE, tmp_path), RUN)
+    assert grid_vs_trace(frame(GRID_FLASH_WINS, tmp_path), NO_FACTS).verdict == NOT_MEASURED
+    no_grid = grid_vs_trace(frame(TRACE, tmp_path), RUN)
     assert no_grid.verdict == NOT_MEASURED and "no grid case ran" in no_grid.numbers
 
 
@@ -231,10 +232,10 @@ def test_a_bucket_that_under_predicts_its_steps_by_30_percent_reports_it_and_wid
     assert table.loc["naive", "total"] == pytest.approx(0.0)
 
     (tmp_path / "a").mkdir()
-    assert traces.grid_vs_trace(frame([*CLOSE, *GRID_FLASH_WINS], tmp_path / "a"), RUN).verdict == HOLDS
-    verdict = traces.grid_vs_trace(df, CHECKED)  # the same buckets, now checked: flex may be 28% off
+    assert grid_vs_trace(frame([*CLOSE, *GRID_FLASH_WINS], tmp_path / "a"), RUN).verdict == HOLDS
+    verdict = grid_vs_trace(df, CHECKED)  # the same buckets, now checked: flex may be 28% off
     (row,) = verdict.detail
-    assert verdict.verdict == INCONCLUSIVE and row["low"] < 1.0 < traces.TRACE_CLOSE < row["high"]
+    assert verdict.verdict == INCONCLUSIVE and row["low"] < 1.0 < TRACE_CLOSE < row["high"]
     assert row["ratio"] == pytest.approx(0.1 / 0.096) and row["check_errors"]["flex"] == pytest.approx(flex["total"])
     assert "flex: median -30%, worst -30%, total -28%" in verdict.numbers
     assert "the buckets' prediction of 3 sampled real steps" in verdict.numbers
@@ -252,11 +253,11 @@ def test_an_error_the_buckets_make_for_every_backend_alike_leaves_the_interval_a
     (tmp_path / "c").mkdir()
     alike = [*steps_as_predicted("naive", 2e-3, 1e-3, 0.7, 0.7), *steps_as_predicted("flex", 1e-3, 0.86e-3, 0.7, 0.7),
              *steps_as_predicted("sdpa-flash", 1e-3, 0.9e-3, 0.7, 0.7)]
-    plain = traces.grid_vs_trace(frame([*CLOSE, *GRID_FLASH_WINS], tmp_path / "a"), RUN)
-    verdict = traces.grid_vs_trace(frame([*CLOSE, *GRID_FLASH_WINS, *alike], tmp_path / "b"), CHECKED)
+    plain = grid_vs_trace(frame([*CLOSE, *GRID_FLASH_WINS], tmp_path / "a"), RUN)
+    verdict = grid_vs_trace(frame([*CLOSE, *GRID_FLASH_WINS, *alike], tmp_path / "b"), CHECKED)
     assert verdict.verdict == plain.verdict == HOLDS
     assert (verdict.detail[0]["low"], verdict.detail[0]["high"]) == \
         pytest.approx((plain.detail[0]["low"], plain.detail[0]["high"]))
     assert "flex: median -30%, worst -30%, total -30%; sdpa-flash: median -30%" in verdict.numbers
-    unchecked = traces.grid_vs_trace(frame([*CLOSE, *GRID_FLASH_WINS, *alike[:3], *alike[6:]], tmp_path / "c"), CHECKED)
+    unchecked = grid_vs_trace(frame([*CLOSE, *GRID_FLASH_WINS, *alike[:3], *alike[6:]], tmp_path / "c"), CHECKED)
     assert unchecked.verdict == HOLDS and "flex: not checked" in unchecked.numbers

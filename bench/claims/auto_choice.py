@@ -43,7 +43,7 @@ def auto_choice(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     from bench.report.rivals import combined, conditions
     from bench.report.verdict import DEPENDS, FAILS, INCONCLUSIVE, NOT_MEASURED, Verdict, judged, span
 
-    found = losses(df)
+    found = losses(df, AUTO_WITHIN)
     if not found:
         return Verdict(CLAIM, NOT_MEASURED, f"no shape timed with the automatic choice and a forced kernel "
                        f"(`{SPECS[0].command}`)")

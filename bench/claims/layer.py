@@ -3,13 +3,14 @@
 Question `layer`: both scopes (the attention call alone and the layer around it) of one geometry, for the textbook
 and the fused backend, at every length up to the first one where the cost model says the fused kernel's attention
 passes DOMINANT of the layer on this machine, and the next one (to see it pass), at least MIN_LAYER_LENGTHS lengths.
-The judge is bench.report.layer_share's (read lazily, here): attention's share of the layer per family at its
-longest length, against DOMINANT.
+The judge: attention's share of the layer per family at its longest length, against DOMINANT, from the shares
+bench.report.layer_share pairs (read lazily, in the judge).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import TYPE_CHECKING
 
 from bench.backends import get_backend
@@ -32,6 +33,7 @@ SPECS = (ClaimSpec("layer", "Attention dominates the layer at long sequence leng
                    "bench.claims.layer:attention_dominates", "layer",
                    {"backend": "naive,sdpa-flash", "kv-heads": "8", "seq": "256,512,1024,2048,4096",
                     "scope": "attention,layer", **PREFILL}),)
+CLAIM, COMMAND = SPECS[0].text, SPECS[0].command
 
 
 # -- the question ---------------------------------------------------------------------------------------------------
@@ -94,7 +96,128 @@ QUESTIONS = (Question("layer", picks, least),)
 def attention_dominates(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     """Does attention take at least half of the layer's time at the longest S measured?
 
-    bench.report.layer_share's judge, read here until it moves into this module."""
-    from bench.report.layer_share import attention_dominates as judge
+    Per family (one geometry, dtype, mask, batch and pass), the share at each S is the median over the backends
+    that ran both scopes there. The claim holds when, at each family's longest S, that median's 95% interval (each
+    time drawn within its CI, the backends resampled) lies at or above 50%; a family whose interval straddles 50% is
+    too close to call (inconclusive, unless another family decides against it). numbers
+    gives the share at each S and the smallest S from which attention takes half or more (at that S and every
+    longer one measured), or says it never does on this machine. detail: one dict per family and S.
+    """
+    import pandas as pd
 
-    return judge(df) if run is None else judge(df, run)
+    from bench.report.layer_share import GEOMETRY_KEYS, attention_share, plain_value, share_interval
+    from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE, NOT_MEASURED, judged, span
+
+    scope = df["scope"].fillna("attention") if "scope" in df else pd.Series("attention", index=df.index)
+    if not (scope == "layer").any():
+        return _result(NOT_MEASURED, f"no layer-scope cases in this run (run `{COMMAND}`)")
+    shares = pd.DataFrame(attention_share(df))
+    if shares.empty:
+        return _result(NOT_MEASURED, "layer-scope cases ran, but none is ok beside an ok attention-alone case of the "
+                                     f"same shape and backend (run `{COMMAND}`)")
+    shares["model_key"] = shares["model"].fillna("")  # groupby drops None keys
+    families = shares.groupby([k if k != "model" else "model_key" for k in GEOMETRY_KEYS], sort=True, dropna=False)
+    detail, parts, verdicts, short, open_, undecided = [], [], [], [], [], []
+    for _, fam in families:
+        first = fam.iloc[0]
+        key = {k: plain_value(k, first[k]) for k in GEOMETRY_KEYS if k != "model"}  # the frame made ints of None floats
+        key = {"model": first["model_key"] or None, **key}
+        per_seq = []
+        for seq, at in fam.groupby("seq", sort=True):
+            median = float(at["share"].median())
+            per_seq.append((int(seq), median))
+            detail.append({**key, "family": _family_label(key), "seq": int(seq), "median_share": median,
+                           "backends": {str(b): float(s) for b, s in zip(at["backend"], at["share"], strict=True)},
+                           "noisy": int(at["noisy"].sum())})
+        from_seq = None
+        for seq, median in reversed(per_seq):  # the shortest S from which every longer one is dominated too
+            if median < DOMINANT:
+                break
+            from_seq = seq
+        longest, at_longest = per_seq[-1]
+        interval = share_interval(fam[fam["seq"] == longest])
+        verdicts.append(interval[0] >= DOMINANT)
+        if interval[0] < DOMINANT <= interval[1]:  # too close to call either way
+            undecided.append(f"{_family_label(key)} ({_pct(interval[0])}–{_pct(interval[1])} at S={longest})")
+        elif at_longest < DOMINANT:
+            crossing = projected_crossing(per_seq)
+            if crossing is not None:  # still rising, or too few lengths to tell: longer lengths decide it
+                open_.append(f"{_family_label(key)} ({_pct(at_longest)} at S={longest}; "
+                             + (f"the trend reaches half near S≈{crossing:,}" if crossing else
+                                "too few lengths to see a trend") + ")")
+            else:
+                short.append(f"{_family_label(key)} ({_pct(at_longest)} at S={longest})")
+        where = (f"attention takes half or more from S={from_seq}" if from_seq is not None else
+                 f"attention never takes half on this machine (up to S={longest})")
+        label = f"{_family_label(key)}: " if families.ngroups > 1 else ""
+        parts.append(f"{label}attention's share of the layer (median over "
+                     f"{', '.join(sorted(fam['backend'].unique()))}): "
+                     + ", ".join(f"S={s} {_pct(m)}" for s, m in per_seq)
+                     + f" (95% interval at S={longest}: {_pct(interval[0])}–{_pct(interval[1])}); {where}")
+    numbers = "; ".join(parts) + "."
+    noisy = int(shares["noisy"].sum())
+    if noisy:
+        numbers += f" {noisy} of {len(shares)} shares rest on a timing flagged noisy."
+    holds = all(verdicts)
+    on = judged(span(shares["seq"], "S"), ", ".join(sorted(shares["dtype"].unique())),
+                ", ".join(sorted(shares["backend"].unique())))
+    if holds:
+        return _result(HOLDS, numbers, detail, "", on)
+    if undecided and not short:  # a family that decides against it outweighs one too close to call
+        why = ("at the longest S, attention's share is within the noise of its timings and the spread of its "
+               f"backends from half: its 95% interval (each time drawn within its CI, the backends resampled) "
+               f"straddles {_pct(DOMINANT)} in " + "; ".join(undecided) + ". More rounds per case (a larger "
+               f"--budget) or longer lengths (`{SPECS[0].command_with(seq=_longer(shares))}`) decide it.")
+        return _result(INCONCLUSIVE, numbers, detail, why, on)
+    if short:
+        why = ("attention takes under half the layer at the longest S measured, and its share does not rise across "
+               f"≥{LAYER_SPAN}× of lengths, in " + "; ".join(short) + ".")
+        return _result(FAILS, numbers, detail, why, on)
+    why = ("attention takes under half the layer at the longest S measured, but its share is still rising in "
+           + "; ".join(open_) + ": the projections grow as S and attention as S², so longer sequences decide it "
+           f"(`{SPECS[0].command_with(seq=_longer(shares))}`).")
+    return _result(INCONCLUSIVE, numbers, detail, why, on)
+
+
+def projected_crossing(per_seq: list[tuple[int, float]]) -> int | None:
+    """Where attention's share would reach half, from its trend: None when the data decide that it does not
+    (>= MIN_LAYER_LENGTHS lengths over >= LAYER_SPAN x and a share that does not rise), 0 when too few lengths
+    show no trend, else the length at which attention's time over the rest's, fitted as ∝ S^k over the measured
+    lengths, reaches 1."""
+    import pandas as pd
+
+    seqs = [s for s, _ in per_seq]
+    odds = [min(max(m, 1e-6), 1 - 1e-6) for _, m in per_seq]
+    odds = [m / (1 - m) for m in odds]
+    if len(seqs) < 2:
+        return 0
+    k = float(pd.Series(odds).map(math.log).cov(pd.Series(seqs).map(math.log))
+              / pd.Series(seqs).map(math.log).var())
+    if k <= RISING:
+        enough = len(seqs) >= MIN_LAYER_LENGTHS and seqs[-1] >= LAYER_SPAN * seqs[0]
+        return None if enough else 0
+    return int(seqs[-1] * (1 / odds[-1]) ** (1 / k))
+
+
+def _family_label(key: dict) -> str:
+    geometry = key["model"] or f"Hq={key['n_heads']} Hkv={key['n_kv_heads']} D={key['head_dim']}"
+    shown = {"model", "n_heads", "n_kv_heads", "head_dim", "dtype", "mask", "batch", "pass", "phase", "variant"}
+    rest = "".join(f" · {k}={v}" for k, v in key.items() if k not in shown and v not in (None, ""))
+    return f"{geometry} · {key['dtype']} · {key['mask']} · B={key['batch']} · {key['pass']}{rest}"
+
+
+def _pct(x: float) -> str:
+    """A share in percent, truncated to 0.1 so that one just under half never reads as 50%."""
+    return f"{math.floor(1000 * x) / 10:.1f}%"
+
+
+def _longer(shares: pd.DataFrame) -> str:
+    """Lengths that would decide it: the longest measured and the next three doublings."""
+    longest = int(shares["seq"].max())
+    return ",".join(str(longest * 2 ** i) for i in range(4))
+
+
+def _result(verdict: str, numbers: str, detail: list[dict] | None = None, why: str = "", on: str = "") -> Verdict:
+    from bench.report.verdict import Verdict
+
+    return Verdict(CLAIM, verdict, numbers, why, tuple(detail or ()), judged_on=on)

@@ -1,8 +1,8 @@
 """Claim: paging the KV cache costs little: a paged decode step within PAGING_WITHIN of a contiguous one.
 
 Question `paging`: every serving decode step, paged at each page size and contiguous, over the same drawn contexts.
-The judge is bench.report.serving's (read lazily, here): per backend with a real paged kernel × page size, the median
-paged / contiguous ratio against PAGING_WITHIN.
+The judge: per backend with a real paged kernel × page size, the median paged / contiguous ratio against
+PAGING_WITHIN, over the pairs bench.report.serving makes (read lazily, in the judge).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ SPECS = (ClaimSpec("paging", f"Paging the KV cache costs little: a paged decode 
                    "contiguous one (vLLM: its paged kernel 20–26% slower)", "bench.claims.paging:paging_cost",
                    "paging",
                    {"profile": "serving", "lengths": "uniform", "phase": "decode", "page-size": "contiguous,16,128"}),)
+CLAIM, COMMAND = SPECS[0].text, SPECS[0].command
 
 
 def picks(c: Case) -> bool:
@@ -39,9 +40,34 @@ QUESTIONS = (Question("paging", picks, every_case),)
 def paging_cost(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     """The claim: a paged KV cache costs little against a contiguous one, for backends with a real paged kernel
     (PAGED_KERNELS: their paged layout reads the pages in place instead of gathering them), judged per condition
-    (such a backend × page size: the median paged / contiguous ratio, its interval from those cases' own timings).
+    (such a backend × page size: the median paged / contiguous ratio, its interval from those cases' own timings)."""
+    from bench.report.conditions import combine, condition, listing, pairs_of, undecided_why
+    from bench.report.interval import ROUNDS_DECIDE, ratio_interval
+    from bench.report.serving import paged_vs_contiguous
+    from bench.report.traits import PAGED_KERNELS
+    from bench.report.verdict import FAILS, NOT_MEASURED, Verdict, noisy_note
 
-    bench.report.serving's judge, read here until it moves into this module."""
-    from bench.report.serving import paging_cost as judge
-
-    return judge(df) if run is None else judge(df, run)
+    pairs = paged_vs_contiguous(df)
+    if pairs.empty:
+        return Verdict(CLAIM, NOT_MEASURED, f"no paged decode case with its contiguous twin (`{COMMAND}`)")
+    by = pairs.groupby(["backend", "page_size"])["ratio"].median()
+    detail = tuple({"backend": b, "page_size": int(p), "ratio": float(r)} for (b, p), r in by.items())
+    shown = "; ".join(f"{b} pages of {int(p)}: {r:.2f}×" for (b, p), r in by.items())
+    in_place = by[by.index.get_level_values("backend").isin(PAGED_KERNELS)]
+    if in_place.empty:
+        return Verdict(CLAIM, NOT_MEASURED, f"only gathering backends ran paged: {shown}",
+                       f"the claim is about kernels that read pages in place ({', '.join(PAGED_KERNELS)}); none "
+                       "ran a paged case here", detail)
+    found = [condition(f"{b} pages of {int(p)}", float(grp["ratio"].median()), ratio_interval(grp, "", "contiguous_"),
+                       PAGING_WITHIN, holds_above=False, pairs=pairs_of(grp, "case_id", "contiguous_case_id"))
+             for (b, p), grp in pairs[pairs["backend"].isin(PAGED_KERNELS)].groupby(["backend", "page_size"])]
+    numbers = (f"paged / contiguous decode time, median per backend and page size: {shown}; judged per kernel that "
+               f"reads pages in place and page size (within {PAGING_WITHIN:g}× holds): {listing(found)}."
+               + noisy_note(pairs))
+    verdict = combine(found)
+    why = undecided_why(found, PAGING_WITHIN, ROUNDS_DECIDE)
+    failing = [c for c in found if c.verdict == FAILS]
+    if failing:
+        why = (f"{', '.join(c.name for c in failing)} pay{'s' * (len(failing) == 1)} more than {PAGING_WITHIN:g}×: "
+               "the pages' scattered reads cost more here than vLLM measured." + (" " + why if why else ""))
+    return Verdict(CLAIM, verdict, numbers, why, detail, conditions=tuple(found))

@@ -33,7 +33,7 @@ MIN_SPARSE_LENGTHS, SPARSE_SPAN = 3, 4  # "sparse never wins" is a finding over 
 IDEAL_SHARE = 0.5  # "within 2× of the ideal speedup 1/density"
 
 # the least of both sparse claims (`--profile sparse` measures every budget, in about half an hour on 2 cores)
-# (the default profile runs exactly these: bench.engine.sweeps builds its sparse part from this spec)
+# (the default profile runs exactly these: bench.profiles builds its sparse part from this spec)
 SPARSE = {"backend": "sdpa-flash,flex,topk-gather", "kv-heads": "2", "seq": "512,1024,2048,4096",
           "sparsity": "none,block:128:0.125,topk:256", **PREFILL}
 SPECS = (ClaimSpec("sparse", "Sparse attention beats the best dense kernel from some length S* at its budget",
@@ -157,6 +157,19 @@ def beats(name: str, ratio: float, interval: tuple[float, float], lengths: list[
     return found
 
 
+def crossover_lines(costs: pd.DataFrame) -> pd.DataFrame:
+    """bench.report.sparse_cost.crossovers at SPARSE_BEATS, each method line judged: its `condition` (beats) in
+    place of its name."""
+    from bench.report.sparse_cost import crossovers
+
+    lines = crossovers(costs, SPARSE_BEATS)
+    if lines.empty:
+        return lines
+    found = [beats(r["name"], float(r["last_ratio"]), r["last_interval"], r["lengths"], length_word(r["phase"]))
+             for r in lines.to_dict("records")]
+    return lines.drop(columns="name").assign(condition=found)
+
+
 def _why(found: list[Condition], failing: str, decide: str, bound: float) -> str:
     """The claim's `why`: the conditions that fail and what the numbers say of them, then the open ones."""
     from bench.report.conditions import undecided_why
@@ -179,13 +192,13 @@ def sparse_crossover(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
 
     from bench.report.conditions import combine
     from bench.report.interval import ROUNDS_DECIDE
-    from bench.report.sparse_cost import crossovers, sparse_costs
+    from bench.report.sparse_cost import sparse_costs
     from bench.report.verdict import NOT_MEASURED, Verdict, judged, noisy_note, span
 
     costs = sparse_costs(df)
     if costs.empty:
         return Verdict(CROSSOVER_CLAIM, NOT_MEASURED, f"no sparse case beside a dense case of its shape (`{COMMAND}`)")
-    lines = crossovers(costs).sort_values(["phase", "mask", "budget", "last_ratio"], kind="stable")
+    lines = crossover_lines(costs).sort_values(["phase", "mask", "budget", "last_ratio"], kind="stable")
     found = list(lines["condition"])
     said = []
     for c, (_, line) in zip(found, lines.iterrows(), strict=True):

@@ -1,12 +1,14 @@
 """Claim: the backend fastest on the synthetic grid serves real traffic (a replayed trace) fastest.
 
 Question `trace`: every bucket of the replayed traces, with the grid's plain causal forward cases of the same
-backends and head geometry (the grid's winner is judged against the trace's). The judge is bench.report.traces'
-(read lazily, here): per trace, the grid winner's time to serve over the fastest other backend's, against TRACE_CLOSE.
+backends and head geometry (the grid's winner is judged against the trace's). The judge: per trace, the grid winner's
+time to serve over the fastest other backend's, against TRACE_CLOSE, from bench.report.traces' times to serve, grid
+winner and buckets' check in time (read lazily, in the judge).
 """
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from bench.claims.question import Context, Question, plain
@@ -14,6 +16,7 @@ from bench.claims.spec import ClaimSpec
 from bench.problem.case import Case
 
 if TYPE_CHECKING:
+    import numpy as np
     import pandas as pd
 
     from bench.report.verdict import Verdict
@@ -24,6 +27,7 @@ TRACE_CLOSE = 1.05  # two backends within 5% on a trace: it cannot tell them apa
 SPECS = (ClaimSpec("trace", "The backend fastest on the synthetic grid serves real traffic (a replayed trace) fastest",
                    "bench.claims.trace:grid_vs_trace", "trace",
                    {"backend": "naive,sdpa-flash", "kv-heads": "2", "workload": "azure-conv", "buckets": "4"}),)
+CLAIM, COMMAND = SPECS[0].text, SPECS[0].command
 
 
 def _is_trace(c: Case) -> bool:
@@ -52,6 +56,14 @@ def least(cases: list[Case], ctx: Context) -> list[Case]:
 QUESTIONS = (Question("trace", picks, least),)
 
 
+# -- the judge ------------------------------------------------------------------------------------------------------
+RULE = (f"per trace, the grid's winner's time to serve over the fastest other backend's (the runner-up's where the "
+        f"grid's winner serves it fastest), 95% interval from each bucket's time drawn within its CI and weighted by "
+        f"its steps and widened by how differently the buckets predict the two backends' times on real steps timed "
+        f"exactly; holds when the whole "
+        f"interval is ≤ {TRACE_CLOSE:g}×, does not hold when it is wholly above")
+
+
 def grid_vs_trace(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     """The claim: the backend fastest on the synthetic grid is the one that serves the real trace fastest, judged per
     trace (workload × geometry): ratio = the grid's winner's time to serve / the fastest other backend's (below 1
@@ -59,9 +71,142 @@ def grid_vs_trace(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     the buckets' checked error in time, the grid's winner's against each other backend's (widened_ratios: a bucket
     estimate that is off for one backend leaves the condition inconclusive rather than wrongly decided), against
     TRACE_CLOSE; a grid winner that cannot serve every bucket does not hold. The claim's word is
-    bench.report.conditions' rule over the traces.
+    bench.report.conditions' rule over the traces."""
+    from bench.report.conditions import Condition, combine, condition, undecided_why
+    from bench.report.interval import ROUNDS_DECIDE
+    from bench.report.traces import GEOMETRY, at_geometry, check_table, grid_winner, serve_table, trace_times
+    from bench.report.verdict import FAILS, INCONCLUSIVE, NO_FACTS, NOT_MEASURED, Verdict, judged
 
-    bench.report.traces' judge, read here until it moves into this module."""
-    from bench.report.traces import grid_vs_trace as judge
+    run = NO_FACTS if run is None else run
+    table = serve_table(df, run.workloads)
+    if table.empty:
+        return Verdict(CLAIM, NOT_MEASURED, f"no replayed trace in this run (`{COMMAND}`)")
+    times = trace_times(df, run.workloads)
+    checks = check_table(df, run.workloads)
+    said: list[str] = []
+    off: list[str] = []  # undecided traces whose interval the buckets' error in time widened
+    found: list[Condition] = []
+    detail: list[dict] = []
+    unservable = False  # a grid winner that cannot run the trace's batches in its serving layout
+    for (name, *geo), grp in table.groupby(["workload", *GEOMETRY], dropna=False):
+        complete = grp[grp["complete"]]
+        geometry = dict(zip(GEOMETRY, geo, strict=True))
+        grid, shapes = grid_winner(df, geometry, set(grp["backend"]))
+        where = f"{name} (Hq={geometry['n_heads']:.0f} Hkv={geometry['n_kv_heads']:.0f} {geometry['dtype']})"
+        if complete.empty or grid is None:
+            said.append(f"{where}: " + ("no backend ran every bucket" if complete.empty else "no grid case ran"))
+            continue
+        winner = complete.iloc[0]
+        grid_row = grp[grp["backend"] == grid]
+        if grid_row.empty or not bool(grid_row["complete"].iloc[0]):
+            unservable = True
+            found.append(Condition(where, math.inf, math.inf, math.inf, FAILS,
+                                   why=f"the grid's winner {grid} cannot serve every bucket"))
+            detail.append({"workload": name, **geometry, "grid": grid, "rival": winner["backend"],
+                           **found[-1].as_dict()})
+            among, _ = grid_winner(df, geometry, set(complete["backend"]))
+            among_s = float(complete.loc[complete["backend"] == among, "served_s"].iloc[0]) if among else math.nan
+            then = (f"{winner['backend']} wins both" if among == winner["backend"] else
+                    f"the grid's winner {among} serves it in {_s(among_s)}, {among_s / winner['served_s']:.2f}× "
+                    f"the trace's winner {winner['backend']} ({_s(winner['served_s'])})") if among else \
+                f"{winner['backend']} serves it in {_s(winner['served_s'])}"
+            said.append(f"{where}: the grid's winner {grid} cannot serve every bucket "
+                        f"({int(grid_row['buckets_ok'].iloc[0]) if not grid_row.empty else 0} of "
+                        f"{int(winner['buckets'])}); among the backends that can, {then}: {FAILS}")
+            continue
+        others = complete[complete["backend"] != grid]  # fastest first
+        grid_s = float(grid_row["served_s"].iloc[0])
+        if others.empty:
+            said.append(f"{where}: only {grid} served every bucket, nothing to set it against")
+            continue
+        rival, rival_s = str(others["backend"].iloc[0]), float(others["served_s"].iloc[0])
+        mine = at_geometry(times[times["workload"] == name], geometry)
+        draws = served_draws(mine[mine["backend"].isin(complete["backend"])])
+        checked = at_geometry(checks[checks["workload"] == name], geometry)
+        errors = dict(zip(checked["backend"], checked["total"], strict=True))
+        factors = pair_factors(errors, grid, list(others["backend"]))
+        low, high = widened_ratios(draws, grid, factors)
+        found.append(condition(where, grid_s / rival_s, (low, high), TRACE_CLOSE, holds_above=False))
+        detail.append({"workload": name, **geometry, "grid": grid, "rival": rival, "check_errors": errors,
+                       **found[-1].as_dict()})
+        worst = max(factors, key=lambda b: factors[b])
+        if found[-1].verdict == INCONCLUSIVE and factors[worst] > 1:
+            off.append(f"{where}: its interval is widened by the buckets' error on real steps (they predict {grid} "
+                       f"against {worst} off by {factors[worst]:.2f}×)")
+        told = f"95% {low:.2f}–{high:.2f}×: {found[-1].verdict}" + \
+            _checked(checked, list(complete["backend"]), len(run.workloads[name].get("checks") or ()))
+        if grid == winner["backend"]:
+            said.append(f"{where}: {grid} wins both (grid of {shapes} shapes; serves the trace in {_s(grid_s)}, the "
+                        f"runner-up {rival} in {_s(rival_s)}: {grid_s / rival_s:.2f}×, {told})")
+        else:
+            said.append(f"{where}: the grid's winner {grid} serves it in {_s(grid_s)}, {grid_s / rival_s:.2f}× the "
+                        f"trace's winner {rival} ({_s(rival_s)}; {told})")
+    verdict = combine(found)
+    why = undecided_why(found, TRACE_CLOSE, ROUNDS_DECIDE + " and tell whether the two are within 5%")
+    if off:
+        why += (" " if why else "") + "; ".join(off) + "; more buckets (--buckets) bring them nearer their steps."
+    failing = [c.name for c in found if c.verdict == FAILS]
+    if failing:
+        why = (f"{'; '.join(failing)}: " + ("the grid's winner cannot run the trace's ragged batches in the layout "
+                                            "its users give it (the cases that did not run say why); "
+                                            if unservable else "")
+               + "the trace's batches (many short rows, chunked prefills over cached context, paged decode) are not "
+               "the grid's one-sequence shapes" + (". " + why if why else ""))
+    return Verdict(CLAIM, verdict, f"{RULE}: " + "; ".join(said) + ".", why, tuple(detail),
+                   judged_on=judged(", ".join(sorted(run.workloads or {})), ", ".join(sorted(set(table["backend"])))),
+                   conditions=tuple(found))
 
-    return judge(df) if run is None else judge(df, run)
+
+def served_draws(times: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Each backend's time to serve, drawn ROUNDS times (seeded): each bucket's time uniformly within its own CI
+    (bench.report.interval.drawn; its median where none was recorded), times the bucket's steps, summed."""
+    from bench.report.interval import drawn
+
+    draws = drawn(times) * times["steps"].to_numpy(float)
+    return {str(b): draws[:, (times["backend"] == b).to_numpy()].sum(axis=1) for b in times["backend"].unique()}
+
+
+def pair_factors(errors: dict[str, float], grid: str, others: list[str]) -> dict[str, float]:
+    """Per other backend, how far the buckets' prediction of grid / other is off on the checked steps, as a factor >= 1
+    either way: f = (1 + e_grid) / (1 + e_other) or its inverse, e each backend's checked total error (check_table);
+    1 where either side is unchecked, inf where an error reaches -100%."""
+    out = {}
+    for b in others:
+        if grid not in errors or b not in errors:
+            out[b] = 1.0
+            continue
+        f = (1 + errors[grid]) / (1 + errors[b]) if errors[b] > -1 else math.inf
+        out[b] = max(f, 1 / f) if 0 < f < math.inf else math.inf
+    return out
+
+
+def widened_ratios(draws: dict[str, np.ndarray], grid: str, factors: dict[str, float]) -> tuple[float, float]:
+    """95% interval of the grid's winner's time to serve over the fastest other's (the others: `factors`' keys),
+    widened by the buckets' checked error in time: each other backend's drawn time is taken `factors[b]` times for the
+    low end and 1 / `factors[b]` times for the high end (pair_factors). Widened by the pair's error and not by each
+    backend's own: a step lighter than its bucket's batch is over-predicted for every backend alike, which leaves the
+    ratio where it was, and a dozen steps against buckets that span an octave estimate each backend's own error far
+    more loosely than the pair's."""
+    import numpy as np
+
+    with np.errstate(divide="ignore", invalid="ignore"):
+        low = draws[grid] / np.min([draws[b] * f for b, f in factors.items()], axis=0)
+        high = draws[grid] / np.min([draws[b] / f for b, f in factors.items()], axis=0)
+    return float(np.percentile(low, 2.5)), float(np.percentile(high, 97.5))
+
+
+def _s(seconds: float) -> str:
+    return f"{seconds:,.0f} s" if seconds >= 100 else f"{seconds:.3g} s"
+
+
+def _checked(checks: pd.DataFrame, backends: list[str], sampled: int) -> str:
+    """'; the buckets' prediction of 12 sampled real steps against their own times: naive: median -3%, worst -12%,
+    total -4%; flex: not checked' ("" without a sample)."""
+    if not sampled:
+        return ""
+    mine = checks.set_index("backend")
+    said = [f"{b}: median {100 * mine.loc[b, 'median']:+.0f}%, worst {100 * mine.loc[b, 'worst']:+.0f}%, total "
+            f"{100 * mine.loc[b, 'total']:+.0f}%" + ("" if mine.loc[b, "steps"] == sampled else
+                                                     f" ({mine.loc[b, 'steps']} steps ran)")
+            if b in mine.index else f"{b}: not checked" for b in backends]
+    return f"; the buckets' prediction of {sampled} sampled real steps against their own times: " + "; ".join(said)

@@ -3,7 +3,8 @@ causal time.
 
 Question `variants`: every score variant (softcap, ALiBi, sinks) and chunk-mask case, each beside its plain causal
 twin (same backend and shape, no variant); a variant without its twin cannot be judged, so it is left out. The judge
-is bench.report.variant_cost's (read lazily, here).
+reads each variant case beside its twin from bench.report.variant_cost (lazily, in the judge); the backends the claim
+is about are read from the registry's traits (bench.report.traits.ALL_VARIANT_KERNELS), never named here.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ SPECS = (ClaimSpec("variants", f"Fused kernels that take every variant run score
                    f"{VARIANTS_WITHIN:g}× of their plain causal time", "bench.claims.variants:variants_within",
                    "variants", {"backend": "naive,sdpa,flex", "kv-heads": "8", "seq": "512", "mask": "causal,chunk:64",
                                 "score": "none,softcap:50,alibi,sinks", "dtype": "fp32", "phase": "prefill"}),)
+CLAIM, COMMAND = SPECS[0].text, SPECS[0].command
 
 
 def picks(c: Case) -> bool:
@@ -57,9 +59,35 @@ QUESTIONS = (Question("variants", picks, least),)
 def variants_within(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     """Per condition — a backend among ALL_VARIANT_KERNELS × a variant — the geometric mean of variant / plain causal
     time over the sizes run, with its 95% interval from those cases' own timings, against VARIANTS_WITHIN; the
-    claim's word is bench.report.conditions' rule over them.
+    claim's word is bench.report.conditions' rule over them."""
+    from bench.report.conditions import combine, condition, listing, pairs_of, undecided_why
+    from bench.report.frames import geomean
+    from bench.report.interval import ROUNDS_DECIDE, ratio_interval
+    from bench.report.traits import ALL_VARIANT_KERNELS
+    from bench.report.variant_cost import variant_costs
+    from bench.report.verdict import FAILS, NOT_MEASURED, Verdict, noisy_note
 
-    bench.report.variant_cost's judge, read here until it moves into this module."""
-    from bench.report.variant_cost import variants_within as judge
-
-    return judge(df) if run is None else judge(df, run)
+    costs = variant_costs(df)
+    if not costs.empty:
+        costs = costs[costs["backend"].isin(ALL_VARIANT_KERNELS)]
+    if costs.empty:
+        return Verdict(CLAIM, NOT_MEASURED, "no variant case with its plain causal twin for "
+                       f"{', '.join(ALL_VARIANT_KERNELS) or 'any backend taking every variant'} (`{COMMAND}`)")
+    found, detail = [], []
+    for (backend, variant), grp in costs.groupby(["backend", "attn_variant"]):
+        ratio = geomean(grp["ratio"])
+        found.append(condition(f"{backend} {variant}", ratio, ratio_interval(grp, "", "plain_", "geomean"),
+                               VARIANTS_WITHIN, holds_above=False, pairs=pairs_of(grp, "case_id", "plain_case_id")))
+        detail.append({"backend": backend, "variant": variant, "ratio": ratio, "cases": len(grp),
+                       "worst": float(grp["ratio"].max())})
+    numbers = (f"variant / plain causal time, geometric mean over {costs['seq_kv'].nunique()} size(s), per backend "
+               f"and variant (within {VARIANTS_WITHIN:g}× holds): {listing(found)}." + noisy_note(costs))
+    verdict = combine(found)
+    why = undecided_why(found, VARIANTS_WITHIN, ROUNDS_DECIDE)
+    failing = [c for c in found if c.verdict == FAILS]
+    if failing:
+        worst = max(failing, key=lambda c: c.ratio)
+        why = (f"{worst.name} costs {worst.ratio:.2f}× plain causal"
+               + (": its sinks add an extra key (a K/V copy) on every call" if worst.name.endswith("sinks") else "")
+               + (". " + why if why else ""))
+    return Verdict(CLAIM, verdict, numbers, why, detail=tuple(detail), conditions=tuple(found))

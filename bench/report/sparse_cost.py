@@ -10,13 +10,13 @@ density, or tokens per query), so every method of one budget is compared on the 
 What is compared:
   crossover  a method's whole cost per forward, total_s (median_s, plus topk's indexer and a BlockMask built on every
              forward: bench.kinds.sparse), against the best dense kernel's median_s at the same shape. S* is the
-             shortest length from which the ratio's whole 95% interval stays at or below SPARSE_BEATS at every longer
-             length measured.
+             shortest length from which the ratio's whole 95% interval stays at or below the claim's bound (its
+             SPARSE_BEATS, passed in) at every longer length measured.
   speedup    the kernel alone, median_s, against its speedup twin's median_s, beside the ideal 1 / density.
 Which kernels the speedup claim is about is read from the registry's traits (bench.report.traits.SPARSE_KERNELS).
-Each claim (bench.claims.sparse) is judged per condition (bench.report.conditions): one method line (a method at one
-phase, mask, dtype and head geometry) at its longest length, its ratio's interval from each time drawn within its own
-CI.
+Each claim (bench.claims.sparse, whose judges read these) is judged per condition (bench.report.conditions): one
+method line (a method at one phase, mask, dtype and head geometry) at its longest length, its ratio's interval from
+each time drawn within its own CI.
 """
 
 from __future__ import annotations
@@ -25,14 +25,13 @@ from collections.abc import Iterator
 
 import pandas as pd
 
-from bench.claims import sparse_line
-from bench.claims.sparse import SPARSE_BEATS, beats, length_word
+from bench.claims.sparse_line import LINE_FIELDS, TWIN_FIELDS, fastest, one_line, step_q
 from bench.problem.sparsity import Sparsity
 from bench.report.frames import attention_rows, ok_rows, serving_rows, sparse_rows
 from bench.report.interval import ratio_interval
 
-TWIN_KEYS = list(sparse_line.TWIN_FIELDS)  # a sparse case and its dense twin differ in the sparsity only
-LINE_KEYS = list(sparse_line.LINE_FIELDS)  # one method over the lengths (split by batch unless sparse_line.one_line)
+TWIN_KEYS = list(TWIN_FIELDS)  # a sparse case and its dense twin differ in the sparsity only
+LINE_KEYS = list(LINE_FIELDS)  # one method over the lengths (split by batch unless sparse_line.one_line)
 SPEEDUP_COLUMNS = ["phase", "mask", "dtype", "budget", "method", "length", "density", "speedup", "ideal", "share",
                    "twin"]
 TIMES = ["median_s", "ci_low_s", "ci_high_s"]
@@ -50,7 +49,7 @@ def _best_dense(dense: pd.DataFrame, sparse: pd.DataFrame) -> pd.DataFrame:
     """Per twin shape of a sparse row: the best dense kernel's row (sparse_line.fastest over the dense rows there),
     as best_dense (its backend) and best_dense_s .. best_dense_ci_high_s."""
     at = dense.merge(sparse[TWIN_KEYS].drop_duplicates(), on=TWIN_KEYS, how="inner")
-    picked = [sparse_line.fastest(list(rows.index), lambda i, rows=rows: float(rows.at[i, "median_s"]))
+    picked = [fastest(list(rows.index), lambda i, rows=rows: float(rows.at[i, "median_s"]))
               for _, rows in at.groupby(TWIN_KEYS, dropna=False, sort=False)]
     return at.loc[picked, [*TWIN_KEYS, *TIMES, "backend"]].rename(columns={**_named("best_dense_"),
                                                                              "backend": "best_dense"})
@@ -78,7 +77,7 @@ def sparse_costs(df: pd.DataFrame) -> pd.DataFrame:
     own_run = out["own_dense_s"].notna()  # the speedup twin: its own dense run, else the best dense kernel
     out = out.assign(
         length=out["seq_kv"].astype(int),
-        step_q=[sparse_line.step_q(p, q) for p, q in zip(out["phase"], out["seq_q"], strict=True)],
+        step_q=[step_q(p, q) for p, q in zip(out["phase"], out["seq_q"], strict=True)],
         budget=out["sparsity"].map(budget_label),
         method=out["sparsity"] + " · " + out["backend"],
         cost_s=out["total_s"].fillna(out["median_s"]),
@@ -94,12 +93,12 @@ def sparse_costs(df: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
-def crossovers(costs: pd.DataFrame) -> pd.DataFrame:
+def crossovers(costs: pd.DataFrame, beats_at: float) -> pd.DataFrame:
     """One row per method line (LINE_KEYS), each one condition of the crossover claim: its lengths, its cost over
     the best dense kernel's at each length with a 95% interval (each time drawn within its CI), S* (the shortest
-    length from which every longer length's whole interval is ≤ SPARSE_BEATS, else None), the ratio and interval at
-    the longest length (last_ratio, last_interval), and `condition`: its bench.report.conditions.Condition
-    (bench.claims.sparse.beats)."""
+    length from which every longer length's whole interval is ≤ `beats_at`, the claim's SPARSE_BEATS, else None),
+    the ratio and interval at the longest length (last_ratio, last_interval) and `name`: its condition's name
+    (bench.claims.sparse.crossover_lines judges each line)."""
     rows = []
     for key, line, split in method_lines(costs):
         line = line.sort_values("length")
@@ -107,15 +106,14 @@ def crossovers(costs: pd.DataFrame) -> pd.DataFrame:
         intervals = [ratio_interval(line.iloc[[i]], "cost_", "best_dense_") for i in range(len(line))]
         s_star = None
         for length, (_, high) in zip(reversed(lengths), reversed(intervals), strict=True):
-            if high > SPARSE_BEATS:
+            if high > beats_at:
                 break
             s_star = length
         first, last = line.iloc[0], line.iloc[-1]
         rows.append({**dict(zip(LINE_KEYS, key, strict=True)), "budget": first["budget"], "method": first["method"],
                      "lengths": lengths, "s_star": s_star, "last_ratio": float(last["ratio"]),
                      "last_interval": intervals[-1], "best_dense": last["best_dense"],
-                     "condition": beats(condition_name(last, split), float(last["ratio"]), intervals[-1], lengths,
-                                        length_word(last["phase"]))})
+                     "name": condition_name(last, split)})
     return pd.DataFrame(rows)
 
 
@@ -129,7 +127,7 @@ def condition_name(row: pd.Series, split: bool) -> str:
 def method_lines(costs: pd.DataFrame) -> Iterator[tuple[tuple, pd.DataFrame, bool]]:
     """(LINE_KEYS values, rows, split) per method line: split by batch unless sparse_line.one_line."""
     for key, group in costs.groupby(LINE_KEYS, dropna=False, sort=False):
-        if sparse_line.one_line(group.groupby("length")["batch"].unique()):
+        if one_line(group.groupby("length")["batch"].unique()):
             yield key, group, False
         else:
             for _, line in group.groupby("batch", sort=True):

@@ -1,5 +1,6 @@
 """Replayed traces in one run's tidy frame -> plain data: each backend's time to serve a trace, its fast_p, the
-buckets that dominate, and the claim that the synthetic grid's winner is the trace's.
+buckets that dominate, the synthetic grid's winner and the buckets' check in time (what the trace claim,
+bench.claims.trace, judges).
 
 A trace row is a serving batch with explicit rows (`lengths` rows:...), one bucket of a workload (bench.traces);
 the run's `workloads` section gives each bucket's steps. Time to serve = sum over buckets of steps x median_s, for a
@@ -23,13 +24,8 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
-from bench.claims import TRACE_CLOSE, spec
-from bench.report.conditions import Condition, combine, condition, undecided_why
 from bench.report.frames import attention_rows, dense_rows, geomean, ok_rows, trace_rows
-from bench.report.interval import ROUNDS_DECIDE, drawn
 from bench.report.traits import BASELINE
-from bench.report.verdict import FAILS, INCONCLUSIVE, NO_FACTS, NOT_MEASURED, Verdict, judged
-from bench.results.meta import RunMeta
 
 FAST_P = (1.0, 1.2, 2.0)
 GEOMETRY = ["n_heads", "n_kv_heads", "head_dim", "dtype", "mask"]
@@ -115,7 +111,7 @@ def dominant_buckets(df: pd.DataFrame, workloads: dict | None, backend: str, nam
     return mine.sort_values("share", ascending=False).head(top)[["phase", "lengths", "steps", "median_s", "share"]]
 
 
-def _at(frame: pd.DataFrame, geometry: dict) -> pd.DataFrame:
+def at_geometry(frame: pd.DataFrame, geometry: dict) -> pd.DataFrame:
     """The rows of one geometry."""
     for key, value in geometry.items():
         frame = frame[frame[key] == value]
@@ -128,7 +124,7 @@ def grid_winner(df: pd.DataFrame, geometry: dict, backends: set[str]) -> tuple[s
     if grid.empty:
         return None, 0
     grid = attention_rows(grid)
-    grid = _at(grid[(grid["pass"] == "fwd") & grid["backend"].isin(backends)], geometry)
+    grid = at_geometry(grid[(grid["pass"] == "fwd") & grid["backend"].isin(backends)], geometry)
     if grid.empty:
         return None, 0
     shape = ["phase", "batch", "seq_q", "seq_kv"]
@@ -183,149 +179,3 @@ def check_table(df: pd.DataFrame, workloads: dict | None) -> pd.DataFrame:
                     "total": float((weight * grp["predicted_s"]).sum() / (weight * grp["measured_s"]).sum() - 1)})
     return pd.DataFrame(out, columns=["workload", *GEOMETRY, "backend", "steps", "sampled", "median", "worst",
                                       "total"])
-
-
-def _checked(checks: pd.DataFrame, backends: list[str], sampled: int) -> str:
-    """'; the buckets' prediction of 12 sampled real steps against their own times: naive: median -3%, worst -12%,
-    total -4%; flex: not checked' ("" without a sample)."""
-    if not sampled:
-        return ""
-    mine = checks.set_index("backend")
-    said = [f"{b}: median {100 * mine.loc[b, 'median']:+.0f}%, worst {100 * mine.loc[b, 'worst']:+.0f}%, total "
-            f"{100 * mine.loc[b, 'total']:+.0f}%" + ("" if mine.loc[b, "steps"] == sampled else
-                                                     f" ({mine.loc[b, 'steps']} steps ran)")
-            if b in mine.index else f"{b}: not checked" for b in backends]
-    return f"; the buckets' prediction of {sampled} sampled real steps against their own times: " + "; ".join(said)
-
-
-def pair_factors(errors: dict[str, float], grid: str, others: list[str]) -> dict[str, float]:
-    """Per other backend, how far the buckets' prediction of grid / other is off on the checked steps, as a factor >= 1
-    either way: f = (1 + e_grid) / (1 + e_other) or its inverse, e each backend's checked total error (check_table);
-    1 where either side is unchecked, inf where an error reaches -100%."""
-    out = {}
-    for b in others:
-        if grid not in errors or b not in errors:
-            out[b] = 1.0
-            continue
-        f = (1 + errors[grid]) / (1 + errors[b]) if errors[b] > -1 else math.inf
-        out[b] = max(f, 1 / f) if 0 < f < math.inf else math.inf
-    return out
-
-
-def widened_ratios(draws: dict[str, np.ndarray], grid: str, factors: dict[str, float]) -> tuple[float, float]:
-    """95% interval of the grid's winner's time to serve over the fastest other's (the others: `factors`' keys),
-    widened by the buckets' checked error in time: each other backend's drawn time is taken `factors[b]` times for the
-    low end and 1 / `factors[b]` times for the high end (pair_factors). Widened by the pair's error and not by each
-    backend's own: a step lighter than its bucket's batch is over-predicted for every backend alike, which leaves the
-    ratio where it was, and a dozen steps against buckets that span an octave estimate each backend's own error far
-    more loosely than the pair's."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        low = draws[grid] / np.min([draws[b] * f for b, f in factors.items()], axis=0)
-        high = draws[grid] / np.min([draws[b] / f for b, f in factors.items()], axis=0)
-    return float(np.percentile(low, 2.5)), float(np.percentile(high, 97.5))
-
-
-def _s(seconds: float) -> str:
-    return f"{seconds:,.0f} s" if seconds >= 100 else f"{seconds:.3g} s"
-
-
-def served_draws(times: pd.DataFrame) -> dict[str, np.ndarray]:
-    """Each backend's time to serve, drawn ROUNDS times (seeded): each bucket's time uniformly within its own CI
-    (bench.report.interval.drawn; its median where none was recorded), times the bucket's steps, summed."""
-    draws = drawn(times) * times["steps"].to_numpy(float)
-    return {str(b): draws[:, (times["backend"] == b).to_numpy()].sum(axis=1) for b in times["backend"].unique()}
-
-
-RULE = (f"per trace, the grid's winner's time to serve over the fastest other backend's (the runner-up's where the "
-        f"grid's winner serves it fastest), 95% interval from each bucket's time drawn within its CI and weighted by "
-        f"its steps and widened by how differently the buckets predict the two backends' times on real steps timed "
-        f"exactly; holds when the whole "
-        f"interval is ≤ {TRACE_CLOSE:g}×, does not hold when it is wholly above")
-
-
-def grid_vs_trace(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> Verdict:
-    """The claim: the backend fastest on the synthetic grid is the one that serves the real trace fastest, judged per
-    trace (workload × geometry): ratio = the grid's winner's time to serve / the fastest other backend's (below 1
-    where it is the fastest), its 95% interval from each bucket's CI weighted by the bucket's steps and widened by
-    the buckets' checked error in time, the grid's winner's against each other backend's (widened_ratios: a bucket
-    estimate that is off for one backend leaves the condition inconclusive rather than wrongly decided), against
-    TRACE_CLOSE; a grid winner that cannot serve every bucket does not hold. The claim's word is
-    bench.report.conditions' rule over the traces."""
-    claim = spec("trace").text
-    table = serve_table(df, run.workloads)
-    if table.empty:
-        return Verdict(claim, NOT_MEASURED, f"no replayed trace in this run (`{spec('trace').command}`)")
-    times = trace_times(df, run.workloads)
-    checks = check_table(df, run.workloads)
-    said: list[str] = []
-    off: list[str] = []  # undecided traces whose interval the buckets' error in time widened
-    found: list[Condition] = []
-    detail: list[dict] = []
-    unservable = False  # a grid winner that cannot run the trace's batches in its serving layout
-    for (name, *geo), grp in table.groupby(["workload", *GEOMETRY], dropna=False):
-        complete = grp[grp["complete"]]
-        geometry = dict(zip(GEOMETRY, geo, strict=True))
-        grid, shapes = grid_winner(df, geometry, set(grp["backend"]))
-        where = f"{name} (Hq={geometry['n_heads']:.0f} Hkv={geometry['n_kv_heads']:.0f} {geometry['dtype']})"
-        if complete.empty or grid is None:
-            said.append(f"{where}: " + ("no backend ran every bucket" if complete.empty else "no grid case ran"))
-            continue
-        winner = complete.iloc[0]
-        grid_row = grp[grp["backend"] == grid]
-        if grid_row.empty or not bool(grid_row["complete"].iloc[0]):
-            unservable = True
-            found.append(Condition(where, math.inf, math.inf, math.inf, FAILS,
-                                   why=f"the grid's winner {grid} cannot serve every bucket"))
-            detail.append({"workload": name, **geometry, "grid": grid, "rival": winner["backend"],
-                           **found[-1].as_dict()})
-            among, _ = grid_winner(df, geometry, set(complete["backend"]))
-            among_s = float(complete.loc[complete["backend"] == among, "served_s"].iloc[0]) if among else math.nan
-            then = (f"{winner['backend']} wins both" if among == winner["backend"] else
-                    f"the grid's winner {among} serves it in {_s(among_s)}, {among_s / winner['served_s']:.2f}× "
-                    f"the trace's winner {winner['backend']} ({_s(winner['served_s'])})") if among else \
-                f"{winner['backend']} serves it in {_s(winner['served_s'])}"
-            said.append(f"{where}: the grid's winner {grid} cannot serve every bucket "
-                        f"({int(grid_row['buckets_ok'].iloc[0]) if not grid_row.empty else 0} of "
-                        f"{int(winner['buckets'])}); among the backends that can, {then}: {FAILS}")
-            continue
-        others = complete[complete["backend"] != grid]  # fastest first
-        grid_s = float(grid_row["served_s"].iloc[0])
-        if others.empty:
-            said.append(f"{where}: only {grid} served every bucket, nothing to set it against")
-            continue
-        rival, rival_s = str(others["backend"].iloc[0]), float(others["served_s"].iloc[0])
-        mine = _at(times[times["workload"] == name], geometry)
-        draws = served_draws(mine[mine["backend"].isin(complete["backend"])])
-        checked = _at(checks[checks["workload"] == name], geometry)
-        errors = dict(zip(checked["backend"], checked["total"], strict=True))
-        factors = pair_factors(errors, grid, list(others["backend"]))
-        low, high = widened_ratios(draws, grid, factors)
-        found.append(condition(where, grid_s / rival_s, (low, high), TRACE_CLOSE, holds_above=False))
-        detail.append({"workload": name, **geometry, "grid": grid, "rival": rival, "check_errors": errors,
-                       **found[-1].as_dict()})
-        worst = max(factors, key=lambda b: factors[b])
-        if found[-1].verdict == INCONCLUSIVE and factors[worst] > 1:
-            off.append(f"{where}: its interval is widened by the buckets' error on real steps (they predict {grid} "
-                       f"against {worst} off by {factors[worst]:.2f}×)")
-        told = f"95% {low:.2f}–{high:.2f}×: {found[-1].verdict}" + \
-            _checked(checked, list(complete["backend"]), len(run.workloads[name].get("checks") or ()))
-        if grid == winner["backend"]:
-            said.append(f"{where}: {grid} wins both (grid of {shapes} shapes; serves the trace in {_s(grid_s)}, the "
-                        f"runner-up {rival} in {_s(rival_s)}: {grid_s / rival_s:.2f}×, {told})")
-        else:
-            said.append(f"{where}: the grid's winner {grid} serves it in {_s(grid_s)}, {grid_s / rival_s:.2f}× the "
-                        f"trace's winner {rival} ({_s(rival_s)}; {told})")
-    verdict = combine(found)
-    why = undecided_why(found, TRACE_CLOSE, ROUNDS_DECIDE + " and tell whether the two are within 5%")
-    if off:
-        why += (" " if why else "") + "; ".join(off) + "; more buckets (--buckets) bring them nearer their steps."
-    failing = [c.name for c in found if c.verdict == FAILS]
-    if failing:
-        why = (f"{'; '.join(failing)}: " + ("the grid's winner cannot run the trace's ragged batches in the layout "
-                                            "its users give it (the cases that did not run say why); "
-                                            if unservable else "")
-               + "the trace's batches (many short rows, chunked prefills over cached context, paged decode) are not "
-               "the grid's one-sequence shapes" + (". " + why if why else ""))
-    return Verdict(claim, verdict, f"{RULE}: " + "; ".join(said) + ".", why, tuple(detail),
-                   judged_on=judged(", ".join(sorted(run.workloads or {})), ", ".join(sorted(set(table["backend"])))),
-                   conditions=tuple(found))

@@ -77,7 +77,7 @@ def sparse_time(df: pd.DataFrame) -> Figure | None:
     cols = min(2, len(panels))
     rows_n = -(-len(panels) // cols)
     fig, axes = grid(rows_n, cols, "Sparse attention against the best dense kernel")
-    lines = crossovers(costs)
+    lines = crossovers(costs, SPARSE_BEATS)
     for ax, ((phase, mask, budget), rows) in zip(axes.flat, panels, strict=False):
         dense = rows.drop_duplicates("length").sort_values("length")
         ax.plot(dense["length"], dense["best_dense_s"], color="black", ls="--", lw=1.6, zorder=3)

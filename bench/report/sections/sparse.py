@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from bench.claims.sparse import SPARSE_BEATS
 from bench.report.blocks import Block, Heading, Para, Table, times
 from bench.report.load import RunInfo
 from bench.report.sparse_cost import crossovers, sparse_costs
@@ -21,7 +22,7 @@ def section(df: pd.DataFrame, run: RunInfo, report: Report) -> list[Block] | Non
     costs = sparse_costs(df)
     if costs.empty:
         return None
-    lines = crossovers(costs)
+    lines = crossovers(costs, SPARSE_BEATS)
     rows = []
     for _, line in lines.sort_values(["phase", "mask", "budget", "last_ratio"]).iterrows():
         mine = costs[(costs["method"] == line["method"]) & (costs["phase"] == line["phase"])

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from bench.claims.trace import grid_vs_trace
 from bench.report import traces
 from bench.report.blocks import Block, Heading, Para, Table
 from bench.report.load import RunInfo
@@ -77,6 +78,6 @@ def section(df: pd.DataFrame, run: RunInfo, report: Report) -> list[Block] | Non
         out.append(Table(["phase", "batch (rows: N×queries:keys)", "steps", "time a step", "share"],
                          [[b["phase"], b["lengths"].removeprefix("rows:"), f"{b['steps']:,}",
                            fmt_seconds(b["median_s"]), f"{100 * b['share']:.0f}%"] for _, b in top.iterrows()]))
-    verdict = traces.grid_vs_trace(df, run.meta)
+    verdict = grid_vs_trace(df, run.meta)
     out.append(Para(f"Grid against trace ({verdict.verdict}): {verdict.numbers}"))
     return out
