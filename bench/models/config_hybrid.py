@@ -10,18 +10,42 @@ name, so that a hybrid is never read as a model whose every layer is attention.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bench.models.config import ConfigError, LayerKind
 from bench.models.linear import LinearKind, LinearState
-
-if TYPE_CHECKING:
-    from bench.models.config_json import _Reader
 
 HF_LAYER_TYPES: dict[str, LayerKind] = {"full_attention": "full", "sliding_attention": "sliding",
                                         "chunked_attention": "chunked"}
 # transformers renames these for every config as it reads it (configuration_utils' _LEGACY_LAYER_TYPE_REMAP)
 LEGACY_LAYER_TYPES = {"mamba": "linear_attention", "attention": "full_attention"}
+
+
+# GPT-2's names of three integer fields, read where a config.json lacks the usual name
+_ALIASES = {"num_hidden_layers": "n_layer", "num_attention_heads": "n_head", "hidden_size": "n_embd"}
+
+
+class Reader:
+    """Integer fields of the (text) config, refused with one line naming the field: config_json reads a config.json
+    through it, read_hybrid a hybrid's linear fields."""
+
+    def __init__(self, data: dict[str, Any], origin: str, prefix: str) -> None:
+        self.data, self.origin, self.prefix = data, origin, prefix
+
+    def positive(self, key: str, required: bool = True, why: str = "") -> int | None:  # type: ignore[return]
+        used = key
+        value = self.data.get(key)
+        if value is None and key in _ALIASES and self.data.get(_ALIASES[key]) is not None:
+            used, value = _ALIASES[key], self.data[_ALIASES[key]]
+        if value is None:
+            if not required:
+                return None
+            raise ConfigError(f"{self.origin}: {self.prefix}{key} is missing" + (f"; {why}" if why else ""))
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise ConfigError(f"{self.origin}: {self.prefix}{used}={value!r} is not an integer")
+        if value <= 0:
+            raise ConfigError(f"{self.origin}: {self.prefix}{used}={value!r} must be positive")
+        return value
 
 
 @dataclass(frozen=True)
@@ -93,7 +117,7 @@ def refuse_unknown(text: dict[str, Any], model_type: str, where: str) -> None:
                           f"attnbench reads for model_type {supported()}, not {model_type or 'an unnamed one'!r}")
 
 
-def read_hybrid(r: _Reader, layers: int, hidden: int, model_type: str) \
+def read_hybrid(r: Reader, layers: int, hidden: int, model_type: str) \
         -> tuple[tuple[LayerKind | LinearKind, ...], LinearState | None, tuple[str, ...]]:
     """A hybrid family's layer kinds (one per layer), its linear layers' state (None when no layer is linear) and
     the notes of the defaults taken."""
@@ -146,7 +170,7 @@ def read_hybrid(r: _Reader, layers: int, hidden: int, model_type: str) \
 class _Fields:
     """A family's linear fields: present (a positive integer) or absent (the family's default, noted)."""
 
-    def __init__(self, r: _Reader, family: Family):
+    def __init__(self, r: Reader, family: Family):
         self.r, self.family, self.where, self.notes = r, family, f"{r.origin}: {r.prefix}", []
 
     def present(self, key: str) -> bool:

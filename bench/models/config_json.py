@@ -109,6 +109,7 @@ from bench.models.config import DEFAULT_DTYPE, ConfigError, LayerKind, ModelConf
 from bench.models.config_hybrid import (  # noqa: F401  (HF_LAYER_TYPES: importable from here as before)
     FAMILIES,
     HF_LAYER_TYPES,
+    Reader,
     read_hybrid,
     refuse_unknown,
     supported,
@@ -122,7 +123,6 @@ PRESET_NAMES: tuple[str, ...] = ("transformer-base", "bert-base", "gpt2", "qwen2
                                  "deepseek-v3.2", "gemma-2-9b", "qwen3-next-80b-a3b")
 
 ENCODER_MODEL_TYPES = frozenset({"bert", "roberta", "xlm-roberta", "electra", "deberta", "deberta-v2", "modernbert"})
-_ALIASES = {"num_hidden_layers": "n_layer", "num_attention_heads": "n_head", "hidden_size": "n_embd"}
 _OTHER_KV_KEYS = ("num_kv_heads", "n_head_kv", "n_kv_heads", "multi_query", "multi_query_group_num")
 _QWEN_TYPES = frozenset({"qwen2", "qwen2_moe", "qwen3", "qwen3_moe"})
 
@@ -184,7 +184,7 @@ def parse_config(data: Any, origin: str = "config.json", name: str = "model") ->
     if not isinstance(model_type, str):
         raise ConfigError(f"{origin}: {prefix}model_type={model_type!r} is not a string")
     text, assumed = with_defaults(text, model_type)  # a hybrid family's transformers defaults, each noted
-    r = _Reader(text, origin, prefix)
+    r = Reader(text, origin, prefix)
 
     if text.get("is_encoder_decoder") is True or outer.get("is_encoder_decoder") is True:
         raise ConfigError(f"{origin}: is_encoder_decoder is true; encoder-decoder models are not supported (their "
@@ -264,7 +264,7 @@ def parse_config(data: Any, origin: str = "config.json", name: str = "model") ->
                        model_type == "gpt_oss", alibi, ignored, **dsa, linear=linear, assumed=assumed)
 
 
-def _falcon_kv_heads(r: _Reader, n_heads: int) -> int:
+def _falcon_kv_heads(r: Reader, n_heads: int) -> int:
     """transformers' FalconAttention: new_decoder_architecture -> num_kv_heads (null: all heads); else multi_query
     (FalconConfig's default true) -> 1; else all heads."""
     if r.data.get("new_decoder_architecture") is True:
@@ -283,29 +283,7 @@ def _softcap(text: dict[str, Any], origin: str, prefix: str) -> tuple[float | No
     return (None if cap is None else float(cap)), ignored
 
 
-class _Reader:
-    """Integer fields of the (text) config, refused with one line naming the field."""
-
-    def __init__(self, data: dict[str, Any], origin: str, prefix: str):
-        self.data, self.origin, self.prefix = data, origin, prefix
-
-    def positive(self, key: str, required: bool = True, why: str = "") -> int | None:  # type: ignore[return]
-        used = key
-        value = self.data.get(key)
-        if value is None and key in _ALIASES and self.data.get(_ALIASES[key]) is not None:
-            used, value = _ALIASES[key], self.data[_ALIASES[key]]
-        if value is None:
-            if not required:
-                return None
-            raise ConfigError(f"{self.origin}: {self.prefix}{key} is missing" + (f"; {why}" if why else ""))
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise ConfigError(f"{self.origin}: {self.prefix}{used}={value!r} is not an integer")
-        if value <= 0:
-            raise ConfigError(f"{self.origin}: {self.prefix}{used}={value!r} must be positive")
-        return value
-
-
-def _layer_kinds(r: _Reader, layers: int, model_type: str) -> tuple[LayerKind, ...]:
+def _layer_kinds(r: Reader, layers: int, model_type: str) -> tuple[LayerKind, ...]:
     text, where = r.data, f"{r.origin}: {r.prefix}"
     layer_types = text.get("layer_types")
     if layer_types is not None:
