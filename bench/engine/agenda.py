@@ -70,7 +70,7 @@ def device_reason(case: Case) -> str | None:
 def cut_dtypes(plan: Any, calibration: Calibration) -> tuple[str, ...]:
     """The emulated dtypes to measure at representatives only: where the profile chose the dtypes, not the user
     (a `--dtype` given by hand is measured across the grid)."""
-    from bench.engine.sweeps import PROFILES
+    from bench.profiles import PROFILES
 
     base = PROFILES.get(plan.device, {}).get(plan.profile)
     if base is None or base.dtypes != plan.sweep.dtypes:
@@ -140,10 +140,11 @@ def elsewhere_seconds(q: Question, ctx: Context) -> float | None:
     from bench.engine import sweeps
     from bench.engine.cost import predict_all
     from bench.errors import InputError
+    from bench.profiles import profile
 
     axes = {f.metadata["flag"]: f for f in sweeps.axis_fields()}
     try:
-        base = sweeps.profile(q.elsewhere.get("profile", "default"), ctx.device)
+        base = profile(q.elsewhere.get("profile", "default"), ctx.device)
         sweep = base.with_axes(**{axes[k].name: axes[k].metadata["parse"](v) for k, v in q.elsewhere.items()
                                   if k != "profile"})
         cases = sweeps.cases(sweep, ctx.device)

@@ -17,7 +17,7 @@ from bench.errors import UsageError
 from bench.kinds import REGISTRY, kind_of
 from bench.kinds.expansion import Geometry
 from bench.problem.case import Case  # re-exported: the engine and its callers name it here
-from bench.profiles import PROFILES, profile  # re-exported: bench.engine.agenda names them here
+from bench.profiles import PROFILES, profile  # re-exported: the tests name them here
 
 __all__ = ["PROFILES", "Case", "Sweep", "axis_fields", "from_flags", "profile"]
 
