@@ -12,6 +12,8 @@ are refused such calls. A backend that takes sparse attention lists the sparsity
 is then called with sparse= (bench.problem.keepset.KeepSet: the keep-set as tokens, blocks or top-K indices) on those
 cases
 only; its `executes` trait says what it computes for a mask or a keep-set (bench.counts.pairs), for executed FLOPs.
+A linear-attention backend (bench.backends.linear) lists its methods in its `linear` trait: it is offered the linear
+cases of those methods alone (bench.kinds.linear), and a softmax backend is never offered a linear case.
 Everything else (the sweeps' CPU lists, the memory model, the claims, the figures' colours) reads the traits here.
 """
 

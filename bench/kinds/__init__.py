@@ -1,5 +1,6 @@
 """Kinds: everything that differs between a dense attention case, a whole layer, an MLA case, a sparse case, a
-serving batch, a replayed trace and a transformers model, from the flags that ask for them to the timed call. The
+serving batch, a replayed trace, a transformers model and linear attention, from the flags that ask for them to the
+timed call. The
 engine holds no branch on a kind: it asks the kinds in REGISTRY.
 
 Each registered kind declares, in its own module (or package):
