@@ -35,9 +35,8 @@ LINEAR_GPU = ("sdpa-cudnn", "flash-attn", "fla-gdn", "hf-gdn")
 LINEAR_METHODS = ("none", "gdn:64", "linear:64")  # labels: a Sweep holds parsed values
 LINEAR_CUDA_CLAIMS = (
     Sweep(backends=("sdpa-cudnn", "flash-attn", "fla-gdn"), heads=(16,), kv_heads=(16,), head_dims=(128,),
-          dtypes=("bf16",), masks=("causal",), seqs=(1024, 4096, 16384), phases=("prefill",),
-          linears=("none", "gdn:64"),
-          case_budget_s=0.3),
+          dtypes=("bf16",), masks=("causal",), seqs=(1024, 4096, 16384), tokens_per_batch=16384,
+          phases=("prefill",), linears=("none", "gdn:64"), case_budget_s=0.3),
     Sweep(backends=("sdpa-cudnn", "flash-attn", "fla-gdn"), heads=(16,), kv_heads=(16,), head_dims=(128,),
           dtypes=("bf16",), masks=("causal",), phases=("decode",), decode_q=(1,), decode_kv=(8192, 32768, 131072),
           linears=("none", "gdn:64"), case_budget_s=0.3))

@@ -60,7 +60,9 @@ SPECS = (ClaimSpec("linear", "Linear attention beats the best dense kernel from 
                    {**LINEAR, "phase": "decode", "decode-q": "1", "decode-kv": DECODE_LENGTHS}))
 CROSSOVER_CLAIM, DECODE_CLAIM = SPECS[0].text, SPECS[1].text
 TWIN_FIELDS = ("batch", "n_heads", "n_kv_heads", "head_dim", "dtype", "phase", "seq_q", "seq_kv")
-LINE_FIELDS = ("backend", "linear", "dtype", "phase", "batch", "n_heads", "n_kv_heads", "head_dim")
+# a line's fields: not its batch (a profile may hold the tokens per batch fixed, so the batch falls as the length
+# grows); a line with several batches at one length is split by batch (_lines)
+LINE_FIELDS = ("backend", "linear", "dtype", "phase", "n_heads", "n_kv_heads", "head_dim")
 
 
 # -- the questions --------------------------------------------------------------------------------------------------
@@ -94,7 +96,8 @@ def _least(phase: str) -> Callable[[list[Case], Context], list[Case]]:
                 lines[_key(c, LINE_FIELDS)].append(c)
         best: dict[str, tuple[float, list[Case]]] = {}
         for line in lines.values():
-            line = [c for c in sorted(line, key=lambda c: c.shape.seq_kv) if dense.get(_key(c, TWIN_FIELDS))]
+            line = [c for c in sorted(line, key=lambda c: (c.shape.seq_kv, c.shape.batch))
+                    if dense.get(_key(c, TWIN_FIELDS))]
             seqs = sorted({c.shape.seq_kv for c in line})
             cut = next((seqs[n - 1] for n in range(MIN_LINEAR_LENGTHS, len(seqs) + 1)
                         if seqs[n - 1] >= LINEAR_SPAN * seqs[0]), None)
@@ -140,13 +143,17 @@ def linear_pairs(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _lines(rows: pd.DataFrame, phase: str) -> list[tuple[str, pd.DataFrame]]:
-    """(condition name, rows by length) per line of `phase`."""
+    """(condition name, rows by length) per line of `phase`: split by batch where a length has several."""
     rows = rows[rows["phase"] == phase] if not rows.empty else rows
     out = []
-    for key, line in rows.groupby(list(LINE_FIELDS), dropna=False, sort=True) if not rows.empty else []:
-        backend, method, dtype, _, batch, hq, hk, d = key
-        name = f"{method} · {backend} ({dtype}, B={batch} Hv={hq} Hqk={hk} D={d})"
-        out.append((name, line.sort_values("length").drop_duplicates("length", keep="last")))
+    for key, group in rows.groupby(list(LINE_FIELDS), dropna=False, sort=True) if not rows.empty else []:
+        backend, method, dtype, _, hq, hk, d = key
+        split = bool((group.groupby("length")["batch"].nunique() > 1).any())
+        for _, line in group.groupby("batch", sort=True) if split else [(None, group)]:
+            batches = sorted({int(b) for b in line["batch"]})
+            sizes = f"B={batches[0]}" if len(batches) == 1 else f"B={batches[-1]}–{batches[0]}"
+            name = f"{method} · {backend} ({dtype}, {sizes} Hv={hq} Hqk={hk} D={d})"
+            out.append((name, line.sort_values("length").drop_duplicates("length", keep="last")))
     return out
 
 
