@@ -204,3 +204,14 @@ def test_a_run_without_linear_cases_measures_neither_claim(tmp_path):
     recs = [record(Case("sdpa-flash", shape("none", 1024), "prefill", "fwd", "cpu"), 1e-3)]
     df = frame(recs, tmp_path)
     assert linear_crossover(df).verdict == NOT_MEASURED and linear_decode(df).verdict == NOT_MEASURED
+
+
+def test_a_line_at_fixed_tokens_per_batch_is_one_condition(tmp_path):
+    recs = []
+    for seq, batch, ratio in ((1024, 4, 1.5), (2048, 2, 0.9), (4096, 1, 0.5)):
+        t = 1e-3 * (seq / 1024)
+        recs += [record(Case("sdpa-flash", shape("none", seq, batch=batch), "prefill", "fwd", "cpu"), t),
+                 record(Case("hf-gdn", shape("gdn:64", seq, batch=batch), "prefill", "fwd", "cpu"), ratio * t)]
+    v = linear_crossover(frame(recs, tmp_path))
+    assert len(v.detail) == 1 and v.detail[0]["lengths"] == [1024, 2048, 4096], v.numbers
+    assert v.verdict == HOLDS and v.detail[0]["s_star"] == 2048 and "B=1–4" in v.numbers

@@ -151,7 +151,7 @@ def _lines(rows: pd.DataFrame, phase: str) -> list[tuple[str, pd.DataFrame]]:
         split = bool((group.groupby("length")["batch"].nunique() > 1).any())
         for _, line in group.groupby("batch", sort=True) if split else [(None, group)]:
             batches = sorted({int(b) for b in line["batch"]})
-            sizes = f"B={batches[0]}" if len(batches) == 1 else f"B={batches[-1]}–{batches[0]}"
+            sizes = f"B={batches[0]}" if len(batches) == 1 else f"B={batches[0]}–{batches[-1]}"
             name = f"{method} · {backend} ({dtype}, {sizes} Hv={hq} Hqk={hk} D={d})"
             out.append((name, line.sort_values("length").drop_duplicates("length", keep="last")))
     return out
