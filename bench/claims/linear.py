@@ -13,10 +13,11 @@ dense kernel at a shape is the fastest twin the run measured there. A line is on
   MIN_LINEAR_LENGTHS lengths spanning ≥ LINEAR_SPAN× (fewer cannot show it never wins), else is inconclusive.
   Published beside it: flash-linear-attention's crossover (FLA_PUBLISHED).
 - linear-decode: per decode line, the linear step's time at its longest KV over its shortest (flat: the whole
-  interval ≤ FLAT_WITHIN) and the best dense step's at the same two lengths (growing: the whole interval ≥
-  DENSE_GROWS), over ≥ MIN_LINEAR_LENGTHS KV lengths spanning ≥ LINEAR_SPAN×. A condition holds where both hold,
-  does not hold where either is wholly on the wrong side, else is inconclusive. The KV from which the linear step is
-  faster (its interval below the best dense step's at that and every longer KV) is reported with it.
+  interval within 1/FLAT_WITHIN–FLAT_WITHIN, neither growing nor falling) and the best dense step's at the same two
+  lengths (growing: the whole interval ≥ DENSE_GROWS), over ≥ MIN_LINEAR_LENGTHS KV lengths spanning ≥ LINEAR_SPAN×.
+  A condition holds where both hold, does not hold where either is wholly on the wrong side, else is inconclusive.
+  The KV from which the linear step is faster (its interval below the best dense step's at that and every longer
+  KV) is reported with it.
 The claims' word is bench.report.conditions' rule over the conditions. The questions fund, per linear method, one
 line and its dense twins at ≥ MIN_LINEAR_LENGTHS lengths spanning ≥ LINEAR_SPAN× (prefill; decode: KV lengths).
 """
@@ -233,12 +234,13 @@ def decode_conditions(rows: pd.DataFrame) -> list[tuple[Condition, dict]]:
         if not _decisive(lengths):
             verdict, why = INCONCLUSIVE, (f"KV {lengths[0]}–{lengths[-1]} only: ≥ {MIN_LINEAR_LENGTHS} KV lengths "
                                           f"spanning ≥ {LINEAR_SPAN}× decide it")
-        elif flat_high <= FLAT_WITHIN and grow_low >= DENSE_GROWS:
+        elif flat_low >= 1 / FLAT_WITHIN and flat_high <= FLAT_WITHIN and grow_low >= DENSE_GROWS:
             verdict = HOLDS
-        elif flat_low > FLAT_WITHIN or grow_high < DENSE_GROWS:
+        elif flat_low > FLAT_WITHIN or flat_high < 1 / FLAT_WITHIN or grow_high < DENSE_GROWS:
             verdict = FAILS
         else:
-            verdict, why = INCONCLUSIVE, (f"its flatness {flat_low:.2f}–{flat_high:.2f}× (≤ {FLAT_WITHIN:g}×) or "
+            verdict, why = INCONCLUSIVE, (f"its flatness {flat_low:.2f}–{flat_high:.2f}× (within {1 / FLAT_WITHIN:.2f}–"
+                                          f"{FLAT_WITHIN:g}×) or "
                                           f"dense growth {grow_low:.2f}–{grow_high:.2f}× (≥ {DENSE_GROWS:g}×) "
                                           "straddles its bound")
         c = Condition(name, flat, flat_low, flat_high, verdict, why=why, bound=FLAT_WITHIN, holds_above=False)
@@ -286,9 +288,10 @@ def linear_crossover(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
 
 def linear_decode(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     """Per condition — a linear method × backend × dtype × head geometry, decoding — the linear step's time at its
-    longest KV over its shortest (flat: ≤ FLAT_WITHIN) and the best dense step's (growing: ≥ DENSE_GROWS), each with a
-    95% interval, over ≥ MIN_LINEAR_LENGTHS KV lengths spanning ≥ LINEAR_SPAN×: holds when both hold, does not hold
-    when either is wholly on the wrong side, else inconclusive; the KV from which the linear step is faster is
+    longest KV over its shortest (flat: within 1/FLAT_WITHIN–FLAT_WITHIN) and the best dense step's (growing: ≥
+    DENSE_GROWS), each with a 95% interval, over ≥ MIN_LINEAR_LENGTHS KV lengths spanning ≥ LINEAR_SPAN×: holds
+    when both hold, does not hold when either is wholly on the wrong side, else inconclusive; the KV from which the
+    linear step is faster is
     reported."""
     from bench.report.conditions import combine
     from bench.report.verdict import FAILS, NOT_MEASURED, Verdict, judged, noisy_note, span
@@ -305,14 +308,15 @@ def linear_decode(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
             for c, d in found]
     conditions = [c for c, _ in found]
     fails = [c.name for c in conditions if c.verdict == FAILS]
-    why = " ".join([f"{'; '.join(fails)}: the linear step's time moves with the context (beyond {FLAT_WITHIN:g}×) "
+    why = " ".join([f"{'; '.join(fails)}: the linear step's time moves with the context "
+                    f"(beyond {1 / FLAT_WITHIN:.2f}–{FLAT_WITHIN:g}×) "
                     f"or the dense step's does not grow by {DENSE_GROWS:g}× over these lengths (a short cache's "
                     "step is bound by its launch, not its reads)"] * bool(fails)
                    + [f"{c.name} is open: {c.why}." for c in conditions if c.why])
     decode = rows[rows["phase"] == "decode"]
     numbers = (f"each decode step's time at the longest KV over the shortest, 95% interval from each time drawn "
-               f"within its CI (the linear step flat at ≤ {FLAT_WITHIN:g}×, the best dense step growing at ≥ "
-               f"{DENSE_GROWS:g}×): " + " · ".join(said) + "." + noisy_note(decode))
+               f"within its CI (the linear step flat within {1 / FLAT_WITHIN:.2f}–{FLAT_WITHIN:g}×, the best dense "
+               f"step growing at ≥ {DENSE_GROWS:g}×): " + " · ".join(said) + "." + noisy_note(decode))
     on = judged(span(decode["length"], "KV"), ", ".join(sorted(decode["dtype"].unique())),
                 ", ".join(sorted(decode["backend"].unique())))
     return Verdict(DECODE_CLAIM, combine(conditions), numbers, why=why, detail=tuple(d for _, d in found),
