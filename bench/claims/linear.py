@@ -291,8 +291,7 @@ def linear_decode(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     longest KV over its shortest (flat: within 1/FLAT_WITHIN–FLAT_WITHIN) and the best dense step's (growing: ≥
     DENSE_GROWS), each with a 95% interval, over ≥ MIN_LINEAR_LENGTHS KV lengths spanning ≥ LINEAR_SPAN×: holds
     when both hold, does not hold when either is wholly on the wrong side, else inconclusive; the KV from which the
-    linear step is faster is
-    reported."""
+    linear step is faster is reported."""
     from bench.report.conditions import combine
     from bench.report.verdict import FAILS, NOT_MEASURED, Verdict, judged, noisy_note, span
 
