@@ -45,6 +45,9 @@ RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
      ("bench.problem.sparsity", "bench.problem.keepset", "bench.counts.pairs", "bench.problem.indexer",
       "bench.kinds.sparse",
       "bench.backends.topk", "bench.report.sparse_cost")),
+    ("Linear attention: the recurrences, their FLOPs and state",
+     ("bench.problem.linear", "bench.linear.reference", "bench.linear.counts", "bench.kinds.linear",
+      "bench.backends.linear")),
     ("How a case is measured",
      ("bench.engine.runner", "bench.kinds.guards", "bench.measure.timer", "bench.measure.modes",
       "bench.measure.stats", "bench.measure.kernels", "bench.measure.nvml", "bench.measure.memory",
@@ -59,12 +62,14 @@ RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
      ("bench.regress.compare", "bench.regress.noise", "bench.regress.blocks", "bench.regress.ab",
       "bench.regress.ab.verdict", "bench.regress.baseline", "bench.regress.history", "bench.regress.gate",
       "bench.regress.power")),
-    ("Model configs and the KV cache", ("bench.models.config_json", "bench.models.kvsize", "bench.models.kvcache")),
+    ("Model configs and the KV cache",
+     ("bench.models.config_json", "bench.models.config_hybrid", "bench.models.linear", "bench.models.kvsize",
+      "bench.models.kvcache")),
     ("Serving batches", ("bench.serving", "bench.serving.workload", "bench.serving.paged", "bench.serving.ragged")),
     ("Several devices and Slurm", ("bench.launch", "bench.launch.devices", "bench.launch.slurm")),
     ("Your own kernel", ("bench.backends.outside", "bench.conformance")),
     ("Extending attnbench: backends, case kinds, claims, figures",
-     ("bench.backends", "bench.kinds", "bench.report.claims", "bench.report.catalogue")),
+     ("bench.backends", "bench.kinds", "bench.claims", "bench.report.sections", "bench.report.catalogue")),
 )
 
 
