@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from bench.backends import BACKENDS, get_backend
 from bench.problem.case import Case
+from bench.problem.columns import dense_family
 from bench.results.meta import Calibration
 
 if TYPE_CHECKING:
@@ -69,10 +70,10 @@ class Question:
 
 
 def plain(c: Case) -> bool:
-    """A dense attention call: no serving batch, no model, no score variant, no sparsity, no linear attention."""
+    """A dense attention call: of the dense families (bench.problem.columns.dense_family: no serving batch, no
+    sparsity, no linear attention), with no model and no score variant."""
     s = c.shape
-    return (s.serving is None and not s.score.variants and s.model is None and not s.sparsity.sparse
-            and s.linear.method is None)
+    return dense_family(s) and not s.score.variants and s.model is None
 
 
 def runs_here(c: Case, ctx: Context) -> bool:

@@ -25,6 +25,10 @@ class Column:
     doc: str
     default: Any = REQUIRED  # what a file written before the column existed holds in every case
     integer: bool = False  # an integer column (a size), else text
+    # a case away from this column's default is of a kind apart from the dense families (a serving batch, sparse or
+    # linear attention): the dense analyses and the planner's plain cases leave it out, its own kind reads it beside
+    # its dense twins (`dense_family`); a new kind's column says so here, and no analysis needs an edit
+    apart: bool = False
 
 
 # The record's shape columns, in the order files have always held them. Columns after `window` are left out of the
@@ -44,9 +48,9 @@ COLUMNS: tuple[Column, ...] = (
     Column("model", "the model whose attention geometry this is (run --model-config), empty otherwise", None),
     Column("lengths", "serving batch: equal / uniform / zipf (sequence lengths drawn at a fixed total token count), "
                       "mixed (prefill chunks and decode steps), or rows:NxQ:K+... (explicit rows: N sequences of Q "
-                      "queries over K keys each, a replayed trace's step); empty for a dense batch", None),
+                      "queries over K keys each, a replayed trace's step); empty for a dense batch", None, apart=True),
     Column("page_size", "serving decode: tokens per page of a paged KV cache (empty: a contiguous cache)", None,
-           integer=True),
+           integer=True, apart=True),
     Column("chunk", "chunked local attention: chunk size C in keys (empty without a chunk mask)", None, integer=True),
     Column("score", "score variant: none / softcap:<X> / alibi / sinks (bench.problem.scores)", "none"),
     Column("v_head_dim", "MLA: value head dim D_v of a decompressed head (empty: V has head_dim, as K)", None,
@@ -56,9 +60,9 @@ COLUMNS: tuple[Column, ...] = (
     Column("mla_form", "MLA: expanded (prefill: K/V decompressed per head) or absorbed (decode: attention over the "
                        "latent); empty without MLA", None),
     Column("sparsity", "sparse attention: none / block:B:D / docs:N / global:G+window:W / topk:K[:HxD] "
-                       "(bench.problem.sparsity), the keep-set ANDed with the mask", "none"),
+                       "(bench.problem.sparsity), the keep-set ANDed with the mask", "none", apart=True),
     Column("linear", "linear attention in place of softmax: none / gdn:C / linear:C (bench.problem.linear: the "
-                     "method and its prefill's chunk)", "none"),
+                     "method and its prefill's chunk)", "none", apart=True),
 )
 INT_COLUMNS: tuple[str, ...] = tuple(c.name for c in COLUMNS if c.integer)
 _MLA_COLUMNS = ("v_head_dim", "kv_lora_rank", "rope_dim")
@@ -140,3 +144,13 @@ SHAPE_DEFAULTS: dict[str, Any] = {c.name: c.default for c in COLUMNS if c.defaul
 # column -> doc for every shape column (in order) and the derived variant
 SHAPE_DOCS: dict[str, str] = {"variant": "mha / gqa / mqa (from n_heads and n_kv_heads), or mla (mla_form set)"} | {
     c.name: c.doc for c in COLUMNS}
+
+
+APART: tuple[Column, ...] = tuple(c for c in COLUMNS if c.apart)
+
+
+def dense_family(shape: AttentionShape) -> bool:
+    """Whether a shape belongs to the dense families: every `apart` column at its default (no serving batch, no
+    sparsity, no linear attention). Score variants, MLA, models and layer scope stay in: the analyses key on them."""
+    fields = shape_fields(shape)
+    return all(fields[c.name] == c.default for c in APART)

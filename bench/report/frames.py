@@ -57,17 +57,17 @@ def sparse_rows(df: pd.DataFrame) -> pd.Series:
     return df["sparsity"].fillna("none") != "none"
 
 
-def linear_rows(df: pd.DataFrame) -> pd.Series:
-    """True where a row is a linear-attention case (`linear` set and not none; old files have no such column)."""
-    if "linear" not in df:
-        return pd.Series(False, index=df.index)
-    return df["linear"].fillna("none") != "none"
-
-
 def dense_rows(df: pd.DataFrame) -> pd.DataFrame:
-    """Dense attention: no serving batch, no sparse case and no linear-attention case (bench.report.sparse_cost and
-    bench.claims.linear read those beside their dense twins)."""
-    return df[~serving_rows(df) & ~sparse_rows(df) & ~linear_rows(df)]
+    """The dense families' rows: every column a kind apart declares (bench.problem.columns.APART: a serving batch,
+    sparse or linear attention) at its default or absent (old files); those kinds read their rows beside these."""
+    from bench.problem.columns import APART
+
+    keep = pd.Series(True, index=df.index)
+    for column in APART:
+        if column.name in df:
+            keep &= df[column.name].isna() if column.default is None else df[column.name].fillna(column.default) \
+                == column.default
+    return df[keep]
 
 
 def attention_rows(df: pd.DataFrame) -> pd.DataFrame:
