@@ -45,4 +45,5 @@ def test_cuda_only_kernels_are_unsupported_on_cpu_with_reason():
 
 def test_public_names():
     assert set(bench.BACKENDS) == {"naive", "sdpa", "sdpa-math", "sdpa-flash", "sdpa-efficient", "sdpa-cudnn",
-                                   "flex", "flash-attn", "topk-gather", "hf-eager", "hf-sdpa", "hf-flex"}
+                                   "flex", "flash-attn", "topk-gather", "hf-eager", "hf-sdpa", "hf-flex",
+                                   "hf-gdn", "torch-linear", "fla-gdn"}

@@ -387,9 +387,12 @@ def test_fixture_and_preset_agree(name: str) -> None:
 
 def test_readme_example_config() -> None:
     section = (REPO / "README.md").read_text().split("## KV cache calculator", 1)[1].split("\n## ", 1)[0]
-    example = json.loads(section.split("```json", 1)[1].split("```", 1)[0])
-    c = parse_config(example, "README", "example")
-    assert kv_bytes_per_token(c) == 344_064 and format_bytes(kv_total_bytes(c, CTX)) == "5.91 GiB"  # as it says
+    prose = " ".join(section.split())
+    c = preset("gemma-2-9b")  # the README's example: its facts and figures, as the code gives them
+    assert (c.layers, c.n_heads, c.n_kv_heads, c.head_dim, c.window) == (42, 16, 8, 256, 4096)
+    assert "(42 layers, 16 heads over 8 of 256, window 4096)" in prose
+    assert kv_bytes_per_token(c, "bf16") == 344_064 and format_bytes(kv_total_bytes(c, CTX, dtype="bf16")) == "5.91 GiB"
+    assert "gives 336 KiB per token and 5.91 GiB at 32k" in prose
 
 
 def test_pyproject_ships_the_preset_files() -> None:
