@@ -195,9 +195,9 @@ def test_the_decode_claim_holds_flat_against_growing_and_fails_otherwise(tmp_pat
     (tmp_path / "grows").mkdir()
     v = linear_decode(frame(decode_world(4.0, 8.0), tmp_path / "grows"))
     assert v.verdict == FAILS and v.detail[0]["flat"] > FLAT_WITHIN, v.numbers
-    (tmp_path / "falls").mkdir()  # a step that gets cheaper with the context does not cost the same either
-    v = linear_decode(frame(decode_world(0.5, 8.0), tmp_path / "falls"))
-    assert v.verdict == FAILS and v.detail[0]["flat_high"] < 1 / FLAT_WITHIN, v.numbers
+    (tmp_path / "falls").mkdir()  # a step cheaper at the longest KV reads the same state: a first case's warm-up
+    v = linear_decode(frame(decode_world(0.5, 8.0), tmp_path / "falls"))  # is named, and does not fail the claim
+    assert v.verdict == HOLDS and v.detail[0]["flat_high"] < 1 / FLAT_WITHIN and "warm-up" in v.numbers, v.numbers
     (tmp_path / "flat-dense").mkdir()
     v = linear_decode(frame(decode_world(1.0, 1.1), tmp_path / "flat-dense"))
     assert v.verdict == FAILS and v.detail[0]["dense_growth"] < DENSE_GROWS, v.numbers
