@@ -675,3 +675,21 @@ def test_roofline_draws_each_dtypes_ceiling_and_says_why_a_point_sits_above_its_
     assert note.startswith("3 point(s) above their dtype's ceiling")
     assert "1 whose bytes fit in the 32 MiB last-level cache" in note
     assert "1 in bf16 under fp32's ceiling" in note and "1 beyond every ceiling (a calibration taken on a busy" in note
+
+
+def test_comparison_pairs_only_the_cases_the_runs_share(tmp_path):
+    """Runs sharing one case among many others: the table holds that case alone, built from the pairs present (a
+    product over every shape field's values would not fit in memory)."""
+    from types import SimpleNamespace
+
+    from bench.report.sections.comparison import section
+
+    own = {"a": [make_record(seq=s, batch=b, median_s=1e-3) for s in (64, 128, 256) for b in (1, 2, 3)],
+           "b": [make_record(n_heads=h, n_kv_heads=h, median_s=1e-3) for h in (2, 4, 16)]}
+    runs = [make_run([make_record(median_s=1e-3), *own["a"]], run_id="a"),
+            make_run([make_record(median_s=3e-3), *own["b"]], run_id="b")]
+    paths = [write(tmp_path / f"{name}.json", r) for name, r in zip("ab", runs, strict=True)]
+    frame = load_results(paths).frame
+    report = SimpleNamespace(several=True, frame=frame, runs=[SimpleNamespace(run_id=r, machine="m") for r in "ab"])
+    table = section(report)[-1]
+    assert len(table.rows) == 1 and table.rows[0][-1] == "3.00×"

@@ -21,8 +21,9 @@ def section(report: Report) -> list[Block] | None:
     runs, frame = report.runs, report.frame
     keys = ["backend", *SHAPE_KEYS]
     base = runs[0].run_id
-    wide = frame.pivot_table(index=keys, columns="run_id", values="median_s", aggfunc="first", dropna=False)
-    status = frame.pivot_table(index=keys, columns="run_id", values="status", aggfunc="first", dropna=False)
+    # only the (case, run) pairs present: pivot_table(dropna=False) would build the product of every key's values
+    first = frame.groupby([*keys, "run_id"], dropna=False, sort=True)[["median_s", "status"]].first()
+    wide, status = first["median_s"].unstack("run_id"), first["status"].unstack("run_id")
     present = status.notna().sum(axis=1) >= 2
     wide, status = wide[present], status[present]
     if wide.empty:
@@ -30,16 +31,17 @@ def section(report: Report) -> list[Block] | None:
     headers = ["case"] + [f"{r.run_id} ({r.machine})" for r in runs]
     headers += [f"{r.run_id} / {base}" for r in runs[1:]]
     rows, ratios = [], {r.run_id: [] for r in runs[1:]}
-    for key in wide.index:
+    # by position: a key may hold NaN (a field a kind leaves empty), which label lookups do not find
+    for i, key in enumerate(wide.index):
         row = dict(zip(keys, key, strict=True))
         cells = [f"{row['backend']}: {shape_label(row)}"]
+        median = {rid: wide.iloc[i][rid] for rid in wide.columns}
+        state = {rid: status.iloc[i][rid] for rid in status.columns}
         for r in runs:
-            t = wide.at[key, r.run_id] if r.run_id in wide.columns else None
-            s = status.at[key, r.run_id] if r.run_id in status.columns else None
+            t, s = median.get(r.run_id), state.get(r.run_id)
             cells.append(fmt_seconds(t) if isinstance(t, float) and math.isfinite(t) else text(s))
         for r in runs[1:]:
-            b = wide.at[key, base] if base in wide.columns else None
-            t = wide.at[key, r.run_id] if r.run_id in wide.columns else None
+            b, t = median.get(base), median.get(r.run_id)
             ok = all(isinstance(v, float) and math.isfinite(v) and v > 0 for v in (b, t))
             cells.append(times(t / b) if ok else "—")
             if ok:
