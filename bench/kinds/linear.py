@@ -24,7 +24,9 @@ are timed forward only: fwd+bwd is Unsupported with one line.
 
 Its axis, --linear, sweeps each method as a shape field; the grid leaves a linear point out unless its mask is
 causal and the rest plain (no score variant, sparsity, MLA, model, layer or serving batch), and a decode point unless
-it is one token.
+it is one token. A hybrid model's linear layers (bench.kinds.model) come as a ModelLinearGeometry: the model's name
+with its one linear method fixed, swept at the model's lengths; its prefill points whose length the chunk does not
+divide are left out (a model sweep's --seq is the user's, not the chunk's), and --linear does not apply to it.
 """
 
 from __future__ import annotations
@@ -79,6 +81,22 @@ class LinearAxes:
                                     shape_field="linear")
 
 
+@dataclass(frozen=True)
+class ModelLinearGeometry(Geometry):
+    """A hybrid model's linear layers as one linear geometry: n_heads = value heads, n_kv_heads = key heads,
+    head_dim = d_k = d_v, `linear` the method and chunk (gdn:64); masks ("causal",), model set."""
+
+    linear: str = "none"
+
+    def axis_values(self, name: str, values: tuple) -> tuple:
+        """Its own method replaces --linear; no score variant or sparsity goes with a linear case."""
+        if name == "linear":
+            return (self.linear,)
+        if name in ("score", "sparsity"):
+            return ("none",)
+        return values
+
+
 def phase_of(shape: AttentionShape) -> str:
     """prefill where seq_q == seq_kv, else decode (one token after seq_kv)."""
     return "prefill" if shape.seq_q == shape.seq_kv else "decode"
@@ -125,15 +143,19 @@ class LinearKind(Kind):
     axes = LinearAxes
 
     def refuses(self, g: Geometry, point: Point) -> bool:
-        """A linear point is one causal call with nothing else set, and a decode point one token."""
+        """A linear point is one causal call with nothing else set (a model's only as its linear layers'
+        geometry, a prefill there only at lengths its chunk divides), and a decode point one token."""
         if point.get("linear", "none") == "none":
             return False
+        layers = isinstance(g, ModelLinearGeometry)
         plain = (point.get("mask") == "causal" and point.get("score", "none") == "none"
                  and point.get("sparsity", "none") == "none" and point.get("scope", "attention") == "attention"
                  and point.get("lengths") is None and point.get("page_size") is None and not g.is_mla
-                 and g.model is None)
+                 and (g.model is None or layers))
         one_token = "seq_q" not in point or point["seq_q"] in (1, point.get("seq_kv"))
-        return not (plain and one_token)
+        prefill = "seq_q" in point and point["seq_q"] == point.get("seq_kv")
+        divides = not (layers and prefill and point["seq_q"] % Linear.parse(point["linear"]).chunk)
+        return not (plain and one_token and divides)
 
     def predicted_flops(self, case: Case) -> float:
         return float(linear_flops(case.shape))
