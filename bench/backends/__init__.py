@@ -14,6 +14,8 @@ cases
 only; its `executes` trait says what it computes for a mask or a keep-set (bench.counts.pairs), for executed FLOPs.
 A linear-attention backend (bench.backends.linear) lists its methods in its `linear` trait: it is offered the linear
 cases of those methods alone (bench.kinds.linear), and a softmax backend is never offered a linear case.
+A cascade backend (bench.backends.cascade) says so in its `cascade` trait: it is offered the shared-prefix cases
+alone (bench.kinds.prefix), which every dense backend also runs, as plain attention over each request's context.
 Everything else (the sweeps' CPU lists, the memory model, the claims, the figures' colours) reads the traits here.
 """
 
@@ -23,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from bench.backends import outside
 from bench.backends.base import Backend, Deferred, Unsupported
+from bench.backends.cascade import CASCADE_BACKENDS
 from bench.backends.linear import LINEAR_BACKENDS
 from bench.errors import InputError
 from bench.problem import shapes
@@ -109,6 +112,7 @@ BACKENDS: dict[str, Backend] = {
                 "'flex_attention'), with its own BlockMask", "tiled", "#98df8a", "3", opt_in=True, compiles=True,
                 wraps="flex", mask_build=HF_MASK, variants=("softcap", "sinks"), variant_notes=HF_NOTES),
         *LINEAR_BACKENDS,  # linear attention (bench.backends.linear): offered linear cases of their methods alone
+        *CASCADE_BACKENDS,  # cascade attention (bench.backends.cascade): offered shared-prefix batches alone
     ]
 }
 

@@ -170,6 +170,9 @@ class Backend:
     # the linear-attention methods it runs (bench.problem.linear.LINEAR_METHODS: gdn, linear); such a backend (dense
     # False) is offered the linear cases of those methods alone, and a softmax backend never a linear case
     linear: tuple[str, ...] = ()
+    # True: it runs a shared-prefix batch by the cascade split (bench.backends.cascade; dense False): offered the
+    # shared-prefix cases alone (bench.kinds.prefix), where every dense backend runs them as plain attention
+    cascade: bool = False
     # the backends whose kernels it picks among by itself (torch SDPA's dispatcher): the report measures its choice
     # against the fastest of them
     chooses: tuple[str, ...] = ()
@@ -206,6 +209,8 @@ class Backend:
         if kind == "none":
             if self.dense:
                 return None
+            if self.cascade:
+                return f"{self.name}: runs shared-prefix batches by cascade only (bench run --prefix)"
             if self.linear:
                 return f"{self.name}: runs linear attention only (methods it runs: {', '.join(self.linear)}; " \
                        "bench run --linear)"

@@ -1,7 +1,6 @@
 """Kinds: everything that differs between a dense attention case, a whole layer, an MLA case, a sparse case, a
-serving batch, a replayed trace, a transformers model and linear attention, from the flags that ask for them to the
-timed call. The
-engine holds no branch on a kind: it asks the kinds in REGISTRY.
+serving batch, a replayed trace, a transformers model, linear attention and a shared-prefix batch, from the flags
+that ask for them to the timed call. The engine holds no branch on a kind: it asks the kinds in REGISTRY.
 
 Each registered kind declares, in its own module (or package):
   its axes      `axes`, a frozen dataclass of `axis(...)` fields (bench.kinds.axes): flag, default, parser, check
@@ -32,6 +31,7 @@ from bench.kinds.layer import LayerKind
 from bench.kinds.linear import LinearKind
 from bench.kinds.mla import MlaKind
 from bench.kinds.model import ModelKind
+from bench.kinds.prefix import PrefixKind
 from bench.kinds.serving import ServingKind
 from bench.kinds.sparse import SparseKind
 from bench.kinds.trace import TraceKind
@@ -39,7 +39,7 @@ from bench.problem.case import Case, shape_kind
 from bench.problem.shapes import AttentionShape
 
 REGISTRY = Registry(DenseKind(), LayerKind(), MlaKind(), ServingKind(), SparseKind(), ModelKind(), TraceKind(),
-                    LinearKind())
+                    LinearKind(), PrefixKind())
 # the kinds of case, by the name bench.problem.case.shape_kind gives a shape
 KINDS: dict[str, CaseKind] = {kind.name: kind for kind in REGISTRY if isinstance(kind, CaseKind)}
 

@@ -63,6 +63,9 @@ COLUMNS: tuple[Column, ...] = (
                        "(bench.problem.sparsity), the keep-set ANDed with the mask", "none", apart=True),
     Column("linear", "linear attention in place of softmax: none / gdn:C / linear:C (bench.problem.linear: the "
                      "method and its prefill's chunk)", "none", apart=True),
+    Column("prefix", "shared-prefix batch: the P tokens every request's context (seq_kv = P + its own suffix) begins "
+                     "with, attended plain or by cascade (bench.problem.prefix); empty for any other batch", None,
+           integer=True, apart=True),
 )
 INT_COLUMNS: tuple[str, ...] = tuple(c.name for c in COLUMNS if c.integer)
 _MLA_COLUMNS = ("v_head_dim", "kv_lora_rank", "rope_dim")
@@ -79,7 +82,8 @@ def shape_fields(shape: AttentionShape) -> dict[str, Any]:
             "lengths": serving and serving.lengths, "page_size": serving and serving.page_size,
             "chunk": shape.mask.chunk, "score": shape.score.label,
             **{name: mla and getattr(mla, name) for name in _MLA_COLUMNS}, "mla_form": mla and mla.form,
-            "sparsity": shape.sparsity.label, "linear": shape.linear.label, "variant": shape.variant}
+            "sparsity": shape.sparsity.label, "linear": shape.linear.label, "prefix": shape.prefix,
+            "variant": shape.variant}
 
 
 def shape_from_fields(fields: Mapping[str, Any]) -> AttentionShape:
@@ -129,7 +133,7 @@ def shape_from_fields(fields: Mapping[str, Any]) -> AttentionShape:
         ServingBatch(get["lengths"], get["page_size"])
     return AttentionShape(get["batch"], get["seq_q"], get["seq_kv"], get["n_heads"], get["n_kv_heads"],
                           get["head_dim"], get["dtype"], mask, get["scope"], get["model"],
-                          parsed(Score.parse, str(get["score"])), sparsity, mla, serving, linear)
+                          parsed(Score.parse, str(get["score"])), sparsity, mla, serving, linear, get["prefix"])
 
 
 # The columns every case id has spelled out from the start (b, hq, hkv, q, kv, d, dtype, mask); columns added later

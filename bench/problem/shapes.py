@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from bench.errors import InputError
 from bench.problem.linear import NO_LINEAR, Linear
 from bench.problem.masks import NO_MASK, Mask
+from bench.problem.prefix import check_prefix
 from bench.problem.scores import NO_SCORE, Score
 from bench.problem.sparsity import Sparsity
 
@@ -191,6 +192,7 @@ class AttentionShape:
     mla: MlaDims | None = None
     serving: ServingBatch | None = None
     linear: Linear = NO_LINEAR  # linear attention (bench.problem.linear) in place of softmax
+    prefix: int | None = None  # a shared-prefix batch: the P tokens every request's context begins with
 
     def __post_init__(self) -> None:
         for name, kind in _VALUE_TYPES.items():
@@ -226,6 +228,9 @@ class AttentionShape:
             self._check_mla(self.mla)
         self._check_sparsity()
         self._check_linear()
+        plain = (self.score == NO_SCORE and not self.sparsity.sparse and self.mla is None and self.scope == "attention"
+                 and self.serving is None and self.linear.method is None)
+        parsed(check_prefix, self.prefix, self.seq_q, self.seq_kv, self.mask.label, plain)  # bench.problem.prefix
 
     def _one_call(self, what: str) -> None:
         if self.scope != "attention" or self.serving is not None:

@@ -54,6 +54,10 @@ MEASURED_DOCS: dict[str, str] = {
                     "the kernel runs once per layer)",
     "total_s": "sparse cases: what one forward of the method costs, median_s + indexer_s, plus the BlockMask's build "
                "where the keep-set changes every forward (topk), seconds",
+    "plain_bytes": "shared-prefix batches: plain attention's minimum traffic, Q and O plus every request's whole "
+                   "context's K and V (the prefix read B times), bytes (bench.prefix.counts)",
+    "cascade_bytes": "shared-prefix batches: cascade attention's minimum traffic, Q and O plus the prefix's K and V "
+                     "once and every suffix's, bytes; `bytes` is the case's own method's of the two",
     "tflops": "achieved TFLOP/s, flops / median_s / 1e12",
     "real_tokens": "query tokens one call computes: B x Sq, or a serving batch's summed query lengths (padding "
                    "excluded)",
@@ -146,6 +150,8 @@ class Record:
     block_mask_build_s: float | None = None
     mask_build_s: float | None = None
     total_s: float | None = None
+    plain_bytes: int | None = None
+    cascade_bytes: int | None = None
     tflops: float | None = None
     real_tokens: int | None = None
     padding_waste: float | None = None
