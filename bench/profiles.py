@@ -14,8 +14,8 @@ from bench.errors import UsageError
 from bench.kinds.dense import PASSES, PHASES
 
 # `bench run --profile`'s help
-PROFILE_HELP = ("quick | default | heads | linear | decode | serving | sparse | traces | full (default: default; "
-                "traces with --workload)")
+PROFILE_HELP = ("quick | default | heads | linear | prefix | decode | serving | sparse | traces | full (default: "
+                "default; traces with --workload)")
 
 # `nox -s bench` (the default profile) plans its cases to this, so that it ends within 10 minutes on any 2-core
 # machine, installs, calibration and the report included; `--time-budget none` runs every case.
@@ -40,6 +40,17 @@ LINEAR_CUDA_CLAIMS = (
     Sweep(backends=("sdpa-cudnn", "flash-attn", "fla-gdn"), heads=(16,), kv_heads=(16,), head_dims=(128,),
           dtypes=("bf16",), masks=("causal",), phases=("decode",), decode_q=(1,), decode_kv=(8192, 32768, 131072),
           linears=("none", "gdn:64"), case_budget_s=0.3))
+
+# shared-prefix batches (bench.kinds.prefix): plain attention on the fused and the textbook kernels against cascade.
+# CPU: 8 query heads over 2 KV heads at D 64 in fp32 (a 16K prefix at batch 32 is 0.5 GB of plain K/V), decode steps
+# over P 512-16K x B 1-32 after a 128-token suffix, then the suffixes' prefill (256 tokens) at fewer points. CUDA:
+# LLaMA-2-7B's attention (32 heads, D 128, bf16) at FlashInfer's prefixes and batches (plain may run out of memory
+# at B 128 x 32K: 69 GB of copies of one prefix, which is the point of the cascade)
+PREFIX_CPU = ("naive", "sdpa-flash", "cascade-naive", "cascade-sdpa")
+PREFIX_GPU = ("sdpa", "sdpa-cudnn", "flex", "cascade-flex", "flashinfer-cascade")
+PREFIX_CUDA_CLAIM = Sweep(backends=("sdpa", "cascade-flex", "flashinfer-cascade"), heads=(32,), kv_heads=(32,),
+                          head_dims=(128,), dtypes=("bf16",), masks=("causal",), phases=("decode",), decode_q=(1,),
+                          prefixes=(4096, 32768), suffixes=(128,), batches=(1, 16), case_budget_s=0.3)
 
 PROFILES: dict[str, dict[str, Sweep]] = {
     "cpu": {
@@ -91,7 +102,10 @@ PROFILES: dict[str, dict[str, Sweep]] = {
                                # the linear claims: gated DeltaNet beside the fused dense kernel, prefill over the
                                # lengths and one decode step over the contexts
                                from_flags(claim_spec("linear").measure, case_budget_s=0.3),
-                               from_flags(claim_spec("linear-decode").measure, case_budget_s=0.3))),
+                               from_flags(claim_spec("linear-decode").measure, case_budget_s=0.3),
+                               # the cascade claim: torch's fused CPU kernel plain and by cascade, decode steps of a
+                               # shared-prefix batch at two prefixes and two batches
+                               from_flags(claim_spec("cascade").measure, case_budget_s=0.3))),
         "heads": Sweep(backends=("naive", "sdpa-math", "sdpa-flash", "flex"), heads=(1, 2, 4, 8, 16, 32),
                        kv_heads=None, d_model=512, seqs=(1024,)),
         # linear attention (about ten minutes on 2 cores): gated DeltaNet (transformers' torch paths) and plain linear
@@ -104,6 +118,13 @@ PROFILES: dict[str, dict[str, Sweep]] = {
                                     dtypes=("fp32",), masks=("causal",), phases=("decode",), decode_q=(1,),
                                     decode_kv=(1024, 4096, 16384, 32768), linears=LINEAR_METHODS,
                                     case_budget_s=0.2),)),
+        # shared-prefix batches (about ten minutes on 2 cores): decode P x B, then the suffixes' prefill
+        "prefix": Sweep(backends=PREFIX_CPU, heads=(8,), kv_heads=(2,), head_dims=(64,), dtypes=("fp32",),
+                        masks=("causal",), phases=("decode",), decode_q=(1,), prefixes=(512, 2048, 8192, 16384),
+                        suffixes=(128,), batches=(1, 4, 16, 32), case_budget_s=0.3,
+                        also=(Sweep(backends=PREFIX_CPU, heads=(8,), kv_heads=(2,), head_dims=(64,),
+                                    dtypes=("fp32",), masks=("causal",), phases=("prefill",),
+                                    prefixes=(512, 2048, 8192), suffixes=(256,), batches=(1, 8), case_budget_s=0.3),)),
         # sparse attention at equal budgets: block masks and packed documents at densities 1/4, 1/8, 1/16, a window
         # with global tokens and top-K at 256 tokens per query, beside dense, over the lengths; then decode steps
         # against long caches (DSA's top-2048 at 4k-64k)
@@ -195,7 +216,9 @@ PROFILES: dict[str, dict[str, Sweep]] = {
                                                    decode_q=(1024,), decode_kv=(4096,), case_budget_s=0.5),
                                              # the linear claims: fla's gated DeltaNet kernels beside the dense
                                              # ones, prefill 1K-16K and one decode step over 8K-128K contexts
-                                             *LINEAR_CUDA_CLAIMS)),
+                                             *LINEAR_CUDA_CLAIMS,
+                                             # the cascade claim: a shared prefix at LLaMA-2-7B's attention
+                                             PREFIX_CUDA_CLAIM)),
         "heads": Sweep(heads=(1, 2, 4, 8, 16, 32), kv_heads=None, d_model=2048, seqs=(4096,), dtypes=("bf16",)),
         # linear attention: fla's chunk and recurrent gated DeltaNet kernels beside cuDNN's and FlashAttention-2's
         # attention at D 128, bf16, prefill 1K-32K (flash-linear-attention's published comparison) and decode
@@ -205,6 +228,11 @@ PROFILES: dict[str, dict[str, Sweep]] = {
                         also=(Sweep(backends=LINEAR_GPU, heads=(16,), kv_heads=(16, 4), head_dims=(128,),
                                     dtypes=("bf16",), masks=("causal",), phases=("decode",), decode_q=(1,),
                                     decode_kv=(8192, 32768, 131072), linears=("none", "gdn:64"), case_budget_s=0.3),)),
+        # shared-prefix batches at LLaMA-2-7B's attention: FlashInfer's prefixes (to 32K) and batches (to 128), decode
+        # after suffixes of 128 and 256 (the plain kernels over every request's whole context; cascade-flex)
+        "prefix": Sweep(backends=PREFIX_GPU, heads=(32,), kv_heads=(32,), head_dims=(128,), dtypes=("bf16",),
+                        masks=("causal",), phases=("decode",), decode_q=(1,), prefixes=(1024, 4096, 16384, 32768),
+                        suffixes=(128, 256), batches=(1, 8, 32, 128), case_budget_s=0.3),
         "sparse": Sweep(backends=("naive", "sdpa", "flex", "topk-gather"), heads=(16,), kv_heads=(4,),
                         head_dims=(128,), dtypes=("bf16",), seqs=(4096, 8192, 16384, 32768),
                         sparsities=SPARSE_BUDGETS, case_budget_s=0.4,

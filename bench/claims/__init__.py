@@ -35,6 +35,7 @@ from types import ModuleType
 
 from bench.claims import (
     auto_choice,
+    cascade,
     decode,
     heads,
     kv,
@@ -77,6 +78,7 @@ REGISTRY: tuple[tuple[ModuleType, int | None], ...] = (
     (auto_choice, None),  # auto-choice (no question: any run with the automatic backend beside a forced one)
     (wrapper, 11),  # wrapper
     (linear, 12),  # linear, linear-decode (questions linear, linear-decode)
+    (cascade, 13),  # cascade (question cascade)
 )
 
 CLAIMS: tuple[ClaimSpec, ...] = tuple(s for module, _ in REGISTRY for s in module.SPECS)
