@@ -92,6 +92,11 @@ CATALOGUE: tuple[FigureEntry, ...] = (
                 "output lengths. Right, each backend's attention time to serve the whole trace (every bucket's "
                 "time times the steps it stands for; pale prefill, solid decode); a hatched bar ran only some "
                 "buckets and cannot be ranked.", "traces:trace_serving", every_row=True, reads_run=True),
+    FigureEntry("prefix_decode", "Shared-prefix decode", "Left, one decode step of a batch whose requests share a "
+                "prefix, against the prefix's length: dashed the best plain kernel (every request reads its own copy "
+                "of the prefix), solid the cascade (the prefix read once for the batch), one colour per batch. Right, "
+                "the plain step's time over the cascade's: above 1 the cascade is faster.", "prefix:prefix_decode",
+                every_row=True),
 )
 # By name, for lookups (the same entries, in the same order).
 FIGURES: dict[str, FigureEntry] = {e.name: e for e in CATALOGUE}

@@ -28,6 +28,7 @@ from bench.report.sections import (
     linear,
     models,
     not_run,
+    prefix,
     sparse,
     summary,
     traces,
@@ -76,7 +77,7 @@ SECTIONS: tuple[Section, ...] = (
     per_run(summary.section),  # its heading names the machine too
     per_run(claims.section, heading="Claims"),
     per_run(best.section, heading="Best backends"),
-    per_run(sparse.section, traces.section, linear.section),  # the kinds of case with a section of their own
+    per_run(sparse.section, traces.section, linear.section, prefix.section),  # kinds of case with a section
     environment.section,
     per_run(models.section, heading="Models"),
     per_run(figures.section, heading="Figures"),
