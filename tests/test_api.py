@@ -46,4 +46,4 @@ def test_cuda_only_kernels_are_unsupported_on_cpu_with_reason():
 def test_public_names():
     assert set(bench.BACKENDS) == {"naive", "sdpa", "sdpa-math", "sdpa-flash", "sdpa-efficient", "sdpa-cudnn",
                                    "flex", "flash-attn", "topk-gather", "hf-eager", "hf-sdpa", "hf-flex",
-                                   "hf-gdn", "torch-linear", "fla-gdn"}
+                                   "hf-gdn", "torch-linear", "fla-gdn", "hf-mamba2", "hf-kda"}

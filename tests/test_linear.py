@@ -54,7 +54,8 @@ def _needs(impl: backends.LinearImpl) -> None:
 
 @functools.cache
 def _reference(shape: LinearShape, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    return reference_prefill(shape.method, *make_inputs(shape, seed=seed).tensors)
+    x = make_inputs(shape, seed=seed)
+    return reference_prefill(shape.method, *x.tensors, **x.params)
 
 
 def _assert_close(name: str, out: torch.Tensor, ref: torch.Tensor, dtype: torch.dtype) -> None:
@@ -69,7 +70,7 @@ def test_prefill_matches_the_recurrence(impl: backends.LinearImpl, size: str, dt
     _needs(impl)
     shape = _shape(size, impl.method, dtype)
     x = make_inputs(shape, seed=1)
-    o, state = impl.fn(*x.tensors, chunk=shape.chunk)
+    o, state = impl.fn(*x.tensors, chunk=shape.chunk, **x.params)
     ref_o, ref_state = _reference(shape, 1)
     assert o.dtype == torch_dtype(dtype) and state.dtype == torch.float32
     _assert_close(f"{impl.name} o", o, ref_o, torch_dtype(dtype))
@@ -84,8 +85,8 @@ def test_prefill_continues_from_a_state(impl: backends.LinearImpl) -> None:
     shape = _shape("gqa-c32", impl.method)
     _, prefix_state = _reference(shape, 2)
     x = make_inputs(shape, seed=3, state=prefix_state)
-    o, state = impl.fn(*x.tensors, state=x.state, chunk=shape.chunk)
-    ref_o, ref_state = reference_prefill(shape.method, *x.tensors, state=prefix_state)
+    o, state = impl.fn(*x.tensors, state=x.state, chunk=shape.chunk, **x.params)
+    ref_o, ref_state = reference_prefill(shape.method, *x.tensors, state=prefix_state, **x.params)
     _assert_close(f"{impl.name} o", o, ref_o, torch.float32)
     _assert_close(f"{impl.name} state", state, ref_state, torch.float32)
 
@@ -99,8 +100,8 @@ def test_decode_step_from_the_reference_state(impl: backends.LinearImpl, size: s
     shape = _shape(size, impl.method, dtype, phase="decode")
     x = make_inputs(shape, seed=5, state=context_state)
     assert x.q.shape[1] == 1 and x.state.dtype == torch.float32
-    o, state = impl.fn(*x.tensors, state=x.state)
-    ref_o, ref_state = reference_decode(shape.method, *x.tensors, state=context_state)
+    o, state = impl.fn(*x.tensors, state=x.state, **x.params)
+    ref_o, ref_state = reference_decode(shape.method, *x.tensors, state=context_state, **x.params)
     _assert_close(f"{impl.name} o", o, ref_o, torch_dtype(dtype))
     _assert_close(f"{impl.name} state", state, ref_state, torch_dtype(dtype))
 
@@ -161,7 +162,7 @@ def test_fla_on_gpu(dtype: str) -> None:
     (dict(batch=-1), "batch=-1 must be a positive integer"),
     (dict(chunk=0), "chunk=0 must be a positive integer"),
     (dict(v_heads=24, k_heads=16), "v_heads=24 is not a multiple of k_heads=16"),
-    (dict(method="mamba2"), "method='mamba2' is unknown"),
+    (dict(method="rwkv"), "method='rwkv' is unknown"),
     (dict(phase="verify"), "phase='verify' is unknown"),
     (dict(dtype="fp8"), "dtype='fp8' is unknown"),
     (dict(seq=True), "seq=True must be a positive integer"),

@@ -7,6 +7,9 @@ trait, so a sweep offers it the linear cases of those methods alone and never a 
   torch-linear  plain causal linear attention: the textbook chunk form and its recurrence, in torch
   fla-gdn       flash-linear-attention's Triton kernels (chunk_gated_delta_rule, fused_recurrent_gated_delta_rule):
                 CUDA only, and Unsupported with one line where fla is not installed
+  hf-mamba2     transformers' torch paths of Mamba-2's SSD (mamba2_chunk_scan, mamba2_selective_state_update)
+  hf-kda        transformers' torch paths of Kimi Delta Attention (chunk_kimi_delta_attention,
+                recurrent_kimi_delta_attention); both called unwrapped (bench.linear.hf_ssm)
 
 Their `fn` is never a softmax call: bench.attention refuses them before calling it (sparsity_reason), and the fn
 itself raises Unsupported with the same line should anything reach it.
@@ -26,6 +29,8 @@ LINEAR_IMPLEMENTATIONS: dict[str, tuple[str, str]] = {
     "hf-gdn": ("hf-gdn-chunk", "hf-gdn-recurrent"),
     "torch-linear": ("torch-linear-chunk", "torch-linear-recurrent"),
     "fla-gdn": ("fla-gdn-chunk", "fla-gdn-recurrent"),
+    "hf-mamba2": ("hf-mamba2-chunk", "hf-mamba2-recurrent"),
+    "hf-kda": ("hf-kda-chunk", "hf-kda-recurrent"),
 }
 
 
@@ -41,4 +46,9 @@ LINEAR_BACKENDS: tuple[Backend, ...] = (
             "decode)", "tiled", "#b5cf6b", "2", backward=False, dense=False, linear=("linear",)),
     Backend("fla-gdn", linear_only, "gated DeltaNet through flash-linear-attention's Triton kernels (CUDA, the fla "
             "package)", "tiled", "#e7969c", "|", devices=("cuda",), backward=False, dense=False, linear=("gdn",)),
+    Backend("hf-mamba2", linear_only, "Mamba-2's SSD scan through transformers' torch paths (mamba2_chunk_scan "
+            "prefill, mamba2_selective_state_update decode)", "tiled", "#7b4173", "X", backward=False, dense=False,
+            linear=("mamba2",)),
+    Backend("hf-kda", linear_only, "Kimi Delta Attention through transformers' torch paths (chunked prefill and "
+            "recurrent decode)", "tiled", "#ce6dbd", "H", backward=False, dense=False, linear=("kda",)),
 )

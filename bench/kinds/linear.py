@@ -1,19 +1,21 @@
-"""Linear attention (bench.linear): gated DeltaNet or plain causal linear attention in place of softmax, swept beside
-the dense cases of the same batch, heads, head dim and lengths, so a report can say from which length it wins.
+"""Linear attention (bench.linear): gated DeltaNet, plain causal linear attention, Mamba-2's SSD or Kimi Delta
+Attention in place of softmax, swept beside the dense cases of the same batch, heads, head dim and lengths, so a
+report can say from which length it wins.
 
-A shape with a linear method (bench.problem.linear: its `linear` field, gdn:64 / linear:64) maps onto
-bench.linear.shape.LinearShape as value heads = n_heads (the output's), query/key heads = n_kv_heads (Qwen3-Next's
-grouping), d_k = d_v = head_dim, seq = seq_kv. Its phases:
+A shape with a linear method (bench.problem.linear: its `linear` field, gdn:64 / linear:64 / mamba2:64 / kda:64) maps
+onto bench.linear.shape.LinearShape as value heads = n_heads (the output's), query/key heads = n_kv_heads
+(Qwen3-Next's grouping; Mamba-2's B/C groups), d_k = d_v = head_dim, seq = seq_kv. Its phases:
   prefill  seq_q == seq_kv tokens through the chunked form (chunks of the field's C, which divides the length);
   decode   one recurrent step (seq_q = 1) from a float32 state; its cost does not depend on seq_kv, which names only
            the context the state summarises.
 The backends are the registry's whose `linear` trait lists the method (bench.backends.linear: hf-gdn, torch-linear,
-fla-gdn); each runs its own prefill or decode implementation of bench.linear.backends.
+fla-gdn, hf-mamba2, hf-kda); each runs its own prefill or decode implementation of bench.linear.backends.
 
 What the record holds (formulas of bench.linear.counts):
   flops           prefill: the chunked algorithm's products and gdn's triangular solves (chunk_flops +
                   chunk_solve_flops); decode: the recurrence's products for one token (recurrent_flops)
-  bytes           prefill: q, k, v, g, beta read, o written, the final float32 state written; decode: the state read
+  bytes           prefill: q, k, v, g, beta read, o written (token_bytes: mamba2 reads dt for g and beta, kda a g
+                  per key channel), the final float32 state written; decode: the state read
                   and written once plus the token's inputs and output (decode_bytes): a decode step's traffic is its
                   state, not a KV cache
   kv_cache_bytes  decode: the recurrent state's bytes (what a step reads in place of a KV cache)
@@ -42,13 +44,12 @@ from bench.kinds.axes import axis, words
 from bench.kinds.base import ReferenceCache
 from bench.kinds.expansion import Geometry, Kind, Point
 from bench.linear.counts import (
-    ELEMENT_BYTES,
-    GATE_BYTES,
     chunk_flops,
     chunk_solve_flops,
     decode_bytes,
     recurrent_flops,
     recurrent_state_bytes,
+    token_bytes,
 )
 from bench.linear.shape import LinearShape
 from bench.problem.case import Case
@@ -68,7 +69,7 @@ def linear_labels(text: str) -> tuple[str, ...]:
 
     out = tuple(parsed(Linear.parse, word).label for word in words(text))
     if not out:
-        raise ShapeError("--linear: give none or one or more of gdn[:C], linear[:C]")
+        raise ShapeError("--linear: give none or one or more of gdn[:C], linear[:C], mamba2[:C], kda[:C]")
     return out
 
 
@@ -122,9 +123,7 @@ def linear_bytes(shape: AttentionShape) -> int:
     ls = linear_shape(shape)
     if ls.phase == "decode":
         return decode_bytes(ls)
-    element = ELEMENT_BYTES[ls.dtype]
-    per_token = element * (2 * ls.k_heads * ls.d_k + 2 * ls.v_heads * ls.d_v + ls.v_heads) + GATE_BYTES * ls.v_heads
-    return ls.batch * ls.tokens * per_token + recurrent_state_bytes(ls)
+    return ls.batch * ls.tokens * token_bytes(ls) + recurrent_state_bytes(ls)
 
 
 def implementation(backend: str, phase: str) -> Callable[..., Any]:
@@ -205,16 +204,18 @@ class LinearKind(Kind):
         ls = linear_shape(shape)
         fn = implementation(case.backend, ls.phase)
         x = make_inputs(ls, case.device, seed=0)
+        start = None if x.state is None else x.state.clone()  # a step may update its state in place (hf-mamba2)
         t0 = time.perf_counter()
         with torch.no_grad():
-            out, state = fn(*x.tensors, state=x.state, chunk=ls.chunk)
+            out, state = fn(*x.tensors, state=x.state, chunk=ls.chunk, **x.params)
         sync(case.device)
         seconds = time.perf_counter() - t0
         tol = TOLERANCES[x.v.dtype]
         if tuple(out.shape) != (ls.batch, ls.tokens, ls.v_heads, ls.d_v):
             return Check(False, float("inf"), tol, tol), seconds
         ref_out, ref_state = references.get((self.name, shape, case.device),
-                                            lambda: reference_prefill(ls.method, *x.tensors, state=x.state))
+                                            lambda: reference_prefill(ls.method, *x.tensors, state=start,
+                                                                      **x.params))
         err = max(error(out, ref_out), error(state, ref_state))
         return Check(err <= tol, err, tol, tol), seconds
 
@@ -234,5 +235,5 @@ class LinearKind(Kind):
 
         def call() -> object:
             with torch.no_grad():
-                return fn(*x.tensors, state=x.state, chunk=ls.chunk)
+                return fn(*x.tensors, state=x.state, chunk=ls.chunk, **x.params)
         return call

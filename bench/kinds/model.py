@@ -36,8 +36,8 @@ LAYER_METHODS: dict[str, str] = {"deltanet": "gdn", "kda": "kda", "mamba2": "mam
 @dataclass(frozen=True)
 class ModelAxes:
     models: tuple[str, ...] | None = axis(None, "model-config", "config.json paths or preset names: sweep these "
-                                          "models' attention shapes (Hq, Hkv, D, mask per layer kind) and a hybrid's "
-                                          "linear layers instead of --heads/--kv-heads/--head-dim/--mask", words)
+                                          "models' attention shapes (Hq, Hkv, D, mask per layer kind) instead of "
+                                          "--heads/--kv-heads/--head-dim/--mask", words)
 
 
 def linear_sweep(cfg: Any) -> dict[str, Any] | None:
@@ -131,9 +131,10 @@ class ModelKind(Kind):
                 lines.append(f"{cfg.name}: {sweep['note']}")
                 continue
             note = f"; {sweep['note']}" if sweep["note"] else ""
+            keys = f"{sweep['n_kv_heads']} key head{'s' * (sweep['n_kv_heads'] != 1)}"
             lines.append(f"{cfg.name}: {sweep['layers']} {sweep['kind']} layers swept as {sweep['method']} at "
-                         f"{sweep['n_heads']} value heads over {sweep['n_kv_heads']} key heads, head dim "
-                         f"{sweep['head_dim']} (prefill lengths the chunk divides){note}")
+                         f"{sweep['n_heads']} value heads over {keys}, head dim {sweep['head_dim']} (prefill lengths "
+                         f"the chunk divides){note}")
         return lines
 
 

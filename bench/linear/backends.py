@@ -4,7 +4,8 @@ Signature: fn(q, k, v, g, beta, *, state=None, chunk=64) -> (o, state), with q, 
 v_heads, d_v), g and beta (B, T, v_heads), state (B, v_heads, d_k, d_v) float32 or None for zeros (layout and head
 grouping: bench.linear.shape; inputs: bench.linear.inputs). o is in v's dtype, the state float32. A prefill
 implementation runs T tokens in chunks of `chunk` (which divides T); a decode implementation runs the recurrence
-token by token (T = 1 for a decode step) and ignores `chunk`. The plain linear method ignores g and beta.
+token by token (T = 1 for a decode step) and ignores `chunk`. The plain linear method ignores g and beta. mamba2's
+implementations also take their per-head params (A, D: bench.linear.inputs) as keywords.
 torch and the libraries are imported on the first call, never at this module's import.
 
   hf-gdn-chunk      gated DeltaNet prefill: transformers' torch_chunk_gated_delta_rule (Qwen3-Next's torch path)
@@ -27,16 +28,10 @@ Q_c K_c^T is computed once per key head and shared by its group of value heads (
 them), the intra-chunk terms of all chunks in one batched matmul, the state carried chunk to chunk. float32
 throughout, like transformers' paths.
 
-Left out (not timed here; their methods are not gdn or linear, and each needs its own float64 recurrence in
-bench.linear.reference and its own inputs before it could be checked):
-  - Mamba-2's SSD (transformers.models.mamba2.modeling_mamba2.mamba2_chunk_scan with segment_sum; Mamba2Mixer's
-    forward calls it, where older transformers had it inline in a torch_forward method): a clean torch function
-    in this transformers (5.24), but a different recurrence:
-    scalar decay exp(dt * A) per head, input scaled by dt, B/C grouped like keys, a D skip, no delta rule;
-  - Kimi Delta Attention (transformers.models.kimi_linear: chunk_kimi_delta_attention,
-    recurrent_kimi_delta_attention): clean torch functions too, but its gate is per key channel (g of
-    B x T x H x d_k, a diagonal decay) rather than one scalar per head, so it takes other inputs; its chunk form
-    also builds the UT inverse in a Python loop over the chunk's rows.
+Mamba-2's SSD and Kimi Delta Attention (methods mamba2 and kda) are transformers' torch paths too, in
+bench.linear.hf_ssm (hf-mamba2-chunk, hf-mamba2-recurrent, hf-kda-chunk, hf-kda-recurrent), each checked against its
+own recurrence in bench.linear.reference; mamba2's per-head A and D come as keyword params (bench.linear.inputs),
+which the other implementations never receive.
 """
 
 from __future__ import annotations
@@ -48,6 +43,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from bench.backends.base import Unsupported
+from bench.linear.hf_ssm import hf_kda_chunk, hf_kda_recurrent, hf_mamba2_chunk, hf_mamba2_recurrent
 
 if TYPE_CHECKING:
     import torch
@@ -199,6 +195,11 @@ IMPLEMENTATIONS: tuple[LinearImpl, ...] = (
                ("cuda",)),
     LinearImpl("fla-gdn-recurrent", "gdn", "decode", fla_gdn_recurrent,
                "flash-linear-attention's fused_recurrent_gated_delta_rule", ("cuda",)),
+    LinearImpl("hf-mamba2-chunk", "mamba2", "prefill", hf_mamba2_chunk, "transformers' mamba2_chunk_scan"),
+    LinearImpl("hf-mamba2-recurrent", "mamba2", "decode", hf_mamba2_recurrent,
+               "transformers' mamba2_selective_state_update"),
+    LinearImpl("hf-kda-chunk", "kda", "prefill", hf_kda_chunk, "transformers' chunk_kimi_delta_attention"),
+    LinearImpl("hf-kda-recurrent", "kda", "decode", hf_kda_recurrent, "transformers' recurrent_kimi_delta_attention"),
 )
 
 

@@ -9,7 +9,11 @@ q, k (B, T, k_heads, d_k), v (B, T, v_heads, d_v), g and beta (B, T, v_heads), t
 
 Methods (bench.linear.reference states each recurrence):
   gdn     gated DeltaNet (Yang et al., "Gated Delta Networks"), as Qwen3-Next runs it;
-  linear  plain causal linear attention: no gate, no delta rule, no normalisation.
+  linear  plain causal linear attention: no gate, no delta rule, no normalisation;
+  mamba2  Mamba-2's SSD (Dao and Gu, "Transformers are SSMs"): q is C, k is B (n_groups heads of d_state = d_k), v is
+          x (the value heads, of d_head = d_v), the state per value head d_state x d_head (transposed from
+          transformers' d_head x d_state), g the log decay dt A and beta the step dt (bench.linear.inputs);
+  kda     Kimi Delta Attention (Kimi Linear): gated DeltaNet with g per key channel, (B, T, v_heads, d_k).
 Phases: a prefill of `seq` tokens, run in chunks of `chunk` tokens (64 by default, flash-linear-attention's chunk),
 which must divide `seq` (the chunked FLOP count is of whole chunks, and padding a tail would time work no model
 asks for); or one decode step after a context of `seq` tokens, which reads only the state (any `seq` goes).
@@ -22,9 +26,9 @@ from typing import Literal
 
 from bench.problem.shapes import DTYPE_ATTRS, ShapeError
 
-Method = Literal["gdn", "linear"]
+Method = Literal["gdn", "linear", "mamba2", "kda"]
 Phase = Literal["prefill", "decode"]
-METHODS: tuple[str, ...] = ("gdn", "linear")
+METHODS: tuple[str, ...] = ("gdn", "linear", "mamba2", "kda")
 PHASES: tuple[str, ...] = ("prefill", "decode")
 DEFAULT_CHUNK = 64  # flash-linear-attention's chunk size, and transformers' default
 

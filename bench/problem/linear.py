@@ -4,6 +4,8 @@ prefill runs in, as one value a case carries (the `linear` column; bench.linear 
   none       softmax attention: every other kind of case (its case ids carry no linear field)
   gdn[:C]    gated DeltaNet (Qwen3-Next's), its prefill in chunks of C tokens (C: 64, fla's chunk, when left out)
   linear[:C] plain causal linear attention (no gate, no delta rule), likewise
+  mamba2[:C] Mamba-2's SSD scan (scalar decay per head, B/C shared by a group of heads, a D skip), likewise
+  kda[:C]    Kimi Delta Attention (gated DeltaNet with a per-channel decay), likewise
 C is a positive power of two. A linear shape's heads map onto bench.linear.shape.LinearShape as value heads =
 n_heads (the output's heads) and query/key heads = n_kv_heads (Qwen3-Next's grouping: fewer q/k heads than value
 heads), d_k = d_v = head_dim. Its prefill (seq_q == seq_kv) runs the chunked form over seq_q tokens, so C must
@@ -18,7 +20,8 @@ from dataclasses import dataclass
 
 from bench.errors import InputError
 
-LINEAR_METHODS: tuple[str, ...] = ("gdn", "linear")  # bench.linear.shape.METHODS; what a backend's `linear` lists
+# bench.linear.shape.METHODS; what a backend's `linear` lists
+LINEAR_METHODS: tuple[str, ...] = ("gdn", "linear", "mamba2", "kda")
 DEFAULT_LINEAR_CHUNK = 64  # flash-linear-attention's chunk size
 
 
