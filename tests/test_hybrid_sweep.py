@@ -13,7 +13,7 @@ from bench.kinds.linear import ModelLinearGeometry
 from bench.kinds.model import ModelKind, linear_sweep, model_geometries
 from bench.models.config import model_facts
 from bench.models.config_json import load_config
-from bench.report.sections.models import stack_rows
+from bench.report.sections.models import stack_blocks, stack_rows
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "configs"
 QWEN = "qwen3-next-80b-a3b"
@@ -95,3 +95,14 @@ def test_the_stack_cost_is_each_kinds_layers_times_its_best_step():
     # without a linear case the total is left out rather than understated
     (partial,) = stack_rows(facts, df[df["linear"] == "none"])
     assert partial["total_s"] is None and "deltanet" not in partial["kinds"]
+
+
+def test_the_stack_table_renders_one_row_per_decode_point_with_each_kinds_share():
+    facts = ModelKind().facts([sweeps.Sweep(models=(QWEN,))])["models"][QWEN]
+    df = _frame([{"backend": "sdpa", "median_s": 4e-4}, {"backend": "hf-gdn", "linear": "gdn:64", "median_s": 2e-4}])
+    para, table = stack_blocks(facts, df)
+    assert "gdn:64 at 32 value heads over 16 key heads, head dim 128" in para.text
+    assert table.headers == ["dtype", "shape", "full layers", "deltanet layers", "stack, per token"]
+    (row,) = table.rows
+    assert row[2] == "12 × 200 µs (sdpa) = 2.4 ms, 40%" and row[3] == "36 × 100 µs (hf-gdn) = 3.6 ms, 60%"
+    assert stack_blocks(model_facts(load_config("llama-3-8b"), ("bf16",)), df) == []  # no hybrid, no table

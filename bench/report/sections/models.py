@@ -149,10 +149,11 @@ def stack_blocks(facts: dict, df: pd.DataFrame) -> list[Block]:
         return f"{c['layers']} × {fmt_seconds(c['step_s'])} ({c['backend']}) = {fmt_seconds(c['cost_s'])}{share}"
 
     sweep = facts["linear_sweep"]
+    keys = f"{sweep['n_kv_heads']} key head{'s' * (sweep['n_kv_heads'] != 1)}"
     note = f" ({sweep['note']})" if sweep.get("note") else ""
     return [Para(f"Decode cost per token of the whole stack by layer kind: each kind's layers × its best measured "
                  f"decode step per token (the backend named), summed; the {sweep['kind']} layers ran as "
-                 f"{sweep['method']} at {sweep['n_heads']} value heads over {sweep['n_kv_heads']} key heads, head dim "
+                 f"{sweep['method']} at {sweep['n_heads']} value heads over {keys}, head dim "
                  f"{sweep['head_dim']}{note}. Projections, MLPs and the short convolution are not counted."),
             Table(["dtype", "shape", *[f"{k} layers" for k in kinds], "stack, per token"],
                   [[r["dtype"], f"B={r['batch']} Sq={r['seq_q']} KV={r['seq_kv']:,}", *[cell(r, k) for k in kinds],
