@@ -14,6 +14,8 @@ packed work (the (query, key) pairs a causal mask leaves, as bench.problem.masks
 packed and varlen layouts compute)
 and padded work (every row at the step's longest: what a padded layout computes); the difference is stated. That is
 work, not time: bench.traces.sample times real steps to check the buckets in time.
+Two schedules of one trace (with a prefix cache and without) share one set of buckets (shared_buckets), each weighing
+them by its own steps.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import math
 from dataclasses import dataclass, field
 
 from bench.problem.masks import CAUSAL
-from bench.problem.shapes import rows_label
+from bench.problem.shapes import parse_rows, rows_label
 from bench.traces.schedule import Step
 
 MAX_BUCKETS = 24  # per phase: two Azure traces x 2 phases x 24 x 4 CPU backends stays a few hundred cases
@@ -62,11 +64,16 @@ class Bucket:
     longest_q: int = 0  # prefill: sum over steps of the step's most queries of a row
     packed: float = 0.0  # work models over the real steps
     padded: float = 0.0
+    # decode: sums over steps of the rows sharing a prefix with another row, of the largest such group's rows and of
+    # its prefix in tokens (Step.shared_*: what a cascade pricing would read; 0 for a trace without block hashes)
+    shared_rows: int = 0
+    shared_group: int = 0
+    shared_prefix: int = 0
     lengths: str = field(default="", compare=False)  # the representative batch, once made
 
     def add(self, other: Bucket) -> None:
         for name in ("steps", "rows", "q_tokens", "kv_tokens", "spread", "longest", "longest_q", "packed",
-                     "padded"):
+                     "padded", "shared_rows", "shared_group", "shared_prefix"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
     def groups(self) -> list[tuple[int, int, int]]:
@@ -112,8 +119,9 @@ class Bucket:
         return [(count, q, k) for (q, k), count in sorted(groups.items())]
 
     def work(self) -> tuple[float, float]:
-        """(packed, padded) work of the representative batch, once."""
-        groups = self.groups()
+        """(packed, padded) work of the representative batch (its lengths once made, which may be another
+        schedule's: shared_buckets), once."""
+        groups = parse_rows(self.lengths) if self.lengths else self.groups()
         packed = sum(n * visible(q, k) for n, q, k in groups)
         rows = sum(n for n, _, _ in groups)
         return packed, rows * visible(max(q for _, q, _ in groups), max(k for _, _, k in groups))
@@ -135,12 +143,12 @@ def add_step(found: Sums, step: Step) -> None:
             most_q, most_kv = max(most_q, a), max(most_kv, b)
             packed += visible(a, b)
         _add(found, ("prefill", prefill_key(q, kv, rows)),
-             (1, rows, q, kv, 0.0, most_kv, most_q, float(packed), float(rows * visible(most_q, most_kv))))
+             (1, rows, q, kv, 0.0, most_kv, most_q, float(packed), float(rows * visible(most_q, most_kv)), 0, 0, 0))
     if step.decode_rows:
         n, total = step.decode_rows, step.decode_kv_sum
         _add(found, ("decode", decode_key(n, total)),
              (1, n, n, total, step.decode_kv_sumsq - total * total / n, step.decode_kv_max, 0, float(total),
-              float(n * step.decode_kv_max)))
+              float(n * step.decode_kv_max), step.shared_rows, step.shared_group, step.shared_prefix))
 
 
 def _add(found: Sums, key: tuple[str, tuple[int, ...]], values: tuple[float, ...]) -> None:
@@ -166,6 +174,31 @@ def merge(buckets: dict[tuple[str, tuple[int, ...]], Bucket], max_buckets: int =
             b.lengths = rows_label(b.groups())
         out += sorted(kept, key=lambda b: b.key)
     return out
+
+
+def shared_buckets(found: Sums, other: Sums, max_buckets: int = MAX_BUCKETS) -> tuple[list[Bucket], list[Bucket]]:
+    """One set of buckets for two schedules of one trace (with a prefix cache and without: bench.traces.replay), so
+    that both are priced with the same measured batches and their difference is the schedules', not the noise between
+    two nearly equal batches timed apart. The buckets are merge's over the two schedules' halves together (their
+    representative batches made from both); then each schedule's own halves are summed into them by merge's rule (its
+    own bucket if kept, else the nearest kept one). Returns each schedule's buckets, in the same order and with the
+    same lengths; a bucket one schedule never falls in has 0 steps there."""
+    union: Sums = {}
+    for sums in (found, other):
+        for key, values in sums.items():
+            have = union.get(key)
+            union[key] = list(values) if have is None else [a + b for a, b in zip(have, values, strict=True)]
+    kept = merge(buckets_of(union), max_buckets)
+
+    def own(sums: Sums) -> list[Bucket]:
+        out = {(b.phase, b.key): Bucket(b.phase, b.key, lengths=b.lengths) for b in kept}
+        for (phase, key), b in buckets_of(sums).items():
+            target = (phase, key) if (phase, key) in out else \
+                (phase, nearest([k for k in kept if k.phase == phase], key).key)
+            out[target].add(b)
+        return [out[(b.phase, b.key)] for b in kept]
+
+    return own(found), own(other)
 
 
 def nearest(kept: list[Bucket], key: tuple[int, ...]) -> Bucket:

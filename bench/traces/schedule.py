@@ -10,6 +10,12 @@ timings would make the schedule depend on the backend measured); an idle server 
 preemption and no KV-capacity limit: every admitted request runs to its end. The same trace and knobs always give
 the same steps.
 
+A prefix cache (knobs.prefix_cache blocks; None: none) serves requests that carry block hashes (bench.traces.cache has
+its rules): a request's leading blocks found when it is admitted are not prefilled again, so its first chunk starts
+after them and attends over them (the chunk's queries are its uncached tokens, its keys the whole context so far);
+its blocks enter the cache when its prefill completes. Each step also says how many of its decode rows share a
+prefix (bench.traces.cache.Sharing): what a cascade kernel could serve once.
+
 Decode rows are kept as sums, not a list: request i decoding at step t has t + c_i keys (c_i fixed when its prompt
 ends), so the rows' count, sum, sum of squares and maximum follow from n, sum c, sum c^2 and max c, in O(1) a step
 (a lazy heap for the maximum, rebuilt from the live rows when the finished ones outnumber them). Scheduling a
@@ -26,7 +32,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 
 from bench.errors import UsageError
-from bench.traces.requests import Request
+from bench.traces.cache import CacheStats, PrefixCache, Sharing
+from bench.traces.rows import Request
 
 # vLLM V1's `vllm serve` defaults on GPUs below the H100 class: 2,048 batched tokens, 256 sequences; 16-token pages
 MAX_BATCH_TOKENS, MAX_SEQS, PAGE_SIZE = 2048, 256, 16
@@ -35,13 +42,14 @@ STEP_MS = 25.0  # a mid-size model's step on one GPU at a few dozen sequences: t
 
 @dataclass(frozen=True)
 class Knobs:
-    """The server's settings that shape its steps (the --max-batch-tokens, --max-seqs, --prefill-chunk and
-    --step-ms options)."""
+    """The server's settings that shape its steps (the --max-batch-tokens, --max-seqs, --prefill-chunk, --step-ms
+    and --prefix-cache options)."""
 
     max_batch_tokens: int = MAX_BATCH_TOKENS
     max_seqs: int = MAX_SEQS
     prefill_chunk: int | None = None
     step_ms: float = STEP_MS
+    prefix_cache: int | None = None  # blocks the prefix cache holds; None: no cache
 
     def __post_init__(self) -> None:
         for name in ("max_batch_tokens", "max_seqs"):
@@ -54,12 +62,17 @@ class Knobs:
             raise UsageError(f"--prefill-chunk {self.prefill_chunk} must be at least 1")
         if not self.step_ms > 0:
             raise UsageError(f"--step-ms {self.step_ms} must be positive")
+        if self.prefix_cache is not None and self.prefix_cache < 1:
+            raise UsageError(f"--prefix-cache {self.prefix_cache}: a cache must hold at least 1 block; give none for "
+                             "no cache")
 
 
 @dataclass(frozen=True)
 class Step:
     """One scheduled step: its prefill rows (queries, keys) and its decode rows as sums (and one by one, sorted,
-    where the caller asked for them; not part of the step's identity)."""
+    where the caller asked for them), and how its decode rows share prefixes (bench.traces.cache.Sharing: rows that
+    share one with another row, the largest group's rows and its prefix in tokens); neither is part of the step's
+    identity."""
 
     prefill: tuple[tuple[int, int], ...]
     decode_rows: int = 0
@@ -67,12 +80,15 @@ class Step:
     decode_kv_sumsq: int = 0
     decode_kv_max: int = 0
     decode_kv: tuple[int, ...] = field(default=(), compare=False)
+    shared_rows: int = field(default=0, compare=False)
+    shared_group: int = field(default=0, compare=False)
+    shared_prefix: int = field(default=0, compare=False)
 
 
 @dataclass
 class _Prefilling:
     request: Request
-    done: int = 0  # prompt tokens already prefilled
+    done: int = 0  # prompt tokens already prefilled, or found in the prefix cache when admitted
 
 
 class _Decoding:
@@ -129,10 +145,13 @@ def _chunk(p: _Prefilling, budget: int, cap: int | None, rows: list[tuple[int, i
 
 
 def schedule(requests: Iterable[Request], knobs: Knobs | None = None,
-             explicit: Callable[[Step], bool] | None = None) -> Iterator[Step]:
+             explicit: Callable[[Step], bool] | None = None, stats: CacheStats | None = None) -> Iterator[Step]:
     """The steps that serve `requests` (in arrival order) under `knobs` (vLLM-like defaults), one at a time; each step
-    is offered to `explicit` (when given), and one it answers True for carries its decode rows' keys (decode_kv)."""
+    is offered to `explicit` (when given), and one it answers True for carries its decode rows' keys (decode_kv).
+    With a prefix cache, what it did is added up in `stats` (when given)."""
     knobs = knobs or Knobs()
+    cache = PrefixCache(knobs.prefix_cache, stats) if knobs.prefix_cache else None
+    sharing = Sharing()
     pending = iter(requests)
     upcoming = next(pending, None)
     waiting: deque[Request] = deque()
@@ -163,18 +182,23 @@ def schedule(requests: Iterable[Request], knobs: Knobs | None = None,
                 break
             budget -= _chunk(p, budget, knobs.prefill_chunk, rows)
         while waiting and budget > 0 and seqs + admitted < knobs.max_seqs:
-            p = _Prefilling(waiting.popleft())
+            r = waiting.popleft()
+            p = _Prefilling(r, cache.lookup(r) if cache else 0)
             prefilling.append(p)
             admitted += 1
             budget -= _chunk(p, budget, knobs.prefill_chunk, rows)
         ended = [p for p in prefilling if p.done == p.request.prompt]
-        step = Step(tuple(rows), n, kv_sum, kv_sumsq, kv_max)
+        step = Step(tuple(rows), n, kv_sum, kv_sumsq, kv_max, (), *sharing.now())
         if explicit is not None and explicit(step) and n:  # rows one by one only where asked: O(n) a step
             step = replace(step, decode_kv=decoding.keys(t))
         yield step
         decoding.finish(t)
+        sharing.finish(t)
         for p in ended:  # its first token came out of this step: decode steps t+1 .. t+output-1, prompt + j keys
             prefilling.remove(p)
+            if cache:
+                cache.use(p.request.blocks)
             if p.request.output > 1:
                 decoding.add(p.request.prompt - t, t + p.request.output - 1)
+                sharing.add(p.request, t + p.request.output - 1)
         t += 1
