@@ -2,7 +2,9 @@
 axes, its steps bucketed, and every bucket timed as a serving batch (bench.kinds.serving) after the grid's cases,
 at each head geometry, dtype and causal mask; then the trace's sampled real steps, written out, that the report
 checks the buckets' estimate against. A run records each trace's schedule and weighted buckets (`workloads`), so
-the report needs no trace file, and `bench run --plan` says each schedule first.
+the report needs no trace file, and `bench run --plan` says each schedule first. With --prefix-cache BLOCKS, a trace
+with block hashes is scheduled with the cache and without it (bench.traces.replay), and the buckets of both are timed,
+so the report prices the trace's attention both ways.
 """
 
 from __future__ import annotations
@@ -21,6 +23,17 @@ from bench.traces.buckets import MAX_BUCKETS
 from bench.traces.schedule import MAX_BATCH_TOKENS, MAX_SEQS, PAGE_SIZE, STEP_MS, Knobs
 
 
+def cache_blocks(text: str) -> int | None:
+    """--prefix-cache: a capacity in blocks (>= 1), or 'none'/'off' for no cache; 0 is refused (a cache of nothing is
+    not a way to say none)."""
+    if text.strip().lower() in ("none", "off"):
+        return None
+    n = one_int(text)
+    if n < 1:
+        raise UsageError(f"{n} blocks cannot hold a prefix; give a capacity of at least 1 block, or none for no cache")
+    return n
+
+
 def _workload_check(name: str) -> None:
     from bench.traces.requests import source_path
 
@@ -30,8 +43,10 @@ def _workload_check(name: str) -> None:
 @dataclass(frozen=True)
 class TraceAxes:
     workloads: tuple[str, ...] | None = axis(None, "workload", "request traces to replay: azure-conv, azure-code "
-                                             "(shipped slices of Azure's LLM inference traces), or files (Azure CSV, "
-                                             "CSV/JSONL of prompt_tokens,output_tokens[,arrival_s], flashinfer-trace "
+                                             "(shipped slices of Azure's LLM inference traces), mooncake-conv, "
+                                             "mooncake-synthetic (Mooncake's, with prefix block hashes), or files "
+                                             "(Azure CSV, CSV/JSONL of prompt_tokens,output_tokens[,arrival_s], "
+                                             "Mooncake or Qwen-Bailian JSONL, BurstGPT CSV, flashinfer-trace "
                                              "workload JSONL); each is scheduled into server steps, bucketed, and "
                                              "every bucket timed (see bench.traces)", words, check=_workload_check)
     max_batch_tokens: int = axis(MAX_BATCH_TOKENS, "max-batch-tokens", "--workload: the server's token budget per "
@@ -43,6 +58,10 @@ class TraceAxes:
                                      one_int_or_none)
     step_ms: float = axis(STEP_MS, "step-ms", f"--workload: the server's step time, the clock requests arrive on "
                           f"(default {STEP_MS:g})", seconds)
+    prefix_cache: int | None = axis(None, "prefix-cache", "--workload: the server's prefix cache, in blocks of the "
+                                    "trace's hashes (Mooncake 512 tokens, Bailian 16), least recently used evicted; "
+                                    "a trace with block hashes is then replayed with and without it (default none: "
+                                    "no cache; 0 is refused)", cache_blocks)
     max_buckets: int = axis(MAX_BUCKETS, "buckets", f"--workload: representative batches per phase (default "
                             f"{MAX_BUCKETS}); more buckets, less bucketing error, more cases", one_int)
 
@@ -58,8 +77,8 @@ def replayed(parts: list[Any]) -> dict[str, Any]:
 
 
 def knobs(sweep: Any) -> Knobs:
-    """The replayed server's knobs (--max-batch-tokens, --max-seqs, --prefill-chunk, --step-ms)."""
-    return Knobs(sweep.max_batch_tokens, sweep.max_seqs, sweep.prefill_chunk, sweep.step_ms)
+    """The replayed server's knobs (--max-batch-tokens, --max-seqs, --prefill-chunk, --step-ms, --prefix-cache)."""
+    return Knobs(sweep.max_batch_tokens, sweep.max_seqs, sweep.prefill_chunk, sweep.step_ms, sweep.prefix_cache)
 
 
 def trace_page_size(sweep: Any) -> int | None:
@@ -89,12 +108,15 @@ def trace_cases(sweep: Any, device: str, geometries: list[Geometry]) -> list[Cas
     for name in sweep.workloads:
         played = replay(name, knobs(sweep), sweep.max_buckets)
         halves = [(c.prefill and ("prefill", c.prefill), c.decode and ("decode", c.decode)) for c in played.checks]
+        buckets = [(b.phase, b.lengths) for b in played.buckets]
+        buckets += dict.fromkeys((b.phase, b.lengths) for b in (played.without.buckets if played.without else ())
+                                 if (b.phase, b.lengths) not in buckets)
         for g in geometries:
             for dtype, mask_text in itertools.product(sweep.dtypes, g.masks):
                 mask = case_mask(mask_text)
                 if g.is_mla or not mask.causal or mask.variants:
                     continue  # a server decodes causally; MLA and chunk masks take no serving batch
-                for batches, phase, lengths in [(out, b.phase, b.lengths) for b in played.buckets] + \
+                for batches, phase, lengths in [(out, *b) for b in buckets] + \
                         [(checks, *half) for pair in halves for half in pair if half]:
                     groups = parse_rows(lengths)
                     serving = ServingBatch(lengths, page if phase == "decode" else None)

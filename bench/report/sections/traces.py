@@ -1,6 +1,8 @@
 """The traces section (`--workload` runs): per replayed trace, what it was and how it was scheduled, each backend's
 time to serve it, the buckets that dominate the winner's time, and the grid's winner beside the trace's
-(bench.report.traces)."""
+(bench.report.traces). A run with a prefix cache (--prefix-cache) also gets, per trace with block hashes, the cache's
+hit rate and each backend's attention time with the cache and without it: the same measured buckets' times weighed by
+each schedule's steps (bench.traces.replay keeps both)."""
 
 from __future__ import annotations
 
@@ -34,6 +36,49 @@ def _step_mix(w: dict) -> str:
             f"decode rows{shapes}")
 
 
+def _reuse(w: dict) -> str:
+    """' 120 rows skipped (failed (0 response tokens)). 7,244 decode steps have rows sharing a prefix.' ("" if none)."""
+    said = [f" {n:,} rows skipped ({why})." for why, n in (w.get("skipped") or {}).items()]
+    if w.get("block_requests"):
+        said.append(f" {w['block_requests']:,} requests carry prompt block hashes; {w.get('shared_steps', 0):,} decode "
+                    "steps have rows sharing a prefix (what a cascade kernel could read once).")
+    return "".join(said)
+
+
+def cache_blocks(df: pd.DataFrame, name: str, w: dict, mine: pd.DataFrame) -> list[Block]:
+    """The prefix cache's hit rate, and each backend's attention time with it and without it (nothing when the run
+    had no cache)."""
+    c = w.get("prefix_cache")
+    if not c:
+        return []
+    said = (f"Prefix cache of {c['capacity']:,} blocks, least recently used evicted: {100 * c['hit_rate']:.1f}% of the "
+            f"prompt tokens were cached ({c['cached_tokens']:,} of {c['prompt_tokens']:,}; {c['block_hits']:,} of "
+            f"{c['blocks']:,} blocks hit, {c['evictions']:,} evicted).")
+    without = c.get("without")
+    if not without:
+        return [Para(said + " The trace has no block hashes, so the cache cannot hit and the schedule is the same.")]
+    alone = {name: w | {"buckets": without["buckets"], "checks": []}}
+    bare = traces.serve_table(df, alone)
+    bare = bare[bare["workload"] == name] if not bare.empty else bare
+    rows, best = [], {}
+    for _, r in mine.iterrows():
+        other = bare[(bare["backend"] == r["backend"]) & (bare[traces.GEOMETRY] == r[traces.GEOMETRY]).all(axis=1)] \
+            if not bare.empty else bare
+        off = other.iloc[0] if not other.empty else None
+        on_s = r["served_s"] if r["complete"] else float("nan")
+        off_s = off["served_s"] if off is not None and off["complete"] else float("nan")
+        for key, value in (("with", on_s), ("without", off_s)):
+            if pd.notna(value) and (key not in best or value < best[key][1]):
+                best[key] = (r["backend"], value)
+        rows.append([r["backend"], _long(on_s) if pd.notna(on_s) else "incomplete",
+                     _long(off_s) if pd.notna(off_s) else "incomplete",
+                     f"{100 * (1 - on_s / off_s):.1f}%" if pd.notna(on_s) and pd.notna(off_s) and off_s else "—"])
+    wins = "; ".join(f"{key} the cache {best[key][0]} is fastest ({_long(best[key][1])})" for key in ("with", "without")
+                     if key in best)
+    return [Para(f"{said} Scheduled without it: {without['steps']:,} steps against {w.get('steps', 0):,}; {wins}."),
+            Table(["backend", "attention time with the cache", "without", "saved"], rows)]
+
+
 def section(df: pd.DataFrame, run: RunInfo, report: Report) -> list[Block] | None:
     """None for a run without replayed traces; the heading is the section's own, the same for every run."""
     workloads = run.meta.workloads or {}
@@ -56,7 +101,8 @@ def section(df: pd.DataFrame, run: RunInfo, report: Report) -> list[Block] | Non
                      f"{w.get('page_size') or 'contiguous'}): {w.get('steps', 0):,} steps{_step_mix(w)}. Each step's "
                      f"prefill half and decode half fall in {len(w.get('buckets') or [])} buckets; their batches "
                      f"change the trace's attention work by {100 * err.get('packed', 0):+.1f}% counted as packed "
-                     f"pairs and {100 * err.get('padded', 0):+.1f}% as padded ones (the bucketing's error).")]
+                     f"pairs and {100 * err.get('padded', 0):+.1f}% as padded ones (the bucketing's error)."
+                     + _reuse(w))]
         rows = []
         for _, r in mine.iterrows():
             total = r["prefill_s"] + r["decode_s"]
@@ -68,6 +114,7 @@ def section(df: pd.DataFrame, run: RunInfo, report: Report) -> list[Block] | Non
                          f"{r['tokens_per_s']:,.0f}" if r["complete"] else "—", *fast])
         out.append(Table(["backend", "buckets run", "time to serve", "prefill share", "tokens / s of attention",
                           *[f"fast_{p:g}" for p in traces.FAST_P]], rows))
+        out += cache_blocks(df, name, w, mine)
         complete = mine[mine["complete"]]
         if complete.empty:
             continue
