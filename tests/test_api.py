@@ -46,4 +46,5 @@ def test_cuda_only_kernels_are_unsupported_on_cpu_with_reason():
 def test_public_names():
     assert set(bench.BACKENDS) == {"naive", "sdpa", "sdpa-math", "sdpa-flash", "sdpa-efficient", "sdpa-cudnn",
                                    "flex", "flash-attn", "topk-gather", "hf-eager", "hf-sdpa", "hf-flex",
-                                   "hf-gdn", "torch-linear", "fla-gdn", "hf-mamba2", "hf-kda"}
+                                   "hf-gdn", "torch-linear", "fla-gdn", "hf-mamba2", "hf-kda", "cascade-naive",
+                                   "cascade-sdpa", "cascade-flex", "flashinfer-cascade"}

@@ -178,6 +178,12 @@ def _linear_world(c: Case, holds: bool) -> dict:
     return _timed(c, 2e-4 if holds else 2 * dense)
 
 
+def _cascade_world(c: Case, holds: bool) -> dict:
+    # a plain step as its bytes; the cascade's at half the best plain step's (holds) or twice it
+    plain = 1e-3 * c.shape.batch * c.shape.seq_kv / 1024
+    return _timed(c, plain * ((0.5 if holds else 2.0) if get_backend(c.backend).cascade else 1.0))
+
+
 WORLDS: dict[str, tuple[Callable[[Case, bool], dict], str]] = {
     "heads": (_heads, f"time across head counts within {HEADS_TOLERANCE}× (holds) or growing with Hq"),
     "memory": (_memory, "the fused kernel's peak memory as S and the naive one's as S² (holds), or the other way"),
@@ -193,6 +199,7 @@ WORLDS: dict[str, tuple[Callable[[Case, bool], dict], str]] = {
     "wrapper": (_wrapper, f"transformers' path 1.05× the kernel it calls (within {WRAPPER_WITHIN}×) or 2×"),
     "linear": (_linear_world, "linear prefill at half the dense kernel's time (holds) or twice it"),
     "linear-decode": (_linear_world, "a linear decode step flat over KV (holds) or growing as dense's"),
+    "cascade": (_cascade_world, "the cascade's decode step half the best plain step's at every (P, B) or twice it"),
 }
 
 

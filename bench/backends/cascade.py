@@ -39,15 +39,15 @@ def cascade_only(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, mask: Any
 
 CASCADE_BACKENDS: tuple[Backend, ...] = (
     Backend("cascade-naive", cascade_only, "cascade attention of a shared-prefix batch: the textbook formula for the "
-            "prefix (once) and each suffix, merged by log-sum-exp", "materialising", "#843c39", "<", backward=False,
+            "prefix (once) and each suffix, merged by log-sum-exp", "materialising", "#a55194", "<", backward=False,
             dense=False, cascade=True),
     Backend("cascade-sdpa", cascade_only, "cascade attention through torch's CPU flash kernel (its log-sum-exp), "
-            "prefix once, suffixes apart", "tiled", "#393b79", ">", devices=("cpu",), backward=False, dense=False,
+            "prefix once, suffixes apart", "tiled", "#5254a3", ">", devices=("cpu",), backward=False, dense=False,
             cascade=True),
     Backend("cascade-flex", cascade_only, "cascade attention through compiled FlexAttention (return_aux lse), prefix "
-            "once, suffixes apart", "tiled", "#637939", "d", compiles=True, backward=False, dense=False,
+            "once, suffixes apart", "tiled", "#8ca252", "d", compiles=True, backward=False, dense=False,
             cascade=True),
     Backend("flashinfer-cascade", cascade_only, "FlashInfer's MultiLevelCascadeAttentionWrapper (CUDA, the "
-            "flashinfer package)", "tiled", "#bd9e39", "8", devices=("cuda",), dtypes=("bf16", "fp16"),
+            "flashinfer package)", "tiled", "#d6616b", "8", devices=("cuda",), dtypes=("bf16", "fp16"),
             backward=False, dense=False, cascade=True),
 )
