@@ -326,8 +326,9 @@ def attention_shapes(cfg: ModelConfig) -> list[AttentionKind]:
     """One entry per attention layer kind present (full first). MLA is given in its prefill form, K and V decompressed
     per head: Hkv = num_key_value_heads, head_dim = qk_nope_head_dim + qk_rope_head_dim (a model sweep adds the
     latent dims and v_head_dim from the config: bench.kinds.model, into bench.kinds.expansion's Geometry). A
-    hybrid's linear layers (gated DeltaNet, Mamba, ...) are not attention of any kind here and are not swept yet: only
-    its attention layers' shapes are given (none for a model whose every layer is linear)."""
+    hybrid's linear layers (gated DeltaNet, Mamba, ...) are not attention of any kind here: only its attention layers'
+    shapes are given (none for a model whose every layer is linear); bench.kinds.model sweeps the linear layers as
+    linear cases of their method."""
     if cfg.n_heads is None:
         raise ConfigError(f"{cfg.name}: the number of query heads is unknown, so its attention shape is too")
     return [AttentionKind(kind, cfg.layer_kinds.count(kind), cfg.n_heads, cfg.n_kv_heads, cfg.head_dim,
