@@ -35,7 +35,11 @@ def section(df: pd.DataFrame, run: RunInfo, report: Report) -> list[Block] | Non
     memory = run.env.get("device_memory_bytes")
     out: list[Block] = []
     linear = df["linear"].fillna("none") != "none" if "linear" in df else pd.Series(False, index=df.index)
-    for m in model_summary(run.models, df[~linear], memory if isinstance(memory, (int, float)) else None):
+    summaries = model_summary(run.models, df[~linear], memory if isinstance(memory, (int, float)) else None)
+    for name, facts in run.models.items():  # a model whose every layer is linear has no attention case to summarise
+        if name not in {m["model"] for m in summaries} and (stack := stack_blocks(facts, df[df["model"] == name])):
+            out += [Heading(f"Model: {name}", 3), *stack]
+    for m in summaries:
         facts = m["facts"]
         layers = facts.get("layers") or {}
         kinds = [k for k in ("full", "sliding") if layers.get(k)]
