@@ -118,7 +118,7 @@ PROFILES: dict[str, dict[str, Sweep]] = {
                                     dtypes=("fp32",), masks=("causal",), phases=("decode",), decode_q=(1,),
                                     decode_kv=(1024, 4096, 16384, 32768), linears=LINEAR_METHODS,
                                     case_budget_s=0.2),)),
-        # shared-prefix batches (about ten minutes on 2 cores): decode P x B, then the suffixes' prefill
+        # shared-prefix batches (5 minutes on a loaded 2-core machine): decode P x B, then the suffixes' prefill
         "prefix": Sweep(backends=PREFIX_CPU, heads=(8,), kv_heads=(2,), head_dims=(64,), dtypes=("fp32",),
                         masks=("causal",), phases=("decode",), decode_q=(1,), prefixes=(512, 2048, 8192, 16384),
                         suffixes=(128,), batches=(1, 4, 16, 32), case_budget_s=0.3,

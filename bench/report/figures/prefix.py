@@ -52,8 +52,10 @@ def prefix_decode(df: pd.DataFrame) -> Figure | None:
     speed_ax.axhline(1 / CASCADE_BEATS, color="black", lw=1, ls=":")
     speed_ax.set_ylabel("best plain step / cascade step (×)")
     speed_ax.set_title("cascade's speedup (above 1: cascade faster)")
-    cascade_names = ", ".join(sorted(best["backend"].unique()))
-    plain_names = ", ".join(sorted(best["plain_backend"].unique()))
+    def named(names: list[str]) -> str:  # each point is the fastest of these: say so where there are several
+        return names[0] if len(names) == 1 else "the fastest of " + ", ".join(names)
+    cascade_names = named(sorted(best["backend"].unique()))
+    plain_names = named(sorted(best["plain_backend"].unique()))
     handles = [Line2D([], [], color=colours[b], lw=3, label=f"batch {b}") for b in batches]
     handles += [Line2D([], [], color="black", ls="--", marker="o", mfc="white", label=f"plain ({plain_names})"),
                 Line2D([], [], color="black", ls="-", marker="o", label=f"cascade ({cascade_names})"),

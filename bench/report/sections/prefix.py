@@ -52,7 +52,9 @@ def section(df: pd.DataFrame, run: RunInfo, report: Report) -> list[Block] | Non
                         "reads its own copy of the prefix) against the cascade (the prefix read once for the batch, "
                         f"each suffix apart, merged by log-sum-exp). The cascade wins at a point whose interval is "
                         f"≤ {CASCADE_BEATS:g}× the plain step; where it wins, by batch: " + "; ".join(lines)
-                        + f". Published: {FLASHINFER_PUBLISHED}."),
+                        + ". At B 1 there is nothing to share: a cascade that wins there wins by its grouped rows "
+                        "(a KV head's query heads as rows of one product), not by reading the prefix once. "
+                        f"Published: {FLASHINFER_PUBLISHED}."),
                    _table(found)]
     if not prefill.empty:
         blocks += [Para("The suffixes' prefill over the cached prefix (each request's L suffix tokens as queries), the "
