@@ -314,7 +314,7 @@ def test_the_report_prices_the_trace_with_and_without_the_cache(tmp_path):
     blocks = cache_blocks(df, "w", w, mine)
     said, table = blocks[0].text, blocks[1]
     assert "25.0% of the prompt tokens were cached (320 of 1,280; 10 of 40 blocks hit" in said
-    assert "130 steps against 110" in said
+    assert "130 steps against 110, priced with the same buckets" in said
     assert "with the cache flex is fastest (60 ms); without the cache flex is fastest (80 ms)" in said
     assert [row[0] for row in table.rows] == ["flex", "naive"]
     assert table.rows[1][1:] == ["120 ms", "160 ms", "25.0%"]

@@ -80,13 +80,16 @@ class Replay:
 
     def cache_summary(self) -> str:
         """'; prefix cache of 4,096 blocks: 3.6% of prompt tokens cached (498 of 14,162 blocks hit), 254,976 fewer
-        prefilled; 7,703 steps against 7,705 without' ("" without a cache)."""
+        prefilled; 7,703 steps against 7,705 without it (bucketing error -2.3% packed), both priced with the same
+        buckets' ("" without a cache)."""
         c = self.cache
         if c is None:
             return ""
         if not self.tally.with_blocks:
             return f"; prefix cache of {c.capacity:,} blocks: no block hashes in this trace, so it cannot hit"
-        than = f"; {self.steps:,} steps against {self.without.steps:,} without" if self.without else ""
+        w = self.without
+        than = (f"; {self.steps:,} steps against {w.steps:,} without it (bucketing error "
+                f"{100 * w.error['packed']:+.1f}% packed), both priced with the same buckets") if w else ""
         return (f"; prefix cache of {c.capacity:,} blocks: {100 * c.hit_rate:.1f}% of prompt tokens cached "
                 f"({c.block_hits:,} of {c.blocks:,} blocks hit, {c.evictions:,} evicted), {c.cached_tokens:,} fewer "
                 f"prefilled{than}")

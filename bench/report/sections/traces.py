@@ -75,7 +75,10 @@ def cache_blocks(df: pd.DataFrame, name: str, w: dict, mine: pd.DataFrame) -> li
                      f"{100 * (1 - on_s / off_s):.1f}%" if pd.notna(on_s) and pd.notna(off_s) and off_s else "—"])
     wins = "; ".join(f"{key} the cache {best[key][0]} is fastest ({_long(best[key][1])})" for key in ("with", "without")
                      if key in best)
-    return [Para(f"{said} Scheduled without it: {without['steps']:,} steps against {w.get('steps', 0):,}; {wins}."),
+    err = (without.get("error") or {}).get("packed")
+    err = f" (bucketing error {100 * err:+.1f}% packed)" if err is not None else ""
+    return [Para(f"{said} Scheduled without it: {without['steps']:,} steps against {w.get('steps', 0):,}{err}, priced "
+                 f"with the same buckets, each weighed by that schedule's steps; {wins}."),
             Table(["backend", "attention time with the cache", "without", "saved"], rows)]
 
 
