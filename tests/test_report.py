@@ -368,10 +368,10 @@ def test_claims_on_the_realistic_run(realistic):
     # its per-head cost grows below D=64; no KV measured; its synthetic decode step reads Hkv heads in both kernel
     # families; no MLA decode; no layer timed; no paged decode; no attention variant; no sparsity (two claims); no
     # trace; torch's automatic choice as fast as its forced flash kernel; no transformers path; no linear attention
-    # (two claims)
+    # (two claims); no shared-prefix batch
     assert verdicts == [FAILS, HOLDS, NOT_MEASURED, HOLDS, HOLDS, NOT_MEASURED, NOT_MEASURED, NOT_MEASURED,
                         NOT_MEASURED, NOT_MEASURED, NOT_MEASURED, NOT_MEASURED, HOLDS, NOT_MEASURED, NOT_MEASURED,
-                        NOT_MEASURED]
+                        NOT_MEASURED, NOT_MEASURED]
 
 
 def test_best_backend_and_headline_speedups(realistic):
