@@ -3,8 +3,8 @@ axes, its steps bucketed, and every bucket timed as a serving batch (bench.kinds
 at each head geometry, dtype and causal mask; then the trace's sampled real steps, written out, that the report
 checks the buckets' estimate against. A run records each trace's schedule and weighted buckets (`workloads`), so
 the report needs no trace file, and `bench run --plan` says each schedule first. With --prefix-cache BLOCKS, a trace
-with block hashes is scheduled with the cache and without it (bench.traces.replay), and the buckets of both are timed,
-so the report prices the trace's attention both ways.
+with block hashes is scheduled with the cache and without it (bench.traces.replay); the two schedules share one set
+of buckets, timed once, which the report weighs by each schedule's steps to price the trace's attention both ways.
 """
 
 from __future__ import annotations
@@ -108,15 +108,12 @@ def trace_cases(sweep: Any, device: str, geometries: list[Geometry]) -> list[Cas
     for name in sweep.workloads:
         played = replay(name, knobs(sweep), sweep.max_buckets)
         halves = [(c.prefill and ("prefill", c.prefill), c.decode and ("decode", c.decode)) for c in played.checks]
-        buckets = [(b.phase, b.lengths) for b in played.buckets]
-        buckets += dict.fromkeys((b.phase, b.lengths) for b in (played.without.buckets if played.without else ())
-                                 if (b.phase, b.lengths) not in buckets)
         for g in geometries:
             for dtype, mask_text in itertools.product(sweep.dtypes, g.masks):
                 mask = case_mask(mask_text)
                 if g.is_mla or not mask.causal or mask.variants:
                     continue  # a server decodes causally; MLA and chunk masks take no serving batch
-                for batches, phase, lengths in [(out, *b) for b in buckets] + \
+                for batches, phase, lengths in [(out, b.phase, b.lengths) for b in played.buckets] + \
                         [(checks, *half) for pair in halves for half in pair if half]:
                     groups = parse_rows(lengths)
                     serving = ServingBatch(lengths, page if phase == "decode" else None)
