@@ -411,3 +411,14 @@ def test_a_backend_with_no_serving_layout_is_unsupported_saying_so(monkeypatch):
     record = run("outside-dense", serving("zipf"))
     assert record.status == "unsupported" and "no serving layout" in record.reason and not calls
     assert record.padding_waste == 1.0
+
+
+def test_a_paged_trace_step_is_checked_on_rows_that_stay_paged():
+    """A replayed decode step with a 2-key row beside a long one halves its keys for the float64 check; the short
+    row keeps two keys (one query over one key would be no paged decode row) and the check shape is still valid."""
+    groups = ((8, 1, 2), (1, 1, 524288))
+    big = AttentionShape(batch=9, n_heads=32, n_kv_heads=8, seq_q=1, seq_kv=524288, head_dim=64, mask=CAUSAL,
+                         serving=ServingBatch(lengths="rows:8x1:2+1x1:524288", page_size=16))
+    assert big.serving.rows == groups
+    small = serving_check_shape(big)
+    assert small.seq_kv < big.seq_kv and all(q < k for _, q, k in small.serving.rows)

@@ -63,7 +63,8 @@ def _rows_check_shape(shape: AttentionShape, groups: tuple[tuple[int, int, int],
     until the batch's float64 reference fits."""
     small = shape
     while not fits_exactly(_score_elements(small)) and small.seq_kv > 2 * max(16, page):
-        halved = [(n, 1 if q == 1 else max(1, q // 2), max(1, k // 2)) for n, q, k in groups]
+        # a decode row keeps two keys at least: a paged decode row needs fewer queries than keys
+        halved = [(n, 1 if q == 1 else max(1, q // 2), max(2 if q == 1 else 1, k // 2)) for n, q, k in groups]
         groups = tuple((n, min(q, k), k) for n, q, k in halved)
         seq_kv = max(k for _, _, k in groups)
         small = dataclasses.replace(small, seq_q=max(q for _, q, _ in groups), seq_kv=seq_kv,
