@@ -47,7 +47,7 @@ LINEAR_BACKENDS: tuple[Backend, ...] = (
     Backend("fla-gdn", linear_only, "gated DeltaNet through flash-linear-attention's Triton kernels (CUDA, the fla "
             "package)", "tiled", "#e7969c", "|", devices=("cuda",), backward=False, dense=False, linear=("gdn",)),
     Backend("hf-mamba2", linear_only, "Mamba-2's SSD scan through transformers' torch paths (mamba2_chunk_scan "
-            "prefill, mamba2_selective_state_update decode)", "tiled", "#7b4173", "X", backward=False, dense=False,
+            "prefill, mamba2_selective_state_update decode)", "tiled", "#e6550d", "X", backward=False, dense=False,
             linear=("mamba2",)),
     Backend("hf-kda", linear_only, "Kimi Delta Attention through transformers' torch paths (chunked prefill and "
             "recurrent decode)", "tiled", "#ce6dbd", "H", backward=False, dense=False, linear=("kda",)),
