@@ -30,9 +30,9 @@ SPARSE_BUDGETS = ("none", "block:128:0.25", "block:128:0.125", "block:128:0.0625
 
 # the linear profiles' backends and methods, and the CUDA default's part for the linear claims (fla's kernels beside
 # the fused dense ones, at 16 heads of D 128 in bf16)
-LINEAR_CPU = ("naive", "sdpa-flash", "hf-gdn", "torch-linear")
+LINEAR_CPU = ("naive", "sdpa-flash", "hf-gdn", "torch-linear", "hf-mamba2", "hf-kda")
 LINEAR_GPU = ("sdpa-cudnn", "flash-attn", "fla-gdn", "hf-gdn")
-LINEAR_METHODS = ("none", "gdn:64", "linear:64")  # labels: a Sweep holds parsed values
+LINEAR_METHODS = ("none", "gdn:64", "linear:64", "mamba2:64", "kda:64")  # labels: a Sweep holds parsed values
 LINEAR_CUDA_CLAIMS = (
     Sweep(backends=("sdpa-cudnn", "flash-attn", "fla-gdn"), heads=(16,), kv_heads=(16,), head_dims=(128,),
           dtypes=("bf16",), masks=("causal",), seqs=(1024, 4096, 16384), tokens_per_batch=16384,
@@ -148,7 +148,12 @@ PROFILES: dict[str, dict[str, Sweep]] = {
         # the synthetic grid (one sequence: prefill at 256-2048 tokens, decode against 1k-8k) the claim compares with
         "traces": Sweep(backends=("naive", "sdpa", "sdpa-math", "sdpa-flash", "flex"), heads=(8,), kv_heads=(2,),
                         seqs=(256, 512, 1024, 2048), phases=PHASES, decode_kv=(1024, 2048, 4096, 8192),
-                        workloads=("azure-conv", "azure-code"), max_buckets=12, case_budget_s=0.2),
+                        workloads=("azure-conv", "azure-code"), max_buckets=12, case_budget_s=0.2,
+                        # a trace that reuses prefixes, replayed with and without a prefix cache of 16,384 blocks, at
+                        # a small attention (its 60k-token contexts) and a 512-token step budget so naive fits
+                        also=(Sweep(backends=("naive", "sdpa-flash"), heads=(2,), kv_heads=(1,), head_dims=(32,),
+                                    seqs=(64,), phases=PHASES, decode_kv=(128,), workloads=("mooncake-conv",),
+                                    prefix_cache=16384, max_batch_tokens=512, max_buckets=3, case_budget_s=0.05),)),
         "full": Sweep(kv_heads=(8, 4, 2, 1), seqs=(256, 512, 1024, 2048, 4096), batches=(1, 4), head_dims=(64, 128),
                       dtypes=("fp32", "bf16"), masks=("none", "causal", "window:256"), phases=PHASES,
                       passes=PASSES, decode_q=(1, 4)),
