@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from bench.traces import reuse
-from bench.traces.rows import MAX_TOKENS, Request, TraceError, fields, seconds, whole
+from bench.traces.rows import MAX_TOKENS, Request, TraceError, fields, json_objects, seconds, whole
 
 __all__ = ["MAX_TOKENS", "NAMED", "Request", "TraceError", "file_format", "read_requests", "source_path"]
 
@@ -132,16 +132,9 @@ def _csv_rows(path: Path, kind: str) -> Iterator[tuple[int, int, int, float | dt
 
 
 def _json_rows(path: Path) -> Iterator[tuple[int, int, int, float, tuple[int, ...]]]:
-    with path.open(encoding="utf-8") as f:
-        for line, text in enumerate(f, 1):
-            if not text.strip():
-                continue
-            try:
-                obj = json.loads(text)
-            except json.JSONDecodeError as err:
-                raise TraceError(f"{path}:{line}: not JSON ({err.msg})") from None
-            if not isinstance(obj, dict) or "prompt_tokens" not in obj or "output_tokens" not in obj:
-                raise TraceError(f"{path}:{line}: expected an object with prompt_tokens and output_tokens")
-            yield (line, _tokens(path, line, "prompt_tokens", obj["prompt_tokens"]),
-                   _tokens(path, line, "output_tokens", obj["output_tokens"]),
-                   _seconds(path, line, obj.get("arrival_s", 0.0)), ())
+    for line, obj in json_objects(path):
+        if "prompt_tokens" not in obj or "output_tokens" not in obj:
+            raise TraceError(f"{path}:{line}: expected an object with prompt_tokens and output_tokens")
+        yield (line, _tokens(path, line, "prompt_tokens", obj["prompt_tokens"]),
+               _tokens(path, line, "output_tokens", obj["output_tokens"]),
+               _seconds(path, line, obj.get("arrival_s", 0.0)), ())

@@ -20,13 +20,12 @@ BurstGPT (HPMLL/BurstGPT; CSV): header Timestamp,Model,Request tokens,Response t
 from __future__ import annotations
 
 import csv
-import json
 import math
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from bench.traces.rows import TraceError, fields, seconds, whole
+from bench.traces.rows import TraceError, fields, json_objects, seconds, whole
 
 MOONCAKE_BLOCK, BAILIAN_BLOCK = 512, 16
 BAILIAN_TYPES = ("text", "search", "image", "file")
@@ -46,19 +45,6 @@ def json_format(first: dict[str, Any]) -> str | None:
 def is_burstgpt(columns: list[str]) -> bool:
     return "Request tokens" in columns and "Response tokens" in columns and "Timestamp" in columns
 
-
-def _objects(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    with path.open(encoding="utf-8") as f:
-        for line, text in enumerate(f, 1):
-            if not text.strip():
-                continue
-            try:
-                obj = json.loads(text)
-            except json.JSONDecodeError as err:
-                raise TraceError(f"{path}:{line}: not JSON ({err.msg})") from None
-            if not isinstance(obj, dict):
-                raise TraceError(f"{path}:{line}: expected a JSON object")
-            yield line, obj
 
 
 def _field(path: Path, line: int, obj: dict[str, Any], name: str) -> Any:
@@ -82,7 +68,7 @@ def _blocks(path: Path, line: int, obj: dict[str, Any], prompt: int, block: int)
 def mooncake_rows(path: Path) -> Iterator[Row]:
     """Mooncake's JSONL: arrival = (timestamp - the first row's) / 1000."""
     start: float | None = None
-    for line, obj in _objects(path):
+    for line, obj in json_objects(path):
         ms = seconds(path, line, _field(path, line, obj, "timestamp"), "timestamp")
         start = ms if start is None else start
         prompt = whole(path, line, "input_length", _field(path, line, obj, "input_length"))
@@ -93,7 +79,7 @@ def mooncake_rows(path: Path) -> Iterator[Row]:
 def bailian_rows(path: Path) -> Iterator[Row]:
     """Qwen-Bailian's JSONL: arrival = timestamp - the first row's (seconds)."""
     start: float | None = None
-    for line, obj in _objects(path):
+    for line, obj in json_objects(path):
         t = seconds(path, line, _field(path, line, obj, "timestamp"), "timestamp")
         start = t if start is None else start
         whole(path, line, "chat_id", _field(path, line, obj, "chat_id"), low=0)

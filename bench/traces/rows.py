@@ -8,7 +8,11 @@ to there. A trace without them leaves `blocks` empty and `block` 0.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from bench.errors import InputError
 
@@ -59,3 +63,19 @@ def fields(row: dict[str | None, object]) -> int:
     under the key None)."""
     extra = row.get(None)
     return sum(v is not None for k, v in row.items() if k is not None) + (len(extra) if isinstance(extra, list) else 0)
+
+
+def json_objects(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """A JSON-lines file's objects with their line numbers, blank lines skipped; a line that is not a JSON object is
+    a TraceError naming it."""
+    with path.open(encoding="utf-8") as f:
+        for line, text in enumerate(f, 1):
+            if not text.strip():
+                continue
+            try:
+                obj = json.loads(text)
+            except json.JSONDecodeError as err:
+                raise TraceError(f"{path}:{line}: not JSON ({err.msg})") from None
+            if not isinstance(obj, dict):
+                raise TraceError(f"{path}:{line}: expected an object (a JSON object a line), not {type(obj).__name__}")
+            yield line, obj
