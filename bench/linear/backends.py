@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from bench.backends.base import Unsupported
-from bench.linear.hf_ssm import hf_kda_chunk, hf_kda_recurrent, hf_mamba2_chunk, hf_mamba2_recurrent
+from bench.linear.hf_ssm import expanded_qk, hf_kda_chunk, hf_kda_recurrent, hf_mamba2_chunk, hf_mamba2_recurrent
 
 if TYPE_CHECKING:
     import torch
@@ -139,20 +139,13 @@ def _fla(name: str, q: torch.Tensor) -> Callable[..., Any]:
     return getattr(module, name)
 
 
-def _expanded(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    group = v.shape[2] // k.shape[2]
-    if group == 1:
-        return q, k
-    return q.repeat_interleave(group, dim=2), k.repeat_interleave(group, dim=2)
-
-
 def fla_gdn_chunk(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor, *,
                   state: torch.Tensor | None = None, chunk: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
     """Gated DeltaNet prefill through fla's chunk_gated_delta_rule (chunk 64 only)."""
     fn = _fla("chunk_gated_delta_rule", q)
     if chunk != FLA_CHUNK:
         raise Unsupported(f"fla's chunk kernels use a fixed chunk of {FLA_CHUNK}, not {chunk}")
-    q, k = _expanded(q, k, v)
+    q, k = expanded_qk(q, k, v)
     try:
         return fn(q, k, v, g=g, beta=beta, initial_state=state, output_final_state=True,
                   use_qk_l2norm_in_kernel=True)
@@ -164,7 +157,7 @@ def fla_gdn_recurrent(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torc
                       state: torch.Tensor | None = None, chunk: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
     """Gated DeltaNet token by token (a decode step at T = 1) through fla's fused_recurrent_gated_delta_rule."""
     fn = _fla("fused_recurrent_gated_delta_rule", q)
-    q, k = _expanded(q, k, v)
+    q, k = expanded_qk(q, k, v)
     return fn(q, k, v, g=g, beta=beta, initial_state=state, output_final_state=True, use_qk_l2norm_in_kernel=True)
 
 

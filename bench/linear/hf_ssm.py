@@ -45,7 +45,8 @@ def _hf(model: str, name: str) -> Callable[..., Any]:
     return inspect.unwrap(getattr(module, name))  # the torch path, never a hub kernel it may be routed to
 
 
-def _expanded(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def expanded_qk(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """q and k repeated to v's heads, for kernels that take one head count (each q/k head serves a group of v's)."""
     group = v.shape[2] // k.shape[2]
     if group == 1:
         return q, k
@@ -88,7 +89,7 @@ def hf_kda_chunk(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Ten
                  state: torch.Tensor | None = None, chunk: int = 64, **_: Any) -> tuple[torch.Tensor, torch.Tensor]:
     """Kimi Delta Attention prefill through transformers' chunk_kimi_delta_attention (its torch path, unwrapped)."""
     fn = _hf("kda", "chunk_kimi_delta_attention")
-    q, k = _expanded(q, k, v)
+    q, k = expanded_qk(q, k, v)
     return fn(q, k, v, g=g, beta=beta, chunk_size=chunk, initial_state=state, output_final_state=True,
               use_qk_l2norm_in_kernel=True)
 
@@ -97,5 +98,5 @@ def hf_kda_recurrent(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch
                      state: torch.Tensor | None = None, chunk: int = 64, **_: Any) -> tuple[torch.Tensor, torch.Tensor]:
     """Kimi Delta Attention token by token (a decode step at T = 1) through recurrent_kimi_delta_attention."""
     fn = _hf("kda", "recurrent_kimi_delta_attention")
-    q, k = _expanded(q, k, v)
+    q, k = expanded_qk(q, k, v)
     return fn(q, k, v, g=g, beta=beta, initial_state=state, output_final_state=True, use_qk_l2norm_in_kernel=True)
