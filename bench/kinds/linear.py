@@ -76,10 +76,10 @@ def linear_labels(text: str) -> tuple[str, ...]:
 @dataclass(frozen=True)
 class LinearAxes:
     linears: tuple[str, ...] = axis(("none",), "linear", "linear attention in place of softmax: none,gdn,linear:32 "
-                                    "(none: the softmax twins; METHOD[:CHUNK], the chunk a power of two dividing "
-                                    "each prefill length, 64 when left out; see bench.problem.linear); a backend is "
-                                    "offered the methods its `linear` trait lists", linear_labels,
-                                    shape_field="linear")
+                                    "(methods gdn, linear, mamba2, kda; none: the softmax twins; METHOD[:CHUNK], "
+                                    "the chunk a power of two dividing each prefill length, 64 when left out; see "
+                                    "bench.problem.linear); a backend is offered the methods its `linear` trait lists",
+                                    linear_labels, shape_field="linear")
 
 
 @dataclass(frozen=True)

@@ -36,8 +36,9 @@ LAYER_METHODS: dict[str, str] = {"deltanet": "gdn", "kda": "kda", "mamba2": "mam
 @dataclass(frozen=True)
 class ModelAxes:
     models: tuple[str, ...] | None = axis(None, "model-config", "config.json paths or preset names: sweep these "
-                                          "models' attention shapes (Hq, Hkv, D, mask per layer kind) instead of "
-                                          "--heads/--kv-heads/--head-dim/--mask", words)
+                                          "models' attention shapes (Hq, Hkv, D, mask per layer kind; a "
+                                          "hybrid's linear layers as --linear cases) instead of --heads/--kv-heads/"
+                                          "--head-dim/--mask", words)
 
 
 def linear_sweep(cfg: Any) -> dict[str, Any] | None:

@@ -61,8 +61,8 @@ COLUMNS: tuple[Column, ...] = (
                        "latent); empty without MLA", None),
     Column("sparsity", "sparse attention: none / block:B:D / docs:N / global:G+window:W / topk:K[:HxD] "
                        "(bench.problem.sparsity), the keep-set ANDed with the mask", "none", apart=True),
-    Column("linear", "linear attention in place of softmax: none / gdn:C / linear:C (bench.problem.linear: the "
-                     "method and its prefill's chunk)", "none", apart=True),
+    Column("linear", "linear attention in place of softmax: none / gdn:C / linear:C / mamba2:C / kda:C "
+                     "(bench.problem.linear: the method and its prefill's chunk)", "none", apart=True),
     Column("prefix", "shared-prefix batch: the P tokens every request's context (seq_kv = P + its own suffix) begins "
                      "with, attended plain or by cascade (bench.problem.prefix); empty for any other batch", None,
            integer=True, apart=True),
