@@ -31,6 +31,8 @@ SPARSE_BUDGETS = ("none", "block:128:0.25", "block:128:0.125", "block:128:0.0625
 # the linear profiles' backends and methods, and the CUDA default's part for the linear claims (fla's kernels beside
 # the fused dense ones, at 16 heads of D 128 in bf16)
 LINEAR_CPU = ("naive", "sdpa-flash", "hf-gdn", "torch-linear", "hf-mamba2", "hf-kda")
+# transformers' KDA prefill steps through each chunk's rows in Python (about 1 GFLOP/s here: 48 s a case at 8,192
+# tokens), so the linear profile prefills it at D 64 up to 4,096 tokens only
 LINEAR_GPU = ("sdpa-cudnn", "flash-attn", "fla-gdn", "hf-gdn")
 LINEAR_METHODS = ("none", "gdn:64", "linear:64", "mamba2:64", "kda:64")  # labels: a Sweep holds parsed values
 LINEAR_CUDA_CLAIMS = (
@@ -108,17 +110,21 @@ PROFILES: dict[str, dict[str, Sweep]] = {
                                from_flags(claim_spec("cascade").measure, case_budget_s=0.3))),
         "heads": Sweep(backends=("naive", "sdpa-math", "sdpa-flash", "flex"), heads=(1, 2, 4, 8, 16, 32),
                        kv_heads=None, d_model=512, seqs=(1024,)),
-        # linear attention (about ten minutes on 2 cores): gated DeltaNet (transformers' torch paths) and plain linear
-        # attention beside the fused and the textbook dense kernels, MHA and Qwen3-Next's grouping (fewer q/k heads),
-        # D 64 and 128, prefill over 512-8192 tokens and one decode step over 1k-32k contexts
-        "linear": Sweep(backends=LINEAR_CPU, heads=(8,), kv_heads=(8, 2), head_dims=(64, 128), dtypes=("fp32",),
-                        masks=("causal",), seqs=(512, 1024, 2048, 4096, 8192), phases=("prefill",),
-                        linears=LINEAR_METHODS, case_budget_s=0.3,
-                        also=(Sweep(backends=LINEAR_CPU, heads=(8,), kv_heads=(8, 2), head_dims=(64, 128),
+        # linear attention: gated DeltaNet, Mamba-2's SSD, KDA (transformers' torch paths) and plain linear attention
+        # beside the fused and the textbook dense kernels, MHA and Qwen3-Next's grouping (fewer q/k heads), D 64 and
+        # 128, prefill over 512-8192 tokens and one decode step over 1k-32k contexts; naive's four 8,192-token
+        # prefills take a third of its time
+        "linear": Sweep(backends=LINEAR_CPU[:-1], heads=(8,), kv_heads=(8, 2), head_dims=(64, 128),
+                        dtypes=("fp32",), masks=("causal",), seqs=(512, 1024, 2048, 4096, 8192), phases=("prefill",),
+                        linears=LINEAR_METHODS[:-1], case_budget_s=0.3,
+                        also=(Sweep(backends=("hf-kda",), heads=(8,), kv_heads=(2,), head_dims=(64,), dtypes=("fp32",),
+                                    masks=("causal",), seqs=(512, 1024, 2048, 4096), phases=("prefill",),
+                                    linears=("kda:64",), case_budget_s=0.3),
+                              Sweep(backends=LINEAR_CPU, heads=(8,), kv_heads=(8, 2), head_dims=(64, 128),
                                     dtypes=("fp32",), masks=("causal",), phases=("decode",), decode_q=(1,),
                                     decode_kv=(1024, 4096, 16384, 32768), linears=LINEAR_METHODS,
                                     case_budget_s=0.2),)),
-        # shared-prefix batches (5 minutes on a loaded 2-core machine): decode P x B, then the suffixes' prefill
+        # shared-prefix batches (145 s on a quiet 2-core AMD EPYC): decode P x B, then the suffixes' prefill
         "prefix": Sweep(backends=PREFIX_CPU, heads=(8,), kv_heads=(2,), head_dims=(64,), dtypes=("fp32",),
                         masks=("causal",), phases=("decode",), decode_q=(1,), prefixes=(512, 2048, 8192, 16384),
                         suffixes=(128,), batches=(1, 4, 16, 32), case_budget_s=0.3,

@@ -264,11 +264,22 @@ def test_the_claim_holds_fails_and_depends_on_where_the_cascade_wins(tmp_path):
     assert all(c.pairs and c.pairs[0][1].startswith("sdpa-flash/") for c in v.conditions)
 
 
-def test_a_level_point_is_open_and_the_region_needs_every_longer_prefix():
+def test_the_region_needs_every_longer_prefix():
     from bench.report.verdict import INCONCLUSIVE
 
     assert region([(1024, 8, HOLDS), (4096, 8, INCONCLUSIVE), (16384, 8, HOLDS), (1024, 1, FAILS)]) == \
         {1: None, 8: 16384}
+
+
+def test_a_level_point_is_decided_not_faster_and_a_straddling_one_is_open(tmp_path):
+    """Level with plain attention (its interval inside 0.95-1.05) is no win: the claim depends where the cascade
+    wins elsewhere, instead of waiting on a point no number of rounds decides; a point straddling 0.95 stays open."""
+    v = cascade_wins(frame(world(lambda p, b: 0.3 if b > 1 else 1.0), tmp_path))
+    assert v.verdict == DEPENDS and "level with the best plain step" in v.why, v.why
+    assert {d["verdict"] for d in v.detail if d["batch"] == 1} == {FAILS}
+    (tmp_path / "open").mkdir()  # 0.95 inside the interval of a B 1 point
+    v = cascade_wins(frame(world(lambda p, b: 0.3 if b > 1 else 0.95), tmp_path / "open"))
+    assert "inconclusive" in {d["verdict"] for d in v.detail if d["batch"] == 1}
 
 
 def test_no_cascade_case_is_not_measured(tmp_path):
