@@ -13,6 +13,27 @@ def test_a_condition_is_decided_only_when_its_whole_interval_clears_the_bound(lo
     assert word(low, high, 2.0, holds_above=above) == expected
 
 
+@pytest.mark.parametrize(("low", "high", "above", "expected"), [
+    (1.95, 2.08, True, HOLDS), (1.92, 1.99, True, HOLDS), (2.02, 2.09, False, HOLDS), (1.96, 2.04, False, HOLDS),
+    (1.85, 1.99, True, FAILS), (2.05, 2.2, False, FAILS), (1.98, 2.2, False, INCONCLUSIVE),
+    (1.85, 2.05, True, INCONCLUSIVE)])
+def test_an_interval_wholly_within_five_percent_of_its_bound_meets_it(low, high, above, expected):
+    assert word(low, high, 2.0, holds_above=above) == expected
+
+
+def test_a_bound_that_is_a_margin_already_gets_no_band():
+    assert condition("cascade", 0.95, (0.93, 0.97), 0.95, holds_above=False, band=1.0).verdict == INCONCLUSIVE
+    assert condition("variant", 0.95, (0.93, 0.97), 0.95, holds_above=False).verdict == HOLDS
+
+
+def test_the_listing_says_which_conditions_hold_only_at_their_bound():
+    at = condition("softcap", 1.31, (1.28, 1.33), 1.3, holds_above=False)
+    clear = condition("alibi", 1.0, (0.97, 1.03), 1.3, holds_above=False)
+    text = listing([at, clear])
+    assert at.verdict == clear.verdict == HOLDS
+    assert "softcap 1.31× (1.28–1.33×), at its bound (within 5% of 1.3×)" in text and text.count("at its bound") == 1
+
+
 def _c(verdict: str, name: str = "c", why: str = "") -> Condition:
     return Condition(name, 1.0, 0.9, 1.1, verdict, why)
 

@@ -220,7 +220,7 @@ def plan_lines(agenda: Agenda, time_budget_s: float, elapsed_s: float, emulated:
             what = (f"its {a.picked} cases here cannot answer it" if a.picked else "not in this plan")
             lines.append(head + f"{what}: `{a.question.command}` measures it{when}")
     lines.append(f"  then up to {fmt_s(DECIDE_SHARE * time_budget_s)} re-measures the claims' open conditions in "
-                 "interleaved blocks, each in a fresh worker")
+                 "interleaved blocks, a round of them per fresh worker")
     over = [a for a in agenda.answers if a.state == OVER]
     if over:
         total = elapsed_s + sum(a.cost_s for a in agenda.answers if a.state in (FUNDED, OVER))

@@ -1,17 +1,19 @@
 """Once the claims' least sets have run, a run under a time budget spends the share it kept
 (bench.engine.budget.DECIDE_SHARE) deciding the claims' open conditions: those whose 95% interval, from each case's
-own CI, straddles their bound, and those their CI decides within NEAR_BOUND of it (one worker's CI does not see
-what another worker would give). The depth and breadth cases then get what is left.
+own CI, straddles their bound; those within NEAR_PIVOTAL of it whose word could turn their claim's; and those within
+NEAR_BOUND of it (one worker's CI does not see what another worker would give).
 
 Each such condition names the (top, bottom) cases behind its ratio (bench.report.conditions). They are measured
-again in blocks, each block in a fresh worker process (a worker's state — where its buffers landed, what it
-compiled — is then part of the spread, not a constant that reads as a difference), each pair as ABBA or BAAB at
-random, so a slow spell of the machine lands on both sides alike. The least decided condition goes first (the bound
-nearest the middle of its interval); it gets blocks until its blocks decide it (bench.report.decided: at least
-MIN_DECIDE_BLOCKS, judged by their signed-rank interval) or MAX_BLOCKS, then the next, until the time is spent.
-A condition open for a stated reason (a cache on-chip, too few lengths) is not re-measured: more rounds cannot
-decide it. The blocks go into the run's metadata (RunMeta.decided), with the seconds spent on each condition; the
-report judges those conditions on their blocks.
+again in blocks, each pair as ABBA or BAAB at random, so a slow spell of the machine lands on both sides alike. The
+blocks run in rounds: each round is a fresh worker process that takes one block of every condition still being
+decided, in a random order, so a worker's state (where its buffers landed, what it compiled) is part of the spread
+across rounds, not a constant that reads as a difference, and its start-up (torch, the compiler) is paid once per
+round, not once per block. Conditions join in order (straddling, then pivotal, then near; the least decided first)
+while each of them could still get MIN_DECIDE_BLOCKS blocks in the time left; one leaves once its blocks decide it
+(bench.report.decided: at least MIN_DECIDE_BLOCKS, judged by their signed-rank interval), show it on its bound, or
+reach MAX_BLOCKS, and the next joins. A condition open for a stated reason (a cache on-chip, too few lengths) is not
+re-measured: more rounds cannot decide it. The blocks go into the run's metadata (RunMeta.decided), with the seconds
+spent on each condition; the report judges those conditions on their blocks.
 
 Before that, each timing that looks stalled (bench.report.suspects: flat against its work, or a jump against its
 neighbour) is measured once more in a fresh worker (RunMeta.suspects); the report takes the second measurement where
@@ -39,6 +41,10 @@ MAX_PAIRS = 4  # a condition resting on more pairs than this costs too much a bl
 # a condition whose CI-based word is decided but whose ratio is within this factor of its bound is re-measured too:
 # one worker's CI does not see what another worker, or another moment, would give
 NEAR_BOUND = 1.10
+# ... and within this factor where its word could turn the claim's: flex's paged decode step over its contiguous twin
+# read 1.02x on one worker's CI and 1.36x over fresh workers' blocks, in two runs of the same code (bound 1.3x)
+NEAR_PIVOTAL = 1.4
+BLOCK_GUESS_S = 2.5  # a pair's block before one has run: four slices and their setup, in a worker already started
 MAX_SUSPECTS = 8  # stalled-looking timings re-measured at most: more means the machine, not a case, is the problem
 
 
@@ -64,8 +70,9 @@ class OpenCondition:
 
 
 def open_conditions(doc: Any, path: Any, by_id: dict[str, Case]) -> list[OpenCondition]:
-    """The run's conditions whose interval straddles their bound, or whose ratio is within NEAR_BOUND of it, and whose
-    cases this run has: the straddling ones first, least decided first."""
+    """The run's conditions worth blocks, whose cases this run has: those whose interval straddles their bound;
+    those within NEAR_PIVOTAL of it whose word could turn their claim's (pivotal); those within NEAR_BOUND of it.
+    In that order, each group least decided first."""
     from bench.claims import CLAIMS
     from bench.report.claims import verdicts
     from bench.report.load import doc_frame
@@ -76,23 +83,32 @@ def open_conditions(doc: Any, path: Any, by_id: dict[str, Case]) -> list[OpenCon
     for spec, verdict in zip(CLAIMS, verdicts(frame, info.meta), strict=True):
         for c in verdict.conditions:
             measurable = not c.why and c.low > 0 and math.isfinite(c.high) and math.isfinite(c.bound)
-            near = c.verdict == INCONCLUSIVE or abs(math.log(c.ratio / c.bound)) < math.log(NEAR_BOUND)
-            if measurable and near and c.pairs and len(c.pairs) <= MAX_PAIRS and all(t in by_id and b in by_id
-                                                                                     for t, b in c.pairs):
-                found.append(OpenCondition(spec.key, c))
-    # straddling first, the least decided first; then those decided by one worker's CI near their bound
-    return sorted(found, key=lambda o: (o.condition.verdict != INCONCLUSIVE, -o.openness,
-                                        abs(math.log(o.condition.ratio / o.condition.bound))))
+            if not (measurable and c.pairs and len(c.pairs) <= MAX_PAIRS
+                    and all(t in by_id and b in by_id for t, b in c.pairs)):
+                continue
+            cond, turns = OpenCondition(spec.key, c), pivotal(c, verdict.conditions)
+            far = abs(math.log(c.ratio / c.bound))
+            if c.verdict == INCONCLUSIVE or far < math.log(NEAR_BOUND) or (turns and far < math.log(NEAR_PIVOTAL)):
+                found.append((c.verdict != INCONCLUSIVE, not turns, -cond.openness, far, cond))
+    return [o for *_, o in sorted(found, key=lambda item: item[:4])]
+
+
+def pivotal(cond: Any, conditions: Any) -> bool:
+    """Whether the claim's word would change were this condition's word the other one (holds for fails)."""
+    from bench.report.conditions import combine
+    from bench.report.verdict import FAILS, HOLDS
+
+    now = combine(conditions)
+    return any(combine([alt if c is cond else c for c in conditions]) != now for alt in (HOLDS, FAILS))
 
 
 def block(executor: Isolated, cond: OpenCondition, by_id: dict[str, Case], rng: random.Random,
           worker: int) -> dict[str, Any] | None:
-    """One block of a condition in a fresh worker: each pair ABBA or BAAB; None when a case did not end ok."""
+    """One block of a condition in the round's worker: each pair ABBA or BAAB; None when a case did not end ok."""
     from bench.report.decided import block_ratio
 
     order = rng.choice(("ABBA", "BAAB"))
     tops, bottoms = [], []
-    executor.close()  # the next case starts a fresh worker
     for top, bottom in cond.pairs:
         slices: dict[str, list[float]] = {"A": [], "B": []}
         for side in order:
@@ -108,18 +124,18 @@ def block(executor: Isolated, cond: OpenCondition, by_id: dict[str, Case], rng: 
 
 def remeasure_suspects(frame: Any, by_id: dict[str, Case], executor: Isolated,
                        seconds_left: Callable[[], float], say: Callable[[str], None]) -> list[dict[str, Any]]:
-    """Each timing that looks stalled (bench.report.suspects), measured once more in a fresh worker."""
+    """Each timing that looks stalled (bench.report.suspects), measured once more, in a fresh worker."""
     from bench.report.suspects import suspects
 
     found = [s for s in suspects(frame) if s["case_id"] in by_id][:MAX_SUSPECTS]
     if found:
-        say(f"re-measuring {len(found)} timing(s) that look stalled, each in a fresh worker:")
+        say(f"re-measuring {len(found)} timing(s) that look stalled, in a fresh worker:")
     first = dict(zip(frame["case_id"], frame["median_s"], strict=True))
     out = []
+    executor.close()  # not the worker they stalled in
     for s in found:
         if seconds_left() <= 0:
             break
-        executor.close()
         record = executor.run(by_id[s["case_id"]], None).record
         if record.status != "ok" or not record.median_s:
             continue
@@ -154,44 +170,92 @@ def decide(doc: Any, path: Any, by_id: dict[str, Case], setup: RunnerSetup, thre
 
 def _decide_open(doc: Any, path: Any, by_id: dict[str, Case], executor: Isolated,
                  seconds_left: Callable[[], float], say: Callable[[str], None]) -> list[dict[str, Any]]:
+    from bench.report.decided import judged_by_blocks
+    from bench.report.verdict import INCONCLUSIVE
+
+    queue = open_conditions(doc, path, by_id)
+    if not queue:
+        return []
+    say(f"deciding {len(queue)} open condition(s) in interleaved blocks, a round of blocks per fresh worker "
+        f"({max(0.0, seconds_left()):.0f} s left for it):")
+    rng, done, active, rounds = random.Random(0), [], [], 0
+    while (queue or active) and seconds_left() > 0:
+        active += _admit(queue, active, seconds_left(), first=rounds == 0)
+        rounds += 1
+        executor.close()  # a fresh worker for this round: its state is one draw among the rounds'
+        for entry in rng.sample(active, len(active)):  # a random order: no condition always comes first
+            if seconds_left() <= 0:
+                break
+            started = time.perf_counter()
+            got = block(executor, entry["cond"], by_id, rng, rounds)
+            entry["spent_s"] += time.perf_counter() - started
+            if got is not None:
+                entry["blocks"].append(got)
+            if got is None or _settled(entry):
+                active.remove(entry)
+                done.append(entry)
+                _said(entry, say)
+    for entry in active:  # the time ran out with these still taking blocks
+        done.append(entry)
+        _said(entry, say)
+    done = [e for e in done if e["blocks"]]
+    left = len(queue) + sum(1 for e in done if judged_by_blocks(e["cond"].condition, e["blocks"]).verdict
+                            == INCONCLUSIVE)
+    if queue:
+        say(f"  {len(queue)} open condition(s) got no block: the time kept for deciding ran out")
+    spent_by_claim: dict[str, float] = {}
+    for e in done:
+        spent_by_claim[e["cond"].claim] = spent_by_claim.get(e["cond"].claim, 0.0) + e["spent_s"]
+    if spent_by_claim:
+        say(f"  spent deciding ({rounds} rounds, {left} condition(s) still open): "
+            + ", ".join(f"{k} {v:.0f} s" for k, v in spent_by_claim.items()))
+    return [{"claim": e["cond"].claim, "condition": e["cond"].name, "pairs": [list(p) for p in e["cond"].pairs],
+             "blocks": e["blocks"], "spent_s": e["spent_s"]} for e in done]
+
+
+def _admit(queue: list[OpenCondition], active: list[dict[str, Any]], seconds: float,
+           first: bool) -> list[dict[str, Any]]:
+    """The next open conditions, least decided first, while the ones taking blocks could each still get
+    MIN_DECIDE_BLOCKS of them in the time left (first: the phase's first condition joins whatever it costs)."""
+    from bench.report.decided import MIN_DECIDE_BLOCKS
+
+    def cost(e: dict[str, Any]) -> float:  # one block's seconds: measured once it has run, else guessed
+        n = len(e["blocks"])
+        return e["spent_s"] / n if n else BLOCK_GUESS_S * len(e["cond"].pairs)
+
+    admitted: list[dict[str, Any]] = []
+    while queue:
+        entry = {"cond": queue[0], "blocks": [], "spent_s": 0.0}
+        need = sum(cost(e) * max(1, MIN_DECIDE_BLOCKS - len(e["blocks"])) for e in [*active, *admitted, entry])
+        if need > seconds and not first:
+            break
+        first = False
+        admitted.append(entry)
+        queue.pop(0)
+    return admitted
+
+
+def _settled(entry: dict[str, Any]) -> bool:
+    """Whether a condition needs no more blocks: its blocks decide it, or show it on its bound, or it has
+    MAX_BLOCKS."""
     from bench.report.decided import MIN_DECIDE_BLOCKS, judged_by_blocks, on_the_bound
     from bench.report.verdict import INCONCLUSIVE
 
-    opened = open_conditions(doc, path, by_id)
-    if not opened:
-        return []
-    say(f"deciding {len(opened)} open condition(s) in interleaved blocks, each block in a fresh worker "
-        f"({max(0.0, seconds_left()):.0f} s left for it):")
-    rng, done, worker = random.Random(0), [], 0
-    for cond in opened:
-        started, blocks = time.perf_counter(), []
-        decided = False  # by its blocks: enough of them for an interval, and that interval clears the bound
-        while len(blocks) < MAX_BLOCKS and seconds_left() > 0 and not decided:
-            worker += 1
-            got = block(executor, cond, by_id, rng, worker)
-            if got is None:
-                break
-            blocks.append(got)
-            if len(blocks) >= MIN_DECIDE_BLOCKS:
-                judged = judged_by_blocks(cond.condition, blocks)
-                # decided, or on its bound (more blocks would not decide it): the time goes to the next condition
-                decided = judged.verdict != INCONCLUSIVE or on_the_bound(judged, len(blocks))
-        if not blocks:
-            break  # no time left, or its cases no longer run: the later ones would fare no better
-        spent = time.perf_counter() - started
-        done.append({"claim": cond.claim, "condition": cond.name, "pairs": [list(p) for p in cond.pairs],
-                     "blocks": blocks, "spent_s": spent})
-        judged = judged_by_blocks(cond.condition, blocks)
-        say(f"  {cond.claim}: {cond.name}: {len(blocks)} blocks, {spent:.0f} s -> {judged.verdict} "
-            f"{judged.ratio:.2f}× ({judged.low:.2f}–{judged.high:.2f}×)")
-        if seconds_left() <= 0:
-            break
-    left = len(opened) - len(done)
-    if left:
-        say(f"  {left} open condition(s) left undecided: the time kept for deciding ran out")
-    spent_by_claim: dict[str, float] = {}
-    for d in done:
-        spent_by_claim[d["claim"]] = spent_by_claim.get(d["claim"], 0.0) + d["spent_s"]
-    if spent_by_claim:
-        say("  spent deciding: " + ", ".join(f"{k} {v:.0f} s" for k, v in spent_by_claim.items()))
-    return done
+    n = len(entry["blocks"])
+    if n >= MAX_BLOCKS:
+        return True
+    if n < MIN_DECIDE_BLOCKS:
+        return False
+    judged = judged_by_blocks(entry["cond"].condition, entry["blocks"])
+    return judged.verdict != INCONCLUSIVE or on_the_bound(judged, n)
+
+
+def _said(entry: dict[str, Any], say: Callable[[str], None]) -> None:
+    from bench.report.decided import judged_by_blocks
+
+    cond, blocks = entry["cond"], entry["blocks"]
+    if not blocks:
+        return
+    judged = judged_by_blocks(cond.condition, blocks)
+    say(f"  {cond.claim}: {cond.name}: {len(blocks)} blocks, {entry['spent_s']:.0f} s -> {judged.verdict} "
+        f"{judged.ratio:.2f}× ({judged.low:.2f}–{judged.high:.2f}×)")

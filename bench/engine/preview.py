@@ -47,7 +47,7 @@ def preview_lines(plan: Plan, calibration: Calibration) -> list[str]:
     runs = sum(1 for f in fate.values() if f in ("least", "runs"))
     lines.append(f"predicted: {runs} of {len(plan.cases)} cases run in {fmt_s(spent)} of the {fmt_s(budget)} budget "
                  f"(the cases end by {fmt_s(cases_room(budget))}; then up to {fmt_s(DECIDE_SHARE * budget)} "
-                 "re-measures the claims' open conditions in interleaved blocks, each in a fresh worker; the closing "
-                 f"calibration and the file use the rest of {fmt_s(budget)})")
+                 "re-measures the claims' open conditions in interleaved blocks, a round of them per fresh worker; the "
+                 f"closing calibration and the file use the rest of {fmt_s(budget)})")
     order = agenda.order + [c for c in plan.cases if c.id in agenda.left_out]
     return lines + [f"  {predicted[c.id]:8.1f} s  {fate[c.id]:<11}  {c.id}" for c in order]

@@ -194,16 +194,11 @@ class Session:
             if case_id in self.by_id:
                 yield self.by_id[case_id]
 
-    def _least_done(self, case: Case) -> bool:
-        """Whether `case` is the first past the claims' least sets (they run first): time to decide."""
-        least = self.schedule.least
-        return (bool(least) and not self.schedule.decided and case.id not in least and self.store is not None
-                and least <= set(self.store.doc.case_ids()))
-
     def decide(self) -> None:
-        """Once, under a time budget, in worker processes: after the claims' least sets, the share of the budget kept
-        for it re-measures the claims' open conditions in interleaved blocks (bench.engine.decide); the depth and
-        breadth cases then get what is left."""
+        """Once, under a time budget, in worker processes, after every case: the share of the budget kept for it
+        (the depth and breadth cases may not use it) re-measures the claims' open conditions in interleaved blocks
+        (bench.engine.decide). After the depth, not before it: a depth case joins the conditions it belongs to (a
+        shape family's geometric mean), so only then are they the report's."""
         if self.schedule.decided:
             return
         self.schedule.decided = True
@@ -241,8 +236,6 @@ class Session:
         try:
             self.open()
             for case in self.cases():
-                if self._least_done(case):
-                    self.decide()
                 self.measure_or_skip(case)
             self.decide()
         except KeyboardInterrupt:

@@ -55,7 +55,7 @@ def judged_by_blocks(cond: Condition, blocks: Sequence[dict[str, Any]]) -> Condi
                                                f"{MIN_DECIDE_BLOCKS} give an interval")
     estimate, low, high = blocks_interval(ratios)
     return dataclasses.replace(cond, ratio=estimate, low=low, high=high, why="",
-                               verdict=word(low, high, cond.bound, cond.holds_above),
+                               verdict=word(low, high, cond.bound, cond.holds_above, cond.band),
                                basis=f"{FROM_BLOCKS} ({len(ratios)} blocks, {workers} fresh workers)")
 
 
@@ -84,8 +84,12 @@ def with_blocks(verdict: Verdict, claim_key: str, decided: Sequence[dict[str, An
 
 
 def _needed(cond: Condition, blocks: int) -> float:
-    """About how many blocks at the spread seen would decide it (the interval narrows as 1/sqrt(blocks))."""
-    distance = abs(math.log(cond.ratio / cond.bound))
+    """About how many blocks at the spread seen would decide it (the interval narrows as 1/sqrt(blocks)): its
+    interval must clear the bound, or, with its estimate within the condition's band of the bound, fit within that
+    band, whichever is nearer."""
+    distance, band = abs(math.log(cond.ratio / cond.bound)), math.log(cond.band)
+    if distance < band:
+        distance = max(distance, band - distance)
     half = (math.log(cond.high) - math.log(cond.low)) / 2
     return blocks * (half / distance) ** 2 if distance > 0 else math.inf
 
