@@ -296,7 +296,7 @@ def test_no_sparse_case_is_not_measured(tmp_path):
 
 @pytest.mark.parametrize("speedup, noise, expected", [
     (4.2, 0.01, HOLDS), (2.0, 0.01, FAILS), (3.7, 0.01, FAILS),
-    (3.95, 0.01, INCONCLUSIVE), (4.0, 0.01, INCONCLUSIVE),  # within the ±1% CIs of half the ideal (4×)
+    (3.95, 0.01, HOLDS), (4.0, 0.01, HOLDS),  # their ±1% CIs within 5% of half the ideal (4×): at its bound
     (3.7, 0.2, INCONCLUSIVE), (4.2, 0.2, INCONCLUSIVE)])  # decided by the medians, not by timings this noisy
 def test_the_speedup_claim_against_half_the_ideal_at_the_longest_length(tmp_path, speedup, noise, expected):
     assert IDEAL_SHARE * 8 == 4.0

@@ -58,23 +58,32 @@ QUESTIONS = (Question("trace", picks, least),)
 
 # -- the judge ------------------------------------------------------------------------------------------------------
 RULE = (f"per trace, the grid's winner's time to serve over the fastest other backend's (the runner-up's where the "
-        f"grid's winner serves it fastest), 95% interval from each bucket's time drawn within its CI and weighted by "
-        f"its steps and widened by how differently the buckets predict the two backends' times on real steps timed "
-        f"exactly; holds when the whole "
-        f"interval is ≤ {TRACE_CLOSE:g}×, does not hold when it is wholly above")
+        f"grid's winner serves it fastest), each the buckets' time corrected by the error they make on the sampled "
+        f"real steps timed exactly (per kind of step, its steps times the sample's mean error); 95% interval from "
+        f"each bucket's time drawn within its CI and weighted by its steps, and the sample resampled within each kind "
+        f"(without a sample for every backend: widened by how differently the buckets predict them instead); holds "
+        f"when the whole interval is ≤ {TRACE_CLOSE:g}×, does not hold when it is wholly above")
 
 
 def grid_vs_trace(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     """The claim: the backend fastest on the synthetic grid is the one that serves the real trace fastest, judged per
     trace (workload × geometry): ratio = the grid's winner's time to serve / the fastest other backend's (below 1
-    where it is the fastest), its 95% interval from each bucket's CI weighted by the bucket's steps and widened by
-    the buckets' checked error in time, the grid's winner's against each other backend's (widened_ratios: a bucket
-    estimate that is off for one backend leaves the condition inconclusive rather than wrongly decided), against
-    TRACE_CLOSE; a grid winner that cannot serve every bucket does not hold. The claim's word is
-    bench.report.conditions' rule over the traces."""
+    where it is the fastest), each time the buckets' corrected by their error on the sampled real steps (`corrected`),
+    its 95% interval from each bucket's CI weighted by the bucket's steps and the sample resampled; without a sample
+    for every backend (results written before), the buckets' times, the interval widened by the buckets' checked
+    error in time instead (widened_ratios). Against TRACE_CLOSE; a grid winner that cannot serve every bucket does
+    not hold. The claim's word is bench.report.conditions' rule over the traces."""
     from bench.report.conditions import Condition, combine, condition, undecided_why
     from bench.report.interval import ROUNDS_DECIDE
-    from bench.report.traces import GEOMETRY, at_geometry, check_table, grid_winner, serve_table, trace_times
+    from bench.report.traces import (
+        GEOMETRY,
+        at_geometry,
+        check_table,
+        grid_winner,
+        serve_table,
+        step_checks,
+        trace_times,
+    )
     from bench.report.verdict import FAILS, INCONCLUSIVE, NO_FACTS, NOT_MEASURED, Verdict, judged
 
     run = NO_FACTS if run is None else run
@@ -82,7 +91,7 @@ def grid_vs_trace(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     if table.empty:
         return Verdict(CLAIM, NOT_MEASURED, f"no replayed trace in this run (`{COMMAND}`)")
     times = trace_times(df, run.workloads)
-    checks = check_table(df, run.workloads)
+    checks, steps = check_table(df, run.workloads), step_checks(df, run.workloads)
     said: list[str] = []
     off: list[str] = []  # undecided traces whose interval the buckets' error in time widened
     found: list[Condition] = []
@@ -114,29 +123,36 @@ def grid_vs_trace(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
                         f"({int(grid_row['buckets_ok'].iloc[0]) if not grid_row.empty else 0} of "
                         f"{int(winner['buckets'])}); among the backends that can, {then}: {FAILS}")
             continue
-        others = complete[complete["backend"] != grid]  # fastest first
-        grid_s = float(grid_row["served_s"].iloc[0])
-        if others.empty:
+        if len(complete) < 2:
             said.append(f"{where}: only {grid} served every bucket, nothing to set it against")
             continue
-        rival, rival_s = str(others["backend"].iloc[0]), float(others["served_s"].iloc[0])
         mine = at_geometry(times[times["workload"] == name], geometry)
         draws = served_draws(mine[mine["backend"].isin(complete["backend"])])
         checked = at_geometry(checks[checks["workload"] == name], geometry)
         errors = dict(zip(checked["backend"], checked["total"], strict=True))
-        factors = pair_factors(errors, grid, list(others["backend"]))
+        served = dict(zip(complete["backend"].astype(str), complete["served_s"].astype(float), strict=True))
+        sample = at_geometry(steps[steps["workload"] == name], geometry)
+        fixed = corrected(served, draws, sample, run.workloads[name].get("kinds") or {})
+        if fixed is not None:  # the sampled real steps take the buckets' error out of each backend's time
+            served, draws = fixed
+        rival = min((b for b in served if b != grid), key=served.__getitem__)
+        grid_s, rival_s = served[grid], served[rival]
+        factors = {b: 1.0 for b in served if b != grid} if fixed else pair_factors(errors, grid, [
+            b for b in served if b != grid])
         low, high = widened_ratios(draws, grid, factors)
         found.append(condition(where, grid_s / rival_s, (low, high), TRACE_CLOSE, holds_above=False,
                                band=1.0))  # its bound is a 5% margin already
         detail.append({"workload": name, **geometry, "grid": grid, "rival": rival, "check_errors": errors,
-                       **found[-1].as_dict()})
+                       "corrected": fixed is not None, **found[-1].as_dict()})
         worst = max(factors, key=lambda b: factors[b])
         if found[-1].verdict == INCONCLUSIVE and factors[worst] > 1:
             off.append(f"{where}: its interval is widened by the buckets' error on real steps (they predict {grid} "
                        f"against {worst} off by {factors[worst]:.2f}×)")
-        told = f"95% {low:.2f}–{high:.2f}×: {found[-1].verdict}" + \
-            _checked(checked, list(complete["backend"]), len(run.workloads[name].get("checks") or ()))
-        if grid == winner["backend"]:
+        told = (f"95% {low:.2f}–{high:.2f}×: {found[-1].verdict}"
+                + (f"; the buckets alone say {grid} {_s(float(complete.set_index('backend').loc[grid, 'served_s']))}"
+                   f", {rival} {_s(float(complete.set_index('backend').loc[rival, 'served_s']))}" if fixed else "")
+                + _checked(checked, list(complete["backend"]), len(run.workloads[name].get("checks") or ())))
+        if grid_s <= rival_s:
             said.append(f"{where}: {grid} wins both (grid of {shapes} shapes; serves the trace in {_s(grid_s)}, the "
                         f"runner-up {rival} in {_s(rival_s)}: {grid_s / rival_s:.2f}×, {told})")
         else:
@@ -165,6 +181,45 @@ def served_draws(times: pd.DataFrame) -> dict[str, np.ndarray]:
 
     draws = drawn(times) * times["steps"].to_numpy(float)
     return {str(b): draws[:, (times["backend"] == b).to_numpy()].sum(axis=1) for b in times["backend"].unique()}
+
+
+def corrected(served: dict[str, float], draws: dict[str, np.ndarray], sample: pd.DataFrame,
+              kinds: dict[str, int]) -> tuple[dict[str, float], dict[str, np.ndarray]] | None:
+    """Each backend's time to serve with the buckets' error on the sampled real steps taken out (the difference
+    estimator of survey sampling): the buckets' time plus, per kind of step, the kind's steps in the trace times the
+    mean of (measured - predicted) over its sampled steps; unbiased however far the buckets are off, as the steps
+    were drawn uniformly within each kind (bench.traces.sample). Its draws: the buckets' draws plus, per draw, the
+    same with the sample resampled within each kind (the same steps for every backend: the pair's error is what
+    varies; deviations scaled by sqrt(n / (n - 1)), the bootstrap's small-sample correction); a kind sampled whole
+    is exact. None where some backend lacks a sampled step the others have (the caller widens instead)."""
+    import numpy as np
+
+    backends = list(served)
+    if sample.empty or set(backends) - set(sample["backend"]):
+        return None
+    wide = sample[sample["backend"].isin(backends)].pivot_table(index=["index", "kind"], columns="backend",
+                                                                values=["measured_s", "predicted_s"])
+    residual = (wide["measured_s"] - wide["predicted_s"])[backends]
+    if residual.isna().any().any():
+        return None
+    rng = np.random.default_rng(0)
+    rounds = len(next(iter(draws.values())))
+    points, more = dict(served), {b: np.array(draws[b], dtype=float) for b in backends}
+    for kind, grp in residual.groupby(level="kind"):
+        r, n, total = grp.to_numpy(float), len(grp), int(kinds.get(str(kind), len(grp)))
+        mean = r.mean(axis=0)
+        for i, b in enumerate(backends):
+            points[b] += total * float(mean[i])
+        if n >= total or n < 2:  # sampled whole: exact; one step: no spread to resample
+            for i, b in enumerate(backends):
+                more[b] += total * float(mean[i])
+            continue
+        scaled = mean + (r - mean) * math.sqrt(n / (n - 1))
+        picks = rng.integers(0, n, size=(rounds, n))
+        for i, b in enumerate(backends):
+            more[b] += total * scaled[picks, i].mean(axis=1)
+    tiny = 1e-9  # a correction past the buckets' whole time: the sample says little, the draw stays positive
+    return ({b: max(v, tiny) for b, v in points.items()}, {b: np.maximum(v, tiny) for b, v in more.items()})
 
 
 def pair_factors(errors: dict[str, float], grid: str, others: list[str]) -> dict[str, float]:
