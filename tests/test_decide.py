@@ -159,3 +159,24 @@ def _wobbling(workers):
         factor = 1.02 * (1.02 if workers.workers % 2 else 0.98) if case.id == "mha" else 1.0
         return Outcome(replace(out.record, median_s=out.record.median_s * factor), [])
     return run
+
+
+def test_a_condition_whose_blocks_cost_more_than_guessed_gives_way_to_the_one_before_it(monkeypatch):
+    clock = [0.0]
+    monkeypatch.setattr(decide.time, "perf_counter", lambda: clock[0])
+    first = condition("cheap", 2.05, (1.8, 2.3), 2.0, holds_above=True, pairs=[("mha", "gqa")])
+    costly = condition("costly", 1.2, (1.0, 1.3), 1.1, holds_above=False, pairs=[("x", "y")])
+    monkeypatch.setattr(decide, "open_conditions", lambda doc, path, by_id: [
+        decide.OpenCondition("fused-decode", first), decide.OpenCondition("auto-choice", costly)])
+    workers = FakeWorkers({"mha": 2.4e-3, "gqa": 1e-3, "x": 1.5e-3, "y": 1e-3})
+    plain = FakeWorkers.run
+
+    def run(case, timeout_s):  # x and y take 10 s a slice; the others no time
+        clock[0] += 10.0 if case.id in ("x", "y") else 0.0
+        return plain(workers, case, timeout_s)
+    workers.run = run
+    by_id = {i: FakeCase(i) for i in ("mha", "gqa", "x", "y")}
+    setup = RunnerSetup(Calibration(), None, 1.0, None, 1)
+    got = decide.decide(None, None, by_id, setup, 1, lambda: 60.0 - clock[0], lambda line: None, executor=workers)
+    blocks = {d["condition"]: len(d["blocks"]) for d in got}
+    assert blocks == {"cheap": 6, "costly": 1}  # one 40 s block showed it could not reach 6 in the 20 s left

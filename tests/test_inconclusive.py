@@ -83,7 +83,7 @@ def test_the_layer_claim_within_its_timings_noise_of_half_is_inconclusive(tmp_pa
                 for r in share_records(times)]
     assert attention_dominates(_frame(tmp_path, noisy(0.01))).verdict == HOLDS  # 52% at S=4096, decided
     v = attention_dominates(_frame(tmp_path, noisy(0.1)))
-    assert v.verdict == INCONCLUSIVE and "straddles 50.0%" in v.why and "95% interval at S=4096" in v.numbers
+    assert v.verdict == INCONCLUSIVE and "straddles 50.0%" in v.why and "at S=4096 0.52× (0.4" in v.numbers
 
 
 def test_projected_crossing():

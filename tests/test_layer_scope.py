@@ -432,7 +432,8 @@ def test_families_are_judged_apart_and_unnamed_geometries_labelled(tmp_path):
 def test_a_share_just_under_half_does_not_read_as_half(tmp_path):
     times = {512: {"naive": (0.1, 0.9)}, 2048: {"naive": (0.4999, 1.0)}}
     c = attention_dominates(frame(tmp_path, share_records(times)))
-    assert c.verdict != HOLDS and "S=2048 49.9%" in c.numbers and "never takes half" in c.numbers
+    assert "S=2048 49.9%" in c.numbers and "never takes half" in c.numbers  # the share itself is not rounded up
+    assert c.verdict == HOLDS and "at its bound (within 5% of 0.5×)" in c.numbers  # the claim, within 5%, is met
 
 
 def test_noisy_timings_are_counted(tmp_path):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from bench.backends import get_backend
 from bench.claims.question import Context, Question, main_dtypes, pair, plain
@@ -96,17 +96,19 @@ QUESTIONS = (Question("layer", picks, least),)
 def attention_dominates(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     """Does attention take at least half of the layer's time at the longest S measured?
 
-    Per family (one geometry, dtype, mask, batch and pass), the share at each S is the median over the backends
-    that ran both scopes there. The claim holds when, at each family's longest S, that median's 95% interval (each
-    time drawn within its CI, the backends resampled) lies at or above 50%; a family whose interval straddles 50% is
-    too close to call (inconclusive, unless another family decides against it). numbers
-    gives the share at each S and the smallest S from which attention takes half or more (at that S and every
-    longer one measured), or says it never does on this machine. detail: one dict per family and S.
+    Judged per condition: a backend in a family (one geometry, dtype, mask, batch and pass) at that backend's longest
+    S there, its share (attention alone over the layer around it) with a 95% interval from those two cases' own
+    timings (each drawn within its CI), against DOMINANT; bench.report.conditions' rule gives each condition's word
+    and the claim's. A condition under half whose share is still rising with S, or measured at too few lengths to
+    tell (projected_crossing), is inconclusive: longer lengths decide it. numbers gives the median share over the
+    backends at each S and the smallest S from which attention takes half or more (at that S and every longer one
+    measured), or says it never does on this machine. detail: one dict per family and S.
     """
     import pandas as pd
 
-    from bench.report.layer_share import GEOMETRY_KEYS, attention_share, plain_value, share_interval
-    from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE, NOT_MEASURED, judged, span
+    from bench.report.conditions import combine, listing
+    from bench.report.layer_share import GEOMETRY_KEYS, attention_share, plain_value
+    from bench.report.verdict import FAILS, INCONCLUSIVE, NOT_MEASURED, judged, span
 
     scope = df["scope"].fillna("attention") if "scope" in df else pd.Series("attention", index=df.index)
     if not (scope == "layer").any():
@@ -117,7 +119,7 @@ def attention_dominates(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict
                                      f"same shape and backend (run `{COMMAND}`)")
     shares["model_key"] = shares["model"].fillna("")  # groupby drops None keys
     families = shares.groupby([k if k != "model" else "model_key" for k in GEOMETRY_KEYS], sort=True, dropna=False)
-    detail, parts, verdicts, short, open_, undecided = [], [], [], [], [], []
+    detail, parts, found = [], [], []
     for _, fam in families:
         first = fam.iloc[0]
         key = {k: plain_value(k, first[k]) for k in GEOMETRY_KEYS if k != "model"}  # the frame made ints of None floats
@@ -134,49 +136,58 @@ def attention_dominates(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict
             if median < DOMINANT:
                 break
             from_seq = seq
-        longest, at_longest = per_seq[-1]
-        interval = share_interval(fam[fam["seq"] == longest])
-        verdicts.append(interval[0] >= DOMINANT)
-        if interval[0] < DOMINANT <= interval[1]:  # too close to call either way
-            undecided.append(f"{_family_label(key)} ({_pct(interval[0])}–{_pct(interval[1])} at S={longest})")
-        elif at_longest < DOMINANT:
-            crossing = projected_crossing(per_seq)
-            if crossing is not None:  # still rising, or too few lengths to tell: longer lengths decide it
-                open_.append(f"{_family_label(key)} ({_pct(at_longest)} at S={longest}; "
-                             + (f"the trend reaches half near S≈{crossing:,}" if crossing else
-                                "too few lengths to see a trend") + ")")
-            else:
-                short.append(f"{_family_label(key)} ({_pct(at_longest)} at S={longest})")
+        found += [_condition(mine, _family_label(key)) for _, mine in fam.groupby("backend", sort=True)]
         where = (f"attention takes half or more from S={from_seq}" if from_seq is not None else
-                 f"attention never takes half on this machine (up to S={longest})")
+                 f"attention never takes half on this machine (up to S={per_seq[-1][0]})")
         label = f"{_family_label(key)}: " if families.ngroups > 1 else ""
         parts.append(f"{label}attention's share of the layer (median over "
                      f"{', '.join(sorted(fam['backend'].unique()))}): "
-                     + ", ".join(f"S={s} {_pct(m)}" for s, m in per_seq)
-                     + f" (95% interval at S={longest}: {_pct(interval[0])}–{_pct(interval[1])}); {where}")
-    numbers = "; ".join(parts) + "."
+                     + ", ".join(f"S={s} {_pct(m)}" for s, m in per_seq) + f"; {where}")
+    numbers = ("; ".join(parts) + ". Judged per backend at its longest S, as attention's time over the layer's "
+               f"(half or more holds): {listing(found)}.")
     noisy = int(shares["noisy"].sum())
     if noisy:
         numbers += f" {noisy} of {len(shares)} shares rest on a timing flagged noisy."
-    holds = all(verdicts)
     on = judged(span(shares["seq"], "S"), ", ".join(sorted(shares["dtype"].unique())),
                 ", ".join(sorted(shares["backend"].unique())))
-    if holds:
-        return _result(HOLDS, numbers, detail, "", on)
-    if undecided and not short:  # a family that decides against it outweighs one too close to call
-        why = ("at the longest S, attention's share is within the noise of its timings and the spread of its "
-               f"backends from half: its 95% interval (each time drawn within its CI, the backends resampled) "
-               f"straddles {_pct(DOMINANT)} in " + "; ".join(undecided) + ". More rounds per case (a larger "
-               f"--budget) or longer lengths (`{SPECS[0].command_with(seq=_longer(shares))}`) decide it.")
-        return _result(INCONCLUSIVE, numbers, detail, why, on)
+    why = []
+    short = [c for c in found if c.verdict == FAILS]
     if short:
-        why = ("attention takes under half the layer at the longest S measured, and its share does not rise across "
-               f"≥{LAYER_SPAN}× of lengths, in " + "; ".join(short) + ".")
-        return _result(FAILS, numbers, detail, why, on)
-    why = ("attention takes under half the layer at the longest S measured, but its share is still rising in "
-           + "; ".join(open_) + ": the projections grow as S and attention as S², so longer sequences decide it "
-           f"(`{SPECS[0].command_with(seq=_longer(shares))}`).")
-    return _result(INCONCLUSIVE, numbers, detail, why, on)
+        why.append("attention takes under half the layer at the longest S measured, and its share does not rise "
+                   f"across ≥{LAYER_SPAN}× of lengths, in " + "; ".join(f"{c.name} ({_pct(c.ratio)})" for c in short)
+                   + ".")
+    rising = [c for c in found if c.verdict == INCONCLUSIVE and c.why]
+    if rising:
+        why.append("attention takes under half the layer at the longest S measured, but its share is still rising in "
+                   + "; ".join(f"{c.name} ({c.why})" for c in rising) + ": the projections grow as S and attention "
+                   f"as S², so longer sequences decide it (`{SPECS[0].command_with(seq=_longer(shares))}`).")
+    close = [c for c in found if c.verdict == INCONCLUSIVE and not c.why]
+    if close:
+        why.append(f"at the longest S, attention's share straddles {_pct(DOMINANT)} within its own timings' interval "
+                   "in " + "; ".join(f"{c.name} ({_pct(c.low)}–{_pct(c.high)})" for c in close) + ". More rounds per "
+                   f"case (a larger --budget) or longer lengths (`{SPECS[0].command_with(seq=_longer(shares))}`) "
+                   "decide it.")
+    return _result(combine(found), numbers, detail, " ".join(why), on, tuple(found))
+
+
+def _condition(mine: pd.DataFrame, family: str) -> Any:
+    """One backend's condition in a family: its share at its longest S, with its interval, against DOMINANT; under
+    half but still rising (or at too few lengths to tell), inconclusive with the reason."""
+    from bench.report.conditions import condition
+    from bench.report.layer_share import share_interval
+    from bench.report.verdict import FAILS, INCONCLUSIVE
+
+    mine = mine.sort_values("seq")
+    last = mine.iloc[[-1]]
+    row = last.iloc[0]
+    c = condition(f"{row['backend']} · {family} at S={int(row['seq'])}", float(row["share"]), share_interval(last),
+                  DOMINANT, holds_above=True, pairs=[(row["attention_case_id"], row["layer_case_id"])])
+    if c.verdict == FAILS:
+        crossing = projected_crossing([(int(s), float(v)) for s, v in zip(mine["seq"], mine["share"], strict=True)])
+        if crossing is not None:
+            c = dataclasses.replace(c, verdict=INCONCLUSIVE, why=f"the trend reaches half near S≈{crossing:,}"
+                                    if crossing else "too few lengths to see a trend")
+    return c
 
 
 def projected_crossing(per_seq: list[tuple[int, float]]) -> int | None:
@@ -202,7 +213,7 @@ def projected_crossing(per_seq: list[tuple[int, float]]) -> int | None:
 def _family_label(key: dict) -> str:
     geometry = key["model"] or f"Hq={key['n_heads']} Hkv={key['n_kv_heads']} D={key['head_dim']}"
     shown = {"model", "n_heads", "n_kv_heads", "head_dim", "dtype", "mask", "batch", "pass", "phase", "variant"}
-    rest = "".join(f" · {k}={v}" for k, v in key.items() if k not in shown and v not in (None, ""))
+    rest = "".join(f" · {k}={v}" for k, v in key.items() if k not in shown and v not in (None, "", "none"))
     return f"{geometry} · {key['dtype']} · {key['mask']} · B={key['batch']} · {key['pass']}{rest}"
 
 
@@ -217,7 +228,8 @@ def _longer(shares: pd.DataFrame) -> str:
     return ",".join(str(longest * 2 ** i) for i in range(4))
 
 
-def _result(verdict: str, numbers: str, detail: list[dict] | None = None, why: str = "", on: str = "") -> Verdict:
+def _result(verdict: str, numbers: str, detail: list[dict] | None = None, why: str = "", on: str = "",
+            conditions: tuple = ()) -> Verdict:
     from bench.report.verdict import Verdict
 
-    return Verdict(CLAIM, verdict, numbers, why, tuple(detail or ()), judged_on=on)
+    return Verdict(CLAIM, verdict, numbers, why, tuple(detail or ()), judged_on=on, conditions=conditions)

@@ -180,6 +180,10 @@ def _decide_open(doc: Any, path: Any, by_id: dict[str, Case], executor: Isolated
         f"({max(0.0, seconds_left()):.0f} s left for it):")
     rng, done, active, rounds = random.Random(0), [], [], 0
     while (queue or active) and seconds_left() > 0:
+        for entry in _over(active, seconds_left()):  # its blocks cost more than guessed: the time goes to those before
+            active.remove(entry)
+            done.append(entry)
+            _said(entry, say)
         active += _admit(queue, active, seconds_left(), first=rounds == 0)
         rounds += 1
         executor.close()  # a fresh worker for this round: its state is one draw among the rounds'
@@ -213,20 +217,36 @@ def _decide_open(doc: Any, path: Any, by_id: dict[str, Case], executor: Isolated
              "blocks": e["blocks"], "spent_s": e["spent_s"]} for e in done]
 
 
+def _cost(entry: dict[str, Any]) -> float:
+    """One block's seconds: measured once it has run, else guessed."""
+    n = len(entry["blocks"])
+    return entry["spent_s"] / n if n else BLOCK_GUESS_S * len(entry["cond"].pairs)
+
+
+def _need(entries: list[dict[str, Any]]) -> float:
+    """Seconds for each of these to reach MIN_DECIDE_BLOCKS (one more block for those past it)."""
+    from bench.report.decided import MIN_DECIDE_BLOCKS
+
+    return sum(_cost(e) * max(1, MIN_DECIDE_BLOCKS - len(e["blocks"])) for e in entries)
+
+
+def _over(active: list[dict[str, Any]], seconds: float) -> list[dict[str, Any]]:
+    """The conditions taking blocks, last joined first, that the time left cannot also carry to MIN_DECIDE_BLOCKS
+    at the cost their blocks have shown: the first to join keeps its blocks coming."""
+    keep = list(active)
+    while len(keep) > 1 and _need(keep) > seconds:
+        keep.pop()
+    return [e for e in active if e not in keep]
+
+
 def _admit(queue: list[OpenCondition], active: list[dict[str, Any]], seconds: float,
            first: bool) -> list[dict[str, Any]]:
     """The next open conditions, least decided first, while the ones taking blocks could each still get
     MIN_DECIDE_BLOCKS of them in the time left (first: the phase's first condition joins whatever it costs)."""
-    from bench.report.decided import MIN_DECIDE_BLOCKS
-
-    def cost(e: dict[str, Any]) -> float:  # one block's seconds: measured once it has run, else guessed
-        n = len(e["blocks"])
-        return e["spent_s"] / n if n else BLOCK_GUESS_S * len(e["cond"].pairs)
-
     admitted: list[dict[str, Any]] = []
     while queue:
         entry = {"cond": queue[0], "blocks": [], "spent_s": 0.0}
-        need = sum(cost(e) * max(1, MIN_DECIDE_BLOCKS - len(e["blocks"])) for e in [*active, *admitted, entry])
+        need = _need([*active, *admitted, entry])
         if need > seconds and not first:
             break
         first = False

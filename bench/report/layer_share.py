@@ -41,16 +41,17 @@ def attention_share(df: pd.DataFrame) -> list[dict]:
     Each row holds SHARE_KEYS (None where a field is unset, e.g. the model when the run named none), seq (= seq_kv),
     attention_s and layer_s (medians, seconds) with their CIs (attention_ci_low_s ... layer_ci_high_s; the median
     where a run recorded none), share (a fraction; above 1 only if the layer ran faster than its own
-    attention, i.e. noise) and noisy (either timing flagged). Ordered by SHARE_KEYS (backend first, then S).
+    attention, i.e. noise), noisy (either timing flagged) and the two cases' ids (attention_case_id,
+    layer_case_id). Ordered by SHARE_KEYS (backend first, then S).
     """
     ok = _timed(df)
-    cols = [*SHARE_KEYS, "seq", "median_s", "ci_low_s", "ci_high_s", "noisy"]
+    cols = [*SHARE_KEYS, "seq", "median_s", "ci_low_s", "ci_high_s", "noisy", "case_id"]
     ok = ok.assign(**{c: ok[c] if c in ok else ok["median_s"] for c in ("ci_low_s", "ci_high_s")})
 
     def scoped(scope: str, short: str) -> pd.DataFrame:
         return ok[ok["scope"] == scope][cols].rename(columns={
             "median_s": f"{scope}_s", "ci_low_s": f"{scope}_ci_low_s", "ci_high_s": f"{scope}_ci_high_s",
-            "noisy": f"noisy_{short}"})
+            "noisy": f"noisy_{short}", "case_id": f"{scope}_case_id"})
 
     attn, layer = scoped("attention", "a"), scoped("layer", "l")
     merged = attn.merge(layer, on=[*SHARE_KEYS, "seq"], how="inner").sort_values(SHARE_KEYS, kind="stable")
@@ -62,7 +63,8 @@ def attention_share(df: pd.DataFrame) -> list[dict]:
                  for c in ("attention_s", "attention_ci_low_s", "attention_ci_high_s", "layer_s", "layer_ci_low_s",
                            "layer_ci_high_s")}
         out.append({**rec, **times, "share": times["attention_s"] / times["layer_s"],
-                    "noisy": bool(row["noisy_a"] or row["noisy_l"])})
+                    "noisy": bool(row["noisy_a"] or row["noisy_l"]),
+                    "attention_case_id": str(row["attention_case_id"]), "layer_case_id": str(row["layer_case_id"])})
     return out
 
 
