@@ -32,11 +32,13 @@ class FakeWorkers:
         self.live = False
 
     def run(self, case, timeout_s):
+        return Outcome(replace(_RECORD, status="ok", median_s=self.slice(case, timeout_s)), [])
+
+    def slice(self, case, timeout_s):
         if not self.live:
             self.workers, self.live = self.workers + 1, True
         self.calls.append((self.workers, case.id))
-        record = replace(_RECORD, status="ok", median_s=self.seconds[case.id] * self.worker_factor(self.workers))
-        return Outcome(record, [])
+        return self.seconds[case.id] * self.worker_factor(self.workers)
 
 
 from bench.problem.case import Case  # noqa: E402
@@ -76,7 +78,7 @@ def test_a_condition_on_its_bound_stops_once_its_blocks_show_it_and_time_left_st
     flip = FakeWorkers({"mha": 2e-3, "gqa": 1e-3}, worker_factor=lambda n: 1.0)
     flip.seconds = {"mha": 2e-3, "gqa": 1e-3}
     # a ratio on the bound, one block far above, the next far below: no practical number of blocks decides it
-    flip.run = _alternating(flip)
+    flip.slice = _alternating(flip)
     [got] = _decide(flip)
     assert len(got["blocks"]) == 6  # the fewest with an interval: it sits on 2x, its spread far wider than 5%
     clock = iter([100.0] * 6 + [0.0] * 4)
@@ -85,13 +87,12 @@ def test_a_condition_on_its_bound_stops_once_its_blocks_show_it_and_time_left_st
 
 
 def _alternating(workers):
-    plain = FakeWorkers.run
+    plain = FakeWorkers.slice
 
-    def run(case, timeout_s):
+    def timed(case, timeout_s):
         out = plain(workers, case, timeout_s)
-        factor = 1.3 if workers.workers % 2 and case.id == "mha" else 0.7 if case.id == "mha" else 1.0
-        return Outcome(replace(out.record, median_s=out.record.median_s * factor), [])
-    return run
+        return out * (1.3 if workers.workers % 2 and case.id == "mha" else 0.7 if case.id == "mha" else 1.0)
+    return timed
 
 
 def test_a_run_decides_once_after_its_last_case():
@@ -145,20 +146,19 @@ def test_conditions_whose_word_could_turn_their_claim_s_are_pivotal():
 def test_a_condition_whose_blocks_straddle_its_bound_within_five_percent_of_it_meets_it(monkeypatch):
     _open(monkeypatch)
     flip = FakeWorkers({"mha": 2e-3, "gqa": 1e-3})
-    flip.run = _wobbling(flip)  # 2.04x give or take 2%: 2.00x in one worker, 2.08x in the next
+    flip.slice = _wobbling(flip)  # 2.04x give or take 2%: 2.00x in one worker, 2.08x in the next
     [got] = _decide(flip)
     judged = judged_by_blocks(condition("c", 2.0, (1.8, 2.3), 2.0, holds_above=True), got["blocks"])
     assert judged.verdict == "holds" and judged.low < 2.0 < judged.high  # met at its bound
 
 
 def _wobbling(workers):
-    plain = FakeWorkers.run
+    plain = FakeWorkers.slice
 
-    def run(case, timeout_s):
+    def timed(case, timeout_s):
         out = plain(workers, case, timeout_s)
-        factor = 1.02 * (1.02 if workers.workers % 2 else 0.98) if case.id == "mha" else 1.0
-        return Outcome(replace(out.record, median_s=out.record.median_s * factor), [])
-    return run
+        return out * (1.02 * (1.02 if workers.workers % 2 else 0.98) if case.id == "mha" else 1.0)
+    return timed
 
 
 def test_a_condition_whose_blocks_cost_more_than_guessed_gives_way_to_the_one_before_it(monkeypatch):
@@ -169,12 +169,12 @@ def test_a_condition_whose_blocks_cost_more_than_guessed_gives_way_to_the_one_be
     monkeypatch.setattr(decide, "open_conditions", lambda doc, path, by_id: [
         decide.OpenCondition("fused-decode", first), decide.OpenCondition("auto-choice", costly)])
     workers = FakeWorkers({"mha": 2.4e-3, "gqa": 1e-3, "x": 1.5e-3, "y": 1e-3})
-    plain = FakeWorkers.run
+    plain = FakeWorkers.slice
 
-    def run(case, timeout_s):  # x and y take 10 s a slice; the others no time
+    def timed(case, timeout_s):  # x and y take 10 s a slice; the others no time
         clock[0] += 10.0 if case.id in ("x", "y") else 0.0
         return plain(workers, case, timeout_s)
-    workers.run = run
+    workers.slice = timed
     by_id = {i: FakeCase(i) for i in ("mha", "gqa", "x", "y")}
     setup = RunnerSetup(Calibration(), None, 1.0, None, 1)
     got = decide.decide(None, None, by_id, setup, 1, lambda: 60.0 - clock[0], lambda line: None, executor=workers)

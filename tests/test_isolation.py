@@ -137,3 +137,21 @@ def test_cases_run_family_by_family_from_the_cheapest():
     assert planner.scale("fp32") == 1.0 and planner.fits(25.0, elapsed_s=30.0, key="fp32")
     assert planner.eta_s([(10.0, "bf16"), (5.0, "fp32")], elapsed_s=0.0) == 35.0
     assert planner.eta_s([(100.0, "bf16")], elapsed_s=50.0) == 15.0  # no more than the room's rest
+
+
+def test_a_slice_times_a_case_in_its_worker_and_a_case_it_cannot_run_gives_none():
+    from bench.engine.execute import RunnerSetup
+    from bench.engine.isolate import Isolated
+    from bench.problem.case import Case
+    from bench.problem.shapes import AttentionShape
+    from bench.results.meta import Calibration
+
+    workers = Isolated(1)
+    workers.start(RunnerSetup(Calibration(), None, 0.05, None, 1))
+    try:
+        case = Case("naive", AttentionShape(1, 2, 2, 32, 32, 16), "prefill", "fwd", "cpu")
+        first, second = workers.slice(case), workers.slice(case)  # built, checked and warmed once, then kept
+        assert first and second and first > 0 and second > 0
+        assert workers.slice(Case("flash-attn", AttentionShape(1, 2, 2, 32, 32, 16), "prefill", "fwd", "cpu")) is None
+    finally:
+        workers.close()

@@ -4,7 +4,9 @@ own CI, straddles their bound; those within NEAR_PIVOTAL of it whose word could 
 NEAR_BOUND of it (one worker's CI does not see what another worker would give).
 
 Each such condition names the (top, bottom) cases behind its ratio (bench.report.conditions). They are measured
-again in blocks, each pair as ABBA or BAAB at random, so a slow spell of the machine lands on both sides alike. The
+again in blocks, each pair as ABBA or BAAB at random, so a slow spell of the machine lands on both sides alike; a
+slice is the case's headline timing alone (Runner.slice: its call built, checked against float64 and warmed up at its
+first slice in a worker, and kept for its second), so a block costs its timing, not a whole case's run. The
 blocks run in rounds: each round is a fresh worker process that takes one block of every condition still being
 decided, in a random order, so a worker's state (where its buffers landed, what it compiled) is part of the spread
 across rounds, not a constant that reads as a difference, and its start-up (torch, the compiler) is paid once per
@@ -36,6 +38,7 @@ from bench.engine.isolate import Isolated
 from bench.problem.case import Case
 
 SLICE_BUDGET_S = 0.25  # timing seconds of one slice (a block has four per pair)
+SLICE_TIMEOUT_S = 120.0  # a slice past this (its first in a worker builds, checks and compiles) is dropped
 MAX_BLOCKS = 12  # a condition still open after this many blocks is left as it is: its ratio sits on the bound
 MAX_PAIRS = 4  # a condition resting on more pairs than this costs too much a block to re-measure here
 # a condition whose CI-based word is decided but whose ratio is within this factor of its bound is re-measured too:
@@ -112,10 +115,10 @@ def block(executor: Isolated, cond: OpenCondition, by_id: dict[str, Case], rng: 
     for top, bottom in cond.pairs:
         slices: dict[str, list[float]] = {"A": [], "B": []}
         for side in order:
-            outcome = executor.run(by_id[top if side == "A" else bottom], None)
-            if outcome.record.status != "ok" or not outcome.record.median_s:
+            seconds = executor.slice(by_id[top if side == "A" else bottom], SLICE_TIMEOUT_S)
+            if seconds is None:
                 return None
-            slices[side].append(outcome.record.median_s)
+            slices[side].append(seconds)
         tops.append(slices["A"])
         bottoms.append(slices["B"])
     return {"ratio": block_ratio(tops, bottoms), "worker": worker, "order": order, "top_s": tops,
@@ -185,6 +188,8 @@ def _decide_open(doc: Any, path: Any, by_id: dict[str, Case], executor: Isolated
             done.append(entry)
             _said(entry, say)
         active += _admit(queue, active, seconds_left(), first=rounds == 0)
+        if not active:  # the next condition's blocks could not reach six in the time left
+            break
         rounds += 1
         executor.close()  # a fresh worker for this round: its state is one draw among the rounds'
         for entry in rng.sample(active, len(active)):  # a random order: no condition always comes first

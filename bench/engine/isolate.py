@@ -144,6 +144,17 @@ class Isolated:
             return Outcome(replace(_before(case, self.runner_threads), status="crashed", reason=died.describe()[:500]))
         return Outcome(Record.from_dict(answer["record"]), [float(x) for x in answer["samples"]])
 
+    def slice(self, case: Case, timeout_s: float | None = None) -> float | None:
+        """One slice of an interleaved block in this worker (Runner.slice): its median seconds, or None where the
+        case failed, timed out or took its worker down (the worker is then ended: the next call starts a fresh one)."""
+        try:
+            answer = self._ready(with_runner=True).ask({"cmd": "slice", "case": case.to_dict()}, timeout_s)
+        except (TimeoutError, WorkerDied):
+            self.close()
+            return None
+        median = answer.get("median_s")
+        return float(median) if isinstance(median, (int, float)) and median > 0 else None
+
     def close(self) -> None:
         if self.worker is not None:
             self.worker.end()

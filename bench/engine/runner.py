@@ -28,15 +28,19 @@ from bench.kinds import EXACT_CHECK_ELEMENTS, ReferenceCache, check_shape, kind_
 from bench.kinds.guards import implausible
 from bench.measure.environment import gpu_reading
 from bench.measure.memory import available_cpu_bytes, peak_bytes
-from bench.measure.modes import CaseTiming, time_case
+from bench.measure.modes import CaseTiming, time_case, time_headline
 from bench.measure.nvml import Gpu
 from bench.measure.spec_sheets import spec_sheet
 from bench.measure.stats import summarize
+from bench.measure.timer import warm_up
 from bench.results.meta import Calibration
 from bench.results.record import Record, new_record, timed, with_modes
 
 # the engine session, `bench ab` workers and tests read these here
 __all__ = ["EXACT_CHECK_ELEMENTS", "Outcome", "ReferenceCache", "Runner", "check_shape"]
+
+
+SLICED_KEPT = 8  # cases whose built call a worker keeps for their next slice: a block's pairs
 
 
 def _is_oom(err: BaseException) -> bool:
@@ -66,6 +70,7 @@ class Runner:
         self.keep_last = False
         self.last: tuple[Callable[[], object], CaseTiming] | None = None
         self.references = ReferenceCache()
+        self.sliced: dict[str, tuple[Callable[[], object], float]] = {}  # case id -> (its call, one call's seconds)
 
     def run(self, case: Case) -> Outcome:
         record = new_record(case, get_backend(case.backend).memory)
@@ -144,6 +149,23 @@ class Runner:
         if self.keep_last:  # `bench profile` reads the whole kernel table and re-runs the call for a memory snapshot
             self.last = (fn, case_timing)
         return Outcome(record, timing.samples)
+
+    def slice(self, case: Case) -> float:
+        """One slice of an interleaved block (bench.engine.decide): the headline mode's median alone. The case's
+        call is built, checked against float64 and warmed up at its first slice in this process, and kept for its
+        next (a block's ABBA runs each case twice); a failed check raises ValueError."""
+        if case.id not in self.sliced:
+            if len(self.sliced) >= SLICED_KEPT:
+                self.sliced.pop(next(iter(self.sliced)))
+            kind = kind_of(case.shape)
+            setup = kind.setup(case)
+            check, _ = kind.check(case, setup, self.references)
+            if not check.ok:
+                raise ValueError(check.describe())
+            fn = kind.timed_call(case, setup)
+            self.sliced[case.id] = (fn, warm_up(fn, case.device)[1])
+        fn, one_call_s = self.sliced[case.id]
+        return time_headline(fn, case.device, one_call_s, self.case_budget_s)
 
     def trace_path(self, case: Case) -> Path | None:
         """--trace DIR: the kernel mode's profiler trace of this case, one file per case id (a long id, as one with

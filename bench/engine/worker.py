@@ -11,6 +11,7 @@ anything else printed goes to stderr, which the parent relays and keeps the last
   {"cmd": "kv", "device"}                                          -> {"kv_measured": [...]}
   {"cmd": "runner", "calibration", "gpu_name", "case_budget_s", "trace_dir", "threads"} -> {"threads": torch's threads}
   {"cmd": "run", "case": {"backend", "shape": {...}, "phase", "pass_", "device"}}  -> {"record", "samples"}
+  {"cmd": "slice", "case": {...}}                                  -> {"median_s"} or {"error"} (Runner.slice)
 The worker ignores SIGINT: Ctrl-C is the parent's to handle (it ends the worker when it stops).
 """
 
@@ -67,6 +68,13 @@ def serve(request: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
 
         outcome = state["runner"].run(Case.from_dict(request["case"]))
         return {"record": outcome.record.to_dict(), "samples": list(outcome.samples)}
+    if cmd == "slice":
+        from bench.problem.case import Case
+
+        try:
+            return {"median_s": state["runner"].slice(Case.from_dict(request["case"]))}
+        except Exception as err:  # noqa: BLE001 - a block that cannot time its case is dropped, not the run
+            return {"error": f"{type(err).__name__}: {err}"[:500]}
     return {"error": f"unknown command {cmd!r}"}
 
 

@@ -170,6 +170,14 @@ def time_case(fn: Callable[[], object], device: str, case_budget_s: float, gpu: 
     return timing
 
 
+def time_headline(fn: Callable[[], object], device: str, one_call_s: float, case_budget_s: float) -> float:
+    """The headline mode alone, its median (what a record's median_s is): one slice of an interleaved block
+    (bench.engine.decide), whose case was warmed up and checked before."""
+    timing = time_cold(fn, case_budget_s, TARGET) if device == "cuda" else time_cpu(fn, one_call_s, case_budget_s,
+                                                                                     TARGET)
+    return summarize(timing.samples).median
+
+
 def _recover() -> None:
     """After a failed capture: let the stream finish what it had, so the next case starts clean."""
     with contextlib.suppress(Exception):
