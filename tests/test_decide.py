@@ -180,3 +180,24 @@ def test_a_condition_whose_blocks_cost_more_than_guessed_gives_way_to_the_one_be
     got = decide.decide(None, None, by_id, setup, 1, lambda: 60.0 - clock[0], lambda line: None, executor=workers)
     blocks = {d["condition"]: len(d["blocks"]) for d in got}
     assert blocks == {"cheap": 6, "costly": 1}  # one 40 s block showed it could not reach 6 in the 20 s left
+
+
+def test_conditions_share_rounds_so_a_round_s_start_up_is_paid_once_for_all_of_them(monkeypatch):
+    clock = [0.0]
+    monkeypatch.setattr(decide.time, "perf_counter", lambda: clock[0])
+    names = ("a", "b", "c", "d")
+    monkeypatch.setattr(decide, "open_conditions", lambda doc, path, by_id: [
+        decide.OpenCondition("fused-decode", condition(n, 2.05, (1.8, 2.3), 2.0, holds_above=True,
+                                                       pairs=[("mha", "gqa")])) for n in names])
+    workers = FakeWorkers({"mha": 2.4e-3, "gqa": 1e-3})
+    plain = FakeWorkers.close
+
+    def close():  # a fresh worker costs 10 s; the blocks no time
+        clock[0] += 10.0
+        plain(workers)
+    workers.close = close
+    by_id = {i: FakeCase(i) for i in ("mha", "gqa")}
+    setup = RunnerSetup(Calibration(), None, 1.0, None, 1)
+    got = decide.decide(None, None, by_id, setup, 1, lambda: 75.0 - clock[0], lambda line: None, executor=workers)
+    assert sorted(d["condition"] for d in got) == list(names) and all(len(d["blocks"]) == 6 for d in got)
+    assert workers.workers == 6  # six rounds for the four of them, not six each

@@ -1,4 +1,4 @@
-"""Once the claims' least sets have run, a run under a time budget spends the share it kept
+"""Once its cases have run, a run under a time budget spends the share it kept
 (bench.engine.budget.DECIDE_SHARE) deciding the claims' open conditions: those whose 95% interval, from each case's
 own CI, straddles their bound; those within NEAR_PIVOTAL of it whose word could turn their claim's; and those within
 NEAR_BOUND of it (one worker's CI does not see what another worker would give).
@@ -10,10 +10,12 @@ first slice in a worker, and kept for its second), so a block costs its timing, 
 blocks run in rounds: each round is a fresh worker process that takes one block of every condition still being
 decided, in a random order, so a worker's state (where its buffers landed, what it compiled) is part of the spread
 across rounds, not a constant that reads as a difference, and its start-up (torch, the compiler) is paid once per
-round, not once per block. Conditions join in order (straddling, then pivotal, then near; the least decided first)
-while each of them could still get MIN_DECIDE_BLOCKS blocks in the time left; one leaves once its blocks decide it
-(bench.report.decided: at least MIN_DECIDE_BLOCKS, judged by their signed-rank interval), show it on its bound, or
-reach MAX_BLOCKS, and the next joins. A condition open for a stated reason (a cache on-chip, too few lengths) is not
+round, not once per block. Conditions join in order (those whose word could turn their claim's first, the straddling
+ones first among each; the least decided first) while each of them could still get MIN_DECIDE_BLOCKS blocks in the
+time left, at the costs the rounds so far have shown (a round: its start-up, then each block's usual seconds); the
+last to join leaves first when they cannot. One leaves once its blocks decide it (bench.report.decided: at least
+MIN_DECIDE_BLOCKS, judged by their signed-rank interval), show it on its bound, or reach MAX_BLOCKS, and the next
+joins. A condition open for a stated reason (a cache on-chip, too few lengths) is not
 re-measured: more rounds cannot decide it. The blocks go into the run's metadata (RunMeta.decided), with the seconds
 spent on each condition; the report judges those conditions on their blocks.
 
@@ -47,7 +49,8 @@ NEAR_BOUND = 1.10
 # ... and within this factor where its word could turn the claim's: flex's paged decode step over its contiguous twin
 # read 1.02x on one worker's CI and 1.36x over fresh workers' blocks, in two runs of the same code (bound 1.3x)
 NEAR_PIVOTAL = 1.4
-BLOCK_GUESS_S = 2.5  # a pair's block before one has run: four slices and their setup, in a worker already started
+BLOCK_GUESS_S = 1.5  # a pair's block before one has run: four slices and their first's setup
+ROUND_GUESS_S = 5.0  # a round's cost beyond its blocks before one has run: a worker's start, its first compile
 MAX_SUSPECTS = 8  # stalled-looking timings re-measured at most: more means the machine, not a case, is the problem
 
 
@@ -73,9 +76,10 @@ class OpenCondition:
 
 
 def open_conditions(doc: Any, path: Any, by_id: dict[str, Case]) -> list[OpenCondition]:
-    """The run's conditions worth blocks, whose cases this run has: those whose interval straddles their bound;
-    those within NEAR_PIVOTAL of it whose word could turn their claim's (pivotal); those within NEAR_BOUND of it.
-    In that order, each group least decided first."""
+    """The run's conditions worth blocks, whose cases this run has: those whose interval straddles their bound,
+    those within NEAR_PIVOTAL of it whose word could turn their claim's (pivotal), those within NEAR_BOUND of it.
+    Pivotal ones first (straddling first among them), then the rest (straddling first); each group least decided
+    first."""
     from bench.claims import CLAIMS
     from bench.report.claims import verdicts
     from bench.report.load import doc_frame
@@ -92,7 +96,7 @@ def open_conditions(doc: Any, path: Any, by_id: dict[str, Case]) -> list[OpenCon
             cond, turns = OpenCondition(spec.key, c), pivotal(c, verdict.conditions)
             far = abs(math.log(c.ratio / c.bound))
             if c.verdict == INCONCLUSIVE or far < math.log(NEAR_BOUND) or (turns and far < math.log(NEAR_PIVOTAL)):
-                found.append((c.verdict != INCONCLUSIVE, not turns, -cond.openness, far, cond))
+                found.append((not turns, c.verdict != INCONCLUSIVE, -cond.openness, far, cond))
     return [o for *_, o in sorted(found, key=lambda item: item[:4])]
 
 
@@ -181,29 +185,33 @@ def _decide_open(doc: Any, path: Any, by_id: dict[str, Case], executor: Isolated
         return []
     say(f"deciding {len(queue)} open condition(s) in interleaved blocks, a round of blocks per fresh worker "
         f"({max(0.0, seconds_left()):.0f} s left for it):")
-    rng, done, active, rounds = random.Random(0), [], [], 0
+    rng, done, active, rounds, overhead = random.Random(0), [], [], 0, ROUND_GUESS_S
     while (queue or active) and seconds_left() > 0:
-        for entry in _over(active, seconds_left()):  # its blocks cost more than guessed: the time goes to those before
+        for entry in _over(active, overhead, seconds_left()):  # its blocks cost more than guessed
             active.remove(entry)
             done.append(entry)
             _said(entry, say)
-        active += _admit(queue, active, seconds_left(), first=rounds == 0)
+        active += _admit(queue, active, overhead, seconds_left(), first=rounds == 0)
         if not active:  # the next condition's blocks could not reach six in the time left
             break
         rounds += 1
+        round_started, ran = time.perf_counter(), []
         executor.close()  # a fresh worker for this round: its state is one draw among the rounds'
         for entry in rng.sample(active, len(active)):  # a random order: no condition always comes first
             if seconds_left() <= 0:
                 break
             started = time.perf_counter()
             got = block(executor, entry["cond"], by_id, rng, rounds)
-            entry["spent_s"] += time.perf_counter() - started
+            entry["block_s"].append(time.perf_counter() - started)
+            ran.append(entry)
             if got is not None:
                 entry["blocks"].append(got)
             if got is None or _settled(entry):
                 active.remove(entry)
                 done.append(entry)
                 _said(entry, say)
+        # what a round costs beyond its blocks' usual seconds: the worker's start, its first compile
+        overhead = max(0.0, time.perf_counter() - round_started - sum(_cost(e) for e in ran))
     for entry in active:  # the time ran out with these still taking blocks
         done.append(entry)
         _said(entry, say)
@@ -214,45 +222,47 @@ def _decide_open(doc: Any, path: Any, by_id: dict[str, Case], executor: Isolated
         say(f"  {len(queue)} open condition(s) got no block: the time kept for deciding ran out")
     spent_by_claim: dict[str, float] = {}
     for e in done:
-        spent_by_claim[e["cond"].claim] = spent_by_claim.get(e["cond"].claim, 0.0) + e["spent_s"]
+        spent_by_claim[e["cond"].claim] = spent_by_claim.get(e["cond"].claim, 0.0) + sum(e["block_s"])
     if spent_by_claim:
         say(f"  spent deciding ({rounds} rounds, {left} condition(s) still open): "
             + ", ".join(f"{k} {v:.0f} s" for k, v in spent_by_claim.items()))
     return [{"claim": e["cond"].claim, "condition": e["cond"].name, "pairs": [list(p) for p in e["cond"].pairs],
-             "blocks": e["blocks"], "spent_s": e["spent_s"]} for e in done]
+             "blocks": e["blocks"], "spent_s": sum(e["block_s"])} for e in done]
 
 
 def _cost(entry: dict[str, Any]) -> float:
-    """One block's seconds: measured once it has run, else guessed."""
-    n = len(entry["blocks"])
-    return entry["spent_s"] / n if n else BLOCK_GUESS_S * len(entry["cond"].pairs)
+    """One block's usual seconds: the median of its blocks' (the first in a round pays the round's start-up), else
+    guessed."""
+    seconds = sorted(entry["block_s"])
+    return seconds[len(seconds) // 2] if seconds else BLOCK_GUESS_S * len(entry["cond"].pairs)
 
 
-def _need(entries: list[dict[str, Any]]) -> float:
-    """Seconds for each of these to reach MIN_DECIDE_BLOCKS (one more block for those past it)."""
+def _need(entries: list[dict[str, Any]], overhead: float) -> float:
+    """Seconds for each of these to reach MIN_DECIDE_BLOCKS (one more block for those past it), in rounds that
+    each cost `overhead` beyond their blocks."""
     from bench.report.decided import MIN_DECIDE_BLOCKS
 
-    return sum(_cost(e) * max(1, MIN_DECIDE_BLOCKS - len(e["blocks"])) for e in entries)
+    left = [max(1, MIN_DECIDE_BLOCKS - len(e["blocks"])) for e in entries]
+    return max(left, default=0) * overhead + sum(_cost(e) * n for e, n in zip(entries, left, strict=True))
 
 
-def _over(active: list[dict[str, Any]], seconds: float) -> list[dict[str, Any]]:
+def _over(active: list[dict[str, Any]], overhead: float, seconds: float) -> list[dict[str, Any]]:
     """The conditions taking blocks, last joined first, that the time left cannot also carry to MIN_DECIDE_BLOCKS
-    at the cost their blocks have shown: the first to join keeps its blocks coming."""
+    at the costs seen: the first to join keeps its blocks coming."""
     keep = list(active)
-    while len(keep) > 1 and _need(keep) > seconds:
+    while len(keep) > 1 and _need(keep, overhead) > seconds:
         keep.pop()
     return [e for e in active if e not in keep]
 
 
-def _admit(queue: list[OpenCondition], active: list[dict[str, Any]], seconds: float,
+def _admit(queue: list[OpenCondition], active: list[dict[str, Any]], overhead: float, seconds: float,
            first: bool) -> list[dict[str, Any]]:
-    """The next open conditions, least decided first, while the ones taking blocks could each still get
+    """The next open conditions, in the queue's order, while the ones taking blocks could each still get
     MIN_DECIDE_BLOCKS of them in the time left (first: the phase's first condition joins whatever it costs)."""
     admitted: list[dict[str, Any]] = []
     while queue:
-        entry = {"cond": queue[0], "blocks": [], "spent_s": 0.0}
-        need = _need([*active, *admitted, entry])
-        if need > seconds and not first:
+        entry = {"cond": queue[0], "blocks": [], "block_s": []}
+        if _need([*active, *admitted, entry], overhead) > seconds and not first:
             break
         first = False
         admitted.append(entry)
@@ -282,5 +292,5 @@ def _said(entry: dict[str, Any], say: Callable[[str], None]) -> None:
     if not blocks:
         return
     judged = judged_by_blocks(cond.condition, blocks)
-    say(f"  {cond.claim}: {cond.name}: {len(blocks)} blocks, {entry['spent_s']:.0f} s -> {judged.verdict} "
+    say(f"  {cond.claim}: {cond.name}: {len(blocks)} blocks, {sum(entry['block_s']):.0f} s -> {judged.verdict} "
         f"{judged.ratio:.2f}× ({judged.low:.2f}–{judged.high:.2f}×)")
