@@ -141,6 +141,9 @@ def test_conditions_whose_word_could_turn_their_claim_s_are_pivotal():
     fails = condition("c", 2.0, (1.9, 2.1), 1.3, holds_above=False)
     assert decide.pivotal(close, [holds, close])  # both hold: were it to fail, the claim would depend
     assert not decide.pivotal(close, [holds, close, fails])  # depends whatever it says
+    twin = condition("d", 1.25, (1.2, 1.28), 1.3, holds_above=False)
+    far = condition("e", 3.0, (2.9, 3.1), 1.3, holds_above=False)
+    assert decide.pivotal(close, [close, twin, far])  # the two near kernels failing together turn depends to fails
 
 
 def test_a_condition_whose_blocks_straddle_its_bound_within_five_percent_of_it_meets_it(monkeypatch):

@@ -94,19 +94,30 @@ def open_conditions(doc: Any, path: Any, by_id: dict[str, Case]) -> list[OpenCon
                     and all(t in by_id and b in by_id for t, b in c.pairs)):
                 continue
             cond, turns = OpenCondition(spec.key, c), pivotal(c, verdict.conditions)
-            far = abs(math.log(c.ratio / c.bound))
+            far = _far(c)
             if c.verdict == INCONCLUSIVE or far < math.log(NEAR_BOUND) or (turns and far < math.log(NEAR_PIVOTAL)):
                 found.append((not turns, c.verdict != INCONCLUSIVE, -cond.openness, far, cond))
     return [o for *_, o in sorted(found, key=lambda item: item[:4])]
 
 
+def _far(c: Any) -> float:
+    """How far a condition's ratio is from its bound, as a log factor (inf where it has none)."""
+    ok = c.ratio > 0 and c.bound > 0 and math.isfinite(c.ratio) and math.isfinite(c.bound)
+    return abs(math.log(c.ratio / c.bound)) if ok else math.inf
+
+
 def pivotal(cond: Any, conditions: Any) -> bool:
-    """Whether the claim's word would change were this condition's word the other one (holds for fails)."""
+    """Whether the claim's word would change were this condition's word the other one (holds for fails), alone or
+    with every condition of its claim that has its word and is within NEAR_BOUND of its bound (two kernels near the
+    bound can turn the claim together where neither can alone)."""
     from bench.report.conditions import combine
     from bench.report.verdict import FAILS, HOLDS
 
     now = combine(conditions)
-    return any(combine([alt if c is cond else c for c in conditions]) != now for alt in (HOLDS, FAILS))
+    near = math.log(NEAR_BOUND)
+    together = {id(c) for c in conditions if c is cond or (c.verdict == cond.verdict and _far(c) < near)}
+    return any(combine([alt if (c is cond if alone else id(c) in together) else c for c in conditions]) != now
+               for alt in (HOLDS, FAILS) for alone in (True, False))
 
 
 def block(executor: Isolated, cond: OpenCondition, by_id: dict[str, Case], rng: random.Random,
