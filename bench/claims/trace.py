@@ -130,9 +130,10 @@ def grid_vs_trace(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
         draws = served_draws(mine[mine["backend"].isin(complete["backend"])])
         checked = at_geometry(checks[checks["workload"] == name], geometry)
         errors = dict(zip(checked["backend"], checked["total"], strict=True))
-        served = dict(zip(complete["backend"].astype(str), complete["served_s"].astype(float), strict=True))
+        buckets = dict(zip(complete["backend"].astype(str), complete["served_s"].astype(float), strict=True))
         sample = at_geometry(steps[steps["workload"] == name], geometry)
-        fixed = corrected(served, draws, sample, run.workloads[name].get("kinds") or {})
+        fixed = corrected(buckets, draws, sample, run.workloads[name].get("kinds") or {})
+        served = buckets
         if fixed is not None:  # the sampled real steps take the buckets' error out of each backend's time
             served, draws = fixed
         rival = min((b for b in served if b != grid), key=served.__getitem__)
@@ -149,8 +150,7 @@ def grid_vs_trace(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
             off.append(f"{where}: its interval is widened by the buckets' error on real steps (they predict {grid} "
                        f"against {worst} off by {factors[worst]:.2f}×)")
         told = (f"95% {low:.2f}–{high:.2f}×: {found[-1].verdict}"
-                + (f"; the buckets alone say {grid} {_s(float(complete.set_index('backend').loc[grid, 'served_s']))}"
-                   f", {rival} {_s(float(complete.set_index('backend').loc[rival, 'served_s']))}" if fixed else "")
+                + (f"; the buckets alone say {grid} {_s(buckets[grid])}, {rival} {_s(buckets[rival])}" if fixed else "")
                 + _checked(checked, list(complete["backend"]), len(run.workloads[name].get("checks") or ())))
         if grid_s <= rival_s:
             said.append(f"{where}: {grid} wins both (grid of {shapes} shapes; serves the trace in {_s(grid_s)}, the "

@@ -29,7 +29,7 @@ class Schedule:
         self.predicted: dict[str, float] = {}
         self.agenda: Any = None  # bench.engine.agenda.Agenda: the order under a time budget
         self.least: set[str] = set()  # its funded questions' least cases (they may use the share kept to decide)
-        self.decided = False  # the open conditions were decided (after the least sets): every case may use it now
+        self.decided = False  # the open conditions were decided (once, after every case)
         self.decide_started: float | None = None
         self.quiet: set[str] = set()  # cases the plan announced as a group: counted, not listed one by one
         self.over_budget = 0  # cases recorded skipped because they no longer fit the time budget
@@ -80,9 +80,8 @@ class Schedule:
 
     def fits(self, case: Case) -> bool:
         """Whether the case, as its prediction is faring in this run, still fits the time budget."""
-        least = case.id in self.least or self.decided  # once decided, the share kept for it is free
         return not self.predicted or self.budget.fits(self.predicted[case.id], self.elapsed_s(), case.shape.dtype,
-                                                      least)
+                                                      case.id in self.least)
 
     def over_budget_reason(self, case: Case) -> str:
         """Why a case that no longer fits is skipped; counted for one line at the end, not one per case."""
