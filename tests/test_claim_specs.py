@@ -12,6 +12,7 @@ import pytest
 
 from bench.backends import get_backend
 from bench.claims import (
+    AUTO_WITHIN,
     CLAIMS,
     DECODE_SPEEDUP,
     HEADS_TOLERANCE,
@@ -178,6 +179,12 @@ def _linear_world(c: Case, holds: bool) -> dict:
     return _timed(c, 2e-4 if holds else 2 * dense)
 
 
+def _auto_choice(c: Case, holds: bool) -> dict:
+    # the automatic backend 1.05x its fastest kernel (within AUTO_WITHIN) or 2x it
+    automatic = bool(get_backend(c.backend).chooses)
+    return _timed(c, _base(c) * ((1.05 if holds else 2.0) if automatic else 1.0))
+
+
 def _cascade_world(c: Case, holds: bool) -> dict:
     # a plain step as its bytes; the cascade's at half the best plain step's (holds) or twice it
     plain = 1e-3 * c.shape.batch * c.shape.seq_kv / 1024
@@ -196,6 +203,7 @@ WORLDS: dict[str, tuple[Callable[[Case, bool], dict], str]] = {
     "sparse": (_sparse_world, f"sparse at 1.2 × density of dense (≤ {SPARSE_BEATS}×) or at 2× dense"),
     "sparse-ideal": (_sparse_world, f"sparse within 1/1.2 of the ideal (≥ {IDEAL_SHARE}) or slower than dense"),
     "trace": (_trace, "the grid's faster kernel stays faster on the trace's batches (holds) or not"),
+    "auto-choice": (_auto_choice, f"the automatic SDPA 1.05× its fastest kernel (within {AUTO_WITHIN}×) or 2×"),
     "wrapper": (_wrapper, f"transformers' path 1.05× the kernel it calls (within {WRAPPER_WITHIN}×) or 2×"),
     "linear": (_linear_world, "linear prefill at half the dense kernel's time (holds) or twice it"),
     "linear-decode": (_linear_world, "a linear decode step flat over KV (holds) or growing as dense's"),

@@ -75,7 +75,7 @@ REGISTRY: tuple[tuple[ModuleType, int | None], ...] = (
     (variants, 8),  # variants
     (sparse, 9),  # sparse, sparse-ideal (questions sparse, sparse-ideal)
     (trace, 10),  # trace
-    (auto_choice, None),  # auto-choice (no question: any run with the automatic backend beside a forced one)
+    (auto_choice, 14),  # auto-choice (question auto-choice)
     (wrapper, 11),  # wrapper
     (linear, 12),  # linear, linear-decode (questions linear, linear-decode)
     (cascade, 13),  # cascade (question cascade)

@@ -1,6 +1,8 @@
 """Claim: torch SDPA's automatic kernel choice is within 10% of the fastest kernel it could have been forced to.
 
-No question funds it: any run that times the automatic backend beside a kernel it chooses among answers it. Per
+Its question funds, per shape family (phase, GQA/MQA/MHA, dtype, mask, pass) of the plan's dense cases, the automatic
+backend and every kernel it chooses among that runs here at the family's cheapest shape, so that the families judged
+are the plan's whatever else its budget reaches (more lengths of a family only refine its ratio). Per
 shape family, the automatic backend against the kernels it chooses among (the registry's `chooses` trait), as
 bench.report.rivals judges a backend against its fastest rival: a family holds when its whole interval is within
 AUTO_WITHIN, fails when the whole interval is beyond it, and is inconclusive when it straddles it
@@ -9,9 +11,13 @@ AUTO_WITHIN, fails when the whole interval is beyond it, and is inconclusive whe
 
 from __future__ import annotations
 
+from collections import defaultdict
 from typing import TYPE_CHECKING
 
+from bench.backends import BACKENDS
+from bench.claims.question import Context, Question, main_dtypes, plain, runs_here, with_emulated
 from bench.claims.spec import ClaimSpec
+from bench.problem.case import Case, family_key
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -22,10 +28,41 @@ if TYPE_CHECKING:
 AUTO_WITHIN = 1.10  # torch's automatic SDPA choice within 10% of the fastest forced kernel
 
 SPECS = (ClaimSpec("auto-choice", f"torch's automatic SDPA choice is within {AUTO_WITHIN - 1:.0%} of the fastest "
-                   "forced kernel", "bench.claims.auto_choice:auto_choice", None,
+                   "forced kernel", "bench.claims.auto_choice:auto_choice", "auto-choice",
                    {"backend": "sdpa,sdpa-math,sdpa-flash"}),)
 CLAIM = SPECS[0].text
-QUESTIONS = ()
+CHOOSERS = {name: b.chooses for name, b in BACKENDS.items() if b.chooses}  # an automatic backend -> its kernels
+
+
+def picks(c: Case) -> bool:
+    """A plain attention call of an automatic backend or of a kernel one chooses among."""
+    return plain(c) and (c.backend in CHOOSERS or any(c.backend in k for k in CHOOSERS.values()))
+
+
+def least(cases: list[Case], ctx: Context) -> list[Case]:
+    """Per automatic backend and shape family of a native dtype: at the family's cheapest shape where it and at
+    least one kernel it chooses among run here, it and each of those kernels."""
+    by_shape: dict[tuple, list[Case]] = defaultdict(list)
+    for c in cases:
+        if runs_here(c, ctx):
+            by_shape[(c.shape, c.phase, c.pass_)].append(c)
+    dtypes = set(main_dtypes(cases, ctx))
+    chosen: list[Case] = []
+    for auto, kernels in CHOOSERS.items():
+        best: dict[tuple, list[Case]] = {}
+        for group in by_shape.values():
+            mine = [c for c in group if c.backend == auto]
+            rivals = [c for c in group if c.backend in kernels]
+            if not mine or not rivals or mine[0].shape.dtype not in dtypes:
+                continue
+            family = family_key(mine[0])
+            if family not in best or ctx.cost(mine + rivals) < ctx.cost(best[family]):
+                best[family] = mine + rivals
+        chosen += [c for group in best.values() for c in group]
+    return with_emulated(chosen, cases, ctx)
+
+
+QUESTIONS = (Question("auto-choice", picks, least),)
 
 
 def _family(d: dict) -> str:

@@ -110,17 +110,29 @@ def fused(cases: list[Case], ctx: Context) -> str | None:
     return min(by_backend, key=lambda n: (BACKENDS[n].compiles, by_backend[n], order.index(n)))
 
 
-def pair(cases: list[Case], ctx: Context, size: Callable[[Case], int]) -> tuple[str, ...]:
-    """The textbook backend and the fused kernel among these cases (whichever exist), of the backends that cover
-    every size of the group (a backend with one length of a scaling line does not draw the line)."""
+def complete(cases: list[Case], ctx: Context, size: Callable[[Case], int]) -> list[Case]:
+    """The cases of the backends that run here at every size of the group (a backend with one length of a scaling
+    line does not draw the line)."""
     sizes: dict[str, set[int]] = defaultdict(set)
     for c in cases:
         if runs_here(c, ctx):
             sizes[c.backend].add(size(c))
     everything = set().union(*sizes.values()) if sizes else set()
-    complete = [c for c in cases if sizes.get(c.backend) == everything]
-    names = {c.backend for c in complete}
-    return tuple(n for n in (textbook(names), fused(complete, ctx)) if n)
+    return [c for c in cases if sizes.get(c.backend) == everything]
+
+
+def pair(cases: list[Case], ctx: Context, size: Callable[[Case], int]) -> tuple[str, ...]:
+    """The textbook backend and the fused kernel among these cases (whichever exist), of the backends that cover
+    every size of the group."""
+    whole = complete(cases, ctx, size)
+    return tuple(n for n in (textbook({c.backend for c in whole}), fused(whole, ctx)) if n)
+
+
+def uncompiled(cases: list[Case], ctx: Context, size: Callable[[Case], int]) -> tuple[str, ...]:
+    """The textbook backend, the fused kernel and every other backend that covers every size of the group without
+    compiling (a compile costs seconds per shape; these cost the call alone)."""
+    rest = [c.backend for c in complete(cases, ctx, size) if not get_backend(c.backend).compiles]
+    return tuple(dict.fromkeys([*pair(cases, ctx, size), *rest]))
 
 
 def main_dtypes(cases: list[Case], ctx: Context) -> list[str]:

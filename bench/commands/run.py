@@ -22,8 +22,9 @@ from bench.launch import slurm
 from bench.launch.spec import launch_spec
 from bench.results import ResultsError, read_run
 
-# glibc malloc returns big blocks to the OS on free and page-faults them in again on the next call, which
-# makes naive/math attention's S x S intermediates bimodally slow; these settings keep them in the heap.
+# glibc malloc returns big blocks to the OS on free and page-faults them in again on the next call; whether a block
+# counts as big moves with what the process freed before (its dynamic mmap threshold), so naive/math attention's
+# large intermediates take one time in one worker and 2-4x it in the next. These settings keep them in the heap.
 TUNED_MALLOC = {"MALLOC_MMAP_THRESHOLD_": "4294967296", "MALLOC_TRIM_THRESHOLD_": "68719476736"}
 
 HANDED_OPTIONS = ("out", "resume", "trace", "device")  # a --planned worker's own (device: what --devices sets)
@@ -35,8 +36,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     options.add_options(p.add_argument)
     for opt in options.LAUNCH_OPTIONS:
         p.add_argument(f"--{opt.flag}", dest=opt.name, help=opt.help, **opt.kwargs)
-    p.add_argument("--malloc", choices=["default", "tuned"], default="default",
-                   help="tuned: restart with glibc malloc kept from returning large blocks to the OS (CPU)")
+    p.add_argument("--malloc", choices=["default", "tuned"],
+                   help="glibc malloc of the processes that measure (CPU): tuned (default) keeps large blocks in the "
+                        "heap, so a case's time does not depend on what its worker allocated before; default: the "
+                        "environment's MALLOC_* as they are")
     p.add_argument("--list", action="store_true", help="print the case ids and exit")
     p.add_argument("--plan", action="store_true",
                    help="print the plan (per question: answered or not; each case's predicted seconds) and exit")
@@ -52,8 +55,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.malloc == "tuned" and any(os.environ.get(k) != v for k, v in TUNED_MALLOC.items()):
-        _restart_with(TUNED_MALLOC)
+    if args.malloc != "default":
+        _tune_malloc(in_process=args.in_process, asked=args.malloc == "tuned")
     request = options.RunRequest.from_args(args)
     spec = launch_spec({opt.name: getattr(args, opt.name) for opt in options.LAUNCH_OPTIONS}, request)
     if spec.devices:
@@ -161,9 +164,24 @@ def interrupted_line(request: options.RunRequest, plan: options.Plan, out: Path,
     return f"interrupted: {kept} of {len(plan.cases)} cases kept in {out}; resume with: {command} --resume"
 
 
+def _tune_malloc(in_process: bool, asked: bool) -> None:
+    """The tuned malloc where cases run (glibc reads MALLOC_* only at a process's start): each worker inherits it from
+    this process's environment; a run in this process restarts it with them set. Called from Python, a run in this
+    process cannot restart: it keeps glibc's settings (the results' environment says which), unless --malloc tuned
+    was asked for by name."""
+    if not in_process:
+        os.environ.update(TUNED_MALLOC)
+    elif any(os.environ.get(k) != v for k, v in TUNED_MALLOC.items()) and (asked or _restartable()):
+        _restart_with(TUNED_MALLOC)
+
+
+def _restartable() -> bool:
+    return sys.argv[0].endswith(("__main__.py", "attnbench"))  # `python -m bench` or the console script
+
+
 def _restart_with(env: dict[str, str]) -> None:
     """glibc reads MALLOC_* only at start-up, so the process restarts itself (as `python -m bench`) with them set."""
-    if not sys.argv[0].endswith(("__main__.py", "attnbench")):  # `python -m bench` or the console script
+    if not _restartable():
         raise UsageError("--malloc tuned restarts the process; from Python, set "
                          + " ".join(f"{k}={v}" for k, v in env.items()) + " before starting it")
     sys.stdout.flush()
