@@ -6,9 +6,11 @@ questions (every sparse kernel: the claims hold on one that wins; prefill first,
 - sparse:       per sparse kernel, one line at its shortest >= MIN_SPARSE_LENGTHS lengths spanning >= SPARSE_SPAN x,
                 with every dense twin the run offers at each length (the best dense kernel is among them);
 - sparse-ideal: per sparse kernel, one line's case at its longest length, with its dense twins.
-Each claim is judged per condition (bench.report.conditions): one method line (a method at one phase, mask, dtype
-and head geometry) at its longest length, its ratio's interval from each time drawn within its own CI; the data are
-bench.report.sparse_cost's (each sparse case beside the best dense kernel and its speedup twin, and each line's S*).
+Each claim is judged per condition (bench.report.conditions): one method line of a kernel that executes its keep-set
+sparsely (bench.report.traits.SPARSE_KERNELS; a dense kernel given the keep-set as a mask skips no work, and no
+question funds its lines) at one phase, mask, dtype and head geometry, at its longest length, its ratio's interval
+from each time drawn within its own CI; the data are bench.report.sparse_cost's (each sparse case beside the best
+dense kernel and its speedup twin, and each line's S*).
 """
 
 from __future__ import annotations
@@ -182,6 +184,15 @@ def _why(found: list[Condition], failing: str, decide: str, bound: float) -> str
     return " ".join(p for p in (said, undecided_why(found, bound, decide)) if p)
 
 
+def kernels_costs(df: pd.DataFrame) -> pd.DataFrame:
+    """bench.report.sparse_cost.sparse_costs of the kernels that execute their keep-set sparsely."""
+    from bench.report.sparse_cost import sparse_costs
+    from bench.report.traits import SPARSE_KERNELS
+
+    costs = sparse_costs(df)
+    return costs if costs.empty else costs[costs["backend"].isin(SPARSE_KERNELS)]
+
+
 def sparse_crossover(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     """Per condition — a sparse method (sparsity × backend, so its budget) × phase, mask and dtype — its cost per
     forward over the best dense kernel's at its longest length, with a 95% interval (each time drawn within its CI):
@@ -192,12 +203,12 @@ def sparse_crossover(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
 
     from bench.report.conditions import combine
     from bench.report.interval import ROUNDS_DECIDE
-    from bench.report.sparse_cost import sparse_costs
     from bench.report.verdict import NOT_MEASURED, Verdict, judged, noisy_note, span
 
-    costs = sparse_costs(df)
+    costs = kernels_costs(df)
     if costs.empty:
-        return Verdict(CROSSOVER_CLAIM, NOT_MEASURED, f"no sparse case beside a dense case of its shape (`{COMMAND}`)")
+        return Verdict(CROSSOVER_CLAIM, NOT_MEASURED, f"no case of a sparse kernel beside a dense case of its shape "
+                       f"(`{COMMAND}`)")
     lines = crossover_lines(costs).sort_values(["phase", "mask", "budget", "last_ratio"], kind="stable")
     found = list(lines["condition"])
     said = []
@@ -232,13 +243,11 @@ def sparse_speedup(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     from bench.problem.sparsity import fraction_label
     from bench.report.conditions import combine, condition
     from bench.report.interval import ROUNDS_DECIDE, ratio_interval
-    from bench.report.sparse_cost import SPEEDUP_COLUMNS, condition_name, method_lines, sparse_costs
+    from bench.report.sparse_cost import SPEEDUP_COLUMNS, condition_name, method_lines
     from bench.report.traits import SPARSE_KERNELS
     from bench.report.verdict import NOT_MEASURED, Verdict, judged, noisy_note, span
 
-    costs = sparse_costs(df)
-    if not costs.empty:
-        costs = costs[costs["backend"].isin(SPARSE_KERNELS)]
+    costs = kernels_costs(df)
     if costs.empty:
         return Verdict(SPEEDUP_CLAIM, NOT_MEASURED, f"no case of a sparse kernel ({', '.join(SPARSE_KERNELS)}) "
                        f"beside a dense run of its shape (`{COMMAND}`)")
