@@ -601,7 +601,7 @@ def test_the_sampled_steps_are_seeded_and_stratified_by_kind():
     assert len(kinds) == CHECK_STEPS and set(kinds) == set(KINDS)
     # azure-conv has 2 prefill-only steps (the first ones, before anything decodes): both are in, and the other kinds
     # share the rest equally
-    assert first.kinds["prefill"] == 2 and sorted(kinds.count(k) for k in KINDS) == [2, 5, 5]
+    assert first.kinds["prefill"] == 2 and sorted(kinds.count(k) for k in KINDS) == [2, 11, 11]
     assert sum(first.kinds.values()) == first.steps and first.kinds["mixed"] == first.mixed_steps
     assert [c.index for c in first.checks] == sorted({c.index for c in first.checks})  # distinct, in trace order
 
@@ -612,7 +612,7 @@ def test_a_trace_of_one_kind_gives_the_whole_sample_to_it_and_each_of_its_steps_
     path = lines(tmp_path, *(fi("gqa_paged_decode_h32_kv8_d128_ps16", len_indptr=3, num_kv_indices=4 + i)
                              for i in range(30)))
     r = replay(str(path))
-    assert [c.kind for c in r.checks] == ["decode"] * 12
+    assert [c.kind for c in r.checks] == ["decode"] * 24
     taken = [0] * 30
     for seed in range(600):  # Algorithm R: each of 30 steps is in a sample of 3 with probability 1/10
         sampler = Sampler(3, seed)
@@ -697,5 +697,5 @@ def test_the_sample_adds_cases_and_changes_no_bucket_case(monkeypatch):
         assert [i for i in now if i in set(before)] == before, key
         added = [i for i in now if i not in set(before)]
         assert all("lengths=rows:" in i for i in added), key
-        if key == ("default", "cpu"):  # azure-conv: 2 prefill-only, 5 decode-only, 5 mixed steps, on 2 backends
-            assert len(added) == (2 + 5 + 2 * 5) * 2
+        if key == ("default", "cpu"):  # azure-conv: 2 prefill-only, 11 decode-only, 11 mixed steps, on 2 backends
+            assert len(added) == (2 + 11 + 2 * 11) * 2
