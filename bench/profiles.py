@@ -19,8 +19,8 @@ PROFILE_HELP = ("quick | default | heads | linear | prefix | decode | serving | 
 
 # `nox -s bench` (the default profile) plans its cases to this, so that it ends within 10 minutes on any 2-core
 # machine, installs, calibration and the report included; `--time-budget none` runs every case.
-# 8 minutes gave 533 s on a loaded 2-core AMD, report included, before the install; 15% of it re-measures the
-# claims' open conditions after their least sets (bench.engine.decide)
+# 8 minutes gave 533 s on a loaded 2-core AMD, report included, before the install; a third of it re-measures
+# the claims' open conditions after their least sets (bench.engine.decide)
 DEFAULT_TIME_BUDGET_S = 420.0
 
 # The sparse profile's budgets: densities 1/4, 1/8, 1/16 as block masks and as packed documents, and 256 tokens per
