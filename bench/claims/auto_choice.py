@@ -14,8 +14,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
-from bench.backends import BACKENDS
-from bench.claims.question import Context, Question, main_dtypes, plain, runs_here, with_emulated
+from bench.claims.question import AUTOMATIC, Context, Question, main_dtypes, plain, runs_here, with_emulated
 from bench.claims.spec import ClaimSpec
 from bench.problem.case import Case, family_key
 
@@ -31,12 +30,11 @@ SPECS = (ClaimSpec("auto-choice", f"torch's automatic SDPA choice is within {AUT
                    "forced kernel", "bench.claims.auto_choice:auto_choice", "auto-choice",
                    {"backend": "sdpa,sdpa-math,sdpa-flash"}),)
 CLAIM = SPECS[0].text
-CHOOSERS = {name: b.chooses for name, b in BACKENDS.items() if b.chooses}  # an automatic backend -> its kernels
 
 
 def picks(c: Case) -> bool:
     """A plain attention call of an automatic backend or of a kernel one chooses among."""
-    return plain(c) and (c.backend in CHOOSERS or any(c.backend in k for k in CHOOSERS.values()))
+    return plain(c) and (c.backend in AUTOMATIC or any(c.backend in k for k in AUTOMATIC.values()))
 
 
 def least(cases: list[Case], ctx: Context) -> list[Case]:
@@ -48,7 +46,7 @@ def least(cases: list[Case], ctx: Context) -> list[Case]:
             by_shape[(c.shape, c.phase, c.pass_)].append(c)
     dtypes = set(main_dtypes(cases, ctx))
     chosen: list[Case] = []
-    for auto, kernels in CHOOSERS.items():
+    for auto, kernels in AUTOMATIC.items():
         best: dict[tuple, list[Case]] = {}
         for group in by_shape.values():
             mine = [c for c in group if c.backend == auto]

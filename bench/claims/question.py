@@ -25,6 +25,10 @@ if TYPE_CHECKING:
     from bench.claims.spec import ClaimSpec
 
 
+# An automatic chooser (torch SDPA) -> the forced kernels it picks among, as the registry lists them (its `chooses`)
+AUTOMATIC: dict[str, tuple[str, ...]] = {name: b.chooses for name, b in BACKENDS.items() if b.chooses}
+
+
 @dataclass(frozen=True)
 class Context:
     """What choosing a question's cases may read: the device, each case's predicted seconds, the dtypes this CPU

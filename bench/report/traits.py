@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from bench.backends import BACKENDS
 from bench.backends.base import PAGED_LAYOUTS
+from bench.claims.question import AUTOMATIC as AUTOMATIC  # an automatic chooser -> its kernels (the planner's too)
 from bench.claims.sparse_line import executes_sparsely
 from bench.problem.scores import OPT_IN_VARIANTS
 
@@ -16,8 +17,6 @@ MATERIALISING: tuple[str, ...] = tuple(name for name, b in BACKENDS.items() if b
 FLASH_STYLE: tuple[str, ...] = tuple(name for name, b in BACKENDS.items() if b.memory == "tiled")
 # The baseline of every speedup: the registry's first materialising backend, the textbook implementation.
 BASELINE: str = MATERIALISING[0]
-# An automatic chooser (torch SDPA) -> the forced kernels it picks among, as the registry lists them.
-AUTOMATIC: dict[str, tuple[str, ...]] = {name: b.chooses for name, b in BACKENDS.items() if b.chooses}
 # A wrapper (transformers' attention paths) -> the registry backends it could have called directly: the one it
 # wraps and the kernels that one chooses among.
 WRAPPED: dict[str, tuple[str, ...]] = {name: (b.wraps, *BACKENDS[b.wraps].chooses) for name, b in BACKENDS.items()
