@@ -113,11 +113,23 @@ def split_parts(args: list[str]) -> tuple[list[str], list[str], list[str]]:
 # The GPU machine's torch. Its PyPI wheel is a CUDA build (about 4.7 GB installed, with its NVIDIA libraries) that
 # also runs on a CPU, which is what this session needs: an API newer than 2.11 is caught here, not on a rare GPU.
 COMPAT_TORCH = "torch==2.11.0"
+# Installing it took 6.1 GB at its peak here (its wheels sit unpacked beside what they install), 4.5 GB after;
+# some machines have less free, and a full disk half-way through an install breaks more than this session.
+COMPAT_ROOM_GB = 8
 
 
 @nox.session
 def compat(session: nox.Session) -> None:
-    """Under the GPU machine's torch 2.11, on the CPU: the GPU check's dry run and the quick profile."""
+    """Under the GPU machine's torch 2.11, on the CPU: the GPU check's dry run and the quick profile.
+
+    Skipped, saying so, where the disk cannot hold torch 2.11's CUDA build (COMPAT_ROOM_GB free, in the venv's
+    folder and the temporary one): that build is the only torch 2.11 the package index offers for Linux."""
+    short = {where: free for where in {Path(session.virtualenv.location).parent, Path(tempfile.gettempdir())}
+             if (free := shutil.disk_usage(where).free / 1e9) < COMPAT_ROOM_GB}
+    if short:
+        session.skip("not enough disk for torch 2.11's CUDA build: " + ", ".join(
+            f"{free:.1f} GB free in {where}" for where, free in short.items()) + f", {COMPAT_ROOM_GB} GB needed")
+    session.env["PIP_NO_CACHE_DIR"] = "1"  # a second copy of 3 GB of wheels in pip's cache helps no later run
     install(session, [COMPAT_TORCH, *[p for p in PINNED if not p.startswith("torch==")]])
     session.run("python", "-c", "import torch; print('torch', torch.__version__)")
     out = Path(tempfile.mkdtemp(prefix="attnbench-compat-"))
