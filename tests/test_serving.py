@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 import torch
@@ -23,8 +24,8 @@ from bench.results.meta import Calibration
 from bench.results.record import new_record
 from bench.serving import ragged as ragged_module
 from bench.serving.batch import check_sequences, make_sequences, references
-from bench.serving.paged import PagedCache, block_table
-from bench.serving.ragged import padding_mask, ragged
+from bench.serving.paged import PagedCache, block_table, paged_mask
+from bench.serving.ragged import document_mask, padding_mask, query_block, ragged
 from bench.serving.workload import (
     draw_lengths,
     padding_waste,
@@ -265,6 +266,35 @@ def test_large_batches_are_checked_on_shorter_ones_of_the_same_kind():
 def test_flex_document_and_paged_masks_match_float64(shape):
     record = run("flex", shape)
     assert record.status == "ok", record.reason
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seq_q", [1, 4], ids=["decode", "speculative"])
+def test_flex_packed_decode_steps_match_float64(seq_q):
+    record = run("flex", serving("uniform", seq_q=seq_q, seq_kv=300))
+    assert record.status == "ok", record.reason
+
+
+@pytest.mark.parametrize("page_size", [None, 16], ids=["packed", "paged"])
+@pytest.mark.parametrize("seq_q", [1, 4], ids=["decode", "speculative"])
+def test_a_decode_steps_flex_mask_visits_only_each_sequences_own_key_blocks(seq_q, page_size):
+    shape = serving("uniform", batch=4, seq_q=seq_q, seq_kv=1000, page_size=page_size)
+    w = workload_of(shape)
+    if page_size is None:
+        block_mask, kv_block = document_mask(w, shape.mask, "cpu"), 128
+        ends = [sum(w.kv_lens[:i + 1]) for i in range(w.batch)]
+        own = [(end - 1) // kv_block - (end - n) // kv_block + 1 for end, n in zip(ends, w.kv_lens, strict=True)]
+    else:
+        block_mask = paged_mask(w, shape.mask, "cpu")
+        own = [math.ceil(n / page_size) for n in w.kv_lens]
+    assert block_mask.BLOCK_SIZE[0] == seq_q  # one sequence's queries per query block
+    visited = block_mask.kv_num_blocks.flatten() + block_mask.full_kv_num_blocks.flatten()
+    assert visited.tolist() == own
+
+
+def test_prefill_and_mixed_batches_keep_flexs_query_blocks():
+    assert query_block(workload_of(serving("zipf", seq_q=300, seq_kv=300))) == 128
+    assert query_block(workload_of(serving("mixed"))) == 128
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="flash-attn's varlen and paged kernels need CUDA")

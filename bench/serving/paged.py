@@ -42,6 +42,7 @@ from bench.serving.ragged import (
     nested_kwargs,
     padding_mask,
     probe_nested,
+    query_block,
     split_nested,
 )
 from bench.serving.workload import SEED, Workload
@@ -163,7 +164,8 @@ def _padded(backend: Backend, shape: AttentionShape, w: Workload, seqs: Sequence
 @functools.lru_cache(maxsize=8)
 def paged_mask(w: Workload, mask: Mask, device: str):
     """Flex's paged block mask: query token t of sequence s sees pool slot j iff the block table puts one of s's
-    tokens there and the mask lets it. KV blocks are one page, so whole pages of other sequences are skipped.
+    tokens there and the mask lets it. KV blocks are one page, so whole pages of other sequences are skipped;
+    query blocks hold one sequence's queries (query_block).
     Cached (the pool's order is a function of the workload and the seed), so the check and the timed call share
     one mask_mod and one compiled kernel."""
     from torch.nn.attention.flex_attention import create_block_mask
@@ -183,7 +185,7 @@ def paged_mask(w: Workload, mask: Mask, device: str):
     def paged(b, h, q_idx, kv_idx):
         return masked(owner[kv_idx] == q_seq[q_idx], q_pos[q_idx], position[kv_idx], mask)
 
-    return create_block_mask(paged, None, None, len(q_seq), pages * p, device=device, BLOCK_SIZE=(128, p))
+    return create_block_mask(paged, None, None, len(q_seq), pages * p, device=device, BLOCK_SIZE=(query_block(w), p))
 
 
 def _mask(backend: Backend, shape: AttentionShape, w: Workload, seqs: Sequences, cache: PagedCache) -> Prepared:

@@ -5,7 +5,8 @@ registry line (Backend.layouts, bench.backends.base.Layout):
   nested          nested jagged tensors (torch's ragged layout; torch picks the kernel), where torch supports them: sdpa
   padded          a padded batch (B, H, longest, D) with a padding mask: padding tokens are computed and thrown away;
                   sdpa's forced kernels
-  packed          every sequence packed into one (1, H, total, D) call under a document mask (block-sparse): flex
+  packed          every sequence packed into one (1, H, total, D) call under a document mask (block-sparse): flex;
+                  in query blocks of one sequence's queries in a decode step (query_block)
   varlen          flash_attn_varlen_func on the packed (total, H, D) layout with cumulative sequence lengths (CUDA):
                   flash-attn
 Mixed batches (prefill chunks beside decode steps) need each sequence's own query and key lengths, bottom-right
@@ -164,6 +165,18 @@ def _positions(w: Workload, queries: bool, device: str) -> tuple[torch.Tensor, t
     return torch.cat(seq).to(device), torch.cat(pos).to(device)
 
 
+FLEX_Q_BLOCK = 128  # flex's default rows per query block
+
+
+def query_block(w: Workload) -> int:
+    """Rows per query block of flex's packed and paged masks. When every sequence brings the same few queries (a
+    decode step, speculative or not), one sequence's: a block spanning several sequences would be checked against
+    every one of their keys, B times the work (B 4, 4,096 keys each, fp32, one core: 4.2-5.3 -> 2.1-2.9 ms). Else
+    flex's 128: prefill sequences fill their own blocks but at the edges."""
+    q_lens = set(w.q_lens)
+    return q_lens.pop() if len(q_lens) == 1 and max(w.q_lens) < FLEX_Q_BLOCK else FLEX_Q_BLOCK
+
+
 @functools.lru_cache(maxsize=8)
 def document_mask(w: Workload, mask: Mask, device: str):
     """Flex's block mask for the packed batch: a query sees the keys of its own sequence that the mask allows.
@@ -176,14 +189,17 @@ def document_mask(w: Workload, mask: Mask, device: str):
     def document(b, h, q_idx, kv_idx):
         return masked(seq_q[q_idx] == seq_k[kv_idx], pos_q[q_idx], pos_k[kv_idx], mask)
 
-    return create_block_mask(document, None, None, len(seq_q), len(seq_k), device=device)
+    return create_block_mask(document, None, None, len(seq_q), len(seq_k), device=device,
+                             BLOCK_SIZE=(query_block(w), 128))
 
 
 def _packed(backend: Backend, shape: AttentionShape, w: Workload, seqs: Sequences) -> Prepared:
     block_mask = document_mask(w, shape.mask, str(seqs.device))
-    q = packed(seqs.q).transpose(0, 1).unsqueeze(0)  # (1, Hq, total q, D)
-    k = packed(seqs.k).transpose(0, 1).unsqueeze(0)  # (1, Hkv, total kv, D)
-    v = packed(seqs.v).transpose(0, 1).unsqueeze(0)
+    # (1, H, total, D), contiguous: a strided view would be copied inside every timed call (a server keeps its
+    # batch in its kernel's layout)
+    q = packed(seqs.q).transpose(0, 1).unsqueeze(0).contiguous()  # (1, Hq, total q, D)
+    k = packed(seqs.k).transpose(0, 1).unsqueeze(0).contiguous()  # (1, Hkv, total kv, D)
+    v = packed(seqs.v).transpose(0, 1).unsqueeze(0).contiguous()
     key = ("document", w, shape.mask)
 
     def call():
