@@ -19,10 +19,11 @@ def test_plan_shows_each_traces_schedule_and_its_buckets(capsys):
     line = next(line for line in out.splitlines() if line.startswith("trace azure-code:"))
     assert "3,000 requests" in line and "distinct shapes" in line and "query tokens" in line
     assert "3 prefill and 3 decode buckets" in line and "bucketing error" in line
-    assert "24 real steps timed exactly to check them in time (8 prefill, 8 decode, 8 mixed)" in line
-    # one naive case a bucket, then one a sampled step's half (a mixed step has two); two sampled prefills are the
-    # same single 2,048-token chunk, one case
-    assert sum("lengths=rows:" in line for line in out.splitlines()) == 6 + 8 + 8 + 2 * 8 - 1
+    # shared by the kinds' steps (azure-code: 15,382 steps, 3,672 of them mixed), past each kind's least of 5
+    assert "32 real steps timed exactly to check them in time (5 prefill, 21 decode, 6 mixed)" in line
+    # one naive case a bucket, then one a sampled step's half (a mixed step has two); two sampled halves are the same
+    # case
+    assert sum("lengths=rows:" in line for line in out.splitlines()) == 6 + 5 + 21 + 2 * 6 - 1
 
 
 def test_a_trace_with_a_bad_row_is_refused_naming_its_line_and_nothing_runs(tmp_path, capsys):

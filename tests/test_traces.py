@@ -590,7 +590,7 @@ def test_finished_decode_rows_do_not_pile_up_below_a_long_running_one():
 
 def test_the_sampled_steps_are_seeded_and_stratified_by_kind():
     from bench.traces import replay as replay_module
-    from bench.traces.sample import CHECK_STEPS, KINDS
+    from bench.traces.sample import CHECK_STEPS, KINDS, MIN_PER_KIND
 
     first = replay("azure-conv", max_buckets=4)
     replay_module._replay.cache_clear()
@@ -599,20 +599,21 @@ def test_the_sampled_steps_are_seeded_and_stratified_by_kind():
     assert replay("azure-conv", max_buckets=12).checks[0].index == first.checks[0].index  # buckets do not move it
     kinds = [c.kind for c in first.checks]
     assert len(kinds) == CHECK_STEPS and set(kinds) == set(KINDS)
-    # azure-conv has 2 prefill-only steps (the first ones, before anything decodes): both are in, and the other kinds
-    # share the rest equally
-    assert first.kinds["prefill"] == 2 and sorted(kinds.count(k) for k in KINDS) == [2, 11, 11]
+    # azure-conv has 2 prefill-only steps (the first ones, before anything decodes): both are in; mixed steps get
+    # their least, decode steps (22,293 to 3,328 mixed) the rest
+    assert first.kinds["prefill"] == 2 and first.kinds["decode"] > 6 * first.kinds["mixed"]
+    assert [kinds.count(k) for k in KINDS] == [2, CHECK_STEPS - 2 - MIN_PER_KIND, MIN_PER_KIND]
     assert sum(first.kinds.values()) == first.steps and first.kinds["mixed"] == first.mixed_steps
     assert [c.index for c in first.checks] == sorted({c.index for c in first.checks})  # distinct, in trace order
 
 
 def test_a_trace_of_one_kind_gives_the_whole_sample_to_it_and_each_of_its_steps_is_as_likely(tmp_path):
-    from bench.traces.sample import Sampler
+    from bench.traces.sample import CHECK_STEPS, Sampler
 
     path = lines(tmp_path, *(fi("gqa_paged_decode_h32_kv8_d128_ps16", len_indptr=3, num_kv_indices=4 + i)
-                             for i in range(30)))
+                             for i in range(40)))
     r = replay(str(path))
-    assert [c.kind for c in r.checks] == ["decode"] * 24
+    assert [c.kind for c in r.checks] == ["decode"] * min(CHECK_STEPS, 40)
     taken = [0] * 30
     for seed in range(600):  # Algorithm R: each of 30 steps is in a sample of 3 with probability 1/10
         sampler = Sampler(3, seed)
@@ -623,6 +624,21 @@ def test_a_trace_of_one_kind_gives_the_whole_sample_to_it_and_each_of_its_steps_
         for index, _ in sampler.drawn():
             taken[index] += 1
     assert sum(taken) == 1800 and min(taken) > 30 and max(taken) < 90  # 60 expected each; 4+ sd either way
+
+
+def test_kinds_share_the_sample_in_proportion_to_their_steps_after_their_least():
+    from bench.traces.sample import MIN_PER_KIND, shares
+
+    every = {"prefill": 99, "decode": 99, "mixed": 99}
+    assert shares(30, {"prefill": 0, "decode": 900, "mixed": 100}, {"prefill": 0, "decode": 30, "mixed": 30}) == {
+        "prefill": 0, "decode": 30 - MIN_PER_KIND, "mixed": MIN_PER_KIND}  # 27:3 by steps; mixed's least first
+    assert shares(40, {"prefill": 100, "decode": 200, "mixed": 100}, every) == {
+        "prefill": 10, "decode": 20, "mixed": 10}
+    # a kind with fewer steps than its share is sampled whole and the rest goes by the others' steps
+    assert shares(20, {"prefill": 2, "decode": 300, "mixed": 100}, {"prefill": 2, "decode": 20, "mixed": 20}) == {
+        "prefill": 2, "decode": 13, "mixed": 5}
+    # fewer than the kinds' least: one each in turn, prefill-only first
+    assert shares(4, {"prefill": 10, "decode": 10, "mixed": 10}, every) == {"prefill": 2, "decode": 1, "mixed": 1}
 
 
 @pytest.mark.parametrize("seed", [0, 1])
@@ -684,6 +700,7 @@ def test_the_sample_adds_cases_and_changes_no_bucket_case(monkeypatch):
     from bench.engine import options
     from bench.profiles import PROFILES
     from bench.traces import replay as replay_module
+    from bench.traces.sample import CHECK_STEPS, MIN_PER_KIND
 
     def ids(profile: str, device: str) -> list[str]:
         plan = options.plan(options.RunRequest(profile=profile, device=device), default_out=False, listing=True)
@@ -697,5 +714,6 @@ def test_the_sample_adds_cases_and_changes_no_bucket_case(monkeypatch):
         assert [i for i in now if i in set(before)] == before, key
         added = [i for i in now if i not in set(before)]
         assert all("lengths=rows:" in i for i in added), key
-        if key == ("default", "cpu"):  # azure-conv: 2 prefill-only, 11 decode-only, 11 mixed steps, on 2 backends
-            assert len(added) == (2 + 11 + 2 * 11) * 2
+        if key == ("default", "cpu"):  # azure-conv: 2 prefill-only steps, mixed ones (two halves each) their least,
+            mixed = MIN_PER_KIND  # decode-only ones the rest; on 2 backends
+            assert len(added) == (2 + (CHECK_STEPS - 2 - mixed) + 2 * mixed) * 2

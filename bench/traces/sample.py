@@ -2,13 +2,15 @@
 
 The buckets (bench.traces.buckets) stand each step's half in for a representative batch; their error is stated as
 counted work, which says nothing of time. So a replay also draws CHECK_STEPS of the trace's real steps, stratified by
-kind: prefill only, decode only, and mixed (prefill chunks beside decode rows). The count is shared equally among the
-kinds the trace has (a kind with fewer steps than its share gives the rest to the others, prefill-only first among
-equals); within a kind every step is equally likely (reservoir sampling, Algorithm R, seeded by SEED: one pass, memory
-flat however long the trace, the same steps every time). Each sampled step's halves are written out as explicit rows
-(its prefill rows; its decode rows one by one, as the schedule had them) and timed as their own cases beside the
-buckets (bench.kinds.trace.trace_cases). The report (bench.report.traces) sets each sampled step's measured time
-against what the buckets predict for it: the time of the bucket each half falls in, as the replay weighs it.
+kind: prefill only, decode only, and mixed (prefill chunks beside decode rows). The count is shared among the kinds
+the trace has in proportion to their steps (stratified sampling's proportional allocation: the total's error is then
+never worse than an unstratified draw's), after each kind gets MIN_PER_KIND (or all its steps, when fewer), so that
+each kind's error has a spread to resample; within a kind every step is equally likely (reservoir sampling,
+Algorithm R, seeded by SEED: one pass, memory flat however long the trace, the same steps every time). Each sampled
+step's halves are written out as explicit rows (its prefill rows; its decode rows one by one, as the schedule had
+them) and timed as their own cases beside the buckets (bench.kinds.trace.trace_cases). The report
+(bench.report.traces) sets each sampled step's measured time against what the buckets predict for it: the time of the
+bucket each half falls in, as the replay weighs it.
 """
 
 from __future__ import annotations
@@ -22,8 +24,11 @@ from bench.traces.buckets import Bucket, decode_key, nearest, prefill_key
 from bench.traces.schedule import Step
 
 # a dozen left a backend's time to serve a 2x-wide interval (its decode steps' errors spread over an order of
-# magnitude); a step's exact case costs about its bucket's, so the sample adds about as many cases as 12-16 buckets
-CHECK_STEPS = 24
+# magnitude); 24 shared equally among the kinds, about ±17% (azure-conv: 22,293 decode steps to 3,328 mixed, whose
+# errors spread alike, so equal shares spent most of the sample where it weighs least). A step's exact case costs
+# about its bucket's, so the sample adds about as many cases as 12-16 buckets.
+CHECK_STEPS = 32
+MIN_PER_KIND = 5
 SEED = 0
 KINDS = ("prefill", "decode", "mixed")  # prefill rows only, decode rows only, both
 
@@ -81,15 +86,27 @@ class Sampler:
         self._slot = self.n
 
     def drawn(self) -> list[tuple[int, Step]]:
-        """n of the kept steps, shared equally among the kinds (what a kind lacks goes to the others), each kind's
-        share a uniform draw from its sample; in trace order."""
-        share, left = dict.fromkeys(KINDS, 0), self.n
-        while left and any(share[k] < len(self.kept[k]) for k in KINDS):
-            for k in KINDS:
-                if left and share[k] < len(self.kept[k]):
-                    share[k] += 1
-                    left -= 1
+        """n of the kept steps, shared among the kinds by `shares`, each kind's share a uniform draw from its sample;
+        in trace order."""
+        share = shares(self.n, self.seen, {k: len(self.kept[k]) for k in KINDS})
         return sorted((s for k in KINDS for s in self.rng.sample(self.kept[k], share[k])), key=lambda s: s[0])
+
+
+def shares(n: int, steps: dict[str, int], kept: dict[str, int]) -> dict[str, int]:
+    """How many of n sampled steps each kind gets: MIN_PER_KIND each first (fewer where n is short: one each in turn,
+    prefill-only first), then one at a time to the kind with the most steps per share + 1 (D'Hondt's rule: shares
+    proportional to `steps`), never past what a kind `kept`."""
+    share, left = dict.fromkeys(KINDS, 0), n
+    for _ in range(MIN_PER_KIND):
+        for k in KINDS:
+            if left and share[k] < kept[k]:
+                share[k] += 1
+                left -= 1
+    while left and (open_ := [k for k in KINDS if share[k] < kept[k]]):
+        k = max(open_, key=lambda k: steps[k] / (share[k] + 1))
+        share[k] += 1
+        left -= 1
+    return share
 
 
 def prefill_rows(step: Step) -> str:
