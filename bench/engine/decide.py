@@ -14,7 +14,8 @@ round, not once per block. Conditions join in order (those whose word could turn
 ones first among each; the least decided first) while each of them could still get MIN_DECIDE_BLOCKS blocks in the
 time left, at the costs the rounds so far have shown (a round: its start-up, then each block's usual seconds); the
 last to join leaves first when they cannot. One leaves once its blocks decide it (bench.report.decided: at least
-MIN_DECIDE_BLOCKS, judged by their signed-rank interval), show it on its bound, or reach MAX_BLOCKS, and the next
+MIN_DECIDE_BLOCKS, judged by their signed-rank interval; one that fails with its estimate within its band of the
+bound keeps going, as more blocks may show it at the bound), show it on its bound, or reach MAX_BLOCKS, and the next
 joins. A condition open for a stated reason (a cache on-chip, too few lengths) is not
 re-measured: more rounds cannot decide it. The blocks go into the run's metadata (RunMeta.decided), with the seconds
 spent on each condition; the report judges those conditions on their blocks.
@@ -284,9 +285,9 @@ def _admit(queue: list[OpenCondition], active: list[dict[str, Any]], overhead: f
 
 
 def _settled(entry: dict[str, Any]) -> bool:
-    """Whether a condition needs no more blocks: its blocks decide it, or show it on its bound, or it has
-    MAX_BLOCKS."""
-    from bench.report.decided import MIN_DECIDE_BLOCKS, judged_by_blocks, on_the_bound
+    """Whether a condition needs no more blocks: its blocks decide it (but where it fails with its estimate within
+    its band of the bound: more may show it at the bound), or show it on its bound, or it has MAX_BLOCKS."""
+    from bench.report.decided import MIN_DECIDE_BLOCKS, fails_within_band, judged_by_blocks, on_the_bound
     from bench.report.verdict import INCONCLUSIVE
 
     n = len(entry["blocks"])
@@ -295,7 +296,9 @@ def _settled(entry: dict[str, Any]) -> bool:
     if n < MIN_DECIDE_BLOCKS:
         return False
     judged = judged_by_blocks(entry["cond"].condition, entry["blocks"])
-    return judged.verdict != INCONCLUSIVE or on_the_bound(judged, n)
+    if judged.verdict == INCONCLUSIVE:
+        return on_the_bound(judged, n)
+    return not fails_within_band(judged)
 
 
 def _said(entry: dict[str, Any], say: Callable[[str], None]) -> None:
