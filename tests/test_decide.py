@@ -170,6 +170,18 @@ def test_a_condition_failing_by_a_hair_within_its_band_takes_blocks_until_they_s
     assert 6 < len(got["blocks"]) < decide.MAX_BLOCKS and judged.verdict == "holds"  # 1.91-1.97x: at its bound
 
 
+def test_a_block_that_cannot_run_ends_its_condition_s_blocks_and_the_console_says_why(monkeypatch):
+    _open(monkeypatch)
+    broken = FakeWorkers({"mha": 2e-3, "gqa": 1e-3})
+    broken.slice = lambda case, timeout_s: None
+    broken.slice_error = "mha: ValueError: 3 of 512 outputs differ from float64"
+    said = []
+    by_id = {i: FakeCase(i) for i in ("mha", "gqa")}
+    decide.decide(None, None, by_id, RunnerSetup(Calibration(), None, 1.0, None, 1), 1, lambda: 100.0, said.append,
+                  executor=broken)
+    assert any("a block could not run" in line and broken.slice_error in line for line in said)
+
+
 def _wobbling(workers):
     plain = FakeWorkers.slice
 

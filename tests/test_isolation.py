@@ -153,5 +153,8 @@ def test_a_slice_times_a_case_in_its_worker_and_a_case_it_cannot_run_gives_none(
         first, second = workers.slice(case), workers.slice(case)  # built, checked and warmed once, then kept
         assert first and second and first > 0 and second > 0
         assert workers.slice(Case("flash-attn", AttentionShape(1, 2, 2, 32, 32, 16), "prefill", "fwd", "cpu")) is None
+        assert workers.slice_error.startswith("flash-attn/") and "CUDA" in workers.slice_error  # which case, and why
+        workers.slice(case)
+        assert workers.slice_error == ""
     finally:
         workers.close()

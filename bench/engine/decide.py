@@ -220,6 +220,9 @@ def _decide_open(doc: Any, path: Any, by_id: dict[str, Case], executor: Isolated
             ran.append(entry)
             if got is not None:
                 entry["blocks"].append(got)
+            else:  # its blocks so far judge it
+                say(f"  {entry['cond'].claim}: {entry['cond'].name}: a block could not run, so its blocks end here: "
+                    f"{getattr(executor, 'slice_error', '') or 'a slice gave no time'}")
             if got is None or _settled(entry):
                 active.remove(entry)
                 done.append(entry)

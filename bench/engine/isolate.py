@@ -106,6 +106,7 @@ class Isolated:
         self.worker: Worker | None = None
         self.has_runner = False
         self.runner_threads: int | None = None  # what torch runs the cases with there: a timeout's record says it
+        self.slice_error = ""  # why the last slice gave no time ("" when it did)
 
     def _ready(self, with_runner: bool = False) -> Worker:
         if self.worker is None:
@@ -146,14 +147,24 @@ class Isolated:
 
     def slice(self, case: Case, timeout_s: float | None = None) -> float | None:
         """One slice of an interleaved block in this worker (Runner.slice): its median seconds, or None where the
-        case failed, timed out or took its worker down (the worker is then ended: the next call starts a fresh one)."""
+        case failed, timed out or took its worker down (the worker is then ended: the next call starts a fresh one);
+        slice_error then says which."""
+        self.slice_error = ""
         try:
             answer = self._ready(with_runner=True).ask({"cmd": "slice", "case": case.to_dict()}, timeout_s)
-        except (TimeoutError, WorkerDied):
+        except TimeoutError:
             self.close()
+            self.slice_error = f"{case.id}: still running after {timeout_s or 0:.0f} s; its worker was ended"
+            return None
+        except WorkerDied as died:
+            self.close()
+            self.slice_error = f"{case.id}: {died.describe()[:300]}"
             return None
         median = answer.get("median_s")
-        return float(median) if isinstance(median, (int, float)) and median > 0 else None
+        if isinstance(median, (int, float)) and median > 0:
+            return float(median)
+        self.slice_error = f"{case.id}: {answer.get('error') or f'no time (median {median!r})'}"
+        return None
 
     def close(self) -> None:
         if self.worker is not None:
