@@ -3,8 +3,8 @@
 The buckets (bench.traces.buckets) stand each step's half in for a representative batch; their error is stated as
 counted work, which says nothing of time. So a replay also draws CHECK_STEPS of the trace's real steps, stratified by
 kind: prefill only, decode only, and mixed (prefill chunks beside decode rows). The count is shared among the kinds
-the trace has in proportion to their steps (stratified sampling's proportional allocation: the total's error is then
-never worse than an unstratified draw's), after each kind gets MIN_PER_KIND (or all its steps, when fewer), so that
+the trace has in proportion to their steps (stratified sampling's proportional allocation, whose error in the total
+is at most about an unstratified draw's), after each kind gets MIN_PER_KIND (or all its steps, when fewer), so that
 each kind's error has a spread to resample; within a kind every step is equally likely (reservoir sampling,
 Algorithm R, seeded by SEED: one pass, memory flat however long the trace, the same steps every time). Each sampled
 step's halves are written out as explicit rows (its prefill rows; its decode rows one by one, as the schedule had
