@@ -348,6 +348,17 @@ def test_paging_claim_compares_each_paged_step_with_its_contiguous_twin(tmp_path
     assert gather_only.verdict == NOT_MEASURED and "gathering" in gather_only.numbers
 
 
+def test_small_pages_that_fail_where_larger_ones_hold_are_blamed_on_their_many_blocks(tmp_path):
+    from bench.claims.paging import paging_cost
+    from bench.report.verdict import DEPENDS, FAILS
+
+    both = paging_cost(_serving_frame(tmp_path, {("flex", None): 1e-3, ("flex", 16): 2e-3, ("flex", 128): 1.05e-3}))
+    assert both.verdict == DEPENDS
+    assert "flex with pages of 128 is within it (1.05×)" in both.why and "8× as many key blocks" in both.why
+    alone = paging_cost(_serving_frame(tmp_path, {("flex", None): 1e-3, ("flex", 16): 2e-3}))
+    assert alone.verdict == FAILS and "scattered reads" in alone.why  # nothing to set it against
+
+
 def test_pair_keys_hold_every_shape_field_but_the_page_size(tmp_path):
     """Paged and contiguous steps pair on every shape field but the page size: two models never mix."""
     import json

@@ -69,5 +69,26 @@ def paging_cost(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     failing = [c for c in found if c.verdict == FAILS]
     if failing:
         why = (f"{', '.join(c.name for c in failing)} pay{'s' * (len(failing) == 1)} more than {PAGING_WITHIN:g}×: "
-               "the pages' scattered reads cost more here than vLLM measured." + (" " + why if why else ""))
+               + (_smaller_pages(failing, found) or "the pages' scattered reads cost more here than vLLM measured.")
+               + (" " + why if why else ""))
     return Verdict(CLAIM, verdict, numbers, why, detail, conditions=tuple(found))
+
+
+def _smaller_pages(failing: list, found: list) -> str:
+    """Where the same kernel holds with larger pages (scattered alike): the cost is the small pages' many short key
+    blocks (a kernel that reads a page as one block, as flex does), not where the pages lie; "" otherwise."""
+    from bench.report.verdict import HOLDS
+
+    def split(c) -> tuple[str, int]:
+        backend, _, size = c.name.rpartition(" pages of ")
+        return backend, int(size)
+
+    said = []
+    for c in failing:
+        backend, size = split(c)
+        larger = [(s, h) for h in found if h.verdict == HOLDS for b, s in [split(h)] if b == backend and s > size]
+        if larger:
+            s, h = min(larger, key=lambda x: x[0])
+            said.append(f"{backend} with pages of {s} is within it ({h.ratio:.2f}×), its pages as scattered: the cost "
+                        f"is {s // size}× as many key blocks, each one page, not where the pages lie")
+    return "; ".join(said) + "." if said else ""
