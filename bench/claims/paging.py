@@ -58,9 +58,11 @@ def paging_cost(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
         return Verdict(CLAIM, NOT_MEASURED, f"only gathering backends ran paged: {shown}",
                        f"the claim is about kernels that read pages in place ({', '.join(PAGED_KERNELS)}); none "
                        "ran a paged case here", detail)
-    found = [condition(f"{b} pages of {int(p)}", float(grp["ratio"].median()), ratio_interval(grp, "", "contiguous_"),
-                       PAGING_WITHIN, holds_above=False, pairs=pairs_of(grp, "case_id", "contiguous_case_id"))
-             for (b, p), grp in pairs[pairs["backend"].isin(PAGED_KERNELS)].groupby(["backend", "page_size"])]
+    by_kernel = {(b, int(p)): condition(f"{b} pages of {int(p)}", float(grp["ratio"].median()),
+                                        ratio_interval(grp, "", "contiguous_"), PAGING_WITHIN, holds_above=False,
+                                        pairs=pairs_of(grp, "case_id", "contiguous_case_id"))
+                 for (b, p), grp in pairs[pairs["backend"].isin(PAGED_KERNELS)].groupby(["backend", "page_size"])}
+    found = list(by_kernel.values())
     numbers = (f"paged / contiguous decode time, median per backend and page size: {shown}; judged per kernel that "
                f"reads pages in place and page size (within {PAGING_WITHIN:g}× holds): {listing(found)}."
                + noisy_note(pairs))
@@ -69,26 +71,23 @@ def paging_cost(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     failing = [c for c in found if c.verdict == FAILS]
     if failing:
         why = (f"{', '.join(c.name for c in failing)} pay{'s' * (len(failing) == 1)} more than {PAGING_WITHIN:g}×: "
-               + (_smaller_pages(failing, found) or "the pages' scattered reads cost more here than vLLM measured.")
+               + (_smaller_pages(by_kernel) or "the pages' scattered reads cost more here than vLLM measured.")
                + (" " + why if why else ""))
     return Verdict(CLAIM, verdict, numbers, why, detail, conditions=tuple(found))
 
 
-def _smaller_pages(failing: list, found: list) -> str:
-    """Where the same kernel holds with larger pages (scattered alike): the cost is the small pages' many short key
-    blocks (a kernel that reads a page as one block, as flex does), not where the pages lie; "" otherwise."""
-    from bench.report.verdict import HOLDS
-
-    def split(c) -> tuple[str, int]:
-        backend, _, size = c.name.rpartition(" pages of ")
-        return backend, int(size)
+def _smaller_pages(by_kernel: dict) -> str:
+    """Where a kernel's pages fail and its larger pages (scattered alike) hold: the cost is the small pages' many
+    short key blocks (a kernel that reads a page as one block, as flex does), not where the pages lie; "" otherwise.
+    by_kernel: (backend, page size) -> its condition."""
+    from bench.report.verdict import FAILS, HOLDS
 
     said = []
-    for c in failing:
-        backend, size = split(c)
-        larger = [(s, h) for h in found if h.verdict == HOLDS for b, s in [split(h)] if b == backend and s > size]
-        if larger:
-            s, h = min(larger, key=lambda x: x[0])
-            said.append(f"{backend} with pages of {s} is within it ({h.ratio:.2f}×), its pages as scattered: the cost "
-                        f"is {s // size}× as many key blocks, each one page, not where the pages lie")
+    for (backend, size), c in by_kernel.items():
+        larger = sorted(s for (b, s), h in by_kernel.items() if b == backend and s > size and h.verdict == HOLDS)
+        if c.verdict == FAILS and larger:
+            s = larger[0]
+            said.append(f"{backend} with pages of {s} is within it ({by_kernel[backend, s].ratio:.2f}×), its pages as "
+                        f"scattered: the cost is {s // size}× as many key blocks, each one page, not where the pages "
+                        "lie")
     return "; ".join(said) + "." if said else ""
