@@ -24,7 +24,7 @@ from bench.results.meta import Calibration
 from bench.results.record import new_record
 from bench.serving import ragged as ragged_module
 from bench.serving.batch import check_sequences, make_sequences, references
-from bench.serving.paged import PagedCache, block_table, paged_mask
+from bench.serving.paged import PagedCache, block_table, gathered, paged_mask
 from bench.serving.ragged import document_mask, padding_mask, query_block, ragged
 from bench.serving.workload import (
     draw_lengths,
@@ -180,7 +180,7 @@ def test_paged_cache_is_shuffled_and_gathers_back_every_sequence():
     used = torch.cat([table[i, :-(-n // 8)] for i, n in enumerate(w.kv_lens)])
     assert sorted(used.tolist()) == list(range(len(used))) and used.tolist() != sorted(used.tolist())
     seqs = make_sequences(s, w, "cpu", seed=0)
-    k, v = PagedCache(w, seqs).gathered()
+    k, v = gathered(*PagedCache(w, seqs).cold)
     assert torch.equal(k, torch.cat([t[0].transpose(0, 1) for t in seqs.k]))
     assert torch.equal(v, torch.cat([t[0].transpose(0, 1) for t in seqs.v]))
 

@@ -29,10 +29,12 @@ class RunnerSetup:
     case_budget_s: float
     trace_dir: str | None
     threads: int | None
+    cold: dict[str, float] | None = None  # bench.measure.rotation.ColdPlan's fields (None: its defaults)
 
     def to_dict(self) -> dict[str, Any]:
         return {"calibration": self.calibration.to_dict(), "gpu_name": self.gpu_name,
-                "case_budget_s": self.case_budget_s, "trace_dir": self.trace_dir, "threads": self.threads}
+                "case_budget_s": self.case_budget_s, "trace_dir": self.trace_dir, "threads": self.threads,
+                "cold": self.cold}
 
 
 def prepare_torch(threads: int | None) -> None:
@@ -109,11 +111,13 @@ class InProcess:
         from pathlib import Path
 
         from bench.engine.runner import Runner
+        from bench.measure.cold import ColdPlan
 
         self._prepare()
 
         self.runner = Runner(setup.calibration, setup.gpu_name, case_budget_s=setup.case_budget_s,
-                             trace_dir=Path(setup.trace_dir) if setup.trace_dir else None)
+                             trace_dir=Path(setup.trace_dir) if setup.trace_dir else None,
+                             cold=ColdPlan(**setup.cold) if setup.cold else None)
 
     def run(self, case: Case, timeout_s: float | None) -> Outcome:
         assert self.runner is not None, "start() first"

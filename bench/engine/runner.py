@@ -26,6 +26,8 @@ from bench.engine.outcome import Outcome
 from bench.engine.sweeps import Case
 from bench.kinds import EXACT_CHECK_ELEMENTS, ReferenceCache, check_shape, kind_of
 from bench.kinds.guards import implausible
+from bench.measure.caches import CacheSize, cache_of
+from bench.measure.cold import ColdPlan
 from bench.measure.environment import gpu_reading
 from bench.measure.memory import available_cpu_bytes, peak_bytes
 from bench.measure.modes import CaseTiming, time_case, time_headline
@@ -61,9 +63,11 @@ MAX_NAME = 200  # of a --trace file's name before its suffix: file systems stop 
 
 class Runner:
     def __init__(self, calibration: Calibration, gpu_name: str | None = None,
-                 case_budget_s: float = 1.0, trace_dir: Path | None = None) -> None:
+                 case_budget_s: float = 1.0, trace_dir: Path | None = None, cold: ColdPlan | None = None) -> None:
         self.calibration = calibration
         self.case_budget_s = case_budget_s
+        self.cold = cold or ColdPlan()  # how a case's cold inputs rotate (bench.measure.rotation)
+        self.caches: dict[str, CacheSize] = {}  # by device: read once
         self.sheet = spec_sheet(gpu_name)
         self.sheet_flops = self.sheet.flops_per_s if self.sheet else None
         self.trace_dir = trace_dir
@@ -126,7 +130,8 @@ class Runner:
         # every timing mode (bench.measure.modes); the warm-up compiles flex, builds plans
         gpu = Gpu.open(torch.cuda.current_device()) if device == "cuda" else None
         interrupt.stage("time")
-        case_timing = time_case(fn, device, self.case_budget_s, gpu, self.trace_path(case))
+        case_timing = time_case(fn, device, self.case_budget_s, gpu, self.trace_path(case), self.cold,
+                                self.cache(device))
         warm_up_s, timing = case_timing.first_call_s, case_timing.headline
         # The first call of this backend on this shape: the check's, when it ran the case's own shape forward.
         exact_fwd = kind.check_shape(shape) == shape and case.pass_ == "fwd"
@@ -165,7 +170,12 @@ class Runner:
             fn = kind.timed_call(case, setup)
             self.sliced[case.id] = (fn, warm_up(fn, case.device)[1])
         fn, one_call_s = self.sliced[case.id]
-        return time_headline(fn, case.device, one_call_s, self.case_budget_s)
+        return time_headline(fn, case.device, one_call_s, self.case_budget_s, self.cold, self.cache(case.device))
+
+    def cache(self, device: str) -> CacheSize:
+        if device not in self.caches:
+            self.caches[device] = cache_of(device)
+        return self.caches[device]
 
     def trace_path(self, case: Case) -> Path | None:
         """--trace DIR: the kernel mode's profiler trace of this case, one file per case id (a long id, as one with

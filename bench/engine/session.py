@@ -121,7 +121,8 @@ class Session:
             self.store = self._new_store(calibration, kv)
         gpu_name = self.facts()["fingerprint"]["gpu_name"] if self.plan.device == "cuda" else None
         self.setup = RunnerSetup(calibration, gpu_name, self.case_budget_s,
-                                 str(self.trace_dir) if self.trace_dir else None, self.plan.threads)
+                                 str(self.trace_dir) if self.trace_dir else None, self.plan.threads,
+                                 self.plan.sweep.cold_plan().to_dict())
         self.executor.start(self.setup)
         self.schedule.predict(calibration, self.case_budget_s)
         mine = self._mine()

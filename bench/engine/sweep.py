@@ -17,10 +17,13 @@ from bench.backends import BACKENDS, get_backend
 from bench.errors import InputError, UsageError
 from bench.kinds import REGISTRY
 from bench.kinds.axes import axis, duration, seconds, words
+from bench.measure.cold import COLD_MEMORY_SHARE, COLD_MULTIPLE, ColdPlan
 
 # the backends a run skips unless named (their libraries' own paths): the --backend help names them
 OPT_IN = [b.name for b in BACKENDS.values() if b.opt_in and b.origin == "built-in"]
 BUDGETS = ("case_budget_s", "time_budget_s", "case_timeout_s")
+SETTINGS = (*BUDGETS, "cold_multiple", "cold_memory")  # how cases are timed, not which: setting one keeps a profile's
+# extra sweeps
 
 
 @dataclass(frozen=True)
@@ -41,8 +44,41 @@ class BudgetAxes:
                                         "(default: 10x its predicted time, at least 1 minute)", duration)
 
 
+def multiple(text: str) -> float:
+    """--cold-multiple: a number >= 0 (0: no rotation, every call warm)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise UsageError(f"expected a number (the copies' total over the cache), got {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise UsageError(f"{text!r} must be a finite number >= 0 (0 turns rotation off: every call warm)")
+    return value
+
+
+def share(text: str) -> float:
+    """--cold-memory: a share of free memory, in (0, 1]."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise UsageError(f"expected a share of free memory between 0 and 1, got {text!r}") from None
+    if not 0 < value <= 1:
+        raise UsageError(f"{text!r} must be a share of free memory, over 0 and at most 1")
+    return value
+
+
+@dataclass(frozen=True)
+class ColdAxes:
+    """How the cold inputs of a case (its KV cache, paged pool, shared prefix, latent cache or recurrent state) are
+    rotated over copies past the cache (bench.measure.rotation)."""
+
+    cold_multiple: float = axis(COLD_MULTIPLE, "cold-multiple", "the copies of a case's cold inputs add up to this "
+                                "many times the cache (CPU: L2 + L3; CUDA: L2); 0: none, every call warm", multiple)
+    cold_memory: float = axis(COLD_MEMORY_SHARE, "cold-memory", "the copies take at most this share of the memory "
+                              "free when they are made; past it a case runs partly warm and its record says so", share)
+
+
 # the backends, every kind's axes in registry order, the budgets: a dataclass lists its bases' fields last base first
-AXES = (RunAxes, *(kind.axes for kind in REGISTRY if kind.axes), BudgetAxes)
+AXES = (RunAxes, *(kind.axes for kind in REGISTRY if kind.axes), BudgetAxes, ColdAxes)
 
 
 @dataclass(frozen=True)
@@ -65,6 +101,9 @@ class Sweep(*reversed(AXES)):
                         check(value)
                     except InputError as err:  # name the flag, as a parse error does
                         raise type(err)(f"--{f.metadata['flag']}: {err}") from None
+
+    def cold_plan(self) -> ColdPlan:
+        return ColdPlan(self.cold_multiple, self.cold_memory)
 
     def to_dict(self) -> dict[str, Any]:
         """The plain form a results file's header (`axes`) and a launcher's workers get."""
@@ -91,7 +130,7 @@ class Sweep(*reversed(AXES)):
         for f in axis_fields():
             if f.name in given and f.metadata["clears"]:
                 given[f.metadata["clears"]] = None
-        if any(name not in BUDGETS for name in given):
+        if any(name not in SETTINGS for name in given):
             given["also"] = ()  # the user chose the axes: the profile's extra sweeps no longer apply
         return dataclasses.replace(self, **given)
 

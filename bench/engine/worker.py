@@ -9,7 +9,8 @@ anything else printed goes to stderr, which the parent relays and keeps the last
   {"cmd": "facts", "device", "profile"}                            -> {"fingerprint": {...}, "environment": {...}}
   {"cmd": "calibrate", "device", "dtypes"}                         -> {"calibration": {...}}
   {"cmd": "kv", "device"}                                          -> {"kv_measured": [...]}
-  {"cmd": "runner", "calibration", "gpu_name", "case_budget_s", "trace_dir", "threads"} -> {"threads": torch's threads}
+  {"cmd": "runner", "calibration", "gpu_name", "case_budget_s", "trace_dir", "threads", "cold"}
+                                                                   -> {"threads": torch's threads}
   {"cmd": "run", "case": {"backend", "shape": {...}, "phase", "pass_", "device"}}  -> {"record", "samples"}
   {"cmd": "slice", "case": {...}}                                  -> {"median_s"} or {"error"} (Runner.slice)
 The worker ignores SIGINT: Ctrl-C is the parent's to handle (it ends the worker when it stops).
@@ -53,6 +54,7 @@ def serve(request: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
         import torch
 
         from bench.engine.runner import Runner
+        from bench.measure.cold import ColdPlan
         from bench.results.meta import Calibration
 
         torch.manual_seed(0)
@@ -60,7 +62,8 @@ def serve(request: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
             torch.set_num_threads(int(request["threads"]))
         trace = request.get("trace_dir")
         state["runner"] = Runner(Calibration.from_dict(request["calibration"]), request.get("gpu_name"),
-                                 case_budget_s=request["case_budget_s"], trace_dir=Path(trace) if trace else None)
+                                 case_budget_s=request["case_budget_s"], trace_dir=Path(trace) if trace else None,
+                                 cold=ColdPlan(**request["cold"]) if request.get("cold") else None)
         gc.freeze()  # what is alive now lives to the end: keep the collector from rescanning it between rounds
         return {"threads": torch.get_num_threads()}
     if cmd == "run":

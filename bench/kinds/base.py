@@ -100,6 +100,17 @@ def flop_fields(case: Case, backend: Backend, flops: int) -> dict[str, float | N
     return {"useful_flops": flops, "executed_flops": executed_flops(case.shape, case.pass_, backend.executes)}
 
 
+def cold_inputs(case: Case) -> bool:
+    """Whether the case's timed call reads inputs a model's layer meets cold, from memory, and so rotates them
+    (bench.measure.rotation): a decode step's KV cache, paged pool and block table, shared prefix, MLA latent cache
+    or recurrent state. Between two steps of one layer every other layer's weights and caches pass through the
+    cache, while the step's new query was just computed (warm). A prefill is warm: its Q, K and V are what the layer
+    has just projected, and its O(S^2) work over O(S) inputs leaves it compute-bound (cold and warm measured within
+    a few percent of each other: README, "Cold and warm"). Each kind's timed_call returns a Rotating call where this
+    holds, with its cold tensors apart."""
+    return case.phase == "decode"
+
+
 def decode_kv_fields(case: Case, kv_cache_bytes: Callable[[], int]) -> dict[str, float | None]:
     """kv_cache_bytes, on decode cases only: one layer's K and V cache, which a decode step reads whole."""
     return {"kv_cache_bytes": kv_cache_bytes()} if case.phase == "decode" else {}

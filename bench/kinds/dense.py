@@ -16,7 +16,7 @@ from bench.backends.base import Backend
 from bench.counts.metrics import attention_bytes, attention_flops, kv_cache_bytes, model_mem_bytes
 from bench.errors import UsageError
 from bench.kinds.axes import axis, one_of, positive_ints_check, words
-from bench.kinds.base import ReferenceCache, decode_kv_fields, fits_exactly, flop_fields
+from bench.kinds.base import ReferenceCache, cold_inputs, decode_kv_fields, fits_exactly, flop_fields
 from bench.kinds.expansion import Geometry, Kind, Point, Registry, offered
 from bench.problem.case import Case
 from bench.problem.columns import shape_from_fields
@@ -228,21 +228,30 @@ class DenseKind(Kind):
         exact = not grad and dense_check_shape(s) == s
         guard = TimedGuard({"q": q, "k": k, "v": v}, (lambda t: reference_attention(
             t["q"], t["k"], t["v"], mask=mask, score=score)) if exact else None)
-        return guarded_call(fn, (q, k, v), guard, grad, s.q_shape)
+        return guarded_call(fn, (q, k, v), guard, grad, s.q_shape, cold=cold_inputs(case))
 
 
 def _split(dims: list[tuple[str, tuple]]) -> tuple[list[str], list[tuple]]:
     return [name for name, _ in dims], [values for _, values in dims]
 
 
-def guarded_call(fn: Callable, qkv: tuple, guard: Any, grad: bool, out_shape: tuple[int, ...]) -> Callable[[], object]:
+def guarded_call(fn: Callable, qkv: tuple, guard: Any, grad: bool, out_shape: tuple[int, ...],
+                 cold: bool = False) -> Callable[[], object]:
     """The call the timer repeats: fn(q, k, v) forward (its output kept for the guard), or forward and backward
-    against a fixed random grad_out; the guard rides on it (call.guard)."""
+    against a fixed random grad_out; the guard rides on it (call.guard). cold: K and V are the layer's cache, read
+    from memory (bench.kinds.base.cold_inputs): the forward rotates them, q stays warm."""
     import torch
+
+    from bench.measure.rotation import Rotating
 
     q, k, v = qkv
     call: Callable[[], object]
-    if not grad:
+    if not grad and cold:
+        def step(k_cache, v_cache):
+            with torch.no_grad():
+                return guard.keep(fn(q, k_cache, v_cache))
+        call = Rotating(step, (k, v))
+    elif not grad:
         def forward():
             with torch.no_grad():
                 return guard.keep(fn(q, k, v))

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from bench.backends.base import Backend, Unsupported
 from bench.kinds.axes import axis, words
-from bench.kinds.base import ReferenceCache
+from bench.kinds.base import ReferenceCache, cold_inputs
 from bench.kinds.expansion import Geometry, Kind, Point
 from bench.linear.counts import (
     chunk_flops,
@@ -231,10 +231,16 @@ class LinearKind(Kind):
         import torch
 
         from bench.linear.inputs import make_inputs
+        from bench.measure.rotation import Rotating
 
         ls = linear_shape(case.shape)
         fn = implementation(case.backend, ls.phase)
         x = make_inputs(ls, case.device, seed=1)
+        if cold_inputs(case) and x.state is not None:  # a decode step reads (and writes) the layer's state cold
+            def step(state: torch.Tensor) -> object:
+                with torch.no_grad():
+                    return fn(*x.tensors, state=state, chunk=ls.chunk, **x.params)
+            return Rotating(step, (x.state,))
 
         def call() -> object:
             with torch.no_grad():

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from bench.backends.base import Backend, Unsupported
 from bench.counts.metrics import ELEMENT_BYTES, attention_bytes, attention_flops, latent_cache_bytes, model_mem_bytes
 from bench.kinds.axes import axis, positive_ints_check
-from bench.kinds.base import ReferenceCache, decode_kv_fields, flop_fields
+from bench.kinds.base import ReferenceCache, cold_inputs, decode_kv_fields, flop_fields
 from bench.kinds.dense import batches, dense_check_shape
 from bench.kinds.expansion import Geometry, Kind, Point, Registry, offered
 from bench.problem.case import Case
@@ -135,6 +135,7 @@ class MlaKind(Kind):
         from bench.backends.base import bind
         from bench.kinds.guards import TimedGuard
         from bench.kinds.mla_calls import call_tensors, make_mla_inputs
+        from bench.measure.rotation import Rotating
         from bench.reference import reference_attention
 
         s = case.shape
@@ -144,6 +145,17 @@ class MlaKind(Kind):
         fn = bind(get_backend(case.backend).fn, mask, NO_SCORE)
         guard = TimedGuard({"q": q, "k": k, "v": v}, (lambda t: reference_attention(
             t["q"], t["k"], t["v"], mask=mask)) if exact else None, s.out_shape)
+
+        if cold_inputs(case):  # the absorbed decode reads the latent cache [c ; k_rope] (v = c, a view of it)
+            rank = v.shape[-1]
+            one_cache = v.data_ptr() == k.data_ptr()
+
+            def step(k_cache, v_cache=None):
+                with torch.no_grad():
+                    return guard.keep(fn(q, k_cache, k_cache[..., :rank] if one_cache else v_cache))
+            call = Rotating(step, (k,) if one_cache else (k, v))
+            call.guard = guard
+            return call
 
         def forward():
             with torch.no_grad():

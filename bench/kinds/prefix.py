@@ -41,7 +41,7 @@ from bench.backends.base import Backend, Unsupported
 from bench.counts.metrics import model_mem_bytes
 from bench.errors import UsageError
 from bench.kinds.axes import axis, ints, positive_ints_check
-from bench.kinds.base import ReferenceCache, decode_kv_fields, fits_exactly, flop_fields
+from bench.kinds.base import ReferenceCache, cold_inputs, decode_kv_fields, fits_exactly, flop_fields
 from bench.kinds.expansion import Geometry, Kind, Point, Registry, offered
 from bench.prefix.counts import kv_bytes, method_bytes, prefix_flops
 from bench.problem.case import Case
@@ -167,11 +167,14 @@ class PrefixKind(Kind):
         return backend
 
     def _call(self, case: Case, backend: Backend, shape: AttentionShape, seed: int, checked: bool):
-        """(the call, its inputs): the cascade's function on the parts, or the dense backend on the whole context."""
+        """(the call, its inputs): the cascade's function on the parts, or the dense backend on the whole context; a
+        Rotating call whose cold inputs are the cache it reads (the prefix once and the suffixes, or each request's
+        whole context), the queries apart."""
         import torch
 
         from bench.backends import attention
         from bench.backends.base import bind
+        from bench.measure.rotation import Rotating
         from bench.prefix.cascade import make_inputs
         from bench.problem.scores import NO_SCORE
 
@@ -179,14 +182,14 @@ class PrefixKind(Kind):
         if backend.cascade:
             fn = cascade_impl(case.backend)
 
-            def run() -> torch.Tensor:
-                return fn(x.q, x.k_prefix, x.v_prefix, x.k_suffix, x.v_suffix, mask=shape.mask)
-            return run, x
+            def run(k_prefix, v_prefix, k_suffix, v_suffix) -> torch.Tensor:
+                return fn(x.q, k_prefix, v_prefix, k_suffix, v_suffix, mask=shape.mask)
+            return Rotating(run, (x.k_prefix, x.v_prefix, x.k_suffix, x.v_suffix)), x
         k, v = x.whole()  # outside the call: a plain cache holds every request's whole context
         if checked:  # bench.attention's checks and refusals, as the dense kind's check runs it
             return (lambda: attention(x.q, k, v, backend=case.backend, mask=shape.mask)), x
         bound = bind(backend.fn, shape.mask, NO_SCORE)
-        return (lambda: bound(x.q, k, v)), x
+        return Rotating(lambda k, v: bound(x.q, k, v), (k, v)), x
 
     def check(self, case: Case, setup: Backend, references: ReferenceCache) -> tuple[Check, float]:
         import torch
@@ -216,6 +219,8 @@ class PrefixKind(Kind):
         import torch
 
         call, _ = self._call(case, setup, case.shape, seed=1, checked=False)
+        if cold_inputs(case):  # a decode step reads its cache (prefix and suffixes) cold; a suffix prefill is warm
+            return call.wrapped(torch.no_grad())
 
         def forward() -> object:
             with torch.no_grad():

@@ -14,7 +14,7 @@ from bench.backends import Unsupported, get_backend
 from bench.backends.base import PAGED_LAYOUTS, RAGGED_LAYOUTS, Backend
 from bench.counts.metrics import model_mem_bytes
 from bench.kinds.axes import axis, ints, one_of, positive_ints_check, words
-from bench.kinds.base import ReferenceCache, decode_kv_fields, fits_exactly, refuse_variants
+from bench.kinds.base import ReferenceCache, cold_inputs, decode_kv_fields, fits_exactly, refuse_variants
 from bench.kinds.expansion import Dims, Geometry, Kind, Point
 from bench.problem.case import Case
 from bench.problem.shapes import LENGTHS, AttentionShape, case_mask, rows_label
@@ -159,6 +159,8 @@ class ServingKind(Kind):
         from bench.serving.case import prepare
 
         _, call, _ = prepare(setup, case.shape, case.device, seed=1)
+        if cold_inputs(case):  # a decode step's cache (its pool and index, where paged) is read cold
+            return call.wrapped(torch.no_grad())
 
         def forward():
             with torch.no_grad():

@@ -39,7 +39,7 @@ from bench.counts.metrics import (
 )
 from bench.counts.pairs import density
 from bench.kinds.axes import axis, words
-from bench.kinds.base import ReferenceCache, decode_kv_fields, flop_fields
+from bench.kinds.base import ReferenceCache, cold_inputs, decode_kv_fields, flop_fields
 from bench.kinds.dense import dense_check_shape, guarded_call
 from bench.kinds.expansion import Geometry, Kind, Point
 from bench.kinds.mla import FORWARD_ONLY
@@ -188,7 +188,7 @@ class SparseKind(Kind):
         exact = not grad and dense_check_shape(s) == s
         guard = TimedGuard({"q": q, "k": k, "v": v}, (lambda t: reference_attention(
             t["q"], t["k"], t["v"], mask=mask, sparse=keep)) if exact else None, s.out_shape)
-        call = guarded_call(fn, (q, k, v), guard, grad, s.out_shape)
+        call = guarded_call(fn, (q, k, v), guard, grad, s.out_shape, cold=cold_inputs(case))
         call.after = lambda case_budget_s, median_s: apart(case, keep, case_budget_s, median_s)  # type: ignore[attr-defined]
         return call
 

@@ -1,9 +1,14 @@
 """Every timing mode of one case, side by side, and the headline taken from one of them.
 
-Headline mode per device (HEADLINE): CPU warm — a CPU call has no launch to hide and no cache the next call
-would not also find warm, and it keeps runs comparable with earlier ones; CUDA cold — the L2 flushed before
-every call, one event pair per call (the measurement triton's do_bench, and so the published FlashAttention
-figures, use), which a warm L2 cannot flatter and whose launch is hidden behind the flush.
+Headline mode: cold wherever the case has one, warm on a CPU case without.
+- CPU cold: a case whose kind hands its call's cold inputs apart (a bench.measure.rotation.Rotating call: a decode
+  step's KV cache, a paged pool, a shared prefix, a latent cache, a recurrent state) is timed over copies of them
+  whose total exceeds the CPU's caches several times, as a model's layer meets them; warm is timed beside. A CPU
+  case without cold inputs (a prefill, whose Q, K and V a layer has just computed) is timed warm only.
+- CUDA cold: the L2 flushed before every call, one event pair per call (the measurement triton's do_bench, and so
+  the published FlashAttention figures, use), which a warm L2 cannot flatter and whose launch is hidden behind the
+  flush; a Rotating call rotates its cold inputs beside it, and in the graph mode (whose captured calls cannot be
+  flushed between) the rotation is what keeps them cold.
 The other modes are recorded beside it (`timings`), on a smaller budget (SECONDARY_BUDGET of the case's).
 
 kernel (CPU and CUDA): a few profiled calls (bench.measure.kernels); overhead_pct = 100 x (warm - kernel) / warm
@@ -26,8 +31,11 @@ from typing import Any
 
 import torch
 
+from bench.measure.caches import CacheSize, cache_of
+from bench.measure.cold import ColdPlan, Rotation
 from bench.measure.kernels import KernelProfile, calls_to_profile, profile_calls
 from bench.measure.nvml import Gpu
+from bench.measure.rotation import Rotating
 from bench.measure.stats import summarize
 from bench.measure.timer import (
     MIN_ROUNDS,
@@ -40,7 +48,6 @@ from bench.measure.timer import (
     warm_up,
 )
 
-HEADLINE = {"cpu": "warm", "cuda": "cold"}
 LAUNCH_BOUND_RATIO = 2.0
 SECONDARY_BUDGET = 0.5
 ENERGY_WINDOW_S = 0.1  # NVML's energy counter moves every ~10 ms on recent GPUs: a window of ten updates or more
@@ -55,10 +62,15 @@ class CaseTiming:
     kernel: KernelProfile | None = None
     energy: dict[str, float] | None = None  # joules, calls, seconds over the warm rounds
     notes: list[str] = field(default_factory=list)  # a mode that could not run, and why
+    rotation: Rotation | None = None  # how the cold inputs were rotated, where the case has any
+
+    @property
+    def headline_mode(self) -> str:
+        return "cold" if "cold" in self.modes else "warm"
 
     @property
     def headline(self) -> Timing:
-        return self.modes[HEADLINE[self.device]]
+        return self.modes[self.headline_mode]
 
     def median(self, mode: str) -> float | None:
         timing = self.modes.get(mode)
@@ -136,21 +148,39 @@ def kernel_timing(profile: KernelProfile) -> Timing:
     return Timing(profile.samples, 1, noisy, f"torch.profiler, {what}", "kernel")
 
 
+def rotate(fn: Callable[[], object], device: str, cold: ColdPlan, cache: CacheSize | None = None
+           ) -> Rotation | None:
+    """Fill a Rotating call's copies for the plan (None: no cold inputs, or the plan turns rotation off)."""
+    if not isinstance(fn, Rotating) or cold.multiple <= 0:
+        return None
+    return fn.fill((cache or cache_of(device)).bytes, cold)
+
+
 def time_case(fn: Callable[[], object], device: str, case_budget_s: float, gpu: Gpu | None = None,
-              trace: Path | None = None) -> CaseTiming:
+              trace: Path | None = None, cold: ColdPlan | None = None, cache: CacheSize | None = None) -> CaseTiming:
     """Warm-up, every mode of the device, the kernel profile (and its trace file when asked)."""
     first_call_s, one_call_s = warm_up(fn, device)
     notes: list[str] = []
     energy = None
+    rotation = rotate(fn, device, cold or ColdPlan(), cache)
+    held = fn.hold if isinstance(fn, Rotating) else (lambda: None)
+    if rotation is not None and rotation.partly_warm:
+        notes.append(rotation.partly_warm)
     if device == "cuda":
         modes = {"cold": time_cold(fn, case_budget_s, TARGET, guard=_guard(gpu))}
-        modes["warm"] = time_warm_cuda(fn, one_call_s, case_budget_s * SECONDARY_BUDGET, TARGET, guard=_guard(gpu))
-        energy = measure_energy(fn, gpu, modes["warm"].calls_per_round)
-        try:
-            modes["graph"] = time_graph(fn, one_call_s, case_budget_s * SECONDARY_BUDGET, TARGET, guard=_guard(gpu))
+        try:  # rotating copies: each replay's captured calls read other copies, the cold the flush cannot give
+            modes["graph"] = time_graph(fn, one_call_s, case_budget_s * SECONDARY_BUDGET, TARGET, guard=_guard(gpu),
+                                        least_calls=rotation.copies if rotation else 1)
         except Exception as err:  # a call that cannot be captured (it synchronises, or allocates on the host)
             notes.append(f"graph mode: capture failed: {_first_line(err)}")
             _recover()
+        held()
+        modes["warm"] = time_warm_cuda(fn, one_call_s, case_budget_s * SECONDARY_BUDGET, TARGET, guard=_guard(gpu))
+        energy = measure_energy(fn, gpu, modes["warm"].calls_per_round)
+    elif rotation is not None:
+        modes = {"cold": time_cpu(fn, one_call_s, case_budget_s, TARGET, mode="cold")}
+        held()  # the originals from here on: warm, and the kernel profile, memory and guard read them
+        modes["warm"] = time_cpu(fn, one_call_s, case_budget_s * SECONDARY_BUDGET, TARGET)
     else:
         modes = {"warm": time_cpu(fn, one_call_s, case_budget_s, TARGET)}
     kernel = None
@@ -160,7 +190,7 @@ def time_case(fn: Callable[[], object], device: str, case_budget_s: float, gpu: 
         modes["kernel"] = kernel_timing(kernel)
     except Exception as err:
         notes.append(f"kernel mode: profiling failed: {_first_line(err)}")
-    timing = CaseTiming(first_call_s, device, modes, kernel, energy, notes)
+    timing = CaseTiming(first_call_s, device, modes, kernel, energy, notes, rotation)
     if timing.modes_disagree():
         notes.append(f"kernel and warm modes disagree: kernel median {timing.median('kernel'):.3g} s > warm median "
                      f"{timing.median('warm'):.3g} s (load between them); overhead_pct left out")
@@ -170,12 +200,25 @@ def time_case(fn: Callable[[], object], device: str, case_budget_s: float, gpu: 
     return timing
 
 
-def time_headline(fn: Callable[[], object], device: str, one_call_s: float, case_budget_s: float) -> float:
-    """The headline mode alone, its median (what a record's median_s is): one slice of an interleaved block
-    (bench.engine.decide), whose case was warmed up and checked before."""
-    timing = time_cold(fn, case_budget_s, TARGET) if device == "cuda" else time_cpu(fn, one_call_s, case_budget_s,
-                                                                                     TARGET)
-    return summarize(timing.samples).median
+def headline_samples(fn: Callable[[], object], device: str, one_call_s: float, case_budget_s: float,
+                     cold: ColdPlan | None = None, cache: CacheSize | None = None) -> list[float]:
+    """The headline mode alone, its per-round seconds: one slice of an interleaved block (bench.engine.decide) or of
+    `bench ab`, whose case was warmed up and checked before. A Rotating call is rotated for it and held after, so
+    the copies are freed before the next case's."""
+    rotate(fn, device, cold or ColdPlan(), cache)
+    try:
+        if device == "cuda":
+            return time_cold(fn, case_budget_s, TARGET).samples
+        return time_cpu(fn, one_call_s, case_budget_s, TARGET).samples
+    finally:
+        if isinstance(fn, Rotating):
+            fn.hold()
+
+
+def time_headline(fn: Callable[[], object], device: str, one_call_s: float, case_budget_s: float,
+                  cold: ColdPlan | None = None, cache: CacheSize | None = None) -> float:
+    """The median of headline_samples: what a record's median_s is."""
+    return summarize(headline_samples(fn, device, one_call_s, case_budget_s, cold, cache)).median
 
 
 def _recover() -> None:

@@ -107,20 +107,27 @@ def _adaptive(measure_round: Callable[[int], float], one_call_s: float, case_bud
                   guard.dropped if guard else 0)
 
 
-def time_cpu(fn: Callable[[], object], one_call_s: float, case_budget_s: float = 2.0, target: float = 0.03) -> Timing:
+def time_cpu(fn: Callable[[], object], one_call_s: float, case_budget_s: float = 2.0, target: float = 0.03,
+             mode: str = "warm") -> Timing:
+    """Back-to-back calls per round; `mode` names what the call reads: "cold" for a call rotating its cold inputs
+    (bench.measure.rotation)."""
     def measure_round(calls: int) -> float:
         t0 = time.perf_counter()
         for _ in range(calls):
             fn()
         return time.perf_counter() - t0
 
-    return _adaptive(measure_round, one_call_s, case_budget_s, target, "perf_counter")
+    timer = "perf_counter, cold inputs rotated" if mode == "cold" else "perf_counter"
+    return _adaptive(measure_round, one_call_s, case_budget_s, target, timer, mode=mode)
+
+
+L2_FLUSH_MULTIPLE = 2  # the flush buffer over the L2: writing twice its size leaves nothing of the call's inputs
 
 
 def l2_flush_buffer(device: torch.device) -> torch.Tensor:
-    """A buffer twice the L2 size; writing it evicts the inputs from L2."""
+    """A buffer L2_FLUSH_MULTIPLE times the L2's size; writing it evicts the inputs from L2."""
     l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 64 << 20) or 64 << 20
-    return torch.empty(2 * l2, dtype=torch.uint8, device=device)
+    return torch.empty(L2_FLUSH_MULTIPLE * l2, dtype=torch.uint8, device=device)
 
 
 def _events() -> tuple[torch.cuda.Event, torch.cuda.Event]:
@@ -174,9 +181,10 @@ def time_cold(fn: Callable[[], object], case_budget_s: float = 2.0, target: floa
 
 
 def time_graph(fn: Callable[[], object], one_call_s: float, case_budget_s: float = 2.0, target: float = 0.03,
-               guard: ThrottleGuard | None = None) -> Timing:
-    """Raises whatever capture raises (a call that synchronises, or allocates outside the graph's pool)."""
-    calls = _calls_per_round(one_call_s)
+               guard: ThrottleGuard | None = None, least_calls: int = 1) -> Timing:
+    """Raises whatever capture raises (a call that synchronises, or allocates outside the graph's pool).
+    least_calls: a rotating call's copies, so that one replay goes once round them all."""
+    calls = max(_calls_per_round(one_call_s), least_calls)
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):  # capture wants the call warmed up on a side stream first
@@ -217,7 +225,7 @@ def warm_up(fn: Callable[[], object], device: str) -> tuple[float, float]:
 
 
 def measure(fn: Callable[[], object], device: str, case_budget_s: float) -> tuple[float, Timing]:
-    """Warm-up, then the device's headline mode alone: warm on CPU, cold on CUDA (bench.measure.modes.HEADLINE)."""
+    """Warm-up, then one mode alone: warm on CPU, cold on CUDA (a ceiling's buffers, which rotate nothing)."""
     first_call_s, one_call_s = warm_up(fn, device)
     if device == "cuda":
         return first_call_s, time_cold(fn, case_budget_s=case_budget_s)

@@ -94,7 +94,17 @@ MEASURED_DOCS: dict[str, str] = {
     "gpu_before": "CUDA: NVML clocks, power, temperature and clock-event reasons just before the case (else empty)",
     "gpu_after": "CUDA: the same just after the case, so throttling during it shows",
     "timings": "every timing mode side by side, {mode: {median_s, ci_low_s, ci_high_s, rounds, calls_per_round}}: "
-               "warm and kernel (CPU and CUDA), cold and graph (CUDA); the headline is warm on CPU, cold on CUDA",
+               "warm and kernel (CPU and CUDA), cold (CUDA, and CPU cases with cold inputs), graph (CUDA)",
+    "timing_mode": "the mode median_s comes from: cold where the case has cold inputs (its KV cache, paged pool, "
+                   "shared prefix, latent cache or recurrent state rotated over copies past the cache) and on CUDA "
+                   "(L2 flushed), else warm",
+    "cold_copies": "copies of the cold inputs the cold mode rotated over (the original among them); empty where "
+                   "nothing rotated",
+    "cold_set_bytes": "bytes of one call's cold inputs (one copy)",
+    "cache_bytes": "the cache the copies had to exceed cold_multiple times: the CPU's L2 + L3 as the OS reports them "
+                   "(at least a floor), or the GPU's L2",
+    "partly_warm": "true when the copies fell short of their target (capped by count or by free memory): the cold "
+                   "time may be flattered by the cache; the reason says by how much",
     "overhead_pct": "share of a warm call spent outside the kernels (CPU: outside the aten ops), "
                     "100 x (warm - kernel) / warm",
     "launch_bound": "true when the warm time is at least 2x the kernel time (launch, dispatch or Python dominate)",
@@ -182,6 +192,11 @@ class Record:
     gpu_before: dict[str, Any] | None = None
     gpu_after: dict[str, Any] | None = None
     timings: dict[str, Any] | None = None
+    timing_mode: str | None = None
+    cold_copies: int | None = None
+    cold_set_bytes: int | None = None
+    cache_bytes: int | None = None
+    partly_warm: bool | None = None
     overhead_pct: float | None = None
     launch_bound: bool | None = None
     kernels: list[dict[str, Any]] | None = None
@@ -281,8 +296,12 @@ def with_modes(record: Record, case_timing: Any, spec_bytes_per_s: float | None 
     joules = energy["joules"] / energy["calls"] if energy else None
     notes = "; ".join([record.reason, *case_timing.notes]).strip("; ")
     tokens = record.shape.batch * record.shape.seq_q
+    rotation = case_timing.rotation
+    cold = {"cold_copies": rotation.copies, "cold_set_bytes": rotation.set_bytes, "cache_bytes": rotation.cache_bytes,
+            "partly_warm": bool(rotation.partly_warm)} if rotation else {}
     return dataclasses.replace(
-        record, reason=notes, timings=case_timing.timings(), overhead_pct=case_timing.overhead_pct(),
+        record, reason=notes, timings=case_timing.timings(), timing_mode=case_timing.headline_mode, **cold,
+        overhead_pct=case_timing.overhead_pct(),
         launch_bound=case_timing.launch_bound(), kernels=kernel.top() if kernel else None,
         sdpa_kernel=kernel.sdpa_kernel if kernel else None, throttled=case_timing.throttled,
         joules_per_call=joules, tokens_per_joule=tokens / joules if joules else None,

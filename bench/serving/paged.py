@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from bench.backends.base import PAGED_LAYOUTS, RAGGED_LAYOUTS, Backend, Layout, Unsupported, bind
 from bench.backends.flex import run_flex
 from bench.backends.sdpa import run_sdpa
+from bench.measure.rotation import Rotating
 from bench.problem.masks import Mask
 from bench.problem.scores import NO_SCORE
 from bench.problem.shapes import AttentionShape
@@ -89,11 +90,18 @@ class PagedCache:
         self.k_pool = self.k_pool.view(pages, p, k0.shape[1], k0.shape[3])
         self.v_pool = self.v_pool.view(pages, p, k0.shape[1], k0.shape[3])
 
-    def gathered(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """Every sequence's K and V, packed (sum of contexts, Hkv, D): one index_select per tensor."""
-        flat_k = self.k_pool.flatten(0, 1)  # (pages x page_size, Hkv, D)
-        flat_v = self.v_pool.flatten(0, 1)
-        return flat_k[self.token_index], flat_v[self.token_index]
+    @property
+    def cold(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """What a gathering step reads from memory: the pools and the index into them (a Rotating call's inputs)."""
+        return self.k_pool, self.v_pool, self.token_index
+
+
+def gathered(k_pool: torch.Tensor, v_pool: torch.Tensor, token_index: torch.Tensor
+             ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every sequence's K and V, packed (sum of contexts, Hkv, D): one index_select per tensor."""
+    flat_k = k_pool.flatten(0, 1)  # (pages x page_size, Hkv, D)
+    flat_v = v_pool.flatten(0, 1)
+    return flat_k[token_index], flat_v[token_index]
 
 
 def paged(backend: Backend, shape: AttentionShape, w: Workload, seqs: Sequences) -> Prepared:
@@ -118,13 +126,13 @@ def _per_sequence(backend: Backend, shape: AttentionShape, w: Workload, seqs: Se
                   ) -> Prepared:
     fn = bind(backend.fn, shape.mask, NO_SCORE)  # serving batches take no score variant (bench.kinds.serving)
 
-    def call():
-        k, v = cache.gathered()  # (sum of contexts, Hkv, D)
+    def call(*pool):
+        k, v = gathered(*pool)  # (sum of contexts, Hkv, D)
         outs = []
         for q, k_i, v_i in zip(seqs.q, k.split(list(w.kv_lens)), v.split(list(w.kv_lens)), strict=True):
             outs.append(fn(q, k_i.transpose(0, 1).unsqueeze(0), v_i.transpose(0, 1).unsqueeze(0)))
         return outs
-    return call, lambda outs: outs
+    return Rotating(call, cache.cold), lambda outs: outs
 
 
 def _nested(backend: Backend, shape: AttentionShape, w: Workload, seqs: Sequences, cache: PagedCache) -> Prepared:
@@ -132,17 +140,17 @@ def _nested(backend: Backend, shape: AttentionShape, w: Workload, seqs: Sequence
     q = nested(seqs.q)  # (B, Hq, j, D)
     kv_offsets = offsets(w.kv_lens, q.device).long()
 
-    def attend():
-        k, v = cache.gathered()  # (sum of contexts, Hkv, D)
+    def attend(*pool):
+        k, v = gathered(*pool)  # (sum of contexts, Hkv, D)
         k_nt = torch.nested.nested_tensor_from_jagged(k, kv_offsets).transpose(1, 2)  # (B, Hkv, j, D)
         v_nt = torch.nested.nested_tensor_from_jagged(v, kv_offsets).transpose(1, 2)
         return q, k_nt, v_nt
 
-    probe_nested(backend, *attend(), kwargs)
+    probe_nested(backend, *attend(*cache.cold), kwargs)
 
-    def call():
-        return F.scaled_dot_product_attention(*attend(), **kwargs)
-    return call, split_nested
+    def call(*pool):
+        return F.scaled_dot_product_attention(*attend(*pool), **kwargs)
+    return Rotating(call, cache.cold), split_nested
 
 
 def _padded(backend: Backend, shape: AttentionShape, w: Workload, seqs: Sequences, cache: PagedCache) -> Prepared:
@@ -151,14 +159,12 @@ def _padded(backend: Backend, shape: AttentionShape, w: Workload, seqs: Sequence
     q = torch.cat(seqs.q)  # (B, Hq, Sq, D): every sequence decodes the same number of queries
     kwargs = {"attn_mask": padding_mask(shape, w, q.device, kv_width=width),
               "enable_gqa": shape.n_kv_heads != shape.n_heads}
-    table = cache.block_table.long()
-
-    def call():
+    def call(k_pool, v_pool, table):
         # (B, most pages, page_size, Hkv, D) -> (B, Hkv, most pages x page_size, D)
-        k = cache.k_pool[table].flatten(1, 2).transpose(1, 2)
-        v = cache.v_pool[table].flatten(1, 2).transpose(1, 2)
+        k = k_pool[table].flatten(1, 2).transpose(1, 2)
+        v = v_pool[table].flatten(1, 2).transpose(1, 2)
         return run_sdpa(backend.name, q, k, v, kwargs)
-    return call, lambda out: list(out.split(1))
+    return Rotating(call, (cache.k_pool, cache.v_pool, cache.block_table.long())), lambda out: list(out.split(1))
 
 
 @functools.lru_cache(maxsize=8)
@@ -195,9 +201,9 @@ def _mask(backend: Backend, shape: AttentionShape, w: Workload, seqs: Sequences,
     v = cache.v_pool.flatten(0, 1).transpose(0, 1).unsqueeze(0).contiguous()
     key = ("paged", w, shape.mask)
 
-    def call():
+    def call(k, v):
         return run_flex(q, k, v, block_mask, key)
-    return call, lambda out: list(out.split(w.q_lens[0], dim=2))
+    return Rotating(call, (k, v)), lambda out: list(out.split(w.q_lens[0], dim=2))
 
 
 def _table(backend: Backend, shape: AttentionShape, w: Workload, seqs: Sequences, cache: PagedCache) -> Prepared:
@@ -208,12 +214,12 @@ def _table(backend: Backend, shape: AttentionShape, w: Workload, seqs: Sequences
     q = torch.cat(seqs.q).transpose(1, 2).contiguous()  # (B, Sq, Hq, D)
     lengths = torch.tensor(w.kv_lens, dtype=torch.int32, device=q.device)
     # with cache_seqlens the causal mask is bottom-right aligned: query a sits at position context - Sq + a
-    kwargs = {"cache_seqlens": lengths, "block_table": cache.block_table, "causal": shape.causal,
-              "window_size": flash_window(shape)}
+    kwargs = {"cache_seqlens": lengths, "causal": shape.causal, "window_size": flash_window(shape)}
 
-    def call():
-        return with_kvcache(q, cache.k_pool, cache.v_pool, **kwargs)
-    return call, lambda out: list(out.transpose(1, 2).split(1))
+    def call(k_pool, v_pool, table):
+        return with_kvcache(q, k_pool, v_pool, block_table=table, **kwargs)
+    cold = (cache.k_pool, cache.v_pool, cache.block_table)
+    return Rotating(call, cold), lambda out: list(out.transpose(1, 2).split(1))
 
 
 PagedBuilder = Callable[[Backend, AttentionShape, Workload, Sequences, PagedCache], Prepared]

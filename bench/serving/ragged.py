@@ -29,13 +29,16 @@ from bench.backends import BACKENDS
 from bench.backends.base import MIXED_LAYOUTS, RAGGED_LAYOUTS, Backend, Layout, Unsupported, bind
 from bench.backends.flex import run_flex
 from bench.backends.sdpa import run_sdpa
+from bench.measure.rotation import Rotating
 from bench.problem.masks import NO_MASK, Mask
 from bench.problem.scores import NO_SCORE
 from bench.problem.shapes import AttentionShape
 from bench.serving.batch import Sequences, offsets, packed, unpacked
 from bench.serving.workload import Workload
 
-Prepared = tuple[Callable[[], object], Callable[[object], list[torch.Tensor]]]
+# (call, split): the call is Rotating, its cache (the K and V it reads, a paged pool and the index into it) apart as
+# its cold inputs, so a decode step can be timed as a model's layer meets them (bench.measure.rotation)
+Prepared = tuple[Rotating, Callable[[object], list[torch.Tensor]]]
 
 
 Builder = Callable[[Backend, AttentionShape, Workload, Sequences], Prepared]
@@ -58,10 +61,11 @@ def ragged(backend: Backend, shape: AttentionShape, w: Workload, seqs: Sequences
 
 def _per_sequence(backend: Backend, shape: AttentionShape, w: Workload, seqs: Sequences) -> Prepared:
     fn = bind(backend.fn, shape.mask, NO_SCORE)  # serving batches take no score variant (bench.kinds.serving)
+    b = w.batch
 
-    def call():
-        return [fn(q, k, v) for q, k, v in zip(seqs.q, seqs.k, seqs.v, strict=True)]
-    return call, lambda outs: outs
+    def call(*kv):  # every sequence's K, then every sequence's V
+        return [fn(q, k, v) for q, k, v in zip(seqs.q, kv[:b], kv[b:], strict=True)]
+    return Rotating(call, (*seqs.k, *seqs.v)), lambda outs: outs
 
 
 def masked(ok: torch.Tensor, pos_q: torch.Tensor, pos_k: torch.Tensor, mask: Mask) -> torch.Tensor:
@@ -98,15 +102,18 @@ def _padded(backend: Backend, shape: AttentionShape, w: Workload, seqs: Sequence
     k, v = pad(seqs.k, max(w.kv_lens)), pad(seqs.v, max(w.kv_lens))  # (B, Hkv, longest kv, D)
     kwargs = {"attn_mask": padding_mask(shape, w, q.device), "enable_gqa": shape.n_kv_heads != shape.n_heads}
 
-    def call():
+    def call(k, v):
         return run_sdpa(backend.name, q, k, v, kwargs)
-    return call, lambda out: [out[i:i + 1, :, :n] for i, n in enumerate(w.q_lens)]
+    return Rotating(call, (k, v)), lambda out: [out[i:i + 1, :, :n] for i, n in enumerate(w.q_lens)]
 
 
 def nested(parts: list[torch.Tensor]) -> torch.Tensor:
     """Sequences (1, H, L_i, D) -> a nested jagged tensor (B, H, j, D), from the packed values (no copy after)."""
-    lengths = [p.shape[2] for p in parts]
-    values = packed(parts)  # (T, H, D)
+    return jagged(packed(parts), [p.shape[2] for p in parts])
+
+
+def jagged(values: torch.Tensor, lengths: list[int]) -> torch.Tensor:
+    """Packed values (T, H, D) of sequences of `lengths` -> a nested jagged tensor (B, H, j, D) over them (a view)."""
     njt = torch.nested.nested_tensor_from_jagged(values, offsets(lengths, values.device).long())  # (B, j, H, D)
     return njt.transpose(1, 2)
 
@@ -131,12 +138,16 @@ def split_nested(out: torch.Tensor) -> list[torch.Tensor]:
 
 def _nested(backend: Backend, shape: AttentionShape, w: Workload, seqs: Sequences) -> Prepared:
     kwargs = nested_kwargs(backend, shape, w)
-    q, k, v = nested(seqs.q), nested(seqs.k), nested(seqs.v)
-    probe_nested(backend, q, k, v, kwargs)
+    q = nested(seqs.q)
+    k_values, v_values = packed(seqs.k), packed(seqs.v)  # (T, Hkv, D): the cache, as nested tensors store it
 
-    def call():
+    def views(k_values, v_values):
+        return jagged(k_values, list(w.kv_lens)), jagged(v_values, list(w.kv_lens))
+    probe_nested(backend, q, *views(k_values, v_values), kwargs)
+
+    def call(k, v):
         return F.scaled_dot_product_attention(q, k, v, **kwargs)
-    return call, split_nested
+    return Rotating(call, (k_values, v_values), views), split_nested
 
 
 def probe_nested(backend: Backend, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kwargs: dict) -> None:
@@ -202,9 +213,9 @@ def _packed(backend: Backend, shape: AttentionShape, w: Workload, seqs: Sequence
     v = packed(seqs.v).transpose(0, 1).unsqueeze(0).contiguous()
     key = ("document", w, shape.mask)
 
-    def call():
+    def call(k, v):
         return run_flex(q, k, v, block_mask, key)
-    return call, lambda out: [t.contiguous() for t in torch.split(out, list(w.q_lens), dim=2)]
+    return Rotating(call, (k, v)), lambda out: [t.contiguous() for t in torch.split(out, list(w.q_lens), dim=2)]
 
 
 def flash_window(shape: AttentionShape) -> tuple[int, int]:
@@ -232,9 +243,9 @@ def _varlen(backend: Backend, shape: AttentionShape, w: Workload, seqs: Sequence
     # varlen's causal mask is bottom-right aligned per sequence (flash-attn >= 2.1), as a mixed batch needs
     kwargs = {"causal": shape.causal, "window_size": flash_window(shape)}
 
-    def call():
+    def call(k, v):
         return varlen(q, k, v, cu_q, cu_k, max(w.q_lens), max(w.kv_lens), **kwargs)
-    return call, lambda out: unpacked(out, w.q_lens)
+    return Rotating(call, (k, v)), lambda out: unpacked(out, w.q_lens)
 
 
 
