@@ -45,6 +45,7 @@ SPECS = (ClaimSpec("fused-decode", f"{_SAYS} (fused kernels)", "bench.claims.dec
 
 KEYS = ["backend", "dtype", "batch", "n_heads", "head_dim", "seq_q", "seq_kv", "mask", "pass"]  # + LATER_SHAPE_KEYS
 CEILINGS = ["pct_read_ceiling", "pct_gemm_ceiling"]
+MODE = ["timing_mode", "partly_warm"]  # how the MHA twin was timed: a cold step cannot have its cache on-chip
 INTERVAL_COLUMNS = ("ci_low_s", "ci_high_s")
 
 
@@ -100,8 +101,9 @@ def decode_pairs(df: pd.DataFrame) -> pd.DataFrame:
     ok = ok[ok["phase"] == "decode"]
     timings = [c for c in ("median_s", *INTERVAL_COLUMNS) if c in ok]
     ids = ["case_id"] if "case_id" in ok else []  # a frame built by hand may have none: no pairs to re-measure
-    mha = ok[ok["variant"] == "mha"].drop_duplicates(keys)[keys + ids + timings + CEILINGS]
-    mha = mha.rename(columns={c: f"mha_{c}" for c in ids + timings + CEILINGS}).assign(
+    mode = [c for c in MODE if c in ok]
+    mha = ok[ok["variant"] == "mha"].drop_duplicates(keys)[keys + ids + timings + CEILINGS + mode]
+    mha = mha.rename(columns={c: f"mha_{c}" for c in ids + timings + CEILINGS + mode}).assign(
         mha_s=lambda d: d["mha_median_s"])
     sp = ok[ok["variant"] != "mha"].merge(mha, on=keys, how="inner").sort_values(keys, kind="stable")
     return sp.assign(speedup=sp["mha_s"] / sp["median_s"], group_size=sp["group_size"].astype(int),
@@ -147,6 +149,15 @@ def _why(family: str, at_longest: pd.DataFrame) -> str:
     return ceilings + reason
 
 
+def warm_mha(rows: pd.DataFrame) -> bool:
+    """Whether any MHA twin was timed with its cache warm: a warm headline (a file from before cold CPU timing, or
+    --cold-multiple 0) or a rotation its copies fell short of. A cold one read its cache from memory by design."""
+    modes = rows.get("mha_timing_mode")
+    short = rows.get("mha_partly_warm")
+    return (modes is None or bool((modes.fillna("warm") != "cold").any())
+            or (short is not None and bool(short.fillna(False).astype(bool).any())))
+
+
 def _condition(family: str, key: tuple, rows: pd.DataFrame, lengths: list[int]) -> Condition:
     """One condition (backend × dtype × GQA/MQA group size) at its longest KV length, judged on its own timings:
     holds when its interval clears the claim's 2×; a shortfall is a finding only over MIN_KV_LENGTHS lengths and,
@@ -169,7 +180,7 @@ def _condition(family: str, key: tuple, rows: pd.DataFrame, lengths: list[int]) 
         return replace(found, verdict=INCONCLUSIVE, why=f"short of the claim at KV {', '.join(map(str, lengths))} "
                        f"only: a shortfall is a finding over ≥ {MIN_KV_LENGTHS} KV lengths (--decode-kv)")
     mha_read = median_of(rows["mha_pct_read_ceiling"])
-    if family == FUSED and math.isfinite(mha_read) and mha_read > ON_CHIP:
+    if family == FUSED and math.isfinite(mha_read) and mha_read > ON_CHIP and warm_mha(rows):
         # the MHA step read its cache faster than memory can deliver: it sat in on-chip caches, where fewer KV
         # bytes save no memory traffic; only a cache that spills to memory can decide this condition
         return replace(found, verdict=INCONCLUSIVE, why=f"the MHA step reads at {mha_read:.0f}% of the read-only "

@@ -151,7 +151,7 @@ def elsewhere_seconds(q: Question, ctx: Context) -> float | None:
     except InputError:
         return None
     before = BEFORE_FIRST_CASE_S.get(ctx.device, 30.0)
-    return before + sum(predict_all(cases, ctx.calibration, sweep.case_budget_s).values())
+    return before + sum(predict_all(cases, ctx.calibration, sweep.case_budget_s, sweep.cold_plan()).values())
 
 
 def _emulated_reason(ctx: Context, case_id: str, cases: list[Case]) -> str:

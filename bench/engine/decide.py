@@ -14,8 +14,8 @@ round, not once per block. Conditions join in order (those whose word could turn
 ones first among each; the least decided first) while each of them could still get MIN_DECIDE_BLOCKS blocks in the
 time left, at the costs the rounds so far have shown (a round: its start-up, then each block's usual seconds); the
 last to join leaves first when they cannot. One leaves once its blocks decide it (bench.report.decided: at least
-MIN_DECIDE_BLOCKS, judged by their signed-rank interval; one that fails with its estimate within its band of the
-bound keeps going, as more blocks may show it at the bound), show it on its bound, or reach MAX_BLOCKS, and the next
+MIN_DECIDE_BLOCKS, judged by their signed-rank interval; at its bound is decided too: bench.report.conditions), show
+it on its bound, or reach MAX_BLOCKS, and the next
 joins. A condition open for a stated reason (a cache on-chip, too few lengths) is not
 re-measured: more rounds cannot decide it. The blocks go into the run's metadata (RunMeta.decided), with the seconds
 spent on each condition; the report judges those conditions on their blocks.
@@ -288,9 +288,9 @@ def _admit(queue: list[OpenCondition], active: list[dict[str, Any]], overhead: f
 
 
 def _settled(entry: dict[str, Any]) -> bool:
-    """Whether a condition needs no more blocks: its blocks decide it (but where it fails with its estimate within
-    its band of the bound: more may show it at the bound), or show it on its bound, or it has MAX_BLOCKS."""
-    from bench.report.decided import MIN_DECIDE_BLOCKS, fails_within_band, judged_by_blocks, on_the_bound
+    """Whether a condition needs no more blocks: its blocks decide it (at its bound counts: decided), or show it on
+    its bound, or it has MAX_BLOCKS."""
+    from bench.report.decided import MIN_DECIDE_BLOCKS, judged_by_blocks, on_the_bound
     from bench.report.verdict import INCONCLUSIVE
 
     n = len(entry["blocks"])
@@ -301,7 +301,7 @@ def _settled(entry: dict[str, Any]) -> bool:
     judged = judged_by_blocks(entry["cond"].condition, entry["blocks"])
     if judged.verdict == INCONCLUSIVE:
         return on_the_bound(judged, n)
-    return not fails_within_band(judged)
+    return True
 
 
 def _said(entry: dict[str, Any], say: Callable[[str], None]) -> None:

@@ -20,7 +20,7 @@ from bench.results.meta import Calibration
 
 
 def preview_lines(plan: Plan, calibration: Calibration) -> list[str]:
-    predicted = predict_all(plan.cases, calibration, plan.sweep.case_budget_s)
+    predicted = predict_all(plan.cases, calibration, plan.sweep.case_budget_s, plan.sweep.cold_plan())
     emulated = cut_dtypes(plan, calibration)
     ctx = Context(plan.device, predicted, emulated, calibration)
     budget = plan.sweep.time_budget_s

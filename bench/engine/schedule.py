@@ -39,7 +39,7 @@ class Schedule:
 
     def predict(self, calibration: Calibration, case_budget_s: float) -> None:
         """Every case's predicted seconds, for the ETA, the time budget, the timeout and the record."""
-        self.predicted = predict_all(self.plan.cases, calibration, case_budget_s)
+        self.predicted = predict_all(self.plan.cases, calibration, case_budget_s, self.plan.sweep.cold_plan())
 
     def announce(self, mine: list[Case], calibration: Calibration, say: Callable[[str], None]) -> list[dict] | None:
         """Under a time budget, the questions' agenda (its answers are returned for the run's metadata); in any

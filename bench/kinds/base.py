@@ -105,9 +105,8 @@ def cold_inputs(case: Case) -> bool:
     (bench.measure.rotation): a decode step's KV cache, paged pool and block table, shared prefix, MLA latent cache
     or recurrent state. Between two steps of one layer every other layer's weights and caches pass through the
     cache, while the step's new query was just computed (warm). A prefill is warm: its Q, K and V are what the layer
-    has just projected, and its O(S^2) work over O(S) inputs leaves it compute-bound (cold and warm measured within
-    a few percent of each other: README, "Cold and warm"). Each kind's timed_call returns a Rotating call where this
-    holds, with its cold tensors apart."""
+    has just projected, and its O(S^2) work over O(S) inputs leaves it compute-bound, with little for a cache to
+    flatter. Each kind's timed_call returns a Rotating call where this holds, with its cold tensors apart."""
     return case.phase == "decode"
 
 

@@ -11,6 +11,7 @@ believes, so a reported cache under it is taken as the floor.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +34,7 @@ def _size(text: str) -> int:
     return int(text[:-1] if scale > 1 else text) * scale
 
 
+@functools.lru_cache(maxsize=4)
 def cpu_cache(root: Path = SYS_CPU) -> CacheSize:
     """The CPU's L2 + L3 (module docstring), or the floor with the reason."""
     instances: dict[tuple[int, str], int] = {}
@@ -68,6 +70,14 @@ def gpu_l2(device: int = 0) -> CacheSize:
     if l2 <= 0:
         return CacheSize(64 << 20, None, "the GPU's L2 unknown to torch: 64 MiB assumed")
     return CacheSize(l2, l2, f"L2 {l2 / 2**20:g} MiB (torch.cuda.get_device_properties)")
+
+
+PLANNED_GPU_L2 = 64 << 20  # a plan's guess at a GPU's L2 (an H100's is 50 MiB), read without loading torch
+
+
+def planned_cache_bytes(device: str) -> int:
+    """The cache a plan counts copies against: the CPU's as measured here, a GPU's guessed (its plan loads no torch)."""
+    return PLANNED_GPU_L2 if device == "cuda" else cpu_cache().bytes
 
 
 def cache_of(device: str) -> CacheSize:

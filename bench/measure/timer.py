@@ -82,7 +82,7 @@ def min_rounds(round_s: float, case_budget_s: float) -> int:
 
 def _adaptive(measure_round: Callable[[int], float], one_call_s: float, case_budget_s: float, target: float,
               timer: str, calls: int | None = None, guard: ThrottleGuard | None = None,
-              mode: str = "warm") -> Timing:
+              mode: str = "warm", least_rounds: int | None = None) -> Timing:
     calls = calls or _calls_per_round(one_call_s)
     samples: list[float] = []
     start = time.perf_counter()
@@ -93,7 +93,8 @@ def _adaptive(measure_round: Callable[[int], float], one_call_s: float, case_bud
         if not samples:  # how long a round is: long ones get fewer rounds. The warm-up's call time when there
             # is one, so that one slow first round (a busy machine's hiccup) cannot cut a short call's rounds
             round_s = seconds * calls if one_call_s <= 0 else min(seconds * calls, one_call_s * calls)
-            least = min_rounds(round_s, case_budget_s)
+            least = min(least_rounds, min_rounds(round_s, case_budget_s)) if least_rounds else \
+                min_rounds(round_s, case_budget_s)
         if guard is None or guard.keep():
             samples.append(seconds)
         if len(samples) >= least and summarize(samples).rel_ci_half_width <= target:
@@ -108,9 +109,9 @@ def _adaptive(measure_round: Callable[[int], float], one_call_s: float, case_bud
 
 
 def time_cpu(fn: Callable[[], object], one_call_s: float, case_budget_s: float = 2.0, target: float = 0.03,
-             mode: str = "warm") -> Timing:
+             mode: str = "warm", least_rounds: int | None = None) -> Timing:
     """Back-to-back calls per round; `mode` names what the call reads: "cold" for a call rotating its cold inputs
-    (bench.measure.rotation)."""
+    (bench.measure.rotation); least_rounds: fewer rounds than MIN_ROUNDS may do (a secondary mode)."""
     def measure_round(calls: int) -> float:
         t0 = time.perf_counter()
         for _ in range(calls):
@@ -118,7 +119,7 @@ def time_cpu(fn: Callable[[], object], one_call_s: float, case_budget_s: float =
         return time.perf_counter() - t0
 
     timer = "perf_counter, cold inputs rotated" if mode == "cold" else "perf_counter"
-    return _adaptive(measure_round, one_call_s, case_budget_s, target, timer, mode=mode)
+    return _adaptive(measure_round, one_call_s, case_budget_s, target, timer, mode=mode, least_rounds=least_rounds)
 
 
 L2_FLUSH_MULTIPLE = 2  # the flush buffer over the L2: writing twice its size leaves nothing of the call's inputs

@@ -2,13 +2,20 @@
 shape family, a method × budget …) gets its own ratio, its own 95% interval from its own timings, and its own word;
 the claim's word is a stated rule over them.
 
-A condition's word, against its bound:
-- holds: the whole interval is on the claim's side of the bound, or within AT_BOUND of the bound (it meets the bound
-  as closely as runs of the same code agree: the listing says "at its bound"; a claim whose bound is a 5% margin
-  already, as "faster" at 0.95x, gives its conditions no such band);
-- does not hold: the whole interval is on the other side, not all of it within AT_BOUND of the bound;
-- inconclusive: the interval straddles the bound and reaches past AT_BOUND of it (its own timings cannot tell which
-  side it is on).
+A condition's word, against its bound (one rule for every claim that judges conditions by a bound):
+- at its bound: its estimate lies within the band around the bound (bound / AT_BOUND .. bound x AT_BOUND) and its
+  interval does not reach past the band on both sides. Decided, not open: runs of the same code put a kernel pair's
+  ratio a few percent apart (flex's softcap prefill over its plain twin read 1.27x, 1.28x, 1.29x, 1.30x and 1.32x in
+  five runs against 1.3x), so no number of blocks in one run tells a side of the bound that the next run would agree
+  on, while the band, twice that spread, holds such a condition in every run. What the word means for its claim is
+  the claim's to say (`at_bound_means`): holds where the bound is a limit a condition may reach ("within 1.3x",
+  "at least 2x"), does not hold where the bound is itself a margin to clear ("faster by 5%": at the margin, not
+  clearly faster). The listing says "at its bound" and what it counts as;
+- holds: outside that, the whole interval is on the claim's side of the bound;
+- does not hold: the whole interval is on the other side;
+- inconclusive: the interval straddles the bound with its estimate outside the band (it reaches out of the band on
+  one side and is not clearly past the bound on the other), or reaches past the band on both sides (too wide to
+  place): deciding (bench.engine.decide) spends its blocks there.
 
 The claim's word over its conditions (`combine`):
 - holds: every condition holds; does not hold: every condition fails;
@@ -22,6 +29,7 @@ interleaved blocks spanning several fresh worker processes.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -53,37 +61,52 @@ class Condition:
     # the cases whose times make the ratio, as (top, bottom) case ids: ratio = top's time / bottom's time (the
     # median over the pairs). A run re-measures them in interleaved blocks to decide the condition (bench.engine.decide)
     pairs: tuple[tuple[str, str], ...] = ()
-    band: float = AT_BOUND  # meets the bound within this factor of it (1: no band, where the bound is a margin already)
+    band: float = AT_BOUND  # the band around the bound where a condition is at its bound (module docstring)
+    at_bound: bool = False  # its estimate is at its bound: `verdict` is then what its claim counts that as
+    at_bound_means: str = HOLDS  # what "at its bound" counts as for its claim: HOLDS or FAILS
 
     def as_dict(self) -> dict[str, object]:
         return {"condition": self.name, "ratio": self.ratio, "low": self.low, "high": self.high,
                 "verdict": self.verdict, "why": self.why, "basis": self.basis, "bound": self.bound,
-                "holds_above": self.holds_above, "pairs": [list(p) for p in self.pairs]}
+                "holds_above": self.holds_above, "pairs": [list(p) for p in self.pairs], "at_bound": self.at_bound}
+
+    def judged(self, ratio: float, low: float, high: float, **more: Any) -> Condition:
+        """This condition with a new estimate and interval (interleaved blocks), judged again by the same rule."""
+        verdict, on = word(ratio, low, high, self.bound, self.holds_above, self.band, self.at_bound_means)
+        return dataclasses.replace(self, ratio=ratio, low=low, high=high, verdict=verdict, at_bound=on, **more)
 
 
-def word(low: float, high: float, bound: float, holds_above: bool, band: float = AT_BOUND) -> str:
-    """A condition's word: holds when the whole interval is on the claim's side of the bound (at or above it when
-    `holds_above`, at or below it otherwise) or at the bound (`at_bound`), does not hold when it is wholly on the
-    other side, else inconclusive."""
-    if at_bound(low, high, bound, band):
-        return HOLDS
+def at_bound(ratio: float, low: float, high: float, bound: float, band: float = AT_BOUND) -> bool:
+    """Whether the estimate lies within `band` of the bound, its interval not past the band on both sides."""
+    if not (bound > 0 and band > 1 and ratio > 0):
+        return False
+    wide = low < bound / band and high > bound * band
+    return bound / band <= ratio <= bound * band and not wide
+
+
+def word(ratio: float, low: float, high: float, bound: float, holds_above: bool, band: float = AT_BOUND,
+         at_bound_means: str = HOLDS) -> tuple[str, bool]:
+    """(the condition's word for its claim, whether it is at its bound), by the rule in the module docstring: at
+    its bound counts as `at_bound_means`; else holds when the whole interval is on the claim's side of the bound (at
+    or above it when `holds_above`, at or below it otherwise), does not hold when it is wholly on the other side,
+    else inconclusive."""
+    if at_bound(ratio, low, high, bound, band):
+        return at_bound_means, True
     if holds_above:
-        return HOLDS if low >= bound else FAILS if high < bound else INCONCLUSIVE
-    return HOLDS if high <= bound else FAILS if low > bound else INCONCLUSIVE
-
-
-def at_bound(low: float, high: float, bound: float, band: float = AT_BOUND) -> bool:
-    """Whether the whole interval lies within `band` of the bound, on either side (never with band 1)."""
-    return bound > 0 and band > 1 and bound / band <= low and high <= bound * band
+        return (HOLDS if low >= bound else FAILS if high < bound else INCONCLUSIVE), False
+    return (HOLDS if high <= bound else FAILS if low > bound else INCONCLUSIVE), False
 
 
 def condition(name: str, ratio: float, interval: tuple[float, float], bound: float, holds_above: bool,
-              basis: str = FROM_CIS, pairs: Iterable[tuple[str, str]] = (), band: float = AT_BOUND) -> Condition:
-    """A condition judged by its interval against its bound; pairs: the (top, bottom) case ids behind its ratio;
-    band: within what factor of the bound it meets it (1 where the bound is a margin already)."""
+              basis: str = FROM_CIS, pairs: Iterable[tuple[str, str]] = (), band: float = AT_BOUND,
+              at_bound_means: str = HOLDS) -> Condition:
+    """A condition judged by its estimate and interval against its bound; pairs: the (top, bottom) case ids behind
+    its ratio; at_bound_means: what its claim counts "at its bound" as (module docstring)."""
     low, high = interval
-    return Condition(name, ratio, low, high, word(low, high, bound, holds_above, band), basis=basis, bound=bound,
-                     holds_above=holds_above, pairs=tuple((str(t), str(b)) for t, b in pairs), band=band)
+    verdict, on = word(ratio, low, high, bound, holds_above, band, at_bound_means)
+    return Condition(name, ratio, low, high, verdict, basis=basis, bound=bound, holds_above=holds_above,
+                     pairs=tuple((str(t), str(b)) for t, b in pairs), band=band, at_bound=on,
+                     at_bound_means=at_bound_means)
 
 
 def pairs_of(rows: Any, top: str, bottom: str = "case_id") -> list[tuple[str, str]]:
@@ -115,17 +138,11 @@ def listing(conditions: Sequence[Condition]) -> str:
         these = [c for c in conditions if c.verdict == w]
         if these:
             body = "; ".join(f"{c.name} {c.ratio:.2f}× ({c.low:.2f}–{c.high:.2f}×)" + (f", {c.why}" if c.why else "")
-                             + (f", at its bound (within {c.band - 1:.0%} of {c.bound:g}×)"
-                                if w == HOLDS and _only_at_bound(c) else "") for c in these)
+                             + (f", at its bound (within {c.band - 1:.0%} of {c.bound:g}×)" if c.at_bound else "")
+                             for c in these)
             parts.append(f"{w} in {len(these)} of {len(conditions)} ({body})")
     basis = sorted({c.basis for c in conditions})
     return "; ".join(parts) + (f" [95% intervals from {', '.join(basis)}]" if basis else "")
-
-
-def _only_at_bound(c: Condition) -> bool:
-    """Holds at its bound, not wholly on the claim's side of it."""
-    inside = c.low >= c.bound if c.holds_above else c.high <= c.bound
-    return at_bound(c.low, c.high, c.bound, c.band) and not inside
 
 
 def undecided_why(conditions: Sequence[Condition], bound: float, decide: str) -> str:

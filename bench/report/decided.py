@@ -21,8 +21,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from bench.report.conditions import FROM_BLOCKS, Condition, combine, listing, word
-from bench.report.verdict import FAILS, INCONCLUSIVE, Verdict
+from bench.report.conditions import FROM_BLOCKS, Condition, combine, listing
+from bench.report.verdict import INCONCLUSIVE, Verdict
 
 MIN_DECIDE_BLOCKS = 6  # 2^-6 = 0.016 <= 0.025: the fewest blocks with a 95% signed-rank interval
 ALPHA = 0.025  # each side: a 95% interval, as every claim's
@@ -54,9 +54,8 @@ def judged_by_blocks(cond: Condition, blocks: Sequence[dict[str, Any]]) -> Condi
         return dataclasses.replace(cond, basis=f"{cond.basis}; {len(ratios)} interleaved block(s) so far, "
                                                f"{MIN_DECIDE_BLOCKS} give an interval")
     estimate, low, high = blocks_interval(ratios)
-    return dataclasses.replace(cond, ratio=estimate, low=low, high=high, why="",
-                               verdict=word(low, high, cond.bound, cond.holds_above, cond.band),
-                               basis=f"{FROM_BLOCKS} ({len(ratios)} blocks, {workers} fresh workers)")
+    basis = f"{FROM_BLOCKS} ({len(ratios)} blocks, {workers} fresh workers)"
+    return cond.judged(estimate, low, high, why="", basis=basis)
 
 
 def _positive(x: Any) -> bool:
@@ -81,15 +80,6 @@ def with_blocks(verdict: Verdict, claim_key: str, decided: Sequence[dict[str, An
             f"{c.name}, {c.low:.2f}–{c.high:.2f}× over {n} blocks: {blocks_needed(c, n)}" for c, n in still) + "." + (
             f" Before them, from each case's CI: {why}" if why else "")
     return dataclasses.replace(verdict, verdict=word_now, numbers=numbers, why=why, conditions=conditions)
-
-
-def fails_within_band(cond: Condition) -> bool:
-    """Does not hold, but its estimate lies within its band of the bound: its interval has cleared the bound by a
-    hair, and more blocks may as well narrow it into the band, where it meets the bound (flex's softcap prefill over
-    its plain twin, against 1.3x: 1.31x, 1.30-1.42 over 6 blocks beside a busy half core; 1.32x, 1.31-1.34, and
-    1.30x, 1.28-1.34, at its bound in the runs either side)."""
-    return (cond.verdict == FAILS and cond.band > 1 and cond.ratio > 0 and cond.bound > 0
-            and abs(math.log(cond.ratio / cond.bound)) < math.log(cond.band))
 
 
 def _needed(cond: Condition, blocks: int) -> float:

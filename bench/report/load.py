@@ -37,6 +37,8 @@ DERIVED_COLUMNS: dict[str, str] = dict(
     d_model="Hq x D (fixed across a heads sweep)",
     intensity="arithmetic intensity, flops / bytes (FLOP per byte)",
     flops_per_s="achieved FLOP/s, flops / median_s",
+    warm_median_s="the warm mode's median, seconds (timings' warm): beside median_s where the headline is cold, the "
+                  "same call with its inputs left in cache",
 )
 RUN_DETAIL_COLUMNS: dict[str, str] = dict(
     gemm_flops_per_s="the run's measured GEMM ceiling, FLOP/s (calibration)",
@@ -57,7 +59,8 @@ COLUMNS: dict[str, str] = RUN_COLUMNS | FIELDS | DERIVED_COLUMNS | RUN_DETAIL_CO
 
 # shape fields that have a default, and so may be absent from files older than the field
 _INT_RECORD = ("rounds", "calls_per_round", "threads", "flops", "bytes", "peak_mem_bytes", "model_mem_bytes",
-               "kv_cache_bytes", "useful_flops", "executed_flops", "indexer_flops", "indexer_peak_mem_bytes")
+               "kv_cache_bytes", "useful_flops", "executed_flops", "indexer_flops", "indexer_peak_mem_bytes",
+               "cold_copies", "cold_set_bytes", "cache_bytes")
 # integer shape columns come from the shape's own column list, so a new int axis is typed without an edit here
 INT_COLUMNS = SHAPE_INT_COLUMNS + (
     "group_size", "d_model", *_INT_RECORD, "device_memory_bytes", "llc_bytes")
@@ -65,7 +68,7 @@ FLOAT_COLUMNS = ("median_s", "ci_low_s", "ci_high_s", "iqr_s", "first_call_s", "
                  "tokens_per_s", "gb_per_s", "kv_bytes_per_s", "max_abs_err", "pct_gemm_ceiling", "pct_copy_ceiling",
                  "pct_spec_flops", "gemm_flops_per_s", "copy_bytes_per_s", "overhead_pct", "pct_read_ceiling",
                  "pct_spec_bandwidth", "joules_per_call", "tokens_per_joule", "watts", "density", "indexer_s",
-                 "block_mask_build_s", "mask_build_s", "total_s", "dtype_gemm_flops_per_s")
+                 "block_mask_build_s", "mask_build_s", "total_s", "dtype_gemm_flops_per_s", "warm_median_s")
 # Without these a row cannot be placed on any figure or table: a file lacking them is rejected.
 REQUIRED = ("case_id", "status", "backend", "variant", "batch", "n_heads", "n_kv_heads", "head_dim", "seq_q", "seq_kv",
             "dtype", "phase")
@@ -171,6 +174,8 @@ def _row(path: Path, entry: Entry, run: dict, again: dict | None = None) -> dict
     """again: the case's re-measurement where its first timing was stalled (bench.report.suspects): it replaces
     the stalled median and CI, and the case is flagged noisy."""
     rec = entry.record.to_dict() | dict(entry.unknown)  # a shape field the file predates holds its default
+    warm = (rec.get("timings") or {}).get("warm") or {}
+    rec["warm_median_s"] = warm.get("median_s") if isinstance(warm, dict) else None
     if again:
         rec |= {"median_s": again["again_s"], "ci_low_s": again.get("again_low_s"),
                 "ci_high_s": again.get("again_high_s"), "noisy": True}
@@ -200,6 +205,8 @@ def _row(path: Path, entry: Entry, run: dict, again: dict | None = None) -> dict
     flops, nbytes, median = row.get("flops"), row.get("bytes"), row.get("median_s")
     row["intensity"] = flops / nbytes if flops and nbytes else None
     ok = row["status"] == "ok" and median and median > 0
+    if ok and not row.get("timing_mode"):  # a file from before cold CPU timing: its CPU headline was warm
+        row["timing_mode"] = "cold" if row["device"] == "cuda" else "warm"
     row["flops_per_s"] = flops / median if ok and flops else None
     if row.get("tflops") is None and row["flops_per_s"]:
         row["tflops"] = row["flops_per_s"] / 1e12

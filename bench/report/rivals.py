@@ -4,8 +4,9 @@ of the claims that compare a chooser or a wrapper with the kernels it could have
 Per shape family (phase, variant, dtype, mask, pass), over the shapes where the subject and at least one rival ran
 ok: the ratio subject time / fastest rival time, its geometric mean over the family's shapes, and an interval from
 each case's own confidence interval (the subject's low over the rival's high, and its high over the rival's low). A
-family holds when the whole interval is within the bound, fails when the whole interval is beyond it, and is
-inconclusive when it straddles it: more rounds would decide, and the verdict says so rather than tossing a coin. The
+family is judged by bench.report.conditions' rule (at its bound, holding, where its estimate lies within the band
+around the bound; else holds when the whole interval is within the bound, fails when it is wholly beyond it, and is
+inconclusive when it straddles it: more rounds would decide, and the verdict says so rather than tossing a coin). The
 claim's word over its families is bench.report.conditions' rule (some hold and some fail: depends).
 """
 
@@ -36,12 +37,13 @@ def against_fastest(df: pd.DataFrame, subject: str, rivals: tuple[str, ...], bou
     out = []
     for family, grp in pairs.groupby(FAMILY_KEYS, dropna=False):
         worst = grp.loc[grp["ratio"].idxmax()]
-        low, high = geomean(grp["low"]), geomean(grp["high"])
-        out.append({"subject": subject, "family": family_label(*family), "ratio": geomean(grp["ratio"]),
+        low, high, ratio = geomean(grp["low"]), geomean(grp["high"]), geomean(grp["ratio"])
+        verdict, on = word(ratio, low, high, bound, holds_above=False)
+        out.append({"subject": subject, "family": family_label(*family), "ratio": ratio,
                     "low": low, "high": high, "fastest": str(grp["backend_rival"].mode().iloc[0]),
                     "shapes": len(grp), "worst": float(worst["ratio"]), "worst_kv": int(worst["seq_kv"]),
                     "seq_kv": sorted(int(s) for s in grp["seq_kv"].unique()),
-                    "verdict": word(low, high, bound, holds_above=False),
+                    "verdict": verdict, "at_bound": on,
                     "pairs": pairs_of(grp, "case_id", "case_id_rival")})
     return out
 
@@ -56,7 +58,8 @@ def _ci(pairs: pd.DataFrame, side: str, suffix: str = "") -> pd.Series:
 def conditions(found: list[dict], bound: float) -> tuple[Condition, ...]:
     """The families as Conditions (a subject's family: the subject's time over its fastest rival's, within bound)."""
     return tuple(Condition(f"{d['subject']} in {d['family']}", d["ratio"], d["low"], d["high"], d["verdict"],
-                           bound=bound, holds_above=False, pairs=tuple(d["pairs"])) for d in found)
+                           bound=bound, holds_above=False, pairs=tuple(d["pairs"]), at_bound=d["at_bound"])
+                 for d in found)
 
 
 def combined(found: list[dict]) -> str:

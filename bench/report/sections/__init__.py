@@ -21,6 +21,7 @@ from bench.report.load import RunInfo
 from bench.report.sections import (
     best,
     claims,
+    cold,
     comparison,
     environment,
     figures,
@@ -82,6 +83,7 @@ SECTIONS: tuple[Section, ...] = (
     per_run(models.section, heading="Models"),
     per_run(figures.section, heading="Figures"),
     per_run(kernels.section, heading="Kernels"),
+    per_run(cold.section, heading="Cold and warm"),
     per_run(not_run.section, heading="Cases that did not run"),
     comparison.section,
 )

@@ -1,0 +1,167 @@
+"""Cold inputs: the cache size read from sysfs, how many copies a rotation takes, the Rotating call, which kinds
+rotate what, the record's fields, the options' refusals, and the cost model's count of it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from bench.engine.cost import predict
+from bench.engine.runner import Runner
+from bench.engine.sweeps import Case
+from bench.kinds import kind_of
+from bench.measure.caches import CPU_CACHE_FLOOR, cpu_cache
+from bench.measure.cold import MAX_COPIES, ColdPlan, copies_for
+from bench.measure.modes import headline_samples, time_case
+from bench.measure.rotation import Rotating
+from bench.problem.shapes import AttentionShape, case_mask
+from bench.results.meta import Calibration
+from bench.results.record import new_record
+from tests.command import bench
+
+MiB = 1 << 20
+
+
+def _cache(root: Path, cpu: int, index: int, level: int, kind: str, size: str, shared: str) -> None:
+    d = root / f"cpu{cpu}" / "cache" / f"index{index}"
+    d.mkdir(parents=True)
+    for name, text in {"level": str(level), "type": kind, "size": size, "shared_cpu_list": shared}.items():
+        (d / name).write_text(text + "\n")
+
+
+def test_cpu_cache_sums_distinct_l2_and_l3_instances(tmp_path: Path) -> None:
+    # two cores, each with its own L1d, L1i and 2 MiB L2, sharing one 480 MiB L3 (the Intel kind's report)
+    for cpu in (0, 1):
+        _cache(tmp_path, cpu, 0, 1, "Data", "48K", str(cpu))
+        _cache(tmp_path, cpu, 1, 1, "Instruction", "32K", str(cpu))
+        _cache(tmp_path, cpu, 2, 2, "Unified", "2048K", str(cpu))
+        _cache(tmp_path, cpu, 3, 3, "Unified", "491520K", "0-1")
+    found = cpu_cache(tmp_path)
+    assert found.reported == 2 * 2 * MiB + 480 * MiB
+    assert found.bytes == found.reported
+    assert "L2 2 x 2 MiB" in found.how and "L3 1 x 480 MiB" in found.how
+
+
+def test_cpu_cache_under_the_floor_or_unreadable_takes_the_floor(tmp_path: Path) -> None:
+    _cache(tmp_path, 0, 0, 2, "Unified", "1024K", "0")
+    _cache(tmp_path, 0, 1, 3, "Unified", "16M", "0")
+    small = cpu_cache(tmp_path)
+    assert small.reported == 17 * MiB and small.bytes == CPU_CACHE_FLOOR and "floor" in small.how
+    empty = cpu_cache(tmp_path / "nothing")
+    assert empty.reported is None and empty.bytes == CPU_CACHE_FLOOR
+
+
+def test_copies_exceed_the_multiple_of_the_cache() -> None:
+    plan = ColdPlan(multiple=3.0, memory_share=0.25)
+    copies, why = copies_for(16 * MiB, 64 * MiB, plan, free_bytes=20 << 30)
+    assert why == "" and copies * 16 * MiB > 3 * 64 * MiB
+    big, _ = copies_for(1 << 30, 64 * MiB, plan, free_bytes=20 << 30)
+    assert big == 2  # a set larger than the cache still rotates over two copies
+
+
+def test_copies_capped_by_count_or_memory_say_partly_warm() -> None:
+    plan = ColdPlan(multiple=3.0, memory_share=0.25)
+    copies, why = copies_for(4096, 64 * MiB, plan, free_bytes=20 << 30)
+    assert copies == MAX_COPIES and why.startswith("partly warm") and "copies at most" in why
+    copies, why = copies_for(100 * MiB, 480 * MiB, plan, free_bytes=1 << 30)
+    assert copies == 1 + (1 << 30) // 4 // (100 * MiB) and "of the 1.0 GiB free" in why
+
+
+def test_rotating_hands_out_copies_in_turn_and_hold_returns_the_original() -> None:
+    k = torch.arange(1024, dtype=torch.float32)
+    seen: list[int] = []
+    call = Rotating(lambda t: seen.append(t.data_ptr()) or float(t.sum()), (k,))
+    rotation = call.fill(64 * 1024, ColdPlan(multiple=2.0))
+    assert rotation.copies == 2 * 64 * 1024 // (4 * 1024) + 1 and rotation.set_bytes == 4096
+    sums = [call() for _ in range(rotation.copies + 1)]
+    assert len(set(seen)) == rotation.copies  # every copy once before the first comes round again
+    assert seen[-1] == seen[0] and len(set(sums)) == 1  # copies, not new draws
+    call.hold()
+    seen.clear()
+    call(), call()
+    assert seen == [k.data_ptr()] * 2 and len(call.copies) == 1
+
+
+def test_rotating_view_builds_each_copys_arguments_once() -> None:
+    built: list[int] = []
+
+    def view(t: torch.Tensor) -> tuple[torch.Tensor]:
+        built.append(1)
+        return (t[:2],)
+    call = Rotating(lambda t: t.shape[0], (torch.zeros(8),), view)
+    call.fill(64, ColdPlan(multiple=1.0))
+    before = len(built)
+    assert all(call() == 2 for _ in range(5)) and len(built) == before  # views are made at fill, not per call
+
+
+def test_time_case_on_cpu_times_cold_then_warm_and_headlines_cold() -> None:
+    call = Rotating(lambda k: k.sum(), (torch.ones(1 << 14),))
+    timing = time_case(call, "cpu", 0.05, cold=ColdPlan(multiple=1.0))
+    assert timing.headline_mode == "cold" and {"cold", "warm"} <= set(timing.modes)
+    assert timing.rotation is not None and timing.rotation.copies > 2
+    assert len(call.copies) == 1  # held after the cold mode: the warm mode, memory and guard read the originals
+    plain = time_case(lambda: torch.ones(8).sum(), "cpu", 0.05)
+    assert plain.headline_mode == "warm" and "cold" not in plain.modes and plain.rotation is None
+
+
+def test_a_zero_multiple_times_warm_only() -> None:
+    call = Rotating(lambda k: k.sum(), (torch.ones(64),))
+    timing = time_case(call, "cpu", 0.05, cold=ColdPlan(multiple=0.0))
+    assert timing.headline_mode == "warm" and timing.rotation is None
+
+
+def test_headline_samples_rotate_then_free_the_copies() -> None:
+    call = Rotating(lambda k: k.sum(), (torch.ones(256),))
+    call(), call()
+    assert headline_samples(call, "cpu", 1e-5, 0.05, ColdPlan(multiple=1.0))
+    assert len(call.copies) == 1
+
+
+def _decode(backend: str = "sdpa", phase: str = "decode") -> Case:
+    seq_q = 1 if phase == "decode" else 256
+    shape = AttentionShape(1, 8, 2, seq_q, 256, 64, "fp32", case_mask("causal"))
+    return Case(backend, shape, phase, "fwd", "cpu")
+
+
+def test_dense_decode_rotates_k_and_v_and_prefill_does_not() -> None:
+    decode = _decode()
+    call = kind_of(decode).timed_call(decode, None)
+    assert isinstance(call, Rotating) and [t.shape for t in call.original] == [(1, 2, 256, 64)] * 2
+    assert call.guard is not None  # the guard rides on it
+    prefill = _decode(phase="prefill")
+    assert not isinstance(kind_of(prefill).timed_call(prefill, None), Rotating)
+
+
+def test_a_decode_record_says_its_mode_and_rotation() -> None:
+    runner = Runner(Calibration(gemm_flops_per_s=1e11, copy_bytes_per_s=1e10), case_budget_s=0.05,
+                    cold=ColdPlan(multiple=0.5))
+    record = runner.run(_decode()).record
+    assert record.status == "ok", record.reason
+    assert record.timing_mode == "cold" and record.cold_copies and record.cold_copies >= 2
+    assert record.cold_set_bytes == 2 * 2 * 256 * 64 * 4 and record.cache_bytes >= CPU_CACHE_FLOOR
+    assert record.median_s == record.timings["cold"]["median_s"] and "warm" in record.timings
+    prefill = runner.run(_decode(phase="prefill")).record
+    assert prefill.timing_mode == "warm" and prefill.cold_copies is None
+
+
+def test_the_cost_model_counts_the_copies_and_the_warm_mode() -> None:
+    calibration = Calibration(gemm_flops_per_s=1e11, copy_bytes_per_s=1e10)
+    case = _decode()
+    record = new_record(case, "tiled", threads=0)
+    cold = predict(case, record, calibration, "tiled", 0.5, cold=ColdPlan())
+    warm = predict(case, record, calibration, "tiled", 0.5, cold=ColdPlan(multiple=0.0))
+    assert cold > warm
+
+
+@pytest.mark.parametrize(("flag", "value", "said"), [
+    ("--cold-multiple", "-1", "must be a finite number >= 0"),
+    ("--cold-multiple", "lots", "expected a number"),
+    ("--cold-memory", "1.5", "over 0 and at most 1"),
+    ("--cold-memory", "0", "over 0 and at most 1"),
+])
+def test_nonsense_cold_options_are_refused_by_name(flag: str, value: str, said: str, tmp_path: Path) -> None:
+    result = bench("run", "--profile", "quick", flag, value, "--plan", cwd=tmp_path)
+    assert result.returncode == 2
+    assert flag in result.stderr and said in result.stderr and "Traceback" not in result.stderr
