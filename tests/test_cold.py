@@ -121,7 +121,7 @@ def test_headline_samples_rotate_then_free_the_copies() -> None:
 
 def _decode(backend: str = "sdpa", phase: str = "decode") -> Case:
     seq_q = 1 if phase == "decode" else 256
-    shape = AttentionShape(1, 8, 2, seq_q, 256, 64, "fp32", case_mask("causal"))
+    shape = AttentionShape(1, seq_q, 256, 8, 2, 64, "fp32", case_mask("causal"))
     return Case(backend, shape, phase, "fwd", "cpu")
 
 

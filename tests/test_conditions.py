@@ -6,24 +6,42 @@ from bench.report.conditions import Condition, combine, condition, listing, unde
 from bench.report.verdict import DEPENDS, FAILS, HOLDS, INCONCLUSIVE, NOT_MEASURED
 
 
-@pytest.mark.parametrize(("low", "high", "above", "expected"), [
-    (2.1, 2.5, True, HOLDS), (1.5, 1.9, True, FAILS), (1.9, 2.1, True, INCONCLUSIVE), (2.0, 2.2, True, HOLDS),
-    (1.0, 1.2, False, HOLDS), (2.1, 2.5, False, FAILS), (1.9, 2.1, False, INCONCLUSIVE), (1.8, 2.0, False, HOLDS)])
-def test_a_condition_is_decided_only_when_its_whole_interval_clears_the_bound(low, high, above, expected):
-    assert word(low, high, 2.0, holds_above=above) == expected
+@pytest.mark.parametrize(("ratio", "low", "high", "above", "expected"), [
+    (2.3, 2.1, 2.5, True, HOLDS), (1.7, 1.5, 1.9, True, FAILS), (1.8, 1.5, 2.05, True, INCONCLUSIVE),
+    (2.25, 2.0, 2.4, True, HOLDS), (1.1, 1.0, 1.2, False, HOLDS), (2.3, 2.11, 2.5, False, FAILS),
+    (2.2, 1.9, 2.5, False, INCONCLUSIVE), (1.8, 1.7, 2.0, False, HOLDS)])
+def test_outside_the_band_a_condition_is_decided_only_when_its_whole_interval_clears_the_bound(ratio, low, high, above,
+                                                                                               expected):
+    assert word(ratio, low, high, 2.0, holds_above=above) == (expected, False)
 
 
-@pytest.mark.parametrize(("low", "high", "above", "expected"), [
-    (1.95, 2.08, True, HOLDS), (1.92, 1.99, True, HOLDS), (2.02, 2.09, False, HOLDS), (1.96, 2.04, False, HOLDS),
-    (1.85, 1.99, True, FAILS), (2.05, 2.2, False, FAILS), (1.98, 2.2, False, INCONCLUSIVE),
-    (1.85, 2.05, True, INCONCLUSIVE)])
-def test_an_interval_wholly_within_five_percent_of_its_bound_meets_it(low, high, above, expected):
-    assert word(low, high, 2.0, holds_above=above) == expected
+@pytest.mark.parametrize(("ratio", "low", "high", "above"), [
+    (2.0, 1.95, 2.08, True), (1.95, 1.92, 1.99, True), (2.05, 2.02, 2.09, False), (2.0, 1.96, 2.04, False),
+    (1.93, 1.85, 1.99, True), (2.08, 2.05, 2.2, False), (2.0, 1.85, 2.15, True)])
+def test_an_estimate_within_five_percent_of_its_bound_is_at_its_bound_whichever_side_its_interval_reaches(
+        ratio, low, high, above):
+    assert word(ratio, low, high, 2.0, holds_above=above) == (HOLDS, True)
+    assert word(ratio, low, high, 2.0, holds_above=above, at_bound_means=FAILS) == (FAILS, True)
 
 
-def test_a_bound_that_is_a_margin_already_gets_no_band():
-    assert condition("cascade", 0.95, (0.93, 0.97), 0.95, holds_above=False, band=1.0).verdict == INCONCLUSIVE
-    assert condition("variant", 0.95, (0.93, 0.97), 0.95, holds_above=False).verdict == HOLDS
+def test_an_interval_past_twice_the_band_on_both_sides_is_too_wide_to_place():
+    assert word(2.0, 1.7, 2.4, 2.0, holds_above=True) == (INCONCLUSIVE, False)
+
+
+def test_runs_that_put_a_condition_either_side_of_its_bound_within_the_band_give_it_one_word():
+    # flex's softcap prefill over its plain twin against "within 1.3x", two runs of one commit: 1.28x (1.23-1.30)
+    # and 1.29x (1.27-1.33); cascade-sdpa against "faster by 5%", 0.96x (0.90-1.00) and 0.97x (0.95-0.99)
+    softcap = [condition("softcap", r, i, 1.3, holds_above=False) for r, i in ((1.28, (1.23, 1.30)),
+                                                                                (1.29, (1.27, 1.33)))]
+    assert {(c.verdict, c.at_bound) for c in softcap} == {(HOLDS, True)}
+    cascade = [condition("cascade", r, i, 0.95, holds_above=False, at_bound_means=FAILS)
+               for r, i in ((0.96, (0.90, 1.00)), (0.97, (0.95, 0.99)))]
+    assert {(c.verdict, c.at_bound) for c in cascade} == {(FAILS, True)}
+
+
+def test_the_listing_says_at_its_bound():
+    c = condition("variant", 0.95, (0.93, 0.97), 0.95, holds_above=False)
+    assert c.verdict == HOLDS and "at its bound (within 5% of 0.95×)" in listing([c])
 
 
 def test_the_listing_says_which_conditions_hold_only_at_their_bound():

@@ -29,7 +29,7 @@ def test_blocks_that_clear_the_bound_decide_an_open_condition_both_ways():
 
 
 def test_blocks_that_straddle_stay_open_and_too_few_blocks_keep_the_ci():
-    straddling = judged_by_blocks(_open(), _blocks([1.8, 2.2, 1.9, 2.1, 1.95, 2.05, 2.3, 1.7]))
+    straddling = judged_by_blocks(_open(), _blocks([1.7, 2.4, 1.8, 2.3, 2.2, 2.35, 2.5, 1.9]))  # 2.12x, 1.8-2.4x
     assert straddling.verdict == INCONCLUSIVE and straddling.low < 2.0 < straddling.high
     few = judged_by_blocks(_open(), _blocks([2.3] * (MIN_DECIDE_BLOCKS - 1)))
     assert few.verdict == INCONCLUSIVE and (few.low, few.high) == (1.6, 2.6) and "5 interleaved block(s)" in few.basis
@@ -46,7 +46,7 @@ def test_the_claim_s_word_is_recombined_over_its_re_judged_conditions():
 
 def test_a_condition_its_blocks_leave_open_says_how_many_blocks_would_decide_it():
     verdict = Verdict("claim", INCONCLUSIVE, "numbers", "open", conditions=(_open(),))
-    near = [{"claim": "c", "condition": "sdpa · fp32 · GQA", "blocks": _blocks([1.9, 2.3, 2.0, 2.25, 2.1, 2.2, 1.95])}]
+    near = [{"claim": "c", "condition": "sdpa · fp32 · GQA", "blocks": _blocks([1.9, 2.5, 2.1, 2.45, 2.2, 2.35, 1.95])}]
     why = with_blocks(verdict, "c", near).why
     assert "Still open after its blocks: sdpa · fp32 · GQA" in why and "over 7 blocks: about" in why
     on = [{"claim": "c", "condition": "sdpa · fp32 · GQA", "blocks": _blocks([1.5, 2.6] * 4)}]  # far wider than 5%

@@ -63,7 +63,7 @@ def test_the_interval_holds_the_estimate_widens_with_the_cis_and_is_seeded():
     assert straddles((1.9, 2.1), 2.0) and not straddles((2.0, 2.2), 2.0) and not straddles((1.5, 1.9), 2.0)
 
 
-def test_a_variant_cost_within_its_noise_of_the_bound_is_inconclusive():
+def test_a_variant_cost_straddling_its_bound_from_outside_the_band_is_inconclusive_and_one_on_it_is_at_it():
     from bench.claims import VARIANTS_WITHIN
     from bench.claims.variants import variants_within
     from bench.problem.columns import shape_fields
@@ -79,8 +79,9 @@ def test_a_variant_cost_within_its_noise_of_the_bound_is_inconclusive():
                              "pass": "fwd", "status": "ok", "reason": "", "median_s": t, "ci_low_s": t * (1 - ci),
                              "ci_high_s": t * (1 + ci), "noisy": False, "d_model": None})
         return pd.DataFrame(rows)
-    assert variants_within(frame(1.32, 0.10)).verdict == INCONCLUSIVE
-    assert variants_within(frame(1.32, 0.002)).verdict == HOLDS  # within 5% of 1.3x: at its bound
+    assert variants_within(frame(1.40, 0.10)).verdict == INCONCLUSIVE  # 1.40x, outside 5% of 1.3x, straddling it
+    assert variants_within(frame(1.32, 0.10)).verdict == HOLDS  # within 5% of 1.3x: at its bound, however noisy
+    assert variants_within(frame(1.32, 0.002)).verdict == HOLDS
     assert variants_within(frame(1.45, 0.002)).verdict == FAILS
     assert variants_within(frame(1.1, 0.10)).verdict == HOLDS
     assert VARIANTS_WITHIN == 1.3

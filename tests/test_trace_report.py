@@ -130,7 +130,7 @@ def test_winners_that_coincide_are_set_against_the_runner_up_by_its_interval(tmp
     assert "straddles 1.05×" in noisy.why and "the runner-up sdpa-flash" in noisy.numbers
 
 
-def test_a_grid_winner_within_five_percent_of_the_fastest_holds_unless_its_noise_reaches_past_it(tmp_path):
+def test_a_grid_winner_within_five_percent_of_the_fastest_holds_at_its_bound_however_noisy(tmp_path):
     def close(noise: float | None) -> list[dict]:  # flex 96 ms against the grid's winner sdpa-flash's 100 ms
         return [*(bucket(r["backend"], r["phase"], r["median_s"], noise=noise) for r in TRACE[:4]),
                 bucket("flex", "prefill", 1e-3, noise=noise), bucket("flex", "decode", 0.86e-3, noise=noise)]
@@ -139,7 +139,8 @@ def test_a_grid_winner_within_five_percent_of_the_fastest_holds_unless_its_noise
     assert tight.verdict == HOLDS and "1.04× the trace's winner flex" in tight.numbers  # was "inconclusive"
     (tmp_path / "noisy").mkdir()
     noisy = grid_vs_trace(frame([*close(0.05), *GRID_FLASH_WINS], tmp_path / "noisy"), RUN)
-    assert noisy.verdict == INCONCLUSIVE
+    [c] = noisy.conditions  # 1.04x against 1.05x: its estimate on the bound, as runs of one commit agree
+    assert noisy.verdict == HOLDS and c.at_bound and c.high > 1.05
 
 
 def test_traces_where_the_grid_winner_wins_one_and_loses_the_other_read_depends_naming_which(tmp_path):

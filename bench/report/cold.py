@@ -40,8 +40,10 @@ def cold_rows(df: pd.DataFrame) -> pd.DataFrame:
         return cold.iloc[0:0]
     cold["warm_s"] = pd.to_numeric(cold["warm_median_s"], errors="coerce")
     cold = cold[cold["warm_s"] > 0]
+    if cold.empty:
+        return cold
     cold["cold_over_warm"] = cold["median_s"] / cold["warm_s"]
-    cold["step"] = cold.apply(step_kind, axis=1)
+    cold["step"] = [step_kind(row) for _, row in cold.iterrows()]
     return cold
 
 
@@ -51,6 +53,8 @@ def summary(df: pd.DataFrame) -> list[list[str]]:
     from bench.report.units import fmt_bytes, fmt_seconds
 
     cold = cold_rows(df)
+    if cold.empty:
+        return []
     out = []
     for (step, backend, dtype), grp in cold.groupby(["step", "backend", "dtype"], sort=True):
         largest = grp.loc[grp["cold_set_bytes"].astype("float64").idxmax()] if grp["cold_set_bytes"].notna().any() \

@@ -4,18 +4,18 @@ the claim's word is a stated rule over them.
 
 A condition's word, against its bound (one rule for every claim that judges conditions by a bound):
 - at its bound: its estimate lies within the band around the bound (bound / AT_BOUND .. bound x AT_BOUND) and its
-  interval does not reach past the band on both sides. Decided, not open: runs of the same code put a kernel pair's
-  ratio a few percent apart (flex's softcap prefill over its plain twin read 1.27x, 1.28x, 1.29x, 1.30x and 1.32x in
-  five runs against 1.3x), so no number of blocks in one run tells a side of the bound that the next run would agree
-  on, while the band, twice that spread, holds such a condition in every run. What the word means for its claim is
-  the claim's to say (`at_bound_means`): holds where the bound is a limit a condition may reach ("within 1.3x",
-  "at least 2x"), does not hold where the bound is itself a margin to clear ("faster by 5%": at the margin, not
-  clearly faster). The listing says "at its bound" and what it counts as;
+  interval does not reach past twice the band on both sides (too wide to place). Decided, not open: runs of the
+  same code put a kernel pair's ratio a few percent apart (flex's softcap prefill over its plain twin read 1.27x,
+  1.28x, 1.29x, 1.30x and 1.32x in five runs against 1.3x), so no number of blocks in one run tells a side of the
+  bound that the next run would agree on, while the band, twice that spread, holds such a condition in every run.
+  What the word means for its claim is the claim's to say (`at_bound_means`): holds where the bound is a limit a
+  condition may reach ("within 1.3x", "at least 2x"), does not hold where the bound is itself a margin to clear
+  ("faster by 5%": at the margin, not clearly faster). The listing says "at its bound" and what it counts as;
 - holds: outside that, the whole interval is on the claim's side of the bound;
 - does not hold: the whole interval is on the other side;
 - inconclusive: the interval straddles the bound with its estimate outside the band (it reaches out of the band on
-  one side and is not clearly past the bound on the other), or reaches past the band on both sides (too wide to
-  place): deciding (bench.engine.decide) spends its blocks there.
+  one side and is not clearly past the bound on the other), or reaches past twice the band on both sides: deciding
+  (bench.engine.decide) spends its blocks there.
 
 The claim's word over its conditions (`combine`):
 - holds: every condition holds; does not hold: every condition fails;
@@ -77,10 +77,11 @@ class Condition:
 
 
 def at_bound(ratio: float, low: float, high: float, bound: float, band: float = AT_BOUND) -> bool:
-    """Whether the estimate lies within `band` of the bound, its interval not past the band on both sides."""
+    """Whether the estimate lies within `band` of the bound, its interval not reaching past twice the band on both
+    sides (too wide to place)."""
     if not (bound > 0 and band > 1 and ratio > 0):
         return False
-    wide = low < bound / band and high > bound * band
+    wide = low < bound / band ** 2 and high > bound * band ** 2
     return bound / band <= ratio <= bound * band and not wide
 
 
