@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 COLD_MULTIPLE = 3.0  # the copies' total over the cache: benchdnn's pool is ~3x the caches
 COLD_MEMORY_SHARE = 0.25  # of the memory free when the copies are made, at most
-MAX_COPIES = 1000  # benchdnn's cap on a CPU: past it, a tiny input's rotation stays partly warm
+MAX_COPIES = 4096  # benchdnn caps its CPU pool at 1,000 buffers; a linear decode step's state is 64 KiB, and 1,000 of
+# those fall short of 3x a 64 MiB cache: past 4,096 copies a tiny input's rotation stays partly warm
 
 
 @dataclass(frozen=True)

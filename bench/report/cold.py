@@ -27,7 +27,7 @@ def step_kind(row: pd.Series) -> str:
 
 
 def _set(value: object) -> bool:
-    return value is not None and not (isinstance(value, float) and pd.isna(value)) and value != ""
+    return value is not None and not bool(pd.isna(value)) and value != ""
 
 
 def cold_rows(df: pd.DataFrame) -> pd.DataFrame:

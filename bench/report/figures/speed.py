@@ -25,7 +25,7 @@ from bench.report.figures.helpers import (
 )
 from bench.report.figures.layout import grid, usable_width, wrap
 from bench.report.style import backend_color
-from bench.report.units import flops_unit, fmt_bandwidth, fmt_flops
+from bench.report.units import flops_unit, fmt_bandwidth, fmt_bytes, fmt_flops
 
 
 def throughput(df: pd.DataFrame) -> Figure | None:
@@ -92,7 +92,8 @@ def _above_note(ok: pd.DataFrame, gemms: dict[str, float], copy: float) -> str:
         return ""
     llc = ok["llc_bytes"].dropna() if "llc_bytes" in ok else pd.Series(dtype=float)
     memory_bound = above["intensity"] * copy < above["dtype"].map(gemms).astype(float)
-    cached = memory_bound & (above["bytes"] <= float(llc.iloc[0])) if len(llc) else memory_bound & False
+    warm = above["timing_mode"].fillna("warm") != "cold" if "timing_mode" in above else memory_bound | True
+    cached = memory_bound & warm & (above["bytes"] <= float(llc.iloc[0])) if len(llc) else memory_bound & False
     other_dtype = ~cached & (above["flops_per_s"] <= 1.05 * np.minimum(max(gemms.values()), above["intensity"] * copy))
     busy = ~cached & ~other_dtype
     parts = []
@@ -108,6 +109,18 @@ def _above_note(ok: pd.DataFrame, gemms: dict[str, float], copy: float) -> str:
             "data served from cache, or a calibration on a busy machine: this run records no cache size"
         parts.append(f"{int(busy.sum())} beyond every ceiling ({why})")
     return f"{len(above)} point(s) above their dtype's ceiling: " + "; ".join(parts)
+
+
+def _cold_note(ok: pd.DataFrame) -> str:
+    """The working sets of the points timed cold against the cache their copies were rotated past."""
+    if "timing_mode" not in ok or "cold_set_bytes" not in ok:
+        return ""
+    cold = ok[ok["timing_mode"] == "cold"]
+    sets, cache = cold["cold_set_bytes"].dropna(), cold["cache_bytes"].dropna()
+    if sets.empty or cache.empty:
+        return ""
+    return (f"{len(cold)} decode point(s) timed cold: working sets of {fmt_bytes(sets.min())}–{fmt_bytes(sets.max())} "
+            f"against a {fmt_bytes(cache.max())} cache, read from copies past it; prefill points are warm. ")
 
 
 def roofline(df: pd.DataFrame) -> Figure | None:
@@ -152,7 +165,7 @@ def roofline(df: pd.DataFrame) -> Figure | None:
                     fillstyle=DTYPE_FILL.get(str(dtype), "none"), color=backend_color(backend), alpha=0.75, ms=6,
                     mec=backend_color(backend), mew=0.8, label=f"{backend}:{phase}:{dtype}")
     if gemms and len(copy):
-        note = _above_note(ok, gemms, float(copy.iloc[0]))
+        note = _cold_note(ok) + _above_note(ok, gemms, float(copy.iloc[0]))
         if note:  # say why, or the reader will distrust the whole figure
             ax.text(0.02, 0.02, wrap(note, 0.9 * usable_width(fig), 8.5), transform=ax.transAxes, fontsize=8.5,
                     color="#444444", bbox={"facecolor": "white", "alpha": 0.85, "edgecolor": "none"})
