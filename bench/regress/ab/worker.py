@@ -31,9 +31,10 @@ A request the worker cannot serve (bad input, unknown case): {"ok": false, "erro
 Time-only slices ("retime", when the plan's answer says `"retime": true`): the first slice of a case runs the whole
 engine (check against float64, warm-up, every timing mode, the kernel profile); the worker then keeps that case's
 timed call (the Runner's keep_last), and a later slice of the same case, asked with retime, only times it again in
-the device's headline mode with the revision's own timer (bench.measure.timer: time_cpu on CPU, time_cold on
-CUDA). The check and the profile describe the case, not the moment: repeating them in every slice spent two thirds
-of an A/B's time outside the timed rounds, and spread each block's A and B slices further apart in time.
+its headline mode with the revision's own timer (bench.measure.modes.headline_samples, which rotates a case's cold
+inputs as its runs do; in a revision without it, bench.measure.timer: time_cpu on CPU, time_cold on CUDA). The
+check and the profile describe the case, not the moment: repeating them in every slice spent two thirds of an A/B's
+time outside the timed rounds, and spread each block's A and B slices further apart in time.
 """
 
 from __future__ import annotations
@@ -187,10 +188,19 @@ def _retimer(engine, device: str, case_budget_s: float):
     if engine is None or not hasattr(engine, "keep_last"):
         return None
     try:
+        modes = __import__("bench.measure.modes", fromlist=["time_case"])
         timer = __import__("bench.measure.timer", fromlist=["time_cpu"])
         time_mode = timer.time_cold if device == "cuda" else timer.time_cpu
     except Exception:  # noqa: BLE001
         return None
+    headline = getattr(modes, "headline_samples", None)
+    if headline is not None:  # a revision that times cold inputs cold: its headline mode, rotated as its runs are
+        cold, cache = getattr(engine, "cold", None), getattr(engine, "cache", None)
+
+        def retime_headline(fn, one_call_s: float) -> list[float]:
+            fn()  # one untimed call: the other side ran in between and left its own data in the caches
+            return list(headline(fn, device, one_call_s, case_budget_s, cold, cache(device) if cache else None))
+        return retime_headline
 
     def retime(fn, one_call_s: float) -> list[float]:
         fn()  # one untimed call: the other side ran in between and left its own data in the caches
