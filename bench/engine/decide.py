@@ -263,27 +263,38 @@ def _need(entries: list[dict[str, Any]], overhead: float) -> float:
     return max(left, default=0) * overhead + sum(_cost(e) * n for e, n in zip(entries, left, strict=True))
 
 
+def _left_s(entry: dict[str, Any]) -> float:
+    """Its blocks' seconds still to run before MIN_DECIDE_BLOCKS, at the cost seen."""
+    from bench.report.decided import MIN_DECIDE_BLOCKS
+
+    return _cost(entry) * max(1, MIN_DECIDE_BLOCKS - len(entry["blocks"]))
+
+
 def _over(active: list[dict[str, Any]], overhead: float, seconds: float) -> list[dict[str, Any]]:
-    """The conditions taking blocks, last joined first, that the time left cannot also carry to MIN_DECIDE_BLOCKS
-    at the costs seen: the first to join keeps its blocks coming."""
+    """The conditions taking blocks that the time left cannot also carry to MIN_DECIDE_BLOCKS at the costs seen,
+    the costliest to finish first (last joined first among equals): the time left decides as many as it can (one
+    run spent 59 of its 116 s on two conditions of 7 s a block and dropped, for want of time, a pivotal one of 0.7 s
+    a block that the runs either side decided). One condition is always kept."""
     keep = list(active)
     while len(keep) > 1 and _need(keep, overhead) > seconds:
-        keep.pop()
+        costliest = max(reversed(keep), key=_left_s)
+        keep.remove(costliest)
     return [e for e in active if e not in keep]
 
 
 def _admit(queue: list[OpenCondition], active: list[dict[str, Any]], overhead: float, seconds: float,
            first: bool) -> list[dict[str, Any]]:
-    """The next open conditions, in the queue's order, while the ones taking blocks could each still get
-    MIN_DECIDE_BLOCKS of them in the time left (first: the phase's first condition joins whatever it costs)."""
+    """The next open conditions, in the queue's order, each that the time left could still carry to
+    MIN_DECIDE_BLOCKS beside the ones taking blocks (one that could not is passed over, and stays queued, for a
+    cheaper one behind it); first: the phase's first condition joins whatever it costs."""
     admitted: list[dict[str, Any]] = []
-    while queue:
-        entry = {"cond": queue[0], "blocks": [], "block_s": []}
+    for cond in list(queue):
+        entry = {"cond": cond, "blocks": [], "block_s": []}
         if _need([*active, *admitted, entry], overhead) > seconds and not first:
-            break
+            continue
         first = False
         admitted.append(entry)
-        queue.pop(0)
+        queue.remove(cond)
     return admitted
 
 
