@@ -233,21 +233,15 @@ def test_conditions_share_rounds_so_a_round_s_start_up_is_paid_once_for_all_of_t
     assert workers.workers == 6  # six rounds for the four of them, not six each
 
 
-def test_when_time_runs_short_the_costliest_condition_to_finish_leaves_first_and_a_cheap_one_is_admitted():
+def test_a_condition_the_time_left_cannot_carry_is_passed_over_for_a_cheaper_one_behind_it():
     @dataclass(frozen=True)
     class Open:
         name: str
         pairs: tuple = (("top", "bottom"),)
 
-    def entry(name: str, block_s: float, blocks: int) -> dict:
-        return {"cond": Open(name), "blocks": [{}] * blocks, "block_s": [block_s] * blocks}
-
-    cheap, dear, middle = entry("cheap", 0.7, 3), entry("dear", 7.0, 2), entry("middle", 1.0, 5)
-    # 3 cheap blocks (2.1 s) + 4 dear (28 s) + 1 middle (1 s) + rounds: 15 s cannot carry them all, but can without
-    # the dear one, which would otherwise keep its place and drop the cheap one, the last to join
-    assert decide._over([dear, middle, cheap], overhead=1.0, seconds=15.0) == [dear]
-    assert decide._over([dear, middle, cheap], overhead=1.0, seconds=60.0) == []
-    # before any block, a condition of more pairs is guessed dearer: one that cannot fit is passed over for the next
+    cheap = {"cond": Open("cheap"), "blocks": [{}] * 3, "block_s": [0.7] * 3}
+    # before any block, a condition of more pairs is guessed dearer: one that cannot fit is passed over, and stays
+    # queued, for the next
     many = Open("many pairs", tuple(("t", "b") for _ in range(decide.MAX_PAIRS)))
     queue = [many, Open("one pair")]
     admitted = decide._admit(queue, [cheap], overhead=1.0, seconds=20.0, first=False)

@@ -263,22 +263,14 @@ def _need(entries: list[dict[str, Any]], overhead: float) -> float:
     return max(left, default=0) * overhead + sum(_cost(e) * n for e, n in zip(entries, left, strict=True))
 
 
-def _left_s(entry: dict[str, Any]) -> float:
-    """Its blocks' seconds still to run before MIN_DECIDE_BLOCKS, at the cost seen."""
-    from bench.report.decided import MIN_DECIDE_BLOCKS
-
-    return _cost(entry) * max(1, MIN_DECIDE_BLOCKS - len(entry["blocks"]))
-
-
 def _over(active: list[dict[str, Any]], overhead: float, seconds: float) -> list[dict[str, Any]]:
-    """The conditions taking blocks that the time left cannot also carry to MIN_DECIDE_BLOCKS at the costs seen,
-    the costliest to finish first (last joined first among equals): the time left decides as many as it can (one
-    run spent 59 of its 116 s on two conditions of 7 s a block and dropped, for want of time, a pivotal one of 0.7 s
-    a block that the runs either side decided). One condition is always kept."""
+    """The conditions taking blocks, last joined first, that the time left cannot also carry to MIN_DECIDE_BLOCKS
+    at the costs seen: the first to join keeps its blocks coming (the queue's order is what matters most to the
+    claims; dropping the costliest first instead left FlexAttention's conditions, which compile in each round's
+    fresh worker, with one or two blocks each)."""
     keep = list(active)
     while len(keep) > 1 and _need(keep, overhead) > seconds:
-        costliest = max(reversed(keep), key=_left_s)
-        keep.remove(costliest)
+        keep.pop()
     return [e for e in active if e not in keep]
 
 
