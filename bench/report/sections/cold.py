@@ -32,7 +32,7 @@ def section(df: pd.DataFrame, run: RunInfo, report: Report) -> list[Block] | Non
              f"{where} several times over (CPU: L2 + L3 as the OS reports them; CUDA: its L2, flushed too). "
              "Prefills are timed warm: their Q, K and V are what the layer has just computed. The warm time (the "
              "same inputs every call) is recorded beside; cold / warm is how much a warm cache would flatter them."),
-        Table(["step", "backend", "dtype", "cases", "cold inputs", "warm → cold (largest)", "cold / warm (range)"],
+        Table(["step", "backend", "dtype", "cases", "cold inputs", "warm → cold, largest inputs", "cold / warm (range)"],
               rows)]
     short = cold.partly_warm(df)
     if short:
