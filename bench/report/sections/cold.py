@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from bench.measure.caches import CPU_CACHE_FLOOR
 from bench.report import cold
 from bench.report.blocks import Block, Para, Table
 from bench.report.load import RunInfo
@@ -24,16 +25,18 @@ def section(df: pd.DataFrame, run: RunInfo, report: Report) -> list[Block] | Non
     ok = cold.cold_rows(df)
     cache = ok["cache_bytes"].dropna()
     copies = ok["cold_copies"].dropna().astype(int)
-    where = f"the {fmt_bytes(cache.max())} cache" if len(cache) else "the cache"
+    where = f"{fmt_bytes(cache.max())} of cache" if len(cache) else "the cache"
     blocks: list[Block] = [
         Para(f"{len(ok)} cases read a cache a model's layer meets cold (a decode step's KV cache, a paged pool, a "
              f"shared prefix, MLA's latent cache, a linear layer's state): their headline time is cold, each call "
              f"reading the next of {copies.min()}–{copies.max()} copies of those inputs, which add up to past "
-             f"{where} several times over (CPU: L2 + L3 as the OS reports them; CUDA: its L2, flushed too). "
+             f"{where} several times over (CPU: L2 + L3 as the OS reports them, at least "
+             f"{fmt_bytes(CPU_CACHE_FLOOR)}; CUDA: its L2, "
+             "flushed too). "
              "Prefills are timed warm: their Q, K and V are what the layer has just computed. The warm time (the "
              "same inputs every call) is recorded beside; cold / warm is how much a warm cache would flatter them."),
-        Table(["step", "backend", "dtype", "cases", "cold inputs", "warm → cold, largest inputs", "cold / warm (range)"],
-              rows)]
+        Table(["step", "backend", "dtype", "cases", "cold inputs", "warm → cold, largest inputs",
+               "cold / warm (range)"], rows)]
     short = cold.partly_warm(df)
     if short:
         blocks.append(Para(f"Partly warm ({len(short)}): their copies fell short of the target (by count or free "
