@@ -19,7 +19,6 @@ from bench.measure.rotation import Rotating
 from bench.problem.shapes import AttentionShape, case_mask
 from bench.results.meta import Calibration
 from bench.results.record import new_record
-from tests.command import bench
 
 MiB = 1 << 20
 
@@ -161,7 +160,35 @@ def test_the_cost_model_counts_the_copies_and_the_warm_mode() -> None:
     ("--cold-memory", "1.5", "over 0 and at most 1"),
     ("--cold-memory", "0", "over 0 and at most 1"),
 ])
-def test_nonsense_cold_options_are_refused_by_name(flag: str, value: str, said: str, tmp_path: Path) -> None:
-    result = bench("run", "--profile", "quick", flag, value, "--plan", cwd=tmp_path)
-    assert result.returncode == 2
-    assert flag in result.stderr and said in result.stderr and "Traceback" not in result.stderr
+def test_nonsense_cold_options_are_refused_by_name(flag: str, value: str, said: str, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    from bench.cli import main
+
+    assert main(["run", "--profile", "quick", flag, value, "--plan", "--out", str(tmp_path / "r.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and flag in err and said in err and "Traceback" not in err
+    assert not (tmp_path / "r.json").exists()  # nothing run
+
+
+def test_the_cuda_flush_is_at_least_twice_the_l2() -> None:
+    from bench.measure.timer import L2_FLUSH_MULTIPLE
+
+    assert L2_FLUSH_MULTIPLE >= 2
+
+
+def test_the_report_sets_cold_beside_warm_for_a_run_s_cases(tmp_path: Path) -> None:
+    from bench.report import cold
+    from bench.report.load import tidy
+
+    runner = Runner(Calibration(gemm_flops_per_s=1e11, copy_bytes_per_s=1e10), case_budget_s=0.05,
+                    cold=ColdPlan(multiple=0.5))
+    rows = []
+    for case in (_decode(), _decode("naive"), _decode(phase="prefill")):
+        record = runner.run(case).record.to_dict()
+        record["warm_median_s"] = (record["timings"] or {}).get("warm", {}).get("median_s")
+        rows.append({k: v for k, v in record.items() if not isinstance(v, (dict, list))} | {"run_id": "r"})
+    frame = tidy(rows)
+    assert list(frame["timing_mode"]) == ["cold", "cold", "warm"]
+    table = cold.summary(frame)
+    assert [row[:3] for row in table] == [["decode", "naive", "fp32"], ["decode", "sdpa", "fp32"]]
+    assert all("→" in row[5] and row[6].endswith(")") for row in table) and cold.partly_warm(frame) == []
