@@ -62,11 +62,13 @@ def cpu_cache(root: Path = SYS_CPU) -> CacheSize:
     return CacheSize(max(reported, CPU_CACHE_FLOOR), reported, how)
 
 
-def gpu_l2(device: int = 0) -> CacheSize:
-    """The GPU's L2, as torch reports it."""
+def gpu_l2(device: int | None = None) -> CacheSize:
+    """The GPU's L2 (the current device's by default: `bench run --devices` gives each worker its own), as torch
+    reports it."""
     import torch
 
-    l2 = int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 0)
+    index = torch.cuda.current_device() if device is None else device
+    l2 = int(getattr(torch.cuda.get_device_properties(index), "L2_cache_size", 0) or 0)
     if l2 <= 0:
         return CacheSize(64 << 20, None, "the GPU's L2 unknown to torch: 64 MiB assumed")
     return CacheSize(l2, l2, f"L2 {l2 / 2**20:g} MiB (torch.cuda.get_device_properties)")
