@@ -37,6 +37,11 @@ class FigureEntry:
         return getattr(importlib.import_module(f"bench.report.figures.{module}"), function)
 
 
+# what every decode figure's sentence adds: its steps' timing mode (bench.measure.modes)
+COLD_STEPS = ("Its steps are timed cold, their cache read from memory as a model's layer meets it (warm in a run from "
+              "before cold CPU timing or with --cold-multiple 0: each record's timing_mode says); the Cold and warm "
+              "section sets their warm times beside.")
+
 CATALOGUE: tuple[FigureEntry, ...] = (
     FigureEntry("throughput", "Throughput", "Each line is a backend's achieved FLOP/s (useful FLOPs only) as the "
                 "sequence grows; higher is better, and markers at the axis bottom are cases that did not run (see "
@@ -54,7 +59,8 @@ CATALOGUE: tuple[FigureEntry, ...] = (
                 "the presets; right: one model as MHA, GQA and MQA); where a line crosses the device's memory, "
                 "that context no longer fits at batch 1.", "memory:kv_cache"),
     FigureEntry("decode", "Decode", "Time of one decoding step against the KV-cache length it reads; compare the "
-                "same backend across the variant panels to see what fewer KV heads buy.", "decode:decode"),
+                "same backend across the variant panels to see what fewer KV heads buy. " + COLD_STEPS,
+                "decode:decode"),
     FigureEntry("speedup", f"Speedup over {BASELINE}", f"Each cell is {BASELINE}'s time divided by the backend's at "
                 f"that length (blue: faster than {BASELINE}, red: slower); grey hatched cells did not run, with the "
                 "reason.", "speedup:speedup_heatmap"),
@@ -68,7 +74,7 @@ CATALOGUE: tuple[FigureEntry, ...] = (
                 "serving:serving_lengths", every_row=True),
     FigureEntry("serving_paged", "Paged KV cache", "Each bar is a backend's decode step on a paged cache divided by "
                 "the same step on a contiguous cache: 1 means paging is free, and gathering backends pay for copying "
-                "the pages together on every step.", "serving:serving_paged", every_row=True),
+                "the pages together on every step. " + COLD_STEPS, "serving:serving_paged", every_row=True),
     FigureEntry("variant_cost", "Attention variants", "Each bar is a backend's time with a score variant (softcap, "
                 "ALiBi, sinks) or a chunk mask divided by its plain causal time at the same size: 1 means the "
                 "variant is free, the dashed line is the variant claim's threshold; variants a backend cannot run "
@@ -95,8 +101,8 @@ CATALOGUE: tuple[FigureEntry, ...] = (
     FigureEntry("prefix_decode", "Shared-prefix decode", "Left, one decode step of a batch whose requests share a "
                 "prefix, against the prefix's length: dashed the best plain kernel (every request reads its own copy "
                 "of the prefix), solid the cascade (the prefix read once for the batch), one colour per batch. Right, "
-                "the plain step's time over the cascade's: above 1 the cascade is faster.", "prefix:prefix_decode",
-                every_row=True),
+                "the plain step's time over the cascade's: above 1 the cascade is faster. " + COLD_STEPS,
+                "prefix:prefix_decode", every_row=True),
 )
 # By name, for lookups (the same entries, in the same order).
 FIGURES: dict[str, FigureEntry] = {e.name: e for e in CATALOGUE}
