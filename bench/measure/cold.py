@@ -34,10 +34,6 @@ class Rotation:
     cache_bytes: int  # the cache the copies had to exceed `multiple` times
     partly_warm: str = ""  # why the copies fell short of their target, or empty
 
-    @property
-    def total_bytes(self) -> int:
-        return self.copies * self.set_bytes
-
 
 def copies_for(set_bytes: int, cache_bytes: int, plan: ColdPlan, free_bytes: int | None) -> tuple[int, str]:
     """(copies, why short or ''): enough that copies x set_bytes > multiple x cache, at least 2, within MAX_COPIES and
@@ -49,7 +45,7 @@ def copies_for(set_bytes: int, cache_bytes: int, plan: ColdPlan, free_bytes: int
         copies = MAX_COPIES
         why = f"{MAX_COPIES} copies at most"
     if free_bytes is not None and (copies - 1) * set_bytes > plan.memory_share * free_bytes:
-        copies = max(1, 1 + int(plan.memory_share * free_bytes // max(set_bytes, 1)))
+        copies = 1 + int(plan.memory_share * free_bytes // max(set_bytes, 1))
         why = f"{plan.memory_share:g} of the {free_bytes / 2**30:.1f} GiB free at most"
     if copies < want:
         return copies, (f"partly warm: {copies} cop{'y' if copies == 1 else 'ies'} of {set_bytes / 2**20:.3g} MiB "
