@@ -14,8 +14,8 @@ from bench.errors import UsageError
 from bench.kinds.dense import PASSES, PHASES
 
 # `bench run --profile`'s help
-PROFILE_HELP = ("quick | default | heads | linear | prefix | decode | serving | sparse | traces | full (default: "
-                "default; traces with --workload)")
+PROFILE_HELP = ("quick | default | heads | linear | prefix | decode | serving | sparse | traces | spec | full "
+                "(default: default; traces with --workload)")
 
 # `nox -s bench` (the default profile) plans its cases to this, so that it ends within 10 minutes on any 2-core
 # machine, installs, calibration and the report included; `--time-budget none` runs every case.
@@ -53,6 +53,17 @@ PREFIX_GPU = ("sdpa", "sdpa-cudnn", "flex", "cascade-flex", "flashinfer-cascade"
 PREFIX_CUDA_CLAIM = Sweep(backends=("sdpa", "cascade-flex", "flashinfer-cascade"), heads=(32,), kv_heads=(32,),
                           head_dims=(128,), dtypes=("bf16",), masks=("causal",), phases=("decode",), decode_q=(1,),
                           prefixes=(4096, 32768), suffixes=(128,), batches=(1, 16), case_budget_s=0.3)
+
+# speculative decoding's verification (bench.kinds.draft): chains of 2-128 tokens and the engines' default trees
+# (bench.problem.draft.PRESETS), each beside the one-query decode step ("none")
+SPEC_DRAFTS = ("none", "chain:2", "chain:4", "chain:8", "chain:16", "chain:32", "chain:64", "chain:128", "sglang",
+               "eagle", "eagle2", "medusa")
+# the default profile's least of it: two chains around where a CPU's step turns compute-bound, and Medusa's tree (its
+# room is what the other claims leave of the budget)
+DEFAULT_DRAFTS = ("none", "chain:16", "chain:64", "medusa")
+SPEC_CUDA = Sweep(backends=("sdpa", "flex", "flash-attn"), heads=(32,), kv_heads=(8,), head_dims=(128,),
+                  dtypes=("bf16",), masks=("causal",), phases=("decode",), decode_q=(1,), decode_kv=(32768,),
+                  drafts=SPEC_DRAFTS, case_budget_s=0.3)
 
 PROFILES: dict[str, dict[str, Sweep]] = {
     "cpu": {
@@ -107,7 +118,12 @@ PROFILES: dict[str, dict[str, Sweep]] = {
                                from_flags(claim_spec("linear-decode").measure, case_budget_s=0.3),
                                # the cascade claim: torch's fused CPU kernel plain and by cascade, decode steps of a
                                # shared-prefix batch at two prefixes and two batches
-                               from_flags(claim_spec("cascade").measure, case_budget_s=0.3))),
+                               from_flags(claim_spec("cascade").measure, case_budget_s=0.3),
+                               # the verification claim: torch's automatic SDPA verifying chains and the engines'
+                               # trees over a 16K cache, beside its one-query step
+                               Sweep(backends=("sdpa",), heads=(8,), kv_heads=(2,), dtypes=("fp32",),
+                                     masks=("causal",), phases=("decode",), decode_q=(1,), decode_kv=(16384,),
+                                     drafts=DEFAULT_DRAFTS, case_budget_s=0.3))),
         "heads": Sweep(backends=("naive", "sdpa-math", "sdpa-flash", "flex"), heads=(1, 2, 4, 8, 16, 32),
                        kv_heads=None, d_model=512, seqs=(1024,)),
         # linear attention: gated DeltaNet, Mamba-2's SSD, KDA (transformers' torch paths) and plain linear attention
@@ -160,6 +176,16 @@ PROFILES: dict[str, dict[str, Sweep]] = {
                         also=(Sweep(backends=("naive", "sdpa-flash"), heads=(2,), kv_heads=(1,), head_dims=(32,),
                                     seqs=(64,), phases=PHASES, decode_kv=(128,), workloads=("mooncake-conv",),
                                     prefix_cache=16384, max_batch_tokens=512, max_buckets=3, case_budget_s=0.05),)),
+        # speculative decoding's verification: chains of 1-128 tokens and the engines' trees over caches of 1K-32K at
+        # batch 1-16, on the textbook kernel and each of torch's (SDPA's automatic choice and its forced kernels),
+        # then FlexAttention (a compile per shape) at the longest cache
+        "spec": Sweep(backends=("naive", "sdpa", "sdpa-math", "sdpa-flash"), heads=(8,), kv_heads=(2,),
+                      head_dims=(64,), dtypes=("fp32",), masks=("causal",), phases=("decode",), decode_q=(1,),
+                      decode_kv=(1024, 4096, 16384, 32768), batches=(1, 4, 16), drafts=SPEC_DRAFTS,
+                      case_budget_s=0.2,
+                      also=(Sweep(backends=("flex",), heads=(8,), kv_heads=(2,), head_dims=(64,), dtypes=("fp32",),
+                                  masks=("causal",), phases=("decode",), decode_q=(1,), decode_kv=(32768,),
+                                  drafts=SPEC_DRAFTS, case_budget_s=0.2),)),
         "full": Sweep(kv_heads=(8, 4, 2, 1), seqs=(256, 512, 1024, 2048, 4096), batches=(1, 4), head_dims=(64, 128),
                       dtypes=("fp32", "bf16"), masks=("none", "causal", "window:256"), phases=PHASES,
                       passes=PASSES, decode_q=(1, 4)),
@@ -229,7 +255,10 @@ PROFILES: dict[str, dict[str, Sweep]] = {
                                              # ones, prefill 1K-16K and one decode step over 8K-128K contexts
                                              *LINEAR_CUDA_CLAIMS,
                                              # the cascade claim: a shared prefix at LLaMA-2-7B's attention
-                                             PREFIX_CUDA_CLAIM)),
+                                             PREFIX_CUDA_CLAIM,
+                                             # the verification claim: chains and trees over a 32K cache at
+                                             # Llama-3-8B's attention
+                                             SPEC_CUDA)),
         "heads": Sweep(heads=(1, 2, 4, 8, 16, 32), kv_heads=None, d_model=2048, seqs=(4096,), dtypes=("bf16",)),
         # linear attention: fla's chunk and recurrent gated DeltaNet kernels beside cuDNN's and FlashAttention-2's
         # attention at D 128, bf16, prefill 1K-32K (flash-linear-attention's published comparison) and decode
@@ -266,6 +295,13 @@ PROFILES: dict[str, dict[str, Sweep]] = {
         "traces": Sweep(heads=(32,), kv_heads=(8,), head_dims=(128,), dtypes=("bf16",), seqs=(1024, 4096, 16384),
                         phases=PHASES, decode_kv=(4096, 32768), workloads=("azure-conv", "azure-code"),
                         case_budget_s=0.3),
+        # speculative decoding's verification at Llama-3-8B's attention: chains of 1-128 tokens and the engines' trees
+        # over caches of 1K-32K at batch 1-16, on every SDPA kernel (which take a tree's mask is the finding), flex
+        # and flash-attn (chains only)
+        "spec": Sweep(backends=("naive", "sdpa", "sdpa-math", "sdpa-flash", "sdpa-efficient", "sdpa-cudnn", "flex",
+                                "flash-attn"), heads=(32,), kv_heads=(8,), head_dims=(128,), dtypes=("bf16",),
+                      masks=("causal",), phases=("decode",), decode_q=(1,), decode_kv=(1024, 4096, 16384, 32768),
+                      batches=(1, 4, 16), drafts=SPEC_DRAFTS, case_budget_s=0.3),
         "full": Sweep(heads=(16, 32), kv_heads=(16, 8, 4, 1), seqs=(1024, 2048, 4096, 8192, 16384),
                       tokens_per_batch=16384, head_dims=(64, 128), dtypes=("bf16", "fp16"),
                       masks=("none", "causal", "window:256"), phases=PHASES, passes=PASSES, decode_q=(1, 4),

@@ -36,19 +36,21 @@ TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
 def reference_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, mask: Mask | str | None = None,
                         score: Score | str | None = None, causal: bool = False, window: int | None = None,
                         chunk: int | None = None, softcap: float | None = None, alibi: bool = False,
-                        sinks: torch.Tensor | None = None, sparse: KeepSet | None = None) -> torch.Tensor:
+                        sinks: torch.Tensor | None = None, sparse: KeepSet | None = None,
+                        allowed: torch.Tensor | None = None) -> torch.Tensor:
     """Float64 attention on the CPU, written independently of the backends' tricks; the mask and the score variant
     given as `bench.attention` takes them (whole, or by keywords), with the semantics bench.problem.masks and
     bench.problem.scores
-    define; a sparse case's keep-set (bench.problem.keepset) ANDed with the mask: the dense formula under both."""
+    define; a sparse case's keep-set (bench.problem.keepset) ANDed with the mask: the dense formula under both.
+    allowed: a boolean (Sq, Skv) the caller built itself (a draft tree's, walked from its parent list), ANDed in."""
     mask, score = variant_values(q, mask, score, causal=causal, window=window, chunk=chunk, softcap=softcap,
                                  alibi=alibi, sinks=sinks)
     q, k, v = (t.detach().to("cpu", torch.float64) for t in (q, k, v))
-    return _attention64(q, k, v, mask, score, sparse)
+    return _attention64(q, k, v, mask, score, sparse, None if allowed is None else allowed.cpu())
 
 
 def _attention64(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Mask, score: Score,
-                 sparse: KeepSet | None = None) -> torch.Tensor:
+                 sparse: KeepSet | None = None, allowed: torch.Tensor | None = None) -> torch.Tensor:
     B, Hq, Sq, D = q.shape
     Hkv, Skv = k.shape[1], k.shape[2]
     group = Hq // Hkv
@@ -62,6 +64,8 @@ def _attention64(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Mask, 
         p, j = grid(Sq, Skv)
         kept = sparse.tokens.cpu() if sparse.indices is not None else sparse.allows(p, j).unsqueeze(0)
         ok = kept.unsqueeze(1) if ok is None else kept.unsqueeze(1) & ok  # (B|1, 1, Sq, Skv)
+    if allowed is not None:
+        ok = allowed if ok is None else allowed & ok
     if ok is not None:
         scores = scores.masked_fill(~ok, float("-inf"))
     if not score.sinks:

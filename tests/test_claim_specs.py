@@ -185,6 +185,12 @@ def _auto_choice(c: Case, holds: bool) -> dict:
     return _timed(c, _base(c) * ((1.05 if holds else 2.0) if automatic else 1.0))
 
 
+def _verify(c: Case, holds: bool) -> dict:
+    # a draft's verification 1.1x its one-query step (within VERIFY_WITHIN) or 2x it
+    step = 1e-3
+    return _timed(c, step if c.shape.draft is None else step * (1.1 if holds else 2.0))
+
+
 def _cascade_world(c: Case, holds: bool) -> dict:
     # a plain step as its bytes; the cascade's at half the best plain step's (holds) or twice it
     plain = 1e-3 * c.shape.batch * c.shape.seq_kv / 1024
@@ -208,6 +214,7 @@ WORLDS: dict[str, tuple[Callable[[Case, bool], dict], str]] = {
     "linear": (_linear_world, "linear prefill at half the dense kernel's time (holds) or twice it"),
     "linear-decode": (_linear_world, "a linear decode step flat over KV (holds) or growing as dense's"),
     "cascade": (_cascade_world, "the cascade's decode step half the best plain step's at every (P, B) or twice it"),
+    "verify": (_verify, "each draft's verification 1.1× its one-query step (within 1.25×) or 2×"),
 }
 
 

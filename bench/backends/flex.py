@@ -6,8 +6,8 @@ log-sum-exp renormalisation attention-gym uses is not open here; the K/V copy wi
 A sparse case's keep-set (bench.problem.keepset.KeepSet) becomes a BlockMask of FLEX_BLOCK blocks, built on the
 keep-set's
 first call and kept in it (`derived`: the BlockMask, its build seconds apart from the kernel's, the pairs its blocks
-cover); its mask_mod is the mask's `allows` ANDed with the keep-set's, reading the block table or topk's token table
-from one buffer per shape, so a new keep-set of the same shape reuses the compiled kernel.
+cover); its mask_mod is the mask's `allows` ANDed with the keep-set's, reading the block table, topk's token table
+or a draft tree's table from one buffer per shape, so a new keep-set of the same shape reuses the compiled kernel.
 
 torch.compile caches one graph per shape/dtype; the first call for a shape compiles (tens of seconds
 on CPU), so callers must warm up before timing and report that first call apart.
@@ -153,11 +153,15 @@ def _table_shape(keep: KeepSet) -> tuple[int, ...] | None:
         return tuple(keep.blocks.shape)
     if keep.sparsity.kind == "topk":
         return tuple(keep.tokens.shape)
+    if keep.sparsity.kind == "tree":
+        return tuple(keep.tree.shape)
     return None
 
 
 def _table(keep: KeepSet) -> torch.Tensor:
-    return keep.blocks if keep.sparsity.kind == "block" else keep.tokens
+    if keep.sparsity.kind == "block":
+        return keep.blocks
+    return keep.tree if keep.sparsity.kind == "tree" else keep.tokens
 
 
 @functools.lru_cache(maxsize=64)

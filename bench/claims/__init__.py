@@ -47,6 +47,7 @@ from bench.claims import (
     sparse,
     trace,
     variants,
+    verify,
     wrapper,
 )
 from bench.claims.auto_choice import AUTO_WITHIN
@@ -79,6 +80,7 @@ REGISTRY: tuple[tuple[ModuleType, int | None], ...] = (
     (wrapper, 11),  # wrapper
     (linear, 12),  # linear, linear-decode (questions linear, linear-decode)
     (cascade, 13),  # cascade (question cascade)
+    (verify, 15),  # verify (question verify)
 )
 
 CLAIMS: tuple[ClaimSpec, ...] = tuple(s for module, _ in REGISTRY for s in module.SPECS)

@@ -1,5 +1,6 @@
 """Kinds: everything that differs between a dense attention case, a whole layer, an MLA case, a sparse case, a
-serving batch, a replayed trace, a transformers model, linear attention and a shared-prefix batch, from the flags
+serving batch, a replayed trace, a transformers model, linear attention, a shared-prefix batch and a speculative
+draft's verification, from the flags
 that ask for them to the timed call. The engine holds no branch on a kind: it asks the kinds in REGISTRY.
 
 Each registered kind declares, in its own module (or package):
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 from bench.kinds.base import EXACT_CHECK_ELEMENTS, CaseKind, ReferenceCache
 from bench.kinds.dense import DenseKind
+from bench.kinds.draft import DraftKind
 from bench.kinds.expansion import Kind, Registry
 from bench.kinds.layer import LayerKind
 from bench.kinds.linear import LinearKind
@@ -39,7 +41,7 @@ from bench.problem.case import Case, shape_kind
 from bench.problem.shapes import AttentionShape
 
 REGISTRY = Registry(DenseKind(), LayerKind(), MlaKind(), ServingKind(), SparseKind(), ModelKind(), TraceKind(),
-                    LinearKind(), PrefixKind())
+                    LinearKind(), PrefixKind(), DraftKind())
 # the kinds of case, by the name bench.problem.case.shape_kind gives a shape
 KINDS: dict[str, CaseKind] = {kind.name: kind for kind in REGISTRY if isinstance(kind, CaseKind)}
 

@@ -13,7 +13,7 @@ from bench.problem.columns import LATER_FIELDS, SHAPE_DEFAULTS, shape_fields, sh
 from bench.problem.shapes import AttentionShape
 
 # bench.kinds holds each kind's code under its name
-KindName = Literal["prefix", "serving", "layer", "sparse", "mla", "linear", "dense"]
+KindName = Literal["prefix", "serving", "layer", "sparse", "mla", "linear", "draft", "dense"]
 # the sizes a shape family varies over: cases that differ in these alone are one family
 SIZE_FIELDS: tuple[str, ...] = ("batch", "n_heads", "n_kv_heads", "seq_q", "seq_kv", "head_dim")
 # The record columns a report's tables and figures name a family by: family_key's coarse part, for rows already
@@ -25,7 +25,7 @@ def shape_kind(shape: AttentionShape) -> KindName:
     """The one rule for which kind of case a shape is: a shared-prefix batch (a prefix set: plain attention alone goes
     with it, bench.problem.prefix), a serving batch (ragged lengths or a paged cache), a whole
     layer, sparse attention (a keep-set beside the mask, dense or MLA inputs), MLA, linear attention (a linear method
-    in place of softmax), else dense attention."""
+    in place of softmax), a speculative draft verified over the cache, else dense attention."""
     if shape.prefix is not None:
         return "prefix"
     if shape.serving is not None:
@@ -38,6 +38,8 @@ def shape_kind(shape: AttentionShape) -> KindName:
         return "mla"
     if shape.linear.method is not None:
         return "linear"
+    if shape.draft is not None:
+        return "draft"
     return "dense"
 
 

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from bench.problem.draft import Draft
 from bench.problem.linear import Linear
 from bench.problem.masks import Mask
 from bench.problem.scores import Score
@@ -66,6 +67,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("prefix", "shared-prefix batch: the P tokens every request's context (seq_kv = P + its own suffix) begins "
                      "with, attended plain or by cascade (bench.problem.prefix); empty for any other batch", None,
            integer=True, apart=True),
+    Column("draft", "speculative decoding: the draft verified in one call over the cache, chain:N / tree:C1,C2,... / "
+                    "a preset / parents:r.0.0.1 (bench.problem.draft); none for any other call", "none", apart=True),
 )
 INT_COLUMNS: tuple[str, ...] = tuple(c.name for c in COLUMNS if c.integer)
 _MLA_COLUMNS = ("v_head_dim", "kv_lora_rank", "rope_dim")
@@ -83,7 +86,7 @@ def shape_fields(shape: AttentionShape) -> dict[str, Any]:
             "chunk": shape.mask.chunk, "score": shape.score.label,
             **{name: mla and getattr(mla, name) for name in _MLA_COLUMNS}, "mla_form": mla and mla.form,
             "sparsity": shape.sparsity.label, "linear": shape.linear.label, "prefix": shape.prefix,
-            "variant": shape.variant}
+            "draft": shape.draft.label if shape.draft else "none", "variant": shape.variant}
 
 
 def shape_from_fields(fields: Mapping[str, Any]) -> AttentionShape:
@@ -131,9 +134,13 @@ def shape_from_fields(fields: Mapping[str, Any]) -> AttentionShape:
         mla = MlaDims(get["mla_form"], **mla_sizes)
     serving = None if get["lengths"] is None and get["page_size"] is None else \
         ServingBatch(get["lengths"], get["page_size"])
+    draft = None if get["draft"] in (None, "none") else parsed(Draft.parse, str(get["draft"]))
+    if draft is not None and draft.label != get["draft"]:
+        raise ShapeError(f"draft={get['draft']!r}: write it as {draft.label!r}")
     return AttentionShape(get["batch"], get["seq_q"], get["seq_kv"], get["n_heads"], get["n_kv_heads"],
                           get["head_dim"], get["dtype"], mask, get["scope"], get["model"],
-                          parsed(Score.parse, str(get["score"])), sparsity, mla, serving, linear, get["prefix"])
+                          parsed(Score.parse, str(get["score"])), sparsity, mla, serving, linear, get["prefix"],
+                          draft)
 
 
 # The columns every case id has spelled out from the start (b, hq, hkv, q, kv, d, dtype, mask); columns added later

@@ -7,6 +7,8 @@ The forms a backend may read (all of the same keep-set, built once per inputs):
            aligns them, bench.problem.masks), column c = keys cB .. cB + B - 1; True where the block is kept
   indices  topk only: int64 (B, Sq, K), the keys each query keeps, ascending, -1 where it sees fewer than K keys;
            the same keys for all of its heads
+  tree     tree only: bool (Sq, Sq), row i = the draft tokens query i sees (itself and its ancestors), each row its
+           parent's row and itself, built down the parent list
 `allows(q_pos, k_pos, ...)` is the one definition: the boolean `tokens`, FlexAttention's mask_mod and a user kernel's
 reading of it agree by construction. Sparsity semantics: bench.problem.sparsity.
 """
@@ -78,6 +80,21 @@ class KeepSet:
         return out.to(self.device)
 
     @functools.cached_property
+    def tree(self) -> torch.Tensor | None:
+        """tree's (Sq, Sq) table of the draft tokens each query sees; None for the other kinds."""
+        if self.sparsity.kind != "tree":
+            return None
+        import torch
+
+        parents = self.sparsity.parents
+        out = torch.zeros(len(parents), len(parents), dtype=torch.bool)  # type: ignore[arg-type]
+        for i, parent in enumerate(parents):  # type: ignore[arg-type]
+            if parent >= 0:  # a parent comes before its child: its row is complete
+                out[i] = out[parent]
+            out[i, i] = True
+        return out.to(self.device)
+
+    @functools.cached_property
     def tokens(self) -> torch.Tensor:
         """bool (1 or B, Sq, Skv): the pairs kept, the mask ANDed in."""
         import torch
@@ -107,4 +124,7 @@ class KeepSet:
         if sp.kind == "topk":
             table = self.tokens if table is None else table
             return table[b, q_pos - self.offset if q_idx is None else q_idx, k_pos]
+        if sp.kind == "tree":  # the cache, and the draft tokens on the query's path
+            table = self.tree if table is None else table
+            return (k_pos < self.offset) | table[q_pos - self.offset, (k_pos - self.offset).clamp(min=0)]
         return k_pos >= 0  # none: every key

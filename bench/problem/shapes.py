@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from bench.errors import InputError
+from bench.problem.draft import Draft
 from bench.problem.linear import NO_LINEAR, Linear
 from bench.problem.masks import NO_MASK, Mask
 from bench.problem.prefix import check_prefix
@@ -150,7 +151,8 @@ class ServingBatch:
 
 
 _VALUE_TYPES: dict[str, type] = {"mask": Mask, "score": Score, "sparsity": Sparsity, "mla": MlaDims,
-                                 "serving": ServingBatch, "linear": Linear}
+                                 "serving": ServingBatch, "linear": Linear, "draft": Draft}
+_OPTIONAL = ("mla", "serving", "draft")  # value fields that may be None
 
 
 def parsed(call: Any, *args: Any) -> Any:
@@ -193,11 +195,12 @@ class AttentionShape:
     serving: ServingBatch | None = None
     linear: Linear = NO_LINEAR  # linear attention (bench.problem.linear) in place of softmax
     prefix: int | None = None  # a shared-prefix batch: the P tokens every request's context begins with
+    draft: Draft | None = None  # a speculative-decoding draft verified over the cache (bench.problem.draft)
 
     def __post_init__(self) -> None:
         for name, kind in _VALUE_TYPES.items():
             value = getattr(self, name)
-            if not isinstance(value, kind) and not (value is None and name in ("mla", "serving")):
+            if not isinstance(value, kind) and not (value is None and name in _OPTIONAL):
                 raise ShapeError(f"{name}={value!r}: expected a {kind.__name__} (text such as 'causal' or "
                                  "'softcap:50' is read by shape_from_fields)")
         _positive(batch=self.batch, seq_q=self.seq_q, seq_kv=self.seq_kv, head_dim=self.head_dim)
@@ -228,6 +231,7 @@ class AttentionShape:
             self._check_mla(self.mla)
         self._check_sparsity()
         self._check_linear()
+        self._check_draft()
         plain = (self.score == NO_SCORE and not self.sparsity.sparse and self.mla is None and self.scope == "attention"
                  and self.serving is None and self.linear.method is None)
         parsed(check_prefix, self.prefix, self.seq_q, self.seq_kv, self.mask.label, plain)  # bench.problem.prefix
@@ -291,6 +295,19 @@ class AttentionShape:
                              f"MLA), not mask={self.mask.label!r}, score={self.score.label!r}, "
                              f"sparsity={self.sparsity.label!r}")
         self._one_call(f"linear {self.linear.label} is")
+
+    def _check_draft(self) -> None:
+        draft = self.draft
+        if draft is None:
+            return
+        if self.seq_q != draft.n or self.seq_kv <= draft.n:
+            raise ShapeError(f"draft {draft.label} verifies {draft.n} tokens: seq_q must be {draft.n} and seq_kv (the "
+                             f"cache and the draft) above it, not seq_q={self.seq_q}, seq_kv={self.seq_kv}")
+        if self.mask.label != "causal" or self.score != NO_SCORE or self.sparsity.sparse or self.mla is not None \
+                or self.linear.method is not None or self.prefix is not None:
+            raise ShapeError(f"draft {draft.label} takes the causal mask alone (its tree lies inside it): no score "
+                             "variant, sparsity, MLA, linear method or shared prefix")
+        self._one_call(f"draft {draft.label} is")
 
     @property
     def variant(self) -> Variant:

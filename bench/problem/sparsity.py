@@ -20,6 +20,9 @@ reference under that combined mask, and every backend is handed the same keep-se
                      them
                      where fewer are visible), the same keys for all its heads. Without HxD: H = max(1, Hq // 4) and
                      D = max(16, head_dim // 2), which keeps DSA's ratio of indexer to attention FLOPs per pair (1/16)
+  tree               a speculative-decoding draft's tree (bench.problem.draft): each of the Sq draft tokens keeps the
+                     cache (the keys before the draft) and its own path to a root; never parsed from text (--draft
+                     sweeps drafts, bench.kinds.draft), its `parents` set by the draft
 A sparsity fixes an attended budget while the length varies (`budget`): a density (block D, docs 1/N) or tokens per
 query (global G + W under a causal mask, topk K). Nothing here imports torch or numpy: plans read it.
 """
@@ -32,7 +35,8 @@ from fractions import Fraction
 
 from bench.errors import InputError
 
-SPARSITY_KINDS: tuple[str, ...] = ("block", "docs", "global", "topk")  # what a backend's `sparsity` trait lists
+# what a backend's `sparsity` trait lists (tree: a draft tree's keep-set, bench.kinds.draft)
+SPARSITY_KINDS: tuple[str, ...] = ("block", "docs", "global", "topk", "tree")
 SPARSITY_SEED = 4321  # the block kind's draw: one seed, so the check and every backend see the same blocks
 DSA_FLOP_RATIO = 16  # DeepSeek-V3.2: attention's FLOPs per (query, key) pair are about 16x its indexer's
 
@@ -75,14 +79,16 @@ class Sparsity:
     k: int | None = None
     index_heads: int | None = None  # topk: the indexer's heads and head dim (None: the defaults above)
     index_dim: int | None = None
+    parents: tuple[int, ...] | None = None  # tree: the draft's parent list (bench.problem.draft)
 
     def __post_init__(self) -> None:
         need = {"none": (), "block": ("block", "density"), "docs": ("docs",), "global": ("global_tokens", "window"),
-                "topk": ("k",)}
+                "topk": ("k",), "tree": ("parents",)}
         if self.kind not in need:
             raise SparsityError(f"unknown sparsity kind {self.kind!r}; expected none, {', '.join(SPARSITY_KINDS)}")
         allowed = set(need[self.kind]) | ({"index_heads", "index_dim"} if self.kind == "topk" else set())
-        for name in ("block", "density", "docs", "global_tokens", "window", "k", "index_heads", "index_dim"):
+        for name in ("block", "density", "docs", "global_tokens", "window", "k", "index_heads", "index_dim",
+                     "parents"):
             value = getattr(self, name)
             if name in need[self.kind] and value is None:
                 raise SparsityError(f"sparsity {self.kind} needs {name}")
@@ -110,6 +116,9 @@ class Sparsity:
             tokens = parts[0].removesuffix("+window")
             return cls("global", global_tokens=_int(tokens, "global token count", spec),
                        window=_int(parts[1], "window", spec))
+        if kind == "tree":
+            raise SparsityError(f"sparsity {spec!r}: a draft tree is swept by --draft (bench.problem.draft), not "
+                                "--sparsity")
         if kind == "topk" and len(parts) in (1, 2):
             k = _int(parts[0], "K", spec)
             if len(parts) == 1:
@@ -134,6 +143,8 @@ class Sparsity:
             return f"global:{self.global_tokens}+window:{self.window}"
         if self.kind == "topk":
             return f"topk:{self.k}" + (f":{self.index_heads}x{self.index_dim}" if self.index_heads else "")
+        if self.kind == "tree":
+            return f"tree:{len(self.parents)}"  # type: ignore[arg-type]
         return "none"
 
     @property
@@ -159,6 +170,9 @@ class Sparsity:
                                 "be global: the dense case)")
         if self.kind == "topk" and self.k > seq_kv:  # type: ignore[operator]
             raise SparsityError(f"{where}: K={self.k} exceeds the {seq_kv} keys there are to select from")
+        if self.kind == "tree" and not len(self.parents) == seq_q < seq_kv:  # type: ignore[arg-type]
+            raise SparsityError(f"{where}: a draft of {len(self.parents)} tokens needs seq_q = {len(self.parents)} "  # type: ignore[arg-type]
+                                "and at least one cached key (seq_kv > seq_q)")
 
     def shorter(self, case_kv: int, seq_kv: int) -> Sparsity:
         """This sparsity for a check shape of seq_kv keys cut from a case of case_kv (as
