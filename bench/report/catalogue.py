@@ -103,6 +103,11 @@ CATALOGUE: tuple[FigureEntry, ...] = (
                 "of the prefix), solid the cascade (the prefix read once for the batch), one colour per batch. Right, "
                 "the plain step's time over the cascade's: above 1 the cascade is faster. " + COLD_STEPS,
                 "prefix:prefix_decode", every_row=True),
+    FigureEntry("verify_steps", "Verifying a draft", "Each point is a speculative draft of N tokens verified in one "
+                "call over the cache, its time divided by the same backend's one-query decode step: near 1 the extra "
+                "queries ride on the cache read, above the dotted bar the draft no longer costs about one step; stars "
+                "are the engines' trees, and the dashed line is where the roofline says N queries turn the step "
+                "compute-bound. " + COLD_STEPS, "verify:verify_steps", every_row=True, reads_run=True),
 )
 # By name, for lookups (the same entries, in the same order).
 FIGURES: dict[str, FigureEntry] = {e.name: e for e in CATALOGUE}
