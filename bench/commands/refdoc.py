@@ -67,6 +67,8 @@ RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Model configs and the KV cache",
      ("bench.models.config_json", "bench.models.config_hybrid", "bench.models.linear", "bench.models.kvsize",
       "bench.models.kvcache")),
+    ("Speculative decoding: drafts, tree masks and the verification claim",
+     ("bench.problem.draft", "bench.kinds.draft", "bench.claims.verify")),
     ("Serving batches", ("bench.serving", "bench.serving.workload", "bench.serving.paged", "bench.serving.ragged")),
     ("Several devices and Slurm", ("bench.launch", "bench.launch.devices", "bench.launch.slurm")),
     ("Your own kernel", ("bench.backends.outside", "bench.conformance")),

@@ -7,10 +7,13 @@ no score variant, sparsity or MLA (such a point is left out). A draft of N >= L 
 How each backend takes it:
   a chain       the causal mask itself: every backend, as a --decode-q N step;
   a tree        a keep-set (bench.problem.keepset, kind tree) beside the causal mask, offered to the backends whose
-                `sparsity` trait lists tree: naive and SDPA as a boolean (B|1, 1, N, L) mask (torch SDPA picks the
-                kernel that takes one; each forced kernel says if it cannot), FlexAttention as a BlockMask built from
-                the tree's table; any other backend (flash-attn takes no tree) records the case unsupported, its
-                reason said, and a sweep in which no backend takes a tree it asks for is a usage error.
+                `sparsity` trait lists tree: naive and SDPA as a boolean (1, 1, N, L) mask, FlexAttention as a
+                BlockMask built from the tree's table; any other backend (flash-attn takes no tree) records the case
+                unsupported, its reason said, and a sweep in which no backend takes a tree it asks for is a usage
+                error. torch SDPA picks the kernel that takes a boolean mask (the record's sdpa_kernel names it: on
+                a CPU its flash kernel, which takes one); each forced kernel (sdpa-math, sdpa-flash, sdpa-efficient,
+                sdpa-cudnn) runs it alone or says in torch's words why it cannot. FlashInfer's custom-mask prefill
+                (a packed bit mask) is not wired in as a backend.
 Every case is checked against the float64 reference under a visibility built apart, by walking each token's parent
 list (bench.problem.draft.Draft.path), never from a kernel's mask. The timed call reads its cache cold, rotated
 (bench.kinds.base.cold_inputs: a decode step). What the record adds (bench.results.record): FlexAttention's

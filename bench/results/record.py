@@ -47,13 +47,14 @@ MEASURED_DOCS: dict[str, str] = {
     "indexer_s": "topk cases: median time of the indexer alone (scores and top-K), seconds, timed apart from the "
                  "attention",
     "indexer_peak_mem_bytes": "topk cases: the indexer's measured peak memory above its inputs, bytes",
-    "block_mask_build_s": "FlexAttention on sparse cases: building the BlockMask from the keep-set, seconds (once per "
-                          "keep-set, apart from the kernel's time)",
+    "block_mask_build_s": "FlexAttention on sparse cases and draft trees: building the BlockMask from the keep-set "
+                          "or the tree, seconds (once per keep-set, apart from the kernel's time)",
     "mask_build_s": "transformers' backends (hf-*): building the mask transformers builds for the case, median "
                     "seconds, timed apart from the kernel (a model builds it once per forward for all its layers, "
                     "the kernel runs once per layer)",
     "total_s": "sparse cases: what one forward of the method costs, median_s + indexer_s, plus the BlockMask's build "
-               "where the keep-set changes every forward (topk), seconds",
+               "where the keep-set changes every forward (topk), seconds; a draft tree on flex: median_s plus the "
+               "BlockMask's build (a dynamic tree, as EAGLE-2's, is new every step)",
     "plain_bytes": "shared-prefix batches: plain attention's minimum traffic, Q and O plus every request's whole "
                    "context's K and V (the prefix read B times), bytes (bench.prefix.counts)",
     "cascade_bytes": "shared-prefix batches: cascade attention's minimum traffic, Q and O plus the prefix's K and V "
