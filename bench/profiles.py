@@ -61,7 +61,9 @@ SPEC_DRAFTS = ("none", "chain:2", "chain:4", "chain:8", "chain:16", "chain:32", 
 # the default profile's least of it: two chains around where a CPU's step turns compute-bound, and Medusa's tree (its
 # room is what the other claims leave of the budget)
 DEFAULT_DRAFTS = ("none", "chain:16", "chain:64", "medusa")
-SPEC_CUDA = Sweep(backends=("sdpa", "flex", "flash-attn"), heads=(32,), kv_heads=(8,), head_dims=(128,),
+# the CUDA default's: torch's automatic SDPA (a tree as a boolean mask) and flash-attn (chains), at Llama-3-8B's
+# attention over a 32K cache; flex's compile per draft size is the spec profile's
+SPEC_CUDA = Sweep(backends=("sdpa", "flash-attn"), heads=(32,), kv_heads=(8,), head_dims=(128,),
                   dtypes=("bf16",), masks=("causal",), phases=("decode",), decode_q=(1,), decode_kv=(32768,),
                   drafts=SPEC_DRAFTS, case_budget_s=0.3)
 
