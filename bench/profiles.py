@@ -324,7 +324,14 @@ PROFILES: dict[str, dict[str, Sweep]] = {
                                  # sparse: flex's block-sparse kernel and the top-K gather beside dense at 16k
                                  Sweep(backends=("sdpa", "flex", "topk-gather"), heads=(16,), kv_heads=(4,),
                                        seqs=(16384,), head_dims=(128,), dtypes=("bf16",),
-                                       sparsities=("none", "block:128:0.125", "topk:2048"), case_budget_s=0.3))),
+                                       sparsities=("none", "block:128:0.125", "topk:2048"), case_budget_s=0.3),
+                                 # a chain and Medusa's tree verified on every SDPA kernel (which take a tree's
+                                 # mask on CUDA), flex's BlockMask and flash-attn (the chain)
+                                 Sweep(backends=("sdpa", "sdpa-math", "sdpa-flash", "sdpa-efficient", "sdpa-cudnn",
+                                                 "flex", "flash-attn"), heads=(32,), kv_heads=(8,), head_dims=(128,),
+                                       dtypes=("bf16",), masks=("causal",), phases=("decode",), decode_q=(1,),
+                                       decode_kv=(32768,), drafts=("none", "chain:8", "medusa"),
+                                       case_budget_s=0.3))),
     },
 }
 
