@@ -41,9 +41,10 @@ def verify_steps(df: pd.DataFrame, run: RunMeta | None = None) -> Figure | None:
             trees = line[~line["draft"].str.startswith("chain:")]
             ax.scatter(trees["tokens"], trees["ratio"], marker="*", s=90, color=colour, zorder=3)
         trees = these[~these["draft"].str.startswith("chain:")]
-        for _, t in trees.loc[trees.groupby("draft")["ratio"].idxmax()].iterrows():  # each tree named once
-            ax.annotate(str(t["draft"]), (t["tokens"], t["ratio"]), textcoords="offset points", xytext=(5, 5),
-                        fontsize=8)
+        named = trees.loc[trees.groupby("draft")["ratio"].idxmax()].sort_values("tokens")
+        for i, (_, t) in enumerate(named.iterrows()):  # each tree named once, neighbours above and below
+            ax.annotate(str(t["draft"]), (t["tokens"], t["ratio"]), textcoords="offset points",
+                        xytext=(5, 5 if i % 2 == 0 else -12), fontsize=8)
         ax.axhline(1.0, color="black", lw=1)
         ax.axhline(VERIFY_WITHIN, color="black", lw=1, ls=":")
         ridge = ridge_tokens(these.iloc[0], calibration)
