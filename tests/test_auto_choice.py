@@ -49,7 +49,7 @@ def test_an_automatic_choice_slower_beyond_the_bound_fails_naming_the_kernel_tha
 
 def test_an_interval_that_straddles_the_bound_is_inconclusive(tmp_path):
     v = auto_choice(run(tmp_path, AUTO_WITHIN, ci=0.05))  # at the bound, each side +-5%
-    assert v.verdict == INCONCLUSIVE and "more rounds" in v.why
+    assert v.verdict == INCONCLUSIVE and "More rounds" in v.why
     assert v.detail[0]["low"] < AUTO_WITHIN < v.detail[0]["high"]
 
 

@@ -1,9 +1,26 @@
 """The per-condition rule: a condition's word from its own interval, the claim's word over its conditions."""
 
+import math
+
 import pytest
 
-from bench.report.conditions import Condition, combine, condition, listing, undecided_why, word
-from bench.report.verdict import DEPENDS, FAILS, HOLDS, INCONCLUSIVE, NOT_MEASURED
+from bench.report.conditions import (
+    EXPONENT,
+    SHARE,
+    TIME_RATIO,
+    Condition,
+    amount,
+    between,
+    bound_text,
+    combine,
+    condition,
+    listing,
+    not_judged,
+    shown,
+    undecided_why,
+    word,
+)
+from bench.report.verdict import DEPENDS, FAILS, HOLDS, INCONCLUSIVE, NOT_JUDGED, NOT_MEASURED
 
 
 @pytest.mark.parametrize(("ratio", "low", "high", "above", "expected"), [
@@ -31,29 +48,29 @@ def test_an_interval_past_twice_the_band_on_both_sides_is_too_wide_to_place():
 def test_runs_that_put_a_condition_either_side_of_its_bound_within_the_band_give_it_one_word():
     # flex's softcap prefill over its plain twin against "within 1.3x", two runs of one commit: 1.28x (1.23-1.30)
     # and 1.29x (1.27-1.33); cascade-sdpa against "faster by 5%", 0.96x (0.90-1.00) and 0.97x (0.95-0.99)
-    softcap = [condition("softcap", r, i, 1.3, holds_above=False) for r, i in ((1.28, (1.23, 1.30)),
+    softcap = [condition({"variant": "softcap"}, r, i, 1.3, holds_above=False) for r, i in ((1.28, (1.23, 1.30)),
                                                                                 (1.29, (1.27, 1.33)))]
     assert {(c.verdict, c.at_bound) for c in softcap} == {(HOLDS, True)}
-    cascade = [condition("cascade", r, i, 0.95, holds_above=False, at_bound_means=FAILS)
+    cascade = [condition({"backend": "cascade"}, r, i, 0.95, holds_above=False, at_bound_means=FAILS)
                for r, i in ((0.96, (0.90, 1.00)), (0.97, (0.95, 0.99)))]
     assert {(c.verdict, c.at_bound) for c in cascade} == {(FAILS, True)}
 
 
 def test_the_listing_says_at_its_bound():
-    c = condition("variant", 0.95, (0.93, 0.97), 0.95, holds_above=False)
+    c = condition({"variant": "softcap"}, 0.95, (0.93, 0.97), 0.95, holds_above=False)
     assert c.verdict == HOLDS and "at its bound (within 5% of 0.95×)" in listing([c])
 
 
 def test_the_listing_says_which_conditions_hold_only_at_their_bound():
-    at = condition("softcap", 1.31, (1.28, 1.33), 1.3, holds_above=False)
-    clear = condition("alibi", 1.0, (0.97, 1.03), 1.3, holds_above=False)
+    at = condition({"variant": "softcap"}, 1.31, (1.28, 1.33), 1.3, holds_above=False)
+    clear = condition({"variant": "alibi"}, 1.0, (0.97, 1.03), 1.3, holds_above=False)
     text = listing([at, clear])
     assert at.verdict == clear.verdict == HOLDS
     assert "softcap 1.31× (1.28–1.33×), at its bound (within 5% of 1.3×)" in text and text.count("at its bound") == 1
 
 
 def _c(verdict: str, name: str = "c", why: str = "") -> Condition:
-    return Condition(name, 1.0, 0.9, 1.1, verdict, why)
+    return Condition({"backend": name}, 1.0, 0.9, 1.1, verdict, 2.0, why=why)
 
 
 @pytest.mark.parametrize(("words", "expected"), [
@@ -67,8 +84,8 @@ def test_the_claim_s_word_is_the_stated_rule_over_its_conditions(words, expected
 
 
 def test_the_listing_names_each_condition_with_its_number_and_basis():
-    found = [condition("sdpa · fp32 · GQA", 2.4, (2.3, 2.5), 2.0, True), condition("naive · fp32 · GQA", 1.1,
-                                                                                 (1.0, 1.2), 2.0, True)]
+    found = [condition({"backend": "sdpa", "dtype": "fp32", "variant": "GQA"}, 2.4, (2.3, 2.5), 2.0, True),
+             condition({"backend": "naive", "dtype": "fp32", "variant": "GQA"}, 1.1, (1.0, 1.2), 2.0, True)]
     text = listing(found)
     assert "holds in 1 of 2 (sdpa · fp32 · GQA 2.40× (2.30–2.50×))" in text
     assert "does not hold in 1 of 2 (naive · fp32 · GQA 1.10× (1.00–1.20×))" in text
@@ -77,7 +94,33 @@ def test_the_listing_names_each_condition_with_its_number_and_basis():
 
 def test_an_open_condition_says_whether_it_straddles_or_why_it_is_open():
     why = undecided_why([_c(INCONCLUSIVE, "a"), _c(INCONCLUSIVE, "b", "its cache sits on-chip"), _c(HOLDS, "c")],
-                        2.0, "More rounds decide it")
+                        "More rounds decide it")
     assert "1 condition straddles 2×" in why and "a (0.90–1.10×)" in why and "More rounds decide it." in why
     assert "b is open: its cache sits on-chip." in why and "c (" not in why
-    assert undecided_why([_c(HOLDS)], 2.0, "x") == ""
+    assert undecided_why([_c(HOLDS)], "x") == ""
+
+
+def test_a_condition_is_its_key_fields_its_unit_and_its_bounds_and_its_label_is_written_from_them():
+    c = condition({"backend": "sdpa", "dtype": "fp32", "variant": "GQA", "group_size": 4, "seq_kv": 16384}, 1.48,
+                  (1.42, 1.52), 2.0, holds_above=True)
+    assert c.name == "sdpa · fp32 · GQA · Hq/Hkv 4 · KV 16,384" and c.fields["seq_kv"] == 16384
+    assert c.fail_bound == c.bound == 2.0 and bound_text(c) == "≥ 2×" and c.unit == TIME_RATIO
+    share = condition({"backend": "naive", "seq": 2048}, 0.4999, (0.45, 0.55), 0.5, holds_above=True, unit=SHARE)
+    assert shown(share) == "naive · S 2,048 49.9% (45.0–55.0%)"  # a share reads as one, never as 0.50×
+    assert amount(1.91, EXPONENT) == "S^1.91" and amount(math.inf) == "∞"
+    with pytest.raises(TypeError, match="not a label"):
+        Condition("sdpa · fp32", 1.0, 0.9, 1.1, HOLDS, 2.0)
+
+
+def test_a_claim_with_two_thresholds_names_both_and_is_open_between_them():
+    holds, fails, open_ = (between({"method": m}, r, i, 0.95, 1.05) for m, r, i in (
+        ("a", 0.5, (0.45, 0.55)), ("b", 1.5, (1.4, 1.6)), ("c", 1.0, (0.97, 1.03))))
+    assert (holds.verdict, fails.verdict, open_.verdict) == (HOLDS, FAILS, INCONCLUSIVE)
+    assert (holds.bound, holds.fail_bound, holds.holds_above) == (0.95, 1.05, False)
+    assert bound_text(holds) == "holds ≤ 0.95×, fails ≥ 1.05×"
+
+
+def test_a_condition_listed_but_not_judged_leaves_the_claim_s_word_alone():
+    listed = not_judged({"backend": "sdpa-flash"}, 1.1, (1.0, 1.2), 2.0, True, "too few lengths")
+    assert listed.verdict == NOT_JUDGED and combine([_c(HOLDS), listed]) == HOLDS
+    assert "sdpa-flash" not in listing([_c(HOLDS), listed]) and "holds in 1 of 1" in listing([_c(HOLDS), listed])

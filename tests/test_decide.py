@@ -48,7 +48,7 @@ _RECORD = new_record(Case("naive", AttentionShape(1, 2, 2, 16, 16, 8), "prefill"
 
 
 def _open(monkeypatch, low=1.8, high=2.3):
-    cond = condition("sdpa · fp32 · GQA", 2.05, (low, high), 2.0, holds_above=True, pairs=[("mha", "gqa")])
+    cond = condition({"backend": "sdpa"}, 2.05, (low, high), 2.0, holds_above=True, pairs=[("mha", "gqa")])
     monkeypatch.setattr(decide, "open_conditions", lambda doc, path, by_id: [
         decide.OpenCondition("fused-decode", cond)])
 
@@ -121,8 +121,8 @@ def test_a_condition_one_worker_s_ci_decided_near_its_bound_still_gets_enough_bl
 
 
 def test_a_round_is_one_fresh_worker_that_takes_a_block_of_every_open_condition_in_a_varying_order(monkeypatch):
-    near = condition("near", 2.05, (1.8, 2.3), 2.0, holds_above=True, pairs=[("mha", "gqa")])
-    other = condition("other", 1.2, (1.0, 1.3), 1.1, holds_above=False, pairs=[("x", "y")])
+    near = condition({"backend": "near"}, 2.05, (1.8, 2.3), 2.0, holds_above=True, pairs=[("mha", "gqa")])
+    other = condition({"backend": "other"}, 1.2, (1.0, 1.3), 1.1, holds_above=False, pairs=[("x", "y")])
     monkeypatch.setattr(decide, "open_conditions", lambda doc, path, by_id: [
         decide.OpenCondition("fused-decode", near), decide.OpenCondition("auto-choice", other)])
     workers = FakeWorkers({"mha": 2.4e-3, "gqa": 1e-3, "x": 1.5e-3, "y": 1e-3})
@@ -136,13 +136,13 @@ def test_a_round_is_one_fresh_worker_that_takes_a_block_of_every_open_condition_
 
 
 def test_conditions_whose_word_could_turn_their_claim_s_are_pivotal():
-    holds = condition("a", 1.0, (0.9, 1.1), 1.3, holds_above=False)
-    close = condition("b", 1.02, (0.96, 1.05), 1.3, holds_above=False)
-    fails = condition("c", 2.0, (1.9, 2.1), 1.3, holds_above=False)
+    holds = condition({"backend": "a"}, 1.0, (0.9, 1.1), 1.3, holds_above=False)
+    close = condition({"backend": "b"}, 1.02, (0.96, 1.05), 1.3, holds_above=False)
+    fails = condition({"backend": "c"}, 2.0, (1.9, 2.1), 1.3, holds_above=False)
     assert decide.pivotal(close, [holds, close])  # both hold: were it to fail, the claim would depend
     assert not decide.pivotal(close, [holds, close, fails])  # depends whatever it says
-    twin = condition("d", 1.25, (1.2, 1.28), 1.3, holds_above=False)
-    far = condition("e", 3.0, (2.9, 3.1), 1.3, holds_above=False)
+    twin = condition({"backend": "d"}, 1.25, (1.2, 1.28), 1.3, holds_above=False)
+    far = condition({"backend": "e"}, 3.0, (2.9, 3.1), 1.3, holds_above=False)
     assert decide.pivotal(close, [close, twin, far])  # the two near kernels failing together turn depends to fails
 
 
@@ -151,7 +151,7 @@ def test_a_condition_whose_blocks_straddle_its_bound_within_five_percent_of_it_m
     flip = FakeWorkers({"mha": 2e-3, "gqa": 1e-3})
     flip.slice = _wobbling(flip)  # 2.04x give or take 2%: 2.00x in one worker, 2.08x in the next
     [got] = _decide(flip)
-    judged = judged_by_blocks(condition("c", 2.0, (1.8, 2.3), 2.0, holds_above=True), got["blocks"])
+    judged = judged_by_blocks(condition({"backend": "c"}, 2.0, (1.8, 2.3), 2.0, holds_above=True), got["blocks"])
     assert judged.verdict == "holds" and judged.low < 2.0 < judged.high  # met at its bound
 
 
@@ -164,7 +164,7 @@ def test_a_condition_whose_estimate_sits_within_its_band_is_decided_at_its_bound
     steady.slice = lambda case, timeout_s: plain(steady, case, timeout_s) * (
         ratios[steady.workers - 1] / 2.0 if case.id == "mha" else 1.0)
     [got] = _decide(steady)
-    cond = condition("c", 2.05, (1.8, 2.3), 2.0, holds_above=True)
+    cond = condition({"backend": "c"}, 2.05, (1.8, 2.3), 2.0, holds_above=True)
     judged = judged_by_blocks(cond, got["blocks"])
     assert len(got["blocks"]) == 6  # decided: no more blocks are spent on it
     assert judged.verdict == "holds" and judged.at_bound and judged.high < 2.0  # at its bound, counted as holding
@@ -194,8 +194,8 @@ def _wobbling(workers):
 def test_a_condition_whose_blocks_cost_more_than_guessed_gives_way_to_the_one_before_it(monkeypatch):
     clock = [0.0]
     monkeypatch.setattr(decide.time, "perf_counter", lambda: clock[0])
-    first = condition("cheap", 2.05, (1.8, 2.3), 2.0, holds_above=True, pairs=[("mha", "gqa")])
-    costly = condition("costly", 1.2, (1.0, 1.3), 1.1, holds_above=False, pairs=[("x", "y")])
+    first = condition({"backend": "cheap"}, 2.05, (1.8, 2.3), 2.0, holds_above=True, pairs=[("mha", "gqa")])
+    costly = condition({"backend": "costly"}, 1.2, (1.0, 1.3), 1.1, holds_above=False, pairs=[("x", "y")])
     monkeypatch.setattr(decide, "open_conditions", lambda doc, path, by_id: [
         decide.OpenCondition("fused-decode", first), decide.OpenCondition("auto-choice", costly)])
     workers = FakeWorkers({"mha": 2.4e-3, "gqa": 1e-3, "x": 1.5e-3, "y": 1e-3})
@@ -217,7 +217,7 @@ def test_conditions_share_rounds_so_a_round_s_start_up_is_paid_once_for_all_of_t
     monkeypatch.setattr(decide.time, "perf_counter", lambda: clock[0])
     names = ("a", "b", "c", "d")
     monkeypatch.setattr(decide, "open_conditions", lambda doc, path, by_id: [
-        decide.OpenCondition("fused-decode", condition(n, 2.05, (1.8, 2.3), 2.0, holds_above=True,
+        decide.OpenCondition("fused-decode", condition({"backend": n}, 2.05, (1.8, 2.3), 2.0, holds_above=True,
                                                        pairs=[("mha", "gqa")])) for n in names])
     workers = FakeWorkers({"mha": 2.4e-3, "gqa": 1e-3})
     plain = FakeWorkers.close

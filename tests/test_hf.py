@@ -115,8 +115,8 @@ def pair(tmp_path, over: float, ci: float = 0.01):
 def test_the_sdpa_path_is_judged_against_the_fastest_kernel_it_could_have_called(tmp_path):
     holds = wrapper_cost(pair(tmp_path, 1.05))
     assert holds.verdict == HOLDS
-    assert "hf-sdpa where transformers skips the mask (Sq×Skv 512×512, 1,024×1,024; against sdpa-flash) 1.05×" \
-        in holds.numbers
+    assert "hf-sdpa · where transformers skips the mask 1.05×" in holds.numbers
+    assert dict(holds.conditions[0].facts) == {"against": "sdpa-flash", "sizes": "Sq×Skv 512×512, 1,024×1,024"}
     assert "Nothing was timed where transformers builds its mask" in holds.numbers  # half the claim, said so
     fails = wrapper_cost(pair(tmp_path, 2.0))
     assert fails.verdict == FAILS and "takes 2.00× the kernel's time" in fails.why
@@ -142,11 +142,11 @@ def kinds_run(tmp_path, skipped: float, built: float):
 def test_the_claim_depends_where_transformers_builds_its_mask_naming_which(tmp_path):
     v = wrapper_cost(kinds_run(tmp_path, skipped=1.02, built=2.4))
     assert v.verdict == DEPENDS, (v.numbers, v.why)
-    words = {c.name.split(" (")[0]: c.verdict for c in v.conditions}
-    assert words == {"hf-sdpa where transformers skips the mask": HOLDS,
-                     "hf-sdpa where transformers builds the mask": FAILS}
+    words = {(c.fields["backend"], c.fields["where"]): c.verdict for c in v.conditions}
+    assert words == {("hf-sdpa", "transformers skips the mask"): HOLDS,
+                     ("hf-sdpa", "transformers builds the mask"): FAILS}
     built = next(c for c in v.conditions if "builds" in c.name)
-    assert built.ratio == pytest.approx(2.4) and "256×1,024" in built.name
+    assert built.ratio == pytest.approx(2.4) and "256×1,024" in dict(built.facts)["sizes"]
     assert built.pairs == (("hf-sdpa/gqa/b1-hq32-hkv8-q256-kv1024-d128/fp32/causal/decode/fwd/cpu",
                             "sdpa/gqa/b1-hq32-hkv8-q256-kv1024-d128/fp32/causal/decode/fwd/cpu"),)  # to re-measure
     assert "Holds for hf-sdpa where transformers skips the mask" in v.why

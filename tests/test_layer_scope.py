@@ -38,6 +38,7 @@ from bench.reference import (
     compare_to_reference,
     reference_layer,
 )
+from bench.report.conditions import SHARE
 from bench.report.layer_share import attention_share
 from bench.report.load import read_results
 from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE, NOT_MEASURED, Verdict
@@ -380,7 +381,8 @@ def test_attention_share_pairs_each_layer_case_with_its_attention_twin(tmp_path)
 def test_attention_dominates_holds_at_long_s(tmp_path):
     c = attention_dominates(frame(tmp_path, share_records()))
     assert isinstance(c, Verdict)
-    assert set(c.as_dict()) == {"claim", "verdict", "numbers", "why", "detail", "judged_on", "conditions"}
+    assert set(c.as_dict()) == {"key", "claim", "verdict", "numbers", "why", "notes", "detail", "judged_on", "noisy",
+                                "conditions", "series"}
     assert c.judged_on == "S 512–8192 · fp32 · naive, sdpa-flash"
     assert c.verdict == HOLDS
     # medians over naive and sdpa-flash: 512 (20% + 11.1%) / 2, 2048 (50% + 26.7%) / 2, 8192 (78.1% + 56.3%) / 2
@@ -433,7 +435,8 @@ def test_a_share_just_under_half_does_not_read_as_half(tmp_path):
     times = {512: {"naive": (0.1, 0.9)}, 2048: {"naive": (0.4999, 1.0)}}
     c = attention_dominates(frame(tmp_path, share_records(times)))
     assert "S=2048 49.9%" in c.numbers and "never takes half" in c.numbers  # the share itself is not rounded up
-    assert c.verdict == HOLDS and "at its bound (within 5% of 0.5×)" in c.numbers  # the claim, within 5%, is met
+    assert c.verdict == HOLDS and "at its bound (within 5% of 50.0%)" in c.numbers  # the claim, within 5%, is met
+    assert c.conditions[0].unit == SHARE and c.series[0].points[-1][1] == pytest.approx(0.4999)  # data, not text
 
 
 def test_noisy_timings_are_counted(tmp_path):

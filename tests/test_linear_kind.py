@@ -206,4 +206,5 @@ def test_a_line_at_fixed_tokens_per_batch_is_one_condition(tmp_path):
                  record(Case("hf-gdn", shape("gdn:64", seq, batch=batch), "prefill", "fwd", "cpu"), ratio * t)]
     v = linear_crossover(frame(recs, tmp_path))
     assert len(v.detail) == 1 and v.detail[0]["lengths"] == [1024, 2048, 4096], v.numbers
-    assert v.verdict == HOLDS and v.detail[0]["s_star"] == 2048 and "B=1–4" in v.numbers
+    assert v.verdict == HOLDS and v.detail[0]["s_star"] == 2048 and "B 1–4" in v.numbers
+    assert v.conditions[0].fields["batch"] == "1–4"

@@ -247,7 +247,8 @@ def test_memory_claim_is_judged_per_backend_and_fails_when_no_side_keeps_its_mod
     claim = evaluate_claims(_frame(recs, tmp_path))[1]
     # naive keeps O(S²), the flash kernel does not keep O(S): one condition each way
     assert claim["verdict"] == DEPENDS and "sdpa-flash S^2.00" in claim["why"]
-    assert {c["condition"]: c["verdict"] for c in claim["conditions"]} == {"naive": HOLDS, "sdpa-flash": FAILS}
+    assert {c["key"]["backend"]: c["verdict"] for c in claim["conditions"]} == {"naive": HOLDS, "sdpa-flash": FAILS}
+    assert {c["unit"] for c in claim["conditions"]} == {"exponent"}
     recs = [make_record("naive", seq=s, peak_mem_bytes=64 * s) for s in seqs]
     recs += [make_record("sdpa-flash", seq=s, peak_mem_bytes=s * s) for s in seqs]
     assert evaluate_claims(_frame(recs, tmp_path))[1]["verdict"] == FAILS  # both sides off their model
@@ -288,14 +289,14 @@ def test_kv_cache_claim_is_judged_per_twin_on_transformers_caches(tmp_path):
              _kv("llama-3-8b", "mqa", 32, 1, 512)]
     claim = evaluate_claims(df, exact)[2]
     assert claim["verdict"] == HOLDS and "holds in 2 of 2" in claim["numbers"]
-    assert "llama-3-8b GQA (Hq/Hkv 4) 4×" in claim["numbers"] and len(claim["conditions"]) == 2
+    assert "llama-3-8b · GQA · Hq/Hkv 4 4×" in claim["numbers"] and len(claim["conditions"]) == 2
+    assert claim["conditions"][0]["key"] == {"model": "llama-3-8b", "variant": "GQA", "group_size": 4}
     # a GQA cache that keeps all Hq heads fails its condition, whatever the formula says; the MQA one still holds
     wrong = [*exact[::2], _kv("llama-3-8b", "gqa", 32, 8, 16384)]
     claim = evaluate_claims(df, wrong)[2]
-    assert claim["verdict"] == DEPENDS and "llama-3-8b GQA (Hq/Hkv 4): its cache holds 16,384 bytes" in claim["why"]
+    assert claim["verdict"] == DEPENDS and "llama-3-8b · GQA · Hq/Hkv 4: its cache holds 16,384 bytes" in claim["why"]
     off = [*exact[:2], _kv("llama-3-8b", "mqa", 32, 1, 512 * 1.03)]  # 3% off Hq/Hkv: past KV_WITHIN
-    assert {c["condition"]: c["verdict"] for c in evaluate_claims(df, off)[2]["conditions"]}[
-        "llama-3-8b MQA (Hq/Hkv 32)"] == FAILS
+    assert {c["key"]["variant"]: c["verdict"] for c in evaluate_claims(df, off)[2]["conditions"]}["MQA"] == FAILS
 
 
 def test_kv_cache_claim_does_not_read_caches_sized_from_the_formula(tmp_path):
@@ -368,10 +369,10 @@ def test_claims_on_the_realistic_run(realistic):
     # its per-head cost grows below D=64; no KV measured; its synthetic decode step reads Hkv heads in both kernel
     # families; no MLA decode; no layer timed; no paged decode; no attention variant; no sparsity (two claims); no
     # trace; torch's automatic choice as fast as its forced flash kernel; no transformers path; no linear attention
-    # (two claims); no shared-prefix batch
+    # (two claims); no shared-prefix batch; no draft verified
     assert verdicts == [FAILS, HOLDS, NOT_MEASURED, HOLDS, HOLDS, NOT_MEASURED, NOT_MEASURED, NOT_MEASURED,
                         NOT_MEASURED, NOT_MEASURED, NOT_MEASURED, NOT_MEASURED, HOLDS, NOT_MEASURED, NOT_MEASURED,
-                        NOT_MEASURED, NOT_MEASURED]
+                        NOT_MEASURED, NOT_MEASURED, NOT_MEASURED]
 
 
 def test_best_backend_and_headline_speedups(realistic):

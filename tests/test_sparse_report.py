@@ -190,7 +190,7 @@ def test_a_frame_without_sparse_rows_or_without_their_dense_twins_pairs_nothing(
 def test_s_star_is_where_the_method_stays_below_dense_and_the_claim_holds(tmp_path):
     verdict = sparse_crossover(frame(method_line([1.3, 1.1, 0.9, 0.6]), tmp_path))
     assert verdict.verdict == HOLDS
-    assert (f"{BLOCK} · flex (prefill causal fp32 · density 1/8), S 512–4096 against sdpa-flash: S*=2048 (0.60× at "
+    assert (f"{BLOCK} · flex · prefill · causal · fp32 · density 1/8, S 512–4096 against sdpa-flash: S*=2048 (0.60× at "
             "4096, 95% 0.59–0.61): holds") in verdict.numbers
     assert verdict.judged_on == "length 512–4096 · density 1/8 · flex"
     (line,) = verdict.detail
@@ -231,9 +231,10 @@ def test_one_method_above_beats_but_under_1x_leaves_the_claim_open_beside_a_winn
                   + method_line([1.4, 1.2, 1.0, 0.97], backend="topk-gather", sparsity=TOPK, dense=False))
     verdict = sparse_crossover(frame(recs, tmp_path))
     assert verdict.verdict == INCONCLUSIVE
-    assert {c.name.split(" (")[0]: c.verdict for c in verdict.conditions} == {f"{BLOCK} · flex": HOLDS,
-                                                                              f"{TOPK} · topk-gather": INCONCLUSIVE}
-    assert f"{TOPK} · topk-gather (prefill causal fp32 · 256 tokens per query) is open: level with dense" in verdict.why
+    assert {(c.fields["sparsity"], c.fields["backend"]): c.verdict for c in verdict.conditions} == {
+        (BLOCK, "flex"): HOLDS, (TOPK, "topk-gather"): INCONCLUSIVE}
+    assert f"{TOPK} · topk-gather · prefill · causal · fp32 · 256 tokens per query is open: level with dense" \
+        in verdict.why
 
 
 def _losing_budget(lengths, winner: bool = False) -> list[dict]:
@@ -250,9 +251,9 @@ def _losing_budget(lengths, winner: bool = False) -> list[dict]:
 def test_the_claim_does_not_hold_where_every_method_of_every_budget_loses_over_enough_lengths(tmp_path):
     verdict = sparse_crossover(frame(_losing_budget((512, 1024, 2048)), tmp_path))
     assert verdict.verdict == FAILS and "still costs at least 1.05× the best dense kernel" in verdict.why
-    assert f"{BLOCK} · flex (prefill causal fp32 · density 1/8), S 512–2048 against sdpa-flash: none up to 2048 " \
+    assert f"{BLOCK} · flex · prefill · causal · fp32 · density 1/8, S 512–2048 against sdpa-flash: none up to 2048 " \
            "(1.10× at 2048" in verdict.numbers
-    assert f"{TOPK} · topk-gather (prefill causal fp32 · 256 tokens per query), S 512–2048 against sdpa-flash: " \
+    assert f"{TOPK} · topk-gather · prefill · causal · fp32 · 256 tokens per query, S 512–2048 against sdpa-flash: " \
            "none up to 2048 (2.00× at 2048" in verdict.numbers
     assert {d["verdict"] for d in verdict.detail} == {FAILS}
 
@@ -260,12 +261,13 @@ def test_the_claim_does_not_hold_where_every_method_of_every_budget_loses_over_e
 def test_a_method_that_beats_dense_beside_ones_that_lose_reads_depends_naming_which(tmp_path):
     verdict = sparse_crossover(frame(_losing_budget((512, 1024, 2048), winner=True), tmp_path))
     assert verdict.verdict == DEPENDS  # the old judge read "holds": some method at some budget beat dense
-    assert f"{QUARTER} · flex (prefill causal fp32 · density 1/4), S 512–2048 against sdpa-flash: " \
+    assert f"{QUARTER} · flex · prefill · causal · fp32 · density 1/4, S 512–2048 against sdpa-flash: " \
            "S*=512 (0.50× at 2048" in verdict.numbers
-    assert f"{BLOCK} · flex (prefill causal fp32 · density 1/8), S 512–2048 against sdpa-flash: none up to 2048 " \
+    assert f"{BLOCK} · flex · prefill · causal · fp32 · density 1/8, S 512–2048 against sdpa-flash: none up to 2048 " \
            "(1.10× at 2048" in verdict.numbers
     assert sorted(d["s_star"] for d in verdict.detail if d["s_star"] is not None) == [512]
-    assert verdict.why.startswith(f"{TOPK} · topk-gather (prefill causal fp32 · 256 tokens per query); {BLOCK} · flex")
+    assert verdict.why.startswith(f"{TOPK} · topk-gather · prefill · causal · fp32 · 256 tokens per query; "
+                                  f"{BLOCK} · flex")
     assert f"; it holds for {QUARTER} · flex" in verdict.why
 
 
@@ -282,7 +284,7 @@ def test_a_last_ratio_between_beats_and_loses_is_inconclusive(tmp_path):
     verdict = sparse_crossover(frame(method_line([1.5, 1.3, 1.1, 1.0]), tmp_path))
     assert SPARSE_BEATS < 1.0 < SPARSE_LOSES
     assert verdict.verdict == INCONCLUSIVE and verdict.detail[0]["verdict"] == INCONCLUSIVE
-    assert f"{BLOCK} · flex (prefill causal fp32 · density 1/8), S 512–4096 against sdpa-flash: none up to 4096 " \
+    assert f"{BLOCK} · flex · prefill · causal · fp32 · density 1/8, S 512–4096 against sdpa-flash: none up to 4096 " \
            "(1.00× at 4096, 95% 0.99–1.01): inconclusive" in verdict.numbers
 
 
@@ -312,7 +314,7 @@ def test_the_speedup_claim_against_half_the_ideal_at_the_longest_length(tmp_path
     (row,) = verdict.detail
     assert row["length"] == 4096 and row["twin"] == "flex" and row["speedup"] == pytest.approx(speedup)
     assert row["ideal"] == pytest.approx(8.0)
-    assert (f"{BLOCK} · flex (prefill causal fp32 · density 1/8): {speedup:.2f}× of 8× (density 1/8, S=4096, over "
+    assert (f"{BLOCK} · flex · prefill · causal · fp32 · density 1/8: {speedup:.2f}× of 8× (density 1/8, S=4096, over "
             "flex)") in verdict.numbers
     assert verdict.judged_on == "length 4096 · density 1/8 · flex"
 
@@ -324,9 +326,10 @@ def test_sparse_kernels_one_near_the_ideal_and_one_far_from_it_read_depends(tmp_
             record(case("topk-gather", 4096, TOPK), 0.08, total_s=0.08, density=0.2)]  # 1x of the ideal 5x: 0.2
     verdict = speedup_claim(frame(recs, tmp_path))
     assert verdict.verdict == DEPENDS
-    assert [(c.name.split(" (")[0], c.verdict) for c in verdict.conditions] == [(f"{BLOCK} · flex", HOLDS),
-                                                                                 (f"{TOPK} · topk-gather", FAILS)]
-    assert verdict.why.startswith(f"{TOPK} · topk-gather (prefill causal fp32 · 256 tokens per query): short of 0.5")
+    assert [(c.fields["sparsity"], c.fields["backend"], c.verdict) for c in verdict.conditions] == [
+        (BLOCK, "flex", HOLDS), (TOPK, "topk-gather", FAILS)]
+    assert verdict.why.startswith(f"{TOPK} · topk-gather · prefill · causal · fp32 · 256 tokens per query: "
+                                  "short of 0.5")
 
 
 def test_a_top_k_gather_is_judged_over_the_best_dense_kernel(tmp_path):
@@ -392,7 +395,7 @@ def test_decode_lines_of_different_queries_per_step_stay_apart(tmp_path):
     assert len(lines) == 2 and all(ls == [1024, 4096, 16384] for ls in lines["lengths"])
     verdict = sparse_crossover(df)  # the Sq=1 line beats dense from 1024 on, the Sq=4 line loses at 1.2x
     assert verdict.verdict == DEPENDS
-    assert [c.verdict for c in verdict.conditions] == [HOLDS, FAILS] and "Sq=4" in verdict.conditions[1].name
+    assert [c.verdict for c in verdict.conditions] == [HOLDS, FAILS] and verdict.conditions[1].fields["seq_q"] == 4
 
 
 # --- 5. figures ---------------------------------------------------------------------------------------------------

@@ -230,7 +230,7 @@ def test_variant_claim_reads_traits_and_judges_the_ratio():
     assert variants_within(df).verdict == HOLDS
     times[(fused, "causal", "sinks")] = 2.0  # one condition fails beside two that hold
     verdict = variants_within(_frame(times))
-    assert verdict.verdict == DEPENDS and "sinks" in verdict.why and f"{fused} sinks 2.00×" in verdict.numbers
+    assert verdict.verdict == DEPENDS and "sinks" in verdict.why and f"{fused} · sinks 2.00×" in verdict.numbers
     times.update({(fused, "causal", "softcap:30"): 1.5, (fused, "chunk:32", "none"): 1.4})
     assert variants_within(_frame(times)).verdict == FAILS
     assert variants_within(_frame({("naive", "causal", "none"): 1.0})).verdict == NOT_MEASURED

@@ -75,6 +75,7 @@ def _family(d: dict) -> str:
 def auto_choice(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     """Does the automatic choice lose more than AUTO_WITHIN to the best kernel it chooses among, per shape family?"""
     from bench.report.claims.auto_choice import losses
+    from bench.report.conditions import MORE_ROUNDS, undecided_why
     from bench.report.rivals import combined, conditions
     from bench.report.verdict import DEPENDS, FAILS, INCONCLUSIVE, NOT_MEASURED, Verdict, judged, span
 
@@ -92,8 +93,7 @@ def auto_choice(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
         why = (f"forcing {worst['fastest']} would save {100 * (1 - 1 / worst['ratio']):.0f}% in {worst['family']}: "
                "torch's dispatcher picks by what the inputs allow, not by what is fastest on this machine")
     elif verdict == INCONCLUSIVE:
-        why = (f"the interval of a family straddles {AUTO_WITHIN:.2f}×: more rounds (--budget) or more lengths "
-               "decide it")
+        why = undecided_why(conditions(found, AUTO_WITHIN), f"{MORE_ROUNDS}; more lengths decide it")
     seqs = [s for d in found for s in d["seq_kv"]]
     return Verdict(CLAIM, verdict, numbers, why, detail=tuple(found), conditions=conditions(found, AUTO_WITHIN),
                    judged_on=judged(span(seqs, "S"), ", ".join(sorted({d["subject"] for d in found}

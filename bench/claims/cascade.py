@@ -21,6 +21,7 @@ batches spanning ≥ BATCH_SPAN×, with every plain twin the run offers at each 
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
@@ -141,7 +142,7 @@ def region(points: list[tuple[int, int, str]]) -> dict[int, int | None]:
     return out
 
 
-def conditions(rows: pd.DataFrame) -> list[tuple[Condition, dict]]:
+def points(rows: pd.DataFrame) -> list[tuple[Condition, dict]]:
     """Each (P, B) point of every line judged (module docstring), with its detail."""
     from dataclasses import replace
 
@@ -156,10 +157,11 @@ def conditions(rows: pd.DataFrame) -> list[tuple[Condition, dict]]:
             one = line.loc[[r.name]]
             low, high = ratio_interval(one, "", "plain_")
             ratio = float(r["median_s"]) / float(r["plain_median_s"])
-            name = (f"{backend} vs {r['plain_backend']} · {dtype} · Hq {hq}/Hkv {hkv} D {d} · L {suffix} · "
-                    f"P {int(r['prefix']):,} · B {int(r['batch'])}")
+            key = {"backend": backend, "against": str(r["plain_backend"]), "dtype": dtype, "n_heads": int(hq),
+                   "n_kv_heads": int(hkv), "head_dim": int(d), "suffix": int(suffix),
+                   **({"seq_q": int(sq)} if int(sq) > 1 else {}), "prefix": int(r["prefix"]), "batch": int(r["batch"])}
             # at its bound (about 5% faster, within the band) is not clearly faster: its bound is a margin to clear
-            c = condition(name, ratio, (low, high), CASCADE_BEATS, holds_above=False,
+            c = condition(key, ratio, (low, high), CASCADE_BEATS, holds_above=False,
                           pairs=[(r["case_id"], r["plain_case_id"])], at_bound_means=FAILS)
             # level (not faster, not slower) is decided as much as a loss: the claim asks where the cascade is faster
             if c.verdict == FAILS and low < CASCADE_LOSES:
@@ -176,18 +178,20 @@ def cascade_wins(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     """Per condition — a (P, B) point of a cascade line — the cascade step's time over the best plain step's with a
     95% interval: holds when the whole interval is ≤ CASCADE_BEATS, does not hold when it is wholly ≥ CASCADE_LOSES,
     else inconclusive; the region P*(B) where it wins is reported beside FlashInfer's published figure."""
-    from bench.report.conditions import combine, undecided_why
-    from bench.report.verdict import FAILS, NOT_MEASURED, Verdict, judged, noisy_note, span
+    from bench.report.conditions import MORE_ROUNDS, combine, undecided_why
+    from bench.report.verdict import FAILS, NOT_MEASURED, Series, Verdict, judged, noisy_count, noisy_note, span
 
     rows = cascade_pairs(df)
-    found = conditions(rows) if not rows.empty else []
+    found = points(rows) if not rows.empty else []
     if not found:
         return Verdict(CLAIM, NOT_MEASURED, f"no cascade decode step beside a plain step of its shape "
                        f"(`{SPECS[0].command}`)")
-    said = []
+    said, stars_at = [], []
     for line in dict.fromkeys(d["line"] for _, d in found):
         these = [(c, d) for c, d in found if d["line"] == line]
         stars = region([(d["prefix"], d["batch"], c.verdict) for c, d in these])
+        line_key = {k: v for k, v in these[0][0].key if k not in ("prefix", "batch", "against")}
+        stars_at += [({**line_key, "batch": b}, p if p else math.nan) for b, p in stars.items()]
         wins = ", ".join(f"B {b}: " + (f"P ≥ {p:,}" if p else "nowhere") for b, p in stars.items())
         top = min(these, key=lambda cd: cd[1]["ratio"])[1]
         said.append(f"{line}: wins (≤ {CASCADE_BEATS:g}×) at {wins}; its best point {1 / top['ratio']:.1f}× faster "
@@ -200,7 +204,7 @@ def cascade_wins(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
                                 "batch, or a prefix the plain kernel reads from cache)") if lost else "",
                                (f"{'; '.join(level)}: level with the best plain step (not faster by "
                                 f"{1 / CASCADE_BEATS:.2f}×)") if level else "",
-                               undecided_why(conds, CASCADE_BEATS, "More rounds decide it")) if p)
+                               undecided_why(conds, MORE_ROUNDS)) if p)
     numbers = (f"each cascade step's time over the best plain step's (the fastest dense backend over every "
                f"request's whole context), 95% interval from each time drawn within its CI (wins ≤ "
                f"{CASCADE_BEATS:g}×, loses ≥ {CASCADE_LOSES:g}×); P*(B) = the prefix from which it wins at every "
@@ -208,5 +212,8 @@ def cascade_wins(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
                + noisy_note(rows))
     on = judged(span(rows["prefix"], "P"), span(rows["batch"], "B"), ", ".join(sorted(rows["dtype"].unique())),
                 ", ".join(sorted({*rows["backend"], *rows["plain_backend"]})))
+    series = Series(f"P*, the shortest prefix from which it wins (≤ {CASCADE_BEATS:g}×) at every longer measured "
+                    "prefix, per batch (none: nowhere)", "tokens", tuple(stars_at))
     return Verdict(CLAIM, combine(conds), numbers, why=why, detail=tuple(d for _, d in found), judged_on=on,
-                   conditions=tuple(conds))
+                   conditions=tuple(conds), notes=f"Published: {FLASHINFER_PUBLISHED}.", noisy=noisy_count(rows),
+                   series=(series,))

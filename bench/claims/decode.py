@@ -171,9 +171,10 @@ def _condition(family: str, key: tuple, rows: pd.DataFrame, lengths: list[int]) 
 
     backend, dtype, variant, group = key
     kv = int(rows["seq_kv"].iloc[0])
-    name = f"{backend} · {dtype} · {variant.upper()} (Hq/Hkv {group}) at KV {kv:,}"
-    found = condition(name, float(rows["speedup"].median()), ratio_interval(rows, "mha_", ""), DECODE_SPEEDUP[0],
-                      holds_above=True, pairs=pairs_of(rows, "mha_case_id"))
+    fields = {"backend": backend, "dtype": dtype, "variant": variant.upper(), "group_size": int(group), "seq_kv": kv}
+    found = condition(fields, float(rows["speedup"].median()), ratio_interval(rows, "mha_", ""), DECODE_SPEEDUP[0],
+                      holds_above=True, pairs=pairs_of(rows, "mha_case_id"),
+                      facts={"kv_lengths": len(lengths), "claimed_up_to": DECODE_SPEEDUP[1]})
     if found.verdict != FAILS:
         return found
     if len(lengths) < MIN_KV_LENGTHS:
@@ -195,11 +196,10 @@ def _judge(df: pd.DataFrame, family: str) -> Verdict:
     some conditions were measured at MIN_KV_LENGTHS lengths or more, the others are listed but not judged."""
     import pandas as pd
 
-    from bench.report.conditions import combine, listing, undecided_why
+    from bench.report.conditions import MORE_ROUNDS, TIME_RATIO, combine, listing, not_judged, undecided_why
     from bench.report.frames import dense_rows, ok_rows
-    from bench.report.interval import ROUNDS_DECIDE
     from bench.report.traits import FAMILY_NAMES, kv_family
-    from bench.report.verdict import FAILS, NOT_MEASURED, Verdict, judged, noisy_note, span
+    from bench.report.verdict import FAILS, NOT_MEASURED, Series, Verdict, judged, noisy_count, noisy_note, span
     from bench.results.record import LATER_SHAPE_KEYS
 
     claim = next(s for s in SPECS if s.key == f"{family}-decode")
@@ -226,25 +226,33 @@ def _judge(df: pd.DataFrame, family: str) -> Verdict:
     by_len = sp.groupby(["seq_kv", "variant"])["speedup"].median().unstack("variant")
     per_len = "; ".join(f"KV {int(s)}: " + ", ".join(f"{v.upper()} {x:.2f}×" for v, x in row.dropna().items())
                         for s, row in by_len.iterrows())
+    medians = Series("median MHA step / GQA-MQA step over the conditions, per KV length", TIME_RATIO,
+                     tuple(({"variant": str(v).upper(), "seq_kv": int(s)}, float(x))
+                           for s, row in by_len.iterrows() for v, x in row.dropna().items()))
     low, high = DECODE_SPEEDUP
     numbers = (f"MHA step over the GQA/MQA step, per condition at its longest KV length: {listing(found)}; "
                f"median over conditions per KV length: {per_len}")
     if shown:
         numbers += (f"; not judged, measured at fewer than {MIN_KV_LENGTHS} KV lengths: "
                     + "; ".join(f"{c.name} {c.ratio:.2f}×" for c in shown))
-    if max(c.ratio for c in found) > high:
+    notes = f"Some conditions are above the claimed {high:g}×." if max(c.ratio for c in found) > high else ""
+    if notes:
         numbers += f" (some above the claimed {high:g}×)"
     ok = ok_rows(dense_rows(df))
-    numbers += "." + noisy_note(ok[(ok["phase"] == "decode") & (ok["backend"].map(kv_family) == family)])
+    timed = ok[(ok["phase"] == "decode") & (ok["backend"].map(kv_family) == family)]
+    numbers += "." + noisy_note(timed)
     verdict = combine(found)
     on = judged(span(sp["seq_kv"], "KV"), span(sp["n_heads"], "Hq"), ", ".join(sorted(sp["dtype"].unique())),
                 ", ".join(sorted(sp["backend"].unique())))
-    why = undecided_why(found, low, f"{ROUNDS_DECIDE}; more KV lengths (--decode-kv) show where the speedup is "
-                        "heading")
+    why = undecided_why(found, f"{MORE_ROUNDS}; more KV lengths (--decode-kv) show where the speedup is heading")
     failing = [rows for c, rows in judged_rows if c.verdict == FAILS]
     if failing:  # the ceilings of the failing conditions say why they fall short
         why = (_why(family, pd.concat(failing)) + (" " + why if why else "")).strip()
-    return Verdict(claim.text, verdict, numbers, why, tuple(detail), judged_on=on, conditions=tuple(found))
+    # listed beside the judged ones, not judged: which a time budget reaches varies from run to run
+    unjudged = [not_judged(c.key, c.ratio, (c.low, c.high), c.bound, c.holds_above, f"measured at fewer than "
+                           f"{MIN_KV_LENGTHS} KV lengths", pairs=c.pairs, facts=c.facts) for c in shown]
+    return Verdict(claim.text, verdict, numbers, why, tuple(detail), judged_on=on,
+                   conditions=tuple(found + unjudged), notes=notes, noisy=noisy_count(timed), series=(medians,))
 
 
 def fused_decode_speedup(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:

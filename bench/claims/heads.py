@@ -67,8 +67,7 @@ def heads_free_lunch(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
 
     from bench.report.conditions import combine, listing, undecided_why
     from bench.report.frames import dense_rows, ok_rows
-    from bench.report.interval import ROUNDS_DECIDE
-    from bench.report.verdict import INCONCLUSIVE, NOT_MEASURED, Verdict, judged, noisy_note, span
+    from bench.report.verdict import INCONCLUSIVE, NOT_MEASURED, Verdict, judged, noisy_count, noisy_note, span
     from bench.results.record import LATER_SHAPE_KEYS
 
     ok = ok_rows(dense_rows(df))
@@ -100,6 +99,8 @@ def heads_free_lunch(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     worst = spreads.loc[spreads["spread"].idxmax()]
     per_backend = spreads.groupby("backend")["spread"].median().sort_values()
     heads = sorted({h for d in detail for h in d["heads"]})
+    notes = (f"d_model {', '.join(str(int(d)) for d in sorted(spreads['d_model'].unique()))}, Hq {heads[0]}–"
+             f"{heads[-1]}: FLOPs are equal at every head count by construction.")
     numbers = (f"d_model {', '.join(str(int(d)) for d in sorted(spreads['d_model'].unique()))}, "
                f"Hq {heads[0]}–{heads[-1]}: slowest/fastest head count {median:.2f}× (median of {len(detail)} "
                f"backend × length groups; free if ≤ {HEADS_TOLERANCE}×); per backend: "
@@ -112,8 +113,9 @@ def heads_free_lunch(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     found = [_condition(grp) for grp in _longest_per_unit(used)]
     numbers += f" Per backend × dtype at its longest S (free within {HEADS_TOLERANCE:g}×): {listing(found)}."
     verdict = combine(found)
-    why = undecided_why(found, HEADS_TOLERANCE, ROUNDS_DECIDE)
-    return Verdict(CLAIM, verdict, numbers, why, detail=tuple(detail), judged_on=on, conditions=tuple(found))
+    why = undecided_why(found)
+    return Verdict(CLAIM, verdict, numbers, why, detail=tuple(detail), judged_on=on, conditions=tuple(found),
+                   notes=notes, noisy=noisy_count(rows))
 
 
 def _longest_per_unit(groups: list[pd.DataFrame]) -> list[pd.DataFrame]:
@@ -137,8 +139,10 @@ def _condition(grp: pd.DataFrame) -> Condition:
     spreads = times.max(axis=1) / times.min(axis=1)
     low, high = np.percentile(spreads, [2.5, 97.5])
     first = grp.iloc[0]
-    name = f"{first['backend']} · {first['dtype']} · {first['mask']} · {first['pass']} at S {int(first['seq_kv']):,}"
+    key = {"backend": first["backend"], "dtype": first["dtype"], "mask": first["mask"], "pass": first["pass"],
+           "seq": int(first["seq_kv"])}
     slowest, fastest = grp.loc[grp["median_s"].idxmax()], grp.loc[grp["median_s"].idxmin()]
     pairs = [(slowest["case_id"], fastest["case_id"])] if "case_id" in grp else []  # what blocks would re-measure
-    return condition(name, float(grp["median_s"].max() / grp["median_s"].min()), (float(low), float(high)),
-                     HEADS_TOLERANCE, holds_above=False, pairs=pairs)
+    return condition(key, float(grp["median_s"].max() / grp["median_s"].min()), (float(low), float(high)),
+                     HEADS_TOLERANCE, holds_above=False, pairs=pairs,
+                     facts={"slowest_heads": int(slowest["n_heads"]), "fastest_heads": int(fastest["n_heads"])})

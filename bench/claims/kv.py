@@ -27,15 +27,15 @@ KV_WITHIN = 0.02  # a GQA/MQA cache shrinks "by Hq/Hkv" when its MHA twin's byte
 SPECS = (ClaimSpec("kv", "GQA/MQA shrink the KV cache by Hq/Hkv", "bench.claims.kv:kv_cache_shrink", "kv",
                    {"profile": "quick"}),)  # any run with transformers installed: its caches are measured at the start
 CLAIM = SPECS[0].text
-COUNTED = "cache bytes counted"  # a cache's bytes are exact: no timing interval applies
 EXTRA = "pip install 'attnbench[hf]'"  # transformers, whose caches are measured
 
 QUESTIONS = (Question("kv", lambda c: False, no_cases),)  # answered from the caches allocated at the run's start
 
 
 def _conditions(by_model: dict[str, dict[str, dict]]) -> tuple[list[Condition], list[dict]]:
-    """One condition per preset's GQA/MQA twin beside its MHA twin: MHA's bytes per token over its own."""
-    from bench.report.conditions import Condition
+    """One condition per preset's GQA/MQA twin beside its MHA twin: MHA's bytes per token over its own, against
+    Hq/Hkv: it holds within KV_WITHIN of it, either way (its band)."""
+    from bench.report.conditions import BYTE_RATIO, COUNTED, Condition
     from bench.report.verdict import FAILS, HOLDS
 
     found, detail = [], []
@@ -49,8 +49,13 @@ def _conditions(by_model: dict[str, dict[str, dict]]) -> tuple[list[Condition], 
             expected = m["n_heads"] / m["n_kv_heads"]
             ratio = mha["bytes_per_token"] / m["bytes_per_token"]
             verdict = HOLDS if abs(ratio / expected - 1) <= KV_WITHIN else FAILS
-            name = f"{model} {variant.upper()} (Hq/Hkv {expected:g})"
-            found.append(Condition(name, ratio, ratio, ratio, verdict, basis=COUNTED))
+            key = {"model": model, "variant": variant.upper(), "group_size": int(expected) if float(
+                expected).is_integer() else expected}
+            found.append(Condition(key, ratio, ratio, ratio, verdict, expected, unit=BYTE_RATIO, within=True,
+                                   band=1 + KV_WITHIN, basis=COUNTED,
+                                   facts={"bytes_per_token": m["bytes_per_token"],
+                                          "mha_bytes_per_token": mha["bytes_per_token"]}))
+            name = found[-1].name
             detail.append({"what": name, "ratio": ratio, "expected": expected, "verdict": verdict,
                            "method": m.get("method"), "mha_bytes_per_token": mha["bytes_per_token"],
                            "bytes_per_token": m["bytes_per_token"]})
@@ -87,6 +92,9 @@ def kv_cache_shrink(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
         if these:
             parts.append(f"{word} in {len(these)} of {len(found)} ("
                          + "; ".join(f"{c.name} {c.ratio:.3g}×" for c in these) + ")")
+    notes = (f"transformers' own caches (one-layer twins: {methods}), after one forward step of "
+             f"{measured[0].get('tokens')} tokens in {measured[0].get('dtype')}. Bytes counted, not timed: no "
+             "interval applies." + _mla_note(by_model))
     numbers = (f"transformers' own caches (one-layer twins: {methods}), after one forward step of "
                f"{measured[0].get('tokens')} tokens in {measured[0].get('dtype')}: the MHA twin's bytes per token over "
                f"each GQA/MQA twin's, against Hq/Hkv within {KV_WITHIN:.0%}: {'; '.join(parts)}. Bytes counted, "
@@ -98,7 +106,7 @@ def kv_cache_shrink(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
                    "its Hkv heads." for d in failing[:3])
     why += f" And {len(failing) - 3} more (the numbers name them)." if len(failing) > 3 else ""
     return Verdict(CLAIM, verdict, numbers, why, tuple(detail), judged_on=f"{len(by_model)} presets' twins",
-                   conditions=tuple(found))
+                   conditions=tuple(found), notes=notes)
 
 
 def _mla_note(by_model: dict[str, dict[str, dict]]) -> str:

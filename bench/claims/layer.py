@@ -106,9 +106,9 @@ def attention_dominates(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict
     """
     import pandas as pd
 
-    from bench.report.conditions import combine, listing
+    from bench.report.conditions import MORE_ROUNDS, SHARE, amount, combine, interval_text, listing
     from bench.report.layer_share import GEOMETRY_KEYS, attention_share, plain_value
-    from bench.report.verdict import FAILS, INCONCLUSIVE, NOT_MEASURED, judged, span
+    from bench.report.verdict import FAILS, INCONCLUSIVE, NOT_MEASURED, Series, judged, span
 
     scope = df["scope"].fillna("attention") if "scope" in df else pd.Series("attention", index=df.index)
     if not (scope == "layer").any():
@@ -119,7 +119,7 @@ def attention_dominates(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict
                                      f"same shape and backend (run `{COMMAND}`)")
     shares["model_key"] = shares["model"].fillna("")  # groupby drops None keys
     families = shares.groupby([k if k != "model" else "model_key" for k in GEOMETRY_KEYS], sort=True, dropna=False)
-    detail, parts, found = [], [], []
+    detail, parts, found, points = [], [], [], []
     for _, fam in families:
         first = fam.iloc[0]
         key = {k: plain_value(k, first[k]) for k in GEOMETRY_KEYS if k != "model"}  # the frame made ints of None floats
@@ -128,6 +128,7 @@ def attention_dominates(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict
         for seq, at in fam.groupby("seq", sort=True):
             median = float(at["share"].median())
             per_seq.append((int(seq), median))
+            points.append(({**_fields(key), "seq": int(seq)}, median))
             detail.append({**key, "family": _family_label(key), "seq": int(seq), "median_share": median,
                            "backends": {str(b): float(s) for b, s in zip(at["backend"], at["share"], strict=True)},
                            "noisy": int(at["noisy"].sum())})
@@ -136,26 +137,28 @@ def attention_dominates(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict
             if median < DOMINANT:
                 break
             from_seq = seq
-        found += [_condition(mine, _family_label(key)) for _, mine in fam.groupby("backend", sort=True)]
+        found += [_condition(mine, key) for _, mine in fam.groupby("backend", sort=True)]
         where = (f"attention takes half or more from S={from_seq}" if from_seq is not None else
                  f"attention never takes half on this machine (up to S={per_seq[-1][0]})")
         label = f"{_family_label(key)}: " if families.ngroups > 1 else ""
         parts.append(f"{label}attention's share of the layer (median over "
                      f"{', '.join(sorted(fam['backend'].unique()))}): "
-                     + ", ".join(f"S={s} {_pct(m)}" for s, m in per_seq) + f"; {where}")
+                     + ", ".join(f"S={s} {amount(m, SHARE)}" for s, m in per_seq) + f"; {where}")
+    notes = "; ".join(p[0].upper() + p[1:] for p in parts) + "."
     numbers = ("; ".join(parts) + ". Judged per backend at its longest S, as attention's time over the layer's "
                f"(half or more holds): {listing(found)}.")
     noisy = int(shares["noisy"].sum())
     if noisy:
         numbers += f" {noisy} of {len(shares)} shares rest on a timing flagged noisy."
+    series = Series("median share of the layer over its backends, per length", SHARE, tuple(points))
     on = judged(span(shares["seq"], "S"), ", ".join(sorted(shares["dtype"].unique())),
                 ", ".join(sorted(shares["backend"].unique())))
     why = []
     short = [c for c in found if c.verdict == FAILS]
     if short:
         why.append("attention takes under half the layer at the longest S measured, and its share does not rise "
-                   f"across ≥{LAYER_SPAN}× of lengths, in " + "; ".join(f"{c.name} ({_pct(c.ratio)})" for c in short)
-                   + ".")
+                   f"across ≥{LAYER_SPAN}× of lengths, in " + "; ".join(f"{c.name} ({amount(c.ratio, SHARE)})"
+                                                                        for c in short) + ".")
     rising = [c for c in found if c.verdict == INCONCLUSIVE and c.why]
     if rising:
         why.append("attention takes under half the layer at the longest S measured, but its share is still rising in "
@@ -163,25 +166,36 @@ def attention_dominates(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict
                    f"as S², so longer sequences decide it (`{SPECS[0].command_with(seq=_longer(shares))}`).")
     close = [c for c in found if c.verdict == INCONCLUSIVE and not c.why]
     if close:
-        why.append(f"at the longest S, attention's share straddles {_pct(DOMINANT)} within its own timings' interval "
-                   "in " + "; ".join(f"{c.name} ({_pct(c.low)}–{_pct(c.high)})" for c in close) + ". More rounds per "
-                   f"case (a larger --budget) or longer lengths (`{SPECS[0].command_with(seq=_longer(shares))}`) "
-                   "decide it.")
-    return _result(combine(found), numbers, detail, " ".join(why), on, tuple(found))
+        why.append(f"at the longest S, attention's share straddles {amount(DOMINANT, SHARE)} within its own timings' "
+                   "interval in " + "; ".join(f"{c.name} ({interval_text(c.low, c.high, SHARE)})" for c in close)
+                   + f". {MORE_ROUNDS}; longer lengths (`{SPECS[0].command_with(seq=_longer(shares))}`) decide it.")
+    return _result(combine(found), numbers, detail, " ".join(why), on, tuple(found), notes=notes,
+                   noisy=(noisy, len(shares)), series=(series,))
 
 
-def _condition(mine: pd.DataFrame, family: str) -> Any:
+def _fields(family: dict) -> dict[str, Any]:
+    """A family's key fields: its model or its heads, then dtype, mask, batch, pass and what else sets it apart."""
+    heads = ({"model": family["model"]} if family["model"] else
+             {"n_heads": family["n_heads"], "n_kv_heads": family["n_kv_heads"], "head_dim": family["head_dim"]})
+    shown = {"model", "n_heads", "n_kv_heads", "head_dim", "dtype", "mask", "batch", "pass", "phase", "variant"}
+    rest = {k: v for k, v in family.items() if k not in shown and v not in (None, "", "none")}
+    return {**heads, "dtype": family["dtype"], "mask": family["mask"], "batch": family["batch"],
+            "pass": family["pass"], **rest}
+
+
+def _condition(mine: pd.DataFrame, family: dict) -> Any:
     """One backend's condition in a family: its share at its longest S, with its interval, against DOMINANT; under
     half but still rising (or at too few lengths to tell), inconclusive with the reason."""
-    from bench.report.conditions import condition
+    from bench.report.conditions import SHARE, condition
     from bench.report.layer_share import share_interval
     from bench.report.verdict import FAILS, INCONCLUSIVE
 
     mine = mine.sort_values("seq")
     last = mine.iloc[[-1]]
     row = last.iloc[0]
-    c = condition(f"{row['backend']} · {family} at S={int(row['seq'])}", float(row["share"]), share_interval(last),
-                  DOMINANT, holds_above=True, pairs=[(row["attention_case_id"], row["layer_case_id"])])
+    c = condition({"backend": row["backend"], **_fields(family), "seq": int(row["seq"])}, float(row["share"]),
+                  share_interval(last), DOMINANT, holds_above=True, unit=SHARE,
+                  pairs=[(row["attention_case_id"], row["layer_case_id"])])
     if c.verdict == FAILS:
         crossing = projected_crossing([(int(s), float(v)) for s, v in zip(mine["seq"], mine["share"], strict=True)])
         if crossing is not None:
@@ -217,11 +231,6 @@ def _family_label(key: dict) -> str:
     return f"{geometry} · {key['dtype']} · {key['mask']} · B={key['batch']} · {key['pass']}{rest}"
 
 
-def _pct(x: float) -> str:
-    """A share in percent, truncated to 0.1 so that one just under half never reads as 50%."""
-    return f"{math.floor(1000 * x) / 10:.1f}%"
-
-
 def _longer(shares: pd.DataFrame) -> str:
     """Lengths that would decide it: the longest measured and the next three doublings."""
     longest = int(shares["seq"].max())
@@ -229,7 +238,7 @@ def _longer(shares: pd.DataFrame) -> str:
 
 
 def _result(verdict: str, numbers: str, detail: list[dict] | None = None, why: str = "", on: str = "",
-            conditions: tuple = ()) -> Verdict:
+            conditions: tuple = (), **more: Any) -> Verdict:
     from bench.report.verdict import Verdict
 
-    return Verdict(CLAIM, verdict, numbers, why, tuple(detail or ()), judged_on=on, conditions=conditions)
+    return Verdict(CLAIM, verdict, numbers, why, tuple(detail or ()), judged_on=on, conditions=conditions, **more)

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from bench.claims.question import Context, Question, runs_here
 from bench.claims.spec import ClaimSpec
@@ -145,8 +145,8 @@ def linear_pairs(df: pd.DataFrame) -> pd.DataFrame:
     return lin.merge(best, on=keys, how="inner").assign(length=lambda f: f["seq_kv"].astype(int))
 
 
-def _lines(rows: pd.DataFrame, phase: str) -> list[tuple[str, pd.DataFrame]]:
-    """(condition name, rows by length) per line of `phase`: split by batch where a length has several."""
+def _lines(rows: pd.DataFrame, phase: str) -> list[tuple[dict[str, Any], pd.DataFrame]]:
+    """(condition key, rows by length) per line of `phase`: split by batch where a length has several."""
     rows = rows[rows["phase"] == phase] if not rows.empty else rows
     out = []
     for key, group in rows.groupby(list(LINE_FIELDS), dropna=False, sort=True) if not rows.empty else []:
@@ -154,9 +154,10 @@ def _lines(rows: pd.DataFrame, phase: str) -> list[tuple[str, pd.DataFrame]]:
         split = bool((group.groupby("length")["batch"].nunique() > 1).any())
         for _, line in group.groupby("batch", sort=True) if split else [(None, group)]:
             batches = sorted({int(b) for b in line["batch"]})
-            sizes = f"B={batches[0]}" if len(batches) == 1 else f"B={batches[0]}–{batches[-1]}"
-            name = f"{method} · {backend} ({dtype}, {sizes} Hv={hq} Hqk={hk} D={d})"
-            out.append((name, line.sort_values("length").drop_duplicates("length", keep="last")))
+            batch = batches[0] if len(batches) == 1 else f"{batches[0]}–{batches[-1]}"
+            key = {"method": method, "backend": backend, "dtype": dtype, "batch": batch, "v_heads": int(hq),
+                   "qk_heads": int(hk), "head_dim": int(d)}
+            out.append((key, line.sort_values("length").drop_duplicates("length", keep="last")))
     return out
 
 
@@ -195,24 +196,26 @@ def crossover_conditions(rows: pd.DataFrame) -> list[tuple[Condition, dict]]:
     """Each prefill line judged (module docstring), with its detail: lengths, S*, ratio at the longest length."""
     from dataclasses import replace
 
-    from bench.report.conditions import Condition
-    from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE
+    from bench.report.conditions import between
+    from bench.report.verdict import FAILS, INCONCLUSIVE
 
     out = []
-    for name, line in _lines(rows, "prefill"):
+    for key, line in _lines(rows, "prefill"):
         lengths = [int(n) for n in line["length"]]
         last = line.iloc[-1]
         low, high = _interval(_times(last), _times(last, "best_dense_"))
         ratio = float(last["median_s"]) / float(last["best_dense_median_s"])
-        verdict = HOLDS if high <= LINEAR_BEATS else FAILS if low >= LINEAR_LOSES else INCONCLUSIVE
-        c = Condition(name, ratio, low, high, verdict, bound=LINEAR_BEATS, holds_above=False)
+        s_star = faster_from(line)
+        c = between(key, ratio, (low, high), LINEAR_BEATS, LINEAR_LOSES,
+                    facts={"s_star": s_star, "against": str(last["best_dense"]), "length": lengths[-1]})
+        verdict, name = c.verdict, c.name
         if verdict == INCONCLUSIVE:
             c = replace(c, why=f"level with the best dense kernel at S {lengths[-1]} (its interval reaches into "
                         f"{LINEAR_BEATS:g}–{LINEAR_LOSES:g}×): longer lengths or more rounds decide it")
         elif verdict == FAILS and not _decisive(lengths):
             c = replace(c, verdict=INCONCLUSIVE, why=f"loses at S {lengths[0]}–{lengths[-1]} only: fewer than "
                         f"{MIN_LINEAR_LENGTHS} lengths spanning {LINEAR_SPAN}× cannot say it never wins")
-        out.append((c, {"condition": name, "lengths": lengths, "s_star": faster_from(line),
+        out.append((c, {"condition": name, "lengths": lengths, "s_star": s_star,
                         "best_dense": str(last["best_dense"]), "ratio": ratio, "low": low, "high": high,
                         "verdict": c.verdict, "dtype": str(last["dtype"]), "method": str(last["linear"]),
                         "backend": str(last["backend"]), "head_dim": int(last["head_dim"])}))
@@ -225,7 +228,7 @@ def decode_conditions(rows: pd.DataFrame) -> list[tuple[Condition, dict]]:
     from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE
 
     out = []
-    for name, line in _lines(rows, "decode"):
+    for key, line in _lines(rows, "decode"):
         lengths = [int(n) for n in line["length"]]
         first, last = line.iloc[0], line.iloc[-1]
         flat = float(last["median_s"]) / float(first["median_s"])
@@ -244,13 +247,18 @@ def decode_conditions(rows: pd.DataFrame) -> list[tuple[Condition, dict]]:
             verdict, why = INCONCLUSIVE, (f"its flatness {flat_low:.2f}–{flat_high:.2f}× (≤ {FLAT_WITHIN:g}×) or "
                                           f"dense growth {grow_low:.2f}–{grow_high:.2f}× (≥ {DENSE_GROWS:g}×) "
                                           "straddles its bound")
-        c = Condition(name, flat, flat_low, flat_high, verdict, why=why, bound=FLAT_WITHIN, holds_above=False)
+        faster = faster_from(line, 1.0)
+        c = Condition(key, flat, flat_low, flat_high, verdict, FLAT_WITHIN, holds_above=False, why=why,
+                      facts={"dense_growth": grows, "dense_growth_low": grow_low, "dense_growth_high": grow_high,
+                             "dense_grows_at": DENSE_GROWS, "against": str(last["best_dense"]),
+                             "faster_from": faster})
+        name = c.name
         note = (f" (its step at KV {lengths[0]} read slower: the same state is read at every KV, so the first case "
                 "paid a warm-up)") if flat_high < 1 / FLAT_WITHIN else ""
         out.append((c, {"condition": name, "lengths": lengths, "flat": flat, "flat_low": flat_low, "note": note,
                         "flat_high": flat_high, "dense_growth": grows, "dense_low": grow_low,
                         "dense_high": grow_high, "best_dense": str(last["best_dense"]),
-                        "faster_from": faster_from(line, 1.0), "verdict": verdict, "dtype": str(last["dtype"]),
+                        "faster_from": faster, "verdict": verdict, "dtype": str(last["dtype"]),
                         "method": str(last["linear"]), "backend": str(last["backend"])}))
     return out
 
@@ -262,7 +270,7 @@ def linear_crossover(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     hold when it is wholly ≥ LINEAR_LOSES over ≥ MIN_LINEAR_LENGTHS lengths spanning ≥ LINEAR_SPAN×, else
     inconclusive; S* is reported per condition beside flash-linear-attention's published crossover."""
     from bench.report.conditions import combine, undecided_why
-    from bench.report.verdict import FAILS, NOT_MEASURED, Verdict, judged, noisy_note, span
+    from bench.report.verdict import FAILS, NOT_MEASURED, Verdict, judged, noisy_count, noisy_note, span
 
     rows = linear_pairs(df)
     found = crossover_conditions(rows) if not rows.empty else []
@@ -277,7 +285,7 @@ def linear_crossover(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     why = " ".join(p for p in ((f"{'; '.join(fails)}: still at least {LINEAR_LOSES:g}× the best dense kernel at its "
                                 "longest length, so its chunked form's extra work per token (the state's d_k x d_v "
                                 "products) has not yet paid for itself") if fails else "",
-                               undecided_why(conditions, LINEAR_BEATS, "Longer lengths decide it")) if p)
+                               undecided_why(conditions, "Longer lengths decide it")) if p)
     prefill = rows[rows["phase"] == "prefill"]
     numbers = (f"each linear line's time over the best dense kernel's (the fastest softmax twin at the shape), 95% "
                f"interval from each time drawn within its CI (holds ≤ {LINEAR_BEATS:g}×, does not hold ≥ "
@@ -286,7 +294,8 @@ def linear_crossover(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     on = judged(span(prefill["length"], "S"), ", ".join(sorted(prefill["dtype"].unique())),
                 ", ".join(sorted(prefill["backend"].unique())))
     return Verdict(CROSSOVER_CLAIM, combine(conditions), numbers, why=why, detail=tuple(d for _, d in found),
-                   judged_on=on, conditions=tuple(conditions))
+                   judged_on=on, conditions=tuple(conditions), notes=f"Published: {FLA_PUBLISHED}.",
+                   noisy=noisy_count(prefill))
 
 
 def linear_decode(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
@@ -296,7 +305,7 @@ def linear_decode(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     when both hold, does not hold when either is wholly on the wrong side, else inconclusive; the KV from which the
     linear step is faster is reported."""
     from bench.report.conditions import combine
-    from bench.report.verdict import FAILS, NOT_MEASURED, Verdict, judged, noisy_note, span
+    from bench.report.verdict import FAILS, NOT_MEASURED, Verdict, judged, noisy_count, noisy_note, span
 
     rows = linear_pairs(df)
     found = decode_conditions(rows) if not rows.empty else []
@@ -321,4 +330,4 @@ def linear_decode(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     on = judged(span(decode["length"], "KV"), ", ".join(sorted(decode["dtype"].unique())),
                 ", ".join(sorted(decode["backend"].unique())))
     return Verdict(DECODE_CLAIM, combine(conditions), numbers, why=why, detail=tuple(d for _, d in found),
-                   judged_on=on, conditions=tuple(conditions))
+                   judged_on=on, conditions=tuple(conditions), noisy=noisy_count(decode))

@@ -36,7 +36,6 @@ SPECS = (ClaimSpec("memory", "The naive score matrix costs O(S²) memory; flash-
                    "bench.claims.memory:memory_scaling", "scaling",
                    {"backend": "naive,sdpa", "kv-heads": "8", "seq": "256,512,1024,2048", **PREFILL}),)
 CLAIM = SPECS[0].text
-COUNTED = "peak bytes counted"  # the allocator's bytes: the same call allocates the same bytes, no timing interval
 
 
 # -- the question ---------------------------------------------------------------------------------------------------
@@ -123,7 +122,7 @@ def _fits(df: pd.DataFrame) -> tuple[list[dict], list[pd.DataFrame]]:
 def _shown(c: Condition) -> str:
     """'naive S^2.00 holds', with the range over its shapes where they differ."""
     spread = f" (S^{c.low:.2f}–{c.high:.2f} over its shapes)" if c.high - c.low >= 0.005 else ""
-    return f"{c.name} S^{c.ratio:.2f}{spread} {c.verdict}"
+    return f"{c.fields['backend']} S^{c.ratio:.2f}{spread} {c.verdict}"
 
 
 def memory_scaling(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
@@ -131,7 +130,7 @@ def memory_scaling(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     bound; the claim's word is bench.report.conditions' rule over them, and holds only with both sides measured."""
     import pandas as pd
 
-    from bench.report.conditions import combine, condition
+    from bench.report.conditions import COUNTED, EXPONENT, combine, condition, not_judged
     from bench.report.traits import FLASH_STYLE, MATERIALISING
     from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE, NOT_MEASURED, Verdict, judged, span
 
@@ -156,7 +155,8 @@ def memory_scaling(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     found: list[Condition] = []
     parts, missing = [], []
     for side, backends, bound, above, big_o in sides:
-        here = [condition(b, float(k.median()), (float(k.min()), float(k.max())), bound, above, basis=COUNTED)
+        here = [condition({"backend": b, "kernels": side}, float(k.median()), (float(k.min()), float(k.max())),
+                          bound, above, unit=EXPONENT, basis=COUNTED, facts={"shapes": len(k)})
                 for b, k in exponents if b in backends]
         found += here
         parts.append(f"{side} kernels ({big_o}: k {'≥' if above else '≤'} {bound}) "
@@ -165,23 +165,30 @@ def memory_scaling(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
             missing.append(f"the {side} side ({big_o}; a {'materialising' if above else 'tiled'} kernel such as "
                            f"{', '.join(backends[:3])})")
     others = [f"{b} S^{k.median():.2f}" for b, k in exponents if b not in MATERIALISING + FLASH_STYLE]
+    # a backend with no memory trait is listed, not judged: the claim names no bound for it
+    found += [not_judged({"backend": b, "kernels": "other"}, float(k.median()), (float(k.min()), float(k.max())),
+                         LINEAR_MAX, False, "no memory trait to judge it by", unit=EXPONENT, basis=COUNTED,
+                         facts={"shapes": len(k)})
+              for b, k in exponents if b not in MATERIALISING + FLASH_STYLE]
+    notes = ("Peak bytes are counted from the allocator, not timed: the same call allocates the same bytes on every "
+             "repeat, so no timing interval applies; a backend's range is its k over its shapes.")
     numbers = (f"peak memory ∝ S^k fitted per shape, the median per backend: {'; '.join(parts)}"
-               + (f"; others (no memory trait to judge) {', '.join(others)}" if others else "")
-               + ". Peak bytes are counted from the allocator, not timed: the same call allocates the same bytes on "
-               "every repeat, so no timing interval applies; a backend's range is its k over its shapes.")
+               + (f"; others (no memory trait to judge) {', '.join(others)}" if others else "") + ". " + notes)
     verdict = combine(found)
     if verdict == NOT_MEASURED:
-        return Verdict(CLAIM, NOT_MEASURED, f"{numbers} (`{command}`)", detail=tuple(detail), judged_on=on)
+        return Verdict(CLAIM, NOT_MEASURED, f"{numbers} (`{command}`)", detail=tuple(detail), judged_on=on,
+                       conditions=tuple(found), notes=notes)
     why = ""
     off = [c for c in found if c.verdict == FAILS]
     straddling = [c for c in found if c.verdict == INCONCLUSIVE]
     if off:
-        why = f"off its memory model: {', '.join(f'{c.name} S^{c.ratio:.2f}' for c in off)}."
+        why = "off its memory model: " + ", ".join(f"{c.fields['backend']} S^{c.ratio:.2f}" for c in off) + "."
     if straddling:
-        why += (" Open: " + ", ".join(f"{c.name} (S^{c.low:.2f}–{c.high:.2f})" for c in straddling)
+        why += (" Open: " + ", ".join(f"{c.fields['backend']} (S^{c.low:.2f}–{c.high:.2f})" for c in straddling)
                 + ": its shapes fit on both sides of its bound.")
     if missing and verdict == HOLDS:
         verdict = INCONCLUSIVE  # one side holding cannot show the other: the claim needs both
     if missing:
         why += f" Not measured: {' and '.join(missing)}; `{command}` measures both sides."
-    return Verdict(CLAIM, verdict, numbers, why.strip(), tuple(detail), judged_on=on, conditions=tuple(found))
+    return Verdict(CLAIM, verdict, numbers, why.strip(), tuple(detail), judged_on=on, conditions=tuple(found),
+                   notes=notes)

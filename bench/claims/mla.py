@@ -66,8 +66,8 @@ def mla_decode_step(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     the GEMM's."""
     from bench.report.conditions import combine, condition, listing, pairs_of, undecided_why
     from bench.report.frames import dense_rows, ok_rows
-    from bench.report.interval import ROUNDS_DECIDE, ratio_interval
-    from bench.report.verdict import DEPENDS, FAILS, NOT_MEASURED, Verdict, judged, noisy_note, span
+    from bench.report.interval import ratio_interval
+    from bench.report.verdict import DEPENDS, FAILS, NOT_MEASURED, Verdict, judged, noisy_count, noisy_note, span
 
     ok = ok_rows(dense_rows(df))
     ok = ok[ok["phase"] == "decode"]
@@ -91,6 +91,9 @@ def mla_decode_step(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     bound = ("no ceilings recorded" if not (math.isfinite(reads) and math.isfinite(gemms)) else
              f"near neither ceiling (both under {NEAR:g}%; nearer the {nearer} one): overheads set the step"
              if max(reads, gemms) < NEAR else "compute-bound here" if nearer == "GEMM" else "memory-bound here")
+    notes = (f"At KV {int(at_longest['seq_kv'].max())} (Hq {int(at_longest['n_heads'].iloc[0])}), MLA's step runs "
+             f"at {pct(reads)} of the read ceiling and {pct(gemms)} of the GEMM ceiling: {bound}."
+             + _roofline(at_longest) + _kernels(mla))
     numbers = (f"at KV {int(at_longest['seq_kv'].max())} (Hq {int(at_longest['n_heads'].iloc[0])}), the GQA/MQA "
                "step's time over MLA's, per backend: " + "; ".join(
                    f"{b} " + ", ".join(f"{v.upper()} {x:.2f}×" for v, x in row.dropna().items())
@@ -98,7 +101,7 @@ def mla_decode_step(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
                + f". MLA's step: {pct(reads)} of the read ceiling, {pct(gemms)} of the GEMM ceiling: {bound}."
                + _roofline(at_longest)
                + _kernels(mla) + noisy_note(mla))
-    found = [condition(f"{b} · {d} · {v.upper()} at KV {int(grp['seq_kv'].iloc[0]):,}",
+    found = [condition({"backend": b, "dtype": d, "against": v.upper(), "seq_kv": int(grp["seq_kv"].iloc[0])},
                        float(grp["ratio"].median()), ratio_interval(grp, "twin_", ""), 1.0, holds_above=True,
                        pairs=pairs_of(grp, "twin_case_id"))
              for (b, d, v), grp in at_longest.groupby(["backend", "dtype", "variant"], sort=True)]
@@ -107,12 +110,14 @@ def mla_decode_step(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     on = judged(span(at_longest["seq_kv"], "KV"), span(at_longest["n_heads"], "Hq"),
                 ", ".join(sorted(at_longest["dtype"].unique())), ", ".join(sorted(at_longest["backend"].unique())))
     verdict = combine(found)
-    why = undecided_why(found, 1.0, ROUNDS_DECIDE)
+    why = undecided_why(found)
     if verdict in (FAILS, DEPENDS):
         worst = min(found, key=lambda c: c.ratio)
-        why = (f"MLA's step is {1 / worst.ratio:.2f}× {worst.name.split(' at ')[0]}'s at worst: it reads fewer bytes "
-               f"per token but does ~Hq× the FLOPs per byte, and is {bound}. " + why).strip()
-    return Verdict(CLAIM, verdict, numbers, why, detail, judged_on=on, conditions=tuple(found))
+        slower = f"{worst.fields['backend']} · {worst.fields['dtype']} · {worst.fields['against']}"
+        why = (f"MLA's step is {1 / worst.ratio:.2f}× {slower}'s at worst: it reads fewer bytes per token but does "
+               f"~Hq× the FLOPs per byte, and is {bound}. " + why).strip()
+    return Verdict(CLAIM, verdict, numbers, why, detail, judged_on=on, conditions=tuple(found), notes=notes,
+                   noisy=noisy_count(mla))
 
 
 def _kernels(rows: pd.DataFrame) -> str:

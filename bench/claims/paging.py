@@ -41,11 +41,11 @@ def paging_cost(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     """The claim: a paged KV cache costs little against a contiguous one, for backends with a real paged kernel
     (PAGED_KERNELS: their paged layout reads the pages in place instead of gathering them), judged per condition
     (such a backend × page size: the median paged / contiguous ratio, its interval from those cases' own timings)."""
-    from bench.report.conditions import combine, condition, listing, pairs_of, undecided_why
-    from bench.report.interval import ROUNDS_DECIDE, ratio_interval
+    from bench.report.conditions import combine, condition, listing, not_judged, pairs_of, undecided_why
+    from bench.report.interval import ratio_interval
     from bench.report.serving import paged_vs_contiguous
     from bench.report.traits import PAGED_KERNELS
-    from bench.report.verdict import FAILS, NOT_MEASURED, Verdict, noisy_note
+    from bench.report.verdict import FAILS, NOT_MEASURED, Verdict, noisy_count, noisy_note
 
     pairs = paged_vs_contiguous(df)
     if pairs.empty:
@@ -58,22 +58,26 @@ def paging_cost(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
         return Verdict(CLAIM, NOT_MEASURED, f"only gathering backends ran paged: {shown}",
                        f"the claim is about kernels that read pages in place ({', '.join(PAGED_KERNELS)}); none "
                        "ran a paged case here", detail)
-    by_kernel = {(b, int(p)): condition(f"{b} pages of {int(p)}", float(grp["ratio"].median()),
+    by_kernel = {(b, int(p)): condition({"backend": b, "page_size": int(p)}, float(grp["ratio"].median()),
                                         ratio_interval(grp, "", "contiguous_"), PAGING_WITHIN, holds_above=False,
                                         pairs=pairs_of(grp, "case_id", "contiguous_case_id"))
                  for (b, p), grp in pairs[pairs["backend"].isin(PAGED_KERNELS)].groupby(["backend", "page_size"])}
     found = list(by_kernel.values())
+    gathering = [not_judged({"backend": b, "page_size": int(p)}, float(grp["ratio"].median()),
+                            ratio_interval(grp, "", "contiguous_"), PAGING_WITHIN, False,
+                            "it gathers the pages into one block on every step: no paged kernel to judge")
+                 for (b, p), grp in pairs[~pairs["backend"].isin(PAGED_KERNELS)].groupby(["backend", "page_size"])]
     numbers = (f"paged / contiguous decode time, median per backend and page size: {shown}; judged per kernel that "
                f"reads pages in place and page size (within {PAGING_WITHIN:g}× holds): {listing(found)}."
                + noisy_note(pairs))
     verdict = combine(found)
-    why = undecided_why(found, PAGING_WITHIN, ROUNDS_DECIDE)
+    why = undecided_why(found)
     failing = [c for c in found if c.verdict == FAILS]
     if failing:
         why = (f"{', '.join(c.name for c in failing)} pay{'s' * (len(failing) == 1)} more than {PAGING_WITHIN:g}×: "
                + (_smaller_pages(by_kernel) or "the pages' scattered reads cost more here than vLLM measured.")
                + (" " + why if why else ""))
-    return Verdict(CLAIM, verdict, numbers, why, detail, conditions=tuple(found))
+    return Verdict(CLAIM, verdict, numbers, why, detail, conditions=tuple(found + gathering), noisy=noisy_count(pairs))
 
 
 def _smaller_pages(by_kernel: dict) -> str:

@@ -16,7 +16,7 @@ dense kernel and its speedup twin, and each line's S*).
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from bench.claims import sparse_line
 from bench.claims.question import Context, Question, runs_here
@@ -135,23 +135,22 @@ def _decisive(lengths: list[int]) -> bool:
     return len(lengths) >= MIN_SPARSE_LENGTHS and max(lengths) >= SPARSE_SPAN * min(lengths)
 
 
-def beats(name: str, ratio: float, interval: tuple[float, float], lengths: list[int], word: str) -> Condition:
+def beats(key: dict[str, Any], ratio: float, interval: tuple[float, float], lengths: list[int], word: str,
+          **more: Any) -> Condition:
     """A method line's word at its longest length: holds when the whole interval is ≤ SPARSE_BEATS, does not hold
     when it is wholly ≥ SPARSE_LOSES over lengths that can show it never wins (MIN_SPARSE_LENGTHS spanning
     SPARSE_SPAN×: the crossover moves with length), else open, saying why."""
     from dataclasses import replace
 
-    from bench.report.conditions import Condition
-    from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE
+    from bench.report.conditions import between
+    from bench.report.verdict import FAILS, INCONCLUSIVE
 
-    low, high = interval
-    verdict = HOLDS if high <= SPARSE_BEATS else FAILS if low >= SPARSE_LOSES else INCONCLUSIVE
-    found = Condition(name, ratio, low, high, verdict)
+    found = between(key, ratio, interval, SPARSE_BEATS, SPARSE_LOSES, **more)
     longest = lengths[-1]
-    if verdict == INCONCLUSIVE:  # within the spec's band around dense, or straddling one of its edges
+    if found.verdict == INCONCLUSIVE:  # within the spec's band around dense, or straddling one of its edges
         return replace(found, why=f"level with dense at {word} {longest} (its interval reaches into "
                        f"{SPARSE_BEATS:g}–{SPARSE_LOSES:g}×): longer lengths, or more rounds per case, decide it")
-    if verdict == FAILS and not _decisive(lengths):
+    if found.verdict == FAILS and not _decisive(lengths):
         longer = SPECS[0].command_with(seq=",".join(str(longest * k) for k in (1, 2, SPARSE_SPAN)))
         return replace(found, verdict=INCONCLUSIVE, why=f"loses at {word} {span_text(lengths)} only, too few lengths "
                        f"(≥ {MIN_SPARSE_LENGTHS} spanning ≥ {SPARSE_SPAN}×) to say it never wins (longer lengths "
@@ -167,12 +166,13 @@ def crossover_lines(costs: pd.DataFrame) -> pd.DataFrame:
     lines = crossovers(costs, SPARSE_BEATS)
     if lines.empty:
         return lines
-    found = [beats(r["name"], float(r["last_ratio"]), r["last_interval"], r["lengths"], length_word(r["phase"]))
+    found = [beats(r["key"], float(r["last_ratio"]), r["last_interval"], r["lengths"], length_word(r["phase"]),
+                   facts={"s_star": r["s_star"], "against": r["best_dense"], "lengths": span_text(r["lengths"])})
              for r in lines.to_dict("records")]
-    return lines.drop(columns="name").assign(condition=found)
+    return lines.drop(columns="key").assign(condition=found)
 
 
-def _why(found: list[Condition], failing: str, decide: str, bound: float) -> str:
+def _why(found: list[Condition], failing: str, decide: str) -> str:
     """The claim's `why`: the conditions that fail and what the numbers say of them, then the open ones."""
     from bench.report.conditions import undecided_why
     from bench.report.verdict import FAILS, HOLDS
@@ -181,7 +181,7 @@ def _why(found: list[Condition], failing: str, decide: str, bound: float) -> str
     holds = [c.name for c in found if c.verdict == HOLDS]
     said = (f"{'; '.join(fails)}: {failing}" + (f"; it holds for {'; '.join(holds)}" if holds else "") + "."
             if fails else "")
-    return " ".join(p for p in (said, undecided_why(found, bound, decide)) if p)
+    return " ".join(p for p in (said, undecided_why(found, decide)) if p)
 
 
 def kernels_costs(df: pd.DataFrame) -> pd.DataFrame:
@@ -201,9 +201,8 @@ def sparse_crossover(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     word is bench.report.conditions' rule over them (holds, does not hold, depends, inconclusive)."""
     import pandas as pd
 
-    from bench.report.conditions import combine
-    from bench.report.interval import ROUNDS_DECIDE
-    from bench.report.verdict import NOT_MEASURED, Verdict, judged, noisy_note, span
+    from bench.report.conditions import MORE_ROUNDS, combine
+    from bench.report.verdict import NOT_MEASURED, Verdict, judged, noisy_count, noisy_note, span
 
     costs = kernels_costs(df)
     if costs.empty:
@@ -221,8 +220,7 @@ def sparse_crossover(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
                "s_star": int(r["s_star"]) if pd.notna(r["s_star"]) else None,  # a column with None is float
                **r["condition"].as_dict()} for r in lines.to_dict("records")]
     why = _why(found, f"still costs at least {SPARSE_LOSES:g}× the best dense kernel at its longest length: the work "
-               "it skips does not yet pay for the keep-set's overheads (its masks, gathers or indexer)",
-               ROUNDS_DECIDE, SPARSE_BEATS)
+               "it skips does not yet pay for the keep-set's overheads (its masks, gathers or indexer)", MORE_ROUNDS)
     numbers = ("each method's cost per forward (kernel + indexer + per-forward mask build) over the best dense "
                f"kernel's at its longest length, 95% interval from each time drawn within its CI (holds ≤ "
                f"{SPARSE_BEATS:g}×, does not hold ≥ {SPARSE_LOSES:g}×); S* = the length from which it stays ≤ "
@@ -230,7 +228,7 @@ def sparse_crossover(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     on = judged(span(costs["length"], "length"), ", ".join(sorted(costs["budget"].unique())),
                 ", ".join(sorted(costs["backend"].unique())))
     return Verdict(CROSSOVER_CLAIM, combine(found), numbers, why=why, detail=tuple(detail), judged_on=on,
-                   conditions=tuple(found))
+                   conditions=tuple(found), noisy=noisy_count(costs))
 
 
 def sparse_speedup(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
@@ -241,11 +239,11 @@ def sparse_speedup(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     import pandas as pd
 
     from bench.problem.sparsity import fraction_label
-    from bench.report.conditions import combine, condition
-    from bench.report.interval import ROUNDS_DECIDE, ratio_interval
-    from bench.report.sparse_cost import SPEEDUP_COLUMNS, condition_name, method_lines
+    from bench.report.conditions import MORE_ROUNDS, OF_IDEAL, combine, condition
+    from bench.report.interval import ratio_interval
+    from bench.report.sparse_cost import SPEEDUP_COLUMNS, condition_key, method_lines
     from bench.report.traits import SPARSE_KERNELS
-    from bench.report.verdict import NOT_MEASURED, Verdict, judged, noisy_note, span
+    from bench.report.verdict import NOT_MEASURED, Verdict, judged, noisy_count, noisy_note, span
 
     costs = kernels_costs(df)
     if costs.empty:
@@ -255,8 +253,10 @@ def sparse_speedup(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     for _, line, split in method_lines(costs):
         r = line.loc[line["length"].idxmax()]
         low, high = (x / float(r["ideal"]) for x in ratio_interval(line.loc[[r.name]], "twin_", ""))
-        found.append(condition(condition_name(r, split), float(r["share"]), (low, high), IDEAL_SHARE,
-                               holds_above=True))
+        found.append(condition(condition_key(r, split), float(r["share"]), (low, high), IDEAL_SHARE,
+                               holds_above=True, unit=OF_IDEAL,
+                               facts={"speedup": float(r["speedup"]), "ideal": float(r["ideal"]),
+                                      "length": int(r["length"]), "against": r["twin"]}))
         said.append(f"{found[-1].name}: {r['speedup']:.2f}× of {r['ideal']:.3g}× (density "
                     f"{fraction_label(r['density'])}, {length_word(r['phase'])}={r['length']}, over {r['twin']}), "
                     f"{r['share']:.2f} of the ideal, 95% {low:.2f}–{high:.2f}: {found[-1].verdict}")
@@ -266,11 +266,11 @@ def sparse_speedup(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     longest = pd.DataFrame(longest)
     why = _why(found, f"short of {IDEAL_SHARE:g} of the ideal speedup at its longest length: its per-block or "
                "per-gather overheads (partial blocks computed whole, gathered K/V rows, short rows per call) eat the "
-               "work it skips", f"{ROUNDS_DECIDE}; longer lengths show where the share is heading", IDEAL_SHARE)
+               "work it skips", f"{MORE_ROUNDS}; longer lengths show where the share is heading")
     numbers = (f"speedup of the kernel over its dense run at the longest length, of the ideal 1/density, 95% interval "
                f"from each time drawn within its CI (holds at ≥ {IDEAL_SHARE:g} of it): " + " · ".join(said) + "."
                + noisy_note(costs))
     on = judged(span(longest["length"], "length"), ", ".join(sorted(longest["budget"].unique())),
                 ", ".join(sorted(longest["backend"].unique())))
     return Verdict(SPEEDUP_CLAIM, combine(found), numbers, why=why, detail=tuple(detail), judged_on=on,
-                   conditions=tuple(found))
+                   conditions=tuple(found), noisy=noisy_count(costs))

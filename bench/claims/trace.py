@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
 
+    from bench.report.conditions import Condition
     from bench.report.verdict import Verdict
     from bench.results.meta import RunMeta
 
@@ -73,8 +74,7 @@ def grid_vs_trace(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     for every backend (results written before), the buckets' times, the interval widened by the buckets' checked
     error in time instead (widened_ratios). Against TRACE_CLOSE; a grid winner that cannot serve every bucket does
     not hold. The claim's word is bench.report.conditions' rule over the traces."""
-    from bench.report.conditions import Condition, combine, condition, undecided_why
-    from bench.report.interval import ROUNDS_DECIDE
+    from bench.report.conditions import MORE_ROUNDS, Condition, combine, condition, undecided_why
     from bench.report.traces import (
         GEOMETRY,
         at_geometry,
@@ -102,6 +102,8 @@ def grid_vs_trace(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
         geometry = dict(zip(GEOMETRY, geo, strict=True))
         grid, shapes = grid_winner(df, geometry, set(grp["backend"]))
         where = f"{name} (Hq={geometry['n_heads']:.0f} Hkv={geometry['n_kv_heads']:.0f} {geometry['dtype']})"
+        key = {"workload": name, "n_heads": int(geometry["n_heads"]), "n_kv_heads": int(geometry["n_kv_heads"]),
+               "dtype": geometry["dtype"]}
         if complete.empty or grid is None:
             said.append(f"{where}: " + ("no backend ran every bucket" if complete.empty else "no grid case ran"))
             continue
@@ -109,8 +111,9 @@ def grid_vs_trace(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
         grid_row = grp[grp["backend"] == grid]
         if grid_row.empty or not bool(grid_row["complete"].iloc[0]):
             unservable = True
-            found.append(Condition(where, math.inf, math.inf, math.inf, FAILS,
-                                   why=f"the grid's winner {grid} cannot serve every bucket"))
+            found.append(Condition(key, math.inf, math.inf, math.inf, FAILS, TRACE_CLOSE, False,
+                                   why=f"the grid's winner {grid} cannot serve every bucket",
+                                   facts={"grid_winner": grid, "trace_winner": winner["backend"]}))
             detail.append({"workload": name, **geometry, "grid": grid, "rival": winner["backend"],
                            **found[-1].as_dict()})
             among, _ = grid_winner(df, geometry, set(complete["backend"]))
@@ -142,7 +145,9 @@ def grid_vs_trace(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
             b for b in served if b != grid])
         low, high = widened_ratios(draws, grid, factors)
         # at its bound (within the band of 5% slower than the best) the grid's winner serves about as fast: holds
-        found.append(condition(where, grid_s / rival_s, (low, high), TRACE_CLOSE, holds_above=False))
+        found.append(condition(key, grid_s / rival_s, (low, high), TRACE_CLOSE, holds_above=False,
+                               facts={"grid_winner": grid, "against": rival, "grid_served_s": grid_s,
+                                      "against_served_s": rival_s, "corrected": fixed is not None}))
         detail.append({"workload": name, **geometry, "grid": grid, "rival": rival, "check_errors": errors,
                        "corrected": fixed is not None, **found[-1].as_dict()})
         worst = max(factors, key=lambda b: factors[b])
@@ -159,10 +164,10 @@ def grid_vs_trace(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
             said.append(f"{where}: the grid's winner {grid} serves it in {_s(grid_s)}, {grid_s / rival_s:.2f}× the "
                         f"trace's winner {rival} ({_s(rival_s)}; {told})")
     verdict = combine(found)
-    why = undecided_why(found, TRACE_CLOSE, ROUNDS_DECIDE + " and tell whether the two are within 5%")
+    why = undecided_why(found, MORE_ROUNDS + " and tell whether the two are within 5%")
     if off:
         why += (" " if why else "") + "; ".join(off) + "; more buckets (--buckets) bring them nearer their steps."
-    failing = [c.name for c in found if c.verdict == FAILS]
+    failing = [_where(c) for c in found if c.verdict == FAILS]
     if failing:
         why = (f"{'; '.join(failing)}: " + ("the grid's winner cannot run the trace's ragged batches in the layout "
                                             "its users give it (the cases that did not run say why); "
@@ -172,6 +177,12 @@ def grid_vs_trace(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     return Verdict(CLAIM, verdict, f"{RULE}: " + "; ".join(said) + ".", why, tuple(detail),
                    judged_on=judged(", ".join(sorted(run.workloads or {})), ", ".join(sorted(set(table["backend"])))),
                    conditions=tuple(found))
+
+
+def _where(c: Condition) -> str:
+    """'azure-conv (Hq=8 Hkv=2 fp32)': a trace condition as the numbers name it."""
+    f = c.fields
+    return f"{f['workload']} (Hq={f['n_heads']} Hkv={f['n_kv_heads']} {f['dtype']})"
 
 
 def served_draws(times: pd.DataFrame) -> dict[str, np.ndarray]:

@@ -62,10 +62,10 @@ def variants_within(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     claim's word is bench.report.conditions' rule over them."""
     from bench.report.conditions import combine, condition, listing, pairs_of, undecided_why
     from bench.report.frames import geomean
-    from bench.report.interval import ROUNDS_DECIDE, ratio_interval
+    from bench.report.interval import ratio_interval
     from bench.report.traits import ALL_VARIANT_KERNELS
     from bench.report.variant_cost import variant_costs
-    from bench.report.verdict import FAILS, NOT_MEASURED, Verdict, noisy_note
+    from bench.report.verdict import FAILS, NOT_MEASURED, Verdict, noisy_count, noisy_note
 
     costs = variant_costs(df)
     if not costs.empty:
@@ -76,18 +76,22 @@ def variants_within(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     found, detail = [], []
     for (backend, variant), grp in costs.groupby(["backend", "attn_variant"]):
         ratio = geomean(grp["ratio"])
-        found.append(condition(f"{backend} {variant}", ratio, ratio_interval(grp, "", "plain_", "geomean"),
-                               VARIANTS_WITHIN, holds_above=False, pairs=pairs_of(grp, "case_id", "plain_case_id")))
+        found.append(condition({"backend": backend, "variant": variant}, ratio,
+                               ratio_interval(grp, "", "plain_", "geomean"), VARIANTS_WITHIN, holds_above=False,
+                               pairs=pairs_of(grp, "case_id", "plain_case_id"),
+                               facts={"sizes": len(grp), "worst": float(grp["ratio"].max())}))
         detail.append({"backend": backend, "variant": variant, "ratio": ratio, "cases": len(grp),
                        "worst": float(grp["ratio"].max())})
     numbers = (f"variant / plain causal time, geometric mean over {costs['seq_kv'].nunique()} size(s), per backend "
                f"and variant (within {VARIANTS_WITHIN:g}× holds): {listing(found)}." + noisy_note(costs))
     verdict = combine(found)
-    why = undecided_why(found, VARIANTS_WITHIN, ROUNDS_DECIDE)
+    why = undecided_why(found)
     failing = [c for c in found if c.verdict == FAILS]
     if failing:
         worst = max(failing, key=lambda c: c.ratio)
+        sinks = worst.fields["variant"] == "sinks"
         why = (f"{worst.name} costs {worst.ratio:.2f}× plain causal"
-               + (": its sinks add an extra key (a K/V copy) on every call" if worst.name.endswith("sinks") else "")
+               + (": its sinks add an extra key (a K/V copy) on every call" if sinks else "")
                + (". " + why if why else ""))
-    return Verdict(CLAIM, verdict, numbers, why, detail=tuple(detail), conditions=tuple(found))
+    return Verdict(CLAIM, verdict, numbers, why, detail=tuple(detail), conditions=tuple(found),
+                   noisy=noisy_count(costs))

@@ -122,9 +122,10 @@ def conditions(found: list[dict]) -> list[Condition]:
         mine = [d for d in found if (d["subject"], d["kind"]) == (subject, kind)]
         sizes = ", ".join(f"{q:,}×{kv:,}" for q, kv in mine[0]["sizes"])
         fastest = pd.Series([d["fastest"] for d in mine]).mode().iloc[0]
-        out.append(condition(f"{subject} where transformers {kind} (Sq×Skv {sizes}; against {fastest})",
-                             _geomean(mine, "ratio"), (_geomean(mine, "low"), _geomean(mine, "high")),
-                             WRAPPER_WITHIN, holds_above=False, pairs=[p for d in mine for p in d["pairs"]]))
+        out.append(condition({"backend": subject, "where": f"transformers {kind}"}, _geomean(mine, "ratio"),
+                             (_geomean(mine, "low"), _geomean(mine, "high")), WRAPPER_WITHIN, holds_above=False,
+                             pairs=[p for d in mine for p in d["pairs"]],
+                             facts={"against": fastest, "sizes": f"Sq×Skv {sizes}"}))
     return out
 
 
@@ -134,8 +135,8 @@ def _geomean(families: list[dict], key: str) -> float:
 
 
 def _short(c: Condition) -> str:
-    """A condition's name without its shapes: 'hf-sdpa where transformers builds the mask'."""
-    return c.name.split(" (")[0]
+    """'hf-sdpa where transformers builds the mask'."""
+    return f"{c.fields['backend']} where {c.fields['where']}"
 
 
 def wrapper_cost(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
@@ -143,7 +144,6 @@ def wrapper_cost(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     where it builds one?"""
     from bench.backends.hf import BUILDS, SKIPS
     from bench.report.conditions import combine, listing, undecided_why
-    from bench.report.interval import ROUNDS_DECIDE
     from bench.report.verdict import DEPENDS, FAILS, HOLDS, NOT_MEASURED, Verdict, judged, span
 
     found = overheads(df)
@@ -162,16 +162,16 @@ def wrapper_cost(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     why = ""
     if failing:
         worst = max(failing, key=lambda c: c.ratio)
-        if BUILDS in worst.name:
+        if BUILDS in worst.fields["where"]:
             cause = "transformers hands the kernel its mask tensor where torch's kernel takes its causal path"
-            if worst.name.startswith("hf-sdpa "):  # sdpa_attention_forward: no enable_gqa beside a mask
+            if worst.fields["backend"] == "hf-sdpa":  # sdpa_attention_forward: no enable_gqa beside a mask
                 cause += ", and repeats K/V to every query head to go with it"
         else:
             cause = "transformers makes torch's own call here, so the cost is its own K/V handling and copies"
         why = f"{_short(worst)} takes {worst.ratio:.2f}× the kernel's time: {cause}."
         if verdict == DEPENDS:
             why = f"Holds for {'; '.join(holding)}; does not for {'; '.join(_short(c) for c in failing)}. " + why
-    open_why = undecided_why(found_conditions, WRAPPER_WITHIN, ROUNDS_DECIDE)
+    open_why = undecided_why(found_conditions)
     why = " ".join(w for w in (why, open_why) if w)
     return Verdict(CLAIM, verdict, numbers, why, detail=tuple(found), conditions=tuple(found_conditions),
                    judged_on=judged(span([s for d in found for s in d["seq_kv"]], "S"),

@@ -53,7 +53,7 @@ RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
       "bench.measure.rotation", "bench.measure.caches", "bench.measure.stats", "bench.measure.kernels",
       "bench.measure.nvml", "bench.measure.memory", "bench.measure.calibrate", "bench.measure.environment")),
     ("Claims: a condition's word and the claim's",
-     ("bench.report.conditions", "bench.report.decided")),
+     ("bench.report.conditions", "bench.report.decided", "bench.report.claim_rows")),
     ("Backends: how each runs attention",
      ("bench.backends.base", "bench.backends.naive", "bench.backends.sdpa", "bench.backends.flex",
       "bench.backends.flash_attn")),

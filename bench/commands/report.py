@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-help = "build a report (index.html, report.md, tidy.csv, figures) from results files or folders"
+help = "build a report (index.html, report.md, tidy.csv, claims.csv, figures) from results files or folders"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

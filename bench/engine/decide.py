@@ -243,8 +243,9 @@ def _decide_open(doc: Any, path: Any, by_id: dict[str, Case], executor: Isolated
     if spent_by_claim:
         say(f"  spent deciding ({rounds} rounds, {left} condition(s) still open): "
             + ", ".join(f"{k} {v:.0f} s" for k, v in spent_by_claim.items()))
-    return [{"claim": e["cond"].claim, "condition": e["cond"].name, "pairs": [list(p) for p in e["cond"].pairs],
-             "blocks": e["blocks"], "spent_s": sum(e["block_s"])} for e in done]
+    return [{"claim": e["cond"].claim, "condition": e["cond"].name, "key": dict(e["cond"].condition.key),
+             "pairs": [list(p) for p in e["cond"].pairs], "blocks": e["blocks"], "spent_s": sum(e["block_s"])}
+            for e in done]
 
 
 def _cost(entry: dict[str, Any]) -> float:

@@ -10,8 +10,10 @@ per block, so what a worker's state does to a case (where its buffers landed, wh
 spread the interval covers. With fewer blocks the condition keeps its CI-based interval and says how many blocks it
 has.
 
-Run metadata (RunMeta.decided): one dict per condition re-measured, {"claim", "condition", "pairs", "blocks",
-"spent_s"}; a block is {"ratio", "worker", "order", "top_s", "bottom_s"} (seconds of each slice, per pair).
+Run metadata (RunMeta.decided): one dict per condition re-measured, {"claim", "condition", "key", "pairs", "blocks",
+"spent_s"} ("key": the condition's key fields; files before it have its label alone, "condition"); a block is
+{"ratio", "worker", "order", "top_s", "bottom_s"} (seconds of each slice, per pair). A condition is found by its
+claim and its case pairs (the cases its blocks timed), which no change to how conditions are named moves.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from bench.report.conditions import FROM_BLOCKS, Condition, combine, listing
-from bench.report.verdict import INCONCLUSIVE, Verdict
+from bench.report.verdict import INCONCLUSIVE, NOT_JUDGED, Verdict
 
 MIN_DECIDE_BLOCKS = 6  # 2^-6 = 0.016 <= 0.025: the fewest blocks with a 95% signed-rank interval
 ALPHA = 0.025  # each side: a 95% interval, as every claim's
@@ -49,36 +51,47 @@ def judged_by_blocks(cond: Condition, blocks: Sequence[dict[str, Any]]) -> Condi
     """The condition judged on its blocks (as the module docstring says), or as it was with a note of how many
     blocks it has when they are too few for an interval."""
     ratios = [float(b["ratio"]) for b in blocks if _positive(b.get("ratio"))]
-    workers = len({b.get("worker") for b in blocks})
-    if len(ratios) < MIN_DECIDE_BLOCKS:
-        return dataclasses.replace(cond, basis=f"{cond.basis}; {len(ratios)} interleaved block(s) so far, "
-                                               f"{MIN_DECIDE_BLOCKS} give an interval")
+    if len(ratios) < MIN_DECIDE_BLOCKS or cond.verdict == NOT_JUDGED:  # too few for an interval: its CI stands
+        return dataclasses.replace(cond, blocks=len(ratios))
     estimate, low, high = blocks_interval(ratios)
-    basis = f"{FROM_BLOCKS} ({len(ratios)} blocks, {workers} fresh workers)"
-    return cond.judged(estimate, low, high, why="", basis=basis)
+    return cond.judged(estimate, low, high, why="", basis=FROM_BLOCKS, blocks=len(ratios))
 
 
 def _positive(x: Any) -> bool:
     return isinstance(x, (int, float)) and math.isfinite(x) and x > 0
 
 
+def _pairs(pairs: Any) -> frozenset[tuple[str, str]]:
+    return frozenset((str(t), str(b)) for t, b in pairs or ())
+
+
 def with_blocks(verdict: Verdict, claim_key: str, decided: Sequence[dict[str, Any]] | None) -> Verdict:
-    """The verdict with each condition the run re-measured judged on its blocks, and the claim's word recombined."""
-    mine = {d.get("condition"): d.get("blocks") or [] for d in decided or () if d.get("claim") == claim_key}
+    """The verdict with each condition the run re-measured judged on its blocks (found by its case pairs, else by
+    its label), and the claim's word recombined."""
+    mine = [d for d in decided or () if d.get("claim") == claim_key]
+    by_pairs = {_pairs(d.get("pairs")): d.get("blocks") or [] for d in mine if d.get("pairs")}
+    by_name = {d.get("condition"): d.get("blocks") or [] for d in mine}
     if not mine or not verdict.conditions:
         return verdict
-    conditions = tuple(judged_by_blocks(c, mine[c.name]) if c.name in mine else c for c in verdict.conditions)
+
+    def blocks_of(c: Condition) -> list[dict[str, Any]] | None:
+        return by_pairs.get(_pairs(c.pairs)) if c.pairs and _pairs(c.pairs) in by_pairs else by_name.get(c.name)
+
+    conditions = tuple(judged_by_blocks(c, blocks) if (blocks := blocks_of(c)) is not None else c
+                       for c in verdict.conditions)
     changed = [c for c, old in zip(conditions, verdict.conditions, strict=True) if c is not old]
+    if not changed:
+        return verdict
     word_now = combine(conditions)
     numbers = verdict.numbers + f" Re-measured in interleaved blocks: {listing(changed)}."
     why = verdict.why
     if word_now != verdict.verdict:  # the CI-based why described the open conditions the blocks have now judged
         why = ""
-    still = [(c, len(mine[c.name])) for c in changed if c.verdict == INCONCLUSIVE and c.basis.startswith(FROM_BLOCKS)]
+    still = [c for c in changed if c.verdict == INCONCLUSIVE and c.basis == FROM_BLOCKS]
     if still:  # what the blocks say first; what each case's own CI said before them after it
         why = "Still open after its blocks: " + "; ".join(
-            f"{c.name}, {c.low:.2f}–{c.high:.2f}× over {n} blocks: {blocks_needed(c, n)}" for c, n in still) + "." + (
-            f" Before them, from each case's CI: {why}" if why else "")
+            f"{c.name}, {c.low:.2f}–{c.high:.2f}× over {c.blocks} blocks: {blocks_needed(c, c.blocks)}"
+            for c in still) + "." + (f" Before them, from each case's CI: {why}" if why else "")
     return dataclasses.replace(verdict, verdict=word_now, numbers=numbers, why=why, conditions=conditions)
 
 

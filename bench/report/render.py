@@ -1,4 +1,5 @@
-"""Writes a report folder: index.html (self-contained), report.md (GitHub), tidy.csv and the figures as PNGs.
+"""Writes a report folder: index.html (self-contained), report.md (GitHub), tidy.csv (one row per case and run),
+claims.csv (one row per claim and condition: bench.report.claim_rows) and the figures as PNGs.
 
 Every string that came from a results file is escaped on the way out: html.escape for HTML, and the same
 plus Markdown's own specials for report.md. index.html also carries a Content-Security-Policy that allows
@@ -15,7 +16,11 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
+import pandas as pd
+
 from bench.report.catalogue import FIGURES
+from bench.report.claim_rows import claim_rows, columns
+from bench.report.claims import verdicts
 from bench.report.document import Block, Heading, Image, Para, Table, build
 from bench.report.figures import make_figures
 from bench.report.load import Loaded, RunInfo, load_results
@@ -161,6 +166,9 @@ def write_report(loaded: Loaded, out_dir: str | Path | None = None) -> Path:
         (out / file).write_bytes(data)
     blocks = build(loaded, files)
     loaded.frame.to_csv(out / "tidy.csv", index=False)
+    rows = [row for run in loaded.runs
+            for row in claim_rows(verdicts(loaded.frame[loaded.frame["run_id"] == run.run_id], run.meta), run.run_id)]
+    pd.DataFrame(rows, columns=columns(rows)).to_csv(out / "claims.csv", index=False)
     (out / "report.md").write_text(to_markdown(blocks), encoding="utf-8")
     index = out / "index.html"
     index.write_text(to_html(blocks, pngs), encoding="utf-8")

@@ -39,7 +39,9 @@ def against_fastest(df: pd.DataFrame, subject: str, rivals: tuple[str, ...], bou
         worst = grp.loc[grp["ratio"].idxmax()]
         low, high, ratio = geomean(grp["low"]), geomean(grp["high"]), geomean(grp["ratio"])
         verdict, on = word(ratio, low, high, bound, holds_above=False)
-        out.append({"subject": subject, "family": family_label(*family), "ratio": ratio,
+        out.append({"subject": subject, "family": family_label(*family),
+                    "fields": {k: str(v).upper() if k == "variant" else v
+                               for k, v in zip(FAMILY_KEYS, family, strict=True)}, "ratio": ratio,
                     "low": low, "high": high, "fastest": str(grp["backend_rival"].mode().iloc[0]),
                     "shapes": len(grp), "worst": float(worst["ratio"]), "worst_kv": int(worst["seq_kv"]),
                     "seq_kv": sorted(int(s) for s in grp["seq_kv"].unique()),
@@ -57,8 +59,10 @@ def _ci(pairs: pd.DataFrame, side: str, suffix: str = "") -> pd.Series:
 
 def conditions(found: list[dict], bound: float) -> tuple[Condition, ...]:
     """The families as Conditions (a subject's family: the subject's time over its fastest rival's, within bound)."""
-    return tuple(Condition(f"{d['subject']} in {d['family']}", d["ratio"], d["low"], d["high"], d["verdict"],
-                           bound=bound, holds_above=False, pairs=tuple(d["pairs"]), at_bound=d["at_bound"])
+    return tuple(Condition({"backend": d["subject"], **d["fields"]}, d["ratio"], d["low"], d["high"], d["verdict"],
+                           bound, holds_above=False, pairs=tuple(d["pairs"]), at_bound=d["at_bound"],
+                           facts={"against": d["fastest"], "shapes": d["shapes"], "worst": d["worst"],
+                                  "worst_kv": d["worst_kv"]})
                  for d in found)
 
 

@@ -97,7 +97,7 @@ def crossovers(costs: pd.DataFrame, beats_at: float) -> pd.DataFrame:
     """One row per method line (LINE_KEYS), each one condition of the crossover claim: its lengths, its cost over
     the best dense kernel's at each length with a 95% interval (each time drawn within its CI), S* (the shortest
     length from which every longer length's whole interval is ≤ `beats_at`, the claim's SPARSE_BEATS, else None),
-    the ratio and interval at the longest length (last_ratio, last_interval) and `name`: its condition's name
+    the ratio and interval at the longest length (last_ratio, last_interval) and `key`: its condition's key fields
     (bench.claims.sparse.crossover_lines judges each line)."""
     rows = []
     for key, line, split in method_lines(costs):
@@ -113,15 +113,16 @@ def crossovers(costs: pd.DataFrame, beats_at: float) -> pd.DataFrame:
         rows.append({**dict(zip(LINE_KEYS, key, strict=True)), "budget": first["budget"], "method": first["method"],
                      "lengths": lengths, "s_star": s_star, "last_ratio": float(last["ratio"]),
                      "last_interval": intervals[-1], "best_dense": last["best_dense"],
-                     "name": condition_name(last, split)})
+                     "key": condition_key(last, split)})
     return pd.DataFrame(rows)
 
 
-def condition_name(row: pd.Series, split: bool) -> str:
-    """A condition's name: 'block:128:0.125 · flex (prefill causal fp32 · density 1/8)', with Sq and B where they
-    set lines of one method apart."""
-    extra = (f" Sq={int(row['step_q'])}" if row["step_q"] > 1 else "") + (f" B={int(row['batch'])}" if split else "")
-    return f"{row['method']} ({row['phase']} {row['mask']} {row['dtype']}{extra} · {row['budget']})"
+def condition_key(row: pd.Series, split: bool) -> dict[str, object]:
+    """A condition's key fields: sparsity, backend, phase, mask, dtype, then Sq and B where they set lines of one
+    method apart, then the budget ('block:128:0.125 · flex · prefill · causal · fp32 · density 1/8')."""
+    return {"sparsity": row["sparsity"], "backend": row["backend"], "phase": row["phase"], "mask": row["mask"],
+            "dtype": row["dtype"], **({"seq_q": int(row["step_q"])} if row["step_q"] > 1 else {}),
+            **({"batch": int(row["batch"])} if split else {}), "budget": row["budget"]}
 
 
 def method_lines(costs: pd.DataFrame) -> Iterator[tuple[tuple, pd.DataFrame, bool]]:

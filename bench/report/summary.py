@@ -7,8 +7,11 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+from bench.claims import BY_KEY
+from bench.report.claim_rows import claim_rows
 from bench.report.claims import best_backends, verdicts
 from bench.report.load import read_results
+from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE
 from bench.results import read_run
 from bench.results.entry import group_of
 from bench.results.record import Record
@@ -27,13 +30,25 @@ def summary_lines(results: Path, report: Path | None = None) -> list[str]:
         for b in best:
             vs = f", {b['speedup_vs_naive']:.1f}x naive" if b.get("speedup_vs_naive") else ""
             lines.append(f"  {b['family']:<{width}}  {b['best']} ({b['wins']}/{b['shapes']}{vs})")
-    lines.append("claims:")
-    for v in verdicts(frame, info.meta):  # the run's own facts (its KV measurements, its traces), as the report reads
-        on = f"  [{v.judged_on}]" if v.judged_on else ""
-        lines.append(f"  {v.verdict:<13}  {v.claim}{on}")
+    lines.append("claims (conditions holding / judged):")
+    lines += claim_lines(claim_rows(verdicts(frame, info.meta), info.run_id))  # the rows claims.csv holds
+
     lines.append(f"results: {results}")
     if report is not None:
         lines.append(f"report:  {report}")
+    return lines
+
+
+def claim_lines(rows: list[dict]) -> list[str]:
+    """One line per claim from claims.csv's rows: its word, how many of its judged conditions hold, its text and
+    the range it was judged on."""
+    lines = []
+    for key in dict.fromkeys(r["claim"] for r in rows):
+        mine = [r for r in rows if r["claim"] == key]
+        judged = [r for r in mine if r.get("word") in (HOLDS, FAILS, INCONCLUSIVE)]
+        count = f"{sum(r['word'] == HOLDS for r in judged)}/{len(judged)}" if judged else "–"
+        on = f"  [{mine[0]['judged_on']}]" if mine[0]["judged_on"] else ""
+        lines.append(f"  {mine[0]['claim_verdict']:<13}  {count:>5}  {BY_KEY[key].text}{on}")
     return lines
 
 

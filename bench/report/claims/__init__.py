@@ -10,6 +10,7 @@ of the report: the automatic choice's losses (auto_choice), which the best-backe
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from importlib import import_module
 
@@ -37,7 +38,8 @@ CLAIMS: tuple[Claim, ...] = tuple(judge_of(spec) for spec in SPECS)
 
 def verdicts(df: pd.DataFrame, run: RunMeta) -> list[Verdict]:
     """Every claim's verdict on one run; a condition the run re-measured in interleaved blocks is judged on them."""
-    return [with_blocks(claim(df, run), spec.key, run.decided) for spec, claim in zip(SPECS, CLAIMS, strict=True)]
+    return [with_blocks(dataclasses.replace(claim(df, run), key=spec.key), spec.key, run.decided)
+            for spec, claim in zip(SPECS, CLAIMS, strict=True)]
 
 
 def evaluate_claims(df: pd.DataFrame, kv_measured: list[dict] | None = None) -> list[dict]:

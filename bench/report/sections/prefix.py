@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from bench.claims.cascade import CASCADE_BEATS, FLASHINFER_PUBLISHED, cascade_pairs, conditions, region
+from bench.claims.cascade import CASCADE_BEATS, FLASHINFER_PUBLISHED, cascade_pairs, points, region
 from bench.report.blocks import Block, Heading, Para, Table, times
 from bench.report.load import RunInfo
 from bench.report.units import fmt_bytes, fmt_seconds
@@ -26,9 +26,9 @@ def _table(found: list) -> Table:
 
 
 def _found(rows: pd.DataFrame) -> list:
-    """conditions() with each point's two times added, for the table."""
+    """points() with each point's two times added, for the table."""
     out = []
-    for c, d in conditions(rows):
+    for c, d in points(rows):
         r = rows[(rows["backend"] == d["backend"]) & (rows["prefix"] == d["prefix"]) & (rows["batch"] == d["batch"])
                  & (rows["dtype"] == d["dtype"]) & (rows["suffix"] == d["suffix"])].iloc[0]
         out.append((c, d | {"plain_s": float(r["plain_median_s"]), "cascade_s": float(r["median_s"])}))
