@@ -114,24 +114,25 @@ def verify_cost(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     one-query twin's against VERIFY_WITHIN; N* per backend, dtype and batch; the claim's word is
     bench.report.conditions' rule over the conditions."""
     from bench.report.conditions import combine, condition, listing, pairs_of, undecided_why
-    from bench.report.interval import ROUNDS_DECIDE, ratio_interval
-    from bench.report.verdict import NOT_MEASURED, Verdict, judged, noisy_note, span
+    from bench.report.interval import ratio_interval
+    from bench.report.verdict import NOT_MEASURED, Series, Verdict, judged, noisy_count, noisy_note, span
 
     steps = draft_steps(df)
     if steps.empty:
         return Verdict(CLAIM, NOT_MEASURED, f"no draft verified beside its one-query decode step (`{COMMAND}`)")
     longest = steps.groupby(["backend", "dtype", "batch"])["seq_kv"].transform("max")
     steps = steps[steps["seq_kv"] == longest]
-    found, detail, lines = [], [], []
+    found, detail, lines, stars = [], [], [], []
     calibration = run.calibration if run is not None else None
     for (backend, dtype, batch), group in steps.groupby(["backend", "dtype", "batch"], sort=False):
         group = group.sort_values(["tokens", "draft"])
         judged_here = []
         for _, row in group.iterrows():
             one = group[group["case_id"] == row["case_id"]] if "case_id" in group else group.loc[[row.name]]
-            c = condition(f"{backend} · {dtype} · B {int(batch)} · {row['draft']} (N {int(row['tokens'])}) at KV "
-                          f"{int(row['seq_kv']):,}", float(row["ratio"]), ratio_interval(one, "", "step_"),
-                          VERIFY_WITHIN, holds_above=False, pairs=pairs_of(one, "case_id", "step_case_id"))
+            key = {"backend": backend, "dtype": dtype, "batch": int(batch), "draft": str(row["draft"]),
+                   "tokens": int(row["tokens"]), "seq_kv": int(row["seq_kv"])}
+            c = condition(key, float(row["ratio"]), ratio_interval(one, "", "step_"), VERIFY_WITHIN,
+                          holds_above=False, pairs=pairs_of(one, "case_id", "step_case_id"))
             judged_here.append((int(row["tokens"]), c))
         found += [c for _, c in judged_here]
         n_star = star(judged_here)
@@ -139,15 +140,24 @@ def verify_cost(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
         detail.append({"backend": backend, "dtype": dtype, "batch": int(batch), "seq_kv": int(group["seq_kv"].iloc[0]),
                        "n_star": n_star, "ridge_tokens": ridge,
                        "ratios": {str(r["draft"]): float(r["ratio"]) for _, r in group.iterrows()}})
+        stars.append(({"backend": backend, "dtype": dtype, "batch": int(batch), "seq_kv": int(group["seq_kv"].iloc[0])},
+                      n_star))
         lines.append(f"{backend} · {dtype} · B {int(batch)}: {star_text(n_star, judged_here)}"
                      + (f" (roofline ridge near N {ridge:.0f})" if ridge else ""))
     numbers = (f"draft verification / one-query decode step at the longest cache length, N* (the largest draft "
                f"size up to which every draft is within {VERIFY_WITHIN:g}×): {'; '.join(lines)}. Judged per draft "
                f"(within {VERIFY_WITHIN:g}× holds): {listing(found)}." + noisy_note(steps))
-    why = undecided_why(found, VERIFY_WITHIN, ROUNDS_DECIDE)
+    why = undecided_why(found)
     on = judged(span(steps["seq_kv"], "KV"), ", ".join(sorted(steps["dtype"].unique())),
                 ", ".join(sorted(steps["backend"].unique())))
-    return Verdict(CLAIM, combine(found), numbers, why, tuple(detail), on, conditions=tuple(found))
+    series = Series(f"N*, the largest draft size up to which every draft is within {VERIFY_WITHIN:g}× of the "
+                    "one-query step (0: not even the smallest)", "tokens", tuple(stars))
+    ridges = sorted({round(d["ridge_tokens"], 1) for d in detail if d["ridge_tokens"]})
+    notes = (f"The roofline puts the ridge, where N queries turn the step compute-bound, near N "
+             f"{', '.join(f'{r:g}' for r in ridges)} here (GEMM ceiling over read ceiling × Hkv × bytes / 2Hq)."
+             if ridges else "")
+    return Verdict(CLAIM, combine(found), numbers, why, tuple(detail), on, conditions=tuple(found), notes=notes,
+                   noisy=noisy_count(steps), series=(series,))
 
 
 def star(judged_here: list[tuple[int, object]]) -> int | None:
