@@ -47,7 +47,8 @@ def test_each_question_of_the_cpu_default_gets_its_least_and_every_one_is_funded
     assert states == {"heads": FUNDED, "scaling": FUNDED, "decode": FUNDED, "mla": FUNDED, "layer": FUNDED,
                       "kv": AT_START, "paging": FUNDED, "variants": FUNDED, "sparse": FUNDED, "sparse-ideal": FUNDED,
                       "trace": FUNDED, "wrapper": FUNDED, "linear": FUNDED, "linear-decode": FUNDED,
-                      "cascade": FUNDED, "auto-choice": FUNDED}
+                      "cascade": FUNDED, "auto-choice": FUNDED,
+        "verify": FUNDED}
     heads = _answer(agenda, "heads").least
     for backend in {c.backend for c in heads}:
         mine = [c for c in heads if c.backend == backend]
@@ -166,7 +167,8 @@ def test_the_cuda_default_answers_every_question_on_an_h200_by_the_cost_model():
     assert {a.question.key: a.state for a in agenda.answers} == {
         "heads": FUNDED, "scaling": FUNDED, "decode": FUNDED, "mla": FUNDED, "layer": FUNDED, "kv": AT_START,
         "paging": FUNDED, "variants": FUNDED, "sparse": FUNDED, "sparse-ideal": FUNDED, "trace": FUNDED,
-        "wrapper": FUNDED, "linear": FUNDED, "linear-decode": FUNDED, "cascade": FUNDED, "auto-choice": FUNDED}
+        "wrapper": FUNDED, "linear": FUNDED, "linear-decode": FUNDED, "cascade": FUNDED, "auto-choice": FUNDED,
+        "verify": FUNDED}
 
 
 def test_bench_run_plan_prints_the_questions_and_each_cases_prediction(capsys):
@@ -231,4 +233,4 @@ def test_a_budgeted_run_says_its_plan_records_every_case_and_keeps_the_plan(tmp_
     assert [q["question"] for q in doc.meta.questions] == ["heads", "scaling", "decode", "mla", "layer", "kv",
                                                             "paging", "variants", "sparse", "sparse-ideal", "trace",
                                                             "wrapper", "linear", "linear-decode", "cascade",
-                                                            "auto-choice"]
+                                                            "auto-choice", "verify"]
