@@ -19,11 +19,33 @@ from dataclasses import dataclass
 import torch
 
 from bench.backends import attention, variant_values
-from bench.kinds.mha_layer import make_layer_input, merge_heads, split_heads
+from bench.counts.metrics import layer_d_model
 from bench.problem.keepset import KeepSet
 from bench.problem.masks import Mask, grid
 from bench.problem.scores import Score
 from bench.problem.shapes import AttentionShape
+
+
+def split_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """(B, T, n*hs) -> (B, n, T, hs). The transpose matters: viewing straight to (B, n, T, hs) mixes tokens."""
+    B, T, C = x.shape
+    return x.view(B, T, n_heads, C // n_heads).transpose(1, 2)  # (B, n, T, hs)
+
+
+def merge_heads(x: torch.Tensor) -> torch.Tensor:
+    """(B, n, T, hs) -> (B, T, n*hs), the inverse of split_heads."""
+    B, n, T, hs = x.shape
+    return x.transpose(1, 2).reshape(B, T, n * hs)  # (B, T, C)
+
+
+def make_layer_input(shape: AttentionShape, device: torch.device | str = "cpu", seed: int = 0,
+                     requires_grad: bool = False) -> torch.Tensor:
+    """Standard-normal x (B, S, d_model) for a layer-scope case, reproducible from `seed`."""
+    gen = torch.Generator(device=device).manual_seed(seed)
+    x = torch.randn(shape.batch, shape.seq_q, layer_d_model(shape), generator=gen, device=device,
+                    dtype=shape.torch_dtype)
+    return x.requires_grad_(requires_grad)
+
 
 TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
     torch.float32: (2e-4, 2e-4),

@@ -27,7 +27,7 @@ from bench.engine import runner
 from bench.engine.runner import EXACT_CHECK_ELEMENTS, Runner, check_shape
 from bench.engine.sweeps import Case
 from bench.kinds import kind_of
-from bench.kinds.mha_layer import MultiHeadAttention, make_layer, make_layer_input, merge_heads
+from bench.kinds.mha_layer import MultiHeadAttention, make_layer
 from bench.problem.columns import shape_from_fields
 from bench.problem.masks import CAUSAL, NO_MASK
 from bench.problem.scores import NO_SCORE
@@ -36,6 +36,8 @@ from bench.reference import (
     LAYER_TOLERANCES,
     check_layer_gradients,
     compare_to_reference,
+    make_layer_input,
+    merge_heads,
     reference_layer,
 )
 from bench.report.conditions import SHARE

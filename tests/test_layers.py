@@ -2,8 +2,9 @@ import pytest
 import torch
 from torch import nn
 
-from bench.kinds.mha_layer import MultiHeadAttention, merge_heads, parameter_count, split_heads
+from bench.kinds.mha_layer import MultiHeadAttention, parameter_count
 from bench.problem.shapes import ShapeError
+from bench.reference import merge_heads, split_heads
 
 
 def n_params(m: nn.Module) -> int:

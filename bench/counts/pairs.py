@@ -20,11 +20,10 @@ How a kernel executes a case (a backend's `executes` trait):
 from __future__ import annotations
 
 import functools
-import random
 from typing import TYPE_CHECKING, Literal
 
 from bench.problem.masks import Mask
-from bench.problem.sparsity import NO_SPARSITY, SPARSITY_SEED, Sparsity
+from bench.problem.sparsity import NO_SPARSITY, Sparsity, block_table
 
 if TYPE_CHECKING:  # numpy is imported where a count needs it: importing this module stays light
     import numpy as np
@@ -56,28 +55,6 @@ def doc_bounds(docs: int, seq_kv: int, p: np.ndarray) -> tuple[np.ndarray, np.nd
     start = d * length
     end = np.where(d == docs - 1, seq_kv - 1, start + length - 1)
     return start, end
-
-
-@functools.lru_cache(maxsize=64)
-def block_table(sparsity: Sparsity, mask: Mask, seq_kv: int) -> tuple[tuple[int, ...], ...]:
-    """block:B:D's kept key blocks of each row of query blocks (row r holds positions rB .. rB + B - 1), sorted: the
-    diagonal block and round(D x n) - 1 more of the n blocks the mask leaves that row, drawn with a seed of
-    (SPARSITY_SEED, Skv, B, D, mask, r) alone."""
-    import numpy as np
-
-    B, D = sparsity.block, sparsity.density
-    assert B is not None and D is not None, "a block sparsity"
-    rows = seq_kv // B
-    starts = np.arange(rows, dtype=np.int64) * B
-    _, lo, hi = mask.bounds(seq_kv, seq_kv)  # a row's candidates: from its first query's lo to its last's hi
-    table = []
-    for r in range(rows):
-        first, last = int(lo[starts[r]]) // B, int(hi[starts[r] + B - 1]) // B
-        others = [j for j in range(first, last + 1) if j != r]
-        n_keep = max(1, int(D * (len(others) + 1) + 0.5))
-        rng = random.Random(f"{SPARSITY_SEED}:{seq_kv}:{B}:{D!r}:{mask.label}:{r}")
-        table.append(tuple(sorted([r, *rng.sample(others, min(len(others), n_keep - 1))])))
-    return tuple(table)
 
 
 def _intervals(sparsity: Sparsity, mask: Mask, seq_q: int, seq_kv: int) -> list[tuple[np.ndarray, np.ndarray,

@@ -14,8 +14,8 @@ from typing import Any
 
 import torch
 
+from bench.measure.ceilings import Calibration
 from bench.reference import compare_to_reference
-from bench.results.meta import Calibration
 
 # How far below a floor a median may sit before it is implausible, and why that far:
 # FLOPs / the run's measured GEMM ceiling: no kernel does useful attention FLOPs faster than the machine's best GEMM,

@@ -76,9 +76,8 @@ class LayerKind(Kind):
     def check(self, case: Case, setup: MultiHeadAttention, references: ReferenceCache) -> tuple[Check, float]:
         import torch
 
-        from bench.kinds.mha_layer import make_layer_input
         from bench.measure.timer import sync
-        from bench.reference import LAYER_TOLERANCES, Check, compare_to_reference, reference_layer
+        from bench.reference import LAYER_TOLERANCES, Check, compare_to_reference, make_layer_input, reference_layer
 
         shape = self.check_shape(case.shape)
         x = make_layer_input(shape, case.device, seed=0)
@@ -103,7 +102,7 @@ class LayerKind(Kind):
         training does."""
         import torch
 
-        from bench.kinds.mha_layer import make_layer_input
+        from bench.reference import make_layer_input
 
         s, layer = case.shape, setup
         grad = case.pass_ == "fwd+bwd"

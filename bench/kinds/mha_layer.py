@@ -4,7 +4,8 @@ GQA and MQA come from smaller K/V projections (n_kv_heads * head_dim outputs ins
 head_dim defaults to the tutorials' d_model / n_heads; models such as Qwen3 set it apart (head_dim * n_heads !=
 d_model), and then W_Q is d_model -> Hq*D, W_K and W_V d_model -> Hkv*D, and W_O Hq*D -> d_model.
 
-`make_layer` and `make_layer_input` build the layer a `scope="layer"` benchmark case times (bench.engine.runner).
+`make_layer` builds the layer a `scope="layer"` benchmark case times (bench.engine.runner; its input:
+bench.reference.make_layer_input).
 """
 
 from __future__ import annotations
@@ -15,18 +16,7 @@ from torch import nn
 from bench.backends import attention, get_backend
 from bench.counts.metrics import layer_d_model
 from bench.problem.shapes import AttentionShape, ShapeError, check_heads, head_dim_for
-
-
-def split_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
-    """(B, T, n*hs) -> (B, n, T, hs). The transpose matters: viewing straight to (B, n, T, hs) mixes tokens."""
-    B, T, C = x.shape
-    return x.view(B, T, n_heads, C // n_heads).transpose(1, 2)  # (B, n, T, hs)
-
-
-def merge_heads(x: torch.Tensor) -> torch.Tensor:
-    """(B, n, T, hs) -> (B, T, n*hs), the inverse of split_heads."""
-    B, n, T, hs = x.shape
-    return x.transpose(1, 2).reshape(B, T, n * hs)  # (B, T, C)
+from bench.reference import merge_heads, split_heads
 
 
 class MultiHeadAttention(nn.Module):
@@ -90,12 +80,3 @@ def make_layer(shape: AttentionShape, backend: str, device: torch.device | str =
             w = torch.randn(out_features, in_features, generator=gen, device=device, dtype=torch.float32)
             linear.weight.copy_(w * in_features**-0.5)
     return layer
-
-
-def make_layer_input(shape: AttentionShape, device: torch.device | str = "cpu", seed: int = 0,
-                     requires_grad: bool = False) -> torch.Tensor:
-    """Standard-normal x (B, S, d_model) for a layer-scope case, reproducible from `seed`."""
-    gen = torch.Generator(device=device).manual_seed(seed)
-    x = torch.randn(shape.batch, shape.seq_q, layer_d_model(shape), generator=gen, device=device,
-                    dtype=shape.torch_dtype)
-    return x.requires_grad_(requires_grad)

@@ -29,9 +29,9 @@ from typing import Any
 
 import torch
 
+from bench.measure.ceilings import Calibration
 from bench.measure.stats import summarize
 from bench.measure.timer import measure
-from bench.results.meta import Calibration
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 MAIN_DTYPE = {"cpu": "fp32", "cuda": "bf16"}

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bench.errors import UsageError
-from bench.results.meta import Calibration
+from bench.measure.ceilings import Calibration
 
 
 @dataclass(frozen=True)

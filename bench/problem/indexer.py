@@ -17,7 +17,6 @@ from dataclasses import dataclass
 
 import torch
 
-from bench.counts.metrics import indexer_dims
 from bench.problem.masks import Mask
 from bench.problem.shapes import AttentionShape
 
@@ -33,7 +32,7 @@ class IndexerInputs:
 
 def make_indexer_inputs(shape: AttentionShape, device: torch.device | str = "cpu", seed: int = 0) -> IndexerInputs:
     """The indexer's inputs for a topk case, in its dtype, reproducible from `seed`."""
-    heads, dim = indexer_dims(shape)
+    heads, dim = shape.sparsity.indexer_dims(shape.n_heads, shape.head_dim)
     gen = torch.Generator(device=device).manual_seed(seed + 7919)  # apart from the attention inputs' stream
     B, Sq, Skv, dtype = shape.batch, shape.seq_q, shape.seq_kv, shape.torch_dtype
     q = torch.randn(B, heads, Sq, dim, generator=gen, device=device, dtype=dtype)

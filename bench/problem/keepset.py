@@ -19,9 +19,8 @@ import functools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from bench.counts.pairs import block_table
 from bench.problem.masks import Mask, grid
-from bench.problem.sparsity import Sparsity
+from bench.problem.sparsity import Sparsity, block_table
 
 if TYPE_CHECKING:
     import torch

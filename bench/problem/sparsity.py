@@ -30,10 +30,13 @@ query (global G + W under a causal mask, topk K). Nothing here imports torch or 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import random
 from dataclasses import dataclass
 from fractions import Fraction
 
 from bench.errors import InputError
+from bench.problem.masks import Mask
 
 # what a backend's `sparsity` trait lists (tree: a draft tree's keep-set, bench.kinds.draft)
 SPARSITY_KINDS: tuple[str, ...] = ("block", "docs", "global", "topk", "tree")
@@ -227,6 +230,28 @@ class Sparsity:
 
 
 NO_SPARSITY = Sparsity()
+
+
+@functools.lru_cache(maxsize=64)
+def block_table(sparsity: Sparsity, mask: Mask, seq_kv: int) -> tuple[tuple[int, ...], ...]:
+    """block:B:D's kept key blocks of each row of query blocks (row r holds positions rB .. rB + B - 1), sorted: the
+    diagonal block and round(D x n) - 1 more of the n blocks the mask leaves that row, drawn with a seed of
+    (SPARSITY_SEED, Skv, B, D, mask, r) alone."""
+    import numpy as np
+
+    B, D = sparsity.block, sparsity.density
+    assert B is not None and D is not None, "a block sparsity"
+    rows = seq_kv // B
+    starts = np.arange(rows, dtype=np.int64) * B
+    _, lo, hi = mask.bounds(seq_kv, seq_kv)  # a row's candidates: from its first query's lo to its last's hi
+    table = []
+    for r in range(rows):
+        first, last = int(lo[starts[r]]) // B, int(hi[starts[r] + B - 1]) // B
+        others = [j for j in range(first, last + 1) if j != r]
+        n_keep = max(1, int(D * (len(others) + 1) + 0.5))
+        rng = random.Random(f"{SPARSITY_SEED}:{seq_kv}:{B}:{D!r}:{mask.label}:{r}")
+        table.append(tuple(sorted([r, *rng.sample(others, min(len(others), n_keep - 1))])))
+    return tuple(table)
 
 
 def fraction_label(value: float) -> str:
