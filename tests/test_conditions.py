@@ -117,7 +117,7 @@ def test_a_claim_with_two_thresholds_names_both_and_is_open_between_them():
         ("a", 0.5, (0.45, 0.55)), ("b", 1.5, (1.4, 1.6)), ("c", 1.0, (0.97, 1.03))))
     assert (holds.verdict, fails.verdict, open_.verdict) == (HOLDS, FAILS, INCONCLUSIVE)
     assert (holds.bound, holds.fail_bound, holds.holds_above) == (0.95, 1.05, False)
-    assert bound_text(holds) == "holds ≤ 0.95×, fails ≥ 1.05×"
+    assert bound_text(holds) == "≤ 0.95× holds, ≥ 1.05× fails"
 
 
 def test_a_condition_listed_but_not_judged_leaves_the_claim_s_word_alone():

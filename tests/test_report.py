@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.claims import spec
+from bench.claims import CLAIMS, spec
 from bench.report.claims import evaluate_claims
 from bench.report.frames import fit_exponent
 from bench.report.load import COLUMNS, load_results, read_results
@@ -520,14 +520,91 @@ def test_report_folder_from_a_realistic_run(realistic, realistic_report):
     assert "http" not in text
     for name in pngs:  # GitHub shows the Markdown with the PNGs beside it
         assert f"]({name})" in md
-    # opens with its answers (summary, claims' verdicts, best backends), then the environment, then figures
-    order = [md.index(h) for h in ("## Summary", "## Claims", "## Best backends", "## Environment", "## Figures")]
-    assert order == sorted(order)
-    assert "| Heads are a free lunch" in md and "**holds**" in md
+    # opens with its answers (a line per claim, the summary, each claim's section, the best backends), then the
+    # environment, then the figures no claim's section shows
+    order = [md.index(h) for h in ("## Answers", "## Summary", "## Claims", "## Best backends", "## Environment",
+                                   "## Figures")]
+    assert order == sorted(order) and md.index("## Answers") == md.index("\n## ") + 1  # the first section
+    assert "| [Heads are a free lunch" in md and "](#claim-heads) | **" in md and "**holds**" in md
+    # every answer links to its claim's section, in HTML as in Markdown
+    for s in CLAIMS:
+        assert f'href="#claim-{s.key}"' in page and f'id="claim-{s.key}"' in page
+        assert f"](#claim-{s.key})" in md and f'<a id="claim-{s.key}"></a>' in md
     import pandas as pd
 
     tidy = pd.read_csv(out / "tidy.csv")
     assert len(tidy) == len(realistic[1]) and list(tidy.columns) == list(COLUMNS)
+
+
+def test_claims_csv_holds_each_claim_s_conditions_as_data_and_the_closing_summary_reads_the_same_rows(
+        realistic, realistic_report):
+    import pandas as pd
+
+    from bench.report.claims import verdicts
+    from bench.report.summary import summary_lines
+
+    claims = pd.read_csv(realistic_report.parent / "claims.csv")
+    frame, info = read_results(realistic[0])
+    judged = verdicts(frame, info.meta)
+    assert list(claims["claim"].unique()) == [s.key for s in CLAIMS]  # every claim, in report order
+    for v in judged:  # a row per condition, a claim without one a row of its own
+        mine = claims[claims["claim"] == v.key]
+        assert len(mine) == max(1, len(v.conditions)) and set(mine["claim_verdict"]) == {v.verdict}
+        for c, (_, row) in zip(v.conditions, mine.iterrows(), strict=bool(v.conditions)):
+            assert row["ratio"] == pytest.approx(c.ratio) and row["unit"] == c.unit and row["word"] == c.verdict
+            assert row["bound"] == pytest.approx(c.bound) and row["basis"] == c.basis
+            assert all(row[f] == (pytest.approx(value) if isinstance(value, (int, float)) else value)
+                       for f, value in c.key)  # one column per key field
+    assert {"low", "high", "fail_bound", "holds", "blocks", "at_bound", "judged_on"} <= set(claims.columns)
+    lines = summary_lines(realistic[0])
+    for v in judged:
+        line = next(line for line in lines if spec(v.key).text in line)
+        assert line.split()[0] == v.verdict.split()[0]
+
+
+def test_no_table_cell_says_more_than_a_sentence(tmp_path):
+    """The example run of the repository, rendered: every table cell is within CELL_LIMIT characters (the rest is a
+    paragraph), and the report's first block after its title is the answers' table."""
+    from bench.report.blocks import CELL_LIMIT, Beside, Fold, Link, Table
+    from bench.report.document import build
+
+    def tables(blocks):
+        for b in blocks:
+            if isinstance(b, Table):
+                yield b
+            elif isinstance(b, (Fold, Beside)):
+                yield from tables(b.blocks if isinstance(b, Fold) else (*b.main, *b.aside))
+
+    root = Path(__file__).resolve().parents[1]
+    for path in sorted((root / "results" / "example").glob("*.json")):
+        blocks = build(load_results([path]), {})
+        assert [b.text for b in blocks[:2]] == [blocks[0].text, "Answers"], path.name
+        cells = [(len(c.text if isinstance(c, Link) else c), c) for t in tables(blocks) for r in t.rows for c in r]
+        cells += [(len(h), h) for t in tables(blocks) for h in t.headers]
+        longest = max(cells, key=lambda lc: lc[0])
+        assert longest[0] <= CELL_LIMIT, (path.name, longest)
+
+
+def test_a_report_of_several_runs_opens_with_their_verdicts_side_by_side_and_has_each_section_once(tmp_path):
+    from bench.report.document import build
+
+    root = Path(__file__).resolve().parents[1] / "results" / "example"
+    loaded = load_results([root / "20261206-031641-default-cpu.json", root / "20261203-074230-sparse-cpu.json"])
+    blocks = build(loaded, {})
+    answers = blocks[2]  # the title, the answers' heading, its sentence, then its table
+    table = blocks[3]
+    assert [r.run_id for r in loaded.runs] == [h.split(" (")[0] for h in table.headers[1:3]]
+    assert table.headers[-1] == "verdicts" and table.verdict_columns == (1, 2)
+    heads = next(r for r in table.rows if r[0].anchor == "claim-heads")
+    assert heads[1:] == [NOT_MEASURED, FAILS, ""]  # a run that did not measure it differs from none
+    marked = [r for r in table.rows if r[-1]]
+    assert all(len({*r[1:3]} - {NOT_MEASURED}) == 2 for r in marked)
+    assert answers.text == (f"The runs' verdicts differ on {len(marked)} of {len(CLAIMS)} claims (marked)." if marked
+                            else "Where the runs measured a claim, they read it alike.")
+    headings = [b.text for b in blocks if getattr(b, "level", 0) == 2]
+    assert len(headings) == len(set(headings))  # each section once, the runs inside it
+    claims = [b.text for b in blocks if getattr(b, "anchor", "")]
+    assert claims == [s.text for s in CLAIMS]
 
 
 def test_results_text_cannot_inject_markup(tmp_path):

@@ -28,7 +28,7 @@ AUTO_WITHIN = 1.10  # torch's automatic SDPA choice within 10% of the fastest fo
 
 SPECS = (ClaimSpec("auto-choice", f"torch's automatic SDPA choice is within {AUTO_WITHIN - 1:.0%} of the fastest "
                    "forced kernel", "bench.claims.auto_choice:auto_choice", "auto-choice",
-                   {"backend": "sdpa,sdpa-math,sdpa-flash"}),)
+                   {"backend": "sdpa,sdpa-math,sdpa-flash"}, ratio="automatic / fastest forced kernel"),)
 CLAIM = SPECS[0].text
 
 

@@ -49,7 +49,8 @@ CASCADE = {"backend": "sdpa-flash,cascade-sdpa", "heads": "8", "kv-heads": "2", 
            "mask": "causal", "phase": "decode", "decode-q": "1", "prefix": "1024,4096", "suffix": "128",
            "batch": "1,16"}
 SPECS = (ClaimSpec("cascade", "Cascade attention decodes a shared-prefix batch faster than plain attention from some "
-                   "prefix length and batch", "bench.claims.cascade:cascade_wins", "cascade", CASCADE),)
+                   "prefix length and batch", "bench.claims.cascade:cascade_wins", "cascade", CASCADE,
+                   ratio="cascade / best plain step", figures=("prefix_decode",)),)
 CLAIM = SPECS[0].text
 TWIN_FIELDS = ("batch", "n_heads", "n_kv_heads", "head_dim", "dtype", "mask", "seq_q", "seq_kv", "prefix")
 LINE_FIELDS = ("backend", "dtype", "n_heads", "n_kv_heads", "head_dim", "suffix", "seq_q")

@@ -39,9 +39,10 @@ DECODE = {"backend": "naive,sdpa", "kv-heads": "8,2,1", "dtype": "fp32", "mask":
           "decode-kv": "1024,4096,16384"}
 _SAYS = f"GQA/MQA speed up decoding {DECODE_SPEEDUP[0]:g}–{DECODE_SPEEDUP[1]:g}×"
 SPECS = (ClaimSpec("fused-decode", f"{_SAYS} (fused kernels)", "bench.claims.decode:fused_decode_speedup", "decode",
-                   DECODE),
+                   DECODE, ratio="MHA step / GQA-MQA step", figures=("decode",)),
          ClaimSpec("expanding-decode", f"{_SAYS} (kernels that expand K/V to Hq heads)",
-                   "bench.claims.decode:expanding_decode_speedup", "decode", DECODE))
+                   "bench.claims.decode:expanding_decode_speedup", "decode", DECODE, ratio="MHA step / GQA-MQA step",
+                   figures=("decode",)))
 
 KEYS = ["backend", "dtype", "batch", "n_heads", "head_dim", "seq_q", "seq_kv", "mask", "pass"]  # + LATER_SHAPE_KEYS
 CEILINGS = ["pct_read_ceiling", "pct_gemm_ceiling"]

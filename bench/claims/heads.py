@@ -27,7 +27,8 @@ MIN_HEADS = 4  # head counts that make a sweep: fewer cannot tell a trend from t
 
 SPECS = (ClaimSpec("heads", "Heads are a free lunch: at fixed d_model, more heads cost about the same time",
                    "bench.claims.heads:heads_free_lunch", "heads",
-                   {"profile": "heads", "backend": "naive,sdpa-flash"}),)
+                   {"profile": "heads", "backend": "naive,sdpa-flash"}, ratio="slowest / fastest head count",
+                   figures=("heads_sweep",)),)
 CLAIM, COMMAND = SPECS[0].text, SPECS[0].command
 
 

@@ -25,7 +25,8 @@ KV_WITHIN = 0.02  # a GQA/MQA cache shrinks "by Hq/Hkv" when its MHA twin's byte
 # (bytes counted, not timed: the slack is for a few bytes a cache may keep beside K and V, not for noise)
 
 SPECS = (ClaimSpec("kv", "GQA/MQA shrink the KV cache by Hq/Hkv", "bench.claims.kv:kv_cache_shrink", "kv",
-                   {"profile": "quick"}),)  # any run with transformers installed: its caches are measured at the start
+                   # any run with transformers installed: its caches are measured at the start
+                   {"profile": "quick"}, ratio="MHA cache / its cache", figures=("kv_cache",)),)
 CLAIM = SPECS[0].text
 EXTRA = "pip install 'attnbench[hf]'"  # transformers, whose caches are measured
 

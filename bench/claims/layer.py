@@ -32,7 +32,7 @@ RISING = 0.2  # attention's time over the rest's, fitted as ∝ S^k: k above thi
 SPECS = (ClaimSpec("layer", "Attention dominates the layer at long sequence lengths",
                    "bench.claims.layer:attention_dominates", "layer",
                    {"backend": "naive,sdpa-flash", "kv-heads": "8", "seq": "256,512,1024,2048,4096",
-                    "scope": "attention,layer", **PREFILL}),)
+                    "scope": "attention,layer", **PREFILL}, ratio="attention's share of the layer"),)
 CLAIM, COMMAND = SPECS[0].text, SPECS[0].command
 
 
@@ -119,7 +119,7 @@ def attention_dominates(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict
                                      f"same shape and backend (run `{COMMAND}`)")
     shares["model_key"] = shares["model"].fillna("")  # groupby drops None keys
     families = shares.groupby([k if k != "model" else "model_key" for k in GEOMETRY_KEYS], sort=True, dropna=False)
-    detail, parts, found, points = [], [], [], []
+    detail, parts, found, points, wheres = [], [], [], [], []
     for _, fam in families:
         first = fam.iloc[0]
         key = {k: plain_value(k, first[k]) for k in GEOMETRY_KEYS if k != "model"}  # the frame made ints of None floats
@@ -141,10 +141,11 @@ def attention_dominates(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict
         where = (f"attention takes half or more from S={from_seq}" if from_seq is not None else
                  f"attention never takes half on this machine (up to S={per_seq[-1][0]})")
         label = f"{_family_label(key)}: " if families.ngroups > 1 else ""
+        wheres.append(label + where)
         parts.append(f"{label}attention's share of the layer (median over "
                      f"{', '.join(sorted(fam['backend'].unique()))}): "
                      + ", ".join(f"S={s} {amount(m, SHARE)}" for s, m in per_seq) + f"; {where}")
-    notes = "; ".join(p[0].upper() + p[1:] for p in parts) + "."
+    notes = ". ".join(w[0].upper() + w[1:] for w in wheres) + "."
     numbers = ("; ".join(parts) + ". Judged per backend at its longest S, as attention's time over the layer's "
                f"(half or more holds): {listing(found)}.")
     noisy = int(shares["noisy"].sum())

@@ -57,10 +57,11 @@ LINEAR = {"backend": "hf-gdn,sdpa-flash", "linear": "none,gdn", "heads": "4", "k
 PREFILL_LENGTHS, DECODE_LENGTHS = "1024,2048,4096,8192", "1024,4096,16384"
 SPECS = (ClaimSpec("linear", "Linear attention beats the best dense kernel from some length S*",
                    "bench.claims.linear:linear_crossover", "linear",
-                   {**LINEAR, "seq": PREFILL_LENGTHS, "phase": "prefill"}),
+                   {**LINEAR, "seq": PREFILL_LENGTHS, "phase": "prefill"}, ratio="linear / best dense kernel"),
          ClaimSpec("linear-decode", "A linear decode step costs the same at every context length, where attention's "
                    "grows with it", "bench.claims.linear:linear_decode", "linear-decode",
-                   {**LINEAR, "phase": "decode", "decode-q": "1", "decode-kv": DECODE_LENGTHS}))
+                   {**LINEAR, "phase": "decode", "decode-q": "1", "decode-kv": DECODE_LENGTHS},
+                   ratio="linear step, longest / shortest KV"))
 CROSSOVER_CLAIM, DECODE_CLAIM = SPECS[0].text, SPECS[1].text
 TWIN_FIELDS = ("batch", "n_heads", "n_kv_heads", "head_dim", "dtype", "phase", "seq_q", "seq_kv")
 # a line's fields: not its batch (a profile may hold the tokens per batch fixed, so the batch falls as the length

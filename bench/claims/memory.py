@@ -34,7 +34,8 @@ MIN_LENGTHS, LENGTH_SPAN = 4, 8
 
 SPECS = (ClaimSpec("memory", "The naive score matrix costs O(S²) memory; flash-style kernels cost O(S)",
                    "bench.claims.memory:memory_scaling", "scaling",
-                   {"backend": "naive,sdpa", "kv-heads": "8", "seq": "256,512,1024,2048", **PREFILL}),)
+                   {"backend": "naive,sdpa", "kv-heads": "8", "seq": "256,512,1024,2048", **PREFILL},
+                   ratio="peak memory grows as", figures=("peak_memory",)),)
 CLAIM = SPECS[0].text
 
 

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 SPECS = (ClaimSpec("mla", "MLA decodes at least as fast as GQA/MQA (one latent read for all heads)",
                    "bench.claims.mla:mla_decode_step", "mla",
                    {"backend": "naive,sdpa,flex", "variant": "gqa,mqa,mla", "dtype": "fp32", "mask": "causal",
-                    "phase": "decode", "decode-kv": "4096,16384"}),)
+                    "phase": "decode", "decode-kv": "4096,16384"}, ratio="GQA-MQA step / MLA step"),)
 CLAIM, COMMAND = SPECS[0].text, SPECS[0].command
 KEYS = ["backend", "dtype", "batch", "n_heads", "seq_q", "seq_kv", "mask", "pass"]
 

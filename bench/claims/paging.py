@@ -24,7 +24,8 @@ PAGING_WITHIN = 1.3  # a paged decode step within this factor of a contiguous on
 SPECS = (ClaimSpec("paging", f"Paging the KV cache costs little: a paged decode step within {PAGING_WITHIN:g}× of a "
                    "contiguous one (vLLM: its paged kernel 20–26% slower)", "bench.claims.paging:paging_cost",
                    "paging",
-                   {"profile": "serving", "lengths": "uniform", "phase": "decode", "page-size": "contiguous,16,128"}),)
+                   {"profile": "serving", "lengths": "uniform", "phase": "decode", "page-size": "contiguous,16,128"},
+                   ratio="paged / contiguous step", figures=("serving_paged",)),)
 CLAIM, COMMAND = SPECS[0].text, SPECS[0].command
 
 

@@ -39,9 +39,11 @@ IDEAL_SHARE = 0.5  # "within 2× of the ideal speedup 1/density"
 SPARSE = {"backend": "sdpa-flash,flex,topk-gather", "kv-heads": "2", "seq": "512,1024,2048,4096",
           "sparsity": "none,block:128:0.125,topk:256", **PREFILL}
 SPECS = (ClaimSpec("sparse", "Sparse attention beats the best dense kernel from some length S* at its budget",
-                   "bench.claims.sparse:sparse_crossover", "sparse", SPARSE),
+                   "bench.claims.sparse:sparse_crossover", "sparse", SPARSE, ratio="cost / best dense kernel",
+                   figures=("sparse_time",)),
          ClaimSpec("sparse-ideal", f"A sparse kernel gets within {1 / IDEAL_SHARE:g}× of the ideal speedup 1/density "
-                   "over its dense run", "bench.claims.sparse:sparse_speedup", "sparse-ideal", SPARSE))
+                   "over its dense run", "bench.claims.sparse:sparse_speedup", "sparse-ideal", SPARSE,
+                   ratio="speedup over its dense run", figures=("sparse_speedup", "indexer_share")))
 CROSSOVER_CLAIM, SPEEDUP_CLAIM = SPECS[0].text, SPECS[1].text
 COMMAND = SPECS[0].command  # the least that answers both claims (`--profile sparse`: every budget)
 

@@ -3,7 +3,9 @@
 A spec names its judge as "module:function" (a function `(frame, run) -> bench.report.verdict.Verdict`, in the
 claim's own module) so that reading a spec imports no pandas, and the planner's question that funds its cases by key
 (None: no case of a sweep answers it). `measure` is the `bench run` command that measures it on its own: a plan
-without the question's cases names it, and so does a verdict that is not measured.
+without the question's cases names it, and so does a verdict that is not measured. `ratio` says what its conditions'
+ratio is, in the report's words (the column that holds it, the sentence its answer is), and `figures` names the
+report's figures (bench.report.catalogue) that show it, drawn beside its section.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ class ClaimSpec:
     judge: str  # "module:function", a function (frame, run) -> bench.report.verdict.Verdict
     question: str | None  # the planner's question that funds its cases; None: no case of a sweep answers it
     measure: dict[str, str] = field(default_factory=dict)  # `bench run`'s options (flag -> value) that measure it
+    ratio: str = "ratio"  # what a condition's ratio is: "MHA step / GQA-MQA step"
+    figures: tuple[str, ...] = ()  # the report's figures that show it, by catalogue name
 
     @property
     def command(self) -> str:

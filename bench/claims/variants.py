@@ -27,7 +27,8 @@ VARIANTS_WITHIN = 1.3  # score and mask variants within this factor of plain cau
 SPECS = (ClaimSpec("variants", f"Fused kernels that take every variant run score and mask variants within "
                    f"{VARIANTS_WITHIN:g}× of their plain causal time", "bench.claims.variants:variants_within",
                    "variants", {"backend": "naive,sdpa,flex", "kv-heads": "8", "seq": "512", "mask": "causal,chunk:64",
-                                "score": "none,softcap:50,alibi,sinks", "dtype": "fp32", "phase": "prefill"}),)
+                                "score": "none,softcap:50,alibi,sinks", "dtype": "fp32", "phase": "prefill"},
+                   ratio="variant / plain causal", figures=("variant_cost",)),)
 CLAIM, COMMAND = SPECS[0].text, SPECS[0].command
 
 

@@ -65,7 +65,8 @@ Key = tuple[tuple[str, Any], ...]
 # a key field's name where a label or a table shows it; a field not named here reads as its value alone
 FIELD_NAMES = {"group_size": "Hq/Hkv", "seq_kv": "KV", "seq": "S", "seq_q": "Sq", "n_heads": "Hq", "n_kv_heads": "Hkv",
                "head_dim": "D", "batch": "B", "page_size": "pages of", "prefix": "P", "suffix": "L", "v_heads": "Hv",
-               "qk_heads": "Hqk", "against": "vs", "where": "where"}
+               "qk_heads": "Hqk", "against": "vs", "where": "where",
+               "tokens": "N"}
 
 
 def _plain(value: Any) -> Any:
@@ -74,11 +75,14 @@ def _plain(value: Any) -> Any:
 
 
 def value_text(value: Any) -> str:
-    """A key field's value as a reader reads it: whole numbers with thousands separators, '—' for none."""
+    """A key field's value as a reader reads it: whole numbers with thousands separators, others to three
+    significant digits, '—' for none."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "—"
     if isinstance(value, float) and value.is_integer():
         value = int(value)
+    if isinstance(value, float):
+        return f"{value:.3g}"
     return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
 
 
@@ -123,7 +127,7 @@ def interval_text(low: float, high: float, unit: str = TIME_RATIO) -> str:
 class Condition:
     """One condition of a claim: its key fields, its ratio in its unit, its 95% interval, its bound(s) and its word."""
 
-    key: Key  # what it is, field by field: (("backend", "sdpa"), ("dtype", "fp32"), ("variant", "GQA"), ...)
+    key: Key  # what it is, field by field: (("backend", …), ("dtype", "fp32"), ("variant", "GQA"), ...)
     ratio: float
     low: float
     high: float
@@ -143,7 +147,7 @@ class Condition:
     band: float = AT_BOUND  # the band around the bound where a condition is at its bound (module docstring)
     at_bound: bool = False  # its estimate is at its bound: `verdict` is then what its claim counts that as
     at_bound_means: str = HOLDS  # what "at its bound" counts as for its claim: HOLDS or FAILS
-    facts: Key = ()  # further numbers and names of it, field by field: (("s_star", 4096), ("best_dense", "sdpa"))
+    facts: Key = ()  # further numbers and names of it, field by field: (("s_star", 4096), ("against", …))
 
     def __post_init__(self) -> None:
         if self.unit not in UNITS:
@@ -254,11 +258,13 @@ def combine(conditions: Iterable[Condition | str]) -> str:
 
 
 def bound_text(c: Condition) -> str:
-    """'≥ 2.00×', '≤ 1.30×'; with a second threshold 'holds ≤ 0.95×, fails ≥ 1.05×'."""
+    """'≥ 2×', '≤ 1.3×'; with a second threshold '≤ 0.95× holds, ≥ 1.05× fails'; 'within 2% of 8×'."""
+    if c.within:
+        return f"within {c.band - 1:.0%} of {threshold(c.bound, c.unit)}"
     mine = f"{'≥' if c.holds_above else '≤'} {threshold(c.bound, c.unit)}"
     if c.fail_bound == c.bound:
         return mine
-    return f"holds {mine}, fails {'≤' if c.holds_above else '≥'} {threshold(c.fail_bound, c.unit)}"
+    return f"{mine} holds, {'≤' if c.holds_above else '≥'} {threshold(c.fail_bound, c.unit)} fails"
 
 
 def shown(c: Condition) -> str:

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from bench.report.blocks import Beside, Cell, Fold, Link
 from bench.report.catalogue import FIGURES
 from bench.report.claim_rows import claim_rows, columns
-from bench.report.claims import verdicts
-from bench.report.document import Block, Heading, Image, Para, Table, build
+from bench.report.document import Block, Heading, Image, Para, Table, build, judged
 from bench.report.figures import make_figures
 from bench.report.load import Loaded, RunInfo, load_results
 from bench.results import ResultsError
@@ -39,14 +39,29 @@ figure { margin: 1.5em 0; }
 figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
 figcaption { color: #555; margin-top: .4em; }
 .warning { background: #fff4e5; border-left: 4px solid #f0a020; padding: .5em 1em; }
+td.holds, td.fails, td.open, td.na { white-space: nowrap; }
 tbody tr td.holds { background: #e6f4ea; font-weight: 600; }
 tbody tr td.fails { background: #fde8e8; font-weight: 600; }
 tbody tr td.open { background: #fff4e5; font-weight: 600; }
 tbody tr td.na { color: #777; }
+h3 { margin-top: 1.8em; }
+p.answer { font-size: 1.05em; border-left: 4px solid #8ab4f8; padding-left: .6em; }
+.beside { display: flex; flex-wrap: wrap; gap: 1.5em; align-items: flex-start; }
+.beside > .main { flex: 1 1 600px; min-width: 0; overflow-x: auto; }
+.beside > .aside { flex: 0 1 480px; }
+.beside figure { margin: 0 0 1em 0; }
+.below { display: flex; flex-wrap: wrap; gap: 1.5em; align-items: flex-start; }
+.below figure { flex: 0 1 560px; }
+.below figure.wide { flex: 1 1 100%; }
+.below figure img { max-width: min(100%, 1100px); }
+details { margin: 1em 0; }
+summary { cursor: pointer; color: #1a56a8; }
+a { color: #1a56a8; text-decoration: none; }
+a:hover { text-decoration: underline; }
 """
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 VERDICT_CLASS = {"holds": "holds", "does not hold": "fails", "depends": "open", "inconclusive": "open",
-                 "not measured": "na"}
+                 "not measured": "na", "not judged": "na"}
 
 
 def safe_name(text: str) -> str:
@@ -88,11 +103,27 @@ def _e(value: str) -> str:
     return html.escape(str(value), quote=True)
 
 
+WIDE = 1.6  # a figure this many times wider than tall is drawn below its claim's text, not beside it
+
+
+def _aspect(png: bytes) -> float:
+    """A PNG's width over its height, from its IHDR chunk."""
+    width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+    return width / height if height else 1.0
+
+
+def _html_cell(cell: Cell) -> str:
+    if isinstance(cell, Link):
+        return f'<a href="#{safe_name(cell.anchor)}">{_e(cell.text)}</a>'
+    return _e(cell)
+
+
 def _html_block(block: Block, pngs: dict[str, bytes]) -> str:
     if isinstance(block, Heading):
-        return f"<h{block.level}>{_e(block.text)}</h{block.level}>"
+        anchor = f' id="{safe_name(block.anchor)}"' if block.anchor else ""
+        return f"<h{block.level}{anchor}>{_e(block.text)}</h{block.level}>"
     if isinstance(block, Para):
-        cls = {"warning": ' class="warning"'}.get(block.kind, "")
+        cls = {"warning": ' class="warning"', "answer": ' class="answer"'}.get(block.kind, "")
         return f"<p{cls}>{_e(block.text)}</p>"
     if isinstance(block, Table):
         head = "".join(f"<th>{_e(h)}</th>" for h in block.headers)
@@ -100,14 +131,32 @@ def _html_block(block: Block, pngs: dict[str, bytes]) -> str:
         for row in block.rows:
             cells = []
             for i, cell in enumerate(row):
-                cls = VERDICT_CLASS.get(cell, "") if i == block.verdict_column else ""
-                cells.append(f'<td class="{cls}">{_e(cell)}</td>' if cls else f"<td>{_e(cell)}</td>")
+                cls = VERDICT_CLASS.get(cell, "") if i in block.verdict_columns and isinstance(cell, str) else ""
+                cells.append(f'<td class="{cls}">{_html_cell(cell)}</td>' if cls else f"<td>{_html_cell(cell)}</td>")
             body.append("<tr>" + "".join(cells) + "</tr>")
         return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
     if isinstance(block, Image):
         data = base64.b64encode(pngs[block.file]).decode("ascii")
-        return (f'<figure><h3>{_e(block.title)}</h3><img src="data:image/png;base64,{data}" alt="{_e(block.title)}">'
-                f"<figcaption>{_e(block.caption)}</figcaption></figure>")
+        title = f"<h3>{_e(block.title)}</h3>" if block.heading else ""
+        caption = _e(block.caption) if block.heading else f"<strong>{_e(block.title)}.</strong> {_e(block.caption)}"
+        return (f'<figure>{title}<img src="data:image/png;base64,{data}" alt="{_e(block.title)}">'
+                f"<figcaption>{caption}</figcaption></figure>")
+    if isinstance(block, Fold):
+        inner = "\n".join(_html_block(b, pngs) for b in block.blocks)
+        return f"<details><summary>{_e(block.summary)}</summary>\n{inner}\n</details>"
+    if isinstance(block, Beside):
+        main = "\n".join(_html_block(b, pngs) for b in block.main)
+        # a figure much wider than tall (several panels) would shrink past reading beside the text: it goes below
+        # and so do two figures or more, which would stretch the column past the text's
+        narrow = [b for b in block.aside if not (isinstance(b, Image) and _aspect(pngs[b.file]) > WIDE)]
+        narrow = narrow if len(block.aside) == 1 else []
+        below = "\n".join(_html_block(b, pngs).replace("<figure>", '<figure class="wide">', 1)
+                           if isinstance(b, Image) and _aspect(pngs[b.file]) > WIDE else _html_block(b, pngs)
+                           for b in block.aside if b not in narrow)
+        if narrow:
+            aside = "\n".join(_html_block(b, pngs) for b in narrow)
+            main = f'<div class="beside"><div class="main">\n{main}\n</div><div class="aside">\n{aside}\n</div></div>'
+        return main + (f'\n<div class="below">\n{below}\n</div>' if below else "")
     raise TypeError(f"unknown block {block!r}")
 
 
@@ -132,20 +181,36 @@ def _md(value: str) -> str:
     return _MD_SPECIAL.sub(r"\\\1", html.escape(flat, quote=False))
 
 
+def _md_cell(cell: Cell) -> str:
+    if isinstance(cell, Link):
+        return f"[{_md(cell.text)}](#{safe_name(cell.anchor)})"
+    return _md(cell)
+
+
 def _md_block(block: Block) -> str:
     if isinstance(block, Heading):
-        return f"{'#' * block.level} {_md(block.text)}"
+        # an explicit anchor: GitHub's own, from the heading's text, drops characters it cannot spell
+        anchor = f'<a id="{safe_name(block.anchor)}"></a>\n\n' if block.anchor else ""
+        return f"{anchor}{'#' * block.level} {_md(block.text)}"
     if isinstance(block, Para):
+        if block.kind == "answer":
+            return f"**{_md(block.text)}**"
         return f"> **Warning:** {_md(block.text)}" if block.kind == "warning" else _md(block.text)
     if isinstance(block, Table):
         lines = ["| " + " | ".join(_md(h) or " " for h in block.headers) + " |",
                  "|" + "---|" * len(block.headers)]
         for row in block.rows:
-            cells = [f"**{_md(c)}**" if i == block.verdict_column else _md(c) for i, c in enumerate(row)]
+            cells = [f"**{_md_cell(c)}**" if i in block.verdict_columns and c else _md_cell(c)
+                     for i, c in enumerate(row)]
             lines.append("| " + " | ".join(cells) + " |")
         return "\n".join(lines)
     if isinstance(block, Image):
-        return f"### {_md(block.title)}\n\n![{_md(block.title)}]({block.file})\n\n{_md(block.caption)}"
+        title = f"### {_md(block.title)}" if block.heading else f"**{_md(block.title)}**"
+        return f"{title}\n\n![{_md(block.title)}]({block.file})\n\n{_md(block.caption)}"
+    if isinstance(block, Fold):  # Markdown folds nothing: the blocks stand under their section's heading
+        return "\n\n".join(_md_block(b) for b in block.blocks)
+    if isinstance(block, Beside):
+        return "\n\n".join(_md_block(b) for b in (*block.main, *block.aside))
     raise TypeError(f"unknown block {block!r}")
 
 
@@ -164,10 +229,10 @@ def write_report(loaded: Loaded, out_dir: str | Path | None = None) -> Path:
     files, pngs = render_figures(loaded)
     for file, data in pngs.items():
         (out / file).write_bytes(data)
-    blocks = build(loaded, files)
+    claims = judged(loaded)  # once: the document and claims.csv say the same
+    blocks = build(loaded, files, claims)
     loaded.frame.to_csv(out / "tidy.csv", index=False)
-    rows = [row for run in loaded.runs
-            for row in claim_rows(verdicts(loaded.frame[loaded.frame["run_id"] == run.run_id], run.meta), run.run_id)]
+    rows = [row for run in loaded.runs for row in claim_rows(claims[run.run_id], run.run_id)]
     pd.DataFrame(rows, columns=columns(rows)).to_csv(out / "claims.csv", index=False)
     (out / "report.md").write_text(to_markdown(blocks), encoding="utf-8")
     index = out / "index.html"

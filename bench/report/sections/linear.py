@@ -32,7 +32,8 @@ def section(df: pd.DataFrame, run: RunInfo, report: Report) -> list[Block] | Non
                    Table(["line", "lengths", "best dense", "linear / dense at the longest", "S*", "verdict"],
                          [[c.name, f"{d['lengths'][0]}–{d['lengths'][-1]}", d["best_dense"],
                            f"{times(c.ratio)} ({c.low:.2f}–{c.high:.2f})",
-                           str(d["s_star"]) if d["s_star"] else "none here", c.verdict] for c, d in prefill])]
+                           str(d["s_star"]) if d["s_star"] else "none here", c.verdict] for c, d in prefill],
+                         verdict_columns=(5,))]
     decode = decode_conditions(rows)
     if decode:
         blocks += [Para("Each linear decode line: its step's time at the longest KV over the shortest (a recurrent "
@@ -42,7 +43,7 @@ def section(df: pd.DataFrame, run: RunInfo, report: Report) -> list[Block] | Non
                          [[c.name, f"{d['lengths'][0]}–{d['lengths'][-1]}", times(d["flat"]),
                            f"{d['best_dense']} {times(d['dense_growth'])}",
                            str(d["faster_from"]) if d["faster_from"] else "none here", c.verdict]
-                          for c, d in decode])]
+                          for c, d in decode], verdict_columns=(5,))]
     ceiling = run.calibration.gemm_flops_per_s
     table = []
     for (backend, phase), group in rows.groupby(["backend", "phase"], sort=True):

@@ -1,5 +1,6 @@
 """The cases-that-did-not-run section: one row per backend, status and reason, with how many cases and one example;
-skipped cases are counted as one reason (the time budget), not one per predicted time."""
+skipped cases are counted as one reason (the time budget), not one per predicted time. A reason's cell is its first
+sentence; tidy.csv holds each whole."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from bench.report.blocks import Block, Para, Table
+from bench.report.blocks import Block, Para, Table, sentence
 from bench.report.load import RunInfo
 
 if TYPE_CHECKING:
@@ -27,5 +28,5 @@ def section(df: pd.DataFrame, run: RunInfo, report: Report) -> list[Block]:
         bad.loc[skipped, "reason"] = f"did not fit the run's time budget{span}"
     rows = []
     for (backend, status, reason), grp in bad.groupby(["backend", "status", "reason"], dropna=False):
-        rows.append([str(backend), str(status), str(reason)[:300], str(len(grp)), str(grp["case_id"].iloc[0])])
+        rows.append([str(backend), str(status), sentence(str(reason)), str(len(grp)), str(grp["case_id"].iloc[0])])
     return [Table(["backend", "status", "reason", "cases", "for example"], rows)]

@@ -22,7 +22,7 @@ def _table(found: list) -> Table:
     return Table(["line", "P", "B", "best plain", "cascade", "plain / cascade", "cascade / plain (95%)", "verdict"],
                  [[d["line"], f"{d['prefix']:,}", str(d["batch"]), f"{d['plain_backend']} {fmt_seconds(d['plain_s'])}",
                    fmt_seconds(d["cascade_s"]), times(1 / c.ratio), f"{times(c.ratio)} ({c.low:.2f}–{c.high:.2f})",
-                   c.verdict] for c, d in found], verdict_column=7)
+                   c.verdict] for c, d in found], verdict_columns=(7,))
 
 
 def _found(rows: pd.DataFrame) -> list:

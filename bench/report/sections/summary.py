@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from bench.report.blocks import Block, Heading, Para, times
+from bench.report.blocks import Block, Para, times
 from bench.report.frames import shape_keys_but
 from bench.report.load import RunInfo
 from bench.report.tables import headline_speedups
@@ -18,9 +18,8 @@ if TYPE_CHECKING:
 
 
 def section(df: pd.DataFrame, run: RunInfo, report: Report) -> list[Block]:
-    """The run in a few sentences, under its own heading (which names the run and its machine when the report has
-    several runs)."""
-    blocks: list[Block] = [Heading("Summary" + (f": {run.run_id} on {run.machine}" if report.several else ""))]
+    """The run in a few sentences."""
+    blocks: list[Block] = []
     head = headline_speedups(df)
     not_ok = int((df["status"] != "ok").sum())
     sentences = []
