@@ -617,8 +617,8 @@ import torch
 import bench
 
 
-@bench.backend(name="mine", memory="materialising", devices=("cpu",), dtypes=("fp32",), sparsity=("block", "topk"),
-               executes="all")
+@bench.backend(name="mine", memory="materialising", devices=("cpu",), dtypes=("fp32",),
+               sparsity=("block", "topk", "tree"), executes="all")
 def attn(q, k, v, *, causal, window, sparse=None):
     group = q.shape[1] // k.shape[1]
     k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
@@ -636,7 +636,8 @@ def attn(q, k, v, *, causal, window, sparse=None):
 
 @pytest.mark.parametrize("keeps", [True, False])
 def test_a_kernel_of_ones_own_declares_its_sparsities_and_bench_check_runs_them(tmp_path, monkeypatch, keeps):
-    """Its declared kinds get groups (and the keep-set as sparse=); one that ignores the keep-set fails just those."""
+    """Its declared kinds get groups (and the keep-set as sparse=; a draft tree's too); one that ignores the keep-set
+    fails just those."""
     from bench.backends import outside
     from bench.conformance import check
 
@@ -645,7 +646,7 @@ def test_a_kernel_of_ones_own_declares_its_sparsities_and_bench_check_runs_them(
     outside.forget()
     rows = check(f"sparse_user_{keeps}:attn", dtypes=("fp32",))
     sparse = {r.group.sparsity: r.status for r in rows if r.group.sparsity != "none" and r.group.pass_ == "fwd"}
-    assert set(sparse) == {"block", "topk"}  # not docs, not global: it declares neither
+    assert set(sparse) == {"block", "topk", "tree"}  # not docs, not global: it declares neither
     dense = [r for r in rows if r.group.sparsity == "none"]
     assert dense and all(r.status == "pass" for r in dense)
     assert set(sparse.values()) == ({"pass"} if keeps else {"fail"})

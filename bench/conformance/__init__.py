@@ -7,6 +7,8 @@ for powers of two is caught: square (Sq = Skv), Sq < Skv (a chunk of prefill aga
 Skv shapes
 (D_qk = 24, D_v = 20) and its absorbed form on decode (D_qk = rank + rope = 48, D_v = rank = 40, V a view of K),
 each checked end to end against the float64 expanded formula.
+A backend whose `sparsity` trait lists tree (speculative drafts, bench.kinds.draft) gets one forward group per (dtype,
+GQA/MQA) of draft trees over a short cache (TREES), against the visibility walked from each tree's parent list.
 A backend whose `sparsity` trait lists sparse kinds also gets one group per (pass, dtype, GQA/MQA, kind), causal, on
 lengths the kinds can take (SPARSE_LENGTHS; SPARSE_KINDS gives each kind's sparsity): the keep-set
 (bench.problem.keepset)
@@ -21,7 +23,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from bench.backends import Unsupported, get_backend
+from bench.kinds.draft import verify_check
 from bench.kinds.mla_calls import check_mla
+from bench.problem.draft import Draft
 from bench.problem.masks import Mask
 from bench.problem.shapes import DTYPES, AttentionShape, MlaDims
 from bench.problem.sparsity import Sparsity
@@ -37,6 +41,9 @@ BATCH, HEAD_DIM = 2, 24  # two sequences, so batch strides are checked; D not a 
 # sparse groups: lengths a block of 8 divides (Sq need not be), and each kind at a budget that really cuts them
 SPARSE_LENGTHS = {"square": (48, 48), "sq<skv": (13, 48), "decode": (1, 72)}
 SPARSE_KINDS = {"block": "block:8:0.5", "docs": "docs:3", "global": "global:4+window:7", "topk": "topk:9"}
+# a backend that takes draft trees (sparsity trait "tree"): a tree, an engine's preset and a tree of several roots, each
+# verified over a cache of a few dozen keys, forward only (verification is inference)
+TREES = {"tree": ("tree:2,2", 48), "preset": ("sglang", 40), "roots": ("parents:r.0.r.2.1.0", 13)}
 
 
 @dataclass(frozen=True)
@@ -55,6 +62,11 @@ class Group:
     def shapes(self) -> Iterator[tuple[str, AttentionShape]]:
         hq, hkv = VARIANT_HEADS[self.variant]
         mask = MASKS[self.mask]
+        if self.sparsity == "tree":
+            for name, (text, skv) in TREES.items():
+                draft = Draft.parse(text)
+                yield name, AttentionShape(BATCH, draft.n, skv, hq, hkv, HEAD_DIM, self.dtype, mask, draft=draft)
+            return
         if self.sparsity != "none":
             for name, (sq, skv) in SPARSE_LENGTHS.items():
                 yield name, AttentionShape(BATCH, sq, skv, hq, hkv, HEAD_DIM, self.dtype, mask,
@@ -91,12 +103,16 @@ def groups(backend: str, dtypes: tuple[str, ...] | None = None,
              for mask in MASKS if not (var == "mla" and p == "bwd")] if b.dense else []  # MLA: forward only
     sparse = [Group(p, dt, var, "causal", kind) for p in passes for dt in (dtypes or b.dtypes)
               for var in variants if var in ("gqa", "mqa") for kind in SPARSE_KINDS if kind in b.sparsity]
-    return dense + sparse
+    trees = [Group("fwd", dt, var, "causal", "tree") for dt in (dtypes or b.dtypes) for var in variants
+             if var in ("gqa", "mqa") and "tree" in b.sparsity]
+    return dense + sparse + trees
 
 
 def _one(backend: str, group: Group, shape: AttentionShape, device: str) -> Check:
     if shape.mla is not None:
         return check_mla(backend, shape, device)
+    if shape.draft is not None:
+        return verify_check(backend, shape, device)[0]
     sparse = None
     if shape.sparsity.sparse:
         from bench.kinds.sparse import keep_set
@@ -135,7 +151,7 @@ def shape_of(group: Group, name: str) -> AttentionShape:
 
 def shape_text(s: AttentionShape) -> str:
     form = f" MLA {s.mla.form}" if s.mla else ""
-    sparse = f" {s.sparsity.label}" if s.sparsity.sparse else ""
+    sparse = f" {s.sparsity.label}" if s.sparsity.sparse else f" draft {s.draft.label}" if s.draft else ""
     return f"(Hq={s.n_heads} Hkv={s.n_kv_heads} Sq={s.seq_q} Skv={s.seq_kv}{form}{sparse})"
 
 

@@ -169,26 +169,7 @@ class DraftKind(Kind):
         return None
 
     def check(self, case: Case, setup: Any, references: ReferenceCache) -> tuple[Check, float]:
-        import torch
-
-        from bench.backends import attention
-        from bench.measure.timer import sync
-        from bench.reference import TOLERANCES, Check, compare_to_reference, make_inputs, reference_attention
-
-        shape = self.check_shape(case.shape)
-        q, k, v = make_inputs(shape, case.device, seed=0)
-        keep = tree_keep(shape, case.device)
-        t0 = time.perf_counter()
-        with torch.no_grad():
-            out = attention(q, k, v, backend=case.backend, mask=CAUSAL, sparse=keep)
-        sync(case.device)
-        seconds = time.perf_counter() - t0
-        if tuple(out.shape) != shape.out_shape:
-            return Check(False, float("inf"), *TOLERANCES[q.dtype]), seconds
-        allowed = walked_visibility(shape.draft, shape.seq_kv)  # type: ignore[arg-type]
-        ref = references.get((self.name, shape, case.device),
-                             lambda: reference_attention(q, k, v, allowed=allowed))
-        return compare_to_reference(out, ref), seconds
+        return verify_check(case.backend, self.check_shape(case.shape), case.device, references)
 
     def gradients(self, case: Case, setup: Any) -> Check:
         raise Unsupported("a draft is verified forward only (inference)")
@@ -211,6 +192,31 @@ class DraftKind(Kind):
         call = guarded_call(fn, (q, k, v), guard, False, s.out_shape, cold=cold_inputs(case))
         call.after = lambda case_budget_s, median_s: build_apart(case, keep, median_s)  # type: ignore[attr-defined]
         return call
+
+
+def verify_check(backend: str, shape: AttentionShape, device: str,
+                 references: ReferenceCache | None = None) -> tuple[Check, float]:
+    """`backend` verifying the shape's draft (seed 0) against the float64 reference under the walked visibility, and
+    the seconds of the checked call (Unsupported where it cannot run it)."""
+    import torch
+
+    from bench.backends import attention
+    from bench.measure.timer import sync
+    from bench.reference import TOLERANCES, Check, compare_to_reference, make_inputs, reference_attention
+
+    q, k, v = make_inputs(shape, device, seed=0)
+    keep = tree_keep(shape, device)
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        out = attention(q, k, v, backend=backend, mask=CAUSAL, sparse=keep)
+    sync(device)
+    seconds = time.perf_counter() - t0
+    if tuple(out.shape) != shape.out_shape:
+        return Check(False, float("inf"), *TOLERANCES[q.dtype]), seconds
+    allowed = walked_visibility(shape.draft, shape.seq_kv)  # type: ignore[arg-type]
+    ref = (references or ReferenceCache()).get(("draft", shape, device),
+                                               lambda: reference_attention(q, k, v, allowed=allowed))
+    return compare_to_reference(out, ref), seconds
 
 
 def build_apart(case: Case, keep: KeepSet | None, median_s: float | None) -> dict[str, Any]:
