@@ -31,7 +31,8 @@ if TYPE_CHECKING:
 VERIFY_WITHIN = 1.25  # a draft's verification within this factor of a one-query decode step counts as one step
 
 SPECS = (ClaimSpec("verify", f"Verifying a draft of N tokens costs about one decode step (within {VERIFY_WITHIN:g}×) "
-                   "up to a draft size N*", "bench.claims.verify:verify_cost", "verify", {"profile": "spec"}),)
+                   "up to a draft size N*", "bench.claims.verify:verify_cost", "verify", {"profile": "spec"},
+                   ratio="draft step / one-query step", figures=("verify_steps",)),)
 CLAIM, COMMAND = SPECS[0].text, SPECS[0].command
 
 
