@@ -10,3 +10,15 @@ class InputError(ValueError):
 
 class UsageError(InputError):
     """A command-line option or combination that cannot work, found before any work starts."""
+
+
+def positive_int(text: str, what: str, where: str, error: type[InputError] = InputError) -> int:
+    """`text` as a positive whole number, else `error` saying where it stood and what it was: "sparsity 'block:x:1':
+    block size 'x' is not an integer"."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise error(f"{where}: {what} {text!r} is not an integer") from None
+    if value <= 0:
+        raise error(f"{where}: {what} must be a positive integer, not {value}")
+    return value

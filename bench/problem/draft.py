@@ -29,7 +29,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.errors import InputError
+from bench.errors import InputError, positive_int
 
 # name -> (tokens per depth, where the sizes come from)
 PRESETS: dict[str, tuple[tuple[int, ...], str]] = {
@@ -189,13 +189,7 @@ def check_parents(parents: tuple[int, ...], what: str) -> None:
 
 
 def _count(text: str, spec: str, what: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise DraftError(f"draft {spec!r}: {what} {text!r} is not an integer") from None
-    if value <= 0:
-        raise DraftError(f"draft {spec!r}: {what} must be a positive integer, not {value}")
-    return value
+    return positive_int(text, what, f"draft {spec!r}", DraftError)
 
 
 def _index(text: str, spec: str) -> int:

@@ -35,7 +35,7 @@ import random
 from dataclasses import dataclass
 from fractions import Fraction
 
-from bench.errors import InputError
+from bench.errors import InputError, positive_int
 from bench.problem.masks import Mask
 
 # what a backend's `sparsity` trait lists (tree: a draft tree's keep-set, bench.kinds.draft)
@@ -49,13 +49,7 @@ class SparsityError(InputError):
 
 
 def _int(text: str, what: str, spec: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise SparsityError(f"sparsity {spec!r}: {what} {text!r} is not an integer") from None
-    if value <= 0:
-        raise SparsityError(f"sparsity {spec!r}: {what} must be a positive integer, not {value}")
-    return value
+    return positive_int(text, what, f"sparsity {spec!r}", SparsityError)
 
 
 def _density(text: str, spec: str) -> float:
