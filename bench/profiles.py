@@ -9,9 +9,9 @@ from typing import Any
 
 from bench.backends import backends_for
 from bench.claims import spec as claim_spec
-from bench.engine.sweep import Sweep, from_flags
 from bench.errors import UsageError
 from bench.kinds.dense import PASSES, PHASES
+from bench.plan.sweep import Sweep, from_flags
 
 # `bench run --profile`'s help
 PROFILE_HELP = ("quick | default | heads | linear | prefix | decode | serving | sparse | traces | spec | full "

@@ -15,8 +15,8 @@ from bench.cli import main
 from bench.engine import options, sweeps
 from bench.engine.agenda import AT_START, FUNDED, OVER, cut_dtypes, make_agenda, plan_lines
 from bench.engine.console import LiveConsole, LogConsole
-from bench.engine.cost import predict_all
 from bench.measure.spec_sheets import spec_calibration
+from bench.plan.cost import predict_all
 from bench.problem.columns import shape_fields
 from bench.results import read_run
 from bench.results.meta import Calibration

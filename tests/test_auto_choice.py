@@ -7,11 +7,10 @@ import json
 
 import pytest
 
+from bench.analysis.load import read_results
+from bench.analysis.verdict import DEPENDS, FAILS, HOLDS, INCONCLUSIVE, NOT_MEASURED
 from bench.claims import AUTO_WITHIN
-from bench.claims.auto_choice import auto_choice
-from bench.report.claims.auto_choice import default_loss
-from bench.report.load import read_results
-from bench.report.verdict import DEPENDS, FAILS, HOLDS, INCONCLUSIVE, NOT_MEASURED
+from bench.claims.auto_choice import auto_choice, default_loss
 from tests.results_factory import make_record, make_run
 
 SEQS = (512, 1024, 2048)

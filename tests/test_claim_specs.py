@@ -10,6 +10,8 @@ from collections.abc import Callable
 import pandas as pd
 import pytest
 
+from bench.analysis.load import read_results
+from bench.analysis.verdict import FAILS, HOLDS, NOT_MEASURED
 from bench.backends import get_backend
 from bench.claims import (
     AUTO_WITHIN,
@@ -24,19 +26,16 @@ from bench.claims import (
     VARIANTS_WITHIN,
     WRAPPER_WITHIN,
     ClaimSpec,
+    judge_of,
     spec,
 )
 from bench.claims.question import Context
 from bench.engine import options
 from bench.engine.agenda import make_agenda
-from bench.engine.cost import predict_all
 from bench.engine.machine import kind_facts
+from bench.plan.cost import predict_all
 from bench.problem.case import Case
 from bench.problem.columns import shape_fields, shape_from_fields
-from bench.report.claims import CLAIMS as JUDGES
-from bench.report.claims import judge_of
-from bench.report.load import read_results
-from bench.report.verdict import FAILS, HOLDS, NOT_MEASURED
 from bench.results import RunMeta
 from bench.results.record import new_record
 from tests.machines import EPYC
@@ -53,7 +52,7 @@ def planned() -> tuple[dict[str, list[Case]], RunMeta]:
 
 
 def test_every_spec_has_its_judge_in_report_order_and_every_question_funds_a_claim():
-    assert tuple(judge_of(s) for s in CLAIMS) == JUDGES
+    assert all(callable(judge_of(s)) and judge_of(s).__module__ == s.judge.split(":")[0] for s in CLAIMS)
     # a claim owns its whole path: its spec, its judge and (unless another claim's) its question in its module
     assert all(s.judge.startswith(f"{m.__name__}:") for m, _ in REGISTRY for s in m.SPECS)
     assert sorted(q.key for m, _ in REGISTRY for q in m.QUESTIONS) == sorted(q.key for q in QUESTIONS)

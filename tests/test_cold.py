@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from bench.engine.cost import predict
 from bench.engine.runner import Runner
 from bench.engine.sweeps import Case
 from bench.kinds import kind_of
@@ -16,6 +15,7 @@ from bench.measure.caches import CPU_CACHE_FLOOR, cpu_cache
 from bench.measure.cold import MAX_COPIES, ColdPlan, copies_for
 from bench.measure.modes import headline_samples, time_case
 from bench.measure.rotation import Rotating
+from bench.plan.cost import predict
 from bench.problem.shapes import AttentionShape, case_mask
 from bench.results.meta import Calibration
 from bench.results.record import new_record
@@ -177,8 +177,8 @@ def test_the_cuda_flush_is_at_least_twice_the_l2() -> None:
 
 
 def test_the_report_sets_cold_beside_warm_for_a_run_s_cases(tmp_path: Path) -> None:
+    from bench.analysis.load import tidy
     from bench.report import cold
-    from bench.report.load import tidy
 
     runner = Runner(Calibration(gemm_flops_per_s=1e11, copy_bytes_per_s=1e10), case_budget_s=0.05,
                     cold=ColdPlan(multiple=0.5))

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from bench.report.conditions import (
+from bench.analysis.conditions import (
     EXPONENT,
     SHARE,
     TIME_RATIO,
@@ -20,7 +20,7 @@ from bench.report.conditions import (
     undecided_why,
     word,
 )
-from bench.report.verdict import DEPENDS, FAILS, HOLDS, INCONCLUSIVE, NOT_JUDGED, NOT_MEASURED
+from bench.analysis.verdict import DEPENDS, FAILS, HOLDS, INCONCLUSIVE, NOT_JUDGED, NOT_MEASURED
 
 
 @pytest.mark.parametrize(("ratio", "low", "high", "above", "expected"), [

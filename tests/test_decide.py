@@ -4,11 +4,11 @@ from dataclasses import dataclass, replace
 
 import pytest
 
+from bench.analysis.conditions import condition
+from bench.analysis.decided import judged_by_blocks
 from bench.engine import decide
 from bench.engine.execute import RunnerSetup
 from bench.engine.outcome import Outcome
-from bench.report.conditions import condition
-from bench.report.decided import judged_by_blocks
 from bench.results.meta import Calibration
 from bench.results.record import new_record
 

@@ -2,9 +2,9 @@
 
 import pytest
 
-from bench.report.conditions import FROM_BLOCKS, FROM_CIS, condition
-from bench.report.decided import MIN_DECIDE_BLOCKS, block_ratio, judged_by_blocks, with_blocks
-from bench.report.verdict import DEPENDS, FAILS, HOLDS, INCONCLUSIVE, Verdict
+from bench.analysis.conditions import FROM_BLOCKS, FROM_CIS, condition
+from bench.analysis.decided import MIN_DECIDE_BLOCKS, block_ratio, judged_by_blocks, with_blocks
+from bench.analysis.verdict import DEPENDS, FAILS, HOLDS, INCONCLUSIVE, Verdict
 
 
 def _open(backend="sdpa", ratio=2.05, interval=(1.6, 2.6), pairs=(("mha-id", "gqa-id"),)):

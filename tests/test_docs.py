@@ -115,8 +115,8 @@ def test_the_readme_s_time_budget_is_the_default_profile_s():
 
 
 def test_the_verdict_words_the_readme_uses_are_the_code_s():
+    from bench.analysis.verdict import WORDS
     from bench.regress.verdicts import VERDICTS
-    from bench.report.verdict import WORDS
 
     report = _section("## Read the report", README)
     assert [w for w in re.findall(r"\*\*([a-z ]+)\*\*", report)] == list(WORDS)

@@ -9,14 +9,14 @@ import sys
 
 import pytest
 
+from bench.analysis.load import read_results
+from bench.analysis.verdict import DEPENDS, FAILS, HOLDS, INCONCLUSIVE, NOT_MEASURED
 from bench.backends import BACKENDS, Unsupported, backends_for
 from bench.claims import WRAPPER_WITHIN
 from bench.claims.wrapper import wrapper_cost
 from bench.engine import sweeps
 from bench.problem.columns import shape_from_fields
 from bench.problem.masks import CAUSAL
-from bench.report.load import read_results
-from bench.report.verdict import DEPENDS, FAILS, HOLDS, INCONCLUSIVE, NOT_MEASURED
 from tests.results_factory import make_record, make_run
 
 HF = ("hf-eager", "hf-sdpa", "hf-flex")

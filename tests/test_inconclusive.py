@@ -6,13 +6,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from bench.analysis.load import read_results
+from bench.analysis.verdict import FAILS, HOLDS, INCONCLUSIVE, NOT_JUDGED, WORDS
 from bench.claims.decode import fused_decode_speedup
 from bench.claims.heads import heads_free_lunch
 from bench.claims.layer import attention_dominates, projected_crossing
 from bench.claims.memory import memory_scaling
-from bench.report.load import read_results
 from bench.report.summary import summary_lines
-from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE, NOT_JUDGED, WORDS
 from tests.results_factory import make_record, make_run
 from tests.test_layer_scope import share_records
 

@@ -9,11 +9,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from bench.analysis.interval import ratio_interval, straddles
+from bench.analysis.load import read_results
+from bench.analysis.verdict import FAILS, HOLDS, INCONCLUSIVE
 from bench.claims.decode import fused_decode_speedup
 from bench.problem.columns import shape_from_fields
-from bench.report.interval import ratio_interval, straddles
-from bench.report.load import read_results
-from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE
 from tests.results_factory import make_record, make_run
 
 
@@ -64,10 +64,10 @@ def test_the_interval_holds_the_estimate_widens_with_the_cis_and_is_seeded():
 
 
 def test_a_variant_cost_straddling_its_bound_from_outside_the_band_is_inconclusive_and_one_on_it_is_at_it():
+    from bench.analysis.traits import ALL_VARIANT_KERNELS
     from bench.claims import VARIANTS_WITHIN
     from bench.claims.variants import variants_within
     from bench.problem.columns import shape_fields
-    from bench.report.traits import ALL_VARIANT_KERNELS
 
     def frame(ratio: float, ci: float) -> pd.DataFrame:
         rows = []

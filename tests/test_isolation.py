@@ -100,7 +100,7 @@ def test_a_time_budget_skips_what_does_not_fit_and_keeps_every_familys_small_sha
     monkeypatch.setattr("bench.measure.calibrate.calibrate", lambda device, dtypes=None: CALIBRATION)
     monkeypatch.setattr("bench.models.kvcache.measured_presets", lambda device: [])
     # the cost model says the long shapes take 100 s each: with 60 s to spend, only the short ones fit
-    monkeypatch.setattr("bench.engine.cost.predict", lambda case, *a, **k: 100.0 if case.shape.seq_q > 32 else 0.01)
+    monkeypatch.setattr("bench.plan.cost.predict", lambda case, *a, **k: 100.0 if case.shape.seq_q > 32 else 0.01)
     args = build_parser().parse_args(["run", "--backend", "naive,sdpa", *ARGS[:2], "--kv-heads", "2,1", "--seq",
                                       "32,48,64", *ARGS[6:], "--time-budget", "60s", "--out", str(tmp_path / "r.json")])
     plan = options.plan(options.RunRequest.from_args(args))

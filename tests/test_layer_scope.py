@@ -11,6 +11,10 @@ from torch import nn
 
 import bench.kinds.mha_layer
 import bench.reference
+from bench.analysis.conditions import SHARE
+from bench.analysis.layer_share import attention_share
+from bench.analysis.load import read_results
+from bench.analysis.verdict import FAILS, HOLDS, INCONCLUSIVE, NOT_MEASURED, Verdict
 from bench.backends import BACKENDS, Backend
 from bench.backends.naive import naive_attention
 from bench.claims.layer import COMMAND, attention_dominates
@@ -40,10 +44,6 @@ from bench.reference import (
     merge_heads,
     reference_layer,
 )
-from bench.report.conditions import SHARE
-from bench.report.layer_share import attention_share
-from bench.report.load import read_results
-from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE, NOT_MEASURED, Verdict
 from bench.results.meta import Calibration
 from bench.results.record import RECORD_FIELDS, new_record
 from tests.results_factory import make_record, make_run
@@ -458,7 +458,7 @@ def test_share_analysis_returns_plain_python_data(tmp_path):
 
 def test_share_keys_hold_every_shape_field_but_the_scope(tmp_path):
     """A shape field left out of the keys would pool different cases: every field, a later one too, is in."""
-    from bench.report.layer_share import SHARE_KEYS, VARIED
+    from bench.analysis.layer_share import SHARE_KEYS, VARIED
     from bench.results.record import SHAPE_KEYS
 
     assert set(SHARE_KEYS) | set(VARIED) == {"backend", *SHAPE_KEYS} and not set(SHARE_KEYS) & set(VARIED)
@@ -477,7 +477,7 @@ def test_a_new_shape_field_reaches_the_pairing_keys(monkeypatch):
     them."""
     import importlib
 
-    from bench.report import frames, layer_share, serving
+    from bench.analysis import frames, layer_share, serving
 
     monkeypatch.setattr(frames, "SHAPE_KEYS", [*frames.SHAPE_KEYS, "new_axis"])
     try:

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from bench.analysis.load import read_results
+from bench.analysis.verdict import FAILS, HOLDS, INCONCLUSIVE, NOT_MEASURED
 from bench.backends import get_backend
 from bench.claims.linear import (
     DENSE_GROWS,
@@ -25,8 +27,6 @@ from bench.problem.case import Case
 from bench.problem.columns import COLUMNS, shape_fields, shape_from_fields
 from bench.problem.linear import Linear
 from bench.problem.shapes import ShapeError
-from bench.report.load import read_results
-from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE, NOT_MEASURED
 from bench.results.record import new_record
 from tests.command import bench
 from tests.results_factory import make_run

@@ -237,8 +237,8 @@ def _decode_row(backend: str, variant: str, seconds: float, kv: int = 4096, read
 def test_mla_decode_claim_judges_against_gqa_and_says_the_bound():
     import pandas as pd
 
+    from bench.analysis.verdict import FAILS, HOLDS, NOT_MEASURED
     from bench.claims.mla import mla_decode_step
-    from bench.report.verdict import FAILS, HOLDS, NOT_MEASURED
 
     rows = [_decode_row(*args) for args in [("sdpa", "gqa", 2e-3), ("sdpa", "mqa", 1e-3), ("sdpa", "mla", 4e-3),
                                             ("flex", "gqa", 3e-3), ("flex", "mqa", 2e-3), ("flex", "mla", 6e-3),

@@ -12,13 +12,15 @@ from pathlib import Path
 import pytest
 import torch
 
+from bench.analysis.load import read_results
+from bench.analysis.verdict import DEPENDS, FAILS, HOLDS, NOT_MEASURED
 from bench.backends import Unsupported, get_backend
 from bench.claims.cascade import CASCADE_BEATS, CASCADE_LOSES, cascade_wins, region
-from bench.engine.sweep import from_flags
 from bench.engine.sweeps import cases
 from bench.errors import InputError, UsageError
 from bench.kinds import KINDS, check_shape, kind_of
 from bench.kinds.base import ReferenceCache
+from bench.plan.sweep import from_flags
 from bench.prefix.cascade import cascade, make_inputs, merge, naive_part, sdpa_part
 from bench.prefix.counts import kv_bytes, method_bytes, prefix_flops
 from bench.problem.case import Case
@@ -26,8 +28,6 @@ from bench.problem.columns import shape_fields, shape_from_fields
 from bench.problem.masks import Mask
 from bench.problem.shapes import ShapeError
 from bench.reference import compare_to_reference, reference_attention
-from bench.report.load import read_results
-from bench.report.verdict import DEPENDS, FAILS, HOLDS, NOT_MEASURED
 from bench.results.record import new_record
 from tests.command import bench
 from tests.results_factory import make_run
@@ -254,7 +254,7 @@ def test_the_claim_holds_fails_and_depends_on_where_the_cascade_wins(tmp_path):
 
 
 def test_the_region_needs_every_longer_prefix():
-    from bench.report.verdict import INCONCLUSIVE
+    from bench.analysis.verdict import INCONCLUSIVE
 
     assert region([(1024, 8, HOLDS), (4096, 8, INCONCLUSIVE), (16384, 8, HOLDS), (1024, 1, FAILS)]) == \
         {1: None, 8: 16384}
@@ -283,7 +283,7 @@ def test_the_planner_funds_the_claims_least_set_in_the_default_profile():
     from bench.claims.question import Context
     from bench.engine import options
     from bench.engine.agenda import make_agenda
-    from bench.engine.cost import predict_all
+    from bench.plan.cost import predict_all
     from tests.machines import EPYC
 
     plan = options.plan(options.RunRequest(profile="default", device="cpu"), default_out=False, listing=True)

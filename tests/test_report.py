@@ -9,11 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from bench.claims import CLAIMS, spec
-from bench.report.claims import evaluate_claims
-from bench.report.frames import fit_exponent
-from bench.report.load import COLUMNS, load_results, read_results
-from bench.report.verdict import DEPENDS, FAILS, HOLDS, INCONCLUSIVE, NOT_MEASURED
+from bench.analysis.frames import fit_exponent
+from bench.analysis.load import COLUMNS, load_results, read_results
+from bench.analysis.verdict import DEPENDS, FAILS, HOLDS, INCONCLUSIVE, NOT_MEASURED
+from bench.claims import CLAIMS, evaluate_claims, spec
 from tests.results_factory import make_record, make_run
 from tests.shared import once
 
@@ -351,10 +350,10 @@ def test_decode_claim_is_judged_per_kernel_family_and_says_why(tmp_path):
     assert fused["verdict"] == HOLDS and fused["why"] == "" and {d["backend"] for d in fused["detail"]} == {"sdpa"}
     assert expanding["verdict"] == FAILS and {d["backend"] for d in expanding["detail"]} == {"naive"}
     assert "expand K/V to all Hq heads" in expanding["why"]
-    assert "MHA step runs at 80% of the read-only ceiling and 5% of the GEMM ceiling" in expanding["why"]
+    assert "MHA step runs at 80.0% of the read-only ceiling and 5.0% of the GEMM ceiling" in expanding["why"]
     # a fused step nearer its GEMM ceiling than its read ceiling is compute-bound: fewer KV bytes gain nothing
     compute = evaluate_claims(_frame([*rec("sdpa", 8, 1e-4, 20, 60), *rec("sdpa", 1, 0.9e-4, 3, 66)], tmp_path))[3]
-    assert compute["verdict"] == FAILS and "compute-bound" in compute["why"] and "3% and 66%" in compute["why"]
+    assert compute["verdict"] == FAILS and "compute-bound" in compute["why"] and "3.0% and 66.0%" in compute["why"]
     # near neither ceiling: costs that do not scale with the KV bytes set the step
     neither = evaluate_claims(_frame([*rec("flex", 8, 1e-4, 70, 10), *rec("flex", 1, 0.9e-4, 30, 12)], tmp_path))[3]
     assert neither["verdict"] == FAILS and "Near neither ceiling" in neither["why"]
@@ -540,7 +539,7 @@ def test_claims_csv_holds_each_claim_s_conditions_as_data_and_the_closing_summar
         realistic, realistic_report):
     import pandas as pd
 
-    from bench.report.claims import verdicts
+    from bench.claims import verdicts
     from bench.report.summary import summary_lines
 
     claims = pd.read_csv(realistic_report.parent / "claims.csv")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.report.load import read_results
+from bench.analysis.load import read_results
 from tests.results_factory import make_record, make_run
 
 LONG_REASON = "package not importable (No module named 'flash_attn'); pip install 'attnbench[flash]' on a CUDA machine"
@@ -74,9 +74,9 @@ def test_style_reads_the_registry_and_marks_every_failing_status(monkeypatch):
 
 
 def test_claims_group_backends_by_their_memory_trait():
+    from bench.analysis.traits import BASELINE, FLASH_STYLE, MATERIALISING, PAGED_KERNELS
     from bench.backends import BACKENDS
     from bench.backends.base import PAGED_LAYOUTS
-    from bench.report.traits import BASELINE, FLASH_STYLE, MATERIALISING, PAGED_KERNELS
 
     assert "naive" in MATERIALISING and "sdpa-flash" in FLASH_STYLE
     assert sorted(MATERIALISING + FLASH_STYLE) == sorted(BACKENDS)
@@ -86,7 +86,7 @@ def test_claims_group_backends_by_their_memory_trait():
 
 
 def test_no_report_module_names_a_backend():
-    """The report reads groups of backends from the registry's traits (bench.report.traits), never names.
+    """The report reads groups of backends from the registry's traits (bench.analysis.traits), never names.
 
     gpu_check is the exception: its anchors are published figures of named kernels."""
     from bench.backends import BACKENDS

@@ -314,7 +314,7 @@ def test_flash_attn_varlen_and_paged_on_cuda(shape):
 def _serving_frame(tmp_path, decode_times: dict[tuple[str, int | None], float]):
     import json
 
-    from bench.report.load import read_results
+    from bench.analysis.load import read_results
     from tests.results_factory import make_record, make_run
 
     recs = []
@@ -334,8 +334,8 @@ def _serving_frame(tmp_path, decode_times: dict[tuple[str, int | None], float]):
 
 
 def test_paging_claim_compares_each_paged_step_with_its_contiguous_twin(tmp_path):
+    from bench.analysis.verdict import FAILS, HOLDS, NOT_MEASURED
     from bench.claims.paging import paging_cost
-    from bench.report.verdict import FAILS, HOLDS, NOT_MEASURED
 
     cheap = _serving_frame(tmp_path, {("flex", None): 1e-3, ("flex", 16): 1.2e-3, ("naive", None): 1e-3,
                                       ("naive", 16): 3e-3})
@@ -349,8 +349,8 @@ def test_paging_claim_compares_each_paged_step_with_its_contiguous_twin(tmp_path
 
 
 def test_small_pages_that_fail_where_larger_ones_hold_are_blamed_on_their_many_blocks(tmp_path):
+    from bench.analysis.verdict import DEPENDS, FAILS
     from bench.claims.paging import paging_cost
-    from bench.report.verdict import DEPENDS, FAILS
 
     both = paging_cost(_serving_frame(tmp_path, {("flex", None): 1e-3, ("flex", 16): 2e-3, ("flex", 128): 1.05e-3}))
     assert both.verdict == DEPENDS
@@ -363,8 +363,8 @@ def test_pair_keys_hold_every_shape_field_but_the_page_size(tmp_path):
     """Paged and contiguous steps pair on every shape field but the page size: two models never mix."""
     import json
 
-    from bench.report.load import read_results
-    from bench.report.serving import PAIR_KEYS, VARIED, paged_vs_contiguous
+    from bench.analysis.load import read_results
+    from bench.analysis.serving import PAIR_KEYS, VARIED, paged_vs_contiguous
     from bench.results.record import SHAPE_KEYS
     from tests.results_factory import make_record, make_run
 
@@ -383,8 +383,8 @@ def test_pair_keys_hold_every_shape_field_but_the_page_size(tmp_path):
 
 
 def test_serving_figures_draw_and_dense_figures_leave_serving_rows_out(tmp_path):
+    from bench.analysis.serving import per_token
     from bench.report.figures import make_figures
-    from bench.report.serving import per_token
 
     df = _serving_frame(tmp_path, {("flex", None): 1e-3, ("flex", 128): 0.9e-3})
     rows = per_token(df).set_index(["backend", "lengths"])["s_per_token"]
@@ -397,8 +397,8 @@ def test_serving_figures_draw_and_dense_figures_leave_serving_rows_out(tmp_path)
 def test_dense_analyses_leave_serving_rows_out(tmp_path):
     """A ragged or paged batch is not a shape of a dense family: the best-backend table, the headline speedups
     and the tutorials' claims see only dense rows, so a serving-only run has no dense family at all."""
-    from bench.report.claims import evaluate_claims
-    from bench.report.frames import dense_rows
+    from bench.analysis.frames import dense_rows
+    from bench.claims import evaluate_claims
     from bench.report.tables import best_backends, headline_speedups
 
     df = _serving_frame(tmp_path, {("flex", None): 1e-3, ("naive", None): 2e-3})

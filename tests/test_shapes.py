@@ -136,10 +136,10 @@ def test_a_shape_takes_values_and_names_the_text_it_was_given():
 
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
 def test_every_planned_shape_reads_back_from_its_columns(device):
+    from bench.analysis.load import INT_COLUMNS
     from bench.engine.sweeps import cases, profile
     from bench.problem.columns import COLUMNS, shape_fields
     from bench.profiles import PROFILES
-    from bench.report.load import INT_COLUMNS
 
     shapes = {c.shape for name in PROFILES[device] for c in cases(profile(name, device), device)}
     kinds = {(s.mla is not None, s.serving is not None, s.sparsity.sparse, s.score.label != "none") for s in shapes}

@@ -1,5 +1,5 @@
 """Sparse attention's report and plan on synthetic records: the pairing of each sparse case with its dense twins
-(bench.report.sparse_cost.sparse_costs), the lines and S* (crossover_lines), the two claims and their thresholds, the
+(bench.analysis.sparse_cost.sparse_costs), the lines and S* (crossover_lines), the two claims and their thresholds, the
 three figures, the questions' least sets in the CPU default plan (and that exactly those cases decide both claims), the
 sparse profile's plan, and DeepSeek-V3.2's DSA from its config.json to its KV cache and its cases.
 
@@ -18,8 +18,13 @@ from pathlib import Path
 import pytest
 from matplotlib.figure import Figure
 
+from bench.analysis import sparse_line
+from bench.analysis.load import read_results
+from bench.analysis.sparse_cost import sparse_costs
+from bench.analysis.traits import SPARSE_KERNELS
+from bench.analysis.verdict import DEPENDS, FAILS, HOLDS, INCONCLUSIVE, NOT_MEASURED
 from bench.backends import get_backend
-from bench.claims import QUESTIONS, sparse_line, spec
+from bench.claims import QUESTIONS, spec
 from bench.claims.question import Context
 from bench.claims.sparse import (
     IDEAL_SHARE,
@@ -33,7 +38,6 @@ from bench.claims.sparse import (
 from bench.claims.sparse import sparse_speedup as speedup_claim
 from bench.engine import options
 from bench.engine.agenda import BEFORE_FIRST_CASE_S, FUNDED, cut_dtypes, make_agenda
-from bench.engine.cost import predict_all
 from bench.engine.sweeps import Sweep, cases, profile
 from bench.kinds.model import model_geometries
 from bench.measure.calibrate import REUSE_ENV
@@ -41,14 +45,11 @@ from bench.measure.spec_sheets import spec_calibration
 from bench.models.config import ConfigError, kv_bytes_per_token
 from bench.models.config_json import load_config, parse_config
 from bench.models.kvcache import allocate_kv_cache, measure_kv_cache_bytes
+from bench.plan.cost import predict_all
 from bench.problem.case import Case
 from bench.problem.columns import shape_fields, shape_from_fields
 from bench.problem.sparsity import Sparsity
 from bench.report.figures.sparse import indexer_share, sparse_speedup, sparse_time
-from bench.report.load import read_results
-from bench.report.sparse_cost import sparse_costs
-from bench.report.traits import SPARSE_KERNELS
-from bench.report.verdict import DEPENDS, FAILS, HOLDS, INCONCLUSIVE, NOT_MEASURED
 from bench.results.record import new_record
 from tests.machines import EPYC, EPYC_DICT
 from tests.results_factory import make_run
@@ -83,7 +84,7 @@ def record(c: Case, median_s: float | None, **fields) -> dict:
 
 
 def frame(recs: list[dict], folder: Path, name: str = "run"):
-    """The tidy frame bench.report.load makes of a results file holding these records."""
+    """The tidy frame bench.analysis.load makes of a results file holding these records."""
     path = folder / f"{name}.json"
     path.write_text(json.dumps(make_run(recs, run_id=name)))
     return read_results(path)[0]
@@ -147,7 +148,7 @@ def test_a_sparse_row_pairs_with_the_best_dense_kernel_and_its_own_dense_run_at_
 
 
 def test_the_best_dense_kernel_is_the_fastest_the_run_offers_at_the_shape_for_the_planner_and_the_report(tmp_path):
-    """bench.claims.sparse_line's one definition: the planner funds every dense twin the run offers at a sparse
+    """bench.analysis.sparse_line's one definition: the planner funds every dense twin the run offers at a sparse
     line's shapes (a materialising kernel and one that compiles included), and the report takes the fastest of
     those measured, whichever kind it is."""
     dense = ("naive", "sdpa-math", "sdpa-flash", "flex")

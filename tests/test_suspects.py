@@ -2,7 +2,7 @@
 
 import pandas as pd
 
-from bench.report.suspects import again_by_case, note, suspects
+from bench.analysis.suspects import again_by_case, note, suspects
 
 
 def _line(times_ms, backend="flex", kvs=(1024, 4096, 16384)):

@@ -1,5 +1,5 @@
-"""The report's reading of replayed traces (bench.report.traces): time to serve weighted by each bucket's steps,
-fast_p against the baseline, incomplete backends named, and the grid-against-trace claim on synthetic runs whose
+"""The report's reading of replayed traces (bench.analysis.time_to_serve): time to serve weighted by each bucket's
+steps, fast_p against the baseline, incomplete backends named, and the grid-against-trace claim on synthetic runs whose
 answers are known."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from bench.analysis import time_to_serve
+from bench.analysis.load import read_results
+from bench.analysis.verdict import DEPENDS, FAILS, HOLDS, INCONCLUSIVE, NO_FACTS, NOT_MEASURED
 from bench.claims.trace import TRACE_CLOSE, grid_vs_trace
 from bench.problem.shapes import parse_rows
-from bench.report import traces
-from bench.report.load import read_results
-from bench.report.verdict import DEPENDS, FAILS, HOLDS, INCONCLUSIVE, NO_FACTS, NOT_MEASURED
 from tests.results_factory import make_record, make_run
 
 PREFILL, DECODE = "rows:2x64:64", "rows:4x1:512"
@@ -58,7 +58,7 @@ GRID_FLASH_WINS = [*grid("naive", 5e-3, 3e-4), *grid("sdpa-flash", 1e-3, 1e-4), 
 
 
 def test_time_to_serve_weighs_each_bucket_by_its_steps_and_sorts_fastest_first(tmp_path):
-    table = traces.serve_table(frame(TRACE, tmp_path), RUN.workloads)
+    table = time_to_serve.serve_table(frame(TRACE, tmp_path), RUN.workloads)
     assert list(table["backend"]) == ["flex", "sdpa-flash", "naive"]
     served = dict(zip(table["backend"], table["served_s"], strict=True))
     assert served == pytest.approx({"flex": 0.045, "sdpa-flash": 0.1, "naive": 0.12})
@@ -69,18 +69,18 @@ def test_time_to_serve_weighs_each_bucket_by_its_steps_and_sorts_fastest_first(t
 
 
 def test_fast_p_is_the_share_of_the_baseline_time_in_buckets_at_least_p_times_faster(tmp_path):
-    table = traces.serve_table(frame(TRACE, tmp_path), RUN.workloads).set_index("backend")
+    table = time_to_serve.serve_table(frame(TRACE, tmp_path), RUN.workloads).set_index("backend")
     # flex: 4x on prefill, 2.5x on decode: every bucket; sdpa-flash: 2x on prefill (20 of naive's 120 ms), 1.11x on
     # decode
-    assert [table.loc["flex", f"fast_{p:g}"] for p in traces.FAST_P] == pytest.approx([1.0, 1.0, 1.0])
-    assert [table.loc["sdpa-flash", f"fast_{p:g}"] for p in traces.FAST_P] == pytest.approx([1.0, 1 / 6, 1 / 6])
-    assert [table.loc["naive", f"fast_{p:g}"] for p in traces.FAST_P] == pytest.approx([1.0, 0.0, 0.0])
+    assert [table.loc["flex", f"fast_{p:g}"] for p in time_to_serve.FAST_P] == pytest.approx([1.0, 1.0, 1.0])
+    assert [table.loc["sdpa-flash", f"fast_{p:g}"] for p in time_to_serve.FAST_P] == pytest.approx([1.0, 1 / 6, 1 / 6])
+    assert [table.loc["naive", f"fast_{p:g}"] for p in time_to_serve.FAST_P] == pytest.approx([1.0, 0.0, 0.0])
 
 
 def test_a_backend_missing_a_bucket_is_incomplete_and_one_that_ran_none_is_listed(tmp_path):
     recs = [*TRACE[:4], bucket("flex", "prefill", 0.5e-3), bucket("flex", "decode", 0.0, status="unsupported"),
             bucket("sdpa", "prefill", 0.0, status="unsupported"), bucket("sdpa", "decode", 0.0, status="error")]
-    table = traces.serve_table(frame(recs, tmp_path), RUN.workloads).set_index("backend")
+    table = time_to_serve.serve_table(frame(recs, tmp_path), RUN.workloads).set_index("backend")
     assert not table.loc["flex", "complete"] and math.isnan(table.loc["flex", "served_s"])
     assert table.loc["flex", "buckets_ok"] == 1 and table.loc["flex", "fast_2"] == pytest.approx(20 / 120)
     assert table.loc["sdpa", "buckets_ok"] == 0 and not table.loc["sdpa", "complete"]
@@ -88,7 +88,7 @@ def test_a_backend_missing_a_bucket_is_incomplete_and_one_that_ran_none_is_liste
 
 
 def test_dominant_buckets_are_the_backends_largest_shares(tmp_path):
-    top = traces.dominant_buckets(frame(TRACE, tmp_path), RUN.workloads, "flex", "w")
+    top = time_to_serve.dominant_buckets(frame(TRACE, tmp_path), RUN.workloads, "flex", "w")
     assert list(top["lengths"]) == [DECODE, PREFILL]
     assert list(top["share"]) == pytest.approx([0.04 / 0.045, 0.005 / 0.045])
 
@@ -171,7 +171,7 @@ def test_without_a_trace_or_without_a_grid_the_claim_is_not_measured(tmp_path):
 
 
 def test_trace_buckets_are_left_out_of_the_grid_and_of_the_serving_analyses(tmp_path):
-    from bench.report.frames import dense_rows, trace_rows
+    from bench.analysis.frames import dense_rows, trace_rows
 
     df = frame([*TRACE, *GRID_FLASH_WINS], tmp_path)
     assert int(trace_rows(df).sum()) == len(TRACE)
@@ -218,12 +218,12 @@ def test_a_bucket_that_under_predicts_its_steps_by_30_percent_reports_it_and_the
     checked = [*steps_as_predicted("naive", 2e-3, 1e-3), *steps_as_predicted("sdpa-flash", 1e-3, 0.9e-3),
                *steps_as_predicted("flex", 1e-3, 0.86e-3, decode_off=0.7)]
     df = frame([*CLOSE, *GRID_FLASH_WINS, *checked], tmp_path)
-    steps = traces.step_checks(df, CHECKED.workloads).set_index(["backend", "index"])
+    steps = time_to_serve.step_checks(df, CHECKED.workloads).set_index(["backend", "index"])
     assert steps.loc[("flex", 40), "error"] == pytest.approx(-0.3)  # its bucket's 0.86 ms against 0.86 / 0.7 ms
     assert steps.loc[("flex", 77), "predicted_s"] == pytest.approx(0.86e-3)
     assert steps.loc[("flex", 3), "error"] == pytest.approx(0.0)
     assert steps.loc[("naive", 40), "error"] == pytest.approx(0.0)
-    table = traces.check_table(df, CHECKED.workloads).set_index("backend")
+    table = time_to_serve.check_table(df, CHECKED.workloads).set_index("backend")
     flex = table.loc["flex"]
     assert (flex["steps"], flex["sampled"]) == (3, 3)
     assert flex["median"] == pytest.approx(-0.3) and flex["worst"] == pytest.approx(-0.3)

@@ -283,9 +283,9 @@ def test_a_replay_without_a_cache_is_as_it_was():
 # --- the report -------------------------------------------------------------------------------------------------------
 
 def test_the_report_prices_the_trace_with_and_without_the_cache(tmp_path):
-    from bench.report.load import read_results
+    from bench.analysis.load import read_results
+    from bench.analysis.time_to_serve import serve_table
     from bench.report.sections.traces import cache_blocks
-    from bench.report.traces import serve_table
     from tests.results_factory import make_record, make_run
 
     prefill, decode = "rows:2x64:64", "rows:4x1:512"

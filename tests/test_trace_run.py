@@ -37,9 +37,9 @@ def test_a_trace_with_a_bad_row_is_refused_naming_its_line_and_nothing_runs(tmp_
 
 @pytest.mark.slow  # runs a sweep
 def test_a_tiny_traces_buckets_run_checked_and_the_report_reads_them(tmp_path):
+    from bench.analysis.load import read_results
+    from bench.analysis.time_to_serve import check_table, serve_table
     from bench.claims.trace import grid_vs_trace
-    from bench.report.load import read_results
-    from bench.report.traces import check_table, serve_table
 
     trace = tmp_path / "t.jsonl"
     trace.write_text("".join(json.dumps({"prompt_tokens": p, "output_tokens": o, "arrival_s": t}) + "\n"

@@ -8,7 +8,7 @@ where a claim's conditions have no such field), its ratio in its unit, its 95% i
 claim with one threshold), its word, whether it is at its bound, its basis (each case's CI, interleaved blocks,
 counted) and the blocks run on it, why it is open where it is, and its facts (S*, the kernel it was set against
 ...). A claim with no condition (not measured) is one row with its claim's columns alone. Only the latest
-measurement of a condition is a row: one the run re-measured in blocks is judged on them (bench.report.decided).
+measurement of a condition is a row: one the run re-measured in blocks is judged on them (bench.analysis.decided).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from bench.report.conditions import Condition
-from bench.report.verdict import Verdict
+from bench.analysis.conditions import Condition
+from bench.analysis.verdict import Verdict
 
 CLAIM_COLUMNS = ["run_id", "claim", "claim_verdict", "judged_on", "noisy_timings", "timings"]
 JUDGED_COLUMNS = ["ratio", "unit", "low", "high", "bound", "fail_bound", "holds", "word", "at_bound", "basis",

@@ -43,7 +43,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bench.report.verdict import DEPENDS, FAILS, HOLDS, INCONCLUSIVE, NOT_JUDGED, NOT_MEASURED
+from bench.analysis.verdict import DEPENDS, FAILS, HOLDS, INCONCLUSIVE, NOT_JUDGED, NOT_MEASURED
 
 # a ratio whose whole interval lies within this factor of its bound meets the bound: runs of the same code put one
 # kernel pair a few percent apart (flex's softcap prefill over its plain twin: 1.27x, 1.30x and 1.32x in three runs,
@@ -140,7 +140,7 @@ class Condition:
     fail_bound: float | None = None
     why: str = ""  # a reason that overrides the interval's word (an on-chip cache, too few lengths), if any
     basis: str = FROM_CIS
-    blocks: int = 0  # interleaved blocks run on it (bench.report.decided), whatever its basis now
+    blocks: int = 0  # interleaved blocks run on it (bench.analysis.decided), whatever its basis now
     # the cases whose times make the ratio, as (top, bottom) case ids: ratio = top's time / bottom's time (the
     # median over the pairs). A run re-measures them in interleaved blocks to decide the condition (bench.engine.decide)
     pairs: tuple[tuple[str, str], ...] = ()
@@ -236,6 +236,12 @@ def not_judged(key: Mapping[str, Any] | Key, ratio: float, interval: tuple[float
     return Condition(key, ratio, *interval, NOT_JUDGED, bound, holds_above, why=why, **more)
 
 
+def spans(lengths: Sequence[int], least: int, factor: float) -> bool:
+    """Whether these lengths are at least `least` of them spanning at least `factor` times: enough to say a line
+    never crosses its bound (a crossover moves with length)."""
+    return len(lengths) >= least and max(lengths) >= factor * min(lengths)
+
+
 def pairs_of(rows: Any, top: str, bottom: str = "case_id") -> list[tuple[str, str]]:
     """The (top, bottom) case ids of a frame's rows, from two case id columns (rows without both are left out)."""
     if top not in rows or bottom not in rows:
@@ -290,11 +296,17 @@ def listing(conditions: Sequence[Condition]) -> str:
     return "; ".join(parts) + (f" [95% intervals from {', '.join(basis)}]" if basis else "")
 
 
-# What decides a condition whose interval straddles its bound, said once for every claim
-MORE_ROUNDS = "More rounds per case (a larger --budget) narrow the timings' part of it"
+# What narrows a timed interval, said one way for every claim: decide_by composes it with what else would decide one
+MORE_ROUNDS = "more rounds per case (a larger --budget)"
 
 
-def undecided_why(conditions: Sequence[Condition], decide: str = MORE_ROUNDS) -> str:
+def decide_by(*ways: str) -> str:
+    """'More rounds per case (a larger --budget) or longer lengths decide it'."""
+    said = " or ".join(ways)
+    return f"{said[0].upper()}{said[1:]} decide it"
+
+
+def undecided_why(conditions: Sequence[Condition], decide: str = decide_by(MORE_ROUNDS)) -> str:
     """The `why` of a claim with open conditions: those whose interval straddles the bound (and what decides them),
     then those left open for a stated reason (their `why`)."""
     straddling = [c for c in conditions if c.verdict == INCONCLUSIVE and not c.why]

@@ -23,8 +23,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from bench.report.conditions import FROM_BLOCKS, Condition, combine, listing
-from bench.report.verdict import INCONCLUSIVE, NOT_JUDGED, Verdict
+from bench.analysis.conditions import FROM_BLOCKS, Condition, combine, listing
+from bench.analysis.verdict import INCONCLUSIVE, NOT_JUDGED, Verdict
 
 MIN_DECIDE_BLOCKS = 6  # 2^-6 = 0.016 <= 0.025: the fewest blocks with a 95% signed-rank interval
 ALPHA = 0.025  # each side: a 95% interval, as every claim's

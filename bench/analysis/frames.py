@@ -34,7 +34,7 @@ def ok_rows(df: pd.DataFrame) -> pd.DataFrame:
 
 def trace_rows(df: pd.DataFrame) -> pd.Series:
     """True where a row is a replayed trace's bucket: a serving batch with explicit rows (lengths rows:...);
-    bench.report.traces reads them, the serving analyses (length distributions, paging) leave them out."""
+    bench.analysis.time_to_serve reads them, the serving analyses (length distributions, paging) leave them out."""
     if "lengths" not in df:
         return pd.Series(False, index=df.index)
     return df["lengths"].map(lambda v: isinstance(v, str) and v.startswith("rows:")).astype(bool)
@@ -44,7 +44,7 @@ def serving_rows(df: pd.DataFrame) -> pd.Series:
     """True where a row is a serving batch (`lengths` or `page_size` set; old files have neither column).
 
     The dense analyses (best backend per family, headline speedups, the tutorials' claims) leave these rows
-    out: a ragged or paged batch is not a shape of a dense family; bench.report.serving reads them."""
+    out: a ragged or paged batch is not a shape of a dense family; bench.analysis.serving reads them."""
     lengths = df["lengths"] if "lengths" in df else pd.Series(None, index=df.index)
     pages = df["page_size"] if "page_size" in df else pd.Series(None, index=df.index)
     return lengths.notna() | pages.notna()
@@ -87,9 +87,15 @@ def fit_exponent(x: pd.Series | np.ndarray, y: pd.Series | np.ndarray) -> float 
     return float(np.polyfit(np.log(x), np.log(y), 1)[0])
 
 
-def geomean(values: Iterable[float | None]) -> float | None:
-    values = [v for v in values if v is not None and v > 0 and math.isfinite(v)]
-    return float(np.exp(np.mean(np.log(values)))) if values else None
+def geomean(values: Iterable[float | None], weights: Iterable[float] | None = None) -> float | None:
+    """The geometric mean of the positive, finite values (each weighted, where weights are given); None for none."""
+    values = list(values)
+    weights = list(weights) if weights is not None else [1.0] * len(values)
+    pairs = [(v, w) for v, w in zip(values, weights, strict=True) if v is not None and v > 0 and math.isfinite(v)]
+    if not pairs:
+        return None
+    logs, ws = np.log([v for v, _ in pairs]), np.array([w for _, w in pairs], dtype=float)
+    return float(np.exp(np.sum(logs * ws) / np.sum(ws)))
 
 
 def shape_label(row: pd.Series | dict) -> str:

@@ -67,13 +67,3 @@ def straddles(interval: tuple[float, float], threshold: float) -> bool:
     """The interval holds values on both sides of the threshold."""
     low, high = interval
     return bool(low < threshold <= high)
-
-
-ROUNDS_DECIDE = "More rounds per case (a larger --budget) narrow the timings' part of it"
-
-
-def undecided(what: str, threshold: float, interval: tuple[float, float], decide: str = ROUNDS_DECIDE) -> str:
-    """The `why` of a verdict left inconclusive by its interval: what straddles what, and what would decide it."""
-    return (f"{what} is within the noise of its timings and the spread of its cases from {threshold:g}×: its 95% "
-            f"interval, {interval[0]:.2f}–{interval[1]:.2f}× (each case drawn within its own CI, the cases "
-            f"resampled), straddles it. {decide}.")

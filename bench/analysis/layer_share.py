@@ -14,9 +14,9 @@ import math
 import numpy as np
 import pandas as pd
 
-from bench.report.frames import shape_keys_but
-from bench.report.interval import SEED, drawn, median_over
-from bench.report.load import INT_COLUMNS
+from bench.analysis.frames import shape_keys_but
+from bench.analysis.interval import SEED, drawn, median_over
+from bench.analysis.load import INT_COLUMNS
 
 # What pairs an attention-alone case with its layer twin: the backend and every shape field but the scope (the one
 # thing this analysis varies), so cases that differ in any other field, one added later included, stay apart.

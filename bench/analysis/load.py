@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from bench.analysis.suspects import again_by_case
 from bench.problem.columns import INT_COLUMNS as SHAPE_INT_COLUMNS
-from bench.report.suspects import again_by_case
 from bench.results import ResultsError, RunDocument, read_run
 from bench.results.entry import Entry
 from bench.results.meta import Calibration, RunMeta
@@ -171,7 +171,7 @@ def _fill_from_samples(rec: dict, samples: tuple[float, ...]) -> None:
 
 
 def _row(path: Path, entry: Entry, run: dict, again: dict | None = None) -> dict:
-    """again: the case's re-measurement where its first timing was stalled (bench.report.suspects): it replaces
+    """again: the case's re-measurement where its first timing was stalled (bench.analysis.suspects): it replaces
     the stalled median and CI, and the case is flagged noisy."""
     rec = entry.record.to_dict() | dict(entry.unknown)  # a shape field the file predates holds its default
     warm = (rec.get("timings") or {}).get("warm") or {}

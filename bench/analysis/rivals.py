@@ -4,24 +4,25 @@ of the claims that compare a chooser or a wrapper with the kernels it could have
 Per shape family (phase, variant, dtype, mask, pass), over the shapes where the subject and at least one rival ran
 ok: the ratio subject time / fastest rival time, its geometric mean over the family's shapes, and an interval from
 each case's own confidence interval (the subject's low over the rival's high, and its high over the rival's low). A
-family is judged by bench.report.conditions' rule (at its bound, holding, where its estimate lies within the band
+family is judged by bench.analysis.conditions' rule (at its bound, holding, where its estimate lies within the band
 around the bound; else holds when the whole interval is within the bound, fails when it is wholly beyond it, and is
 inconclusive when it straddles it: more rounds would decide, and the verdict says so rather than tossing a coin). The
-claim's word over its families is bench.report.conditions' rule (some hold and some fail: depends).
+claim's word over its families is bench.analysis.conditions' rule (some hold and some fail: depends).
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
+from bench.analysis.conditions import condition, pairs_of
+from bench.analysis.frames import FAMILY_KEYS, SHAPE_KEYS, attention_rows, dense_rows, geomean, ok_rows
 from bench.problem.case import family_label
-from bench.report.conditions import Condition, combine, pairs_of, word
-from bench.report.frames import FAMILY_KEYS, SHAPE_KEYS, attention_rows, dense_rows, geomean, ok_rows
 
 
 def against_fastest(df: pd.DataFrame, subject: str, rivals: tuple[str, ...], bound: float) -> list[dict]:
     """Per shape family: subject, family, ratio (geomean), low, high, the rival fastest most often, the shapes
-    compared, the worst shape's ratio and KV length, the lengths, and the family's verdict against `bound`."""
+    compared, the worst shape's ratio and KV length, the lengths, the case pairs, and `condition`: the family as a
+    Condition against `bound` (the subject's time over its fastest rival's, within it holds)."""
     ok = attention_rows(ok_rows(dense_rows(df)))
     keys = [k for k in SHAPE_KEYS if k != "backend"]
     mine, theirs = ok[ok["backend"] == subject], ok[ok["backend"].isin(rivals)]
@@ -38,15 +39,17 @@ def against_fastest(df: pd.DataFrame, subject: str, rivals: tuple[str, ...], bou
     for family, grp in pairs.groupby(FAMILY_KEYS, dropna=False):
         worst = grp.loc[grp["ratio"].idxmax()]
         low, high, ratio = geomean(grp["low"]), geomean(grp["high"]), geomean(grp["ratio"])
-        verdict, on = word(ratio, low, high, bound, holds_above=False)
-        out.append({"subject": subject, "family": family_label(*family),
-                    "fields": {k: str(v).upper() if k == "variant" else v
-                               for k, v in zip(FAMILY_KEYS, family, strict=True)}, "ratio": ratio,
-                    "low": low, "high": high, "fastest": str(grp["backend_rival"].mode().iloc[0]),
-                    "shapes": len(grp), "worst": float(worst["ratio"]), "worst_kv": int(worst["seq_kv"]),
-                    "seq_kv": sorted(int(s) for s in grp["seq_kv"].unique()),
-                    "verdict": verdict, "at_bound": on,
-                    "pairs": pairs_of(grp, "case_id", "case_id_rival")})
+        fastest = str(grp["backend_rival"].mode().iloc[0])
+        key = {"backend": subject, **{k: str(v).upper() if k == "variant" else v
+                                      for k, v in zip(FAMILY_KEYS, family, strict=True)}}
+        found = condition(key, ratio, (low, high), bound, holds_above=False,
+                          pairs=pairs_of(grp, "case_id", "case_id_rival"),
+                          facts={"against": fastest, "shapes": len(grp), "worst": float(worst["ratio"]),
+                                 "worst_kv": int(worst["seq_kv"])})
+        out.append({"subject": subject, "family": family_label(*family), "ratio": ratio, "low": low, "high": high,
+                    "fastest": fastest, "shapes": len(grp), "worst": float(worst["ratio"]),
+                    "worst_kv": int(worst["seq_kv"]), "seq_kv": sorted(int(s) for s in grp["seq_kv"].unique()),
+                    "verdict": found.verdict, "pairs": list(found.pairs), "condition": found})
     return out
 
 
@@ -55,18 +58,3 @@ def _ci(pairs: pd.DataFrame, side: str, suffix: str = "") -> pd.Series:
     median = pairs[f"median_s{suffix}"]
     column = f"ci_{side}_s{suffix}"
     return pairs[column].fillna(median) if column in pairs else median
-
-
-def conditions(found: list[dict], bound: float) -> tuple[Condition, ...]:
-    """The families as Conditions (a subject's family: the subject's time over its fastest rival's, within bound)."""
-    return tuple(Condition({"backend": d["subject"], **d["fields"]}, d["ratio"], d["low"], d["high"], d["verdict"],
-                           bound, holds_above=False, pairs=tuple(d["pairs"]), at_bound=d["at_bound"],
-                           facts={"against": d["fastest"], "shapes": d["shapes"], "worst": d["worst"],
-                                  "worst_kv": d["worst_kv"]})
-                 for d in found)
-
-
-def combined(found: list[dict]) -> str:
-    """The claim's verdict from its families' (bench.report.conditions' rule: holds, does not hold, depends,
-    inconclusive)."""
-    return combine(d["verdict"] for d in found)

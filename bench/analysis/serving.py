@@ -2,7 +2,7 @@
 contiguous decode (the pairs the paging claim, bench.claims.paging, judges).
 
 A serving row has `lengths` or `page_size` set (bench.serving); a replayed trace's buckets (lengths rows:...) are
-bench.report.traces'. Time per real token = median_s / real_tokens
+bench.analysis.time_to_serve'. Time per real token = median_s / real_tokens
 (padding never counts as a token). Paged and contiguous decode steps are paired when everything but the page size
 matches: same backend and every other shape field (heads, dtype, mask, batch, context distribution, seq_kv, ...).
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from bench.report.frames import ok_rows, serving_rows, shape_keys_but, trace_rows
+from bench.analysis.frames import ok_rows, serving_rows, shape_keys_but, trace_rows
 
 # What pairs a paged decode step with its contiguous twin: the backend and every shape field but the page size
 # (the one thing this comparison varies), so a field added later keeps different cases apart.

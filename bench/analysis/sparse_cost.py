@@ -2,7 +2,7 @@
 and the time figure) and beside its speedup twin (the speedup claim and the speedup figure).
 
 A sparse row is an ok attention case with a sparsity (bench.problem.sparsity). Its dense twins, the best dense
-kernel among them, its speedup twin and its method line are bench.claims.sparse_line's: the best dense kernel is the
+kernel among them, its speedup twin and its method line are bench.analysis.sparse_line's: the best dense kernel is the
 fastest dense kernel measured ok at the sparse case's shape, of any backend the run ran there (the planner funds every
 one it offers); the speedup twin is the same backend's dense run, else (a kernel that runs only sparse attention) the
 best dense kernel. A method is (sparsity, backend) and its budget is the sparsity's (`Sparsity.budget_label`: a
@@ -13,8 +13,8 @@ What is compared:
              shortest length from which the ratio's whole 95% interval stays at or below the claim's bound (its
              SPARSE_BEATS, passed in) at every longer length measured.
   speedup    the kernel alone, median_s, against its speedup twin's median_s, beside the ideal 1 / density.
-Which kernels the speedup claim is about is read from the registry's traits (bench.report.traits.SPARSE_KERNELS).
-Each claim (bench.claims.sparse, whose judges read these) is judged per condition (bench.report.conditions): one
+Which kernels the speedup claim is about is read from the registry's traits (bench.analysis.traits.SPARSE_KERNELS).
+Each claim (bench.claims.sparse, whose judges read these) is judged per condition (bench.analysis.conditions): one
 method line (a method at one phase, mask, dtype and head geometry) at its longest length, its ratio's interval from
 each time drawn within its own CI.
 """
@@ -25,10 +25,10 @@ from collections.abc import Iterator
 
 import pandas as pd
 
-from bench.claims.sparse_line import LINE_FIELDS, TWIN_FIELDS, fastest, one_line, step_q
+from bench.analysis.frames import attention_rows, ok_rows, serving_rows, sparse_rows
+from bench.analysis.interval import ratio_interval
+from bench.analysis.sparse_line import LINE_FIELDS, TWIN_FIELDS, fastest, one_line, step_q
 from bench.problem.sparsity import Sparsity
-from bench.report.frames import attention_rows, ok_rows, serving_rows, sparse_rows
-from bench.report.interval import ratio_interval
 
 TWIN_KEYS = list(TWIN_FIELDS)  # a sparse case and its dense twin differ in the sparsity only
 LINE_KEYS = list(LINE_FIELDS)  # one method over the lengths (split by batch unless sparse_line.one_line)

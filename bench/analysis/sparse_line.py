@@ -1,5 +1,5 @@
 """A sparse line, its dense twins and the best dense kernel: the one definition that the planner's sparse questions
-(bench.claims.sparse) and the report's sparse analysis (bench.report.sparse_cost, bench.report.traits, the sparse
+(bench.claims.sparse) and the report's sparse analysis (bench.analysis.sparse_cost, bench.analysis.traits, the sparse
 figures) read. Pure functions over a Case's or a record's fields; nothing here imports pandas.
 
 - A sparse kernel executes a keep-set sparsely: its kept blocks, or its gathered keys (the registry's `executes`

@@ -21,7 +21,7 @@ from typing import Any
 
 import pandas as pd
 
-from bench.report.frames import SHAPE_KEYS, dense_rows, ok_rows
+from bench.analysis.frames import SHAPE_KEYS, dense_rows, ok_rows
 
 FLAT, FLAT_FLOOR_S, MIN_WORK_STEP = 1.15, 1e-3, 2.0
 JUMP = 5.0

@@ -5,11 +5,14 @@ Every group is derived from bench.backends, so a new backend falls into its grou
 
 from __future__ import annotations
 
+from bench.analysis.sparse_line import executes_sparsely
 from bench.backends import BACKENDS
 from bench.backends.base import PAGED_LAYOUTS
-from bench.claims.question import AUTOMATIC as AUTOMATIC  # an automatic chooser -> its kernels (the planner's too)
-from bench.claims.sparse_line import executes_sparsely
 from bench.problem.scores import OPT_IN_VARIANTS
+
+# An automatic chooser (torch SDPA) -> the forced kernels it picks among, as the registry lists them (its `chooses`):
+# the report's and the planner's (bench.claims.question)
+AUTOMATIC: dict[str, tuple[str, ...]] = {name: b.chooses for name, b in BACKENDS.items() if b.chooses}
 
 # materialising: builds the Sq x Skv score matrix, and expands K/V to all Hq heads before its products (repeat);
 # tiled (flash-style): O(S) memory, and a fused kernel that reads each KV head once for its whole group
@@ -30,7 +33,7 @@ ALL_VARIANT_KERNELS: tuple[str, ...] = tuple(name for name, b in BACKENDS.items(
                                              if b.memory == "tiled" and set(OPT_IN_VARIANTS) <= set(b.variants))
 
 # Kernels that execute a sparsity sparsely (a BlockMask's kept blocks, K gathered keys per query): the speedup claim's;
-# the others take a keep-set as a boolean mask and compute every pair (bench.claims.sparse_line defines which)
+# the others take a keep-set as a boolean mask and compute every pair (bench.analysis.sparse_line defines which)
 SPARSE_KERNELS: tuple[str, ...] = tuple(name for name in BACKENDS if executes_sparsely(name))
 
 # Kernel families for claims that depend on how a kernel treats grouped K/V heads.

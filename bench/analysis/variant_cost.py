@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from bench.report.frames import attention_rows, dense_rows, ok_rows, shape_keys_but
+from bench.analysis.frames import attention_rows, dense_rows, ok_rows, shape_keys_but
 
 
 def variant_name(mask: str, score: str) -> str | None:

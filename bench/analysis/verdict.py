@@ -19,7 +19,7 @@ HOLDS, FAILS, NOT_MEASURED = "holds", "does not hold", "not measured"
 # measured, but on data that cannot decide it (lengths stopping short of where it would be decided): the numbers
 # say what was measured and what would decide it; never read as "does not hold"
 INCONCLUSIVE = "inconclusive"
-# judged per condition (bench.report.conditions): some conditions hold and some do not; the numbers name which
+# judged per condition (bench.analysis.conditions): some conditions hold and some do not; the numbers name which
 DEPENDS = "depends"
 WORDS = (HOLDS, FAILS, DEPENDS, INCONCLUSIVE, NOT_MEASURED)
 # a condition's word where its claim lists it but does not judge it (too few lengths; no trait to judge it by): never
@@ -33,7 +33,7 @@ class Series:
     medians per KV length, its shares per length."""
 
     what: str  # what each value is: "median MHA step / GQA-MQA step over the conditions"
-    unit: str  # a bench.report.conditions unit
+    unit: str  # a bench.analysis.conditions unit
     points: tuple[tuple[tuple[tuple[str, Any], ...], float], ...]  # (key fields, value) per point
 
     def __post_init__(self) -> None:
@@ -49,7 +49,7 @@ class Verdict:
     why: str = ""  # where it does not hold (or cannot be judged): what the numbers say the reason is
     detail: tuple[dict[str, Any], ...] = ()  # per-group plain data behind `numbers`, for tests and tables
     judged_on: str = ""  # the range the verdict was judged on: lengths, head counts, dtypes, backends
-    conditions: tuple[Any, ...] = ()  # the bench.report.conditions.Condition each judged, where a claim has them
+    conditions: tuple[Any, ...] = ()  # the bench.analysis.conditions.Condition each judged, where a claim has them
     notes: str = ""  # what its conditions' table does not say (a roofline, a published figure), in a sentence or two
     noisy: tuple[int, int] = (0, 0)  # (timings flagged noisy, timings) behind it
     series: tuple[Series, ...] = ()  # numbers beside its conditions (medians per length ...)

@@ -7,15 +7,15 @@ A claim module holds:
 - QUESTIONS: the Question(s) (bench.claims.question) that fund its cases, if no other claim's module has it: which of
   the plan's cases speak to it (`picks`) and the least of those that answer it (`least`); () when no case of a sweep
   answers it, or when a question of another module funds it;
-- its judge: a function `(frame, run) -> bench.report.verdict.Verdict` of one run's tidy frame, importing pandas and
+- its judge: a function `(frame, run) -> bench.analysis.verdict.Verdict` of one run's tidy frame, importing pandas and
   bench.report lazily (inside the function), so that planning a run (bench.engine) imports neither.
 
 REGISTRY below names each claim module once, one line per claim module, in report order: CLAIMS (every spec, in
 report order), QUESTIONS (every question, in the planner's order: the number on a module's line, ties in report
 order), BY_KEY, spec() and of_question() are derived from it. The planner (bench.engine.agenda) funds each
 question's least set with the thresholds of its module, and a plan without those cases names the spec's `command`;
-the report (bench.report.claims) calls each spec's judge; `--plan` and the reference (bench/REFERENCE.md) print the
-texts and commands.
+verdicts() calls each spec's judge on one run (the report, `bench run`'s closing summary and the deciding phase read
+them); `--plan` and the reference (bench/REFERENCE.md) print the texts and commands.
 
 Adding a claim:
 1. one module here with its spec (SPECS), the question that funds it (QUESTIONS; reuse another claim's question by
@@ -26,13 +26,19 @@ The report's table, `bench run`'s closing summary, `--plan`, the deciding phase 
 Each threshold is defined once, in its claim's module; this module re-exports them for the report's modules that
 import them from here. The generic parts: bench.claims.spec (ClaimSpec) and bench.claims.question (Question, Context,
 and the helpers that choose the textbook backend, the fused kernel, the native dtypes and the emulated dtypes'
-representatives); bench.claims.sparse_line defines a sparse line, its dense twins and the best dense kernel.
+representatives); bench.analysis.sparse_line defines a sparse line, its dense twins and the best dense kernel.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
+from importlib import import_module
 from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
+from bench.analysis.decided import with_blocks
+from bench.analysis.verdict import NO_FACTS, Verdict
 from bench.claims import (
     auto_choice,
     cascade,
@@ -63,6 +69,10 @@ from bench.claims.spec import ClaimSpec
 from bench.claims.trace import TRACE_CLOSE
 from bench.claims.variants import VARIANTS_WITHIN
 from bench.claims.wrapper import TIED, WRAPPER_WITHIN
+from bench.results.meta import RunMeta
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # (claim module, its questions' place in the planner's order): one line per claim module, in report order
 REGISTRY: tuple[tuple[ModuleType, int | None], ...] = (
@@ -102,10 +112,30 @@ def of_question(question: str) -> tuple[ClaimSpec, ...]:
     return tuple(s for s in CLAIMS if s.question == question)
 
 
+Judge = Callable[..., Verdict]  # (frame, run) -> Verdict
+
+
+def judge_of(spec: ClaimSpec) -> Judge:
+    """The function a spec names ("module:function")."""
+    module, name = spec.judge.split(":")
+    return getattr(import_module(module), name)
+
+
+def verdicts(df: pd.DataFrame, run: RunMeta = NO_FACTS) -> list[Verdict]:
+    """Every claim's verdict on one run's frame, in CLAIMS' order, each with its spec's key; a condition the run
+    re-measured in interleaved blocks is judged on them (bench.analysis.decided)."""
+    return [with_blocks(dataclasses.replace(judge_of(s)(df, run), key=s.key), s.key, run.decided) for s in CLAIMS]
+
+
+def evaluate_claims(df: pd.DataFrame, kv_measured: list[dict] | None = None) -> list[dict[str, Any]]:
+    """verdicts() as plain dicts (Verdict.as_dict), on a frame whose run measured these KV caches."""
+    return [v.as_dict() for v in verdicts(df, RunMeta(kv_measured=list(kv_measured or [])))]
+
+
 __all__ = [
     "AUTO_WITHIN", "BY_KEY", "CLAIMS", "DECODE_SPEEDUP", "DOMINANT", "HEADS_TOLERANCE", "IDEAL_SHARE", "KV_WITHIN",
     "LAYER_SPAN", "LENGTH_SPAN", "LINEAR_MAX", "MEMORY_SPAN", "MIN_HEADS", "MIN_KV_LENGTHS", "MIN_LAYER_LENGTHS",
     "MIN_LENGTHS", "MIN_SPARSE_LENGTHS", "NEAR", "ON_CHIP", "PAGING_WITHIN", "QUADRATIC_MIN", "QUESTIONS", "REGISTRY",
     "RISING", "SPARSE_BEATS", "SPARSE_LOSES", "SPARSE_SPAN", "TIED", "TRACE_CLOSE", "VARIANTS_WITHIN",
-    "WRAPPER_WITHIN", "ClaimSpec", "Question", "of_question", "spec",
+    "WRAPPER_WITHIN", "ClaimSpec", "Question", "evaluate_claims", "judge_of", "of_question", "spec", "verdicts",
 ]

@@ -4,25 +4,28 @@ Its question funds, per shape family (phase, GQA/MQA/MHA, dtype, mask, pass) of 
 backend and every kernel it chooses among that runs here at the family's cheapest shape, so that the families judged
 are the plan's whatever else its budget reaches (more lengths of a family only refine its ratio). Per
 shape family, the automatic backend against the kernels it chooses among (the registry's `chooses` trait), as
-bench.report.rivals judges a backend against its fastest rival: a family holds when its whole interval is within
+bench.analysis.rivals judges a backend against its fastest rival: a family holds when its whole interval is within
 AUTO_WITHIN, fails when the whole interval is beyond it, and is inconclusive when it straddles it
 (bench.report.claims.auto_choice.losses: the comparisons, which the best-backends table reads too).
 """
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
-from bench.claims.question import AUTOMATIC, Context, Question, main_dtypes, plain, runs_here, with_emulated
+from bench.analysis.conditions import MORE_ROUNDS, combine, decide_by, undecided_why
+from bench.analysis.traits import AUTOMATIC
+from bench.analysis.verdict import DEPENDS, FAILS, INCONCLUSIVE, NOT_MEASURED, Verdict, judged, span
+from bench.claims.question import Context, Question, main_dtypes, plain, runs_here, with_emulated
 from bench.claims.spec import ClaimSpec
 from bench.problem.case import Case, family_key
+from bench.results.meta import RunMeta
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from bench.report.verdict import Verdict
-    from bench.results.meta import RunMeta
 
 AUTO_WITHIN = 1.10  # torch's automatic SDPA choice within 10% of the fastest forced kernel
 
@@ -63,6 +66,20 @@ def least(cases: list[Case], ctx: Context) -> list[Case]:
 QUESTIONS = (Question("auto-choice", picks, least),)
 
 
+def losses(df: pd.DataFrame, within: float) -> list[dict]:
+    """Per automatic backend and shape family: bench.analysis.rivals.against_fastest's comparison with the kernels
+    it chooses among, each family judged against `within` (AUTO_WITHIN for the claim)."""
+    from bench.analysis.rivals import against_fastest
+
+    return [d for auto, forced in AUTOMATIC.items() for d in against_fastest(df, auto, forced, within)]
+
+
+def default_loss(df: pd.DataFrame) -> dict[str, float]:
+    """family label -> the automatic choice's geomean ratio to the fastest forced kernel (the best-backends table's
+    column); the ratio alone: no bound judges it here."""
+    return {d["family"]: d["ratio"] for d in losses(df, math.inf) if not math.isnan(d["ratio"])}
+
+
 def _family(d: dict) -> str:
     interval = f"interval {d['low']:.2f}–{d['high']:.2f}×"
     where = f"{d['shapes']} shape{'s' * (d['shapes'] > 1)}"
@@ -74,16 +91,13 @@ def _family(d: dict) -> str:
 
 def auto_choice(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     """Does the automatic choice lose more than AUTO_WITHIN to the best kernel it chooses among, per shape family?"""
-    from bench.report.claims.auto_choice import losses
-    from bench.report.conditions import MORE_ROUNDS, undecided_why
-    from bench.report.rivals import combined, conditions
-    from bench.report.verdict import DEPENDS, FAILS, INCONCLUSIVE, NOT_MEASURED, Verdict, judged, span
 
     found = losses(df, AUTO_WITHIN)
     if not found:
         return Verdict(CLAIM, NOT_MEASURED, f"no shape timed with the automatic choice and a forced kernel "
                        f"(`{SPECS[0].command}`)")
-    verdict = combined(found)
+    families = [d.pop("condition") for d in found]
+    verdict = combine(families)
     numbers = ("automatic time over the fastest forced kernel, geometric mean per shape family: "
                + "; ".join(_family(d) for d in found)
                + f". A family holds when its whole interval is within {AUTO_WITHIN:.2f}×.")
@@ -93,8 +107,8 @@ def auto_choice(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
         why = (f"forcing {worst['fastest']} would save {100 * (1 - 1 / worst['ratio']):.0f}% in {worst['family']}: "
                "torch's dispatcher picks by what the inputs allow, not by what is fastest on this machine")
     elif verdict == INCONCLUSIVE:
-        why = undecided_why(conditions(found, AUTO_WITHIN), f"{MORE_ROUNDS}; more lengths decide it")
+        why = undecided_why(families, decide_by(MORE_ROUNDS, "more lengths"))
     seqs = [s for d in found for s in d["seq_kv"]]
-    return Verdict(CLAIM, verdict, numbers, why, detail=tuple(found), conditions=conditions(found, AUTO_WITHIN),
+    return Verdict(CLAIM, verdict, numbers, why, detail=tuple(found), conditions=tuple(families),
                    judged_on=judged(span(seqs, "S"), ", ".join(sorted({d["subject"] for d in found}
                                                                      | {d["fastest"] for d in found}))))

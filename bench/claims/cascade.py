@@ -7,11 +7,11 @@ the best plain step at a shape is the fastest twin the run measured there. A lin
 dtype, head geometry, suffix and seq_q, over its (P, B) points.
 
 - cascade: each (P, B) point of a line is a condition: the cascade step's time over the best plain step's, with a
-  95% interval (each time drawn within its own CI, bench.report.interval). A point holds where the whole interval is
+  95% interval (each time drawn within its own CI, bench.analysis.interval). A point holds where the whole interval is
   ≤ CASCADE_BEATS (the cascade is faster there), does not hold where it is wholly above it (level with plain
   attention while its interval starts below CASCADE_LOSES, slower from there: either way not faster, decided), and
   is inconclusive only where the interval straddles CASCADE_BEATS. The claim's word
-  is bench.report.conditions' rule over the points: holds where the cascade wins at every point, does not hold where
+  is bench.analysis.conditions' rule over the points: holds where the cascade wins at every point, does not hold where
   it wins at none, and depends otherwise, when the region where it wins is the finding: per batch B, P*(B) = the
   shortest prefix from which every longer measured prefix wins at that B. Published beside it: FlashInfer's figure
   (FLASHINFER_PUBLISHED).
@@ -23,19 +23,20 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from bench.analysis.conditions import Condition, combine, condition, undecided_why
+from bench.analysis.verdict import FAILS, HOLDS, NOT_MEASURED, Series, Verdict, judged, noisy_count, noisy_note, span
 from bench.backends import BACKENDS
-from bench.claims.question import Context, Question, runs_here
+from bench.claims.question import Context, Question, case_key, runs_here
 from bench.claims.spec import ClaimSpec
 from bench.problem.case import Case
+from bench.results.meta import RunMeta
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from bench.report.conditions import Condition
-    from bench.report.verdict import Verdict
-    from bench.results.meta import RunMeta
 
 CASCADE_BEATS, CASCADE_LOSES = 0.95, 1.05  # a cascade step's time over the best plain step's: wins / loses
 MIN_PREFIXES, PREFIX_SPAN, BATCH_SPAN = 2, 4, 4  # the least grid: prefixes spanning 4x, batches spanning 4x
@@ -63,14 +64,6 @@ def picks(c: Case) -> bool:
     return c.shape.prefix is not None and c.phase == "decode" and c.pass_ == "fwd"
 
 
-def _key(c: Case, names: tuple[str, ...]) -> tuple:
-    s = c.shape
-    values = {"backend": c.backend, "dtype": s.dtype, "n_heads": s.n_heads, "n_kv_heads": s.n_kv_heads,
-              "head_dim": s.head_dim, "mask": s.mask.label, "seq_q": s.seq_q, "seq_kv": s.seq_kv,
-              "prefix": s.prefix, "batch": s.batch, "suffix": s.seq_kv - (s.prefix or 0)}
-    return tuple(values[n] for n in names)
-
-
 def _cut(values: list[int], many: int, span: int) -> int | None:
     """The shortest prefix of sorted `values` holding >= `many` of them spanning >= `span`x: its last value."""
     return next((values[n - 1] for n in range(many, len(values) + 1) if values[n - 1] >= span * values[0]), None)
@@ -83,10 +76,11 @@ def least(cases: list[Case], ctx: Context) -> list[Case]:
     lines: dict[tuple, list[Case]] = defaultdict(list)
     for c in cases:
         if runs_here(c, ctx):
-            (lines[_key(c, LINE_FIELDS)] if c.backend in CASCADE_NAMES else plain[_key(c, TWIN_FIELDS)]).append(c)
+            key = case_key(c, LINE_FIELDS if c.backend in CASCADE_NAMES else TWIN_FIELDS)
+            (lines if c.backend in CASCADE_NAMES else plain)[key].append(c)
     best: tuple[float, list[Case]] | None = None
     for line in lines.values():
-        line = [c for c in line if plain.get(_key(c, TWIN_FIELDS))]
+        line = [c for c in line if plain.get(case_key(c, TWIN_FIELDS))]
         prefixes = sorted({c.shape.prefix for c in line})
         batches = sorted({c.shape.batch for c in line})
         cut = _cut(prefixes, MIN_PREFIXES, PREFIX_SPAN)
@@ -94,7 +88,7 @@ def least(cases: list[Case], ctx: Context) -> list[Case]:
         if cut is None or big is None:
             continue
         chosen = [c for c in line if c.shape.prefix <= cut and c.shape.batch in (batches[0], big)]
-        chosen += [t for c in chosen for t in plain[_key(c, TWIN_FIELDS)] if t not in chosen]
+        chosen += [t for c in chosen for t in plain[case_key(c, TWIN_FIELDS)] if t not in chosen]
         if best is None or ctx.cost(chosen) < best[0]:
             best = (ctx.cost(chosen), chosen)
     return best[1] if best else []
@@ -130,7 +124,6 @@ def cascade_pairs(df: pd.DataFrame, phase: str = "decode") -> pd.DataFrame:
 def region(points: list[tuple[int, int, str]]) -> dict[int, int | None]:
     """Per batch, P*(B): the shortest prefix from which the cascade wins (holds) at that and every longer measured
     prefix at B; None where it does not win at the longest. points: (prefix, batch, verdict)."""
-    from bench.report.verdict import HOLDS
 
     out: dict[int, int | None] = {}
     for batch in sorted({b for _, b, _ in points}):
@@ -145,11 +138,8 @@ def region(points: list[tuple[int, int, str]]) -> dict[int, int | None]:
 
 def points(rows: pd.DataFrame) -> list[tuple[Condition, dict]]:
     """Each (P, B) point of every line judged (module docstring), with its detail."""
-    from dataclasses import replace
 
-    from bench.report.conditions import condition
-    from bench.report.interval import ratio_interval
-    from bench.report.verdict import FAILS
+    from bench.analysis.interval import ratio_interval
 
     out = []
     for key, line in rows.groupby(list(LINE_FIELDS), sort=True):
@@ -179,8 +169,6 @@ def cascade_wins(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     """Per condition — a (P, B) point of a cascade line — the cascade step's time over the best plain step's with a
     95% interval: holds when the whole interval is ≤ CASCADE_BEATS, does not hold when it is wholly ≥ CASCADE_LOSES,
     else inconclusive; the region P*(B) where it wins is reported beside FlashInfer's published figure."""
-    from bench.report.conditions import MORE_ROUNDS, combine, undecided_why
-    from bench.report.verdict import FAILS, NOT_MEASURED, Series, Verdict, judged, noisy_count, noisy_note, span
 
     rows = cascade_pairs(df)
     found = points(rows) if not rows.empty else []
@@ -205,7 +193,7 @@ def cascade_wins(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
                                 "batch, or a prefix the plain kernel reads from cache)") if lost else "",
                                (f"{'; '.join(level)}: level with the best plain step (not faster by "
                                 f"{1 / CASCADE_BEATS:.2f}×)") if level else "",
-                               undecided_why(conds, MORE_ROUNDS)) if p)
+                               undecided_why(conds)) if p)
     numbers = (f"each cascade step's time over the best plain step's (the fastest dense backend over every "
                f"request's whole context), 95% interval from each time drawn within its CI (wins ≤ "
                f"{CASCADE_BEATS:g}×, loses ≥ {CASCADE_LOSES:g}×); P*(B) = the prefix from which it wins at every "

@@ -17,18 +17,44 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from bench.analysis.conditions import (
+    MORE_ROUNDS,
+    SHARE,
+    TIME_RATIO,
+    Condition,
+    amount,
+    combine,
+    condition,
+    decide_by,
+    listing,
+    not_judged,
+    pairs_of,
+    undecided_why,
+)
+from bench.analysis.traits import EXPANDING, FAMILY_NAMES, FUSED, kv_family
+from bench.analysis.verdict import (
+    FAILS,
+    INCONCLUSIVE,
+    NOT_MEASURED,
+    Series,
+    Verdict,
+    judged,
+    noisy_count,
+    noisy_note,
+    span,
+)
 from bench.claims.question import Context, Question, main_dtypes, plain, uncompiled, with_emulated
 from bench.claims.spec import ClaimSpec
 from bench.problem.case import Case
+from bench.results.meta import RunMeta
+from bench.results.record import LATER_SHAPE_KEYS
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from bench.report.conditions import Condition
-    from bench.report.verdict import Verdict
-    from bench.results.meta import RunMeta
 
 DECODE_SPEEDUP = (2.0, 4.0)  # "GQA/MQA speed up decoding 2–4×"
 MIN_KV_LENGTHS = 3  # a decode speedup short of the claim is only a finding over this many KV lengths
@@ -93,9 +119,7 @@ def decode_pairs(df: pd.DataFrame) -> pd.DataFrame:
 
     Adds `family` (EXPANDING / FUSED by the backend's memory trait) and the MHA twin's ceilings as mha_pct_*.
     One merge, not a loop over shapes: runs have 10k cases."""
-    from bench.report.frames import dense_rows, ok_rows
-    from bench.report.traits import kv_family
-    from bench.results.record import LATER_SHAPE_KEYS
+    from bench.analysis.frames import dense_rows, ok_rows
 
     keys = [*KEYS, *LATER_SHAPE_KEYS]
     ok = ok_rows(dense_rows(df))
@@ -111,10 +135,6 @@ def decode_pairs(df: pd.DataFrame) -> pd.DataFrame:
                      family=sp["backend"].map(kv_family)).reset_index(drop=True)
 
 
-def pct(x: float) -> str:
-    return f"{x:.0f}%"
-
-
 def median_of(values: pd.Series) -> float:
     """The median of a column that may be missing in places (NaN when nothing was recorded)."""
     import pandas as pd
@@ -124,13 +144,13 @@ def median_of(values: pd.Series) -> float:
 
 def _why(family: str, at_longest: pd.DataFrame) -> str:
     """The reason the numbers give for a speedup below the claim's, from the ceilings at the longest KV length."""
-    from bench.report.traits import EXPANDING
-
-    med = {c: median_of(at_longest[c]) for c in ("mha_pct_read_ceiling", "mha_pct_gemm_ceiling", *CEILINGS)}
-    mr, mg, gr, gg = (med[c] for c in ("mha_pct_read_ceiling", "mha_pct_gemm_ceiling", *CEILINGS))
+    # each step's shares of the two ceilings (the records give percentages)
+    mr, mg, gr, gg = (median_of(at_longest[c]) / 100 for c in ("mha_pct_read_ceiling", "mha_pct_gemm_ceiling",
+                                                                 *CEILINGS))
     known = all(math.isfinite(v) for v in (mr, mg, gr, gg))
-    ceilings = (f"At the longest KV length the MHA step runs at {pct(mr)} of the read-only ceiling and {pct(mg)} "
-                f"of the GEMM ceiling, the GQA/MQA steps at {pct(gr)} and {pct(gg)}. ") if known else ""
+    ceilings = (f"At the longest KV length the MHA step runs at {amount(mr, SHARE)} of the read-only ceiling and "
+                f"{amount(mg, SHARE)} of the GEMM ceiling, the GQA/MQA steps at {amount(gr, SHARE)} and "
+                f"{amount(gg, SHARE)}. ") if known else ""
     if family == EXPANDING:
         return (ceilings + "These kernels expand K/V to all Hq heads before the product, so a GQA/MQA step reads and "
                 "computes as much as MHA, plus the copy: fewer KV heads in the cache cannot make them faster.")
@@ -139,12 +159,12 @@ def _why(family: str, at_longest: pd.DataFrame) -> str:
     if gg >= gr:
         reason = ("Nearer the GEMM ceiling than the read ceiling: compute-bound here, and the FLOPs are the same at "
                   "every Hkv, so fewer KV bytes gain nothing.")
-    elif gr < NEAR:
+    elif gr < NEAR / 100:
         reason = (f"Near neither ceiling (both under {NEAR:g}%): costs that do not scale with the KV bytes (launch, "
                   "dispatch, the Hq heads' own work) set the step's time, so fewer KV bytes buy little.")
     else:
         reason = "Bandwidth-bound, yet the fewer KV bytes did not shorten the step as much as they shrank."
-    if mr > 100:
+    if mr > 1:
         reason += (" The MHA step reads faster than the read-only ceiling: its KV cache is served from on-chip "
                    "caches, so there is little memory traffic for GQA/MQA to save.")
     return ceilings + reason
@@ -163,12 +183,8 @@ def _condition(family: str, key: tuple, rows: pd.DataFrame, lengths: list[int]) 
     """One condition (backend × dtype × GQA/MQA group size) at its longest KV length, judged on its own timings:
     holds when its interval clears the claim's 2×; a shortfall is a finding only over MIN_KV_LENGTHS lengths and,
     for a fused kernel, only where the MHA step's cache is not served from on-chip caches."""
-    from dataclasses import replace
 
-    from bench.report.conditions import condition, pairs_of
-    from bench.report.interval import ratio_interval
-    from bench.report.traits import FUSED
-    from bench.report.verdict import FAILS, INCONCLUSIVE
+    from bench.analysis.interval import ratio_interval
 
     backend, dtype, variant, group = key
     kv = int(rows["seq_kv"].iloc[0])
@@ -193,15 +209,11 @@ def _condition(family: str, key: tuple, rows: pd.DataFrame, lengths: list[int]) 
 def _judge(df: pd.DataFrame, family: str) -> Verdict:
     """Per condition — backend × dtype × GQA/MQA group size, at that condition's longest KV length — the MHA step's
     time over the GQA/MQA step's, its 95% interval from those cases' own timings, and its word against 2×; the
-    claim's word is bench.report.conditions' rule over them (holds, does not hold, depends, inconclusive). Where
+    claim's word is bench.analysis.conditions' rule over them (holds, does not hold, depends, inconclusive). Where
     some conditions were measured at MIN_KV_LENGTHS lengths or more, the others are listed but not judged."""
     import pandas as pd
 
-    from bench.report.conditions import MORE_ROUNDS, TIME_RATIO, combine, listing, not_judged, undecided_why
-    from bench.report.frames import dense_rows, ok_rows
-    from bench.report.traits import FAMILY_NAMES, kv_family
-    from bench.report.verdict import FAILS, NOT_MEASURED, Series, Verdict, judged, noisy_count, noisy_note, span
-    from bench.results.record import LATER_SHAPE_KEYS
+    from bench.analysis.frames import dense_rows, ok_rows
 
     claim = next(s for s in SPECS if s.key == f"{family}-decode")
     pairs = decode_pairs(df)
@@ -245,7 +257,7 @@ def _judge(df: pd.DataFrame, family: str) -> Verdict:
     verdict = combine(found)
     on = judged(span(sp["seq_kv"], "KV"), span(sp["n_heads"], "Hq"), ", ".join(sorted(sp["dtype"].unique())),
                 ", ".join(sorted(sp["backend"].unique())))
-    why = undecided_why(found, f"{MORE_ROUNDS}; more KV lengths (--decode-kv) show where the speedup is heading")
+    why = undecided_why(found, decide_by(MORE_ROUNDS, "more KV lengths (--decode-kv)"))
     failing = [rows for c, rows in judged_rows if c.verdict == FAILS]
     if failing:  # the ceilings of the failing conditions say why they fall short
         why = (_why(family, pd.concat(failing)) + (" " + why if why else "")).strip()
@@ -258,13 +270,11 @@ def _judge(df: pd.DataFrame, family: str) -> Verdict:
 
 def fused_decode_speedup(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     """Fused (tiled) kernels read each KV head once: the family the tutorials' claim is about."""
-    from bench.report.traits import FUSED
 
     return _judge(df, FUSED)
 
 
 def expanding_decode_speedup(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     """Materialising kernels repeat K/V to Hq heads: the claim is not expected to hold for them."""
-    from bench.report.traits import EXPANDING
 
     return _judge(df, EXPANDING)

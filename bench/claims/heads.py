@@ -11,16 +11,17 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
+from bench.analysis.conditions import Condition, combine, condition, listing, undecided_why
+from bench.analysis.verdict import INCONCLUSIVE, NOT_MEASURED, Verdict, judged, noisy_count, noisy_note, span
 from bench.claims.question import Context, Question, main_dtypes, pair, plain
 from bench.claims.spec import ClaimSpec
 from bench.problem.case import Case
+from bench.results.meta import RunMeta
+from bench.results.record import LATER_SHAPE_KEYS
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from bench.report.conditions import Condition
-    from bench.report.verdict import Verdict
-    from bench.results.meta import RunMeta
 
 HEADS_TOLERANCE = 1.5  # heads are "free" when time across head counts stays within this factor
 MIN_HEADS = 4  # head counts that make a sweep: fewer cannot tell a trend from two configurations
@@ -66,10 +67,7 @@ def heads_free_lunch(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     against HEADS_TOLERANCE, its interval from those cases' own timings."""
     import pandas as pd
 
-    from bench.report.conditions import combine, listing, undecided_why
-    from bench.report.frames import dense_rows, ok_rows
-    from bench.report.verdict import INCONCLUSIVE, NOT_MEASURED, Verdict, judged, noisy_count, noisy_note, span
-    from bench.results.record import LATER_SHAPE_KEYS
+    from bench.analysis.frames import dense_rows, ok_rows
 
     ok = ok_rows(dense_rows(df))
     ok = ok[(ok["phase"] == "prefill") & (ok["variant"] == "mha")]
@@ -133,8 +131,7 @@ def _condition(grp: pd.DataFrame) -> Condition:
     """One head sweep judged: slowest / fastest head count, its 95% interval from each time drawn within its CI."""
     import numpy as np
 
-    from bench.report.conditions import condition
-    from bench.report.interval import drawn
+    from bench.analysis.interval import drawn
 
     times = drawn(grp)
     spreads = times.max(axis=1) / times.min(axis=1)

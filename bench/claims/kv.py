@@ -11,15 +11,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from bench.analysis.conditions import BYTE_RATIO, COUNTED, Condition, combine
+from bench.analysis.verdict import FAILS, HOLDS, NOT_MEASURED, Verdict
 from bench.claims.question import Question, no_cases
 from bench.claims.spec import ClaimSpec
+from bench.models.config import element_bytes
+from bench.results.meta import RunMeta
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from bench.report.conditions import Condition
-    from bench.report.verdict import Verdict
-    from bench.results.meta import RunMeta
 
 KV_WITHIN = 0.02  # a GQA/MQA cache shrinks "by Hq/Hkv" when its MHA twin's bytes over its own are within 2% of Hq/Hkv
 # (bytes counted, not timed: the slack is for a few bytes a cache may keep beside K and V, not for noise)
@@ -36,8 +37,6 @@ QUESTIONS = (Question("kv", lambda c: False, no_cases),)  # answered from the ca
 def _conditions(by_model: dict[str, dict[str, dict]]) -> tuple[list[Condition], list[dict]]:
     """One condition per preset's GQA/MQA twin beside its MHA twin: MHA's bytes per token over its own, against
     Hq/Hkv: it holds within KV_WITHIN of it, either way (its band)."""
-    from bench.report.conditions import BYTE_RATIO, COUNTED, Condition
-    from bench.report.verdict import FAILS, HOLDS
 
     found, detail = [], []
     for model, variants in by_model.items():
@@ -65,11 +64,8 @@ def _conditions(by_model: dict[str, dict[str, dict]]) -> tuple[list[Condition], 
 
 def kv_cache_shrink(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     """Per preset's GQA/MQA twin (a condition), MHA's cache bytes per token over its own as transformers keeps them
-    (RunMeta.kv_measured), against Hq/Hkv within KV_WITHIN; the claim's word is bench.report.conditions' rule.
+    (RunMeta.kv_measured), against Hq/Hkv within KV_WITHIN; the claim's word is bench.analysis.conditions' rule.
     Caches attnbench sized itself from n_kv_heads (runs before these) are not evidence: they are the formula's."""
-    from bench.report.conditions import combine
-    from bench.report.verdict import FAILS, HOLDS, NOT_MEASURED, Verdict
-    from bench.results.meta import RunMeta
 
     command = SPECS[0].command
     kept = (run if run is not None else RunMeta()).kv_caches()
@@ -112,7 +108,6 @@ def kv_cache_shrink(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
 
 def _mla_note(by_model: dict[str, dict[str, dict]]) -> str:
     """MLA beside its MHA twin at the same Hq, as transformers caches each: one sentence per MLA preset."""
-    from bench.models.config import element_bytes
 
     notes = []
     for model, v in by_model.items():

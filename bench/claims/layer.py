@@ -4,7 +4,7 @@ Question `layer`: both scopes (the attention call alone and the layer around it)
 and the fused backend, at every length up to the first one where the cost model says the fused kernel's attention
 passes DOMINANT of the layer on this machine, and the next one (to see it pass), at least MIN_LAYER_LENGTHS lengths.
 The judge: attention's share of the layer per family at its longest length, against DOMINANT, from the shares
-bench.report.layer_share pairs (read lazily, in the judge).
+bench.analysis.layer_share pairs (read lazily, in the judge).
 """
 
 from __future__ import annotations
@@ -13,17 +13,20 @@ import dataclasses
 import math
 from typing import TYPE_CHECKING, Any
 
+from bench.analysis.conditions import MORE_ROUNDS, SHARE, amount, combine, condition, decide_by, interval_text, listing
+from bench.analysis.verdict import FAILS, INCONCLUSIVE, NOT_MEASURED, Series, Verdict, judged, span
 from bench.backends import get_backend
 from bench.claims.question import Context, Question, main_dtypes, pair, plain
 from bench.claims.spec import PREFILL, ClaimSpec
 from bench.counts.metrics import projection_flops
+from bench.plan.cost import call_s
 from bench.problem.case import Case
+from bench.results.meta import RunMeta
+from bench.results.record import new_record
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from bench.report.verdict import Verdict
-    from bench.results.meta import RunMeta
 
 DOMINANT = 0.5  # attention "dominates" the layer when it takes at least this share of the layer's time
 MIN_LAYER_LENGTHS, LAYER_SPAN = 3, 4  # "does not hold" needs this many lengths over this span, the share not rising
@@ -45,8 +48,6 @@ def picks(c: Case) -> bool:
 def predicted_share(case: Case, ctx: Context) -> float:
     """The cost model's share of attention in the layer at this case's shape: attention's predicted call over it
     plus the projections' FLOPs at the GEMM ceiling (they are GEMMs)."""
-    from bench.engine.cost import call_s
-    from bench.results.record import new_record
 
     b = get_backend(case.backend)
     alone = Case(case.backend, dataclasses.replace(case.shape, scope="attention"), case.phase, case.pass_, case.device)
@@ -98,7 +99,7 @@ def attention_dominates(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict
 
     Judged per condition: a backend in a family (one geometry, dtype, mask, batch and pass) at that backend's longest
     S there, its share (attention alone over the layer around it) with a 95% interval from those two cases' own
-    timings (each drawn within its CI), against DOMINANT; bench.report.conditions' rule gives each condition's word
+    timings (each drawn within its CI), against DOMINANT; bench.analysis.conditions' rule gives each condition's word
     and the claim's. A condition under half whose share is still rising with S, or measured at too few lengths to
     tell (projected_crossing), is inconclusive: longer lengths decide it. numbers gives the median share over the
     backends at each S and the smallest S from which attention takes half or more (at that S and every longer one
@@ -106,9 +107,7 @@ def attention_dominates(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict
     """
     import pandas as pd
 
-    from bench.report.conditions import MORE_ROUNDS, SHARE, amount, combine, interval_text, listing
-    from bench.report.layer_share import GEOMETRY_KEYS, attention_share, plain_value
-    from bench.report.verdict import FAILS, INCONCLUSIVE, NOT_MEASURED, Series, judged, span
+    from bench.analysis.layer_share import GEOMETRY_KEYS, attention_share, plain_value
 
     scope = df["scope"].fillna("attention") if "scope" in df else pd.Series("attention", index=df.index)
     if not (scope == "layer").any():
@@ -169,7 +168,7 @@ def attention_dominates(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict
     if close:
         why.append(f"at the longest S, attention's share straddles {amount(DOMINANT, SHARE)} within its own timings' "
                    "interval in " + "; ".join(f"{c.name} ({interval_text(c.low, c.high, SHARE)})" for c in close)
-                   + f". {MORE_ROUNDS}; longer lengths (`{SPECS[0].command_with(seq=_longer(shares))}`) decide it.")
+                   + f". {decide_by(MORE_ROUNDS, f'longer lengths (`{SPECS[0].command_with(seq=_longer(shares))}`)')}.")
     return _result(combine(found), numbers, detail, " ".join(why), on, tuple(found), notes=notes,
                    noisy=(noisy, len(shares)), series=(series,))
 
@@ -187,9 +186,7 @@ def _fields(family: dict) -> dict[str, Any]:
 def _condition(mine: pd.DataFrame, family: dict) -> Any:
     """One backend's condition in a family: its share at its longest S, with its interval, against DOMINANT; under
     half but still rising (or at too few lengths to tell), inconclusive with the reason."""
-    from bench.report.conditions import SHARE, condition
-    from bench.report.layer_share import share_interval
-    from bench.report.verdict import FAILS, INCONCLUSIVE
+    from bench.analysis.layer_share import share_interval
 
     mine = mine.sort_values("seq")
     last = mine.iloc[[-1]]
@@ -240,6 +237,5 @@ def _longer(shares: pd.DataFrame) -> str:
 
 def _result(verdict: str, numbers: str, detail: list[dict] | None = None, why: str = "", on: str = "",
             conditions: tuple = (), **more: Any) -> Verdict:
-    from bench.report.verdict import Verdict
 
     return Verdict(CLAIM, verdict, numbers, why, tuple(detail or ()), judged_on=on, conditions=conditions, **more)

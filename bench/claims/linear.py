@@ -7,7 +7,7 @@ dense kernel at a shape is the fastest twin the run measured there. A line is on
 `linear` field) at one dtype, batch and head geometry, over its lengths (prefill: S; decode: the KV length).
 
 - linear: per line (a condition: method × backend × dtype × geometry), its time over the best dense kernel's at each
-  length, with a 95% interval (each time drawn within its own CI, bench.report.interval); S* = the shortest length
+  length, with a 95% interval (each time drawn within its own CI, bench.analysis.interval); S* = the shortest length
   from which every longer measured length's whole interval is ≤ LINEAR_BEATS. A condition holds where its longest
   length's interval is ≤ LINEAR_BEATS (S* exists), does not hold where it is wholly ≥ LINEAR_LOSES over ≥
   MIN_LINEAR_LENGTHS lengths spanning ≥ LINEAR_SPAN× (fewer cannot show it never wins), else is inconclusive.
@@ -20,7 +20,7 @@ dense kernel at a shape is the fastest twin the run measured there. A line is on
   A condition holds where both hold, does not hold where either is wholly on the wrong side, else is inconclusive.
   The KV from which the linear step is faster (its interval below the best dense step's at that and every longer
   KV) is reported with it.
-The claims' word is bench.report.conditions' rule over the conditions. The questions fund, per linear method, one
+The claims' word is bench.analysis.conditions' rule over the conditions. The questions fund, per linear method, one
 line and its dense twins at ≥ MIN_LINEAR_LENGTHS lengths spanning ≥ LINEAR_SPAN× (prefill; decode: KV lengths).
 """
 
@@ -28,18 +28,29 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from bench.claims.question import Context, Question, runs_here
+from bench.analysis.conditions import MORE_ROUNDS, Condition, between, combine, decide_by, spans, undecided_why
+from bench.analysis.verdict import (
+    FAILS,
+    HOLDS,
+    INCONCLUSIVE,
+    NOT_MEASURED,
+    Verdict,
+    judged,
+    noisy_count,
+    noisy_note,
+    span,
+)
+from bench.claims.question import Context, Question, case_key, runs_here
 from bench.claims.spec import ClaimSpec
 from bench.problem.case import Case
+from bench.results.meta import RunMeta
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from bench.report.conditions import Condition
-    from bench.report.verdict import Verdict
-    from bench.results.meta import RunMeta
 
 LINEAR_BEATS, LINEAR_LOSES = 0.95, 1.05  # a linear line's time over the best dense kernel's: beats / loses
 MIN_LINEAR_LENGTHS, LINEAR_SPAN = 3, 4  # a finding over this many lengths spanning this factor (either claim)
@@ -77,14 +88,6 @@ def picks(c: Case) -> bool:
             and not s.sparsity.sparse and s.mla is None and s.model is None and s.mask.label == "causal")
 
 
-def _key(c: Case, names: tuple[str, ...]) -> tuple:
-    s = c.shape
-    values = {"backend": c.backend, "linear": s.linear.label, "dtype": s.dtype, "phase": c.phase, "batch": s.batch,
-              "n_heads": s.n_heads, "n_kv_heads": s.n_kv_heads, "head_dim": s.head_dim, "seq_q": s.seq_q,
-              "seq_kv": s.seq_kv}
-    return tuple(values[n] for n in names)
-
-
 def _least(phase: str) -> Callable[[list[Case], Context], list[Case]]:
     def least(cases: list[Case], ctx: Context) -> list[Case]:
         """Per linear method, its cheapest line at its shortest >= MIN_LINEAR_LENGTHS lengths spanning >=
@@ -95,20 +98,20 @@ def _least(phase: str) -> Callable[[list[Case], Context], list[Case]]:
             if c.phase != phase or not runs_here(c, ctx):
                 continue
             if c.shape.linear.method is None:
-                dense[_key(c, TWIN_FIELDS)].append(c)
+                dense[case_key(c, TWIN_FIELDS)].append(c)
             else:
-                lines[_key(c, LINE_FIELDS)].append(c)
+                lines[case_key(c, LINE_FIELDS)].append(c)
         best: dict[str, tuple[float, list[Case]]] = {}
         for line in lines.values():
             line = [c for c in sorted(line, key=lambda c: (c.shape.seq_kv, c.shape.batch))
-                    if dense.get(_key(c, TWIN_FIELDS))]
+                    if dense.get(case_key(c, TWIN_FIELDS))]
             seqs = sorted({c.shape.seq_kv for c in line})
             cut = next((seqs[n - 1] for n in range(MIN_LINEAR_LENGTHS, len(seqs) + 1)
                         if seqs[n - 1] >= LINEAR_SPAN * seqs[0]), None)
             if cut is None:
                 continue
             chosen = [c for c in line if c.shape.seq_kv <= cut]
-            chosen += [t for c in chosen for t in dense[_key(c, TWIN_FIELDS)] if t not in chosen]
+            chosen += [t for c in chosen for t in dense[case_key(c, TWIN_FIELDS)] if t not in chosen]
             method, cost = line[0].shape.linear.label, ctx.cost(chosen)
             if method not in best or cost < best[method][0]:
                 best[method] = (cost, chosen)
@@ -163,10 +166,10 @@ def _lines(rows: pd.DataFrame, phase: str) -> list[tuple[dict[str, Any], pd.Data
 
 
 def _interval(top: tuple[float, float, float], bottom: tuple[float, float, float]) -> tuple[float, float]:
-    """95% interval of one time over another, each drawn within its CI (bench.report.interval.ratio_interval)."""
+    """95% interval of one time over another, each drawn within its CI (bench.analysis.interval.ratio_interval)."""
     import pandas as pd
 
-    from bench.report.interval import ratio_interval
+    from bench.analysis.interval import ratio_interval
 
     one = pd.DataFrame([{"a_median_s": top[0], "a_ci_low_s": top[1], "a_ci_high_s": top[2],
                          "b_median_s": bottom[0], "b_ci_low_s": bottom[1], "b_ci_high_s": bottom[2]}])
@@ -176,10 +179,6 @@ def _interval(top: tuple[float, float, float], bottom: tuple[float, float, float
 def _times(r, prefix: str = "") -> tuple[float, float, float]:
     return tuple(float(r[f"{prefix}{c}"]) if r[f"{prefix}{c}"] == r[f"{prefix}{c}"] else float(r[f"{prefix}median_s"])
                  for c in ("median_s", "ci_low_s", "ci_high_s"))  # type: ignore[return-value]
-
-
-def _decisive(lengths: list[int]) -> bool:
-    return len(lengths) >= MIN_LINEAR_LENGTHS and max(lengths) >= LINEAR_SPAN * min(lengths)
 
 
 def faster_from(line: pd.DataFrame, below: float = LINEAR_BEATS) -> int | None:
@@ -195,10 +194,7 @@ def faster_from(line: pd.DataFrame, below: float = LINEAR_BEATS) -> int | None:
 
 def crossover_conditions(rows: pd.DataFrame) -> list[tuple[Condition, dict]]:
     """Each prefill line judged (module docstring), with its detail: lengths, S*, ratio at the longest length."""
-    from dataclasses import replace
 
-    from bench.report.conditions import between
-    from bench.report.verdict import FAILS, INCONCLUSIVE
 
     out = []
     for key, line in _lines(rows, "prefill"):
@@ -212,8 +208,8 @@ def crossover_conditions(rows: pd.DataFrame) -> list[tuple[Condition, dict]]:
         verdict, name = c.verdict, c.name
         if verdict == INCONCLUSIVE:
             c = replace(c, why=f"level with the best dense kernel at S {lengths[-1]} (its interval reaches into "
-                        f"{LINEAR_BEATS:g}–{LINEAR_LOSES:g}×): longer lengths or more rounds decide it")
-        elif verdict == FAILS and not _decisive(lengths):
+                        f"{LINEAR_BEATS:g}–{LINEAR_LOSES:g}×): {decide_by('longer lengths', MORE_ROUNDS).lower()}")
+        elif verdict == FAILS and not spans(lengths, MIN_LINEAR_LENGTHS, LINEAR_SPAN):
             c = replace(c, verdict=INCONCLUSIVE, why=f"loses at S {lengths[0]}–{lengths[-1]} only: fewer than "
                         f"{MIN_LINEAR_LENGTHS} lengths spanning {LINEAR_SPAN}× cannot say it never wins")
         out.append((c, {"condition": name, "lengths": lengths, "s_star": s_star,
@@ -225,8 +221,6 @@ def crossover_conditions(rows: pd.DataFrame) -> list[tuple[Condition, dict]]:
 
 def decode_conditions(rows: pd.DataFrame) -> list[tuple[Condition, dict]]:
     """Each decode line judged (module docstring), with its detail: KV lengths, flatness, dense growth, faster-from."""
-    from bench.report.conditions import Condition
-    from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE
 
     out = []
     for key, line in _lines(rows, "decode"):
@@ -237,7 +231,7 @@ def decode_conditions(rows: pd.DataFrame) -> list[tuple[Condition, dict]]:
         grows = float(last["best_dense_median_s"]) / float(first["best_dense_median_s"])
         grow_low, grow_high = _interval(_times(last, "best_dense_"), _times(first, "best_dense_"))
         why = ""
-        if not _decisive(lengths):
+        if not spans(lengths, MIN_LINEAR_LENGTHS, LINEAR_SPAN):
             verdict, why = INCONCLUSIVE, (f"KV {lengths[0]}–{lengths[-1]} only: ≥ {MIN_LINEAR_LENGTHS} KV lengths "
                                           f"spanning ≥ {LINEAR_SPAN}× decide it")
         elif flat_high <= FLAT_WITHIN and grow_low >= DENSE_GROWS:
@@ -270,8 +264,6 @@ def linear_crossover(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     kernel's at its longest length with a 95% interval: holds when the whole interval is ≤ LINEAR_BEATS, does not
     hold when it is wholly ≥ LINEAR_LOSES over ≥ MIN_LINEAR_LENGTHS lengths spanning ≥ LINEAR_SPAN×, else
     inconclusive; S* is reported per condition beside flash-linear-attention's published crossover."""
-    from bench.report.conditions import combine, undecided_why
-    from bench.report.verdict import FAILS, NOT_MEASURED, Verdict, judged, noisy_count, noisy_note, span
 
     rows = linear_pairs(df)
     found = crossover_conditions(rows) if not rows.empty else []
@@ -286,7 +278,7 @@ def linear_crossover(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     why = " ".join(p for p in ((f"{'; '.join(fails)}: still at least {LINEAR_LOSES:g}× the best dense kernel at its "
                                 "longest length, so its chunked form's extra work per token (the state's d_k x d_v "
                                 "products) has not yet paid for itself") if fails else "",
-                               undecided_why(conditions, "Longer lengths decide it")) if p)
+                               undecided_why(conditions, decide_by("longer lengths"))) if p)
     prefill = rows[rows["phase"] == "prefill"]
     numbers = (f"each linear line's time over the best dense kernel's (the fastest softmax twin at the shape), 95% "
                f"interval from each time drawn within its CI (holds ≤ {LINEAR_BEATS:g}×, does not hold ≥ "
@@ -305,8 +297,6 @@ def linear_decode(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     DENSE_GROWS), each with a 95% interval, over ≥ MIN_LINEAR_LENGTHS KV lengths spanning ≥ LINEAR_SPAN×: holds
     when both hold, does not hold when either is wholly on the wrong side, else inconclusive; the KV from which the
     linear step is faster is reported."""
-    from bench.report.conditions import combine
-    from bench.report.verdict import FAILS, NOT_MEASURED, Verdict, judged, noisy_count, noisy_note, span
 
     rows = linear_pairs(df)
     found = decode_conditions(rows) if not rows.empty else []

@@ -15,16 +15,18 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
+from bench.analysis.conditions import COUNTED, EXPONENT, Condition, combine, condition, not_judged
+from bench.analysis.traits import FLASH_STYLE, MATERIALISING
+from bench.analysis.verdict import FAILS, HOLDS, INCONCLUSIVE, NOT_MEASURED, Verdict, judged, span
 from bench.claims.question import Context, Question, main_dtypes, pair, plain, with_emulated
 from bench.claims.spec import PREFILL, ClaimSpec
 from bench.problem.case import Case
+from bench.results.meta import RunMeta
+from bench.results.record import LATER_SHAPE_KEYS
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from bench.report.conditions import Condition
-    from bench.report.verdict import Verdict
-    from bench.results.meta import RunMeta
 
 QUADRATIC_MIN, LINEAR_MAX = 1.7, 1.3  # fitted memory exponents that count as ~S² and ~S
 MEMORY_SPAN = 4  # lengths spanning at least this factor tell S from S²
@@ -99,8 +101,7 @@ QUESTIONS = (Question("scaling", picks, least, "the throughput and latency figur
 def _fits(df: pd.DataFrame) -> tuple[list[dict], list[pd.DataFrame]]:
     """Peak memory ∝ S^k fitted per backend and shape over its prefill lengths; the groups whose lengths span less
     than MEMORY_SPAN apart (too short a range to tell S from S²)."""
-    from bench.report.frames import dense_rows, fit_exponent, ok_rows
-    from bench.results.record import LATER_SHAPE_KEYS
+    from bench.analysis.frames import dense_rows, fit_exponent, ok_rows
 
     ok = ok_rows(dense_rows(df))
     ok = ok[(ok["phase"] == "prefill") & (ok["peak_mem_bytes"].astype("float64") > 0)]
@@ -128,12 +129,9 @@ def _shown(c: Condition) -> str:
 
 def memory_scaling(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     """Per backend (a condition), the median over its shapes of peak memory fitted as ∝ S^k, against its side's
-    bound; the claim's word is bench.report.conditions' rule over them, and holds only with both sides measured."""
+    bound; the claim's word is bench.analysis.conditions' rule over them, and holds only with both sides measured."""
     import pandas as pd
 
-    from bench.report.conditions import COUNTED, EXPONENT, combine, condition, not_judged
-    from bench.report.traits import FLASH_STYLE, MATERIALISING
-    from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE, NOT_MEASURED, Verdict, judged, span
 
     command = SPECS[0].command
     # the two sides of the claim: (name, backends, bound, the claim's side is above the bound, what it says)

@@ -11,16 +11,17 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from bench.claims.decode import CEILINGS, INTERVAL_COLUMNS, NEAR, median_of, pct
+from bench.analysis.conditions import SHARE, amount, combine, condition, listing, pairs_of, undecided_why
+from bench.analysis.verdict import DEPENDS, FAILS, NOT_MEASURED, Verdict, judged, noisy_count, noisy_note, span
+from bench.claims.decode import CEILINGS, INTERVAL_COLUMNS, NEAR, median_of
 from bench.claims.question import Context, Question, main_dtypes, pair, plain
 from bench.claims.spec import ClaimSpec
 from bench.problem.case import Case
+from bench.results.meta import RunMeta
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from bench.report.verdict import Verdict
-    from bench.results.meta import RunMeta
 
 SPECS = (ClaimSpec("mla", "MLA decodes at least as fast as GQA/MQA (one latent read for all heads)",
                    "bench.claims.mla:mla_decode_step", "mla",
@@ -64,10 +65,8 @@ def mla_decode_step(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     (backend × dtype × GQA or MQA, at the longest context) on its own timings against 1×. Says where MLA's step
     sits: its FLOPs per byte are ~Hq x MHA's (bench.counts.metrics), so it is the first to leave the read ceiling for
     the GEMM's."""
-    from bench.report.conditions import combine, condition, listing, pairs_of, undecided_why
-    from bench.report.frames import dense_rows, ok_rows
-    from bench.report.interval import ratio_interval
-    from bench.report.verdict import DEPENDS, FAILS, NOT_MEASURED, Verdict, judged, noisy_count, noisy_note, span
+    from bench.analysis.frames import dense_rows, ok_rows
+    from bench.analysis.interval import ratio_interval
 
     ok = ok_rows(dense_rows(df))
     ok = ok[ok["phase"] == "decode"]
@@ -85,20 +84,20 @@ def mla_decode_step(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     pairs = pairs.assign(ratio=pairs["twin_median_s"] / pairs["median_s"])
     at_longest = pairs[pairs["seq_kv"] == pairs["seq_kv"].max()]
     per = at_longest.groupby(["variant", "backend"])["ratio"].median().unstack("variant")
-    reads = median_of(at_longest["pct_read_ceiling"])
-    gemms = median_of(at_longest["pct_gemm_ceiling"])
+    reads = median_of(at_longest["pct_read_ceiling"]) / 100  # shares of the ceilings (the records give percents)
+    gemms = median_of(at_longest["pct_gemm_ceiling"]) / 100
     nearer = "GEMM" if gemms >= reads else "read"
     bound = ("no ceilings recorded" if not (math.isfinite(reads) and math.isfinite(gemms)) else
              f"near neither ceiling (both under {NEAR:g}%; nearer the {nearer} one): overheads set the step"
-             if max(reads, gemms) < NEAR else "compute-bound here" if nearer == "GEMM" else "memory-bound here")
-    notes = (f"At KV {int(at_longest['seq_kv'].max())} (Hq {int(at_longest['n_heads'].iloc[0])}), MLA's step runs "
-             f"at {pct(reads)} of the read ceiling and {pct(gemms)} of the GEMM ceiling: {bound}."
-             + _roofline(at_longest) + _kernels(mla))
+             if max(reads, gemms) < NEAR / 100 else "compute-bound here" if nearer == "GEMM" else "memory-bound here")
+    ceilings = f"{amount(reads, SHARE)} of the read ceiling, {amount(gemms, SHARE)} of the GEMM ceiling: {bound}"
+    notes = (f"At KV {int(at_longest['seq_kv'].max())} (Hq {int(at_longest['n_heads'].iloc[0])}), MLA's step runs at "
+             f"{ceilings}." + _roofline(at_longest) + _kernels(mla))
     numbers = (f"at KV {int(at_longest['seq_kv'].max())} (Hq {int(at_longest['n_heads'].iloc[0])}), the GQA/MQA "
                "step's time over MLA's, per backend: " + "; ".join(
                    f"{b} " + ", ".join(f"{v.upper()} {x:.2f}×" for v, x in row.dropna().items())
                    for b, row in per.iterrows())
-               + f". MLA's step: {pct(reads)} of the read ceiling, {pct(gemms)} of the GEMM ceiling: {bound}."
+               + f". MLA's step: {ceilings}."
                + _roofline(at_longest)
                + _kernels(mla) + noisy_note(mla))
     found = [condition({"backend": b, "dtype": d, "against": v.upper(), "seq_kv": int(grp["seq_kv"].iloc[0])},

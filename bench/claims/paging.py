@@ -2,22 +2,24 @@
 
 Question `paging`: every serving decode step, paged at each page size and contiguous, over the same drawn contexts.
 The judge: per backend with a real paged kernel × page size, the median paged / contiguous ratio against
-PAGING_WITHIN, over the pairs bench.report.serving makes (read lazily, in the judge).
+PAGING_WITHIN, over the pairs bench.analysis.serving makes (read lazily, in the judge).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from bench.analysis.conditions import combine, condition, listing, not_judged, pairs_of, undecided_why
+from bench.analysis.traits import PAGED_KERNELS
+from bench.analysis.verdict import FAILS, HOLDS, NOT_MEASURED, Verdict, noisy_count, noisy_note
 from bench.claims.question import Question, every_case
 from bench.claims.spec import ClaimSpec
 from bench.problem.case import Case
+from bench.results.meta import RunMeta
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from bench.report.verdict import Verdict
-    from bench.results.meta import RunMeta
 
 PAGING_WITHIN = 1.3  # a paged decode step within this factor of a contiguous one (vLLM measured 20–26% slower)
 
@@ -42,11 +44,8 @@ def paging_cost(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     """The claim: a paged KV cache costs little against a contiguous one, for backends with a real paged kernel
     (PAGED_KERNELS: their paged layout reads the pages in place instead of gathering them), judged per condition
     (such a backend × page size: the median paged / contiguous ratio, its interval from those cases' own timings)."""
-    from bench.report.conditions import combine, condition, listing, not_judged, pairs_of, undecided_why
-    from bench.report.interval import ratio_interval
-    from bench.report.serving import paged_vs_contiguous
-    from bench.report.traits import PAGED_KERNELS
-    from bench.report.verdict import FAILS, NOT_MEASURED, Verdict, noisy_count, noisy_note
+    from bench.analysis.interval import ratio_interval
+    from bench.analysis.serving import paged_vs_contiguous
 
     pairs = paged_vs_contiguous(df)
     if pairs.empty:
@@ -85,7 +84,6 @@ def _smaller_pages(by_kernel: dict) -> str:
     """Where a kernel's pages fail and its larger pages (scattered alike) hold: the cost is the small pages' many
     short key blocks (a kernel that reads a page as one block, as flex does), not where the pages lie; "" otherwise.
     by_kernel: (backend, page size) -> its condition."""
-    from bench.report.verdict import FAILS, HOLDS
 
     said = []
     for (backend, size), c in by_kernel.items():

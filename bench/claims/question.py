@@ -25,9 +25,6 @@ if TYPE_CHECKING:
     from bench.claims.spec import ClaimSpec
 
 
-# An automatic chooser (torch SDPA) -> the forced kernels it picks among, as the registry lists them (its `chooses`)
-AUTOMATIC: dict[str, tuple[str, ...]] = {name: b.chooses for name, b in BACKENDS.items() if b.chooses}
-
 
 @dataclass(frozen=True)
 class Context:
@@ -71,6 +68,16 @@ class Question:
     @property
     def command(self) -> str:
         return self.claims[0].command if self.claims else ""
+
+
+def case_key(c: Case, names: tuple[str, ...]) -> tuple:
+    """The values of these fields of a case, in order (its backend, phase and shape fields, and a shared-prefix
+    batch's suffix): what groups a question's cases into lines and pairs each with its twins."""
+    s = c.shape
+    values = {"backend": c.backend, "phase": c.phase, "dtype": s.dtype, "batch": s.batch, "n_heads": s.n_heads,
+              "n_kv_heads": s.n_kv_heads, "head_dim": s.head_dim, "mask": s.mask.label, "seq_q": s.seq_q,
+              "seq_kv": s.seq_kv, "prefix": s.prefix, "suffix": s.seq_kv - (s.prefix or 0), "linear": s.linear.label}
+    return tuple(values[n] for n in names)
 
 
 def plain(c: Case) -> bool:

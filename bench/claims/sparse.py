@@ -1,34 +1,57 @@
 """Claims: sparse attention beats the best dense kernel from some length S* at its budget (`sparse`), and a sparse
 kernel gets within 2× of the ideal speedup 1/density over its dense run (`sparse-ideal`).
 
-A line, its dense twins, the best dense kernel and a kernel's speedup twin are bench.claims.sparse_line's. The
+A line, its dense twins, the best dense kernel and a kernel's speedup twin are bench.analysis.sparse_line's. The
 questions (every sparse kernel: the claims hold on one that wins; prefill first, then the cheapest line):
 - sparse:       per sparse kernel, one line at its shortest >= MIN_SPARSE_LENGTHS lengths spanning >= SPARSE_SPAN x,
                 with every dense twin the run offers at each length (the best dense kernel is among them);
 - sparse-ideal: per sparse kernel, one line's case at its longest length, with its dense twins.
-Each claim is judged per condition (bench.report.conditions): one method line of a kernel that executes its keep-set
-sparsely (bench.report.traits.SPARSE_KERNELS; a dense kernel given the keep-set as a mask skips no work, and no
+Each claim is judged per condition (bench.analysis.conditions): one method line of a kernel that executes its keep-set
+sparsely (bench.analysis.traits.SPARSE_KERNELS; a dense kernel given the keep-set as a mask skips no work, and no
 question funds its lines) at one phase, mask, dtype and head geometry, at its longest length, its ratio's interval
-from each time drawn within its own CI; the data are bench.report.sparse_cost's (each sparse case beside the best
+from each time drawn within its own CI; the data are bench.analysis.sparse_cost's (each sparse case beside the best
 dense kernel and its speedup twin, and each line's S*).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from bench.claims import sparse_line
+from bench.analysis import sparse_line
+from bench.analysis.conditions import (
+    MORE_ROUNDS,
+    OF_IDEAL,
+    Condition,
+    between,
+    combine,
+    condition,
+    decide_by,
+    spans,
+    undecided_why,
+)
+from bench.analysis.traits import SPARSE_KERNELS
+from bench.analysis.verdict import (
+    FAILS,
+    HOLDS,
+    INCONCLUSIVE,
+    NOT_MEASURED,
+    Verdict,
+    judged,
+    noisy_count,
+    noisy_note,
+    span,
+)
 from bench.claims.question import Context, Question, runs_here
 from bench.claims.spec import PREFILL, ClaimSpec
 from bench.problem.case import Case
+from bench.problem.sparsity import fraction_label
+from bench.results.meta import RunMeta
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from bench.report.conditions import Condition
-    from bench.report.verdict import Verdict
-    from bench.results.meta import RunMeta
 
 SPARSE_BEATS, SPARSE_LOSES = 0.95, 1.05  # a sparse method's cost over the best dense kernel's: beats / loses
 MIN_SPARSE_LENGTHS, SPARSE_SPAN = 3, 4  # "sparse never wins" is a finding over this many lengths spanning this factor
@@ -133,26 +156,19 @@ def span_text(lengths: list[int]) -> str:
     return f"{lengths[0]}–{lengths[-1]}" if len(lengths) > 1 else str(lengths[0])
 
 
-def _decisive(lengths: list[int]) -> bool:
-    return len(lengths) >= MIN_SPARSE_LENGTHS and max(lengths) >= SPARSE_SPAN * min(lengths)
-
-
 def beats(key: dict[str, Any], ratio: float, interval: tuple[float, float], lengths: list[int], word: str,
           **more: Any) -> Condition:
     """A method line's word at its longest length: holds when the whole interval is ≤ SPARSE_BEATS, does not hold
     when it is wholly ≥ SPARSE_LOSES over lengths that can show it never wins (MIN_SPARSE_LENGTHS spanning
     SPARSE_SPAN×: the crossover moves with length), else open, saying why."""
-    from dataclasses import replace
 
-    from bench.report.conditions import between
-    from bench.report.verdict import FAILS, INCONCLUSIVE
 
     found = between(key, ratio, interval, SPARSE_BEATS, SPARSE_LOSES, **more)
     longest = lengths[-1]
     if found.verdict == INCONCLUSIVE:  # within the spec's band around dense, or straddling one of its edges
         return replace(found, why=f"level with dense at {word} {longest} (its interval reaches into "
-                       f"{SPARSE_BEATS:g}–{SPARSE_LOSES:g}×): longer lengths, or more rounds per case, decide it")
-    if found.verdict == FAILS and not _decisive(lengths):
+                       f"{SPARSE_BEATS:g}–{SPARSE_LOSES:g}×): {decide_by('longer lengths', MORE_ROUNDS).lower()}")
+    if found.verdict == FAILS and not spans(lengths, MIN_SPARSE_LENGTHS, SPARSE_SPAN):
         longer = SPECS[0].command_with(seq=",".join(str(longest * k) for k in (1, 2, SPARSE_SPAN)))
         return replace(found, verdict=INCONCLUSIVE, why=f"loses at {word} {span_text(lengths)} only, too few lengths "
                        f"(≥ {MIN_SPARSE_LENGTHS} spanning ≥ {SPARSE_SPAN}×) to say it never wins (longer lengths "
@@ -161,9 +177,9 @@ def beats(key: dict[str, Any], ratio: float, interval: tuple[float, float], leng
 
 
 def crossover_lines(costs: pd.DataFrame) -> pd.DataFrame:
-    """bench.report.sparse_cost.crossovers at SPARSE_BEATS, each method line judged: its `condition` (beats) in
+    """bench.analysis.sparse_cost.crossovers at SPARSE_BEATS, each method line judged: its `condition` (beats) in
     place of its name."""
-    from bench.report.sparse_cost import crossovers
+    from bench.analysis.sparse_cost import crossovers
 
     lines = crossovers(costs, SPARSE_BEATS)
     if lines.empty:
@@ -176,8 +192,6 @@ def crossover_lines(costs: pd.DataFrame) -> pd.DataFrame:
 
 def _why(found: list[Condition], failing: str, decide: str) -> str:
     """The claim's `why`: the conditions that fail and what the numbers say of them, then the open ones."""
-    from bench.report.conditions import undecided_why
-    from bench.report.verdict import FAILS, HOLDS
 
     fails = [c.name for c in found if c.verdict == FAILS]
     holds = [c.name for c in found if c.verdict == HOLDS]
@@ -187,9 +201,8 @@ def _why(found: list[Condition], failing: str, decide: str) -> str:
 
 
 def kernels_costs(df: pd.DataFrame) -> pd.DataFrame:
-    """bench.report.sparse_cost.sparse_costs of the kernels that execute their keep-set sparsely."""
-    from bench.report.sparse_cost import sparse_costs
-    from bench.report.traits import SPARSE_KERNELS
+    """bench.analysis.sparse_cost.sparse_costs of the kernels that execute their keep-set sparsely."""
+    from bench.analysis.sparse_cost import sparse_costs
 
     costs = sparse_costs(df)
     return costs if costs.empty else costs[costs["backend"].isin(SPARSE_KERNELS)]
@@ -200,11 +213,9 @@ def sparse_crossover(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     forward over the best dense kernel's at its longest length, with a 95% interval (each time drawn within its CI):
     holds when the whole interval is ≤ SPARSE_BEATS, does not hold when it is wholly ≥ SPARSE_LOSES over ≥
     MIN_SPARSE_LENGTHS lengths spanning ≥ SPARSE_SPAN×, else inconclusive; S* is reported per condition. The claim's
-    word is bench.report.conditions' rule over them (holds, does not hold, depends, inconclusive)."""
+    word is bench.analysis.conditions' rule over them (holds, does not hold, depends, inconclusive)."""
     import pandas as pd
 
-    from bench.report.conditions import MORE_ROUNDS, combine
-    from bench.report.verdict import NOT_MEASURED, Verdict, judged, noisy_count, noisy_note, span
 
     costs = kernels_costs(df)
     if costs.empty:
@@ -222,7 +233,8 @@ def sparse_crossover(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
                "s_star": int(r["s_star"]) if pd.notna(r["s_star"]) else None,  # a column with None is float
                **r["condition"].as_dict()} for r in lines.to_dict("records")]
     why = _why(found, f"still costs at least {SPARSE_LOSES:g}× the best dense kernel at its longest length: the work "
-               "it skips does not yet pay for the keep-set's overheads (its masks, gathers or indexer)", MORE_ROUNDS)
+               "it skips does not yet pay for the keep-set's overheads (its masks, gathers or indexer)",
+               decide_by(MORE_ROUNDS))
     numbers = ("each method's cost per forward (kernel + indexer + per-forward mask build) over the best dense "
                f"kernel's at its longest length, 95% interval from each time drawn within its CI (holds ≤ "
                f"{SPARSE_BEATS:g}×, does not hold ≥ {SPARSE_LOSES:g}×); S* = the length from which it stays ≤ "
@@ -237,15 +249,11 @@ def sparse_speedup(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     """Per condition — a sparse kernel's method × phase, mask and dtype, at its longest length — its speedup over
     its dense run as a share of the ideal 1 / density, with a 95% interval (each time drawn within its CI): holds
     when the whole interval is ≥ IDEAL_SHARE, does not hold when it is wholly below, else inconclusive. The claim's
-    word is bench.report.conditions' rule over them (holds, does not hold, depends, inconclusive)."""
+    word is bench.analysis.conditions' rule over them (holds, does not hold, depends, inconclusive)."""
     import pandas as pd
 
-    from bench.problem.sparsity import fraction_label
-    from bench.report.conditions import MORE_ROUNDS, OF_IDEAL, combine, condition
-    from bench.report.interval import ratio_interval
-    from bench.report.sparse_cost import SPEEDUP_COLUMNS, condition_key, method_lines
-    from bench.report.traits import SPARSE_KERNELS
-    from bench.report.verdict import NOT_MEASURED, Verdict, judged, noisy_count, noisy_note, span
+    from bench.analysis.interval import ratio_interval
+    from bench.analysis.sparse_cost import SPEEDUP_COLUMNS, condition_key, method_lines
 
     costs = kernels_costs(df)
     if costs.empty:
@@ -268,7 +276,7 @@ def sparse_speedup(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     longest = pd.DataFrame(longest)
     why = _why(found, f"short of {IDEAL_SHARE:g} of the ideal speedup at its longest length: its per-block or "
                "per-gather overheads (partial blocks computed whole, gathered K/V rows, short rows per call) eat the "
-               "work it skips", f"{MORE_ROUNDS}; longer lengths show where the share is heading")
+               "work it skips", decide_by(MORE_ROUNDS, "longer lengths"))
     numbers = (f"speedup of the kernel over its dense run at the longest length, of the ideal 1/density, 95% interval "
                f"from each time drawn within its CI (holds at ≥ {IDEAL_SHARE:g} of it): " + " · ".join(said) + "."
                + noisy_note(costs))

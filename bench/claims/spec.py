@@ -1,6 +1,6 @@
 """What a claim says, in words the planner, the report, `--plan` and the reference share: one frozen ClaimSpec.
 
-A spec names its judge as "module:function" (a function `(frame, run) -> bench.report.verdict.Verdict`, in the
+A spec names its judge as "module:function" (a function `(frame, run) -> bench.analysis.verdict.Verdict`, in the
 claim's own module) so that reading a spec imports no pandas, and the planner's question that funds its cases by key
 (None: no case of a sweep answers it). `measure` is the `bench run` command that measures it on its own: a plan
 without the question's cases names it, and so does a verdict that is not measured. `ratio` says what its conditions'
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 class ClaimSpec:
     key: str
     text: str  # the claim, as the report prints it
-    judge: str  # "module:function", a function (frame, run) -> bench.report.verdict.Verdict
+    judge: str  # "module:function", a function (frame, run) -> bench.analysis.verdict.Verdict
     question: str | None  # the planner's question that funds its cases; None: no case of a sweep answers it
     measure: dict[str, str] = field(default_factory=dict)  # `bench run`'s options (flag -> value) that measure it
     ratio: str = "ratio"  # what a condition's ratio is: "MHA step / GQA-MQA step"

@@ -2,8 +2,8 @@
 
 Question `trace`: every bucket of the replayed traces, with the grid's plain causal forward cases of the same
 backends and head geometry (the grid's winner is judged against the trace's). The judge: per trace, the grid winner's
-time to serve over the fastest other backend's, against TRACE_CLOSE, from bench.report.traces' times to serve, grid
-winner and buckets' check in time (read lazily, in the judge).
+time to serve over the fastest other backend's, against TRACE_CLOSE, from bench.analysis.time_to_serve's times to
+serve, grid winner and buckets' check in time (read lazily, in the judge).
 """
 
 from __future__ import annotations
@@ -11,17 +11,17 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from bench.analysis.conditions import MORE_ROUNDS, Condition, combine, condition, decide_by, undecided_why
+from bench.analysis.verdict import FAILS, INCONCLUSIVE, NO_FACTS, NOT_MEASURED, Verdict, judged
 from bench.claims.question import Context, Question, plain
 from bench.claims.spec import ClaimSpec
 from bench.problem.case import Case
+from bench.results.meta import RunMeta
 
 if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
 
-    from bench.report.conditions import Condition
-    from bench.report.verdict import Verdict
-    from bench.results.meta import RunMeta
 
 TRACE_CLOSE = 1.05  # two backends within 5% on a trace: it cannot tell them apart
 
@@ -74,9 +74,8 @@ def grid_vs_trace(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     its 95% interval from each bucket's CI weighted by the bucket's steps and the sample resampled; without a sample
     for every backend (results written before), the buckets' times, the interval widened by the buckets' checked
     error in time instead (widened_ratios). Against TRACE_CLOSE; a grid winner that cannot serve every bucket does
-    not hold. The claim's word is bench.report.conditions' rule over the traces."""
-    from bench.report.conditions import MORE_ROUNDS, Condition, combine, condition, undecided_why
-    from bench.report.traces import (
+    not hold. The claim's word is bench.analysis.conditions' rule over the traces."""
+    from bench.analysis.time_to_serve import (
         GEOMETRY,
         at_geometry,
         check_table,
@@ -85,7 +84,6 @@ def grid_vs_trace(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
         step_checks,
         trace_times,
     )
-    from bench.report.verdict import FAILS, INCONCLUSIVE, NO_FACTS, NOT_MEASURED, Verdict, judged
 
     run = NO_FACTS if run is None else run
     table = serve_table(df, run.workloads)
@@ -165,7 +163,7 @@ def grid_vs_trace(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
             said.append(f"{where}: the grid's winner {grid} serves it in {_s(grid_s)}, {grid_s / rival_s:.2f}× the "
                         f"trace's winner {rival} ({_s(rival_s)}; {told})")
     verdict = combine(found)
-    why = undecided_why(found, MORE_ROUNDS + " and tell whether the two are within 5%")
+    why = undecided_why(found, decide_by(MORE_ROUNDS) + " and tell whether the two are within 5%")
     if off:
         why += (" " if why else "") + "; ".join(off) + "; more buckets (--buckets) bring them nearer their steps."
     failing = [_where(c) for c in found if c.verdict == FAILS]
@@ -188,8 +186,8 @@ def _where(c: Condition) -> str:
 
 def served_draws(times: pd.DataFrame) -> dict[str, np.ndarray]:
     """Each backend's time to serve, drawn ROUNDS times (seeded): each bucket's time uniformly within its own CI
-    (bench.report.interval.drawn; its median where none was recorded), times the bucket's steps, summed."""
-    from bench.report.interval import drawn
+    (bench.analysis.interval.drawn; its median where none was recorded), times the bucket's steps, summed."""
+    from bench.analysis.interval import drawn
 
     draws = drawn(times) * times["steps"].to_numpy(float)
     return {str(b): draws[:, (times["backend"] == b).to_numpy()].sum(axis=1) for b in times["backend"].unique()}

@@ -3,23 +3,25 @@ causal time.
 
 Question `variants`: every score variant (softcap, ALiBi, sinks) and chunk-mask case, each beside its plain causal
 twin (same backend and shape, no variant); a variant without its twin cannot be judged, so it is left out. The judge
-reads each variant case beside its twin from bench.report.variant_cost (lazily, in the judge); the backends the claim
-is about are read from the registry's traits (bench.report.traits.ALL_VARIANT_KERNELS), never named here.
+reads each variant case beside its twin from bench.analysis.variant_cost (lazily, in the judge); the backends the claim
+is about are read from the registry's traits (bench.analysis.traits.ALL_VARIANT_KERNELS), never named here.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from bench.analysis.conditions import combine, condition, listing, pairs_of, undecided_why
+from bench.analysis.traits import ALL_VARIANT_KERNELS
+from bench.analysis.verdict import FAILS, NOT_MEASURED, Verdict, noisy_count, noisy_note
 from bench.claims.question import Context, Question
 from bench.claims.spec import ClaimSpec
 from bench.problem.case import Case
+from bench.results.meta import RunMeta
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from bench.report.verdict import Verdict
-    from bench.results.meta import RunMeta
 
 VARIANTS_WITHIN = 1.3  # score and mask variants within this factor of plain causal (attention-gym's score_mod
 # overheads are of this order)
@@ -60,13 +62,10 @@ QUESTIONS = (Question("variants", picks, least),)
 def variants_within(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     """Per condition — a backend among ALL_VARIANT_KERNELS × a variant — the geometric mean of variant / plain causal
     time over the sizes run, with its 95% interval from those cases' own timings, against VARIANTS_WITHIN; the
-    claim's word is bench.report.conditions' rule over them."""
-    from bench.report.conditions import combine, condition, listing, pairs_of, undecided_why
-    from bench.report.frames import geomean
-    from bench.report.interval import ratio_interval
-    from bench.report.traits import ALL_VARIANT_KERNELS
-    from bench.report.variant_cost import variant_costs
-    from bench.report.verdict import FAILS, NOT_MEASURED, Verdict, noisy_count, noisy_note
+    claim's word is bench.analysis.conditions' rule over them."""
+    from bench.analysis.frames import geomean
+    from bench.analysis.interval import ratio_interval
+    from bench.analysis.variant_cost import variant_costs
 
     costs = variant_costs(df)
     if not costs.empty:

@@ -9,7 +9,7 @@ of shape it ran at (bench.backends.hf.mask_kind): where transformers skips its m
 square call, where it makes the same is_causal call torch's sdpa makes) and where it builds one (a chunked prefill,
 Sq < Skv; a window shorter than the keys; eager and flex everywhere). A condition's ratio is the geometric mean, over
 its shapes, of the wrapper's time over the fastest of the backend it wraps and the kernels that one chooses among at
-the same shape, with its interval from the cases' CIs (bench.report.rivals, per shape family, merged); the claim's
+the same shape, with its interval from the cases' CIs (bench.analysis.rivals, per shape family, merged); the claim's
 word is combine() over the conditions, so holding where the mask is skipped and failing where it is built reads
 depends, naming which. The mask transformers builds is built once per forward and kept, so the ratio is one layer's
 attention: what the wrapper's mask (a boolean or additive tensor where torch's kernel takes its causal path) and its
@@ -18,20 +18,22 @@ K/V handling cost.
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING
 
+from bench.analysis.conditions import Condition, combine, condition, listing, undecided_why
+from bench.analysis.traits import WRAPPED
+from bench.analysis.verdict import DEPENDS, FAILS, HOLDS, NOT_MEASURED, Verdict, judged, span
 from bench.backends import BACKENDS, get_backend
+from bench.backends.hf import BUILDS, SKIPS, mask_kind
 from bench.claims.question import Context, Question, runs_here
 from bench.claims.spec import ClaimSpec
 from bench.problem.case import Case
+from bench.problem.masks import Mask
+from bench.results.meta import RunMeta
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from bench.report.conditions import Condition
-    from bench.report.verdict import Verdict
-    from bench.results.meta import RunMeta
 
 WRAPPER_WITHIN = 1.2  # transformers' paths within this factor of the torch kernels they call
 TIED = 1.05  # transformers' default implementation within this factor of the fastest is tied with it (the timings'
@@ -83,8 +85,6 @@ def _kinds(df: pd.DataFrame, wrapper: str) -> pd.Series:
     """Each row's shape kind (SKIPS or BUILDS) for `wrapper`'s path: a shape's kind, so its rivals' rows share it."""
     import pandas as pd
 
-    from bench.backends.hf import mask_kind
-    from bench.problem.masks import Mask
 
     return pd.Series([mask_kind(wrapper, int(q), int(kv), Mask.parse(str(m)))
                       for q, kv, m in zip(df["seq_q"], df["seq_kv"], df["mask"], strict=True)], index=df.index,
@@ -94,9 +94,7 @@ def _kinds(df: pd.DataFrame, wrapper: str) -> pd.Series:
 def overheads(df: pd.DataFrame) -> list[dict]:
     """Per wrapper, shape kind ("kind") and shape family: its time against the fastest kernel it could have called
     directly, with the shapes' query and key lengths ("sizes")."""
-    from bench.backends.hf import BUILDS, SKIPS
-    from bench.report.rivals import against_fastest
-    from bench.report.traits import WRAPPED
+    from bench.analysis.rivals import against_fastest
 
     out = []
     for wrapper, rivals in WRAPPED.items():
@@ -105,33 +103,32 @@ def overheads(df: pd.DataFrame) -> list[dict]:
             mine = df[kinds == kind]
             ran = mine[(mine["backend"] == wrapper) & (mine["status"] == "ok")]
             sizes = sorted({(int(q), int(kv)) for q, kv in zip(ran["seq_q"], ran["seq_kv"], strict=True)})
-            out += [d | {"kind": kind, "sizes": sizes} for d in against_fastest(mine, wrapper, rivals, WRAPPER_WITHIN)]
+            out += [{k: v for k, v in d.items() if k != "condition"} | {"kind": kind, "sizes": sizes}
+                    for d in against_fastest(mine, wrapper, rivals, WRAPPER_WITHIN)]
     return out
 
 
-def conditions(found: list[dict]) -> list[Condition]:
+def by_kind(found: list[dict]) -> list[Condition]:
     """One condition per wrapper × shape kind: the geometric mean of its families' ratios and interval ends, each
     family weighted by its shapes (the geometric mean over all the kind's shapes), and the (wrapper, fastest kernel)
     case pairs behind it, for a run to re-measure."""
     import pandas as pd
 
-    from bench.report.conditions import condition
+    from bench.analysis.frames import geomean
+
+    def mean(families: list[dict], key: str) -> float:
+        return geomean([d[key] for d in families], [d["shapes"] for d in families])
 
     out = []
     for subject, kind in dict.fromkeys((d["subject"], d["kind"]) for d in found):
         mine = [d for d in found if (d["subject"], d["kind"]) == (subject, kind)]
         sizes = ", ".join(f"{q:,}×{kv:,}" for q, kv in mine[0]["sizes"])
         fastest = pd.Series([d["fastest"] for d in mine]).mode().iloc[0]
-        out.append(condition({"backend": subject, "where": f"transformers {kind}"}, _geomean(mine, "ratio"),
-                             (_geomean(mine, "low"), _geomean(mine, "high")), WRAPPER_WITHIN, holds_above=False,
+        out.append(condition({"backend": subject, "where": f"transformers {kind}"}, mean(mine, "ratio"),
+                             (mean(mine, "low"), mean(mine, "high")), WRAPPER_WITHIN, holds_above=False,
                              pairs=[p for d in mine for p in d["pairs"]],
                              facts={"against": fastest, "sizes": f"Sq×Skv {sizes}"}))
     return out
-
-
-def _geomean(families: list[dict], key: str) -> float:
-    """The families' geometric mean of `key`, each weighted by its shapes."""
-    return math.exp(sum(d["shapes"] * math.log(d[key]) for d in families) / sum(d["shapes"] for d in families))
 
 
 def _short(c: Condition) -> str:
@@ -142,15 +139,12 @@ def _short(c: Condition) -> str:
 def wrapper_cost(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     """Is each transformers path within WRAPPER_WITHIN of the kernel it wraps, where transformers skips its mask and
     where it builds one?"""
-    from bench.backends.hf import BUILDS, SKIPS
-    from bench.report.conditions import combine, listing, undecided_why
-    from bench.report.verdict import DEPENDS, FAILS, HOLDS, NOT_MEASURED, Verdict, judged, span
 
     found = overheads(df)
     if not found:
         return Verdict(CLAIM, NOT_MEASURED, "no transformers path timed beside the kernel it calls "
                        f"(`{COMMAND}`, with `pip install 'attnbench[hf]'`)")
-    found_conditions = conditions(found)
+    found_conditions = by_kind(found)
     verdict = combine(found_conditions)
     numbers = (f"a transformers path's time over the fastest torch kernel it calls at the same shape, geometric mean "
                f"per path and shape kind (within {WRAPPER_WITHIN:g}× holds): {listing(found_conditions)}.")

@@ -44,7 +44,7 @@ RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Sparse attention: keep-sets, the indexer, useful and executed FLOPs",
      ("bench.problem.sparsity", "bench.problem.keepset", "bench.counts.pairs", "bench.problem.indexer",
       "bench.kinds.sparse",
-      "bench.backends.topk", "bench.report.sparse_cost")),
+      "bench.backends.topk", "bench.analysis.sparse_cost")),
     ("Linear attention: the recurrences, their FLOPs and state",
      ("bench.problem.linear", "bench.linear.reference", "bench.linear.counts", "bench.kinds.linear",
       "bench.backends.linear")),
@@ -53,12 +53,12 @@ RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
       "bench.measure.rotation", "bench.measure.caches", "bench.measure.stats", "bench.measure.kernels",
       "bench.measure.nvml", "bench.measure.memory", "bench.measure.calibrate", "bench.measure.environment")),
     ("Claims: a condition's word and the claim's",
-     ("bench.report.conditions", "bench.report.decided", "bench.report.claim_rows")),
+     ("bench.analysis.conditions", "bench.analysis.decided", "bench.analysis.claim_rows")),
     ("Backends: how each runs attention",
      ("bench.backends.base", "bench.backends.naive", "bench.backends.sdpa", "bench.backends.flex",
       "bench.backends.flash_attn")),
     ("Planning a run: cost model, time budget, questions",
-     ("bench.engine.cost", "bench.engine.budget", "bench.engine.questions", "bench.engine.isolate")),
+     ("bench.plan.cost", "bench.engine.budget", "bench.engine.questions", "bench.engine.isolate")),
     ("Results files", ("bench.results.document", "bench.results.journal", "bench.results.merge")),
     ("Regression checks: compare, bench ab, the CI gate",
      ("bench.regress.compare", "bench.regress.noise", "bench.regress.blocks", "bench.regress.ab",
@@ -215,7 +215,7 @@ def _values(value: Any) -> str:
 
 
 def _sweep(sweep: Any, default: Any) -> str:
-    from bench.engine.sweep import axis_fields
+    from bench.plan.sweep import axis_fields
 
     flags = {f.name: f.metadata["flag"] for f in axis_fields()}
     parts = []
@@ -231,7 +231,7 @@ def _sweep(sweep: Any, default: Any) -> str:
 
 
 def profiles() -> list[str]:
-    from bench.engine.sweep import Sweep, axis_fields
+    from bench.plan.sweep import Sweep, axis_fields
     from bench.profiles import PROFILES
 
     default = Sweep()
@@ -279,10 +279,9 @@ def record_fields() -> list[str]:
 
 
 def report_parts() -> list[str]:
-    from bench.claims import CLAIMS
+    from bench.analysis.verdict import WORDS
+    from bench.claims import CLAIMS, judge_of
     from bench.report.catalogue import CATALOGUE
-    from bench.report.claims import judge_of
-    from bench.report.verdict import WORDS
 
     lines = ["## Report: figures and claims", "",
              "The figures a report can draw, in report order (bench.report.catalogue.CATALOGUE), each with the "
@@ -290,7 +289,7 @@ def report_parts() -> list[str]:
     lines.extend(f"| `{e.file}` | {_cell(e.title)} | {_cell(e.how_to_read)} |" for e in CATALOGUE)
     lines.extend(["", "The claims a report judges, one spec each (bench.claims.CLAIMS: the words, thresholds and "
                   "command the planner and the report share), each judged by a function of one run; a verdict is one "
-                  "of " + ", ".join(f"**{w}**" for w in WORDS) + " (bench.report.verdict):", "",
+                  "of " + ", ".join(f"**{w}**" for w in WORDS) + " (bench.analysis.verdict):", "",
                   "| claim | how it is judged | the command that measures it |", "|---|---|---|"])
     for spec in CLAIMS:
         judge = judge_of(spec)

@@ -17,7 +17,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     # imported here: pandas and matplotlib load only for this command, not for every `python -m bench`
-    from bench.report.load import load_results
+    from bench.analysis.load import load_results
     from bench.report.render import write_report
 
     loaded = load_results(args.results)

@@ -2,7 +2,7 @@
 errors and the inert pytest plugin need no torch.
 
 Each subcommand module declares its options in `add_arguments(parser)`, which is the source of truth; but the run's
-axes are declared by the kinds (bench.kinds) and composed into the engine's Sweep (bench.engine.sweep), which
+axes are declared by the kinds (bench.kinds) and composed into the engine's Sweep (bench.plan.sweep), which
 import the backends' registry.
 So `record()` replays every `add_arguments` (and bench.engine.options.add_options, the pytest plugin's half) into a
 recorder and the result is kept in arguments.json beside this module; `build_parser()` rebuilds the same argparse

@@ -19,8 +19,12 @@ from typing import Any
 from bench.backends import get_backend
 from bench.claims import QUESTIONS
 from bench.claims.question import Context, Question
+from bench.engine import sweeps
 from bench.engine.budget import DECIDE_SHARE, MARGIN, cases_room, priority_order
+from bench.errors import InputError
+from bench.plan.cost import predict_all
 from bench.problem.case import Case
+from bench.profiles import PROFILES, profile
 from bench.results.meta import Calibration
 
 # seconds before a run's first case: calibration and the KV-cache measurements (~35 s measured on a 2-core CPU)
@@ -70,8 +74,6 @@ def device_reason(case: Case) -> str | None:
 def cut_dtypes(plan: Any, calibration: Calibration) -> tuple[str, ...]:
     """The emulated dtypes to measure at representatives only: where the profile chose the dtypes, not the user
     (a `--dtype` given by hand is measured across the grid)."""
-    from bench.profiles import PROFILES
-
     base = PROFILES.get(plan.device, {}).get(plan.profile)
     if base is None or base.dtypes != plan.sweep.dtypes:
         return ()
@@ -137,11 +139,6 @@ def make_agenda(cases: list[Case], ctx: Context, time_budget_s: float, elapsed_s
 
 def elsewhere_seconds(q: Question, ctx: Context) -> float | None:
     """The predicted seconds of the question's own command on this machine (None if it cannot be planned here)."""
-    from bench.engine import sweeps
-    from bench.engine.cost import predict_all
-    from bench.errors import InputError
-    from bench.profiles import profile
-
     axes = {f.metadata["flag"]: f for f in sweeps.axis_fields()}
     try:
         base = profile(q.elsewhere.get("profile", "default"), ctx.device)

@@ -3,7 +3,7 @@
 own CI, straddles their bound; those within NEAR_PIVOTAL of it whose word could turn their claim's; and those within
 NEAR_BOUND of it (one worker's CI does not see what another worker would give).
 
-Each such condition names the (top, bottom) cases behind its ratio (bench.report.conditions). They are measured
+Each such condition names the (top, bottom) cases behind its ratio (bench.analysis.conditions). They are measured
 again in blocks, each pair as ABBA or BAAB at random, so a slow spell of the machine lands on both sides alike; a
 slice is the case's headline timing alone (Runner.slice: its call built, checked against float64 and warmed up at its
 first slice in a worker, and kept for its second), so a block costs its timing, not a whole case's run. The
@@ -13,18 +13,18 @@ across rounds, not a constant that reads as a difference, and its start-up (torc
 round, not once per block. Conditions join in order (those whose word could turn their claim's first, the straddling
 ones first among each; the least decided first) while each of them could still get MIN_DECIDE_BLOCKS blocks in the
 time left, at the costs the rounds so far have shown (a round: its start-up, then each block's usual seconds); the
-last to join leaves first when they cannot. One leaves once its blocks decide it (bench.report.decided: at least
-MIN_DECIDE_BLOCKS, judged by their signed-rank interval; at its bound is decided too: bench.report.conditions), show
+last to join leaves first when they cannot. One leaves once its blocks decide it (bench.analysis.decided: at least
+MIN_DECIDE_BLOCKS, judged by their signed-rank interval; at its bound is decided too: bench.analysis.conditions), show
 it on its bound, or reach MAX_BLOCKS, and the next
 joins. A condition open for a stated reason (a cache on-chip, too few lengths) is not
 re-measured: more rounds cannot decide it. The blocks go into the run's metadata (RunMeta.decided), with the seconds
 spent on each condition; the report judges those conditions on their blocks.
 
-Before that, each timing that looks stalled (bench.report.suspects: flat against its work, or a jump against its
+Before that, each timing that looks stalled (bench.analysis.suspects: flat against its work, or a jump against its
 neighbour) is measured once more in a fresh worker (RunMeta.suspects); the report takes the second measurement where
 it shows the first was stalled, and names the case.
 
-The claims' judges need pandas: they are imported here, lazily, once the sweep is over.
+The frame the claims' judges read needs pandas: it is loaded here, once the sweep is over (the planner imports none).
 """
 
 from __future__ import annotations
@@ -36,6 +36,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from bench.analysis.conditions import combine
+from bench.analysis.decided import MIN_DECIDE_BLOCKS, block_ratio, judged_by_blocks, on_the_bound
+from bench.analysis.verdict import FAILS, HOLDS, INCONCLUSIVE
+from bench.claims import CLAIMS, verdicts
 from bench.engine.execute import RunnerSetup
 from bench.engine.isolate import Isolated
 from bench.problem.case import Case
@@ -83,10 +87,7 @@ def open_conditions(doc: Any, path: Any, by_id: dict[str, Case]) -> list[OpenCon
     those within NEAR_PIVOTAL of it whose word could turn their claim's (pivotal), those within NEAR_BOUND of it.
     Pivotal ones first (straddling first among them), then the rest (straddling first); each group least decided
     first."""
-    from bench.claims import CLAIMS
-    from bench.report.claims import verdicts
-    from bench.report.load import doc_frame
-    from bench.report.verdict import INCONCLUSIVE
+    from bench.analysis.load import doc_frame
 
     frame, info = doc_frame(doc, path)
     found = []
@@ -113,8 +114,6 @@ def pivotal(cond: Any, conditions: Any) -> bool:
     """Whether the claim's word would change were this condition's word the other one (holds for fails), alone or
     with every condition of its claim that has its word and is within NEAR_BOUND of its bound (two kernels near the
     bound can turn the claim together where neither can alone)."""
-    from bench.report.conditions import combine
-    from bench.report.verdict import FAILS, HOLDS
 
     now = combine(conditions)
     near = math.log(NEAR_BOUND)
@@ -126,7 +125,6 @@ def pivotal(cond: Any, conditions: Any) -> bool:
 def block(executor: Isolated, cond: OpenCondition, by_id: dict[str, Case], rng: random.Random,
           worker: int) -> dict[str, Any] | None:
     """One block of a condition in the round's worker: each pair ABBA or BAAB; None when a case did not end ok."""
-    from bench.report.decided import block_ratio
 
     order = rng.choice(("ABBA", "BAAB"))
     tops, bottoms = [], []
@@ -145,8 +143,8 @@ def block(executor: Isolated, cond: OpenCondition, by_id: dict[str, Case], rng: 
 
 def remeasure_suspects(frame: Any, by_id: dict[str, Case], executor: Isolated,
                        seconds_left: Callable[[], float], say: Callable[[str], None]) -> list[dict[str, Any]]:
-    """Each timing that looks stalled (bench.report.suspects), measured once more, in a fresh worker."""
-    from bench.report.suspects import suspects
+    """Each timing that looks stalled (bench.analysis.suspects), measured once more, in a fresh worker."""
+    from bench.analysis.suspects import suspects
 
     found = [s for s in suspects(frame) if s["case_id"] in by_id][:MAX_SUSPECTS]
     if found:
@@ -173,7 +171,7 @@ def decide(doc: Any, path: Any, by_id: dict[str, Case], setup: RunnerSetup, thre
     blocks while seconds_left() allows (the module docstring). Returns RunMeta.decided (also set on doc.meta): per
     condition its claim, name, pairs, blocks and the seconds spent. executor: where the blocks run (default: worker
     processes with the run's threads, each slice SLICE_BUDGET_S of timing)."""
-    from bench.report.load import doc_frame
+    from bench.analysis.load import doc_frame
 
     executor = executor or Isolated(threads)
     executor.start(RunnerSetup(setup.calibration, setup.gpu_name, SLICE_BUDGET_S, None, threads))
@@ -191,8 +189,6 @@ def decide(doc: Any, path: Any, by_id: dict[str, Case], setup: RunnerSetup, thre
 
 def _decide_open(doc: Any, path: Any, by_id: dict[str, Case], executor: Isolated,
                  seconds_left: Callable[[], float], say: Callable[[str], None]) -> list[dict[str, Any]]:
-    from bench.report.decided import judged_by_blocks
-    from bench.report.verdict import INCONCLUSIVE
 
     queue = open_conditions(doc, path, by_id)
     if not queue:
@@ -258,7 +254,6 @@ def _cost(entry: dict[str, Any]) -> float:
 def _need(entries: list[dict[str, Any]], overhead: float) -> float:
     """Seconds for each of these to reach MIN_DECIDE_BLOCKS (one more block for those past it), in rounds that
     each cost `overhead` beyond their blocks."""
-    from bench.report.decided import MIN_DECIDE_BLOCKS
 
     left = [max(1, MIN_DECIDE_BLOCKS - len(e["blocks"])) for e in entries]
     return max(left, default=0) * overhead + sum(_cost(e) * n for e, n in zip(entries, left, strict=True))
@@ -294,8 +289,6 @@ def _admit(queue: list[OpenCondition], active: list[dict[str, Any]], overhead: f
 def _settled(entry: dict[str, Any]) -> bool:
     """Whether a condition needs no more blocks: its blocks decide it (at its bound counts: decided), or show it on
     its bound, or it has MAX_BLOCKS."""
-    from bench.report.decided import MIN_DECIDE_BLOCKS, judged_by_blocks, on_the_bound
-    from bench.report.verdict import INCONCLUSIVE
 
     n = len(entry["blocks"])
     if n >= MAX_BLOCKS:
@@ -309,7 +302,6 @@ def _settled(entry: dict[str, Any]) -> bool:
 
 
 def _said(entry: dict[str, Any], say: Callable[[str], None]) -> None:
-    from bench.report.decided import judged_by_blocks
 
     cond, blocks = entry["cond"], entry["blocks"]
     if not blocks:

@@ -1,6 +1,6 @@
 """The run's options, declared once for both front ends: `bench run --FLAG` and `pytest --attn-FLAG`.
 
-The sweep axes are the Sweep's (bench.engine.sweep: every kind's axes); the few options that are not axes (profile,
+The sweep axes are the Sweep's (bench.plan.sweep: every kind's axes); the few options that are not axes (profile,
 device, threads, output, resume, shard) are listed here. `plan()` turns the values into the checked list of cases,
 so both front ends accept, refuse and expand exactly the same input.
 """

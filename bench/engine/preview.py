@@ -12,10 +12,10 @@ from __future__ import annotations
 from bench.claims.question import Context
 from bench.engine.agenda import BEFORE_FIRST_CASE_S, FUNDED, cut_dtypes, fmt_s, make_agenda, plan_lines
 from bench.engine.budget import DECIDE_SHARE, cases_room
-from bench.engine.cost import predict_all
 from bench.engine.options import Plan
 from bench.engine.sweeps import parts
 from bench.kinds import REGISTRY
+from bench.plan.cost import predict_all
 from bench.results.meta import Calibration
 
 

@@ -1,4 +1,4 @@
-"""A run's schedule: every case's predicted time (bench.engine.cost), the order its cases run in, whether the next
+"""A run's schedule: every case's predicted time (bench.plan.cost), the order its cases run in, whether the next
 one still fits the time budget (bench.engine.budget), and under a budget the questions' agenda
 (bench.engine.agenda) said before the first case. The session asks it; it measures nothing.
 """
@@ -11,8 +11,8 @@ from typing import Any
 
 from bench.engine.budget import DECIDE_SHARE, MARGIN, TimeBudget, priority_order
 from bench.engine.console import fmt_eta
-from bench.engine.cost import predict_all
 from bench.engine.options import Plan
+from bench.plan.cost import predict_all
 from bench.problem.case import Case
 from bench.results.meta import Calibration
 

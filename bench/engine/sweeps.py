@@ -1,6 +1,6 @@
 """Sweeps expanded into an ordered list of cases with stable ids; the list sharded and identified.
 
-The axes are the Sweep's (bench.engine.sweep), the profiles bench.profiles'. The expansion asks the registered kinds
+The axes are the Sweep's (bench.plan.sweep), the profiles bench.profiles'. The expansion asks the registered kinds
 (bench.kinds.REGISTRY; the steps are bench.kinds.expansion's): the sweep's head geometries, then per geometry its
 dtypes x masks x each axis declared with `shape_field=` (swept here with no hook), each point's cases from the kind
 that claims the geometry, then the kinds' cases after the grid and the sweep's `also` parts. Nothing here names a
@@ -12,10 +12,10 @@ from __future__ import annotations
 import hashlib
 import itertools
 
-from bench.engine.sweep import Sweep, axis_fields, from_flags
 from bench.errors import UsageError
 from bench.kinds import REGISTRY, kind_of
 from bench.kinds.expansion import Geometry
+from bench.plan.sweep import Sweep, axis_fields, from_flags
 from bench.problem.case import Case  # re-exported: the engine and its callers name it here
 from bench.profiles import PROFILES, profile  # re-exported: the tests name them here
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from bench.report.load import COLUMNS, load_results, read_results
+from bench.analysis.load import COLUMNS, load_results, read_results
 
 if TYPE_CHECKING:
     from bench.report.render import build_report, write_report

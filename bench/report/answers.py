@@ -13,9 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from bench.claims.spec import ClaimSpec
-from bench.report.blocks import CELL_LIMIT, Block, Fold, Para, Table, sentence
-from bench.report.conditions import (
+from bench.analysis.conditions import (
     COUNTED,
     FIELD_NAMES,
     FROM_BLOCKS,
@@ -27,7 +25,9 @@ from bench.report.conditions import (
     label,
     value_text,
 )
-from bench.report.verdict import DEPENDS, FAILS, HOLDS, INCONCLUSIVE, NOT_JUDGED, NOT_MEASURED, Series, Verdict
+from bench.analysis.verdict import DEPENDS, FAILS, HOLDS, INCONCLUSIVE, NOT_JUDGED, NOT_MEASURED, Series, Verdict
+from bench.claims.spec import ClaimSpec
+from bench.report.blocks import CELL_LIMIT, Block, Fold, Para, Table, sentence
 
 JUDGED = (HOLDS, FAILS, INCONCLUSIVE)
 FOLD_ROWS = 8  # a conditions table longer than this folds away in HTML under a line that says how many

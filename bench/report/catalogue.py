@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from bench.report.traits import BASELINE
+from bench.analysis.traits import BASELINE
 
 
 @dataclass(frozen=True)

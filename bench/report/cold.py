@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from bench.report.frames import ok_rows
+from bench.analysis.frames import ok_rows
 
 
 def step_kind(row: pd.Series) -> str:

@@ -7,11 +7,11 @@ render.py turns the blocks into HTML and Markdown, so both say the same thing.
 
 from __future__ import annotations
 
+from bench.analysis.load import Loaded
+from bench.analysis.verdict import Verdict
+from bench.claims import verdicts
 from bench.report.blocks import Block, Heading, Image, Para, Table
-from bench.report.claims import verdicts
-from bench.report.load import Loaded
 from bench.report.sections import SECTIONS, Report
-from bench.report.verdict import Verdict
 
 
 def judged(loaded: Loaded) -> dict[str, list[Verdict]]:

@@ -1,5 +1,5 @@
 """Writes a report folder: index.html (self-contained), report.md (GitHub), tidy.csv (one row per case and run),
-claims.csv (one row per claim and condition: bench.report.claim_rows) and the figures as PNGs.
+claims.csv (one row per claim and condition: bench.analysis.claim_rows) and the figures as PNGs.
 
 Every string that came from a results file is escaped on the way out: html.escape for HTML, and the same
 plus Markdown's own specials for report.md. index.html also carries a Content-Security-Policy that allows
@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from bench.analysis.claim_rows import claim_rows, columns
+from bench.analysis.load import Loaded, RunInfo, load_results
 from bench.report.blocks import Beside, Cell, Fold, Link
 from bench.report.catalogue import FIGURES
-from bench.report.claim_rows import claim_rows, columns
 from bench.report.document import Block, Heading, Image, Para, Table, build, judged
 from bench.report.figures import make_figures
-from bench.report.load import Loaded, RunInfo, load_results
 from bench.results import ResultsError
 
 CSS = """

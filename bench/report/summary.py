@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from bench.claims import BY_KEY
-from bench.report.claim_rows import claim_rows
-from bench.report.claims import best_backends, verdicts
-from bench.report.load import read_results
-from bench.report.verdict import FAILS, HOLDS, INCONCLUSIVE
+from bench.analysis.claim_rows import claim_rows
+from bench.analysis.load import read_results
+from bench.analysis.verdict import FAILS, HOLDS, INCONCLUSIVE
+from bench.claims import BY_KEY, verdicts
+from bench.report.tables import best_backends
 from bench.results import read_run
 from bench.results.entry import group_of
 from bench.results.record import Record

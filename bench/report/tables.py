@@ -8,8 +8,7 @@ import math
 
 import pandas as pd
 
-from bench.problem.case import family_label
-from bench.report.frames import (
+from bench.analysis.frames import (
     FAMILY_KEYS,
     SHAPE_KEYS,
     attention_rows,
@@ -18,7 +17,8 @@ from bench.report.frames import (
     ok_rows,
     shape_label,
 )
-from bench.report.traits import BASELINE
+from bench.analysis.traits import BASELINE
+from bench.problem.case import family_label
 
 
 def speedups_over(df: pd.DataFrame, baseline: str = BASELINE) -> pd.DataFrame:

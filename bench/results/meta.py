@@ -38,8 +38,8 @@ class RunMeta:
     shards: list | None = None  # set when merged from shards
     devices: list | None = None  # bench run --devices: the (alike) devices whose workers ran the cases
     questions: list | None = None  # under a time budget: what the plan said of each question before the first case
-    decided: list | None = None  # conditions re-measured in interleaved blocks (bench.report.decided)
-    suspects: list | None = None  # timings that looked stalled, re-measured during the run (bench.report.suspects)
+    decided: list | None = None  # conditions re-measured in interleaved blocks (bench.analysis.decided)
+    suspects: list | None = None  # timings that looked stalled, re-measured during the run (bench.analysis.suspects)
     other: dict = field(default_factory=dict)  # keys of other versions, kept as they were
 
     @classmethod

@@ -84,7 +84,7 @@ MEASURED_DOCS: dict[str, str] = {
     "rounds": "number of timed rounds",
     "noisy": "true when the engine flagged the timing as noisy (CI target missed within the budget)",
     "predicted_s": "the cost model's prediction of the whole case's wall time (check, warm-up, timing, memory), "
-                   "seconds, made before it ran (bench.engine.cost)",
+                   "seconds, made before it ran (bench.plan.cost)",
     "wall_s": "the case's measured wall time, seconds, to set beside predicted_s (0 for a skipped case)",
     "first_call_s": "time of the first (untimed: compile, autotune) call, seconds",
     "timer": "which timer measured the case",

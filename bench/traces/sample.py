@@ -9,8 +9,8 @@ each kind's error has a spread to resample; within a kind every step is equally 
 Algorithm R, seeded by SEED: one pass, memory flat however long the trace, the same steps every time). Each sampled
 step's halves are written out as explicit rows (its prefill rows; its decode rows one by one, as the schedule had
 them) and timed as their own cases beside the buckets (bench.kinds.trace.trace_cases). The report
-(bench.report.traces) sets each sampled step's measured time against what the buckets predict for it: the time of the
-bucket each half falls in, as the replay weighs it.
+(bench.analysis.time_to_serve) sets each sampled step's measured time against what the buckets predict for it: the
+time of the bucket each half falls in, as the replay weighs it.
 """
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ from __future__ import annotations
 import pandas as pd
 from matplotlib.figure import Figure
 
+from bench.analysis.frames import dense_rows
 from bench.report.catalogue import CATALOGUE, FIGURES
-from bench.report.frames import dense_rows
 from bench.results.meta import RunMeta
 
 

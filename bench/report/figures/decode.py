@@ -6,7 +6,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from bench.report import frames
+from bench.analysis import frames
 from bench.report.figures import helpers
 from bench.report.figures.axes import seconds_axis
 

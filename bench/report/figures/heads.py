@@ -7,8 +7,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
+from bench.analysis import frames
 from bench.claims import MIN_HEADS
-from bench.report import frames
 from bench.report.figures.axes import seconds_axis
 from bench.report.figures.helpers import (
     backend_handles,

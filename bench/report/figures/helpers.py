@@ -15,8 +15,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 
+from bench.analysis import frames
 from bench.problem.columns import SHAPE_DEFAULTS
-from bench.report import frames
 from bench.report.figures.axes import SEQ_LABEL, seq_axis
 from bench.report.figures.layout import PANEL, fit_legend, grid
 from bench.report.style import (

@@ -7,9 +7,9 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from bench.analysis.serving import paged_vs_contiguous, per_token
 from bench.problem.shapes import LENGTHS
 from bench.report.figures.helpers import sorted_backends
-from bench.report.serving import paged_vs_contiguous, per_token
 from bench.report.style import backend_color
 
 

@@ -1,7 +1,7 @@
 """Sparse attention: each method's cost against length beside the best dense kernel (crossover marked), each
 kernel's speedup over its dense run against density beside the ideal 1/density, and the indexer's share of DSA's
-cost against length. The data and its rules: bench.report.sparse_cost (a line, the best dense kernel:
-bench.claims.sparse_line)."""
+cost against length. The data and its rules: bench.analysis.sparse_cost (a line, the best dense kernel:
+bench.analysis.sparse_line)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from bench.analysis.sparse_cost import crossovers, sparse_costs
+from bench.analysis.sparse_line import one_line
 from bench.claims.sparse import IDEAL_SHARE, SPARSE_BEATS
-from bench.claims.sparse_line import one_line
 from bench.problem.sparsity import Sparsity
 from bench.report.figures.axes import plain_log_axis, seconds_axis, seq_axis
 from bench.report.figures.helpers import NOTE_SIZE, legend_below, modal_slice, sorted_backends
 from bench.report.figures.layout import grid
-from bench.report.sparse_cost import crossovers, sparse_costs
 from bench.report.style import backend_color, backend_marker
 
 KIND_STYLES = {"block": "-", "docs": "--", "global": ":", "topk": "-."}
@@ -45,7 +45,7 @@ def _colour_handles(backends: list[str]) -> list[Line2D]:
 
 def _one_line_each(rows: pd.DataFrame, free: tuple[str, ...]) -> pd.DataFrame:
     """The rows at one dtype (the most common) and the most common configuration of the shape fields not in
-    `free`; the batch freed only where each length has one (bench.claims.sparse_line.one_line: a GPU sweep at fixed
+    `free`; the batch freed only where each length has one (bench.analysis.sparse_line.one_line: a GPU sweep at fixed
     tokens per batch), so that every line of a panel is one method over the lengths."""
     rows = rows[rows["dtype"] == rows["dtype"].mode().iloc[0]]
     if one_line(rows.groupby("seq_kv")["batch"].unique()):

@@ -9,7 +9,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from bench.report import frames
+from bench.analysis import frames
 from bench.report.figures.axes import plain_log_axis, seconds_axis
 from bench.report.figures.helpers import (
     WIDE,

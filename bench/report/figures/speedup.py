@@ -1,4 +1,4 @@
-"""Speedup over the baseline (bench.report.traits.BASELINE) as a heatmap: one cell per backend and length."""
+"""Speedup over the baseline (bench.analysis.traits.BASELINE) as a heatmap: one cell per backend and length."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from matplotlib import colors as mcolors
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 
+from bench.analysis.traits import BASELINE
 from bench.report.figures.helpers import NOTE_SIZE, modal_slice, never_ran, never_ran_text, sorted_backends, variants
 from bench.report.figures.layout import DPI, grid, make_room, text_width, wrap
 from bench.report.style import variant_label
 from bench.report.tables import speedups_over
-from bench.report.traits import BASELINE
 from bench.report.units import fmt_ratio, fmt_tokens
 from bench.results.status import SHORT_LABELS
 

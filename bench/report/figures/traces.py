@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from bench.analysis.time_to_serve import GEOMETRY, serve_table
 from bench.report.figures.helpers import sorted_backends
 from bench.report.style import backend_color
-from bench.report.traces import GEOMETRY, serve_table
 from bench.results.meta import RunMeta
 
 

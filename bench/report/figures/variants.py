@@ -6,11 +6,11 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from bench.analysis.variant_cost import variant_costs, variant_name
 from bench.claims import VARIANTS_WITHIN
 from bench.report.figures.helpers import NOTE_SIZE, backend_handles, legend_below, modal_slice, sorted_backends
 from bench.report.figures.layout import grid
 from bench.report.style import backend_color
-from bench.report.variant_cost import variant_costs, variant_name
 
 
 def variant_cost(df: pd.DataFrame) -> Figure | None:

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from bench.analysis.load import RunInfo
+from bench.analysis.verdict import Verdict
 from bench.report.blocks import Block, Heading
-from bench.report.load import RunInfo
 from bench.report.sections import (
     answers,
     best,
@@ -37,7 +38,6 @@ from bench.report.sections import (
     summary,
     traces,
 )
-from bench.report.verdict import Verdict
 
 
 @dataclass(frozen=True)

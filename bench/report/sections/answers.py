@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from bench.analysis.verdict import NOT_MEASURED
 from bench.claims import CLAIMS
 from bench.report.answers import answer
 from bench.report.blocks import Block, Heading, Link, Para, Table
 from bench.report.sections.claims import anchor
-from bench.report.verdict import NOT_MEASURED
 
 if TYPE_CHECKING:
     from bench.report.sections import Report

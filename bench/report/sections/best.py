@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from bench.analysis.load import RunInfo
+from bench.analysis.traits import BASELINE
+from bench.claims.auto_choice import default_loss
 from bench.report.blocks import Block, Para, Table, text, times
-from bench.report.claims.auto_choice import default_loss
-from bench.report.load import RunInfo
 from bench.report.tables import best_backends, headline_speedups
-from bench.report.traits import BASELINE
 
 if TYPE_CHECKING:
     from bench.report.sections import Report

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from bench.analysis.load import RunInfo
+from bench.analysis.suspects import note as suspect_note
+from bench.analysis.verdict import NOT_MEASURED, Verdict
 from bench.claims import CLAIMS, ClaimSpec
 from bench.engine.agenda import ABSENT, OVER
 from bench.report.answers import answer, conditions_blocks, series_blocks
 from bench.report.blocks import Beside, Block, Heading, Image, Para
 from bench.report.catalogue import FIGURES
-from bench.report.load import RunInfo
-from bench.report.suspects import note as suspect_note
-from bench.report.verdict import NOT_MEASURED, Verdict
 
 if TYPE_CHECKING:
     from bench.report.sections import Report
@@ -77,7 +77,7 @@ def _noisy(v: Verdict) -> str:
 
 
 def suspect_notes(run: RunInfo) -> list[Block]:
-    """The timings that looked stalled, re-measured during the run (bench.report.suspects)."""
+    """The timings that looked stalled, re-measured during the run (bench.analysis.suspects)."""
     text = suspect_note(run.meta.suspects)
     return [Para(text)] if text else []
 

@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from bench.analysis.load import RunInfo
 from bench.measure.caches import CPU_CACHE_FLOOR
 from bench.report import cold
 from bench.report.blocks import Block, Para, Table
-from bench.report.load import RunInfo
 from bench.report.units import fmt_bytes
 
 if TYPE_CHECKING:

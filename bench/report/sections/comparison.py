@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from bench.analysis.frames import SHAPE_KEYS, geomean, shape_label
 from bench.report.blocks import Block, Heading, Para, Table, text, times
-from bench.report.frames import SHAPE_KEYS, geomean, shape_label
 from bench.report.units import fmt_seconds
 
 if TYPE_CHECKING:

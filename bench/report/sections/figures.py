@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from bench.analysis.load import RunInfo
 from bench.claims import CLAIMS
 from bench.report.blocks import Block, Image, Para
 from bench.report.catalogue import FIGURES
-from bench.report.load import RunInfo
 
 if TYPE_CHECKING:
     from bench.report.sections import Report

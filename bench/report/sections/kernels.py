@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from bench.analysis.load import RunInfo
 from bench.report import kernels
 from bench.report.blocks import Block, Para, Table
-from bench.report.load import RunInfo
 
 if TYPE_CHECKING:
     from bench.report.sections import Report

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from bench.analysis.load import RunInfo
 from bench.claims.linear import FLA_PUBLISHED, crossover_conditions, decode_conditions, linear_pairs
 from bench.report.blocks import Block, Heading, Para, Table, times
-from bench.report.load import RunInfo
 from bench.report.units import fmt_flops, fmt_seconds
 
 if TYPE_CHECKING:

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from bench.analysis.load import RunInfo
 from bench.backends import TRANSFORMERS_DEFAULT, TRANSFORMERS_IMPLEMENTATIONS
 from bench.report.blocks import Block, Heading, Para, Table
 from bench.report.hf_choice import advice, implementation_rows
-from bench.report.load import RunInfo
 from bench.report.model_section import model_summary
 from bench.report.units import fmt_bytes, fmt_seconds
 

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from bench.analysis.load import RunInfo
 from bench.report.blocks import Block, Para, Table, sentence
-from bench.report.load import RunInfo
 
 if TYPE_CHECKING:
     from bench.report.sections import Report

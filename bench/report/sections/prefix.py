@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from bench.analysis.load import RunInfo
 from bench.claims.cascade import CASCADE_BEATS, FLASHINFER_PUBLISHED, cascade_pairs, points, region
 from bench.report.blocks import Block, Heading, Para, Table, times
-from bench.report.load import RunInfo
 from bench.report.units import fmt_bytes, fmt_seconds
 
 if TYPE_CHECKING:

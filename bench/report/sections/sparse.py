@@ -1,5 +1,5 @@
 """The sparse section: each sparse method (a sparsity on a backend) at the longest length it ran beside the fastest
-dense kernel, with its crossover length S* and its executed against useful FLOPs (bench.report.sparse_cost)."""
+dense kernel, with its crossover length S* and its executed against useful FLOPs (bench.analysis.sparse_cost)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from bench.analysis.load import RunInfo
+from bench.analysis.sparse_cost import crossovers, sparse_costs
 from bench.claims.sparse import SPARSE_BEATS
 from bench.report.blocks import Block, Heading, Para, Table, times
-from bench.report.load import RunInfo
-from bench.report.sparse_cost import crossovers, sparse_costs
 from bench.report.units import fmt_flops, fmt_seconds
 
 if TYPE_CHECKING:

@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from bench.analysis.frames import shape_keys_but
+from bench.analysis.load import RunInfo
+from bench.analysis.traits import BASELINE
 from bench.report.blocks import Block, Para, times
-from bench.report.frames import shape_keys_but
-from bench.report.load import RunInfo
 from bench.report.tables import headline_speedups
-from bench.report.traits import BASELINE
 
 if TYPE_CHECKING:
     from bench.report.sections import Report

@@ -1,8 +1,8 @@
 """The traces section (`--workload` runs): per replayed trace, what it was and how it was scheduled, each backend's
 time to serve it, the buckets that dominate the winner's time, and the grid's winner beside the trace's
-(bench.report.traces). A run with a prefix cache (--prefix-cache) also gets, per trace with block hashes, the cache's
-hit rate and each backend's attention time with the cache and without it: the same measured buckets' times weighed by
-each schedule's steps (bench.traces.replay keeps both)."""
+(bench.analysis.time_to_serve). A run with a prefix cache (--prefix-cache) also gets, per trace with block hashes,
+the cache's hit rate and each backend's attention time with the cache and without it: the same measured buckets'
+times weighed by each schedule's steps (bench.traces.replay keeps both)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from bench.analysis import time_to_serve
+from bench.analysis.load import RunInfo
 from bench.claims.trace import grid_vs_trace
-from bench.report import traces
 from bench.report.blocks import Block, Heading, Para, Table
-from bench.report.load import RunInfo
 from bench.report.units import fmt_seconds
 
 if TYPE_CHECKING:
@@ -58,11 +58,12 @@ def cache_blocks(df: pd.DataFrame, name: str, w: dict, mine: pd.DataFrame) -> li
     if not without:
         return [Para(said + " The trace has no block hashes, so the cache cannot hit and the schedule is the same.")]
     alone = {name: w | {"buckets": without["buckets"], "checks": []}}
-    bare = traces.serve_table(df, alone)
+    bare = time_to_serve.serve_table(df, alone)
     bare = bare[bare["workload"] == name] if not bare.empty else bare
     rows, best = [], {}
     for _, r in mine.iterrows():
-        other = bare[(bare["backend"] == r["backend"]) & (bare[traces.GEOMETRY] == r[traces.GEOMETRY]).all(axis=1)] \
+        geometry = time_to_serve.GEOMETRY
+        other = bare[(bare["backend"] == r["backend"]) & (bare[geometry] == r[geometry]).all(axis=1)] \
             if not bare.empty else bare
         off = other.iloc[0] if not other.empty else None
         on_s = r["served_s"] if r["complete"] else float("nan")
@@ -85,7 +86,7 @@ def cache_blocks(df: pd.DataFrame, name: str, w: dict, mine: pd.DataFrame) -> li
 def section(df: pd.DataFrame, run: RunInfo, report: Report) -> list[Block] | None:
     """None for a run without replayed traces; the heading is the section's own, the same for every run."""
     workloads = run.meta.workloads or {}
-    table = traces.serve_table(df, workloads)
+    table = time_to_serve.serve_table(df, workloads)
     if table.empty:
         return None
     out: list[Block] = [Heading("Real traffic: replayed traces")]
@@ -112,19 +113,20 @@ def section(df: pd.DataFrame, run: RunInfo, report: Report) -> list[Block] | Non
             served = _long(r["served_s"]) if r["complete"] else \
                 f"incomplete ({_long(total)} of what ran)" if total else "ran none"
             share = f"{100 * r['prefill_s'] / total:.0f}%" if total else "—"
-            fast = [f"{r[f'fast_{p:g}']:.2f}" if pd.notna(r[f"fast_{p:g}"]) else "—" for p in traces.FAST_P]
+            fast = [f"{r[f'fast_{p:g}']:.2f}" if pd.notna(r[f"fast_{p:g}"]) else "—" for p in time_to_serve.FAST_P]
             rows.append([r["backend"], f"{r['buckets_ok']} of {r['buckets']}", served, share,
                          f"{r['tokens_per_s']:,.0f}" if r["complete"] else "—", *fast])
         out.append(Table(["backend", "buckets run", "time to serve", "prefill share", "tokens / s of attention",
-                          *[f"fast_{p:g}" for p in traces.FAST_P]], rows))
+                          *[f"fast_{p:g}" for p in time_to_serve.FAST_P]], rows))
         out += cache_blocks(df, name, w, mine)
         complete = mine[mine["complete"]]
         if complete.empty:
             continue
         winner = complete.iloc[0]
-        top = traces.dominant_buckets(df, workloads, winner["backend"], name)
-        out.append(Para(f"fast_p: the share of {traces.BASELINE}'s time to serve spent in buckets where the backend "
-                        f"is at least p× faster. The buckets that take most of {winner['backend']}'s time:", "caption"))
+        top = time_to_serve.dominant_buckets(df, workloads, winner["backend"], name)
+        out.append(Para(f"fast_p: the share of {time_to_serve.BASELINE}'s time to serve spent in buckets where the "
+                        f"backend is at least p× faster. The buckets that take most of {winner['backend']}'s time:",
+                        "caption"))
         out.append(Table(["phase", "batch (rows: N×queries:keys)", "steps", "time a step", "share"],
                          [[b["phase"], b["lengths"].removeprefix("rows:"), f"{b['steps']:,}",
                            fmt_seconds(b["median_s"]), f"{100 * b['share']:.0f}%"] for _, b in top.iterrows()]))

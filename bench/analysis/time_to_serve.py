@@ -24,8 +24,8 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
-from bench.report.frames import attention_rows, dense_rows, geomean, ok_rows, trace_rows
-from bench.report.traits import BASELINE
+from bench.analysis.frames import attention_rows, dense_rows, geomean, ok_rows, trace_rows
+from bench.analysis.traits import BASELINE
 
 FAST_P = (1.0, 1.2, 2.0)
 GEOMETRY = ["n_heads", "n_kv_heads", "head_dim", "dtype", "mask"]
