@@ -25,7 +25,7 @@ from bench.problem.columns import dense_family
 if TYPE_CHECKING:
     import pandas as pd
 
-    from bench.report.verdict import Verdict
+    from bench.analysis.verdict import Verdict
     from bench.results.meta import Calibration, RunMeta
 
 VERIFY_WITHIN = 1.25  # a draft's verification within this factor of a one-query decode step counts as one step
@@ -74,7 +74,7 @@ def draft_steps(df: pd.DataFrame) -> pd.DataFrame:
     step_s (the twin's median) and ratio (draft time / one-query step time), the twin's timings as step_*."""
     import pandas as pd
 
-    from bench.report.frames import attention_rows, dense_rows, ok_rows
+    from bench.analysis.frames import attention_rows, dense_rows, ok_rows
 
     if "draft" not in df:
         return pd.DataFrame()
@@ -114,9 +114,9 @@ def verify_cost(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     """Per condition — backend × dtype × batch × draft, at the longest cache length — the draft's time over its
     one-query twin's against VERIFY_WITHIN; N* per backend, dtype and batch; the claim's word is
     bench.report.conditions' rule over the conditions."""
-    from bench.report.conditions import combine, condition, listing, pairs_of, undecided_why
-    from bench.report.interval import ratio_interval
-    from bench.report.verdict import NOT_MEASURED, Series, Verdict, judged, noisy_count, noisy_note, span
+    from bench.analysis.conditions import combine, condition, listing, pairs_of, undecided_why
+    from bench.analysis.interval import ratio_interval
+    from bench.analysis.verdict import NOT_MEASURED, Series, Verdict, judged, noisy_count, noisy_note, span
 
     steps = draft_steps(df)
     if steps.empty:
@@ -163,7 +163,7 @@ def verify_cost(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
 
 def star(judged_here: list[tuple[int, object]]) -> int | None:
     """N*: the largest draft size up to which every draft judged holds (0: the smallest does not)."""
-    from bench.report.verdict import HOLDS
+    from bench.analysis.verdict import HOLDS
 
     n_star = 0
     for n in sorted({n for n, _ in judged_here}):
