@@ -112,14 +112,14 @@ def basis_text(c: Condition) -> str:
     return "case CIs" + (f" ({c.blocks} block{'s' * (c.blocks > 1)})" if c.blocks else "")
 
 
-def conditions_blocks(spec: ClaimSpec, conditions: Sequence[tuple[str, Condition]]) -> list[Block]:
-    """A claim's conditions as a table, one row per (run, condition) (the run's column only where there are
-    several), one column per key field that differs between them, then the ratio in its unit, its 95% interval, the
+def conditions_blocks(spec: ClaimSpec, conditions: Sequence[tuple[str, Condition]],
+                      several: bool = False) -> list[Block]:
+    """A claim's conditions as a table, one row per (run, condition) (the run's column in a report of `several`
+    runs), one column per key field that differs between them, then the ratio in its unit, its 95% interval, the
     bound, the word, the basis and the facts worth a column; what every row shares (key fields, bound, basis) said
     once above it. Folded away in HTML when long."""
     if not conditions:
         return []
-    several = len({run for run, _ in conditions}) > 1
     conds = [c for _, c in conditions]
     same = shared(conds) if len(conds) > 1 else {}
     fields = [f for f in dict.fromkeys(f for c in conds for f, _ in c.key) if f not in same]
@@ -163,15 +163,15 @@ def _tally(conds: Sequence[Condition]) -> str:
     return ", ".join(f"{words.count(w)} {said.get(w, w)}" for w in dict.fromkeys(words))
 
 
-def series_blocks(series: Sequence[tuple[str, Series]]) -> list[Block]:
-    """Each series (run, Series) as a small table under the sentence that says what its numbers are; with two fields
-    that vary, the first one's values are its columns (KV lengths down, GQA and MQA across)."""
+def series_blocks(series: Sequence[tuple[str, Series]], several: bool = False) -> list[Block]:
+    """Each series (run, Series) as a small table under the sentence that says what its numbers are (the run's column
+    in a report of `several` runs); with two fields that vary, the first one's values are its columns (KV lengths
+    down, GQA and MQA across)."""
     blocks: list[Block] = []
     for what in dict.fromkeys(s.what for _, s in series):
         points = [(run, dict(k), value, s.unit) for run, s in series if s.what == what for k, value in s.points]
         if not points:
             continue
-        several = len({run for run, *_ in points}) > 1
         keys = list(dict.fromkeys(f for _, k, _, _ in points for f in k))
         fields = [f for f in keys if len({value_text(k.get(f)) for _, k, _, _ in points}) > 1] or keys[-1:]
 

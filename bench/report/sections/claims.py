@@ -52,8 +52,9 @@ def claim_section(spec: ClaimSpec, judged: list[tuple[RunInfo, Verdict]], report
     if unmeasured:  # said once for the runs that did not measure it: what would (the command)
         who = f" in {', '.join(run.run_id for run, _ in unmeasured)}" if several else ""
         blocks.append(Para(f"Not measured{who}: {unmeasured[0][1].numbers}", "answer"))
-    main: list[Block] = [*conditions_blocks(spec, [(run.run_id, c) for run, v in judged for c in v.conditions]),
-                         *series_blocks([(run.run_id, s) for run, v in judged for s in v.series])]
+    rows = [(run.run_id, c) for run, v in judged for c in v.conditions]
+    main: list[Block] = [*conditions_blocks(spec, rows, several),
+                         *series_blocks([(run.run_id, s) for run, v in judged for s in v.series], several)]
     for run, v in judged:
         who = f"{run.run_id}: " if several else ""
         if v.verdict == NOT_MEASURED:
