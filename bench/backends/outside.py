@@ -71,8 +71,9 @@ def backend(name: str | None = None, memory: str = DEFAULTS["memory"],
 
     sparsity= names the sparse kinds it takes (block, docs, global, topk: bench.problem.sparsity; tree: speculative
     drafts' token trees, bench.kinds.draft); on those cases it is called with sparse= (a bench.problem.keepset.KeepSet:
-    tokens, blocks, top-K indices or a tree's table), and it is offered no other sparse case. executes= says what it computes (bench.counts.pairs.EXECUTES: all, causal, visible, blocks, selected), for
-    its executed FLOPs; unsaid, they are left empty. dense=False: it runs sparse cases only.
+    tokens, blocks, top-K indices or a tree's table), and it is offered no other sparse case. executes= says what it
+    computes (bench.counts.pairs.EXECUTES: all, causal, visible, blocks, selected), for its executed FLOPs; unsaid,
+    they are left empty. dense=False: it runs sparse cases only.
     """
     if memory not in MEMORY_KINDS:
         raise OutsideBackendError(f"bench.backend(memory={memory!r}): one of {', '.join(MEMORY_KINDS)}")

@@ -5,7 +5,7 @@ that ask for them to the timed call. The engine holds no branch on a kind: it as
 
 Each registered kind declares, in its own module (or package):
   its axes      `axes`, a frozen dataclass of `axis(...)` fields (bench.kinds.axes): flag, default, parser, check
-                and help of each; the engine's Sweep (bench.engine.sweep) is every kind's axes together, in
+                and help of each; the plan's Sweep (bench.plan.sweep) is every kind's axes together, in
                 registry order, so `bench run`, `pytest --attn-*`, profiles and results files take them at once;
   its expansion the hooks of bench.kinds.expansion.Kind it needs (geometries, variant_geometries, cases, dims,
                 refuses, passes, more_cases), through which bench.engine.sweeps expands a sweep into cases, and

@@ -2,8 +2,8 @@
 checks those declarations name. Each parser raises a UsageError that names the value and the rule
 (bench.engine.options prefixes the flag).
 
-Below the kinds and the engine alike: a kind declares its axes here without importing the engine, which composes
-them into its Sweep (bench.engine.sweep).
+Below the kinds and the plan alike: a kind declares its axes here without importing the plan, which composes
+them into its Sweep (bench.plan.sweep).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ the base every later kind refines):
      takes every other). Dense's grid sweeps the lengths and batches; every kind adds to it the shape fields a
      phase sweeps (`dims`), the points it rules out (`refuses`) and the passes it allows (`passes`);
   4. after every point, each kind's `more_cases` (a replayed trace's buckets), then the sweep's `also` parts.
-A hook gets the sweep (bench.engine.sweep.Sweep, typed Any: no kind imports the engine) and, where it folds the
+A hook gets the sweep (bench.plan.sweep.Sweep, typed Any: no kind imports the plan) and, where it folds the
 other kinds' answers, the registry. `facts` and `plan_lines` are what a kind records and says before the first case.
 """
 
