@@ -588,7 +588,7 @@ def test_a_report_of_several_runs_opens_with_their_verdicts_side_by_side_and_has
     from bench.report.document import build
 
     root = Path(__file__).resolve().parents[1] / "results" / "example"
-    loaded = load_results([root / "20261206-031641-default-cpu.json", root / "20261203-074230-sparse-cpu.json"])
+    loaded = load_results([root / "20261206-053602-default-cpu.json", root / "20261203-074230-sparse-cpu.json"])
     blocks = build(loaded, {})
     answers = blocks[2]  # the title, the answers' heading, its sentence, then its table
     table = blocks[3]
