@@ -54,6 +54,9 @@ class Verdict:
     noisy: tuple[int, int] = (0, 0)  # (timings flagged noisy, timings) behind it
     series: tuple[Series, ...] = ()  # numbers beside its conditions (medians per length ...)
     key: str = ""  # its spec's key (bench.claims.spec): set by the registry's verdicts()
+    # the claim's own answer sentence, where no single condition carries it (verify's N* per backend and dtype); the
+    # report's answer is then this, while it fits a table cell
+    answer: str = ""
 
     def __post_init__(self) -> None:
         if self.verdict not in WORDS:
@@ -69,7 +72,7 @@ class Verdict:
                 "why": self.why, "notes": self.notes, "detail": list(self.detail), "judged_on": self.judged_on,
                 "noisy": list(self.noisy), "conditions": [c.as_dict() for c in self.conditions],
                 "series": [{"what": s.what, "unit": s.unit, "points": [[dict(k), v] for k, v in s.points]}
-                           for s in self.series]}
+                           for s in self.series], "answer": self.answer}
 
 
 NO_FACTS = RunMeta()  # a claim judged on a frame alone: nothing known of its run (read only, never filled in)

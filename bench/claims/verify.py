@@ -139,7 +139,7 @@ def verify_cost(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
         n_star = star(judged_here)
         ridge = ridge_tokens(group.iloc[0], calibration)
         detail.append({"backend": backend, "dtype": dtype, "batch": int(batch), "seq_kv": int(group["seq_kv"].iloc[0]),
-                       "n_star": n_star, "ridge_tokens": ridge,
+                       "n_star": n_star, "ridge_tokens": ridge, "past": past(n_star, judged_here),
                        "ratios": {str(r["draft"]): float(r["ratio"]) for _, r in group.iterrows()}})
         stars.append(({"backend": backend, "dtype": dtype, "batch": int(batch), "seq_kv": int(group["seq_kv"].iloc[0])},
                       n_star))
@@ -158,7 +158,24 @@ def verify_cost(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
              f"{', '.join(f'{r:g}' for r in ridges)} here (GEMM ceiling over read ceiling × Hkv × bytes / 2Hq)."
              if ridges else "")
     return Verdict(CLAIM, combine(found), numbers, why, tuple(detail), on, conditions=tuple(found), notes=notes,
-                   noisy=noisy_count(steps), series=(series,))
+                   noisy=noisy_count(steps), series=(series,), answer=star_answer(detail))
+
+
+def star_answer(detail: list[dict]) -> str:
+    """'N* (the largest draft within 1.25× of one step) at KV 16,384: sdpa fp32 0, bf16 32; naive fp32 2': N* per
+    backend and dtype (and batch where several ran), the claim's answer in one sentence."""
+    batches = len({d["batch"] for d in detail}) > 1
+    by_backend: dict[str, list[str]] = defaultdict(list)
+    for d in detail:
+        at = f" B {d['batch']}" if batches else ""
+        by_backend[d["backend"]].append(f"{d['dtype']}{at} {d['n_star']}")
+    kv = sorted({d["seq_kv"] for d in detail})
+    where = f"KV {kv[0]:,}" if len(kv) == 1 else f"KV {kv[0]:,}–{kv[-1]:,}"
+    head = f"N* (the largest draft within {VERIFY_WITHIN:g}× of one step; 0: none) at {where}: "
+    if len(detail) == 1 and detail[0]["past"]:  # one backend and dtype: the size past N* and what it costs too
+        n, ratio = detail[0]["past"]
+        return head + f"{detail[0]['backend']} {by_backend[detail[0]['backend']][0]} (N {n}: {ratio:.2f}×)."
+    return head + "; ".join(f"{b} {', '.join(parts)}" for b, parts in by_backend.items()) + "."
 
 
 def star(judged_here: list[tuple[int, object]]) -> int | None:
@@ -171,6 +188,15 @@ def star(judged_here: list[tuple[int, object]]) -> int | None:
             break
         n_star = n
     return n_star
+
+
+def past(n_star: int | None, judged_here: list[tuple[int, object]]) -> tuple[int, float] | None:
+    """The first draft size past N* and its ratio (the costliest draft of that size), or None where none is."""
+    beyond = [(n, c.ratio) for n, c in judged_here if n > (n_star or 0)]  # type: ignore[attr-defined]
+    if not beyond:
+        return None
+    first = min(n for n, _ in beyond)
+    return first, max(r for n, r in beyond if n == first)
 
 
 def star_text(n_star: int | None, judged_here: list[tuple[int, object]]) -> str:

@@ -90,6 +90,8 @@ def answer(v: Verdict, spec: ClaimSpec, limit: int = CELL_LIMIT) -> str:
     """The sentence that answers a claim on one run, within `limit` characters."""
     if v.verdict == NOT_MEASURED:
         return "Not measured in this run: its section names the command that measures it."
+    if v.answer and len(v.answer) <= limit:  # the claim's own sentence (Verdict.answer)
+        return v.answer
     judged = [c for c in v.conditions if c.verdict in JUDGED]
     c = carrier(v)
     if c is None:  # judged without conditions (too few lengths, a short sweep): what it says first
