@@ -137,9 +137,10 @@ def verify_cost(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
             judged_here.append((int(row["tokens"]), c))
         found += [c for _, c in judged_here]
         n_star = star(judged_here)
+        beyond = past(n_star, judged_here)
         ridge = ridge_tokens(group.iloc[0], calibration)
         detail.append({"backend": backend, "dtype": dtype, "batch": int(batch), "seq_kv": int(group["seq_kv"].iloc[0]),
-                       "n_star": n_star, "ridge_tokens": ridge, "past": past(n_star, judged_here),
+                       "n_star": n_star, "ridge_tokens": ridge, "past": beyond and (beyond[0], beyond[1].ratio),
                        "ratios": {str(r["draft"]): float(r["ratio"]) for _, r in group.iterrows()}})
         stars.append(({"backend": backend, "dtype": dtype, "batch": int(batch), "seq_kv": int(group["seq_kv"].iloc[0])},
                       n_star))
@@ -190,21 +191,21 @@ def star(judged_here: list[tuple[int, object]]) -> int | None:
     return n_star
 
 
-def past(n_star: int | None, judged_here: list[tuple[int, object]]) -> tuple[int, float] | None:
-    """The first draft size past N* and its ratio (the costliest draft of that size), or None where none is."""
-    beyond = [(n, c.ratio) for n, c in judged_here if n > (n_star or 0)]  # type: ignore[attr-defined]
+def past(n_star: int | None, judged_here: list[tuple[int, object]]) -> tuple[int, object] | None:
+    """The first draft size past N* and its costliest condition there, or None where none is past it."""
+    beyond = [(n, c) for n, c in judged_here if n > (n_star or 0)]
     if not beyond:
         return None
     first = min(n for n, _ in beyond)
-    return first, max(r for n, r in beyond if n == first)
+    return first, max((c for n, c in beyond if n == first), key=lambda c: c.ratio)  # type: ignore[attr-defined]
 
 
 def star_text(n_star: int | None, judged_here: list[tuple[int, object]]) -> str:
-    """'N* 16 of 1–128 (32: 1.41×)': N*, the sizes judged, and the ratio at the first size past it."""
+    """'N* 16 (N 32: 1.41×, does not hold)': N*, and the ratio and word at the first size past it."""
     sizes = sorted({n for n, _ in judged_here})
-    past = [(n, c) for n, c in judged_here if n > (n_star or 0)]
     head = f"N* {n_star}" if n_star else f"no draft within (the smallest, N {sizes[0]}, is not)"
-    if n_star == sizes[-1]:
+    beyond = past(n_star, judged_here)
+    if beyond is None:
         return f"{head}, every draft up to the largest judged (N {sizes[-1]})"
-    n, c = past[0]
+    n, c = beyond
     return f"{head} (N {n}: {c.ratio:.2f}×, {c.verdict})"  # type: ignore[attr-defined]
