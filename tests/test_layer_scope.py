@@ -384,7 +384,7 @@ def test_attention_dominates_holds_at_long_s(tmp_path):
     c = attention_dominates(frame(tmp_path, share_records()))
     assert isinstance(c, Verdict)
     assert set(c.as_dict()) == {"key", "claim", "verdict", "numbers", "why", "notes", "detail", "judged_on", "noisy",
-                                "conditions", "series"}
+                                "conditions", "series", "answer"}
     assert c.judged_on == "S 512–8192 · fp32 · naive, sdpa-flash"
     assert c.verdict == HOLDS
     # medians over naive and sdpa-flash: 512 (20% + 11.1%) / 2, 2048 (50% + 26.7%) / 2, 8192 (78.1% + 56.3%) / 2

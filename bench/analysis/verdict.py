@@ -67,7 +67,7 @@ class Verdict:
 
     def as_dict(self) -> dict[str, Any]:
         """The plain shape `evaluate_claims` returns: key, claim, verdict, numbers, why, notes, detail (a list),
-        judged_on, noisy, conditions (a list of plain dicts) and series."""
+        judged_on, noisy, conditions (a list of plain dicts), series and answer."""
         return {"key": self.key, "claim": self.claim, "verdict": self.verdict, "numbers": self.numbers,
                 "why": self.why, "notes": self.notes, "detail": list(self.detail), "judged_on": self.judged_on,
                 "noisy": list(self.noisy), "conditions": [c.as_dict() for c in self.conditions],
