@@ -51,6 +51,9 @@ if TYPE_CHECKING:
     from bench.reference import Check
 
 
+FORWARD_ONLY = "a draft is verified forward only (inference)"
+
+
 def draft_labels(text: str) -> tuple[str, ...]:
     """--draft's values as their labels (a file's tree as parents:...), after 'none': the one-query decode step every
     draft is judged against is swept beside them."""
@@ -94,6 +97,12 @@ def walked_visibility(draft: Draft, seq_kv: int) -> torch.Tensor:
     return out
 
 
+def draft_flops(shape: AttentionShape) -> int:
+    """The FLOPs of verifying the shape's draft: QK^T and PV over the pairs its tree leaves."""
+    pairs = shape.draft.pairs(shape.seq_kv - shape.seq_q)  # type: ignore[union-attr]
+    return 2 * shape.batch * shape.n_heads * (shape.qk_dim + shape.value_dim) * pairs
+
+
 def draft_check_shape(shape: AttentionShape) -> AttentionShape:
     """The case, or one with the same draft over a shorter cache (at most 4,096 keys) and two sequences."""
     if fits_exactly(shape.batch * shape.n_heads * shape.seq_q * shape.seq_kv):
@@ -132,15 +141,13 @@ class DraftKind(Kind):
         return out
 
     def record_fields(self, case: Case, backend: Backend) -> dict[str, float | None]:
-        """flops: the pairs the tree leaves (each token: the cache and its path); executed: every pair of the
-        (N, L) call for a kernel handed a boolean mask, the causal ones for a chain (flex's blocks: after timing)."""
-        s, draft = case.shape, case.shape.draft
-        per_pair = 2 * s.batch * s.n_heads * (s.qk_dim + s.value_dim)
-        flops = per_pair * draft.pairs(s.seq_kv - s.seq_q)  # type: ignore[union-attr]
-        if draft.is_chain:  # type: ignore[union-attr]
-            executed = flops if backend.executes == "causal" else per_pair * s.seq_q * s.seq_kv
-        else:
-            executed = per_pair * s.seq_q * s.seq_kv
+        """flops: the pairs the tree leaves (each token: the cache and its path); executed: the causal pairs for a
+        chain on a kernel that skips masked blocks, else every pair of the (N, L) call (a tree is a boolean mask to
+        it); flex's blocks replace that after timing."""
+        s = case.shape
+        flops = draft_flops(s)
+        causal = s.draft.is_chain and backend.executes == "causal"  # type: ignore[union-attr]
+        executed = flops if causal else 2 * s.batch * s.n_heads * (s.qk_dim + s.value_dim) * s.seq_q * s.seq_kv
         return {"flops": flops, "useful_flops": flops, "executed_flops": executed if backend.executes else None,
                 "bytes": attention_bytes(s), "model_mem_bytes": model_mem_bytes(s, backend.memory, "fwd"),
                 "real_tokens": s.batch * s.seq_q, **dense_kv_fields(case)}
@@ -151,8 +158,7 @@ class DraftKind(Kind):
         return (model_mem_bytes(s, backend.memory, "fwd") or 0) + s.seq_q * s.seq_kv
 
     def predicted_flops(self, case: Case) -> float:
-        s = case.shape
-        return 2 * s.batch * s.n_heads * (s.qk_dim + s.value_dim) * s.draft.pairs(s.seq_kv - s.seq_q)  # type: ignore[union-attr]
+        return draft_flops(case.shape)
 
     def reference_flops(self, shape: AttentionShape, pass_: str) -> float:
         return 2 * shape.batch * shape.n_heads * (shape.qk_dim + shape.value_dim) * shape.seq_q * shape.seq_kv
@@ -162,7 +168,7 @@ class DraftKind(Kind):
 
     def setup(self, case: Case) -> None:
         if case.pass_ != "fwd":
-            raise Unsupported("a draft is verified forward only (inference)")
+            raise Unsupported(FORWARD_ONLY)
         why = None if case.shape.draft.is_chain else takes_tree(get_backend(case.backend))  # type: ignore[union-attr]
         if why:
             raise Unsupported(f"{why}: it takes no draft tree (a chain is the causal mask, which it runs)")
@@ -172,7 +178,7 @@ class DraftKind(Kind):
         return verify_check(case.backend, self.check_shape(case.shape), case.device, references)
 
     def gradients(self, case: Case, setup: Any) -> Check:
-        raise Unsupported("a draft is verified forward only (inference)")
+        raise Unsupported(FORWARD_ONLY)
 
     def timed_call(self, case: Case, setup: Any) -> Callable[[], object]:
         """The backend on the case's own shape (inputs of another seed than the check's), its cache rotated; its
