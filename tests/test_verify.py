@@ -179,5 +179,8 @@ def test_the_claim_s_n_star_is_the_largest_size_every_draft_holds_up_to() -> Non
     assert v.verdict == "depends" and v.detail[0]["n_star"] == 16
     assert "N* 16" in v.numbers and "N 64: 1.60×" in v.numbers
     assert v.answer.endswith("at KV 4,096: sdpa fp32 16 (N 64: 1.60×).")  # the report's answer line (Verdict.answer)
+    from bench.analysis.claim_rows import claim_rows
+
+    assert {row["n_star"] for row in claim_rows([v])} == {16}  # claims.csv holds N* beside each ratio
     assert verify_cost(_steps({4: 1.05, 16: 1.1})).detail[0]["n_star"] == 16
     assert verify_cost(_steps({4: 1.6})).verdict == "does not hold"

@@ -14,6 +14,7 @@ and batch is the largest draft size up to which every draft holds.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
@@ -135,8 +136,9 @@ def verify_cost(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
             c = condition(key, float(row["ratio"]), ratio_interval(one, "", "step_"), VERIFY_WITHIN,
                           holds_above=False, pairs=pairs_of(one, "case_id", "step_case_id"))
             judged_here.append((int(row["tokens"]), c))
-        found += [c for _, c in judged_here]
         n_star = star(judged_here)
+        # N* rides on each condition of its group as a fact, so claims.csv holds it beside the ratios
+        found += [dataclasses.replace(c, facts=(("n_star", n_star),)) for _, c in judged_here]  # type: ignore[type-var]
         beyond = past(n_star, judged_here)
         ridge = ridge_tokens(group.iloc[0], calibration)
         detail.append({"backend": backend, "dtype": dtype, "batch": int(batch), "seq_kv": int(group["seq_kv"].iloc[0]),
