@@ -148,14 +148,11 @@ def sparse_block_mask(keep: KeepSet):
     return block_mask
 
 
+TABLED = ("block", "topk", "tree")  # the sparsity kinds whose rule reads a table (the others: their lengths alone)
+
+
 def _table_shape(keep: KeepSet) -> tuple[int, ...] | None:
-    if keep.sparsity.kind == "block":
-        return tuple(keep.blocks.shape)
-    if keep.sparsity.kind == "topk":
-        return tuple(keep.tokens.shape)
-    if keep.sparsity.kind == "tree":
-        return tuple(keep.tree.shape)
-    return None
+    return tuple(_table(keep).shape) if keep.sparsity.kind in TABLED else None
 
 
 def _table(keep: KeepSet) -> torch.Tensor:
