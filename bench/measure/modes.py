@@ -10,6 +10,8 @@ Headline mode: cold wherever the case has one, warm on a CPU case without.
   flush; a Rotating call rotates its cold inputs beside it, and in the graph mode (whose captured calls cannot be
   flushed between) the rotation is what keeps them cold.
 The other modes are recorded beside it (`timings`), on a smaller budget (SECONDARY_BUDGET of the case's).
+CPU: between the headline's rounds, untimed, bench.measure.control's probe times the machine itself (control_flops):
+the regression check's local control.
 
 kernel (CPU and CUDA): a few profiled calls (bench.measure.kernels); overhead_pct = 100 x (warm - kernel) / warm
 is the share of a warm call spent outside the kernels (CPU: outside the aten ops), and a case is launch_bound
@@ -33,6 +35,7 @@ import torch
 
 from bench.measure.caches import CacheSize, cache_of
 from bench.measure.cold import ColdPlan, Rotation
+from bench.measure.control import Probe
 from bench.measure.kernels import KernelProfile, calls_to_profile, profile_calls
 from bench.measure.nvml import Gpu
 from bench.measure.rotation import Rotating
@@ -67,6 +70,7 @@ class CaseTiming:
     energy: dict[str, float] | None = None  # joules, calls, seconds over the warm rounds
     notes: list[str] = field(default_factory=list)  # a mode that could not run, and why
     rotation: Rotation | None = None  # how the cold inputs were rotated, where the case has any
+    control_flops: float | None = None  # CPU: the probe's speed between the headline's rounds (bench.measure.control)
 
     @property
     def headline_mode(self) -> str:
@@ -168,6 +172,7 @@ def time_case(fn: Callable[[], object], device: str, case_budget_s: float, gpu: 
     energy = None
     rotation = rotate(fn, device, cold or ColdPlan(), cache)
     held = fn.hold if isinstance(fn, Rotating) else (lambda: None)
+    probe = None if device == "cuda" else Probe()  # a CPU's headline rounds are interleaved with the local control
     if rotation is not None and rotation.partly_warm:
         notes.append(rotation.partly_warm)
     if device == "cuda":
@@ -182,12 +187,12 @@ def time_case(fn: Callable[[], object], device: str, case_budget_s: float, gpu: 
         modes["warm"] = time_warm_cuda(fn, one_call_s, case_budget_s * SECONDARY_BUDGET, TARGET, guard=_guard(gpu))
         energy = measure_energy(fn, gpu, modes["warm"].calls_per_round)
     elif rotation is not None:
-        modes = {"cold": time_cpu(fn, one_call_s, case_budget_s, TARGET, mode="cold")}
+        modes = {"cold": time_cpu(fn, one_call_s, case_budget_s, TARGET, mode="cold", between=probe)}
         held()  # the originals from here on: warm, and the kernel profile, memory and guard read them
         modes["warm"] = time_cpu(fn, one_call_s, case_budget_s * WARM_BESIDE_BUDGET, TARGET,
                                  least_rounds=LONG_CALL_MIN_ROUNDS)
     else:
-        modes = {"warm": time_cpu(fn, one_call_s, case_budget_s, TARGET)}
+        modes = {"warm": time_cpu(fn, one_call_s, case_budget_s, TARGET, between=probe)}
     kernel = None
     try:
         # sized by the warm median: the single sizing call may have been preempted
@@ -195,7 +200,8 @@ def time_case(fn: Callable[[], object], device: str, case_budget_s: float, gpu: 
         modes["kernel"] = kernel_timing(kernel)
     except Exception as err:
         notes.append(f"kernel mode: profiling failed: {_first_line(err)}")
-    timing = CaseTiming(first_call_s, device, modes, kernel, energy, notes, rotation)
+    timing = CaseTiming(first_call_s, device, modes, kernel, energy, notes, rotation,
+                        probe.flops_per_s() if probe else None)
     if timing.modes_disagree():
         notes.append(f"kernel and warm modes disagree: kernel median {timing.median('kernel'):.3g} s > warm median "
                      f"{timing.median('warm'):.3g} s (load between them); overhead_pct left out")

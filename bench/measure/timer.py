@@ -82,7 +82,10 @@ def min_rounds(round_s: float, case_budget_s: float) -> int:
 
 def _adaptive(measure_round: Callable[[int], float], one_call_s: float, case_budget_s: float, target: float,
               timer: str, calls: int | None = None, guard: ThrottleGuard | None = None,
-              mode: str = "warm", least_rounds: int | None = None) -> Timing:
+              mode: str = "warm", least_rounds: int | None = None,
+              between: Callable[[], None] | None = None) -> Timing:
+    """Rounds until the CI reaches the target or the budget runs out; `between`, when given, runs after every
+    round, outside its timing (bench.measure.control's probe)."""
     calls = calls or _calls_per_round(one_call_s)
     samples: list[float] = []
     start = time.perf_counter()
@@ -90,6 +93,8 @@ def _adaptive(measure_round: Callable[[int], float], one_call_s: float, case_bud
     least = MIN_ROUNDS
     while len(samples) < MAX_ROUNDS:
         seconds = measure_round(calls) / calls
+        if between is not None:
+            between()
         if not samples:  # how long a round is: long ones get fewer rounds. The warm-up's call time when there
             # is one, so that one slow first round (a busy machine's hiccup) cannot cut a short call's rounds
             round_s = seconds * calls if one_call_s <= 0 else min(seconds * calls, one_call_s * calls)
@@ -109,9 +114,11 @@ def _adaptive(measure_round: Callable[[int], float], one_call_s: float, case_bud
 
 
 def time_cpu(fn: Callable[[], object], one_call_s: float, case_budget_s: float = 2.0, target: float = 0.03,
-             mode: str = "warm", least_rounds: int | None = None) -> Timing:
+             mode: str = "warm", least_rounds: int | None = None, between: Callable[[], None] | None = None
+             ) -> Timing:
     """Back-to-back calls per round; `mode` names what the call reads: "cold" for a call rotating its cold inputs
-    (bench.measure.rotation); least_rounds: fewer rounds than MIN_ROUNDS may do (a secondary mode)."""
+    (bench.measure.rotation); least_rounds: fewer rounds than MIN_ROUNDS may do (a secondary mode); between: run
+    after each round, untimed (the local control's probe)."""
     def measure_round(calls: int) -> float:
         t0 = time.perf_counter()
         for _ in range(calls):
@@ -119,7 +126,8 @@ def time_cpu(fn: Callable[[], object], one_call_s: float, case_budget_s: float =
         return time.perf_counter() - t0
 
     timer = "perf_counter, cold inputs rotated" if mode == "cold" else "perf_counter"
-    return _adaptive(measure_round, one_call_s, case_budget_s, target, timer, mode=mode, least_rounds=least_rounds)
+    return _adaptive(measure_round, one_call_s, case_budget_s, target, timer, mode=mode, least_rounds=least_rounds,
+                     between=between)
 
 
 L2_FLUSH_MULTIPLE = 2  # the flush buffer over the L2: writing twice its size leaves nothing of the call's inputs

@@ -20,8 +20,10 @@ the raw rounds (with --normalize, times x the GEMM FLOP/s each run measured of i
      When the move is global (c, third form), b and d are waived: the run as a whole is established to have moved,
      and each case past the threshold with significantly different rounds (a) is part of it.
      All hold: regressed (slower) or improved (faster).
-With the in-run control (default on one machine) every timing verdict must also hold in GEMM units of each run
-(time x that run's GEMM FLOP/s, measured at its start and end); otherwise the case is noisy.
+With the in-run control (default on one machine) every timing verdict must also hold in GEMM units (time x GEMM
+FLOP/s); otherwise the case is noisy. The GEMM is the case's own probe, timed between its rounds (control_flops,
+bench.measure.control: a slow spell of a shared host moves both), where both sides recorded one; else each run's
+calibration GEMM at its start and end.
 A case recorded `throttled` (its GPU stayed throttled for power or heat after a cool-down) in either run cannot be
 regressed or improved in time: it is noisy.
 Memory is deterministic enough to need no statistics: peak_mem_bytes up by more than the threshold -> regressed.
@@ -66,32 +68,44 @@ class _Timed:
         return math.log(self.cur_value / self.base_value)
 
 
-def _segments(entry: Entry) -> list[tuple[int, int, float | None]]:
-    """(start, end, own control) of each pooled pass in an entry's samples; one segment for a plain run."""
+def _segments(entry: Entry, local: bool) -> list[tuple[int, int, float | None]]:
+    """(start, end, own control) of each pooled pass in an entry's samples; one segment for a plain run.
+    local: the control is the case's own probe (control_flops, pass_control), else the run's GEMM (pass_gemm)."""
     n = len(entry.samples)
     split = entry.pass_rounds
     if not (len(split) > 1 and sum(split) == n):
-        return [(0, n, None)]
+        return [(0, n, entry.record.control_flops if local else None)]
     bounds = np.cumsum([0, *split])
-    return [(int(lo), int(hi), g) for lo, hi, g in zip(bounds[:-1], bounds[1:], entry.pass_gemm, strict=True)
-            if hi > lo]
+    own = entry.pass_control if local else entry.pass_gemm
+    return [(int(lo), int(hi), g) for lo, hi, g in zip(bounds[:-1], bounds[1:], own, strict=True) if hi > lo]
 
 
-def _scaled(entry: Entry, scale: float | None, per_pass: bool) -> tuple[np.ndarray, list[tuple[int, int]]]:
-    """The rounds, each pass multiplied by its own control (per_pass) or all by the run's `scale`."""
+def _locally_controlled(entry: Entry) -> bool:
+    """Whether every pass of the entry timed its probe beside its rounds (bench.measure.control)."""
+    return all(_positive(g) for _, _, g in _segments(entry, local=True))
+
+
+def _positive(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+
+
+def _scaled(entry: Entry, scale: float | None, per_pass: bool, local: bool = False
+            ) -> tuple[np.ndarray, list[tuple[int, int]]]:
+    """The rounds, each pass multiplied by its own control (per_pass; the case's own probe when local) or all by
+    the run's `scale`."""
     x = np.asarray(entry.samples, dtype=float)
-    segments = _segments(entry)
+    segments = _segments(entry, local)
     for lo, hi, own in segments:
-        factor = own if (per_pass and isinstance(own, (int, float)) and own > 0) else scale
+        factor = own if (per_pass and _positive(own)) else scale
         x[lo:hi] *= factor if factor else 1.0
     return x, [(lo, hi) for lo, hi, _ in segments]
 
 
 def _timed(base: Entry, cur: Entry, metric: str, base_scale: float | None, cur_scale: float | None,
-           per_pass: bool = False) -> _Timed | None:
+           per_pass: bool = False, local: bool = False) -> _Timed | None:
     fn = METRICS[metric]
-    b, b_parts = _scaled(base, base_scale, per_pass)
-    c, c_parts = _scaled(cur, cur_scale, per_pass)
+    b, b_parts = _scaled(base, base_scale, per_pass, local)
+    c, c_parts = _scaled(cur, cur_scale, per_pass, local)
     if not len(b) or not len(c):
         return None
     bv, cv = float(fn(b)), float(fn(c))
@@ -252,10 +266,13 @@ def compare_runs(baseline: RunDocument | dict, current: RunDocument | dict, rule
 
     noise, verdicts = _judge(bcases, ccases, common, rule, base_scale, cur_scale, per_pass=normalize)
     use_control = control and not normalize and not missing
+    local: frozenset[str] = frozenset()
     if use_control:
         # The in-run control: the same verdicts in GEMM units of each run (pass). A move that disappears there
         # was the machine's speed (a slow spell of a shared host), not the code: it is demoted to noisy.
-        _, in_gemm = _judge(bcases, ccases, common, rule, bgemm, cgemm, per_pass=True)
+        local = frozenset(cid for cid in common
+                          if _locally_controlled(bcases[cid]) and _locally_controlled(ccases[cid]))
+        _, in_gemm = _judge(bcases, ccases, common, rule, bgemm, cgemm, per_pass=True, local=local)
         verdicts = [_controlled(v, w, rule) for v, w in zip(verdicts, in_gemm, strict=True)]
     verdicts += [CaseVerdict(cid, "missing", False, "in the baseline, not in the current run", bcases[cid].status,
                              None, None, None, None, None, None) for cid in bcases if cid not in ccases]
@@ -272,18 +289,20 @@ def compare_runs(baseline: RunDocument | dict, current: RunDocument | dict, rule
     if control and not normalize and missing:
         warnings.append(f"no GEMM calibration in the {' and '.join(missing)} run: no in-run control")
     summary = Summary(binfo, cinfo, rule, noise, normalize, diffs, counts, n_failing, len(common), tuple(warnings),
-                      1 if n_failing else 0, use_control)
+                      1 if n_failing else 0, use_control, len(local))
     return Comparison(summary, tuple(verdicts))
 
 
 def _judge(bcases: dict[str, Entry], ccases: dict[str, Entry], common: list[str], rule: Rule, base_scale: float | None,
-           cur_scale: float | None, per_pass: bool) -> tuple[NoiseModel, list[CaseVerdict]]:
-    """The noise model and a verdict per common case, with times scaled as given."""
+           cur_scale: float | None, per_pass: bool, local: frozenset[str] = frozenset()
+           ) -> tuple[NoiseModel, list[CaseVerdict]]:
+    """The noise model and a verdict per common case, with times scaled as given; the cases in `local` by their own
+    probes instead (a log ratio needs the same kind of control on both sides, not across cases)."""
     timed = {}
     for cid in common:
         b, c = bcases[cid], ccases[cid]
         if b.status == "ok" and c.status == "ok":
-            t = _timed(b, c, rule.metric, base_scale, cur_scale, per_pass=per_pass)
+            t = _timed(b, c, rule.metric, base_scale, cur_scale, per_pass=per_pass, local=cid in local)
             if t is not None:
                 timed[cid] = t
     # clean or not matters only past the threshold (regress.noise); a case within it is unchanged, its rounds unread

@@ -80,7 +80,10 @@ def _context_lines(s: Summary) -> list[str]:
         lines += [f"machines differ: {d}" for d in s.fingerprint_diffs]
     if s.controlled:
         gb, gc = _gemm(s.baseline) / 1e9, _gemm(s.current) / 1e9
-        lines.append(f"in-run control: each run's GEMM speed at its start and end (baseline {gb:.4g}, current "
+        own = s.locally_controlled
+        against = (f"{own} of {s.n_matched} cases against their own GEMM probe, timed between their rounds; "
+                   "the rest against " if own else "")
+        lines.append(f"in-run control: {against}each run's GEMM speed at its start and end (baseline {gb:.4g}, current "
                      f"{gc:.4g} GFLOP/s); a timing change must hold in seconds and in GEMM units")
     lines += [f"warning: {w}" for w in s.warnings]
     if s.counts.get("inconclusive"):

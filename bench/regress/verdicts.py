@@ -44,6 +44,7 @@ class Summary:
     warnings: tuple[str, ...]
     exit_code: int  # 0 no regression, 1 regression
     controlled: bool = False  # timing verdicts also had to hold in GEMM units of each run (the in-run control)
+    locally_controlled: int = 0  # ... of which this many cases against their own probes (bench.measure.control)
     method: str = "runs"  # "runs": the noise model across cases (compare); "blocks": each case's ABBA blocks (ab)
 
 

@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 
 from bench.measure.environment import fingerprint_diff
 from bench.results.document import ResultsError, RunDocument, as_run
-from bench.results.entry import Entry, pooled_entry
+from bench.results.entry import Entry, median_of, pooled_entry
 
 
 def _check_alike(docs: list[RunDocument], labels: list[str], keys: tuple[str, ...], what: str) -> None:
@@ -92,7 +92,9 @@ def _pool(entries: list[Entry], gemms: list[float | None]) -> Entry:
     peak = max(mems) if all(isinstance(m, (int, float)) for m in mems) else None  # memory noise must not fail later
     return pooled_entry(ok[0], [s for e in ok for s in e.samples], peak,
                         pass_rounds=tuple(len(e.samples) for e in ok),
-                        pass_gemm=tuple(g for _, g in ok_pairs))  # each pass's own in-run control (bench compare)
+                        pass_gemm=tuple(g for _, g in ok_pairs),  # each pass's own in-run controls (bench compare)
+                        pass_control=tuple(e.record.control_flops for e in ok),
+                        control_flops=median_of([e.record.control_flops for e in ok]))
 
 
 def merge_passes(docs: list[RunDocument | dict], labels: list[str] | None = None) -> RunDocument:
