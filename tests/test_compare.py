@@ -503,3 +503,51 @@ def test_compare_cli_pools_several_current_files(tmp_path, capsys):
     assert main(["compare", base, cur1, cur2, "--format", "json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["current"]["passes"] == 2 and out["n_matched"] == len(CASES) and out["controlled"] is True
+
+
+# --- the local control: each case's own probe, timed between its rounds (bench.measure.control) ---------------------
+
+SPELL = set(CASES[3:5])  # a slow spell of the host over two cases of the current run
+
+
+def _probed(doc: dict, probe_of=lambda key: 9e10) -> dict:
+    """The run with each case's control_flops set, as a CPU run records it."""
+    by_id = {case_id(key): key for key in CASES}
+    for entry in doc["benchmarks"]:
+        entry["extra_info"]["control_flops"] = probe_of(by_id[entry["extra_info"]["case_id"]])
+    return doc
+
+
+def _spell(seed: int, probe_slower: bool) -> dict:
+    run = sweep(seed, slowdown=1.6, slowed=lambda key: key in SPELL)
+    return _probed(run, lambda key: 9e10 / 1.6 if probe_slower and key in SPELL else 9e10)
+
+
+def test_a_slow_spell_over_some_cases_is_explained_by_their_own_probes():
+    base = _probed(sweep(1))
+    cmp = compare_runs(base, _spell(2, probe_slower=True))
+    spell = {case_id(key) for key in SPELL}
+    assert cmp.summary.exit_code == 0 and cmp.summary.locally_controlled == len(CASES)
+    assert all(v.verdict == "noisy" and "in-run control" in v.reason for v in cmp.cases if v.case_id in spell)
+    assert "24 of 24 timed cases against their own GEMM probe" in render_text(cmp)
+    # the run-level control (its GEMM at the start and end) cannot see a spell of a few cases
+    assert compare_runs(sweep(1), sweep(2, slowdown=1.6, slowed=lambda key: key in SPELL)).summary.exit_code == 1
+
+
+def test_slower_code_beside_steady_probes_is_still_caught():
+    cmp = compare_runs(_probed(sweep(1)), _spell(2, probe_slower=False))
+    assert {v.case_id for v in cmp.cases if v.verdict == "regressed"} == {case_id(key) for key in SPELL}
+
+
+def test_a_side_without_probes_falls_back_to_the_runs_gemm():
+    # an older results file has no control_flops: its cases are held to each run's GEMM, as before
+    cmp = compare_runs(sweep(1), _spell(2, probe_slower=True))
+    assert cmp.summary.locally_controlled == 0 and cmp.summary.exit_code == 1
+
+
+def test_a_pooled_baseline_keeps_each_pass_probe(tmp_path):
+    pooled = baseline.merge_passes([_probed(sweep(1), lambda key: 8e10), _probed(sweep(3), lambda key: 1e11)])
+    path = write(tmp_path, "pooled.json", pooled.to_dict())
+    entry = next(iter(read_run(path).entries()))
+    assert entry.pass_control == (8e10, 1e11) and entry.record.control_flops == pytest.approx(9e10)
+    assert compare_runs(read_run(path), _spell(2, probe_slower=True)).summary.locally_controlled == len(CASES)

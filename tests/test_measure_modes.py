@@ -166,6 +166,8 @@ def test_case_timing_cpu_modes_overhead_and_launch_bound():
     else:
         assert ct.overhead_pct() == pytest.approx(100 * (warm - kernel) / warm)
     assert ct.kernel.sdpa_kernel == "flash"
+    # the local control: a 96^3 product between the rounds, timed warm at a CPU core's speed (1-1000 GFLOP/s)
+    assert 1e9 < ct.control_flops < 1e12
     fake = modes.CaseTiming(0.0, "cpu", {"warm": timer.Timing([3e-5] * 7, 1, False, "f"),
                                          "kernel": timer.Timing([1e-5] * 7, 1, False, "f", "kernel")})
     assert fake.launch_bound() is True and fake.overhead_pct() == pytest.approx(200 / 3)

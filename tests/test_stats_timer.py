@@ -210,6 +210,21 @@ def test_adaptive_stops_at_min_rounds_when_samples_are_tight(clock):
     assert t.timer == "fake"
 
 
+def test_between_runs_after_every_round_outside_its_timing(clock):
+    def measure_round(calls: int) -> float:
+        clock.now += calls * 1e-4
+        return calls * 1e-4
+
+    def probe() -> None:  # the local control's probe: a slow one must neither enter a round nor cut the rounds
+        probes.append(clock.now)
+        clock.now += 1.0
+
+    probes: list[float] = []
+    t = timer._adaptive(measure_round, one_call_s=1e-4, case_budget_s=10.0, target=0.03, timer="fake", between=probe)
+    assert len(probes) == len(t.samples) == timer.MIN_ROUNDS
+    assert t.samples == pytest.approx([1e-4] * timer.MIN_ROUNDS)
+
+
 def test_adaptive_marks_noisy_when_budget_runs_out(clock):
     rng = random.Random(7)
 

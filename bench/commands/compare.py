@@ -28,7 +28,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--normalize", action="store_true",
                         help="compare times in GEMM units (time x the run's own GEMM FLOP/s); allows other machines")
     parser.add_argument("--no-control", dest="control", action="store_false",
-                        help="compare raw seconds, without the in-run GEMM control (same machine only)")
+                        help="compare raw seconds, without the in-run GEMM control (each case's own probe, else the "
+                             "run's GEMM; same machine only)")
     parser.add_argument("--output", metavar="FILE", help="also write the report to FILE (e.g. for a CI job summary)")
 
 

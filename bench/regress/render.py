@@ -81,7 +81,7 @@ def _context_lines(s: Summary) -> list[str]:
     if s.controlled:
         gb, gc = _gemm(s.baseline) / 1e9, _gemm(s.current) / 1e9
         own = s.locally_controlled
-        against = (f"{own} of {s.n_matched} cases against their own GEMM probe, timed between their rounds; "
+        against = (f"{own} of {s.noise.n_cases} timed cases against their own GEMM probe, timed between their rounds; "
                    "the rest against " if own else "")
         lines.append(f"in-run control: {against}each run's GEMM speed at its start and end (baseline {gb:.4g}, current "
                      f"{gc:.4g} GFLOP/s); a timing change must hold in seconds and in GEMM units")
