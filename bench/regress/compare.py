@@ -177,7 +177,7 @@ def _within_all(timed: dict[str, _Timed], rule: Rule) -> dict[str, tuple[float |
 
 
 def _time_verdict(t: _Timed, within: tuple[float | None, list[str]], noise: NoiseModel,
-                  rule: Rule) -> tuple[str, str, float | None]:
+                  rule: Rule, cls: str | None = None) -> tuple[str, str, float | None]:
     """(verdict, reason, p) for the timing of one case, following the rule in the module docstring."""
     thr = math.log1p(rule.threshold)
     ratio = t.cur_value / t.base_value
@@ -187,16 +187,18 @@ def _time_verdict(t: _Timed, within: tuple[float | None, list[str]], noise: Nois
     d = 1 if l > 0 else -1
     said = f"{'slower' if d > 0 else 'faster'} by {_pct(ratio)}"
     p, doubts = within[0], list(within[1])
-    apart = d * (l - noise.center)
-    alone = apart > noise.k * noise.sigma
-    in_group = noise.group_shift == d and apart > thr
+    center, sigma = noise.of(cls)  # the case's own timing mode's noise where it has enough cases
+    apart = d * (l - center)
+    alone = apart > noise.k * sigma
+    in_group = noise.group_shift == d and d * (l - noise.center) > thr  # the group test is over all cases
     if not (alone or in_group or noise.global_shift == d) and noise.kind == "prior":
         # two runs made apart carry run-to-run noise that only many cases can measure: say so, and what decides
         doubts.append(f"cannot decide: {noise.n_cases} cases are too few to measure the run-to-run noise (a case "
                       f"must move x{noise.floor_ratio:.2f} to count); `python -m bench ab REV` decides one case "
                       "from interleaved blocks")
     elif not (alone or in_group or noise.global_shift == d):
-        doubts.append(f"within run-to-run noise (alone a case must stand out of the others by x{noise.floor_ratio:.2f},"
+        doubts.append(f"within run-to-run noise (alone a case must stand out of the others by "
+                      f"x{noise.floor_ratio_of(cls):.2f},"
                       f" and the cases past the threshold do not lean {'slower' if d > 0 else 'faster'})")
     if noise.global_shift == d:
         # The whole run moved this way, past the threshold, with the clean cases leaning the same way (and, with
@@ -307,7 +309,9 @@ def _judge(bcases: dict[str, Entry], ccases: dict[str, Entry], common: list[str]
                 timed[cid] = t
     # clean or not matters only past the threshold (regress.noise); a case within it is unchanged, its rounds unread
     within = {cid: (None, []) for cid in timed} | _within_all(timed, rule)
-    noise = noise_model([t.log_ratio for t in timed.values()], [not within[cid][1] for cid in timed], rule)
+    classes = {cid: ccases[cid].record.timing_mode for cid in timed}
+    noise = noise_model([t.log_ratio for t in timed.values()], [not within[cid][1] for cid in timed], rule,
+                        [classes[cid] for cid in timed])
     return noise, [_case_verdict(cid, bcases[cid], ccases[cid], timed.get(cid), within.get(cid), noise, rule)
                    for cid in common]
 
@@ -345,7 +349,7 @@ def _case_verdict(cid: str, b: Entry, c: Entry, t: _Timed | None, within: tuple[
     if t is None or within is None:
         time_v, time_why, p, ratio = "noisy", "no usable rounds in one of the runs", None, None
     else:
-        time_v, time_why, p = _time_verdict(t, within, noise, rule)
+        time_v, time_why, p = _time_verdict(t, within, noise, rule, c.record.timing_mode)
         ratio = t.cur_value / t.base_value
         throttled = [name for name, e in (("baseline", b), ("current", c)) if e.record.throttled]
         if throttled and time_v in ("regressed", "improved"):  # a throttled GPU's clocks moved, not the code

@@ -10,6 +10,11 @@ naive,sdpa-math,sdpa-flash --heads 8 --kv-heads 8 --seq 256,512,1024 --mask caus
 results/noise-$i.json`, then `python -m bench compare results/noise-1.json results/noise-2.json`.
 So the cases of a comparison measure it themselves: the median of their log ratios is how much the run as a whole
 moved, and 1.4826 times their median absolute deviation is the spread of one case.
+Cases of different timing modes meet different noise: a cold case reads its KV cache from memory that the host's
+other tenants contend for, a warm one from its own cache. In three default runs of one commit (2-core AMD EPYC, a KVM
+guest, 2026-12-06) the cold cases' run-to-run sigma was 10-12.5% and the warm ones' 6%. So each mode with at least
+min_cases cases gets its own center and sigma (NoiseModel.classes) for the test of a lone case; the others, and the
+group and global tests, use all cases together.
 """
 
 from __future__ import annotations
@@ -71,6 +76,7 @@ class NoiseModel:
     global_p: float  # signed-rank test that the clean moves past the threshold from 0 lean to the center's side
     global_shift: int  # +1: the whole run is slower past the threshold; -1 faster; 0 neither
     geomean_ratio: float | None  # geometric mean of the ratios of all timed cases (information only)
+    classes: tuple[tuple[str, int, float, float], ...] = ()  # (class, cases, center, sigma) where a class has its own
 
     @property
     def center_ratio(self) -> float:
@@ -80,6 +86,16 @@ class NoiseModel:
     def floor_ratio(self) -> float:
         """How far (as a ratio) a case must stand out of the others to count on its own."""
         return math.exp(self.k * self.sigma)
+
+    def of(self, cls: str | None) -> tuple[float, float]:
+        """(center, sigma) a case of this class stands out of: its class's own where it has one, else all cases'."""
+        for name, _, center, sigma in self.classes:
+            if name == cls:
+                return center, sigma
+        return self.center, self.sigma
+
+    def floor_ratio_of(self, cls: str | None) -> float:
+        return math.exp(self.k * self.of(cls)[1])
 
 
 def median_mad(values: Sequence[float]) -> tuple[float, float]:
@@ -100,11 +116,13 @@ def _lean_p(moves: np.ndarray, direction: int) -> float:
     return float(wilcoxon(moves, alternative="greater" if direction > 0 else "less").pvalue)
 
 
-def noise_model(log_ratios: Sequence[float], clean: Sequence[bool], rule: Rule) -> NoiseModel:
+def noise_model(log_ratios: Sequence[float], clean: Sequence[bool], rule: Rule,
+                classes: Sequence[str | None] | None = None) -> NoiseModel:
     """Between-run noise from the cases themselves: within-run CIs understate it (README: noise on shared CPUs).
 
     clean[i]: case i's own rounds show its move clearly (steps a and b); only such cases count in the group and
-    global tests, so that cases with wide or bimodal rounds cannot make or hide a lean.
+    global tests, so that cases with wide or bimodal rounds cannot make or hide a lean. classes[i]: case i's timing
+    mode; a class of at least min_cases cases gets its own center and sigma (the module docstring).
     """
     x = np.asarray(log_ratios, dtype=float)
     ok = np.asarray(clean, dtype=bool)
@@ -126,4 +144,19 @@ def noise_model(log_ratios: Sequence[float], clean: Sequence[bool], rule: Rule) 
     global_p = _lean_p(x[ok & (np.abs(x) > thr)], 1 if center > 0 else -1)
     moved = abs(center) > thr and global_p < rule.alpha
     return NoiseModel("cross-case", n, center, sigma, rule.k, slower, faster, group_p, group, global_p,
-                      int(np.sign(center)) if moved else 0, geomean)
+                      int(np.sign(center)) if moved else 0, geomean, _classes(x, classes, rule))
+
+
+def _classes(x: np.ndarray, classes: Sequence[str | None] | None, rule: Rule
+             ) -> tuple[tuple[str, int, float, float], ...]:
+    """(class, cases, center, sigma) of each class with at least min_cases cases, when there are several classes."""
+    if classes is None or len(set(classes)) < 2:
+        return ()
+    names = np.asarray([str(c) for c in classes])
+    out = []
+    for name in sorted(set(names)):
+        own = x[names == name]
+        if len(own) >= rule.min_cases:
+            center, sigma = median_mad(own)
+            out.append((name, len(own), center, max(sigma, rule.sigma_floor)))
+    return tuple(out)

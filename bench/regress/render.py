@@ -46,6 +46,10 @@ def _noise_line(s: Summary) -> str:
     text = (f"run-to-run noise (from {n.n_cases} cases): sigma {n.sigma:.1%} per case; the run as a whole moved "
             f"{_ratio(n.center_ratio)}; alone a case must stand out of the others by {_ratio(n.floor_ratio)}; past the "
             f"threshold: {n.n_slower} clean cases slower, {n.n_faster} faster (lean p={n.group_p:.2g})")
+    if n.classes:  # each timing mode with enough cases has its own noise (bench.regress.noise)
+        text += "; by timing mode: " + ", ".join(f"{name} sigma {sigma:.1%} ({count} cases, stand out by "
+                                                 f"{_ratio(n.floor_ratio_of(name))})"
+                                                 for name, count, _, sigma in n.classes)
     if n.group_shift:
         text += f"; GROUP: the cases lean {'slower' if n.group_shift > 0 else 'faster'}"
     if n.global_shift:
@@ -80,11 +84,16 @@ def _context_lines(s: Summary) -> list[str]:
         lines += [f"machines differ: {d}" for d in s.fingerprint_diffs]
     if s.controlled:
         gb, gc = _gemm(s.baseline) / 1e9, _gemm(s.current) / 1e9
-        own = s.locally_controlled
-        against = (f"{own} of {s.noise.n_cases} timed cases against their own GEMM probe, timed between their rounds; "
-                   "the rest against " if own else "")
-        lines.append(f"in-run control: {against}each run's GEMM speed at its start and end (baseline {gb:.4g}, current "
-                     f"{gc:.4g} GFLOP/s); a timing change must hold in seconds and in GEMM units")
+        own, timed = s.locally_controlled, s.noise.n_cases
+        runs = f"each run's GEMM speed at its start and end (baseline {gb:.4g}, current {gc:.4g} GFLOP/s)"
+        if not own:
+            against = runs
+        elif own >= timed:
+            against = f"each timed case against its own GEMM probe, timed between its rounds (and {runs})"
+        else:
+            against = (f"{own} of {timed} timed cases against their own GEMM probe, timed between their rounds; "
+                       f"the rest against {runs}")
+        lines.append(f"in-run control: {against}; a timing change must hold in seconds and in GEMM units")
     lines += [f"warning: {w}" for w in s.warnings]
     if s.counts.get("inconclusive"):
         lines.append(f"{s.counts['inconclusive']} inconclusive: their intervals straddle the threshold, so they are "
