@@ -25,7 +25,10 @@ FLOP/s); otherwise the case is noisy. The GEMM is the case's own probe, timed be
 bench.measure.control: a slow spell of a shared host moves both), where both sides recorded one; else each run's
 calibration GEMM at its start and end.
 A case recorded `throttled` (its GPU stayed throttled for power or heat after a cool-down) in either run cannot be
-regressed or improved in time: it is noisy.
+regressed or improved in time: it is noisy. Nor can a CPU case whose probe ran under SPELL_SHARE of its run's usual
+probe speed (the median over the run's cases): it was timed in a slow spell of the host, which slows a call reading
+memory more than the probe (run it again). A lone case stands out of the noise of its own timing mode where that mode
+has min_cases cases (bench.regress.noise).
 Memory is deterministic enough to need no statistics: peak_mem_bytes up by more than the threshold -> regressed.
 Status: ok -> oom | incorrect | error is always a failure; other status changes are reported, not failed.
 Fewer than min_cases (8) timed cases: sigma is taken as prior_sigma (20%: on a 2-core CPU, per-case ratios between two
@@ -35,6 +38,7 @@ m as 0, and group/global do not apply.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -276,6 +280,8 @@ def compare_runs(baseline: RunDocument | dict, current: RunDocument | dict, rule
                           if _locally_controlled(bcases[cid]) and _locally_controlled(ccases[cid]))
         _, in_gemm = _judge(bcases, ccases, common, rule, bgemm, cgemm, per_pass=True, local=local)
         verdicts = [_controlled(v, w, rule) for v, w in zip(verdicts, in_gemm, strict=True)]
+        spells = {name: _in_spell(cases) for name, cases in (("baseline", bcases), ("current", ccases))}
+        verdicts = [_spell_checked(v, spells) for v in verdicts]
     verdicts += [CaseVerdict(cid, "missing", False, "in the baseline, not in the current run", bcases[cid].status,
                              None, None, None, None, None, None) for cid in bcases if cid not in ccases]
     verdicts += [CaseVerdict(cid, "new", False, "not in the baseline", None, ccases[cid].status, None, None,
@@ -328,6 +334,37 @@ def _controlled(raw: CaseVerdict, in_gemm: CaseVerdict, rule: Rule) -> CaseVerdi
               "the machine's speed moved, not the code)")
     return CaseVerdict(raw.case_id, "noisy", False, reason, raw.base_status, raw.cur_status, raw.base_value,
                        raw.cur_value, raw.ratio, raw.p_value, raw.mem_ratio)
+
+
+# A probe this far under its run's usual speed ran in a slow spell of the host: in three default runs on a shared
+# 2-core AMD EPYC, 85% of the cases' probes sat within 0.97-1.04 of their run's median and the rest at 0.74-0.88; those
+# cases took 1.26-1.29x (median; 90th percentile 1.56-1.71x) their time in the other runs, more than the probe itself
+# slowed (memory contention), so their time says little about the code.
+SPELL_SHARE = 0.9
+
+
+def _in_spell(cases: dict[str, Entry]) -> dict[str, float]:
+    """{case id: its probe's share of the run's usual speed} for the cases timed in a slow spell (SPELL_SHARE)."""
+    probes = {cid: e.record.control_flops for cid, e in cases.items() if _positive(e.record.control_flops)
+              and len(e.pass_rounds) < 2}  # a pooled entry's passes each have their own probe: not judged here
+    if len(probes) < 2:
+        return {}
+    usual = float(np.median(list(probes.values())))
+    return {cid: p / usual for cid, p in probes.items() if p < SPELL_SHARE * usual}
+
+
+def _spell_checked(v: CaseVerdict, spells: dict[str, dict[str, float]]) -> CaseVerdict:
+    """A timing verdict on a case timed in a slow spell of either run is noisy, as a throttled GPU's is."""
+    if v.verdict not in ("regressed", "improved"):
+        return v
+    hit = [f"the {name} run (its probe at {spell[v.case_id]:.2f} of the run's usual speed)"
+           for name, spell in spells.items() if v.case_id in spell]
+    mem = v.mem_ratio
+    if not hit or (v.verdict == "regressed" and mem is not None and mem > 1 + Rule().threshold and
+                   "peak memory" in v.reason):
+        return v
+    reason = f"{v.reason}, but it was timed in a slow spell of the host in {' and '.join(hit)}: run it again"
+    return dataclasses.replace(v, verdict="noisy", failing=False, reason=reason)
 
 
 def _case_verdict(cid: str, b: Entry, c: Entry, t: _Timed | None, within: tuple[float | None, list[str]] | None,
