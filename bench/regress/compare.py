@@ -25,8 +25,8 @@ FLOP/s); otherwise the case is noisy. The GEMM is the case's own probe, timed be
 bench.measure.control: a slow spell of a shared host moves both), where both sides recorded one; else each run's
 calibration GEMM at its start and end.
 A case recorded `throttled` (its GPU stayed throttled for power or heat after a cool-down) in either run cannot be
-regressed or improved in time: it is noisy. Nor can a CPU case whose probe ran under SPELL_SHARE of its run's usual
-probe speed (the median over the run's cases): it was timed in a slow spell of the host, which slows a call reading
+regressed or improved in time: it is noisy. Nor can a CPU case whose probe ran under SPELL_SHARE of its run's
+usual probe speed (bench.measure.control): it was timed in a slow spell of the host, which slows a call reading
 memory more than the probe (run it again). A lone case stands out of the noise of its own timing mode where that mode
 has min_cases cases (bench.regress.noise).
 Memory is deterministic enough to need no statistics: peak_mem_bytes up by more than the threshold -> regressed.
@@ -44,6 +44,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bench.measure.control import spell_shares
 from bench.measure.environment import fingerprint_diff
 from bench.regress.noise import CompareError, NoiseModel, Rule, noise_model
 from bench.regress.verdicts import VERDICTS, CaseVerdict, Comparison, Summary
@@ -336,21 +337,10 @@ def _controlled(raw: CaseVerdict, in_gemm: CaseVerdict, rule: Rule) -> CaseVerdi
                        raw.cur_value, raw.ratio, raw.p_value, raw.mem_ratio)
 
 
-# A probe this far under its run's usual speed ran in a slow spell of the host: in three default runs on a shared
-# 2-core AMD EPYC, 85% of the cases' probes sat within 0.97-1.04 of their run's median and the rest at 0.74-0.88; those
-# cases took 1.26-1.29x (median; 90th percentile 1.56-1.71x) their time in the other runs, more than the probe itself
-# slowed (memory contention), so their time says little about the code.
-SPELL_SHARE = 0.9
-
-
 def _in_spell(cases: dict[str, Entry]) -> dict[str, float]:
-    """{case id: its probe's share of the run's usual speed} for the cases timed in a slow spell (SPELL_SHARE)."""
-    probes = {cid: e.record.control_flops for cid, e in cases.items() if _positive(e.record.control_flops)
-              and len(e.pass_rounds) < 2}  # a pooled entry's passes each have their own probe: not judged here
-    if len(probes) < 2:
-        return {}
-    usual = float(np.median(list(probes.values())))
-    return {cid: p / usual for cid, p in probes.items() if p < SPELL_SHARE * usual}
+    """{case id: its probe's share of the run's usual speed} for the cases timed in a slow spell."""
+    # a pooled entry's passes each have their own probe: not judged here
+    return spell_shares({cid: e.record.control_flops for cid, e in cases.items() if len(e.pass_rounds) < 2})
 
 
 def _spell_checked(v: CaseVerdict, spells: dict[str, dict[str, float]]) -> CaseVerdict:
