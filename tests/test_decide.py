@@ -246,3 +246,29 @@ def test_a_condition_the_time_left_cannot_carry_is_passed_over_for_a_cheaper_one
     queue = [many, Open("one pair")]
     admitted = decide._admit(queue, [cheap], overhead=1.0, seconds=20.0, first=False)
     assert [e["cond"].name for e in admitted] == ["one pair"] and queue == [many]
+
+
+class ProbedWorkers(FakeWorkers):
+    """Each re-measured case runs at the usual speed again: its probe at 8.6e10 FLOP/s."""
+
+    def run(self, case, timeout_s):
+        outcome = super().run(case, timeout_s)
+        return Outcome(replace(outcome.record, control_flops=8.6e10), [])
+
+
+def test_cases_timed_in_a_slow_spell_are_re_measured_after_the_stalled_ones_within_their_share_of_time(monkeypatch):
+    import pandas as pd
+
+    from bench.analysis import suspects
+
+    probes = {"a": 8.6e10, "b": 8.5e10, "c": 8.7e10, "slow": 6.5e10, "slower": 6.0e10, "stalled": 8.6e10}
+    frame = pd.DataFrame([{"case_id": c, "status": "ok", "median_s": 2e-3, "control_flops": p}
+                          for c, p in probes.items()])
+    monkeypatch.setattr(suspects, "suspects", lambda df: [{"case_id": "stalled", "reason": "flat"}])
+    workers = ProbedWorkers({c: 1e-3 for c in probes})
+    clock = iter([100.0, 100.0, 100.0, 79.0])  # the first spell's run leaves less than 80% of the time
+    out = decide.remeasure_suspects(frame, {c: FakeCase(c) for c in probes}, workers, lambda: next(clock),
+                                    lambda line: None)
+    assert [(r["case_id"], r["kind"]) for r in out] == [("stalled", "stalled"), ("slower", "spell")]
+    assert out[1]["again_share"] == pytest.approx(8.6e10 / 8.55e10) and out[1]["first_s"] == 2e-3
+    assert set(suspects.again_by_case(out)) == {"stalled", "slower"}

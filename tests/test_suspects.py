@@ -1,8 +1,9 @@
 """Timings that look stalled are found against their line's work, and a re-measurement that shows a stall is used."""
 
 import pandas as pd
+import pytest
 
-from bench.analysis.suspects import again_by_case, note, suspects
+from bench.analysis.suspects import again_by_case, note, spells, suspects, usual_probe
 
 
 def _line(times_ms, backend="flex", kvs=(1024, 4096, 16384)):
@@ -27,3 +28,28 @@ def test_only_a_re_measurement_faster_by_half_replaces_the_first_and_the_note_na
     text = note(remeasured)
     assert "1 timing(s) looked stalled" in text and "a (r; again 0.70 ms)" in text and "measured alike again" in text
     assert note(None) == ""
+
+
+def _probed_line(probes):
+    rows = _line([0.05, 0.2, 0.8, 3.2], kvs=(1024, 4096, 16384, 65536))
+    return pd.DataFrame([r | {"control_flops": p} for r, p in zip(rows, probes, strict=True)])
+
+
+def test_a_case_whose_probe_ran_well_under_the_run_s_usual_speed_is_a_spell_suspect_the_slowest_first():
+    assert spells(_probed_line([8.6e10, 8.5e10, 8.7e10, 8.4e10])) == []
+    found = spells(_probed_line([7.0e10, 8.5e10, 6.5e10, 8.6e10]))  # usual (median) 7.75e10: 0.90 of it is 6.98e10
+    assert [s["case_id"] for s in found] == ["flex/kv16384"] and found[0]["kind"] == "spell"
+    assert "its probe at 0.84 of the run's usual speed" in found[0]["reason"]
+    assert spells(pd.DataFrame(_line([0.05, 0.2, 0.8]))) == []  # a file from before the probe
+    assert usual_probe(_probed_line([7.0e10, 8.5e10, 6.5e10, 8.6e10])) == pytest.approx(7.75e10)
+
+
+def test_a_spell_s_re_measurement_is_taken_only_when_faster_at_the_usual_speed():
+    spell = {"kind": "spell", "reason": "r", "first_s": 0.004}
+    remeasured = [spell | {"case_id": "taken", "again_s": 0.003, "again_share": 0.98},
+                  spell | {"case_id": "still-in-a-spell", "again_s": 0.003, "again_share": 0.8},
+                  spell | {"case_id": "not-faster", "again_s": 0.0041, "again_share": 1.0}]
+    assert set(again_by_case(remeasured)) == {"taken"}
+    text = note(remeasured)
+    assert "1 timing(s) ran in a slow spell of the host" in text and "taken (4.00 → 3.00 ms)" in text
+    assert "2 suspect timing(s) measured alike again" in text

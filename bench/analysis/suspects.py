@@ -8,10 +8,14 @@ lengths), ordered by work (FLOPs), a case is suspect when
   own time is over FLAT_FLOOR_S (below that, fixed per-call costs legitimately set the time), or
 - a jump: its work per second is under 1/JUMP of the previous case's (a cache that spills costs a few times, not
   more).
+A CPU case is a suspect of a second kind, a spell, when the probe timed between its rounds (control_flops) ran under
+bench.measure.control.SPELL_SHARE of the run's usual probe speed: a slow spell of the host, which slowed such cases
+1.26-1.29x (median) against the same case in other runs of the same code.
 Once the claims' least sets have run, a run re-measures each suspect once in a fresh worker (bench.engine.decide:
-RunMeta.suspects, each {"case_id", "reason", "first_s", "again_s", "again_low_s", "again_high_s"}); where the second
-measurement is faster by more than STALLED, the report takes it (a stall only ever adds time), flags the case noisy
-and names it.
+RunMeta.suspects, each {"case_id", "reason", "kind", "first_s", "again_s", "again_low_s", "again_high_s",
+"again_share"}); the report takes the second measurement (and flags the case noisy, and names it) where a stalled
+one is faster by more than STALLED (a stall only ever adds time), or a spell's is faster and its own probe ran at the
+usual speed (again_share, its probe's share of the first run's usual).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import Any
 import pandas as pd
 
 from bench.analysis.frames import SHAPE_KEYS, dense_rows, ok_rows
+from bench.measure.control import SPELL_SHARE, spell_shares
 
 FLAT, FLAT_FLOOR_S, MIN_WORK_STEP = 1.15, 1e-3, 2.0
 JUMP = 5.0
@@ -47,12 +52,38 @@ def suspects(df: pd.DataFrame) -> list[dict[str, Any]]:
     return [{"case_id": c, "reason": r} for c, r in found.items()]
 
 
+def spells(df: pd.DataFrame) -> list[dict[str, Any]]:
+    """The ok cases timed in a slow spell of the host (the module docstring), the slowest probe first:
+    [{"case_id", "reason", "kind": "spell"}]."""
+    if "control_flops" not in df:
+        return []
+    ok = ok_rows(df)
+    shares = spell_shares(dict(zip(ok["case_id"], pd.to_numeric(ok["control_flops"], errors="coerce"), strict=True)))
+    return [{"case_id": c, "kind": "spell", "reason": f"timed in a slow spell of the host (its probe at {share:.2f} of "
+                                                     "the run's usual speed)"}
+            for c, share in sorted(shares.items(), key=lambda item: item[1])]
+
+
+def usual_probe(df: pd.DataFrame) -> float | None:
+    """The run's usual probe speed: the median of its cases' control_flops (None without any)."""
+    if "control_flops" not in df:
+        return None
+    speeds = pd.to_numeric(ok_rows(df)["control_flops"], errors="coerce").dropna()
+    return float(speeds.median()) if len(speeds) else None
+
+
 def again_by_case(remeasured: Sequence[dict[str, Any]] | None) -> dict[str, dict[str, Any]]:
-    """The re-measurements that show a stall (faster by more than STALLED), by case id."""
+    """The re-measurements the report takes (the module docstring), by case id."""
     out = {}
     for r in remeasured or ():
         first, again = r.get("first_s"), r.get("again_s")
-        if isinstance(first, (int, float)) and isinstance(again, (int, float)) and 0 < again * STALLED < first:
+        if not (isinstance(first, (int, float)) and isinstance(again, (int, float)) and again > 0):
+            continue
+        if r.get("kind") == "spell":
+            share = r.get("again_share")
+            if isinstance(share, (int, float)) and share >= SPELL_SHARE and again < first:
+                out[str(r.get("case_id"))] = r
+        elif again * STALLED < first:
             out[str(r.get("case_id"))] = r
     return out
 
@@ -62,13 +93,19 @@ def note(remeasured: Sequence[dict[str, Any]] | None) -> str:
     which measured the same again (kept: a real effect of the machine, or of the kernel)."""
     if not remeasured:
         return ""
-    stalled = again_by_case(remeasured)
-    same = [r for r in remeasured if str(r.get("case_id")) not in stalled]
+    taken = again_by_case(remeasured)
+    stalled = {c: r for c, r in taken.items() if r.get("kind") != "spell"}
+    spelled = {c: r for c, r in taken.items() if r.get("kind") == "spell"}
+    same = [r for r in remeasured if str(r.get("case_id")) not in taken]
     parts = []
     if stalled:
         parts.append(f"{len(stalled)} timing(s) looked stalled and measured faster again in a fresh worker, so the "
                      "report uses the second measurement: " + "; ".join(
                          f"{c} ({r.get('reason')}; again {r['again_s'] * 1e3:.2f} ms)" for c, r in stalled.items()))
+    if spelled:
+        parts.append(f"{len(spelled)} timing(s) ran in a slow spell of the host and measured faster again at its "
+                     "usual speed, so the report uses the second measurement: " + "; ".join(
+                         f"{c} ({r['first_s'] * 1e3:.2f} → {r['again_s'] * 1e3:.2f} ms)" for c, r in spelled.items()))
     if same:
         parts.append(f"{len(same)} suspect timing(s) measured alike again and are kept: " + "; ".join(
             f"{r.get('case_id')} ({r.get('reason')})" for r in same))

@@ -21,8 +21,9 @@ re-measured: more rounds cannot decide it. The blocks go into the run's metadata
 spent on each condition; the report judges those conditions on their blocks.
 
 Before that, each timing that looks stalled (bench.analysis.suspects: flat against its work, or a jump against its
-neighbour) is measured once more in a fresh worker (RunMeta.suspects); the report takes the second measurement where
-it shows the first was stalled, and names the case.
+neighbour), then each timed in a slow spell of the host (its probe well under the run's usual speed), is measured once
+more in a fresh worker (RunMeta.suspects); the report takes the second measurement where it shows the first was
+stalled, or ran in the spell, and names the case.
 
 The frame the claims' judges read needs pandas: it is loaded here, once the sweep is over (the planner imports none).
 """
@@ -58,6 +59,10 @@ NEAR_BOUND = 1.10
 NEAR_PIVOTAL = 2.0
 BLOCK_GUESS_S = 1.5  # a pair's block before one has run: four slices and their first's setup
 ROUND_GUESS_S = 5.0  # a round's cost beyond its blocks before one has run: a worker's start, its first compile
+# cases timed in a slow spell re-measured at most, and the share of the deciding time they may take: a spell covers
+# about a tenth of a default run's cases on a shared host, and the open conditions need most of the time
+MAX_SPELLS = 16
+SPELL_SHARE_OF_DECIDING = 0.2
 MAX_SUSPECTS = 8  # stalled-looking timings re-measured at most: more means the machine, not a case, is the problem
 
 
@@ -143,24 +148,32 @@ def block(executor: Isolated, cond: OpenCondition, by_id: dict[str, Case], rng: 
 
 def remeasure_suspects(frame: Any, by_id: dict[str, Case], executor: Isolated,
                        seconds_left: Callable[[], float], say: Callable[[str], None]) -> list[dict[str, Any]]:
-    """Each timing that looks stalled (bench.analysis.suspects), measured once more, in a fresh worker."""
-    from bench.analysis.suspects import suspects
+    """Each timing that looks stalled, then each timed in a slow spell of the host (bench.analysis.suspects),
+    measured once more, in a fresh worker; the spells take at most SPELL_SHARE_OF_DECIDING of the time left."""
+    from bench.analysis.suspects import spells, suspects, usual_probe
 
-    found = [s for s in suspects(frame) if s["case_id"] in by_id][:MAX_SUSPECTS]
-    if found:
-        say(f"re-measuring {len(found)} timing(s) that look stalled, in a fresh worker:")
+    stalled = [s for s in suspects(frame) if s["case_id"] in by_id][:MAX_SUSPECTS]
+    seen = {s["case_id"] for s in stalled}
+    spelled = [s for s in spells(frame) if s["case_id"] in by_id and s["case_id"] not in seen][:MAX_SPELLS]
+    if stalled or spelled:
+        say(f"re-measuring {len(stalled)} timing(s) that look stalled and {len(spelled)} timed in a slow spell of the "
+            "host, in a fresh worker:")
     first = dict(zip(frame["case_id"], frame["median_s"], strict=True))
+    usual = usual_probe(frame)
+    spell_until = seconds_left() * (1 - SPELL_SHARE_OF_DECIDING)
     out = []
     executor.close()  # not the worker they stalled in
-    for s in found:
-        if seconds_left() <= 0:
+    for s in stalled + spelled:
+        if seconds_left() <= (spell_until if s.get("kind") == "spell" else 0):
             break
         record = executor.run(by_id[s["case_id"]], None).record
         if record.status != "ok" or not record.median_s:
             continue
-        out.append({**s, "first_s": float(first[s["case_id"]]), "again_s": record.median_s,
-                    "again_low_s": record.ci_low_s, "again_high_s": record.ci_high_s})
-        say(f"  {s['case_id']}: {s['reason']}; again {record.median_s * 1e3:.2f} ms")
+        share = record.control_flops / usual if record.control_flops and usual else None
+        out.append({"kind": "stalled", **s, "first_s": float(first[s["case_id"]]), "again_s": record.median_s,
+                    "again_low_s": record.ci_low_s, "again_high_s": record.ci_high_s, "again_share": share})
+        say(f"  {s['case_id']}: {s['reason']}; again {record.median_s * 1e3:.2f} ms"
+            + (f" (probe at {share:.2f})" if share else ""))
     return out
 
 
