@@ -103,8 +103,8 @@ def note(remeasured: Sequence[dict[str, Any]] | None) -> str:
                      "report uses the second measurement: " + "; ".join(
                          f"{c} ({r.get('reason')}; again {r['again_s'] * 1e3:.2f} ms)" for c, r in stalled.items()))
     if spelled:
-        parts.append(f"{len(spelled)} timing(s) ran in a slow spell of the host and measured faster again at its "
-                     "usual speed, so the report uses the second measurement: " + "; ".join(
+        parts.append(f"{len(spelled)} timing(s) ran in a slow spell of the host and measured faster once it ran at "
+                     "its usual speed again, so the report uses the second measurement: " + "; ".join(
                          f"{c} ({r['first_s'] * 1e3:.2f} → {r['again_s'] * 1e3:.2f} ms)" for c, r in spelled.items()))
     if same:
         parts.append(f"{len(same)} suspect timing(s) measured alike again and are kept: " + "; ".join(
