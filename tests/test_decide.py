@@ -268,7 +268,12 @@ def test_cases_timed_in_a_slow_spell_are_re_measured_after_the_stalled_ones_with
     workers = ProbedWorkers({c: 1e-3 for c in probes})
     clock = iter([100.0, 100.0, 100.0, 79.0])  # the first spell's run leaves less than 80% of the time
     out = decide.remeasure_suspects(frame, {c: FakeCase(c) for c in probes}, workers, lambda: next(clock),
-                                    lambda line: None)
+                                    lambda line: None, behind=frozenset({"slower"}))
+    # "slow" ran in a spell too, but "slower" is behind a claim's condition: it goes first
     assert [(r["case_id"], r["kind"]) for r in out] == [("stalled", "stalled"), ("slower", "spell")]
+    clock = iter([100.0, 100.0, 100.0, 79.0])
+    out = decide.remeasure_suspects(frame, {c: FakeCase(c) for c in probes}, ProbedWorkers(workers.seconds),
+                                    lambda: next(clock), lambda line: None, behind=frozenset({"slow"}))
+    assert [r["case_id"] for r in out] == ["stalled", "slow"]
     assert out[1]["again_share"] == pytest.approx(8.6e10 / 8.55e10) and out[1]["first_s"] == 2e-3
-    assert set(suspects.again_by_case(out)) == {"stalled", "slower"}
+    assert set(suspects.again_by_case(out)) == {"stalled", "slow"}

@@ -54,7 +54,7 @@ def suspects(df: pd.DataFrame) -> list[dict[str, Any]]:
 
 def spells(df: pd.DataFrame) -> list[dict[str, Any]]:
     """The ok cases timed in a slow spell of the host (the module docstring), the slowest probe first:
-    [{"case_id", "reason", "kind": "spell"}]."""
+    [{"case_id", "reason", "kind": "spell"}] (bench.engine.decide re-orders them by what they move and cost)."""
     if "control_flops" not in df:
         return []
     ok = ok_rows(df)

@@ -61,7 +61,7 @@ BLOCK_GUESS_S = 1.5  # a pair's block before one has run: four slices and their 
 ROUND_GUESS_S = 5.0  # a round's cost beyond its blocks before one has run: a worker's start, its first compile
 # cases timed in a slow spell re-measured at most, and the share of the deciding time they may take: a spell covers
 # about a tenth of a default run's cases on a shared host, and the open conditions need most of the time
-MAX_SPELLS = 16
+MAX_SPELLS = 32
 SPELL_SHARE_OF_DECIDING = 0.2
 MAX_SUSPECTS = 8  # stalled-looking timings re-measured at most: more means the machine, not a case, is the problem
 
@@ -147,18 +147,22 @@ def block(executor: Isolated, cond: OpenCondition, by_id: dict[str, Case], rng: 
 
 
 def remeasure_suspects(frame: Any, by_id: dict[str, Case], executor: Isolated,
-                       seconds_left: Callable[[], float], say: Callable[[str], None]) -> list[dict[str, Any]]:
+                       seconds_left: Callable[[], float], say: Callable[[str], None],
+                       behind: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
     """Each timing that looks stalled, then each timed in a slow spell of the host (bench.analysis.suspects),
-    measured once more, in a fresh worker; the spells take at most SPELL_SHARE_OF_DECIDING of the time left."""
+    measured once more, in a fresh worker; the spells take at most SPELL_SHARE_OF_DECIDING of the time left, those
+    behind a claim's condition (`behind`: their case ids) first, the quickest first among each, so that the time
+    re-measures as many as it can of those that move an answer."""
     from bench.analysis.suspects import spells, suspects, usual_probe
 
     stalled = [s for s in suspects(frame) if s["case_id"] in by_id][:MAX_SUSPECTS]
     seen = {s["case_id"] for s in stalled}
-    spelled = [s for s in spells(frame) if s["case_id"] in by_id and s["case_id"] not in seen][:MAX_SPELLS]
+    first = dict(zip(frame["case_id"], frame["median_s"], strict=True))
+    spelled = sorted((s for s in spells(frame) if s["case_id"] in by_id and s["case_id"] not in seen),
+                     key=lambda s: (s["case_id"] not in behind, first[s["case_id"]]))[:MAX_SPELLS]
     if stalled or spelled:
         say(f"re-measuring {len(stalled)} timing(s) that look stalled and {len(spelled)} timed in a slow spell of the "
             "host, in a fresh worker:")
-    first = dict(zip(frame["case_id"], frame["median_s"], strict=True))
     usual = usual_probe(frame)
     spell_until = seconds_left() * (1 - SPELL_SHARE_OF_DECIDING)
     out = []
@@ -190,8 +194,10 @@ def decide(doc: Any, path: Any, by_id: dict[str, Case], setup: RunnerSetup, thre
     executor.start(RunnerSetup(setup.calibration, setup.gpu_name, SLICE_BUDGET_S, None, threads))
     try:
         if doc is not None:
-            frame, _ = doc_frame(doc, path)
-            doc.meta.suspects = remeasure_suspects(frame, by_id, executor, seconds_left, say) or None
+            frame, info = doc_frame(doc, path)
+            behind = frozenset(case for verdict in verdicts(frame, info.meta) for c in verdict.conditions
+                               for pair in c.pairs for case in pair)
+            doc.meta.suspects = remeasure_suspects(frame, by_id, executor, seconds_left, say, behind) or None
         decided = _decide_open(doc, path, by_id, executor, seconds_left, say)
     finally:
         executor.close()
