@@ -78,9 +78,10 @@ def _noisy(v: Verdict) -> str:
 
 
 def suspect_notes(run: RunInfo) -> list[Block]:
-    """The timings that looked stalled, re-measured during the run (bench.analysis.suspects)."""
+    """The timings that looked stalled or ran in a slow spell of the host, re-measured during the run
+    (bench.analysis.suspects), under a heading of their own: they are not the last claim's."""
     text = suspect_note(run.meta.suspects)
-    return [Para(text)] if text else []
+    return [Heading("Timings measured again", 3), Para(text)] if text else []
 
 
 def plan_notes(run: RunInfo) -> list[Block]:
