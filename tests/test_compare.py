@@ -592,3 +592,14 @@ def test_a_case_timed_in_a_slow_spell_cannot_regress():
     assert cmp.summary.exit_code == 0
     assert all(v.verdict == "noisy" and "slow spell of the host in the current run (its probe at 0.80" in v.reason
                for v in cmp.cases if v.case_id in spell)
+
+
+def test_a_memory_regression_in_a_slow_spell_still_fails():
+    run = _probed(sweep(2, slowdown=2.0, slowed=lambda key: key in SPELL),
+                  lambda key: 9e10 / 1.25 if key in SPELL else 9e10)
+    spell = {case_id(key) for key in SPELL}
+    for entry in run["benchmarks"]:
+        if entry["extra_info"]["case_id"] in spell:
+            entry["extra_info"]["peak_mem_bytes"] *= 1.5  # memory needs no timing: a spell cannot explain it
+    cmp = compare_runs(_probed(sweep(1)), run)
+    assert {v.case_id for v in cmp.cases if v.verdict == "regressed"} == spell

@@ -282,7 +282,7 @@ def compare_runs(baseline: RunDocument | dict, current: RunDocument | dict, rule
         _, in_gemm = _judge(bcases, ccases, common, rule, bgemm, cgemm, per_pass=True, local=local)
         verdicts = [_controlled(v, w, rule) for v, w in zip(verdicts, in_gemm, strict=True)]
         spells = {name: _in_spell(cases) for name, cases in (("baseline", bcases), ("current", ccases))}
-        verdicts = [_spell_checked(v, spells) for v in verdicts]
+        verdicts = [_spell_checked(v, spells, rule) for v in verdicts]
     verdicts += [CaseVerdict(cid, "missing", False, "in the baseline, not in the current run", bcases[cid].status,
                              None, None, None, None, None, None) for cid in bcases if cid not in ccases]
     verdicts += [CaseVerdict(cid, "new", False, "not in the baseline", None, ccases[cid].status, None, None,
@@ -343,15 +343,15 @@ def _in_spell(cases: dict[str, Entry]) -> dict[str, float]:
     return spell_shares({cid: e.record.control_flops for cid, e in cases.items() if len(e.pass_rounds) < 2})
 
 
-def _spell_checked(v: CaseVerdict, spells: dict[str, dict[str, float]]) -> CaseVerdict:
-    """A timing verdict on a case timed in a slow spell of either run is noisy, as a throttled GPU's is."""
+def _spell_checked(v: CaseVerdict, spells: dict[str, dict[str, float]], rule: Rule) -> CaseVerdict:
+    """A timing verdict on a case timed in a slow spell of either run is noisy, as a throttled GPU's is; a memory
+    regression needs no timing and stands (as in _controlled)."""
     if v.verdict not in ("regressed", "improved"):
         return v
     hit = [f"the {name} run (its probe at {spell[v.case_id]:.2f} of the run's usual speed)"
            for name, spell in spells.items() if v.case_id in spell]
     mem = v.mem_ratio
-    if not hit or (v.verdict == "regressed" and mem is not None and mem > 1 + Rule().threshold and
-                   "peak memory" in v.reason):
+    if not hit or (v.verdict == "regressed" and mem is not None and mem > 1 + rule.threshold):
         return v
     reason = f"{v.reason}, but it was timed in a slow spell of the host in {' and '.join(hit)}: run it again"
     return dataclasses.replace(v, verdict="noisy", failing=False, reason=reason)
