@@ -12,6 +12,7 @@ import torch
 
 from bench.backends import get_backend
 from bench.cli import main
+from bench.errors import UsageError
 from bench.measure import kernels, modes, nvml, timer
 from bench.measure.spec_sheets import spec_sheet
 from bench.problem.columns import shape_from_fields
@@ -224,6 +225,11 @@ def test_profile_command_reads_a_case_id_and_refuses_several_cases(tmp_path, cap
 
     cid = "sdpa/gqa/b1-hq8-hkv2-q1-kv4096-d64/fp32/causal/decode/fwd/cpu"
     assert case_from_id(cid).id == cid
+    # a later field's value with dashes in it (a model's name) reads back whole
+    cid = "hf-sdpa/gqa/b1-hq32-hkv8-q256-kv1024-d128-model=llama-3-8b/fp32/causal/decode/fwd/cpu"
+    assert case_from_id(cid).id == cid
+    with pytest.raises(UsageError, match="expected six sizes"):
+        case_from_id("sdpa/mha/b1-hq8-hkv8-q1-kv16384/fp32/causal/decode/fwd/cpu")
     assert main(["profile", "sdpa/mha/b1-hq8/fp32", "--out", str(tmp_path)]) == 2
     assert main(["profile", "--seq", "64,128", "--out", str(tmp_path)]) == 2
     assert "profile takes one" in capsys.readouterr().err

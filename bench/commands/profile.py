@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import re
 from pathlib import Path
 
 import torch
@@ -50,8 +51,12 @@ def case_from_id(text: str) -> sweeps.Case:
     if len(parts) != 8:
         raise UsageError(f"case id {text!r}: expected backend/variant/shape/dtype/mask/phase/pass/device")
     backend, _, dims, dtype, mask_text, phase, pass_, device = parts
-    head, *extra = dims.split("-")
+    # a later field's value may hold dashes (model=llama-3-8b): those fields split where a name= follows a dash
+    sized, *later_text = re.split(r"-(?=[a-z_]+=)", dims, maxsplit=1)
+    head, *extra = sized.split("-")
     try:
+        if len(extra) != 5:
+            raise ValueError(f"{dims}: expected six sizes (b, hq, hkv, q, kv, d) before any name=value")
         sizes = {}
         for token, name in zip([head, *extra[:5]], ("batch", "n_heads", "n_kv_heads", "seq_q", "seq_kv", "head_dim"),
                                strict=True):
@@ -60,7 +65,7 @@ def case_from_id(text: str) -> sweeps.Case:
             if not token.startswith(prefix):
                 raise ValueError(token)
             sizes[name] = int(token[len(prefix):])
-        later = dict(token.split("=", 1) for token in extra[5:])
+        later = dict(token.split("=", 1) for token in re.split(r"-(?=[a-z_]+=)", *later_text)) if later_text else {}
         later = {k: int(v) if k in INT_COLUMNS else v for k, v in later.items()}
         shape = shape_from_fields({**sizes, "dtype": dtype, "mask": mask_text, **later})
     except (ValueError, TypeError, ShapeError) as err:
