@@ -57,6 +57,7 @@ FLASH_NOTES = (("sinks", "flash_attn_func has no sink logits"),
 SDPA = "bench.backends.sdpa:make"
 HF = "bench.backends.hf:make"
 HF_MASK = "bench.backends.hf:time_mask_build"
+HF_IMPORTS = ("transformers.modeling_utils", "transformers.masking_utils")  # 3.7 s of a new process's first call
 # the hf-* backends: transformers' attn_implementation each one calls (transformers' default is "sdpa")
 TRANSFORMERS_IMPLEMENTATIONS = {"hf-eager": "eager", "hf-sdpa": "sdpa", "hf-flex": "flex_attention",
                                 "hf-flash2": "flash_attention_2", "hf-flash3": "flash_attention_3"}
@@ -104,13 +105,15 @@ BACKENDS: dict[str, Backend] = {
         # transformers' attn_implementation paths (the optional [hf] extra), each with the mask transformers builds
         Backend("hf-eager", Deferred(HF, "hf-eager"), "transformers' eager attention (attn_implementation='eager'), "
                 "with its own additive mask", "materialising", "#c49c94", "+", opt_in=True, executes="all",
-                wraps="naive", mask_build=HF_MASK, variants=("softcap", "sinks"), variant_notes=HF_NOTES),
+                wraps="naive", mask_build=HF_MASK, variants=("softcap", "sinks"), variant_notes=HF_NOTES,
+                imports=HF_IMPORTS),
         Backend("hf-sdpa", Deferred(HF, "hf-sdpa"), "transformers' sdpa attention (attn_implementation='sdpa', its "
                 "default), with its own boolean mask", "tiled", "#aec7e8", "4", opt_in=True, wraps="sdpa",
-                mask_build=HF_MASK, variant_notes=HF_NOTES),
+                mask_build=HF_MASK, variant_notes=HF_NOTES, imports=HF_IMPORTS),
         Backend("hf-flex", Deferred(HF, "hf-flex"), "transformers' flex attention (attn_implementation="
                 "'flex_attention'), with its own BlockMask", "tiled", "#98df8a", "3", opt_in=True, compiles=True,
-                wraps="flex", mask_build=HF_MASK, variants=("softcap", "sinks"), variant_notes=HF_NOTES),
+                wraps="flex", mask_build=HF_MASK, variants=("softcap", "sinks"), variant_notes=HF_NOTES,
+                imports=HF_IMPORTS),
         *LINEAR_BACKENDS,  # linear attention (bench.backends.linear): offered linear cases of their methods alone
         *CASCADE_BACKENDS,  # cascade attention (bench.backends.cascade): offered shared-prefix batches alone
     ]

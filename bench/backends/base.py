@@ -151,6 +151,9 @@ class Backend:
     # batches are unsupported for it
     layouts: tuple[Layout, ...] = ()
     compiles: bool = False  # its first call on a new shape compiles (torch.compile): seconds, not microseconds
+    # modules its first call in a new process spends seconds importing (transformers), beside the compiler that
+    # `compiles` implies: the deciding rounds' workers are forked from a server that has them (bench.engine.forked)
+    imports: tuple[str, ...] = ()
     backward: bool = True  # False: fwd+bwd cases are unsupported (a forward-only kernel)
     origin: str = "built-in"  # where it comes from: built-in, `import MODULE:FUNCTION`, an entry point
     label: str = ""  # a display name its author chose (bench.backend(name=...)); the id keeps `name`

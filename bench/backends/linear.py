@@ -41,14 +41,16 @@ def linear_only(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, mask: Any,
 
 LINEAR_BACKENDS: tuple[Backend, ...] = (
     Backend("hf-gdn", linear_only, "gated DeltaNet through transformers' torch paths (Qwen3-Next's chunked prefill "
-            "and recurrent decode)", "tiled", "#6b6ecf", "x", backward=False, dense=False, linear=("gdn",)),
+            "and recurrent decode)", "tiled", "#6b6ecf", "x", backward=False, dense=False, linear=("gdn",),
+            imports=("transformers.models.qwen3_next.modeling_qwen3_next",)),
     Backend("torch-linear", linear_only, "plain causal linear attention in torch (textbook chunk form, recurrent "
             "decode)", "tiled", "#b5cf6b", "2", backward=False, dense=False, linear=("linear",)),
     Backend("fla-gdn", linear_only, "gated DeltaNet through flash-linear-attention's Triton kernels (CUDA, the fla "
             "package)", "tiled", "#e7969c", "|", devices=("cuda",), backward=False, dense=False, linear=("gdn",)),
     Backend("hf-mamba2", linear_only, "Mamba-2's SSD scan through transformers' torch paths (mamba2_chunk_scan "
             "prefill, mamba2_selective_state_update decode)", "tiled", "#e6550d", "X", backward=False, dense=False,
-            linear=("mamba2",)),
+            linear=("mamba2",), imports=("transformers.models.mamba2.modeling_mamba2",)),
     Backend("hf-kda", linear_only, "Kimi Delta Attention through transformers' torch paths (chunked prefill and "
-            "recurrent decode)", "tiled", "#ce6dbd", "H", backward=False, dense=False, linear=("kda",)),
+            "recurrent decode)", "tiled", "#ce6dbd", "H", backward=False, dense=False, linear=("kda",),
+            imports=("transformers.models.kimi_linear.modeling_kimi_linear",)),
 )

@@ -9,14 +9,15 @@ slice is the case's headline timing alone (Runner.slice: its call built, checked
 first slice in a worker, and kept for its second), so a block costs its timing, not a whole case's run. The
 blocks run in rounds: each round is a fresh worker process that takes one block of every condition still being
 decided, in a random order, so a worker's state (where its buffers landed, what it compiled) is part of the spread
-across rounds, not a constant that reads as a difference, and its start-up (torch, the compiler) is paid once per
-round, not once per block. Conditions join in order (those whose word could turn their claim's first, the straddling
-ones first among each; the least decided first) while each of them could still get MIN_DECIDE_BLOCKS blocks in the
-time left, at the costs the rounds so far have shown (a round: its start-up, then each block's usual seconds); the
-last to join leaves first when they cannot. One leaves once its blocks decide it (bench.analysis.decided: at least
-MIN_DECIDE_BLOCKS, judged by their signed-rank interval; at its bound is decided too: bench.analysis.conditions), show
-it on its bound, or reach MAX_BLOCKS, and the next
-joins. A condition open for a stated reason (a cache on-chip, too few lengths) is not
+across rounds, not a constant that reads as a difference, and its start-up is paid once per round, not once per
+block; the worker is forked from a server that imported torch, the compiler and transformers once
+(bench.engine.forked), so that start-up is its cases' own builds and compiles. Conditions join in order (those whose
+word could turn their claim's first, the straddling ones first among each; the least decided first) while each of
+them could still get MIN_DECIDE_BLOCKS blocks in the time left, at the costs the rounds so far have shown (a round:
+its start-up, then each block's usual seconds); the last to join leaves first when they cannot. One leaves once its
+blocks decide it (bench.analysis.decided: at least MIN_DECIDE_BLOCKS, judged by their signed-rank interval; at its
+bound is decided too: bench.analysis.conditions), show it on its bound, or reach MAX_BLOCKS, and the next joins.
+A condition open for a stated reason (a cache on-chip, too few lengths) is not
 re-measured: more rounds cannot decide it. The blocks go into the run's metadata (RunMeta.decided), with the seconds
 spent on each condition; the report judges those conditions on their blocks.
 
@@ -42,6 +43,7 @@ from bench.analysis.decided import MIN_DECIDE_BLOCKS, block_ratio, judged_by_blo
 from bench.analysis.verdict import FAILS, HOLDS, INCONCLUSIVE
 from bench.claims import CLAIMS, verdicts
 from bench.engine.execute import RunnerSetup
+from bench.engine.forked import preload
 from bench.engine.isolate import Isolated
 from bench.problem.case import Case
 
@@ -190,13 +192,16 @@ def decide(doc: Any, path: Any, by_id: dict[str, Case], setup: RunnerSetup, thre
     processes with the run's threads, each slice SLICE_BUDGET_S of timing)."""
     from bench.analysis.load import doc_frame
 
-    executor = executor or Isolated(threads)
+    frame, behind = None, frozenset()
+    if doc is not None:
+        frame, info = doc_frame(doc, path)
+        behind = frozenset(case for verdict in verdicts(frame, info.meta) for c in verdict.conditions
+                           for pair in c.pairs for case in pair)
+    # each round's fresh worker forked from a server that has imported what the claims' cases need (bench.engine.forked)
+    executor = executor or Isolated(threads, preload(by_id[case].backend for case in behind if case in by_id))
     executor.start(RunnerSetup(setup.calibration, setup.gpu_name, SLICE_BUDGET_S, None, threads))
     try:
-        if doc is not None:
-            frame, info = doc_frame(doc, path)
-            behind = frozenset(case for verdict in verdicts(frame, info.meta) for c in verdict.conditions
-                               for pair in c.pairs for case in pair)
+        if frame is not None:
             doc.meta.suspects = remeasure_suspects(frame, by_id, executor, seconds_left, say, behind) or None
         decided = _decide_open(doc, path, by_id, executor, seconds_left, say)
     finally:

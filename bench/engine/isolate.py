@@ -1,7 +1,8 @@
 """Cases in a worker process (bench.engine.worker), each with a time limit: a case past its limit ends as `timeout`
 and its worker is ended; a worker that dies (a signal, an abort, an exit) ends its case as `crashed` with the
 signal or exit code and the last lines of its stderr; a fresh worker takes the next case. The parent keeps the
-results store, so nothing finished is lost whatever the worker does.
+results store, so nothing finished is lost whatever the worker does. A worker is a new interpreter, or, for an
+executor given a preload, forked from a server that has imported those modules once (bench.engine.forked).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dataclasses import replace
 from typing import Any
 
 from bench.engine.execute import RunnerSetup
+from bench.engine.forked import ForkedProcess
 from bench.engine.outcome import Outcome
 from bench.problem.case import Case
 from bench.results.meta import Calibration
@@ -46,11 +48,15 @@ class WorkerDied(Exception):
 class Worker:
     """One worker process and its pipes; `ask` waits for the answer at most `timeout_s`."""
 
-    def __init__(self, threads: int | None = None) -> None:
+    def __init__(self, threads: int | None = None, preload: tuple[str, ...] | None = None) -> None:
         env = {**os.environ, "KINETO_LOG_LEVEL": os.environ.get("KINETO_LOG_LEVEL", "5")}
-        argv = [sys.executable, "-m", "bench.engine.worker", *(["--threads", str(threads)] if threads else [])]
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     env=env)
+        args = ["-m", "bench.engine.worker", *(["--threads", str(threads)] if threads else [])]
+        self.proc: subprocess.Popen | ForkedProcess
+        if preload is None:  # a new interpreter
+            self.proc = subprocess.Popen([sys.executable, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         stderr=subprocess.PIPE, env=env)
+        else:  # forked from the server that imported these (bench.engine.forked)
+            self.proc = ForkedProcess(args[1:], {"KINETO_LOG_LEVEL": env["KINETO_LOG_LEVEL"]}, preload)
         self.tail: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
         self._relay = threading.Thread(target=self._pass_stderr, daemon=True)
         self._relay.start()
@@ -100,8 +106,9 @@ class Worker:
 class Isolated:
     """bench.engine.execute's Executor in a worker process, with a per-case time limit."""
 
-    def __init__(self, threads: int | None = None) -> None:
+    def __init__(self, threads: int | None = None, preload: tuple[str, ...] | None = None) -> None:
         self.threads = threads  # --threads: each worker sets them before it measures anything
+        self.preload = preload  # None: each worker a new interpreter; else forked from a server that imported these
         self.setup: RunnerSetup | None = None  # what each fresh worker's Runner is built from
         self.worker: Worker | None = None
         self.has_runner = False
@@ -110,7 +117,7 @@ class Isolated:
 
     def _ready(self, with_runner: bool = False) -> Worker:
         if self.worker is None:
-            self.worker, self.has_runner = Worker(self.threads), False
+            self.worker, self.has_runner = Worker(self.threads, self.preload), False
         if with_runner and not self.has_runner:
             assert self.setup is not None, "start() first"
             self.runner_threads = self.worker.ask({"cmd": "runner", **self.setup.to_dict()})["threads"]
