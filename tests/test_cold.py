@@ -118,6 +118,27 @@ def test_headline_samples_rotate_then_free_the_copies() -> None:
     assert len(call.copies) == 1
 
 
+def test_headline_samples_asked_to_keep_fill_once_and_reuse_the_copies() -> None:
+    call = Rotating(lambda k: k.sum(), (torch.ones(256),))
+    headline_samples(call, "cpu", 1e-5, 0.05, ColdPlan(multiple=1.0), keep=True)
+    copies = [c[0].data_ptr() for c in call.copies]
+    assert call.filled and len(copies) > 1
+    headline_samples(call, "cpu", 1e-5, 0.05, ColdPlan(multiple=1.0), keep=True)
+    assert [c[0].data_ptr() for c in call.copies] == copies  # not filled again
+
+
+def test_a_workers_slices_keep_a_blocks_pair_filled_and_free_the_cases_before() -> None:
+    runner = Runner(Calibration(gemm_flops_per_s=1e11, copy_bytes_per_s=1e10), case_budget_s=0.02,
+                    cold=ColdPlan(multiple=0.5))
+    a, b, c = (_decode(), _decode("naive"), _decode("sdpa-math"))
+    for case in (a, b, b, a):  # an ABBA block
+        assert runner.slice(case) > 0
+    assert runner.filled == [b.id, a.id]
+    assert all(runner.sliced[x.id][0].filled for x in (a, b))
+    runner.slice(c)  # the next condition's block: the last case sliced stays filled beside it, the one before not
+    assert runner.filled == [a.id, c.id] and not runner.sliced[b.id][0].filled
+
+
 def _decode(backend: str = "sdpa", phase: str = "decode") -> Case:
     seq_q = 1 if phase == "decode" else 256
     shape = AttentionShape(1, seq_q, 256, 8, 2, 64, "fp32", case_mask("causal"))

@@ -32,6 +32,7 @@ from bench.measure.environment import gpu_reading
 from bench.measure.memory import available_cpu_bytes, peak_bytes
 from bench.measure.modes import CaseTiming, time_case, time_headline
 from bench.measure.nvml import Gpu
+from bench.measure.rotation import Rotating
 from bench.measure.spec_sheets import spec_sheet
 from bench.measure.stats import summarize
 from bench.measure.timer import warm_up
@@ -43,6 +44,17 @@ __all__ = ["EXACT_CHECK_ELEMENTS", "Outcome", "ReferenceCache", "Runner", "check
 
 
 SLICED_KEPT = 8  # cases whose built call a worker keeps for their next slice: a block's pairs
+# cases whose cold copies stay filled between their slices: a block's pair, so ABBA fills each side once, not twice
+# (a fill copies past 3 x the L2 + L3: 0.1-0.4 s on a 260 MiB L3, as long as a slice's timing) ...
+FILLED_KEPT = 2
+# ... while the memory free is at least this many times a rotation's target; below it, only the case being sliced
+FILLED_HEADROOM = 4
+
+
+def _hold(fn: Callable[[], object]) -> None:
+    """A kept call's cold copies freed (bench.measure.rotation.Rotating.hold), if it has any."""
+    if isinstance(fn, Rotating):
+        fn.hold()
 
 
 def _is_oom(err: BaseException) -> bool:
@@ -75,6 +87,7 @@ class Runner:
         self.last: tuple[Callable[[], object], CaseTiming] | None = None
         self.references = ReferenceCache()
         self.sliced: dict[str, tuple[Callable[[], object], float]] = {}  # case id -> (its call, one call's seconds)
+        self.filled: list[str] = []  # sliced cases whose cold copies are filled, the last sliced last
 
     def run(self, case: Case) -> Outcome:
         record = new_record(case, get_backend(case.backend).memory)
@@ -161,7 +174,7 @@ class Runner:
         next (a block's ABBA runs each case twice); a failed check raises ValueError."""
         if case.id not in self.sliced:
             if len(self.sliced) >= SLICED_KEPT:
-                self.sliced.pop(next(iter(self.sliced)))
+                _hold(self.sliced.pop(next(iter(self.sliced)))[0])
             kind = kind_of(case.shape)
             setup = kind.setup(case)
             check, _ = kind.check(case, setup, self.references)
@@ -170,7 +183,22 @@ class Runner:
             fn = kind.timed_call(case, setup)
             self.sliced[case.id] = (fn, warm_up(fn, case.device)[1])
         fn, one_call_s = self.sliced[case.id]
-        return time_headline(fn, case.device, one_call_s, self.case_budget_s, self.cold, self.cache(case.device))
+        self._keep_filled(case)
+        return time_headline(fn, case.device, one_call_s, self.case_budget_s, self.cold, self.cache(case.device),
+                             keep=True)
+
+    def _keep_filled(self, case: Case) -> None:
+        """Before a slice: the cold copies of the FILLED_KEPT - 1 cases sliced last stay filled, beside this one's
+        (none when memory is short: a fill made beside them must not come out partly warm); every other's are freed."""
+        self.filled = [c for c in self.filled if c != case.id and c in self.sliced]
+        fn = self.sliced[case.id][0]
+        roomy = case.device != "cpu" or (available_cpu_bytes() or 0) >= (
+            FILLED_HEADROOM * self.cold.multiple * self.cache(case.device).bytes)
+        keep = self.filled[len(self.filled) - (FILLED_KEPT - 1):] if roomy or getattr(fn, "filled", False) else []
+        for old in self.filled:
+            if old not in keep:
+                _hold(self.sliced[old][0])
+        self.filled = [*keep, case.id]
 
     def cache(self, device: str) -> CacheSize:
         if device not in self.caches:

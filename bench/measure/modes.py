@@ -212,24 +212,26 @@ def time_case(fn: Callable[[], object], device: str, case_budget_s: float, gpu: 
 
 
 def headline_samples(fn: Callable[[], object], device: str, one_call_s: float, case_budget_s: float,
-                     cold: ColdPlan | None = None, cache: CacheSize | None = None) -> list[float]:
+                     cold: ColdPlan | None = None, cache: CacheSize | None = None, keep: bool = False) -> list[float]:
     """The headline mode alone, its per-round seconds: one slice of an interleaved block (bench.engine.decide) or of
     `bench ab`, whose case was warmed up and checked before. A Rotating call is rotated for it and held after, so
-    the copies are freed before the next case's."""
-    rotate(fn, device, cold or ColdPlan(), cache)
+    the copies are freed before the next case's; keep: its copies stay filled for its next slice, and one already
+    filled is not filled again (the caller holds them: bench.engine.runner keeps a block's pair)."""
+    if not (keep and isinstance(fn, Rotating) and fn.filled):
+        rotate(fn, device, cold or ColdPlan(), cache)
     try:
         if device == "cuda":
             return time_cold(fn, case_budget_s, TARGET).samples
         return time_cpu(fn, one_call_s, case_budget_s, TARGET).samples
     finally:
-        if isinstance(fn, Rotating):
+        if isinstance(fn, Rotating) and not keep:
             fn.hold()
 
 
 def time_headline(fn: Callable[[], object], device: str, one_call_s: float, case_budget_s: float,
-                  cold: ColdPlan | None = None, cache: CacheSize | None = None) -> float:
+                  cold: ColdPlan | None = None, cache: CacheSize | None = None, keep: bool = False) -> float:
     """The median of headline_samples: what a record's median_s is."""
-    return summarize(headline_samples(fn, device, one_call_s, case_budget_s, cold, cache)).median
+    return summarize(headline_samples(fn, device, one_call_s, case_budget_s, cold, cache, keep)).median
 
 
 def _recover() -> None:

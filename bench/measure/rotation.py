@@ -53,6 +53,11 @@ class Rotating:
         return Rotating(outer(self.call), self.original, self.view)
 
     @property
+    def filled(self) -> bool:
+        """Whether copies are made (fill) and not yet freed (hold)."""
+        return len(self.copies) > 1
+
+    @property
     def set_bytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in self.original)
 
