@@ -39,7 +39,8 @@ COMPILE_S = {"cpu": 10.0, "cuda": 10.0}
 INDEXER_SHARE = 0.05  # a top-K indexer's FLOPs run far below the GEMM ceiling: ReLU, weights and top-K over H x S^2
 MIN_ROUND_S = 2e-3  # bench.measure.timer: a round lasts at least this long
 TYPICAL_ROUNDS = 15  # rounds the adaptive timer usually takes before its CI target
-KERNEL_MODE_S = 0.15  # the kernel mode's profiled calls (about 50 ms) and the profiler's start and stop
+KERNEL_MODE_S = 0.12  # the kernel mode's profiled calls (about 20 ms) and the profiler's start and stop
+KERNEL_MIN_CALLS = 1  # bench.measure.kernels.MIN_CALLS: a slow case's profile is one call
 PER_CASE_S = 0.05  # inputs, the record, the journal line
 WARM_BESIDE = 0.25  # bench.measure.modes.WARM_BESIDE_BUDGET: a cold case's warm mode, on that share of its budget
 WARM_LEAST_ROUNDS = 3  # bench.measure.timer.LONG_CALL_MIN_ROUNDS: and as few rounds as that
@@ -117,7 +118,7 @@ def predict(case: Case, record: Record, calibration: Calibration, memory: str, c
     rounds = max(3 * one, min(case_budget_s, TYPICAL_ROUNDS * max(one, MIN_ROUND_S)))
     if case.device == "cuda":
         rounds *= 2  # cold and graph modes beside warm, on half the budget each
-    kernel = max(3 * one, KERNEL_MODE_S)
+    kernel = max(KERNEL_MIN_CALLS * one, KERNEL_MODE_S)
     index = indexer_s(record, calibration)
     apart = index and 4 * index + max(3 * index, min(case_budget_s / 2, TYPICAL_ROUNDS * max(index, MIN_ROUND_S)))
     cold_s = rotation_s(case, record, calibration, one, case_budget_s, cold) if case.device == "cpu" else 0.0
