@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
 
 import pytest
@@ -82,3 +83,16 @@ def test_the_server_is_replaced_for_other_modules_and_ends_with_its_socket():
         worker.end()
     second.end()
     assert second.proc.poll() == 0
+
+
+def test_a_worker_whose_server_cannot_fork_starts_a_new_interpreter_instead(monkeypatch, capsys):
+    modules = ("bench.kinds", "bench.engine.isolate")
+    monkeypatch.setattr(forked, "_failed", {})
+    forked.failed(modules, "the worker server ended (exit code 3)")  # as when an import initialised CUDA
+    worker = Worker(1, modules)
+    try:
+        assert isinstance(worker.proc, subprocess.Popen)
+        assert "fingerprint" in worker.ask({"cmd": "facts", "device": "cpu", "profile": "quick"}, timeout_s=120)
+    finally:
+        worker.end()
+    assert "exit code 3" in capsys.readouterr().err

@@ -83,17 +83,27 @@ class Server:
 
 
 _server: Server | None = None  # one at a time: a run's deciding phase forks all its workers from one
+_failed: dict[tuple[str, ...], str] = {}  # modules whose server could not serve, and why: not started again
 
 
 def server(modules: tuple[str, ...]) -> Server:
-    """The running server for these modules, started (and any other ended) when there is none."""
+    """The running server for these modules, started (and any other ended) when there is none; RuntimeError where
+    a server for them has failed before."""
     global _server
+    if modules in _failed:
+        raise RuntimeError(_failed[modules])
     if _server is not None and (_server.modules != modules or _server.proc.poll() is not None):
         _server.end()
         _server = None
     if _server is None:
         _server = Server(modules)
     return _server
+
+
+def failed(modules: tuple[str, ...], why: str) -> None:
+    """Remember that the server for these modules could not fork a worker (bench.engine.isolate then starts new
+    interpreters)."""
+    _failed[modules] = why
 
 
 class ForkedProcess:
@@ -228,6 +238,10 @@ def main() -> None:
     for name in sys.argv[2:]:
         with contextlib.suppress(ImportError):  # an optional extra not installed: its cases say so themselves
             importlib.import_module(name)
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():  # a forked child cannot use CUDA its parent initialised
+        print("bench.engine.forked: an import initialised CUDA, so forked workers could not use it", file=sys.stderr)
+        sys.exit(3)
     _serve(sock)
 
 

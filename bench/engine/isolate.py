@@ -19,8 +19,8 @@ import time
 from dataclasses import replace
 from typing import Any
 
+from bench.engine import forked
 from bench.engine.execute import RunnerSetup
-from bench.engine.forked import ForkedProcess
 from bench.engine.outcome import Outcome
 from bench.problem.case import Case
 from bench.results.meta import Calibration
@@ -51,12 +51,17 @@ class Worker:
     def __init__(self, threads: int | None = None, preload: tuple[str, ...] | None = None) -> None:
         env = {**os.environ, "KINETO_LOG_LEVEL": os.environ.get("KINETO_LOG_LEVEL", "5")}
         args = ["-m", "bench.engine.worker", *(["--threads", str(threads)] if threads else [])]
-        self.proc: subprocess.Popen | ForkedProcess
+        self.proc: subprocess.Popen | forked.ForkedProcess
+        if preload is not None:  # forked from the server that imported these (bench.engine.forked)
+            try:
+                self.proc = forked.ForkedProcess(args[1:], {"KINETO_LOG_LEVEL": env["KINETO_LOG_LEVEL"]}, preload)
+            except RuntimeError as err:  # it could not start or fork: new interpreters from here on, as without one
+                forked.failed(preload, str(err))
+                print(f"attnbench: {err}; workers start as new interpreters", file=sys.stderr)
+                preload = None
         if preload is None:  # a new interpreter
             self.proc = subprocess.Popen([sys.executable, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                          stderr=subprocess.PIPE, env=env)
-        else:  # forked from the server that imported these (bench.engine.forked)
-            self.proc = ForkedProcess(args[1:], {"KINETO_LOG_LEVEL": env["KINETO_LOG_LEVEL"]}, preload)
         self.tail: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
         self._relay = threading.Thread(target=self._pass_stderr, daemon=True)
         self._relay.start()
