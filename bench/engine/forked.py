@@ -63,7 +63,8 @@ class Server:
         theirs.close()
 
     def spawn(self, argv: list[str], env: dict[str, str], fds: list[int]) -> int:
-        """A forked worker's pid; fds: its stdin, stdout, stderr and status pipe ends (the caller closes its own)."""
+        """A forked worker's pid; argv: bench.engine.worker's flags; fds: its stdin, stdout, stderr and status pipe
+        ends (the caller closes its own)."""
         try:
             socket.send_fds(self.sock, [json.dumps({"argv": argv, "env": env}).encode()], fds)
             answer = self.sock.recv(MESSAGE_BYTES)
@@ -140,7 +141,7 @@ class ForkedProcess:
         return self.returncode
 
     def kill(self) -> None:
-        if self.returncode is None:
+        if self.poll() is None:  # not a pid the server has reaped, which another process may have taken since
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, signal.SIGKILL)
 

@@ -54,7 +54,7 @@ class Worker:
         self.proc: subprocess.Popen | forked.ForkedProcess
         if preload is not None:  # forked from the server that imported these (bench.engine.forked)
             try:
-                self.proc = forked.ForkedProcess(args[1:], {"KINETO_LOG_LEVEL": env["KINETO_LOG_LEVEL"]}, preload)
+                self.proc = forked.ForkedProcess(args[2:], {"KINETO_LOG_LEVEL": env["KINETO_LOG_LEVEL"]}, preload)
             except RuntimeError as err:  # it could not start or fork: new interpreters from here on, as without one
                 forked.failed(preload, str(err))
                 print(f"attnbench: {err}; workers start as new interpreters", file=sys.stderr)
