@@ -213,3 +213,23 @@ def test_the_report_sets_cold_beside_warm_for_a_run_s_cases(tmp_path: Path) -> N
     table = cold.summary(frame)
     assert [row[:3] for row in table] == [["decode", "naive", "fp32"], ["decode", "sdpa", "fp32"]]
     assert all("→" in row[5] and row[6].endswith(")") for row in table) and cold.partly_warm(frame) == []
+
+
+def test_a_slice_told_its_case_was_checked_skips_the_float64_check_and_one_not_told_runs_it(monkeypatch) -> None:
+    import bench.engine.runner as runner_module
+
+    real = runner_module.kind_of(_decode().shape)
+
+    class Failing:  # the case's kind, with a check that fails
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        def check(self, *args):
+            raise AssertionError("checked")
+
+    monkeypatch.setattr(runner_module, "kind_of", lambda shape: Failing())
+    runner = Runner(Calibration(gemm_flops_per_s=1e11, copy_bytes_per_s=1e10), case_budget_s=0.02,
+                    cold=ColdPlan(multiple=0.5))
+    assert runner.slice(_decode(), check=False) > 0
+    with pytest.raises(AssertionError, match="checked"):
+        runner.slice(_decode("naive"))

@@ -23,7 +23,7 @@ class FakeWorkers:
 
     def __init__(self, seconds: dict[str, float], worker_factor=lambda n: 1.0) -> None:
         self.seconds, self.worker_factor = seconds, worker_factor
-        self.workers, self.live, self.calls = 0, False, []
+        self.workers, self.live, self.calls, self.checked = 0, False, [], []
 
     def start(self, setup: RunnerSetup) -> None:
         self.setup = setup
@@ -32,12 +32,14 @@ class FakeWorkers:
         self.live = False
 
     def run(self, case, timeout_s):
-        return Outcome(replace(_RECORD, status="ok", median_s=self.slice(case, timeout_s)), [])
+        return Outcome(replace(_RECORD, status="ok", median_s=self.slice(case, timeout_s, check=False)), [])
 
-    def slice(self, case, timeout_s):
+    def slice(self, case, timeout_s, check=True):
         if not self.live:
             self.workers, self.live = self.workers + 1, True
         self.calls.append((self.workers, case.id))
+        if check:
+            self.checked.append((self.workers, case.id))
         return self.seconds[case.id] * self.worker_factor(self.workers)
 
 
@@ -71,6 +73,8 @@ def test_each_block_runs_in_a_fresh_worker_in_abba_order_until_its_blocks_decide
         assert ids in (["mha", "gqa", "gqa", "mha"], ["gqa", "mha", "mha", "gqa"]) and b["order"] in ("ABBA", "BAAB")
         assert b["ratio"] == pytest.approx(2.4)
     assert workers.setup.case_budget_s == decide.SLICE_BUDGET_S
+    # each case is checked against float64 at its first slice of the deciding only, not in every round's worker
+    assert sorted(workers.checked) == [(1, "gqa"), (1, "mha")]
 
 
 def test_a_condition_on_its_bound_stops_once_its_blocks_show_it_and_time_left_stops_the_phase(monkeypatch):
@@ -89,7 +93,7 @@ def test_a_condition_on_its_bound_stops_once_its_blocks_show_it_and_time_left_st
 def _alternating(workers):
     plain = FakeWorkers.slice
 
-    def timed(case, timeout_s):
+    def timed(case, timeout_s, check=True):
         out = plain(workers, case, timeout_s)
         return out * (1.3 if workers.workers % 2 and case.id == "mha" else 0.7 if case.id == "mha" else 1.0)
     return timed
@@ -161,7 +165,7 @@ def test_a_condition_whose_estimate_sits_within_its_band_is_decided_at_its_bound
     ratios = [1.86, 1.99, 1.88, 1.97, 1.90, 1.95] + [1.96, 1.97] * 3
     steady = FakeWorkers({"mha": 2e-3, "gqa": 1e-3})
     plain = FakeWorkers.slice
-    steady.slice = lambda case, timeout_s: plain(steady, case, timeout_s) * (
+    steady.slice = lambda case, timeout_s, check=True: plain(steady, case, timeout_s) * (
         ratios[steady.workers - 1] / 2.0 if case.id == "mha" else 1.0)
     [got] = _decide(steady)
     cond = condition({"backend": "c"}, 2.05, (1.8, 2.3), 2.0, holds_above=True)
@@ -173,7 +177,7 @@ def test_a_condition_whose_estimate_sits_within_its_band_is_decided_at_its_bound
 def test_a_block_that_cannot_run_ends_its_condition_s_blocks_and_the_console_says_why(monkeypatch):
     _open(monkeypatch)
     broken = FakeWorkers({"mha": 2e-3, "gqa": 1e-3})
-    broken.slice = lambda case, timeout_s: None
+    broken.slice = lambda case, timeout_s, check=True: None
     broken.slice_error = "mha: ValueError: 3 of 512 outputs differ from float64"
     said = []
     by_id = {i: FakeCase(i) for i in ("mha", "gqa")}
@@ -185,7 +189,7 @@ def test_a_block_that_cannot_run_ends_its_condition_s_blocks_and_the_console_say
 def _wobbling(workers):
     plain = FakeWorkers.slice
 
-    def timed(case, timeout_s):
+    def timed(case, timeout_s, check=True):
         out = plain(workers, case, timeout_s)
         return out * (1.02 * (1.02 if workers.workers % 2 else 0.98) if case.id == "mha" else 1.0)
     return timed
@@ -201,7 +205,7 @@ def test_a_condition_whose_blocks_cost_more_than_guessed_gives_way_to_the_one_be
     workers = FakeWorkers({"mha": 2.4e-3, "gqa": 1e-3, "x": 1.5e-3, "y": 1e-3})
     plain = FakeWorkers.slice
 
-    def timed(case, timeout_s):  # x and y take 10 s a slice; the others no time
+    def timed(case, timeout_s, check=True):  # x and y take 10 s a slice; the others no time
         clock[0] += 10.0 if case.id in ("x", "y") else 0.0
         return plain(workers, case, timeout_s)
     workers.slice = timed

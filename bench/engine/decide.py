@@ -5,8 +5,10 @@ NEAR_BOUND of it (one worker's CI does not see what another worker would give).
 
 Each such condition names the (top, bottom) cases behind its ratio (bench.analysis.conditions). They are measured
 again in blocks, each pair as ABBA or BAAB at random, so a slow spell of the machine lands on both sides alike; a
-slice is the case's headline timing alone (Runner.slice: its call built, checked against float64 and warmed up at its
-first slice in a worker, and kept for its second), so a block costs its timing, not a whole case's run. The
+slice is the case's headline timing alone (Runner.slice: its call built and warmed up at its first slice in a worker,
+and kept for its second), so a block costs its timing, not a whole case's run. A case is checked against float64 at
+its first slice of the deciding, not again in each later round's worker: the same code on the same seeded inputs
+gives the same output there, and the check of a prefill case (its float64 reference) cost more than its block. The
 blocks run in rounds: each round is a fresh worker process that takes one block of every condition still being
 decided, in a random order, so a worker's state (where its buffers landed, what it compiled) is part of the spread
 across rounds, not a constant that reads as a difference, and its start-up is paid once per round, not once per
@@ -130,17 +132,22 @@ def pivotal(cond: Any, conditions: Any) -> bool:
 
 
 def block(executor: Isolated, cond: OpenCondition, by_id: dict[str, Case], rng: random.Random,
-          worker: int) -> dict[str, Any] | None:
-    """One block of a condition in the round's worker: each pair ABBA or BAAB; None when a case did not end ok."""
+          worker: int, checked: set[str] | None = None) -> dict[str, Any] | None:
+    """One block of a condition in the round's worker: each pair ABBA or BAAB; None when a case did not end ok.
+    checked: the cases a slice of this deciding has already checked against float64 (their first slice in a later
+    round's worker is not checked again); each case this block times is added."""
 
     order = rng.choice(("ABBA", "BAAB"))
+    checked = set() if checked is None else checked
     tops, bottoms = [], []
     for top, bottom in cond.pairs:
         slices: dict[str, list[float]] = {"A": [], "B": []}
         for side in order:
-            seconds = executor.slice(by_id[top if side == "A" else bottom], SLICE_TIMEOUT_S)
+            case_id = top if side == "A" else bottom
+            seconds = executor.slice(by_id[case_id], SLICE_TIMEOUT_S, check=case_id not in checked)
             if seconds is None:
                 return None
+            checked.add(case_id)
             slices[side].append(seconds)
         tops.append(slices["A"])
         bottoms.append(slices["B"])
@@ -220,6 +227,7 @@ def _decide_open(doc: Any, path: Any, by_id: dict[str, Case], executor: Isolated
     say(f"deciding {len(queue)} open condition(s) in interleaved blocks, a round of blocks per fresh worker "
         f"({max(0.0, seconds_left()):.0f} s left for it):")
     rng, done, active, rounds, overhead = random.Random(0), [], [], 0, ROUND_GUESS_S
+    checked: set[str] = set()  # cases a slice has checked against float64: once per case is enough
     while (queue or active) and seconds_left() > 0:
         for entry in _over(active, overhead, seconds_left()):  # its blocks cost more than guessed
             active.remove(entry)
@@ -235,7 +243,7 @@ def _decide_open(doc: Any, path: Any, by_id: dict[str, Case], executor: Isolated
             if seconds_left() <= 0:
                 break
             started = time.perf_counter()
-            got = block(executor, entry["cond"], by_id, rng, rounds)
+            got = block(executor, entry["cond"], by_id, rng, rounds, checked)
             entry["block_s"].append(time.perf_counter() - started)
             ran.append(entry)
             if got is not None:

@@ -157,13 +157,14 @@ class Isolated:
             return Outcome(replace(_before(case, self.runner_threads), status="crashed", reason=died.describe()[:500]))
         return Outcome(Record.from_dict(answer["record"]), [float(x) for x in answer["samples"]])
 
-    def slice(self, case: Case, timeout_s: float | None = None) -> float | None:
-        """One slice of an interleaved block in this worker (Runner.slice): its median seconds, or None where the
-        case failed, timed out or took its worker down (the worker is then ended: the next call starts a fresh one);
-        slice_error then says which."""
+    def slice(self, case: Case, timeout_s: float | None = None, check: bool = True) -> float | None:
+        """One slice of an interleaved block in this worker (Runner.slice; check: whether its first slice in this
+        worker checks it against float64): its median seconds, or None where the case failed, timed out or took its
+        worker down (the worker is then ended: the next call starts a fresh one); slice_error then says which."""
         self.slice_error = ""
         try:
-            answer = self._ready(with_runner=True).ask({"cmd": "slice", "case": case.to_dict()}, timeout_s)
+            request = {"cmd": "slice", "case": case.to_dict(), "check": check}
+            answer = self._ready(with_runner=True).ask(request, timeout_s)
         except TimeoutError:
             self.close()
             self.slice_error = f"{case.id}: still running after {timeout_s or 0:.0f} s; its worker was ended"

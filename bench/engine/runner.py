@@ -168,18 +168,20 @@ class Runner:
             self.last = (fn, case_timing)
         return Outcome(record, timing.samples)
 
-    def slice(self, case: Case) -> float:
+    def slice(self, case: Case, check: bool = True) -> float:
         """One slice of an interleaved block (bench.engine.decide): the headline mode's median alone. The case's
-        call is built, checked against float64 and warmed up at its first slice in this process, and kept for its
-        next (a block's ABBA runs each case twice); a failed check raises ValueError."""
+        call is built, checked against float64 (unless `check` is False: its caller has seen this case pass that
+        check in this run) and warmed up at its first slice in this process, and kept for its next (a block's ABBA
+        runs each case twice); a failed check raises ValueError."""
         if case.id not in self.sliced:
             if len(self.sliced) >= SLICED_KEPT:
                 _hold(self.sliced.pop(next(iter(self.sliced)))[0])
             kind = kind_of(case.shape)
             setup = kind.setup(case)
-            check, _ = kind.check(case, setup, self.references)
-            if not check.ok:
-                raise ValueError(check.describe())
+            if check:
+                checked, _ = kind.check(case, setup, self.references)
+                if not checked.ok:
+                    raise ValueError(checked.describe())
             fn = kind.timed_call(case, setup)
             self.sliced[case.id] = (fn, warm_up(fn, case.device)[1])
         fn, one_call_s = self.sliced[case.id]

@@ -12,7 +12,7 @@ anything else printed goes to stderr, which the parent relays and keeps the last
   {"cmd": "runner", "calibration", "gpu_name", "case_budget_s", "trace_dir", "threads", "cold"}
                                                                    -> {"threads": torch's threads}
   {"cmd": "run", "case": {"backend", "shape": {...}, "phase", "pass_", "device"}}  -> {"record", "samples"}
-  {"cmd": "slice", "case": {...}}                                  -> {"median_s"} or {"error"} (Runner.slice)
+  {"cmd": "slice", "case": {...}, "check": bool}                  -> {"median_s"} or {"error"} (Runner.slice)
 The worker ignores SIGINT: Ctrl-C is the parent's to handle (it ends the worker when it stops).
 """
 
@@ -75,7 +75,7 @@ def serve(request: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
         from bench.problem.case import Case
 
         try:
-            return {"median_s": state["runner"].slice(Case.from_dict(request["case"]))}
+            return {"median_s": state["runner"].slice(Case.from_dict(request["case"]), request.get("check", True))}
         except Exception as err:  # noqa: BLE001 - a block that cannot time its case is dropped, not the run
             return {"error": f"{type(err).__name__}: {err}"[:500]}
     return {"error": f"unknown command {cmd!r}"}
