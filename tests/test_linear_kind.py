@@ -208,3 +208,17 @@ def test_a_line_at_fixed_tokens_per_batch_is_one_condition(tmp_path):
     assert len(v.detail) == 1 and v.detail[0]["lengths"] == [1024, 2048, 4096], v.numbers
     assert v.verdict == HOLDS and v.detail[0]["s_star"] == 2048 and "B 1–4" in v.numbers
     assert v.conditions[0].fields["batch"] == "1–4"
+
+
+def test_a_decode_line_whose_dense_growth_is_decided_names_its_linear_steps_as_the_pair_to_re_measure(tmp_path):
+    from bench.analysis.decided import with_blocks
+
+    v = linear_decode(frame(decode_world(1.0, 8.0), tmp_path))
+    [c] = v.conditions
+    [(top, bottom)] = c.pairs  # the linear step at the longest KV over the shortest: the condition's ratio
+    assert top.startswith("hf-gdn/") and "kv16384" in top and "kv1024-" in bottom
+    blocks = [{"ratio": r} for r in (1.5, 1.6, 1.55, 1.45, 1.52, 1.58)]  # interleaved blocks: it grows after all
+    assert with_blocks(v, "linear-decode", [{"claim": "linear-decode", "pairs": [[top, bottom]],
+                                            "blocks": blocks}]).verdict == FAILS
+    (tmp_path / "flat-dense").mkdir()  # dense growth not shown: flatness alone cannot decide it, so no pair
+    assert linear_decode(frame(decode_world(1.0, 1.1), tmp_path / "flat-dense")).conditions[0].pairs == ()

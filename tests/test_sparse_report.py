@@ -333,6 +333,23 @@ def test_sparse_kernels_one_near_the_ideal_and_one_far_from_it_read_depends(tmp_
                                   "short of 0.5")
 
 
+def test_each_kernel_names_its_speedup_twin_and_itself_as_the_pair_its_blocks_re_measure(tmp_path):
+    from bench.analysis.decided import with_blocks
+
+    recs = [record(case("sdpa-flash", 4096), 0.08), record(case("flex", 4096), 0.16),
+            record(case("flex", 4096, BLOCK), 0.16 / 3, density=0.125),  # 3x of the ideal 8x: 0.375, fails
+            record(case("topk-gather", 4096, TOPK), 0.08 / 3, total_s=0.08 / 3, density=0.2)]
+    verdict = speedup_claim(frame(recs, tmp_path))
+    flex, gather = verdict.conditions
+    assert flex.pairs == ((case("flex", 4096).id, case("flex", 4096, BLOCK).id),) and flex.pair_scale == 0.125
+    assert gather.pairs[0][0] == case("sdpa-flash", 4096).id  # no dense run of its own: the best dense kernel's
+    # blocks that time the twin 4.4x the kernel: 0.55 of the ideal 8x, so the kernel holds after all
+    blocks = [{"ratio": r} for r in (4.4, 4.5, 4.3, 4.4, 4.6, 4.35)]
+    again = with_blocks(verdict, "sparse-ideal", [{"claim": "sparse-ideal", "pairs": [list(p) for p in flex.pairs],
+                                                   "blocks": blocks}])
+    assert again.conditions[0].verdict == HOLDS and 0.53 < again.conditions[0].ratio < 0.57
+
+
 def test_a_top_k_gather_is_judged_over_the_best_dense_kernel(tmp_path):
     recs = [record(case("sdpa-flash", 4096), 0.08), record(case("naive", 4096), 0.5),
             record(case("topk-gather", 4096, TOPK), 0.08 / 3, indexer_s=0.01, total_s=0.08 / 3 + 0.01, density=0.2)]

@@ -144,6 +144,7 @@ class Condition:
     # the cases whose times make the ratio, as (top, bottom) case ids: ratio = top's time / bottom's time (the
     # median over the pairs). A run re-measures them in interleaved blocks to decide the condition (bench.engine.decide)
     pairs: tuple[tuple[str, str], ...] = ()
+    pair_scale: float = 1.0  # its ratio per time ratio of its pairs (sparse-ideal: a speedup over the ideal 1/density)
     band: float = AT_BOUND  # the band around the bound where a condition is at its bound (module docstring)
     at_bound: bool = False  # its estimate is at its bound: `verdict` is then what its claim counts that as
     at_bound_means: str = HOLDS  # what "at its bound" counts as for its claim: HOLDS or FAILS

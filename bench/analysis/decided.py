@@ -3,12 +3,13 @@ after the claims' least sets), the condition is judged on those blocks instead o
 
 A block ran in a fresh worker process: each (top, bottom) pair of the condition measured as ABBA or BAAB (A the top
 case), so a slow spell lands on both sides alike. The block's ratio is the geometric mean over its pairs of the top's
-mean slice over the bottom's. Over n >= MIN_DECIDE_BLOCKS blocks, the estimate is the Hodges-Lehmann centre of the
-log ratios and the interval the distribution-free 95% interval of that centre (bench.regress.blocks at alpha 0.025
-on each side): ranks, so a block that ran beside a busy neighbour weighs no more than any other, and a fresh process
-per block, so what a worker's state does to a case (where its buffers landed, what it compiled) is part of the
-spread the interval covers. With fewer blocks the condition keeps its CI-based interval and says how many blocks it
-has.
+mean slice over the bottom's, times the condition's pair_scale where its ratio is not a time ratio (sparse-ideal: the
+dense twin's time over the sparse kernel's, over the ideal 1/density). Over n >= MIN_DECIDE_BLOCKS blocks, the estimate
+is the Hodges-Lehmann centre of the log ratios and the interval the distribution-free 95% interval of that centre
+(bench.regress.blocks at alpha 0.025 on each side): ranks, so a block that ran beside a busy neighbour weighs no more
+than any other, and a fresh process per block, so what a worker's state does to a case (where its buffers landed, what
+it compiled) is part of the spread the interval covers. With fewer blocks the condition keeps its CI-based interval and
+says how many blocks it has.
 
 Run metadata (RunMeta.decided): one dict per condition re-measured, {"claim", "condition", "key", "pairs", "blocks",
 "spent_s"} ("key": the condition's key fields; files before it have its label alone, "condition"); a block is
@@ -50,7 +51,7 @@ def blocks_interval(ratios: Sequence[float]) -> tuple[float, float, float]:
 def judged_by_blocks(cond: Condition, blocks: Sequence[dict[str, Any]]) -> Condition:
     """The condition judged on its blocks (as the module docstring says), or as it was with a note of how many
     blocks it has when they are too few for an interval."""
-    ratios = [float(b["ratio"]) for b in blocks if _positive(b.get("ratio"))]
+    ratios = [float(b["ratio"]) * cond.pair_scale for b in blocks if _positive(b.get("ratio"))]
     if len(ratios) < MIN_DECIDE_BLOCKS or cond.verdict == NOT_JUDGED:  # too few for an interval: its CI stands
         return dataclasses.replace(cond, blocks=len(ratios))
     estimate, low, high = blocks_interval(ratios)

@@ -51,16 +51,16 @@ def _best_dense(dense: pd.DataFrame, sparse: pd.DataFrame) -> pd.DataFrame:
     at = dense.merge(sparse[TWIN_KEYS].drop_duplicates(), on=TWIN_KEYS, how="inner")
     picked = [fastest(list(rows.index), lambda i, rows=rows: float(rows.at[i, "median_s"]))
               for _, rows in at.groupby(TWIN_KEYS, dropna=False, sort=False)]
-    return at.loc[picked, [*TWIN_KEYS, *TIMES, "backend"]].rename(columns={**_named("best_dense_"),
-                                                                             "backend": "best_dense"})
+    return at.loc[picked, [*TWIN_KEYS, *TIMES, "backend", "case_id"]].rename(columns={
+        **_named("best_dense_"), "backend": "best_dense", "case_id": "best_dense_case_id"})
 
 
 def sparse_costs(df: pd.DataFrame) -> pd.DataFrame:
     """One row per ok sparse case with a dense case at its shape: budget, method, length, cost_s (total_s, else
-    median_s), best_dense_s and best_dense (the best dense kernel there), ratio = cost_s / best_dense_s,
-    twin_s and twin (its speedup twin), speedup = twin_s / median_s, ideal = 1 / density and share = speedup / ideal;
-    each time with its CI (best_dense_ci_low_s .. twin_ci_high_s, cost_ci_* = the kernel's CI shifted by its indexer
-    and mask build), for the claims' intervals."""
+    median_s), best_dense_s and best_dense (the best dense kernel there), ratio = cost_s / best_dense_s, twin_s, twin
+    and twin_case_id (its speedup twin), speedup = twin_s / median_s, ideal = 1 / density and share = speedup /
+    ideal; each time with its CI (best_dense_ci_low_s .. twin_ci_high_s, cost_ci_* = the kernel's CI shifted by its
+    indexer and mask build), for the claims' intervals."""
     if "sparsity" not in df or df.empty:
         return pd.DataFrame()
     ok = ok_rows(attention_rows(df[~serving_rows(df)]))
@@ -69,9 +69,10 @@ def sparse_costs(df: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     ok = ok.assign(**{c: ok[c] if c in ok else ok["median_s"] for c in TIMES[1:]})
     sparse, dense = ok[is_sparse], ok[~is_sparse]
-    own = dense[["backend", *TWIN_KEYS, *TIMES]].drop_duplicates(["backend", *TWIN_KEYS])
+    own = dense[["backend", *TWIN_KEYS, *TIMES, "case_id"]].drop_duplicates(["backend", *TWIN_KEYS])
     out = sparse.merge(_best_dense(dense, sparse), on=TWIN_KEYS, how="inner").merge(
-        own.rename(columns=_named("own_dense_")), on=["backend", *TWIN_KEYS], how="left")
+        own.rename(columns={**_named("own_dense_"), "case_id": "own_dense_case_id"}), on=["backend", *TWIN_KEYS],
+        how="left")
     if out.empty:
         return pd.DataFrame()
     own_run = out["own_dense_s"].notna()  # the speedup twin: its own dense run, else the best dense kernel
@@ -84,6 +85,7 @@ def sparse_costs(df: pd.DataFrame) -> pd.DataFrame:
         **{f"twin_{part}": out[f"own_dense_{part}"].where(own_run, out[f"best_dense_{part}"])
            for part in ("s", "ci_low_s", "ci_high_s")},
         twin=out["backend"].where(own_run, out["best_dense"]),
+        twin_case_id=out["own_dense_case_id"].where(own_run, out["best_dense_case_id"]),
         ideal=1 / out["density"])
     overhead = out["cost_s"] - out["median_s"]  # the indexer and mask build: their noise is not recorded apart
     out["cost_ci_low_s"], out["cost_ci_high_s"] = out["ci_low_s"] + overhead, out["ci_high_s"] + overhead

@@ -18,6 +18,9 @@ dense kernel at a shape is the fastest twin the run measured there. A line is on
   the best dense step's at the same two
   lengths (growing: the whole interval ≥ DENSE_GROWS), over ≥ MIN_LINEAR_LENGTHS KV lengths spanning ≥ LINEAR_SPAN×.
   A condition holds where both hold, does not hold where either is wholly on the wrong side, else is inconclusive.
+  Where the dense growth is decided, the flatness is the condition's ratio to decide: its two cases are the pair a
+  run re-measures in interleaved blocks (a step of a fraction of a millisecond moved ×1.9 between runs, timed
+  minutes apart).
   The KV from which the linear step is faster (its interval below the best dense step's at that and every longer
   KV) is reported with it.
 The claims' word is bench.analysis.conditions' rule over the conditions. The questions fund, per linear method, one
@@ -243,7 +246,10 @@ def decode_conditions(rows: pd.DataFrame) -> list[tuple[Condition, dict]]:
                                           f"dense growth {grow_low:.2f}–{grow_high:.2f}× (≥ {DENSE_GROWS:g}×) "
                                           "straddles its bound")
         faster = faster_from(line, 1.0)
-        c = Condition(key, flat, flat_low, flat_high, verdict, FLAT_WITHIN, holds_above=False, why=why,
+        # where the dense step's growth is decided, flatness alone decides the word: the run may re-measure the
+        # linear step at the two KV lengths in interleaved blocks (bench.engine.decide)
+        pairs = ((str(last["case_id"]), str(first["case_id"])),) if not why and grow_low >= DENSE_GROWS else ()
+        c = Condition(key, flat, flat_low, flat_high, verdict, FLAT_WITHIN, holds_above=False, why=why, pairs=pairs,
                       facts={"dense_growth": grows, "dense_growth_low": grow_low, "dense_growth_high": grow_high,
                              "dense_grows_at": DENSE_GROWS, "against": str(last["best_dense"]),
                              "faster_from": faster})

@@ -9,7 +9,9 @@ questions (every sparse kernel: the claims hold on one that wins; prefill first,
 Each claim is judged per condition (bench.analysis.conditions): one method line of a kernel that executes its keep-set
 sparsely (bench.analysis.traits.SPARSE_KERNELS; a dense kernel given the keep-set as a mask skips no work, and no
 question funds its lines) at one phase, mask, dtype and head geometry, at its longest length, its ratio's interval
-from each time drawn within its own CI; the data are bench.analysis.sparse_cost's (each sparse case beside the best
+from each time drawn within its own CI (sparse-ideal: its speedup twin's case over the kernel's is the pair a run
+re-measures in interleaved blocks, the block's time ratio over the ideal 1/density its share); the data are
+bench.analysis.sparse_cost's (each sparse case beside the best
 dense kernel and its speedup twin, and each line's S*).
 """
 
@@ -264,7 +266,8 @@ def sparse_speedup(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
         r = line.loc[line["length"].idxmax()]
         low, high = (x / float(r["ideal"]) for x in ratio_interval(line.loc[[r.name]], "twin_", ""))
         found.append(condition(condition_key(r, split), float(r["share"]), (low, high), IDEAL_SHARE,
-                               holds_above=True, unit=OF_IDEAL,
+                               holds_above=True, unit=OF_IDEAL, pairs=((r["twin_case_id"], r["case_id"]),),
+                               pair_scale=1 / float(r["ideal"]),
                                facts={"speedup": float(r["speedup"]), "ideal": float(r["ideal"]),
                                       "length": int(r["length"]), "against": r["twin"]}))
         said.append(f"{found[-1].name}: {r['speedup']:.2f}× of {r['ideal']:.3g}× (density "
