@@ -150,6 +150,17 @@ def test_conditions_whose_word_could_turn_their_claim_s_are_pivotal():
     assert decide.pivotal(close, [close, twin, far])  # the two near kernels failing together turn depends to fails
 
 
+def test_claims_take_turns_so_one_with_many_near_conditions_cannot_take_every_block():
+    def cond(claim, n):
+        return decide.OpenCondition(claim, condition({"backend": f"{claim}{n}"}, 1.0, (0.9, 1.1), 1.05, False))
+
+    many = [(False, cond("auto", n)) for n in range(4)]
+    ranked = [*many[:3], (False, cond("cascade", 0)), many[3], (True, cond("auto", 9)), (False, cond("linear", 0))]
+    got = [(c.claim, c.condition.fields["backend"]) for c in decide.in_turns(ranked)]
+    assert got == [("auto", "auto0"), ("cascade", "cascade0"), ("linear", "linear0"), ("auto", "auto1"),
+                   ("auto", "auto2"), ("auto", "auto3"), ("auto", "auto9")]  # the one not pivotal last
+
+
 def test_a_condition_whose_blocks_straddle_its_bound_within_five_percent_of_it_meets_it(monkeypatch):
     _open(monkeypatch)
     flip = FakeWorkers({"mha": 2e-3, "gqa": 1e-3})

@@ -3,22 +3,22 @@
 own CI, straddles their bound; those within NEAR_PIVOTAL of it whose word could turn their claim's; and those within
 NEAR_BOUND of it (one worker's CI does not see what another worker would give).
 
-Each such condition names the (top, bottom) cases behind its ratio (bench.analysis.conditions). They are measured
-again in blocks, each pair as ABBA or BAAB at random, so a slow spell of the machine lands on both sides alike; a
-slice is the case's headline timing alone (Runner.slice: its call built and warmed up at its first slice in a worker,
-and kept for its second), so a block costs its timing, not a whole case's run. A case is checked against float64 at
-its first slice of the deciding, not again in each later round's worker: the same code on the same seeded inputs
-gives the same output there, and the check of a prefill case (its float64 reference) cost more than its block. The
-blocks run in rounds: each round is a fresh worker process that takes one block of every condition still being
-decided, in a random order, so a worker's state (where its buffers landed, what it compiled) is part of the spread
-across rounds, not a constant that reads as a difference, and its start-up is paid once per round, not once per
-block; the worker is forked from a server that imported torch, the compiler and transformers once
-(bench.engine.forked), so that start-up is its cases' own builds and compiles. Conditions join in order (those whose
-word could turn their claim's first, the straddling ones first among each; the least decided first) while each of
-them could still get MIN_DECIDE_BLOCKS blocks in the time left, at the costs the rounds so far have shown (a round:
-its start-up, then each block's usual seconds); the last to join leaves first when they cannot. One leaves once its
-blocks decide it (bench.analysis.decided: at least MIN_DECIDE_BLOCKS, judged by their signed-rank interval; at its
-bound is decided too: bench.analysis.conditions), show it on its bound, or reach MAX_BLOCKS, and the next joins.
+Each such condition names the (top, bottom) cases behind its ratio (bench.analysis.conditions). They are measured again
+in blocks, each pair as ABBA or BAAB at random, so a slow spell of the machine lands on both sides alike; a slice is the
+case's headline timing alone (Runner.slice: its call built and warmed up at its first slice in a worker, and kept for
+its second), so a block costs its timing, not a whole case's run. A case is checked against float64 at its first slice
+of the deciding, not again in each later round's worker: the same code on the same seeded inputs gives the same output
+there, and the check of a prefill case (its float64 reference) cost more than its block. The blocks run in rounds: each
+round is a fresh worker process that takes one block of every condition still being decided, in a random order, so a
+worker's state (where its buffers landed, what it compiled) is part of the spread across rounds, not a constant that
+reads as a difference, and its start-up is paid once per round, not once per block; the worker is forked from a server
+that imported torch, the compiler and transformers once (bench.engine.forked), so that start-up is its cases' own builds
+and compiles. Conditions join in order (those whose word could turn their claim's first, the claims taking turns; the
+straddling ones first among a claim's, then the least decided) while each of them could still get MIN_DECIDE_BLOCKS
+blocks in the time left, at the costs the rounds so far have shown (a round: its start-up, then each block's usual
+seconds); the last to join leaves first when they cannot. One leaves once its blocks decide it (bench.analysis.decided:
+at least MIN_DECIDE_BLOCKS, judged by their signed-rank interval; at its bound is decided too:
+bench.analysis.conditions), show it on its bound, or reach MAX_BLOCKS, and the next joins.
 A condition open for a stated reason (a cache on-chip, too few lengths) is not
 re-measured: more rounds cannot decide it. The blocks go into the run's metadata (RunMeta.decided), with the seconds
 spent on each condition; the report judges those conditions on their blocks.
@@ -94,8 +94,7 @@ class OpenCondition:
 def open_conditions(doc: Any, path: Any, by_id: dict[str, Case]) -> list[OpenCondition]:
     """The run's conditions worth blocks, whose cases this run has: those whose interval straddles their bound,
     those within NEAR_PIVOTAL of it whose word could turn their claim's (pivotal), those within NEAR_BOUND of it.
-    Pivotal ones first (straddling first among them), then the rest (straddling first); each group least decided
-    first."""
+    Pivotal ones first, then the rest; within each group the claims take turns (in_turns)."""
     from bench.analysis.load import doc_frame
 
     frame, info = doc_frame(doc, path)
@@ -110,7 +109,20 @@ def open_conditions(doc: Any, path: Any, by_id: dict[str, Case]) -> list[OpenCon
             far = _far(c)
             if c.verdict == INCONCLUSIVE or far < math.log(NEAR_BOUND) or (turns and far < math.log(NEAR_PIVOTAL)):
                 found.append((not turns, c.verdict != INCONCLUSIVE, -cond.openness, far, cond))
-    return [o for *_, o in sorted(found, key=lambda item: item[:4])]
+    return in_turns([(not_pivotal, o) for not_pivotal, *_, o in sorted(found, key=lambda item: item[:4])])
+
+
+def in_turns(ranked: list[tuple[bool, OpenCondition]]) -> list[OpenCondition]:
+    """(not pivotal, condition) in their order (straddling first, then the least decided) reordered so that
+    the claims take turns: every claim's first pivotal condition, then every claim's second, and so on, then the
+    others the same way. A claim with many conditions near its bound (auto-choice has eighteen) would otherwise
+    take the deciding time from claims that one or two blocked conditions settle."""
+    seen: dict[tuple[str, bool], int] = {}
+    turns = []
+    for place, (not_pivotal, cond) in enumerate(ranked):
+        turn = seen[cond.claim, not_pivotal] = seen.get((cond.claim, not_pivotal), -1) + 1
+        turns.append(((not_pivotal, turn, place), cond))
+    return [cond for _, cond in sorted(turns, key=lambda item: item[0])]
 
 
 def _far(c: Any) -> float:
@@ -277,9 +289,9 @@ def _decide_open(doc: Any, path: Any, by_id: dict[str, Case], executor: Isolated
 
 
 def _cost(entry: dict[str, Any]) -> float:
-    """One block's usual seconds: the median of its blocks' (the first in a round pays the round's start-up), else
-    guessed."""
-    seconds = sorted(entry["block_s"])
+    """One block's usual seconds: the median of its blocks' after its first (which also checked its cases against
+    float64), else its first's, else guessed."""
+    seconds = sorted(entry["block_s"][1:] or entry["block_s"])
     return seconds[len(seconds) // 2] if seconds else BLOCK_GUESS_S * len(entry["cond"].pairs)
 
 
