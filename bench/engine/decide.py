@@ -64,9 +64,11 @@ NEAR_PIVOTAL = 2.0
 BLOCK_GUESS_S = 1.5  # a pair's block before one has run: four slices and their first's setup
 ROUND_GUESS_S = 5.0  # a round's cost beyond its blocks before one has run: a worker's start, its first compile
 # cases timed in a slow spell re-measured at most, and the share of the deciding time they may take: a spell covers
-# about a tenth of a default run's cases on a shared host, and the open conditions need most of the time
+# about a tenth of a default run's cases on a shared host, and the open conditions need most of the time (a default
+# run flagged 32 or more every time and spent a fifth of its deciding time, 20 s, on them: as much as three conditions'
+# blocks, where a case behind a condition that gets its blocks is judged on those anyway)
 MAX_SPELLS = 32
-SPELL_SHARE_OF_DECIDING = 0.2
+SPELL_SHARE_OF_DECIDING = 0.1
 MAX_SUSPECTS = 8  # stalled-looking timings re-measured at most: more means the machine, not a case, is the problem
 
 
