@@ -159,6 +159,20 @@ def test_claims_take_turns_so_one_with_many_near_conditions_cannot_take_every_bl
     got = [(c.claim, c.condition.fields["backend"]) for c in decide.in_turns(ranked)]
     assert got == [("auto", "auto0"), ("cascade", "cascade0"), ("linear", "linear0"), ("auto", "auto1"),
                    ("auto", "auto2"), ("auto", "auto3"), ("auto", "auto9")]  # the one not pivotal last
+    costly = decide.OpenCondition("sparse", cond("sparse", 0).condition, guess_s=6.0)
+    cheap = decide.OpenCondition("cascade", cond("cascade", 0).condition, guess_s=0.5)
+    assert decide.in_turns([(False, costly), (False, cheap)]) == [cheap, costly]  # within a turn, the cheaper first
+
+
+def test_a_block_s_seconds_are_guessed_from_its_cases_records_before_one_has_run():
+    import pandas as pd
+
+    frame = pd.DataFrame({"case_id": ["a", "b", "c"], "first_call_s": [0.5, 0.01, 0.01],
+                          "median_s": [0.3, 0.002, 0.05]})
+    slow = decide.guess_block_s([("a", "b")], frame)  # a: its setup, three rounds of 0.3 s twice; b: the floor twice
+    assert slow == pytest.approx(decide.SETUP_FACTOR * 0.51 + 2 * 0.9 + 2 * decide.SLICE_FLOOR_S)
+    assert decide.guess_block_s([("c", "b")], frame) < slow
+    assert decide.guess_block_s([("a", "missing")], frame) == 0.0  # unknown: the flat guess per pair stands
 
 
 def test_a_condition_whose_blocks_straddle_its_bound_within_five_percent_of_it_meets_it(monkeypatch):
@@ -253,6 +267,10 @@ def test_a_condition_the_time_left_cannot_carry_is_passed_over_for_a_cheaper_one
     class Open:
         name: str
         pairs: tuple = (("top", "bottom"),)
+
+        @property
+        def block_guess_s(self) -> float:  # no records: the flat guess per pair
+            return decide.BLOCK_GUESS_S * len(self.pairs)
 
     cheap = {"cond": Open("cheap"), "blocks": [{}] * 3, "block_s": [0.7] * 3}
     # before any block, a condition of more pairs is guessed dearer: one that cannot fit is passed over, and stays

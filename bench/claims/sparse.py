@@ -8,11 +8,10 @@ questions (every sparse kernel: the claims hold on one that wins; prefill first,
 - sparse-ideal: per sparse kernel, one line's case at its longest length, with its dense twins.
 Each claim is judged per condition (bench.analysis.conditions): one method line of a kernel that executes its keep-set
 sparsely (bench.analysis.traits.SPARSE_KERNELS; a dense kernel given the keep-set as a mask skips no work, and no
-question funds its lines) at one phase, mask, dtype and head geometry, at its longest length, its ratio's interval
-from each time drawn within its own CI (sparse-ideal: its speedup twin's case over the kernel's is the pair a run
-re-measures in interleaved blocks, the block's time ratio over the ideal 1/density its share); the data are
-bench.analysis.sparse_cost's (each sparse case beside the best
-dense kernel and its speedup twin, and each line's S*).
+question funds its lines) at one phase, mask, dtype and head geometry, at its longest length, its ratio's interval from
+each time drawn within its own CI (sparse-ideal: its speedup twin's case over the kernel's is the pair a run re-measures
+in interleaved blocks, the block's time ratio over the ideal 1/density its share); the data are
+bench.analysis.sparse_cost's (each sparse case beside the best dense kernel and its speedup twin, and each line's S*).
 """
 
 from __future__ import annotations

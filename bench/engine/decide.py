@@ -61,7 +61,11 @@ NEAR_BOUND = 1.10
 # transformers' masked prefill over torch's kernel 1.75x in one worker where four other runs read 1.09-1.11x (bound
 # 1.2x). The least decided go first, so the far ones take only what the near ones leave.
 NEAR_PIVOTAL = 2.0
-BLOCK_GUESS_S = 1.5  # a pair's block before one has run: four slices and their first's setup
+BLOCK_GUESS_S = 1.5  # a pair's block before one has run, where the sweep's records do not say (guess_block_s)
+# a case's first call in a round's fresh worker, over its first call in the sweep (whose process had compiled others):
+# FlexAttention's paged decode took 0.6 s in the sweep and 2.5 s in a fresh worker, its block-sparse prefill 1 s and 4.7
+SETUP_FACTOR = 3.0
+SLICE_FLOOR_S = 0.1  # a slice's seconds at least: its rotation's fill and the timer's rounds
 ROUND_GUESS_S = 5.0  # a round's cost beyond its blocks before one has run: a worker's start, its first compile
 # cases timed in a slow spell re-measured at most, and the share of the deciding time they may take: a spell covers
 # about a tenth of a default run's cases on a shared host, and the open conditions need most of the time (a default
@@ -76,6 +80,7 @@ MAX_SUSPECTS = 8  # stalled-looking timings re-measured at most: more means the 
 class OpenCondition:
     claim: str  # the claim's key
     condition: Any  # the report's Condition (its name, pairs, interval and bound), to judge the blocks as they come
+    guess_s: float = 0.0  # its block's seconds before one has run (guess_block_s); 0: BLOCK_GUESS_S per pair
 
     @property
     def name(self) -> str:
@@ -84,6 +89,10 @@ class OpenCondition:
     @property
     def pairs(self) -> tuple[tuple[str, str], ...]:
         return self.condition.pairs
+
+    @property
+    def block_guess_s(self) -> float:
+        return self.guess_s or BLOCK_GUESS_S * len(self.pairs)
 
     @property
     def openness(self) -> float:
@@ -107,7 +116,7 @@ def open_conditions(doc: Any, path: Any, by_id: dict[str, Case]) -> list[OpenCon
             if not (measurable and c.pairs and len(c.pairs) <= MAX_PAIRS
                     and all(t in by_id and b in by_id for t, b in c.pairs)):
                 continue
-            cond, turns = OpenCondition(spec.key, c), pivotal(c, verdict.conditions)
+            cond, turns = OpenCondition(spec.key, c, guess_block_s(c.pairs, frame)), pivotal(c, verdict.conditions)
             far = _far(c)
             if c.verdict == INCONCLUSIVE or far < math.log(NEAR_BOUND) or (turns and far < math.log(NEAR_PIVOTAL)):
                 found.append((not turns, c.verdict != INCONCLUSIVE, -cond.openness, far, cond))
@@ -116,15 +125,38 @@ def open_conditions(doc: Any, path: Any, by_id: dict[str, Case]) -> list[OpenCon
 
 def in_turns(ranked: list[tuple[bool, OpenCondition]]) -> list[OpenCondition]:
     """(not pivotal, condition) in their order (straddling first, then the least decided) reordered so that
-    the claims take turns: every claim's first pivotal condition, then every claim's second, and so on, then the
-    others the same way. A claim with many conditions near its bound (auto-choice has eighteen) would otherwise
-    take the deciding time from claims that one or two blocked conditions settle."""
+    the claims take turns: every claim's first pivotal condition, the cheapest block first, then every claim's
+    second, and so on, then the others the same way. A claim with many conditions near its bound (auto-choice has
+    eighteen) would otherwise take the deciding time from claims that one or two blocked conditions settle, and one
+    costly block (a block-sparse FlexAttention prefill's, 6 s) the time that five cheap ones need."""
     seen: dict[tuple[str, bool], int] = {}
     turns = []
     for place, (not_pivotal, cond) in enumerate(ranked):
         turn = seen[cond.claim, not_pivotal] = seen.get((cond.claim, not_pivotal), -1) + 1
-        turns.append(((not_pivotal, turn, place), cond))
+        turns.append(((not_pivotal, turn, cond.block_guess_s, place), cond))
     return [cond for _, cond in sorted(turns, key=lambda item: item[0])]
+
+
+def guess_block_s(pairs: Any, frame: Any) -> float:
+    """A block's seconds before one has run, from the sweep's records of its cases: per case, its setup in a fresh
+    worker (SETUP_FACTOR times its first call in the sweep) and two slices, each SLICE_FLOOR_S to SLICE_BUDGET_S as
+    the timer's rounds of its calls need (MIN_ROUNDS, LONG_CALL_MIN_ROUNDS for a long one); 0 where a case's record
+    is missing."""
+    from bench.measure.timer import LONG_CALL_MIN_ROUNDS, MIN_ROUND_S, MIN_ROUNDS
+
+    rows = frame.drop_duplicates("case_id").set_index("case_id")
+    total = 0.0
+    for case in (case for pair in pairs for case in pair):
+        if case not in rows.index:
+            return 0.0
+        first, median = (float(rows.at[case, name]) if name in rows else math.nan for name in ("first_call_s",
+                                                                                               "median_s"))
+        if not median > 0:
+            return 0.0
+        one = max(SLICE_FLOOR_S, min(SLICE_BUDGET_S, MIN_ROUNDS * max(median, MIN_ROUND_S)),
+                  LONG_CALL_MIN_ROUNDS * median)
+        total += SETUP_FACTOR * (first if first > 0 else 0.0) + 2 * one
+    return total
 
 
 def _far(c: Any) -> float:
@@ -292,9 +324,9 @@ def _decide_open(doc: Any, path: Any, by_id: dict[str, Case], executor: Isolated
 
 def _cost(entry: dict[str, Any]) -> float:
     """One block's usual seconds: the median of its blocks' after its first (which also checked its cases against
-    float64), else its first's, else guessed."""
+    float64), else its first's, else guessed (guess_block_s)."""
     seconds = sorted(entry["block_s"][1:] or entry["block_s"])
-    return seconds[len(seconds) // 2] if seconds else BLOCK_GUESS_S * len(entry["cond"].pairs)
+    return seconds[len(seconds) // 2] if seconds else entry["cond"].block_guess_s
 
 
 def _need(entries: list[dict[str, Any]], overhead: float) -> float:
