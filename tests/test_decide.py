@@ -6,6 +6,7 @@ import pytest
 
 from bench.analysis.conditions import condition
 from bench.analysis.decided import judged_by_blocks
+from bench.analysis.verdict import FAILS, INCONCLUSIVE
 from bench.engine import decide
 from bench.engine.execute import RunnerSetup
 from bench.engine.outcome import Outcome
@@ -310,3 +311,29 @@ def test_cases_timed_in_a_slow_spell_are_re_measured_after_the_stalled_ones_with
     assert [r["case_id"] for r in out] == ["stalled", "slow"]
     assert out[1]["again_share"] == pytest.approx(8.6e10 / 8.55e10) and out[1]["first_s"] == 2e-3
     assert set(suspects.again_by_case(out)) == {"stalled", "slow"}
+
+
+def test_a_block_s_cost_leaves_out_its_first_which_also_checked_its_cases():
+    @dataclass(frozen=True)
+    class Open:
+        block_guess_s: float
+
+    def cost(guess, *seconds):
+        return decide._cost({"cond": Open(guess), "blocks": [{}] * len(seconds), "block_s": list(seconds)})
+
+    assert cost(1.2) == 1.2  # nothing run: the guess
+    assert cost(1.2, 2.0) == 1.2  # the first block paid its checks: the guess, within half of it and all of it
+    assert cost(0.2, 2.0) == 1.0 and cost(3.0, 2.0) == 2.0
+    assert cost(1.2, 2.0, 0.9, 1.1, 1.0) == 1.0  # after it: the median of the others
+
+
+def test_a_decided_word_with_a_note_gets_blocks_and_one_open_for_a_stated_reason_does_not():
+    import dataclasses
+
+    by_id = {"c": FakeCase("c"), "p": FakeCase("p")}
+    level = condition({"backend": "cascade-sdpa"}, 1.01, (0.97, 1.06), 0.95, holds_above=False, pairs=[("c", "p")])
+    level = dataclasses.replace(level, why="level with plain attention (0.97–1.06×, from 0.95×)")
+    assert level.verdict == FAILS and decide.measurable(level, by_id)  # its interval decided it: blocks may again
+    cached = dataclasses.replace(level, verdict=INCONCLUSIVE, why="the MHA step reads at 180% of the read ceiling")
+    assert not decide.measurable(cached, by_id)
+    assert not decide.measurable(dataclasses.replace(level, pairs=(("c", "gone"),)), by_id)

@@ -112,9 +112,7 @@ def open_conditions(doc: Any, path: Any, by_id: dict[str, Case]) -> list[OpenCon
     found = []
     for spec, verdict in zip(CLAIMS, verdicts(frame, info.meta), strict=True):
         for c in verdict.conditions:
-            measurable = not c.why and c.low > 0 and math.isfinite(c.high) and math.isfinite(c.bound)
-            if not (measurable and c.pairs and len(c.pairs) <= MAX_PAIRS
-                    and all(t in by_id and b in by_id for t, b in c.pairs)):
+            if not measurable(c, by_id):
                 continue
             cond, turns = OpenCondition(spec.key, c, guess_block_s(c.pairs, frame)), pivotal(c, verdict.conditions)
             far = _far(c)
@@ -157,6 +155,16 @@ def guess_block_s(pairs: Any, frame: Any) -> float:
                   LONG_CALL_MIN_ROUNDS * median)
         total += SETUP_FACTOR * (first if first > 0 else 0.0) + 2 * one
     return total
+
+
+def measurable(c: Any, by_id: dict[str, Case]) -> bool:
+    """Whether blocks can judge a condition: its pairs are this run's cases (at most MAX_PAIRS), its interval is
+    finite, and it is not open for a stated reason (a cache on-chip, too few lengths: more rounds cannot decide
+    those). A word with a note (cascade's "level with plain attention", a loss) is decided by its interval, so its
+    blocks can judge it again."""
+    stated = bool(c.why) and c.verdict not in (HOLDS, FAILS)
+    return (not stated and c.low > 0 and math.isfinite(c.high) and math.isfinite(c.bound) and bool(c.pairs)
+            and len(c.pairs) <= MAX_PAIRS and all(t in by_id and b in by_id for t, b in c.pairs))
 
 
 def _far(c: Any) -> float:
@@ -323,10 +331,13 @@ def _decide_open(doc: Any, path: Any, by_id: dict[str, Case], executor: Isolated
 
 
 def _cost(entry: dict[str, Any]) -> float:
-    """One block's usual seconds: the median of its blocks' after its first (which also checked its cases against
-    float64), else its first's, else guessed (guess_block_s)."""
-    seconds = sorted(entry["block_s"][1:] or entry["block_s"])
-    return seconds[len(seconds) // 2] if seconds else entry["cond"].block_guess_s
+    """One block's usual seconds: the median of its blocks' after its first, which also checked its cases against
+    float64 (a prefill case's check costs about as much as its slices: with that first alone, the guess, kept
+    within half of it and all of it), else guessed (guess_block_s)."""
+    seconds, guess = sorted(entry["block_s"][1:]), entry["cond"].block_guess_s
+    if not seconds:
+        return min(entry["block_s"][0], max(guess, entry["block_s"][0] / 2)) if entry["block_s"] else guess
+    return seconds[len(seconds) // 2]
 
 
 def _need(entries: list[dict[str, Any]], overhead: float) -> float:
