@@ -169,7 +169,7 @@ def test_a_block_s_seconds_are_guessed_from_its_cases_records_before_one_has_run
     import pandas as pd
 
     frame = pd.DataFrame({"case_id": ["a", "b", "c"], "first_call_s": [0.5, 0.01, 0.01],
-                          "median_s": [0.3, 0.002, 0.05]})
+                          "median_s": [0.3, 0.002, 0.05]}).set_index("case_id")
     slow = decide.guess_block_s([("a", "b")], frame)  # a: its setup, three rounds of 0.3 s twice; b: the floor twice
     assert slow == pytest.approx(decide.SETUP_FACTOR * 0.51 + 2 * 0.9 + 2 * decide.SLICE_FLOOR_S)
     assert decide.guess_block_s([("c", "b")], frame) < slow

@@ -62,8 +62,8 @@ NEAR_BOUND = 1.10
 # 1.2x). The least decided go first, so the far ones take only what the near ones leave.
 NEAR_PIVOTAL = 2.0
 BLOCK_GUESS_S = 1.5  # a pair's block before one has run, where the sweep's records do not say (guess_block_s)
-# a case's first call in a round's fresh worker, over its first call in the sweep (whose process had compiled others):
-# FlexAttention's paged decode took 0.6 s in the sweep and 2.5 s in a fresh worker, its block-sparse prefill 1 s and 4.7
+# a case's first call in a fresh worker over its first call in the sweep (whose process had compiled others): flex's
+# paged decode took 0.6 s in the sweep and 2.5 s in a fresh worker, its block-sparse prefill 1 s and 4.7 s
 SETUP_FACTOR = 3.0
 SLICE_FLOOR_S = 0.1  # a slice's seconds at least: its rotation's fill and the timer's rounds
 ROUND_GUESS_S = 5.0  # a round's cost beyond its blocks before one has run: a worker's start, its first compile
@@ -109,12 +109,13 @@ def open_conditions(doc: Any, path: Any, by_id: dict[str, Case]) -> list[OpenCon
     from bench.analysis.load import doc_frame
 
     frame, info = doc_frame(doc, path)
+    records = frame.drop_duplicates("case_id").set_index("case_id")
     found = []
     for spec, verdict in zip(CLAIMS, verdicts(frame, info.meta), strict=True):
         for c in verdict.conditions:
             if not measurable(c, by_id):
                 continue
-            cond, turns = OpenCondition(spec.key, c, guess_block_s(c.pairs, frame)), pivotal(c, verdict.conditions)
+            cond, turns = OpenCondition(spec.key, c, guess_block_s(c.pairs, records)), pivotal(c, verdict.conditions)
             far = _far(c)
             if c.verdict == INCONCLUSIVE or far < math.log(NEAR_BOUND) or (turns and far < math.log(NEAR_PIVOTAL)):
                 found.append((not turns, c.verdict != INCONCLUSIVE, -cond.openness, far, cond))
@@ -135,20 +136,19 @@ def in_turns(ranked: list[tuple[bool, OpenCondition]]) -> list[OpenCondition]:
     return [cond for _, cond in sorted(turns, key=lambda item: item[0])]
 
 
-def guess_block_s(pairs: Any, frame: Any) -> float:
-    """A block's seconds before one has run, from the sweep's records of its cases: per case, its setup in a fresh
-    worker (SETUP_FACTOR times its first call in the sweep) and two slices, each SLICE_FLOOR_S to SLICE_BUDGET_S as
-    the timer's rounds of its calls need (MIN_ROUNDS, LONG_CALL_MIN_ROUNDS for a long one); 0 where a case's record
-    is missing."""
+def guess_block_s(pairs: Any, records: Any) -> float:
+    """A block's seconds before one has run, from the sweep's records of its cases (records: the run's frame indexed
+    by case_id): per case, its setup in a fresh worker (SETUP_FACTOR times its first call in the sweep) and two
+    slices, each SLICE_FLOOR_S to SLICE_BUDGET_S as the timer's rounds of its calls need (MIN_ROUNDS,
+    LONG_CALL_MIN_ROUNDS for a long one); 0 where a case's record is missing."""
     from bench.measure.timer import LONG_CALL_MIN_ROUNDS, MIN_ROUND_S, MIN_ROUNDS
 
-    rows = frame.drop_duplicates("case_id").set_index("case_id")
     total = 0.0
     for case in (case for pair in pairs for case in pair):
-        if case not in rows.index:
+        if case not in records.index:
             return 0.0
-        first, median = (float(rows.at[case, name]) if name in rows else math.nan for name in ("first_call_s",
-                                                                                               "median_s"))
+        first, median = (float(records.at[case, name]) if name in records else math.nan
+                         for name in ("first_call_s", "median_s"))
         if not median > 0:
             return 0.0
         one = max(SLICE_FLOOR_S, min(SLICE_BUDGET_S, MIN_ROUNDS * max(median, MIN_ROUND_S)),
