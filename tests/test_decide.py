@@ -32,6 +32,9 @@ class FakeWorkers:
     def close(self) -> None:
         self.live = False
 
+    def renew(self) -> None:
+        self.close()
+
     def run(self, case, timeout_s):
         return Outcome(replace(_RECORD, status="ok", median_s=self.slice(case, timeout_s, check=False)), [])
 
@@ -261,6 +264,34 @@ def test_conditions_share_rounds_so_a_round_s_start_up_is_paid_once_for_all_of_t
     got = decide.decide(None, None, by_id, setup, 1, lambda: 75.0 - clock[0], lambda line: None, executor=workers)
     assert sorted(d["condition"] for d in got) == list(names) and all(len(d["blocks"]) == 6 for d in got)
     assert workers.workers == 6  # six rounds for the four of them, not six each
+
+
+def test_the_first_round_s_float64_checks_are_not_taken_for_every_round_s_start_up(monkeypatch):
+    clock = [0.0]
+    monkeypatch.setattr(decide.time, "perf_counter", lambda: clock[0])
+    names = ("a", "b", "c", "d")
+    monkeypatch.setattr(decide, "open_conditions", lambda doc, path, by_id: [
+        decide.OpenCondition("fused-decode", condition({"backend": n}, 2.05, (1.8, 2.3), 2.0, holds_above=True,
+                                                       pairs=[(f"{n}-top", f"{n}-bottom")])) for n in names])
+    cases = [f"{n}-{side}" for n in names for side in ("top", "bottom")]
+    workers = FakeWorkers(dict.fromkeys(cases, 1e-3))
+    plain_slice, plain_close = FakeWorkers.slice, FakeWorkers.close
+
+    def timed(case, timeout_s, check=True):  # a slice 0.1 s, and its case's check against float64 2 s more
+        clock[0] += 0.1 + (2.0 if check else 0.0)
+        return plain_slice(workers, case, timeout_s, check)
+
+    def close():  # a fresh worker costs 0.5 s
+        clock[0] += 0.5
+        plain_close(workers)
+    workers.slice, workers.close = timed, close
+    by_id = {i: FakeCase(i) for i in cases}
+    setup = RunnerSetup(Calibration(), None, 1.0, None, 1)
+    # the first round: 0.5 s and four 4.4 s blocks, each checking its two cases; every later one 0.5 s and four
+    # 0.4 s blocks: 29 s in all for six blocks each. Counting the checks as each round's start-up would have left
+    # the 52 s after the first round too short for more than one of them
+    got = decide.decide(None, None, by_id, setup, 1, lambda: 70.0 - clock[0], lambda line: None, executor=workers)
+    assert {d["condition"]: len(d["blocks"]) for d in got} == dict.fromkeys(names, 6)
 
 
 def test_a_condition_the_time_left_cannot_carry_is_passed_over_for_a_cheaper_one_behind_it():

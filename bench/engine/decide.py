@@ -177,7 +177,6 @@ def pivotal(cond: Any, conditions: Any) -> bool:
     """Whether the claim's word would change were this condition's word the other one (holds for fails), alone or
     with every condition of its claim that has its word and is within NEAR_BOUND of its bound (two kernels near the
     bound can turn the claim together where neither can alone)."""
-
     now = combine(conditions)
     near = math.log(NEAR_BOUND)
     together = {id(c) for c in conditions if c is cond or (c.verdict == cond.verdict and _far(c) < near)}
@@ -190,7 +189,6 @@ def block(executor: Isolated, cond: OpenCondition, by_id: dict[str, Case], rng: 
     """One block of a condition in the round's worker: each pair ABBA or BAAB; None when a case did not end ok.
     checked: the cases a slice of this deciding has already checked against float64 (their first slice in a later
     round's worker is not checked again); each case this block times is added."""
-
     order = rng.choice(("ABBA", "BAAB"))
     checked = set() if checked is None else checked
     tops, bottoms = [], []
@@ -274,7 +272,6 @@ def decide(doc: Any, path: Any, by_id: dict[str, Case], setup: RunnerSetup, thre
 
 def _decide_open(doc: Any, path: Any, by_id: dict[str, Case], executor: Isolated,
                  seconds_left: Callable[[], float], say: Callable[[str], None]) -> list[dict[str, Any]]:
-
     queue = open_conditions(doc, path, by_id)
     if not queue:
         return []
@@ -282,6 +279,7 @@ def _decide_open(doc: Any, path: Any, by_id: dict[str, Case], executor: Isolated
         f"({max(0.0, seconds_left()):.0f} s left for it):")
     rng, done, active, rounds, overhead = random.Random(0), [], [], 0, ROUND_GUESS_S
     checked: set[str] = set()  # cases a slice has checked against float64: once per case is enough
+    starts: list[float] = []  # each round's seconds outside its blocks: its fresh worker's start
     while (queue or active) and seconds_left() > 0:
         for entry in _over(active, overhead, seconds_left()):  # its blocks cost more than guessed
             active.remove(entry)
@@ -292,7 +290,7 @@ def _decide_open(doc: Any, path: Any, by_id: dict[str, Case], executor: Isolated
             break
         rounds += 1
         round_started, ran = time.perf_counter(), []
-        executor.close()  # a fresh worker for this round: its state is one draw among the rounds'
+        executor.renew()  # a fresh worker for this round: its state is one draw among the rounds'
         for entry in rng.sample(active, len(active)):  # a random order: no condition always comes first
             if seconds_left() <= 0:
                 break
@@ -309,8 +307,11 @@ def _decide_open(doc: Any, path: Any, by_id: dict[str, Case], executor: Isolated
                 active.remove(entry)
                 done.append(entry)
                 _said(entry, say)
-        # what a round costs beyond its blocks' usual seconds: the worker's start, its first compile
-        overhead = max(0.0, time.perf_counter() - round_started - sum(_cost(e) for e in ran))
+        # what a round costs beyond its blocks: its worker's start, the median over the rounds. Not the round's time
+        # less its blocks' usual seconds: the first round's blocks also check their cases against float64, and
+        # that, counted as every round's, had the next round drop conditions after one block
+        starts.append(max(0.0, time.perf_counter() - round_started - sum(e["block_s"][-1] for e in ran)))
+        overhead = sorted(starts)[len(starts) // 2]
     for entry in active:  # the time ran out with these still taking blocks
         done.append(entry)
         _said(entry, say)
@@ -323,7 +324,8 @@ def _decide_open(doc: Any, path: Any, by_id: dict[str, Case], executor: Isolated
     for e in done:
         spent_by_claim[e["cond"].claim] = spent_by_claim.get(e["cond"].claim, 0.0) + sum(e["block_s"])
     if spent_by_claim:
-        say(f"  spent deciding ({rounds} rounds, {left} condition(s) still open): "
+        say(f"  spent deciding ({rounds} rounds, a worker's start {overhead:.1f} s each, {left} condition(s) still "
+            "open): "
             + ", ".join(f"{k} {v:.0f} s" for k, v in spent_by_claim.items()))
     return [{"claim": e["cond"].claim, "condition": e["cond"].name, "key": dict(e["cond"].condition.key),
              "pairs": [list(p) for p in e["cond"].pairs], "blocks": e["blocks"], "spent_s": sum(e["block_s"])}
@@ -343,7 +345,6 @@ def _cost(entry: dict[str, Any]) -> float:
 def _need(entries: list[dict[str, Any]], overhead: float) -> float:
     """Seconds for each of these to reach MIN_DECIDE_BLOCKS (one more block for those past it), in rounds that
     each cost `overhead` beyond their blocks."""
-
     left = [max(1, MIN_DECIDE_BLOCKS - len(e["blocks"])) for e in entries]
     return max(left, default=0) * overhead + sum(_cost(e) * n for e, n in zip(entries, left, strict=True))
 
@@ -378,7 +379,6 @@ def _admit(queue: list[OpenCondition], active: list[dict[str, Any]], overhead: f
 def _settled(entry: dict[str, Any]) -> bool:
     """Whether a condition needs no more blocks: its blocks decide it (at its bound counts: decided), or show it on
     its bound, or it has MAX_BLOCKS."""
-
     n = len(entry["blocks"])
     if n >= MAX_BLOCKS:
         return True
@@ -391,7 +391,6 @@ def _settled(entry: dict[str, Any]) -> bool:
 
 
 def _said(entry: dict[str, Any], say: Callable[[str], None]) -> None:
-
     cond, blocks = entry["cond"], entry["blocks"]
     if not blocks:
         return

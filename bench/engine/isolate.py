@@ -179,6 +179,12 @@ class Isolated:
         self.slice_error = f"{case.id}: {answer.get('error') or f'no time (median {median!r})'}"
         return None
 
+    def renew(self) -> None:
+        """End this worker and start a fresh one with its runner built, so that what a fresh worker costs is paid
+        here, not inside the first case it runs."""
+        self.close()
+        self._ready(with_runner=True)
+
     def close(self) -> None:
         if self.worker is not None:
             self.worker.end()
