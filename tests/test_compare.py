@@ -579,7 +579,39 @@ def test_each_timing_mode_has_its_own_noise():
                              phase="decode")["case_id"]]
     # x1.3 is far out of the warm cases' 2% noise, and within the cold ones' 12%
     assert warm.verdict == "regressed" and cold.verdict == "noisy" and "within run-to-run noise" in cold.reason
-    assert "by timing mode: cold sigma" in render_text(cmp)
+    assert "by timing mode, cold ragged batches apart: cold sigma" in render_text(cmp)
+
+
+def _ragged(seed: int, moved: dict[str, float] | None = None) -> dict:
+    """24 cold decode steps with 2% noise per run, and 24 cold ragged batches (a replayed trace's steps) with 10%."""
+    rng = random.Random(seed)
+    recs = []
+    for ragged, sigma in ((False, 0.02), (True, 0.10)):
+        for key in CASES:
+            backend, seq, hkv = key
+            rec = make_record(backend=backend, seq=seq, n_kv_heads=hkv, phase="decode", batch=16 if ragged else 1)
+            m = 1e-3 * (seq / 256) * math.exp(rng.gauss(0, sigma)) * (moved or {}).get(rec["case_id"], 1.0)
+            samples = [m * math.exp(rng.gauss(0, 0.01)) for _ in range(20)]
+            recs.append(make_record(backend=backend, seq=seq, n_kv_heads=hkv, phase="decode", batch=16 if ragged else 1,
+                                    median_s=statistics.median(samples), samples=samples, timing_mode="cold",
+                                    lengths="uniform" if ragged else None))
+    return make_run(recs, run_id=f"ragged-{seed}")
+
+
+def test_cold_ragged_batches_have_their_own_noise():
+    grid = make_record(backend=CASES[0][0], seq=CASES[0][1], n_kv_heads=CASES[0][2], phase="decode")["case_id"]
+    ragged = make_record(backend=CASES[0][0], seq=CASES[0][1], n_kv_heads=CASES[0][2], phase="decode",
+                         batch=16)["case_id"]
+    cmp = compare_runs(_ragged(1), _ragged(2, {grid: 1.3, ragged: 1.5}))
+    by_class = {name: sigma for name, _, _, sigma in cmp.summary.noise.classes}
+    assert set(by_class) == {"cold", "cold, ragged batch"} and by_class["cold, ragged batch"] > 2 * by_class["cold"]
+    cases = {v.case_id: v for v in cmp.cases}
+    # x1.3 is out of the cold decode steps' noise, and x1.5 within the ragged batches'; all cases together would have
+    # called the first noise and the second a regression
+    assert 1.3 < cmp.summary.noise.floor_ratio < 1.5
+    assert cases[grid].verdict == "regressed"
+    assert cases[ragged].verdict == "noisy" and "within run-to-run noise" in cases[ragged].reason
+    assert "cold, ragged batch sigma" in render_text(cmp)
 
 
 def test_a_case_timed_in_a_slow_spell_cannot_regress():

@@ -27,8 +27,8 @@ calibration GEMM at its start and end.
 A case recorded `throttled` (its GPU stayed throttled for power or heat after a cool-down) in either run cannot be
 regressed or improved in time: it is noisy. Nor can a CPU case whose probe ran under SPELL_SHARE of its run's
 usual probe speed (bench.measure.control): it was timed in a slow spell of the host, which slows a call reading
-memory more than the probe (run it again). A lone case stands out of the noise of its own timing mode where that mode
-has min_cases cases (bench.regress.noise).
+memory more than the probe (run it again). A lone case stands out of the noise of its own class, its timing mode with
+cold ragged batches apart, where that class has min_cases cases (bench.regress.noise.noise_class).
 Memory is deterministic enough to need no statistics: peak_mem_bytes up by more than the threshold -> regressed.
 Status: ok -> oom | incorrect | error is always a failure; other status changes are reported, not failed.
 Fewer than min_cases (8) timed cases: sigma is taken as prior_sigma (20%: on a 2-core CPU, per-case ratios between two
@@ -46,7 +46,7 @@ import numpy as np
 
 from bench.measure.control import spell_shares
 from bench.measure.environment import fingerprint_diff
-from bench.regress.noise import CompareError, NoiseModel, Rule, noise_model
+from bench.regress.noise import CompareError, NoiseModel, Rule, noise_class, noise_model
 from bench.regress.verdicts import VERDICTS, CaseVerdict, Comparison, Summary
 from bench.results import Entry, RunDocument, as_run
 from bench.results.status import FAILING
@@ -192,7 +192,7 @@ def _time_verdict(t: _Timed, within: tuple[float | None, list[str]], noise: Nois
     d = 1 if l > 0 else -1
     said = f"{'slower' if d > 0 else 'faster'} by {_pct(ratio)}"
     p, doubts = within[0], list(within[1])
-    center, sigma = noise.of(cls)  # the case's own timing mode's noise where it has enough cases
+    center, sigma = noise.of(cls)  # the case's own class's noise (noise_class) where it has enough cases
     apart = d * (l - center)
     alone = apart > noise.k * sigma
     in_group = noise.group_shift == d and d * (l - noise.center) > thr  # the group test is over all cases
@@ -316,7 +316,7 @@ def _judge(bcases: dict[str, Entry], ccases: dict[str, Entry], common: list[str]
                 timed[cid] = t
     # clean or not matters only past the threshold (regress.noise); a case within it is unchanged, its rounds unread
     within = {cid: (None, []) for cid in timed} | _within_all(timed, rule)
-    classes = {cid: ccases[cid].record.timing_mode for cid in timed}
+    classes = {cid: noise_class(ccases[cid].record) for cid in timed}
     noise = noise_model([t.log_ratio for t in timed.values()], [not within[cid][1] for cid in timed], rule,
                         [classes[cid] for cid in timed])
     return noise, [_case_verdict(cid, bcases[cid], ccases[cid], timed.get(cid), within.get(cid), noise, rule)
@@ -376,7 +376,7 @@ def _case_verdict(cid: str, b: Entry, c: Entry, t: _Timed | None, within: tuple[
     if t is None or within is None:
         time_v, time_why, p, ratio = "noisy", "no usable rounds in one of the runs", None, None
     else:
-        time_v, time_why, p = _time_verdict(t, within, noise, rule, c.record.timing_mode)
+        time_v, time_why, p = _time_verdict(t, within, noise, rule, noise_class(c.record))
         ratio = t.cur_value / t.base_value
         throttled = [name for name, e in (("baseline", b), ("current", c)) if e.record.throttled]
         if throttled and time_v in ("regressed", "improved"):  # a throttled GPU's clocks moved, not the code

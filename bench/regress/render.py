@@ -46,10 +46,10 @@ def _noise_line(s: Summary) -> str:
     text = (f"run-to-run noise (from {n.n_cases} cases): sigma {n.sigma:.1%} per case; the run as a whole moved "
             f"{_ratio(n.center_ratio)}; alone a case must stand out of the others by {_ratio(n.floor_ratio)}; past the "
             f"threshold: {n.n_slower} clean cases slower, {n.n_faster} faster (lean p={n.group_p:.2g})")
-    if n.classes:  # each timing mode with enough cases has its own noise (bench.regress.noise)
-        text += "; by timing mode: " + ", ".join(f"{name} sigma {sigma:.1%} ({count} cases, stand out by "
-                                                 f"{_ratio(n.floor_ratio_of(name))})"
-                                                 for name, count, _, sigma in n.classes)
+    if n.classes:  # each timing mode (cold ragged batches apart) with enough cases has its own noise
+        text += "; by timing mode, cold ragged batches apart: " + ", ".join(
+            f"{name} sigma {sigma:.1%} ({count} cases, stand out by {_ratio(n.floor_ratio_of(name))})"
+            for name, count, _, sigma in n.classes)
     if n.group_shift:
         text += f"; GROUP: the cases lean {'slower' if n.group_shift > 0 else 'faster'}"
     if n.global_shift:
