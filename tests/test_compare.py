@@ -579,7 +579,7 @@ def test_each_timing_mode_has_its_own_noise():
                              phase="decode")["case_id"]]
     # x1.3 is far out of the warm cases' 2% noise, and within the cold ones' 12%
     assert warm.verdict == "regressed" and cold.verdict == "noisy" and "within run-to-run noise" in cold.reason
-    assert "by timing mode, cold ragged batches apart: cold sigma" in render_text(cmp)
+    assert "by timing mode: cold sigma" in render_text(cmp)
 
 
 def _ragged(seed: int, moved: dict[str, float] | None = None) -> dict:
@@ -612,6 +612,15 @@ def test_cold_ragged_batches_have_their_own_noise():
     assert cases[grid].verdict == "regressed"
     assert cases[ragged].verdict == "noisy" and "within run-to-run noise" in cases[ragged].reason
     assert "cold, ragged batch sigma" in render_text(cmp)
+
+
+def test_a_ragged_batch_of_a_class_too_small_for_its_own_noise_is_judged_by_its_timing_mode_s():
+    def few(doc: dict) -> dict:  # the 24 decode steps and the 6 ragged batches at KV 256
+        kept = [b for b in doc["benchmarks"] if b["extra_info"]["batch"] == 1 or b["extra_info"]["seq_kv"] == 256]
+        return dict(doc, benchmarks=kept)
+    noise = compare_runs(few(_ragged(1)), few(_ragged(2))).summary.noise
+    assert {name for name, *_ in noise.classes} == {"cold"}  # six ragged batches: too few for a sigma of their own
+    assert noise.of("cold, ragged batch") == noise.of("cold") != (noise.center, noise.sigma)
 
 
 def test_a_case_timed_in_a_slow_spell_cannot_regress():

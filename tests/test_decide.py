@@ -368,3 +368,19 @@ def test_a_decided_word_with_a_note_gets_blocks_and_one_open_for_a_stated_reason
     cached = dataclasses.replace(level, verdict=INCONCLUSIVE, why="the MHA step reads at 180% of the read ceiling")
     assert not decide.measurable(cached, by_id)
     assert not decide.measurable(dataclasses.replace(level, pairs=(("c", "gone"),)), by_id)
+
+
+def test_a_round_s_worker_that_dies_as_it_starts_is_ended_and_the_next_slice_starts_another(monkeypatch):
+    from bench.engine import isolate
+
+    executor = isolate.Isolated(1)
+    starts = []
+
+    def dies(with_runner=False):
+        starts.append(with_runner)
+        executor.worker = object()  # a worker that died building its runner
+        raise isolate.WorkerDied(1, ["MemoryError"])
+    monkeypatch.setattr(executor, "_ready", dies)
+    monkeypatch.setattr(executor, "close", lambda: setattr(executor, "worker", None))
+    executor.renew()  # the round goes on: its first slice starts a worker, and a slice that fails says why
+    assert starts == [True] and executor.worker is None

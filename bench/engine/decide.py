@@ -66,7 +66,7 @@ BLOCK_GUESS_S = 1.5  # a pair's block before one has run, where the sweep's reco
 # paged decode took 0.6 s in the sweep and 2.5 s in a fresh worker, its block-sparse prefill 1 s and 4.7 s
 SETUP_FACTOR = 3.0
 SLICE_FLOOR_S = 0.1  # a slice's seconds at least: its rotation's fill and the timer's rounds
-ROUND_GUESS_S = 5.0  # a round's cost beyond its blocks before one has run: a worker's start, its first compile
+ROUND_GUESS_S = 5.0  # a round's start-up before one has run, guessed high: 0.1-0.2 s forked, seconds if new
 # cases timed in a slow spell re-measured at most, and the share of the deciding time they may take: a spell covers
 # about a tenth of a default run's cases on a shared host, and the open conditions need most of the time (a default
 # run flagged 32 or more every time and spent a fifth of its deciding time, 20 s, on them: as much as three conditions'

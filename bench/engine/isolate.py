@@ -181,9 +181,13 @@ class Isolated:
 
     def renew(self) -> None:
         """End this worker and start a fresh one with its runner built, so that what a fresh worker costs is paid
-        here, not inside the first case it runs."""
+        here, not inside the first case it runs. One that dies while it starts is ended: the next case starts
+        another, and says why where that one fails too."""
         self.close()
-        self._ready(with_runner=True)
+        try:
+            self._ready(with_runner=True)
+        except (WorkerDied, TimeoutError, KeyError):
+            self.close()
 
     def close(self) -> None:
         if self.worker is not None:

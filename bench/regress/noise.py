@@ -15,12 +15,13 @@ other tenants contend for, a warm one from its own cache. In three default runs 
 guest, 2026-12-06) the cold cases' run-to-run sigma was 10-12.5% and the warm ones' 6%. So each mode with at least
 min_cases cases gets its own center and sigma (NoiseModel.classes) for the test of a lone case; the others, and the
 group and global tests, use all cases together.
-A cold ragged batch (a serving batch with per-sequence lengths: a replayed trace's step, its KV caches rotated) is a
-class apart: its one call reads tens of sequences' caches of different lengths, and where those many buffers landed
-in a process moves it between runs while its rounds stay tight. In three default runs of one commit (2-core AMD EPYC,
-a KVM guest, 2026-12-07) the cold ragged batches' run-to-run sigma was 9.8-14.4% against 4.5-5.4% for the other cold
-cases, and five of them stood out of the cold cases' noise (x1.29-1.62) in three A/A comparisons. Warm ones stay in
-their mode: 3.3-6.6% against 2.9-3.6%, too close, from about twenty cases, to need a sigma of their own (noise_class).
+A cold ragged batch on a CPU (a serving batch with lengths that differ: a replayed trace's step, its KV caches
+rotated) is a class apart: its one call reads tens of sequences' caches of different lengths, and where those many
+buffers landed in a process moves it between runs while its rounds stay tight. In three default runs of one commit
+(2-core AMD EPYC, a KVM guest, 2026-12-07) the cold ragged batches' run-to-run sigma was 9.8-14.4% against 4.5-5.4%
+for the other cold cases, and five of them stood out of the cold cases' noise (x1.29-1.62) in three A/A comparisons.
+Warm ones stay in their mode: 3.3-6.6% against 2.9-3.6%, too close, from about twenty cases, to need a sigma of their
+own. A class too small for its own sigma takes its timing mode's (noise_class, NoiseModel.of).
 """
 
 from __future__ import annotations
@@ -95,11 +96,11 @@ class NoiseModel:
         return math.exp(self.k * self.sigma)
 
     def of(self, cls: str | None) -> tuple[float, float]:
-        """(center, sigma) a case of this class stands out of: its class's own where it has one, else all cases'."""
-        for name, _, center, sigma in self.classes:
-            if name == cls:
-                return center, sigma
-        return self.center, self.sigma
+        """(center, sigma) a case of this class stands out of: its class's own where it has one, else its timing
+        mode's (a cold ragged batch's class has too few cases), else all cases'."""
+        own = {name: (center, sigma) for name, _, center, sigma in self.classes}
+        mode = cls.split(", ")[0] if cls else cls
+        return own.get(cls) or own.get(mode) or (self.center, self.sigma)
 
     def floor_ratio_of(self, cls: str | None) -> float:
         return math.exp(self.k * self.of(cls)[1])
@@ -131,7 +132,8 @@ def noise_class(record: Any) -> str | None:
     docstring)."""
     serving = getattr(getattr(record, "shape", None), "serving", None)
     mode = getattr(record, "timing_mode", None)
-    return f"{mode}, {RAGGED}" if mode == "cold" and serving is not None and serving.lengths is not None else mode
+    ragged = serving is not None and serving.lengths not in (None, "equal")
+    return f"{mode}, {RAGGED}" if ragged and mode == "cold" and getattr(record, "device", "") == "cpu" else mode
 
 
 def noise_model(log_ratios: Sequence[float], clean: Sequence[bool], rule: Rule,
@@ -139,8 +141,8 @@ def noise_model(log_ratios: Sequence[float], clean: Sequence[bool], rule: Rule,
     """Between-run noise from the cases themselves: within-run CIs understate it (README: noise on shared CPUs).
 
     clean[i]: case i's own rounds show its move clearly (steps a and b); only such cases count in the group and
-    global tests, so that cases with wide or bimodal rounds cannot make or hide a lean. classes[i]: case i's timing
-    mode; a class of at least min_cases cases gets its own center and sigma (the module docstring).
+    global tests, so that cases with wide or bimodal rounds cannot make or hide a lean. classes[i]: case i's class
+    (noise_class); a class of at least min_cases cases gets its own center and sigma (the module docstring).
     """
     x = np.asarray(log_ratios, dtype=float)
     ok = np.asarray(clean, dtype=bool)

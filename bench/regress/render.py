@@ -8,6 +8,7 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
+from bench.regress.noise import RAGGED
 from bench.regress.verdicts import VERDICTS, CaseVerdict, Comparison, Summary
 from bench.results import json_safe
 from bench.results.meta import RunMeta
@@ -47,7 +48,8 @@ def _noise_line(s: Summary) -> str:
             f"{_ratio(n.center_ratio)}; alone a case must stand out of the others by {_ratio(n.floor_ratio)}; past the "
             f"threshold: {n.n_slower} clean cases slower, {n.n_faster} faster (lean p={n.group_p:.2g})")
     if n.classes:  # each timing mode (cold ragged batches apart) with enough cases has its own noise
-        text += "; by timing mode, cold ragged batches apart: " + ", ".join(
+        apart = ", cold ragged batches apart" if any(RAGGED in name for name, *_ in n.classes) else ""
+        text += f"; by timing mode{apart}: " + ", ".join(
             f"{name} sigma {sigma:.1%} ({count} cases, stand out by {_ratio(n.floor_ratio_of(name))})"
             for name, count, _, sigma in n.classes)
     if n.group_shift:
