@@ -245,13 +245,19 @@ def test_a_condition_whose_blocks_cost_more_than_guessed_gives_way_to_the_one_be
     assert blocks == {"cheap": 6, "costly": 1}  # one 40 s block showed it could not reach 6 in the 20 s left
 
 
-def test_conditions_share_rounds_so_a_round_s_start_up_is_paid_once_for_all_of_them(monkeypatch):
+def _four_open(monkeypatch, pair=lambda name: ("mha", "gqa")) -> tuple[list[float], tuple[str, ...]]:
+    """A clock the test moves by hand, and four open conditions a-d, each on the case pair `pair` gives it."""
     clock = [0.0]
     monkeypatch.setattr(decide.time, "perf_counter", lambda: clock[0])
     names = ("a", "b", "c", "d")
     monkeypatch.setattr(decide, "open_conditions", lambda doc, path, by_id: [
         decide.OpenCondition("fused-decode", condition({"backend": n}, 2.05, (1.8, 2.3), 2.0, holds_above=True,
-                                                       pairs=[("mha", "gqa")])) for n in names])
+                                                       pairs=[pair(n)])) for n in names])
+    return clock, names
+
+
+def test_conditions_share_rounds_so_a_round_s_start_up_is_paid_once_for_all_of_them(monkeypatch):
+    clock, names = _four_open(monkeypatch)
     workers = FakeWorkers({"mha": 2.4e-3, "gqa": 1e-3})
     plain = FakeWorkers.close
 
@@ -267,12 +273,7 @@ def test_conditions_share_rounds_so_a_round_s_start_up_is_paid_once_for_all_of_t
 
 
 def test_the_first_round_s_float64_checks_are_not_taken_for_every_round_s_start_up(monkeypatch):
-    clock = [0.0]
-    monkeypatch.setattr(decide.time, "perf_counter", lambda: clock[0])
-    names = ("a", "b", "c", "d")
-    monkeypatch.setattr(decide, "open_conditions", lambda doc, path, by_id: [
-        decide.OpenCondition("fused-decode", condition({"backend": n}, 2.05, (1.8, 2.3), 2.0, holds_above=True,
-                                                       pairs=[(f"{n}-top", f"{n}-bottom")])) for n in names])
+    clock, names = _four_open(monkeypatch, lambda name: (f"{name}-top", f"{name}-bottom"))
     cases = [f"{n}-{side}" for n in names for side in ("top", "bottom")]
     workers = FakeWorkers(dict.fromkeys(cases, 1e-3))
     plain_slice, plain_close = FakeWorkers.slice, FakeWorkers.close
