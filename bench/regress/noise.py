@@ -35,6 +35,8 @@ import numpy as np
 
 from bench.errors import InputError
 
+RAGGED = "ragged batch"  # the class of a CPU's cold ragged batches within their timing mode (noise_class)
+
 
 class CompareError(InputError):
     """Two runs that cannot be compared (other machine, nothing in common, bad threshold): exit code 2."""
@@ -99,7 +101,7 @@ class NoiseModel:
         """(center, sigma) a case of this class stands out of: its class's own where it has one, else its timing
         mode's (a cold ragged batch's class has too few cases), else all cases'."""
         own = {name: (center, sigma) for name, _, center, sigma in self.classes}
-        mode = cls.split(", ")[0] if cls else cls
+        mode = cls.removesuffix(f", {RAGGED}") if cls else cls
         return own.get(cls) or own.get(mode) or (self.center, self.sigma)
 
     def floor_ratio_of(self, cls: str | None) -> float:
@@ -122,9 +124,6 @@ def _lean_p(moves: np.ndarray, direction: int) -> float:
     from scipy.stats import wilcoxon  # here: importing scipy.stats takes 1.6 s of CPU, and most commands never test
 
     return float(wilcoxon(moves, alternative="greater" if direction > 0 else "less").pvalue)
-
-
-RAGGED = "ragged batch"
 
 
 def noise_class(record: Any) -> str | None:
