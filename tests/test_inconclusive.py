@@ -130,7 +130,19 @@ def test_a_decode_condition_measured_at_too_few_lengths_is_listed_not_judged_bes
                         pct_gemm_ceiling=1.0) for h, t in ((8, 1e-3), (1, 0.95e-3))]
     v = fused_decode_speedup(_frame(tmp_path, whole + part))
     assert v.verdict == FAILS and [c.fields["backend"] for c in v.conditions if c.verdict != NOT_JUDGED] == ["sdpa"]
-    assert "not judged, measured at fewer than 3 KV lengths: sdpa-flash" in v.numbers
+    assert "not judged: sdpa-flash" in v.numbers and "(measured at fewer than 3 KV lengths)" in v.numbers
     assert [c.fields["backend"] for c in v.conditions if c.verdict == NOT_JUDGED] == ["sdpa-flash"]  # still data
     alone = fused_decode_speedup(_frame(tmp_path, part))  # nothing measured whole: still open, as before
     assert alone.verdict == INCONCLUSIVE
+
+
+def test_a_compiling_kernel_measured_whole_is_listed_not_judged_beside_one_that_does_not_compile(tmp_path):
+    # the plan funds flex's decode steps only as time allows where sdpa runs them: judging them when a run reached
+    # them would make the verdict depend on its time budget
+    flex = [{**r, "backend": "flex", "case_id": r["case_id"].replace("sdpa/", "flex/", 1), "median_s": t}
+            for r in _decode(70.0) for t in [r["median_s"] / (4 if r["n_kv_heads"] == 1 else 1)]]
+    v = fused_decode_speedup(_frame(tmp_path, _decode(70.0) + flex))
+    assert v.verdict == FAILS and [c.fields["backend"] for c in v.conditions if c.verdict != NOT_JUDGED] == ["sdpa"]
+    assert "not judged: flex" in v.numbers and "a kernel that compiles, measured as time allowed" in v.numbers
+    alone = fused_decode_speedup(_frame(tmp_path, flex))  # the only fused kernel there: judged
+    assert alone.verdict == HOLDS and [c.fields["backend"] for c in alone.conditions] == ["flex"]

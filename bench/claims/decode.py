@@ -46,6 +46,7 @@ from bench.analysis.verdict import (
     noisy_note,
     span,
 )
+from bench.backends import BACKENDS
 from bench.claims.question import Context, Question, main_dtypes, plain, uncompiled, with_emulated
 from bench.claims.spec import ClaimSpec
 from bench.problem.case import Case
@@ -223,16 +224,17 @@ def _judge(df: pd.DataFrame, family: str) -> Verdict:
                                                  f"at equal Hq (`{claim.command}`)")
     detail = [{k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()}
               for row in sp[[*KEYS, *LATER_SHAPE_KEYS, "variant", "group_size", "speedup"]].to_dict("records")]
-    judged_rows, partial = [], []  # (condition, its rows at its longest KV length); conditions left unjudged
+    judged_rows, left = [], []  # (condition, its rows at its longest KV length); why a condition is left unjudged
     for key, grp in sp.groupby(["backend", "dtype", "variant", "group_size"], sort=True):
         at = grp[grp["seq_kv"] == grp["seq_kv"].max()]
         lengths = sorted(int(k) for k in grp["seq_kv"].unique())
         judged_rows.append((_condition(family, key, at, lengths), at))
-        partial.append(len(lengths) < MIN_KV_LENGTHS)
-    if not all(partial):  # judged on the conditions a run measured whole (the plan's least set measures some whole;
-        # which others a time budget reached varies from run to run, and a verdict should not)
-        shown = [c for (c, _), p in zip(judged_rows, partial, strict=True) if p]
-        judged_rows = [jr for jr, p in zip(judged_rows, partial, strict=True) if not p]
+        left.append("" if len(lengths) >= MIN_KV_LENGTHS else f"measured at fewer than {MIN_KV_LENGTHS} KV lengths")
+    left = _budget_reached(judged_rows, left)
+    if not all(left):  # judged on the conditions every run measures whole (the plan's least set); which others a
+        # time budget reached varies from run to run, and a verdict should not
+        shown = [(c, why) for (c, _), why in zip(judged_rows, left, strict=True) if why]
+        judged_rows = [jr for jr, why in zip(judged_rows, left, strict=True) if not why]
     else:
         shown = []
     found = [c for c, _ in judged_rows]
@@ -246,8 +248,7 @@ def _judge(df: pd.DataFrame, family: str) -> Verdict:
     numbers = (f"MHA step over the GQA/MQA step, per condition at its longest KV length: {listing(found)}; "
                f"median over conditions per KV length: {per_len}")
     if shown:
-        numbers += (f"; not judged, measured at fewer than {MIN_KV_LENGTHS} KV lengths: "
-                    + "; ".join(f"{c.name} {c.ratio:.2f}×" for c in shown))
+        numbers += "; not judged: " + "; ".join(f"{c.name} {c.ratio:.2f}× ({why})" for c, why in shown)
     notes = f"Some conditions are above the claimed {high:g}×." if max(c.ratio for c in found) > high else ""
     if notes:
         numbers += f" (some above the claimed {high:g}×)"
@@ -262,10 +263,21 @@ def _judge(df: pd.DataFrame, family: str) -> Verdict:
     if failing:  # the ceilings of the failing conditions say why they fall short
         why = (_why(family, pd.concat(failing)) + (" " + why if why else "")).strip()
     # listed beside the judged ones, not judged: which a time budget reaches varies from run to run
-    unjudged = [not_judged(c.key, c.ratio, (c.low, c.high), c.bound, c.holds_above, f"measured at fewer than "
-                           f"{MIN_KV_LENGTHS} KV lengths", pairs=c.pairs, facts=c.facts) for c in shown]
+    unjudged = [not_judged(c.key, c.ratio, (c.low, c.high), c.bound, c.holds_above, why, pairs=c.pairs,
+                           facts=c.facts) for c, why in shown]
     return Verdict(claim.text, verdict, numbers, why, tuple(detail), judged_on=on,
                    conditions=tuple(found + unjudged), notes=notes, noisy=noisy_count(timed), series=(medians,))
+
+
+def _budget_reached(judged_rows: list[tuple[Condition, pd.DataFrame]], left: list[str]) -> list[str]:
+    """`left` with the conditions of kernels that compile added, where a kernel that does not compile was measured
+    whole: the plan's least set funds such kernels only when no other runs (bench.claims.question.uncompiled), so
+    whether a run reached theirs is its time budget's doing."""
+    compiles = [BACKENDS[dict(c.key)["backend"]].compiles for c, _ in judged_rows]
+    if all(why or comp for why, comp in zip(left, compiles, strict=True)):
+        return left
+    return [why or ("a kernel that compiles, measured as time allowed" if comp else "")
+            for why, comp in zip(left, compiles, strict=True)]
 
 
 def fused_decode_speedup(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
