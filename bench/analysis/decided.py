@@ -3,8 +3,9 @@ after the claims' least sets), the condition is judged on those blocks instead o
 
 A block ran in a fresh worker process: each (top, bottom) pair of the condition measured as ABBA or BAAB (A the top
 case), so a slow spell lands on both sides alike. The block's ratio is the geometric mean over its pairs of the top's
-mean slice over the bottom's, times the condition's pair_scale where its ratio is not a time ratio (sparse-ideal: the
-dense twin's time over the sparse kernel's, over the ideal 1/density). Over n >= MIN_DECIDE_BLOCKS blocks, the estimate
+mean slice over the bottom's (a side's fastest, where one slice was stalled: side_time), times the condition's
+pair_scale where its ratio is not a time ratio (sparse-ideal: the dense twin's time over the sparse kernel's, over the
+ideal 1/density). Over n >= MIN_DECIDE_BLOCKS blocks, the estimate
 is the Hodges-Lehmann centre of the log ratios and the interval the distribution-free 95% interval of that centre
 (bench.regress.blocks at alpha 0.025 on each side): ranks, so a block that ran beside a busy neighbour weighs no more
 than any other, and a fresh process per block, so what a worker's state does to a case (where its buffers landed, what
@@ -32,9 +33,21 @@ ALPHA = 0.025  # each side: a 95% interval, as every claim's
 ON_THE_BOUND = 20  # needing this many times the blocks run so far: the estimate is, for any purpose, on the bound
 
 
+# A side's slices further apart than this: one was stalled, and the side is its fastest slice. Over two default runs
+# on a shared 2-core AMD EPYC, 98% of a side's two slices lay within 1.14x of each other (a block's drift), and the
+# four past 1.25x (1.45-1.65x) each stretched its condition's 95% interval to that one block.
+SLICE_STALL = 1.25
+
+
+def side_time(slices: Sequence[float]) -> float:
+    """One side of a pair in one block: the mean of its slices (ABBA cancels a drift across the block), or, when
+    they lie more than SLICE_STALL apart, the fastest (a stall only ever adds time)."""
+    return min(slices) if max(slices) > SLICE_STALL * min(slices) else sum(slices) / len(slices)
+
+
 def block_ratio(top_s: Sequence[Sequence[float]], bottom_s: Sequence[Sequence[float]]) -> float:
-    """One block's ratio: the geometric mean over pairs of mean(top slices) / mean(bottom slices)."""
-    logs = [math.log((sum(t) / len(t)) / (sum(b) / len(b))) for t, b in zip(top_s, bottom_s, strict=True)]
+    """One block's ratio: the geometric mean over pairs of side_time(top slices) / side_time(bottom slices)."""
+    logs = [math.log(side_time(t) / side_time(b)) for t, b in zip(top_s, bottom_s, strict=True)]
     return math.exp(sum(logs) / len(logs))
 
 
