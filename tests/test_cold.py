@@ -83,6 +83,31 @@ def test_rotating_hands_out_copies_in_turn_and_hold_returns_the_original() -> No
     assert seen == [k.data_ptr()] * 2 and len(call.copies) == 1
 
 
+def test_the_memory_probe_reads_copies_half_a_rotation_away_never_the_next_calls() -> None:
+    k = torch.arange(1024, dtype=torch.float32)  # 4 KiB a copy
+    call = Rotating(lambda t: float(t[0]), (k,))
+    buffer = torch.empty(10_000, dtype=torch.uint8)
+    assert call.read_far(buffer) == 0  # not filled: no cold copies to read
+    call.fill(64 * 1024, ColdPlan(multiple=2.0))
+    for copy, (value,) in enumerate(call.tensors):
+        value.fill_(copy)  # each copy told apart by its values
+    n = len(call.tensors)
+    assert call.read_far(buffer) == buffer.numel()
+    read = buffer[:4 * 2048].view(torch.float32)  # the first two copies' worth
+    nxt = call.turn
+    assert read[0] == (nxt + n // 2) % n and read[1024] == (nxt + n // 2 - 1) % n  # backwards from half way
+    assert (read != nxt).all()
+    call.hold()
+    assert call.read_far(buffer) == 0 and len(call.tensors) == 1
+
+
+def test_a_cold_case_times_its_memory_probe_beside_the_gemm_and_a_warm_one_does_not() -> None:
+    timing = time_case(Rotating(lambda k: k.sum(), (torch.ones(1 << 14),)), "cpu", 0.05, cold=ColdPlan(multiple=1.0))
+    assert timing.control_read and timing.control_read > 0 and timing.control_flops
+    warm = time_case(lambda: torch.ones(8).sum(), "cpu", 0.05)
+    assert warm.control_read is None and warm.control_flops
+
+
 def test_rotating_view_builds_each_copys_arguments_once() -> None:
     built: list[int] = []
 

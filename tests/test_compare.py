@@ -554,6 +554,46 @@ def test_a_pooled_baseline_keeps_each_pass_probe(tmp_path):
     assert compare_runs(read_run(path), _spell(2, probe_slower=True)).summary.locally_controlled == len(CASES)
 
 
+
+def _cold(doc: dict, read_of=lambda key: 3e10) -> dict:
+    """The run's cases timed cold, each with its memory probe (control_read, bytes/s) beside its GEMM probe."""
+    by_id = {case_id(key): key for key in CASES}
+    for entry in doc["benchmarks"]:
+        info = entry["extra_info"]
+        info["timing_mode"], info["control_read"] = "cold", read_of(by_id[info["case_id"]])
+    return _probed(doc)
+
+
+def _contended(seed: int, read_slower: bool) -> dict:
+    """Some cold cases 1.6x slower, their memory probes slower with them (the host's other tenants) or not (code)."""
+    run = sweep(seed, slowdown=1.6, slowed=lambda key: key in SPELL)
+    return _cold(run, lambda key: 3e10 / 1.6 if read_slower and key in SPELL else 3e10)
+
+
+def test_cold_cases_slowed_with_the_memory_are_explained_by_their_memory_probes():
+    cmp = compare_runs(_cold(sweep(1)), _contended(2, read_slower=True))
+    spell = {case_id(key) for key in SPELL}
+    assert cmp.summary.exit_code == 0 and cmp.summary.read_controlled == len(CASES)
+    assert all(v.verdict == "noisy" and "units of its own memory probe" in v.reason
+               for v in cmp.cases if v.case_id in spell)
+    assert "cold cases against a read from their own copies" in render_text(cmp)
+    # their GEMM probes ran at the usual speed: against them alone the same runs fail
+    gemm_only = compare_runs(_cold(sweep(1), lambda key: None), _contended(2, read_slower=True))
+    assert gemm_only.summary.read_controlled == 0 and gemm_only.summary.exit_code == 1
+
+
+def test_slower_cold_code_beside_steady_memory_probes_is_still_caught():
+    cmp = compare_runs(_cold(sweep(1)), _contended(2, read_slower=False))
+    assert {v.case_id for v in cmp.cases if v.verdict == "regressed"} == {case_id(key) for key in SPELL}
+
+
+def test_a_pooled_baseline_keeps_each_pass_memory_probe(tmp_path):
+    pooled = baseline.merge_passes([_cold(sweep(1), lambda key: 2e10), _cold(sweep(3), lambda key: 4e10)])
+    path = write(tmp_path, "pooled.json", pooled.to_dict())
+    entry = next(iter(read_run(path).entries()))
+    assert entry.pass_read == (2e10, 4e10) and entry.record.control_read == pytest.approx(3e10)
+    assert compare_runs(read_run(path), _contended(2, read_slower=True)).summary.exit_code == 0
+
 def _moded(seed: int, moved: dict[tuple, float] | None = None) -> dict:
     """24 cold cases with 12% run-to-run noise and 24 warm ones with 2%, as a shared host's memory contention gives."""
     rng = random.Random(seed)

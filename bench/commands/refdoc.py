@@ -272,8 +272,9 @@ def record_fields() -> list[str]:
              "A case's record is its results entry's `extra_info`, one flat dict; these are its fields, in order, with "
              "their meanings (bench.results.record.FIELDS; the shape fields from bench.problem.shapes). A shape field "
              "beyond the classic ones enters the case id as `-<field>=<value>` only when it is not at its default, so "
-             "existing ids never change. Baselines pooled from several runs add `pass_rounds` and `pass_gemm`; "
-             "`bench ab` adds `ab_slices`.", "", "| field | meaning |", "|---|---|"]
+             "existing ids never change. Baselines pooled from several runs add `pass_rounds` and each "
+             "pass's controls (`pass_gemm`, `pass_control`, `pass_read`); `bench ab` adds `ab_slices`.",
+             "", "| field | meaning |", "|---|---|"]
     lines.extend(f"| `{name}` | {_cell(doc)} |" for name, doc in FIELDS.items())
     return [*lines, ""]
 

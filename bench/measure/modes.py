@@ -10,8 +10,8 @@ Headline mode: cold wherever the case has one, warm on a CPU case without.
   flush; a Rotating call rotates its cold inputs beside it, and in the graph mode (whose captured calls cannot be
   flushed between) the rotation is what keeps them cold.
 The other modes are recorded beside it (`timings`), on a smaller budget (SECONDARY_BUDGET of the case's).
-CPU: between the headline's rounds, untimed, bench.measure.control's probe times the machine itself (control_flops):
-the regression check's local control.
+CPU: between the headline's rounds, untimed, bench.measure.control's probe times the machine itself (control_flops)
+and, for a cold case, a read from its copies (control_read): the regression check's local control.
 
 kernel (CPU and CUDA): a few profiled calls (bench.measure.kernels); overhead_pct = 100 x (warm - kernel) / warm
 is the share of a warm call spent outside the kernels (CPU: outside the aten ops), and a case is launch_bound
@@ -71,6 +71,7 @@ class CaseTiming:
     notes: list[str] = field(default_factory=list)  # a mode that could not run, and why
     rotation: Rotation | None = None  # how the cold inputs were rotated, where the case has any
     control_flops: float | None = None  # CPU: the probe's speed between the headline's rounds (bench.measure.control)
+    control_read: float | None = None  # CPU cold: the memory probe's bytes/s beside them (bench.measure.control)
 
     @property
     def headline_mode(self) -> str:
@@ -172,7 +173,8 @@ def time_case(fn: Callable[[], object], device: str, case_budget_s: float, gpu: 
     energy = None
     rotation = rotate(fn, device, cold or ColdPlan(), cache)
     held = fn.hold if isinstance(fn, Rotating) else (lambda: None)
-    probe = None if device == "cuda" else Probe()  # a CPU's headline rounds are interleaved with the local control
+    # a CPU's headline rounds are interleaved with the local control; a cold case's also reads its own copies
+    probe = None if device == "cuda" else Probe(fn.read_far if rotation is not None else None)
     if rotation is not None and rotation.partly_warm:
         notes.append(rotation.partly_warm)
     if device == "cuda":
@@ -201,7 +203,7 @@ def time_case(fn: Callable[[], object], device: str, case_budget_s: float, gpu: 
     except Exception as err:
         notes.append(f"kernel mode: profiling failed: {_first_line(err)}")
     timing = CaseTiming(first_call_s, device, modes, kernel, energy, notes, rotation,
-                        probe.flops_per_s() if probe else None)
+                        probe.flops_per_s() if probe else None, probe.read_bytes_per_s() if probe else None)
     if timing.modes_disagree():
         notes.append(f"kernel and warm modes disagree: kernel median {timing.median('kernel'):.3g} s > warm median "
                      f"{timing.median('warm'):.3g} s (load between them); overhead_pct left out")

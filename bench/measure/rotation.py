@@ -37,6 +37,7 @@ class Rotating:
         self.original = tuple(cold)
         self.view = view
         self.copies: list[tuple] = [self._arguments(self.original)]
+        self.tensors: list[tuple[torch.Tensor, ...]] = [self.original]  # each copy's cold tensors (read_far's)
         self.turn = 0
         self.guard: Any = None
 
@@ -70,15 +71,36 @@ class Rotating:
         free = _free_bytes(self.device)
         copies, why = copies_for(self.set_bytes, cache_bytes, plan, free)
         with torch.no_grad():
-            self.copies = [self._arguments(self.original)] + [
-                self._arguments(tuple(t.clone() for t in self.original)) for _ in range(copies - 1)]
+            self.tensors = [self.original] + [tuple(t.clone() for t in self.original) for _ in range(copies - 1)]
+        self.copies = [self._arguments(tensors) for tensors in self.tensors]
         self.turn = 1 % copies
         return Rotation(copies, self.set_bytes, cache_bytes, why)
 
     def hold(self) -> None:
         """Warm from now on: the original inputs on every call; the copies are freed."""
         self.copies = self.copies[:1]
+        self.tensors = self.tensors[:1]
         self.turn = 0
+
+    def read_far(self, buffer: torch.Tensor) -> int:
+        """Copies the bytes of the copies half a rotation from the next call's into `buffer` (uint8) until it is
+        full, and returns how many: a read from memory, for the local control (bench.measure.control). Half the
+        copies were read since these were, and as many are read before the case's call reads them again, each half
+        more than the cache. 0 when not filled, or on a GPU."""
+        n = len(self.tensors)
+        if n < 2 or self.device.type != "cpu":
+            return 0
+        done, size = 0, buffer.numel()
+        for step in range(max(n // 2, 1)):  # from half a rotation away back toward the next call's copy, never it
+            for t in self.tensors[(self.turn + n // 2 - step) % n]:
+                if done >= size:
+                    return done
+                if t.is_contiguous():
+                    flat = t.reshape(-1).view(torch.uint8)
+                    k = min(flat.numel(), size - done)
+                    buffer[done:done + k].copy_(flat[:k])
+                    done += k
+        return done
 
 
 def _free_bytes(device: torch.device) -> int | None:

@@ -23,7 +23,8 @@ the raw rounds (with --normalize, times x the GEMM FLOP/s each run measured of i
 With the in-run control (default on one machine) every timing verdict must also hold in GEMM units (time x GEMM
 FLOP/s); otherwise the case is noisy. The GEMM is the case's own probe, timed between its rounds (control_flops,
 bench.measure.control: a slow spell of a shared host moves both), where both sides recorded one; else each run's
-calibration GEMM at its start and end.
+calibration GEMM at its start and end. A cold case's control is its memory probe where both sides recorded one
+(control_read: bytes/s of a read from its own copies; the host's other tenants move the memory's speed, not the GEMM's).
 A case recorded `throttled` (its GPU stayed throttled for power or heat after a cool-down) in either run cannot be
 regressed or improved in time: it is noisy. Nor can a CPU case whose probe ran under SPELL_SHARE of its run's
 usual probe speed (bench.measure.control): it was timed in a slow spell of the host, which slows a call reading
@@ -38,14 +39,13 @@ m as 0, and group/global do not apply.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from bench.measure.control import spell_shares
 from bench.measure.environment import fingerprint_diff
+from bench.regress.inrun import controlled, in_spell, own_control, positive, segments, spell_checked
 from bench.regress.noise import CompareError, NoiseModel, Rule, noise_class, noise_model
 from bench.regress.verdicts import VERDICTS, CaseVerdict, Comparison, Summary
 from bench.results import Entry, RunDocument, as_run
@@ -73,41 +73,20 @@ class _Timed:
         return math.log(self.cur_value / self.base_value)
 
 
-def _segments(entry: Entry, local: bool) -> list[tuple[int, int, float | None]]:
-    """(start, end, own control) of each pooled pass in an entry's samples; one segment for a plain run.
-    local: the control is the case's own probe (control_flops, pass_control), else the run's GEMM (pass_gemm)."""
-    n = len(entry.samples)
-    split = entry.pass_rounds
-    if not (len(split) > 1 and sum(split) == n):
-        return [(0, n, entry.record.control_flops if local else None)]
-    bounds = np.cumsum([0, *split])
-    own = entry.pass_control if local else entry.pass_gemm
-    return [(int(lo), int(hi), g) for lo, hi, g in zip(bounds[:-1], bounds[1:], own, strict=True) if hi > lo]
-
-
-def _locally_controlled(entry: Entry) -> bool:
-    """Whether every pass of the entry timed its probe beside its rounds (bench.measure.control)."""
-    return all(_positive(g) for _, _, g in _segments(entry, local=True))
-
-
-def _positive(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
-
-
-def _scaled(entry: Entry, scale: float | None, per_pass: bool, local: bool = False
+def _scaled(entry: Entry, scale: float | None, per_pass: bool, local: str | None = None
             ) -> tuple[np.ndarray, list[tuple[int, int]]]:
     """The rounds, each pass multiplied by its own control (per_pass; the case's own probe when local) or all by
     the run's `scale`."""
     x = np.asarray(entry.samples, dtype=float)
-    segments = _segments(entry, local)
-    for lo, hi, own in segments:
-        factor = own if (per_pass and _positive(own)) else scale
+    parts = segments(entry, local)
+    for lo, hi, own in parts:
+        factor = own if (per_pass and positive(own)) else scale
         x[lo:hi] *= factor if factor else 1.0
-    return x, [(lo, hi) for lo, hi, _ in segments]
+    return x, [(lo, hi) for lo, hi, _ in parts]
 
 
 def _timed(base: Entry, cur: Entry, metric: str, base_scale: float | None, cur_scale: float | None,
-           per_pass: bool = False, local: bool = False) -> _Timed | None:
+           per_pass: bool = False, local: str | None = None) -> _Timed | None:
     fn = METRICS[metric]
     b, b_parts = _scaled(base, base_scale, per_pass, local)
     c, c_parts = _scaled(cur, cur_scale, per_pass, local)
@@ -273,16 +252,15 @@ def compare_runs(baseline: RunDocument | dict, current: RunDocument | dict, rule
 
     noise, verdicts = _judge(bcases, ccases, common, rule, base_scale, cur_scale, per_pass=normalize)
     use_control = control and not normalize and not missing
-    local: frozenset[str] = frozenset()
+    local: dict[str, str] = {}
     if use_control:
-        # The in-run control: the same verdicts in GEMM units of each run (pass). A move that disappears there
-        # was the machine's speed (a slow spell of a shared host), not the code: it is demoted to noisy.
-        local = frozenset(cid for cid in common
-                          if _locally_controlled(bcases[cid]) and _locally_controlled(ccases[cid]))
+        # The in-run control: the same verdicts in GEMM units of each run (pass), or of each case's own probe. A
+        # move that disappears there was the machine's speed (a slow spell of a shared host), not the code: noisy.
+        local = {cid: k for cid in common if (k := own_control(bcases[cid], ccases[cid]))}
         _, in_gemm = _judge(bcases, ccases, common, rule, bgemm, cgemm, per_pass=True, local=local)
-        verdicts = [_controlled(v, w, rule) for v, w in zip(verdicts, in_gemm, strict=True)]
-        spells = {name: _in_spell(cases) for name, cases in (("baseline", bcases), ("current", ccases))}
-        verdicts = [_spell_checked(v, spells, rule) for v in verdicts]
+        verdicts = [controlled(v, w, rule, local.get(v.case_id)) for v, w in zip(verdicts, in_gemm, strict=True)]
+        spells = {name: in_spell(cases) for name, cases in (("baseline", bcases), ("current", ccases))}
+        verdicts = [spell_checked(v, spells, rule) for v in verdicts]
     verdicts += [CaseVerdict(cid, "missing", False, "in the baseline, not in the current run", bcases[cid].status,
                              None, None, None, None, None, None) for cid in bcases if cid not in ccases]
     verdicts += [CaseVerdict(cid, "new", False, "not in the baseline", None, ccases[cid].status, None, None,
@@ -298,12 +276,13 @@ def compare_runs(baseline: RunDocument | dict, current: RunDocument | dict, rule
     if control and not normalize and missing:
         warnings.append(f"no GEMM calibration in the {' and '.join(missing)} run: no in-run control")
     summary = Summary(binfo, cinfo, rule, noise, normalize, diffs, counts, n_failing, len(common), tuple(warnings),
-                      1 if n_failing else 0, use_control, len(local))
+                      1 if n_failing else 0, use_control, len(local),
+                      read_controlled=sum(k == "control_read" for k in local.values()))
     return Comparison(summary, tuple(verdicts))
 
 
 def _judge(bcases: dict[str, Entry], ccases: dict[str, Entry], common: list[str], rule: Rule, base_scale: float | None,
-           cur_scale: float | None, per_pass: bool, local: frozenset[str] = frozenset()
+           cur_scale: float | None, per_pass: bool, local: dict[str, str] | None = None
            ) -> tuple[NoiseModel, list[CaseVerdict]]:
     """The noise model and a verdict per common case, with times scaled as given; the cases in `local` by their own
     probes instead (a log ratio needs the same kind of control on both sides, not across cases)."""
@@ -311,7 +290,7 @@ def _judge(bcases: dict[str, Entry], ccases: dict[str, Entry], common: list[str]
     for cid in common:
         b, c = bcases[cid], ccases[cid]
         if b.status == "ok" and c.status == "ok":
-            t = _timed(b, c, rule.metric, base_scale, cur_scale, per_pass=per_pass, local=cid in local)
+            t = _timed(b, c, rule.metric, base_scale, cur_scale, per_pass=per_pass, local=(local or {}).get(cid))
             if t is not None:
                 timed[cid] = t
     # clean or not matters only past the threshold (regress.noise); a case within it is unchanged, its rounds unread
@@ -321,40 +300,6 @@ def _judge(bcases: dict[str, Entry], ccases: dict[str, Entry], common: list[str]
                         [classes[cid] for cid in timed])
     return noise, [_case_verdict(cid, bcases[cid], ccases[cid], timed.get(cid), within.get(cid), noise, rule)
                    for cid in common]
-
-
-def _controlled(raw: CaseVerdict, in_gemm: CaseVerdict, rule: Rule) -> CaseVerdict:
-    """A timing verdict must hold in seconds AND against the in-run control; memory and statuses are kept."""
-    if raw.verdict not in ("regressed", "improved") or in_gemm.verdict == raw.verdict:
-        return raw
-    mem = raw.mem_ratio
-    if raw.verdict == "regressed" and mem is not None and mem > 1 + rule.threshold:
-        return raw  # a memory regression needs no control
-    moved = in_gemm.ratio if in_gemm.ratio is not None else float("nan")
-    reason = (f"{raw.reason}, but not against the in-run control (x{moved:.2f} in GEMM units of each run: "
-              "the machine's speed moved, not the code)")
-    return CaseVerdict(raw.case_id, "noisy", False, reason, raw.base_status, raw.cur_status, raw.base_value,
-                       raw.cur_value, raw.ratio, raw.p_value, raw.mem_ratio)
-
-
-def _in_spell(cases: dict[str, Entry]) -> dict[str, float]:
-    """{case id: its probe's share of the run's usual speed} for the cases timed in a slow spell."""
-    # a pooled entry's passes each have their own probe: not judged here
-    return spell_shares({cid: e.record.control_flops for cid, e in cases.items() if len(e.pass_rounds) < 2})
-
-
-def _spell_checked(v: CaseVerdict, spells: dict[str, dict[str, float]], rule: Rule) -> CaseVerdict:
-    """A timing verdict on a case timed in a slow spell of either run is noisy, as a throttled GPU's is; a memory
-    regression needs no timing and stands (as in _controlled)."""
-    if v.verdict not in ("regressed", "improved"):
-        return v
-    hit = [f"the {name} run (its probe at {spell[v.case_id]:.2f} of the run's usual speed)"
-           for name, spell in spells.items() if v.case_id in spell]
-    mem = v.mem_ratio
-    if not hit or (v.verdict == "regressed" and mem is not None and mem > 1 + rule.threshold):
-        return v
-    reason = f"{v.reason}, but it was timed in a slow spell of the host in {' and '.join(hit)}: run it again"
-    return dataclasses.replace(v, verdict="noisy", failing=False, reason=reason)
 
 
 def _case_verdict(cid: str, b: Entry, c: Entry, t: _Timed | None, within: tuple[float | None, list[str]] | None,

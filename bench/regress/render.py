@@ -88,14 +88,16 @@ def _context_lines(s: Summary) -> list[str]:
         gb, gc = _gemm(s.baseline) / 1e9, _gemm(s.current) / 1e9
         own, timed = s.locally_controlled, s.noise.n_cases
         runs = f"each run's GEMM speed at its start and end (baseline {gb:.4g}, current {gc:.4g} GFLOP/s)"
+        cold = (f" ({s.read_controlled} cold cases against a read from their own copies instead)"
+                if s.read_controlled else "")
         if not own:
             against = runs
         elif own >= timed:
-            against = f"each timed case against its own GEMM probe, timed between its rounds (and {runs})"
+            against = f"each timed case against its own GEMM probe{cold}, timed between its rounds (and {runs})"
         else:
-            against = (f"{own} of {timed} timed cases against their own GEMM probe, timed between their rounds; "
-                       f"the rest against {runs}")
-        lines.append(f"in-run control: {against}; a timing change must hold in seconds and in GEMM units")
+            against = (f"{own} of {timed} timed cases against their own GEMM probe{cold}, timed between their "
+                       f"rounds; the rest against {runs}")
+        lines.append(f"in-run control: {against}; a timing change must hold in seconds and in units of its control")
     lines += [f"warning: {w}" for w in s.warnings]
     if s.counts.get("inconclusive"):
         lines.append(f"{s.counts['inconclusive']} inconclusive: their intervals straddle the threshold, so they are "

@@ -45,6 +45,7 @@ class Summary:
     exit_code: int  # 0 no regression, 1 regression
     controlled: bool = False  # timing verdicts also had to hold in GEMM units of each run (the in-run control)
     locally_controlled: int = 0  # ... of which this many cases against their own probes (bench.measure.control)
+    read_controlled: int = 0  # ... of which this many cold cases against their own memory probes
     method: str = "runs"  # "runs": the noise model across cases (compare); "blocks": each case's ABBA blocks (ab)
 
 

@@ -27,7 +27,7 @@ TEST_FILE = "bench/suite/test_attention.py"
 PER_SECOND_FIELDS = ("tflops", "tokens_per_s", "gb_per_s", "pct_gemm_ceiling", "pct_copy_ceiling",
                      "pct_read_ceiling", "pct_spec_flops", "kv_bytes_per_s")
 # extra_info keys beside the record's own: a pooled baseline's passes, bench ab's slices
-POOLING_KEYS = ("pass_rounds", "pass_gemm", "pass_control", "ab_slices")
+POOLING_KEYS = ("pass_rounds", "pass_gemm", "pass_control", "pass_read", "ab_slices")
 _ENTRY_KEYS = frozenset({"group", "name", "fullname", "params", "param", "extra_info", "options", "stats"})
 _KNOWN_INFO = frozenset(RECORD_FIELDS) | frozenset(POOLING_KEYS)
 
@@ -46,7 +46,7 @@ class Entry:
 
     stats is pytest-benchmark's statistics exactly as the file holds them (written once, never recomputed on
     reading), None when the case was not timed. A baseline pooled from several runs keeps each pass's round count
-    and in-run controls (pass_rounds; pass_gemm, the run's GEMM; pass_control, the case's own probe:
+    and in-run controls (pass_rounds; pass_gemm, the run's GEMM; pass_control and pass_read, the case's own probes:
     bench.regress.compare scales each pass by its own); an A/B side
     keeps its slices (bench.regress.ab). extra_info keys this version does not know (another version's fields) are
     kept as read, so rewriting a file loses nothing.
@@ -61,6 +61,7 @@ class Entry:
     pass_rounds: tuple[int, ...] = ()
     pass_gemm: tuple[float | None, ...] = ()
     pass_control: tuple[float | None, ...] = ()
+    pass_read: tuple[float | None, ...] = ()
     ab_slices: tuple[Slice, ...] = ()
     unknown: Mapping[str, Any] = field(default_factory=dict)  # extra_info keys of other versions
     other: Mapping[str, Any] = field(default_factory=dict)  # the entry's keys of other tools
@@ -91,7 +92,7 @@ class Entry:
         info = self.record.to_dict()
         if self.pass_rounds:
             info |= {"pass_rounds": list(self.pass_rounds), "pass_gemm": list(self.pass_gemm),
-                     "pass_control": list(self.pass_control)}
+                     "pass_control": list(self.pass_control), "pass_read": list(self.pass_read)}
         if self.ab_slices:
             info["ab_slices"] = [{"block": s.block, "rounds": list(s.rounds)} for s in self.ab_slices]
         return {"group": self.group, "name": self.name, "fullname": self.fullname,
@@ -104,12 +105,14 @@ class Entry:
         info = d["extra_info"]
         rounds = info.get("pass_rounds")
         pass_rounds = tuple(int(n) for n in rounds) if _numbers(rounds) else ()
-        pass_gemm, pass_control = (_per_pass(info.get(key), len(pass_rounds)) for key in ("pass_gemm", "pass_control"))
+        pass_gemm, pass_control, pass_read = (_per_pass(info.get(key), len(pass_rounds))
+                                              for key in ("pass_gemm", "pass_control", "pass_read"))
         slices = tuple(Slice(int(s["block"]), tuple(float(x) for x in s["rounds"]))
                        for s in info.get("ab_slices") or [])
         return cls(record=Record.from_dict(info), stats=d.get("stats") or None, name=d.get("name") or "",
                    fullname=d.get("fullname") or "", group=d.get("group"), options=d.get("options") or {},
-                   pass_rounds=pass_rounds, pass_gemm=pass_gemm, pass_control=pass_control, ab_slices=slices,
+                   pass_rounds=pass_rounds, pass_gemm=pass_gemm, pass_control=pass_control, pass_read=pass_read,
+                   ab_slices=slices,
                    unknown=unknown_fields(info),
                    other={k: v for k, v in d.items() if k not in _ENTRY_KEYS})
 
@@ -161,7 +164,8 @@ def case_entry(record: Record, samples: list[float] | None = None, *, name: str 
 
 def pooled_entry(entry: Entry, samples: list[float], peak_mem_bytes: float | None = None, *,
                  pass_rounds: tuple[int, ...] = (), pass_gemm: tuple[float | None, ...] = (),
-                 pass_control: tuple[float | None, ...] = (), **fields: Any) -> Entry:
+                 pass_control: tuple[float | None, ...] = (), pass_read: tuple[float | None, ...] = (),
+                 **fields: Any) -> Entry:
     """`entry` with `samples` as its rounds (several passes or slices of one case pooled): the statistics and the
     median-derived fields follow the pooled median; the single run's CI no longer applies. fields: record fields
     to set as well (noisy=...)."""
@@ -179,7 +183,8 @@ def pooled_entry(entry: Entry, samples: list[float], peak_mem_bytes: float | Non
         changes["peak_mem_bytes"] = peak_mem_bytes
     return dataclasses.replace(entry, record=dataclasses.replace(entry.record, **changes), stats=stats,
                                pass_rounds=tuple(pass_rounds), pass_gemm=tuple(pass_gemm),
-                               pass_control=tuple(pass_control) or (None,) * len(pass_rounds))
+                               pass_control=tuple(pass_control) or (None,) * len(pass_rounds),
+                               pass_read=tuple(pass_read) or (None,) * len(pass_rounds))
 
 
 def median_of(values: list[Any]) -> float | None:

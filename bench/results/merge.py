@@ -94,7 +94,9 @@ def _pool(entries: list[Entry], gemms: list[float | None]) -> Entry:
                         pass_rounds=tuple(len(e.samples) for e in ok),
                         pass_gemm=tuple(g for _, g in ok_pairs),  # each pass's own in-run controls (bench compare)
                         pass_control=tuple(e.record.control_flops for e in ok),
-                        control_flops=median_of([e.record.control_flops for e in ok]))
+                        pass_read=tuple(e.record.control_read for e in ok),
+                        control_flops=median_of([e.record.control_flops for e in ok]),
+                        control_read=median_of([e.record.control_read for e in ok]))
 
 
 def merge_passes(docs: list[RunDocument | dict], labels: list[str] | None = None) -> RunDocument:

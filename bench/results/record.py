@@ -108,6 +108,9 @@ MEASURED_DOCS: dict[str, str] = {
                    "time may be flattered by the cache; the reason says by how much",
     "control_flops": "CPU: the machine's speed beside the headline's rounds, FLOP/s of a fixed 96^3 fp32 product "
                      "timed between them (bench.measure.control); bench compare holds a change in time to it too",
+    "control_read": "CPU cold: the memory's speed beside the headline's rounds, bytes/s of a 1 MiB read from the "
+                    "case's own copies out of cache (bench.measure.control); bench compare holds a cold case's change "
+                    "in time to it too",
     "overhead_pct": "share of a warm call spent outside the kernels (CPU: outside the aten ops), "
                     "100 x (warm - kernel) / warm",
     "launch_bound": "true when the warm time is at least 2x the kernel time (launch, dispatch or Python dominate)",
@@ -201,6 +204,7 @@ class Record:
     cache_bytes: int | None = None
     partly_warm: bool | None = None
     control_flops: float | None = None
+    control_read: float | None = None
     overhead_pct: float | None = None
     launch_bound: bool | None = None
     kernels: list[dict[str, Any]] | None = None
@@ -305,7 +309,7 @@ def with_modes(record: Record, case_timing: Any, spec_bytes_per_s: float | None 
             "partly_warm": bool(rotation.partly_warm)} if rotation else {}
     return dataclasses.replace(
         record, reason=notes, timings=case_timing.timings(), timing_mode=case_timing.headline_mode, **cold,
-        control_flops=case_timing.control_flops,
+        control_flops=case_timing.control_flops, control_read=case_timing.control_read,
         overhead_pct=case_timing.overhead_pct(),
         launch_bound=case_timing.launch_bound(), kernels=kernel.top() if kernel else None,
         sdpa_kernel=kernel.sdpa_kernel if kernel else None, throttled=case_timing.throttled,
