@@ -7,13 +7,14 @@ import math
 import random
 import statistics
 
+import numpy as np
 import pytest
 
 from bench.cli import main
 from bench.measure import environment
 from bench.regress import baseline
 from bench.regress.compare import CompareError, Rule, compare_runs
-from bench.regress.noise import median_mad, parse_threshold
+from bench.regress.noise import median_mad, noise_model, parse_threshold
 from bench.regress.render import render_text
 from bench.results import read_run, write_atomic
 from tests.results_factory import FINGERPRINT, make_record, make_run
@@ -611,7 +612,7 @@ def _moded(seed: int, moved: dict[tuple, float] | None = None) -> dict:
 def test_each_timing_mode_has_its_own_noise():
     warm_key, cold_key = ("warm", *CASES[0]), ("cold", *CASES[1])
     cmp = compare_runs(_moded(1), _moded(2, {warm_key: 1.3, cold_key: 1.3}))
-    by_mode = {name: sigma for name, _, _, sigma in cmp.summary.noise.classes}
+    by_mode = {c.name: c.sigma for c in cmp.summary.noise.classes}
     assert by_mode["cold"] > 3 * by_mode["warm"]
     cases = {v.case_id: v for v in cmp.cases}
     warm = cases[make_record(backend=CASES[0][0], seq=CASES[0][1], n_kv_heads=CASES[0][2])["case_id"]]
@@ -643,7 +644,7 @@ def test_cold_ragged_batches_have_their_own_noise():
     ragged = make_record(backend=CASES[0][0], seq=CASES[0][1], n_kv_heads=CASES[0][2], phase="decode",
                          batch=16)["case_id"]
     cmp = compare_runs(_ragged(1), _ragged(2, {grid: 1.3, ragged: 1.5}))
-    by_class = {name: sigma for name, _, _, sigma in cmp.summary.noise.classes}
+    by_class = {c.name: c.sigma for c in cmp.summary.noise.classes}
     assert set(by_class) == {"cold", "cold, ragged batch"} and by_class["cold, ragged batch"] > 2 * by_class["cold"]
     cases = {v.case_id: v for v in cmp.cases}
     # x1.3 is out of the cold decode steps' noise, and x1.5 within the ragged batches'; all cases together would have
@@ -662,6 +663,27 @@ def test_a_ragged_batch_of_a_class_too_small_for_its_own_noise_is_judged_by_its_
     assert {name for name, *_ in noise.classes} == {"cold"}  # six ragged batches: too few for a sigma of their own
     assert noise.of("cold, ragged batch") == noise.of("cold") != (noise.center, noise.sigma)
 
+
+
+def test_a_run_that_drifted_with_symmetric_noise_does_not_lean():
+    # 5% slower as a whole, each case +-8% around that: unchanged code, so no group (counting only the cases past the
+    # threshold from 0 as well once found 3 slower for every faster one here)
+    rng = np.random.default_rng(0)
+    x = math.log(1.05) + rng.normal(0, 0.08, 600)
+    noise = noise_model(x, [True] * len(x), Rule())
+    assert noise.group_shift == 0 and 0.7 < noise.n_slower / noise.n_faster < 1.4
+
+
+def test_a_class_with_its_own_noise_leans_on_its_own():
+    # the warm cases lean slower (a partial regression of them); the cold ones move as much both ways
+    rng = np.random.default_rng(1)
+    warm = np.concatenate([rng.normal(0, 0.03, 60), rng.normal(0.2, 0.01, 20)])
+    cold = rng.normal(0, 0.08, 80)
+    x = np.concatenate([warm, cold])
+    noise = noise_model(x, [True] * len(x), Rule(), ["warm"] * len(warm) + ["cold"] * len(cold))
+    leans = {c.name: c.group_shift for c in noise.classes}
+    assert leans == {"warm": 1, "cold": 0}
+    assert noise.group_of("warm")[1] == 1 and noise.group_of("cold")[1] == 0
 
 def test_a_case_timed_in_a_slow_spell_cannot_regress():
     # memory contention slows a decode step 2x while the GEMM probe slows only 1.25x: in GEMM units it still moved,

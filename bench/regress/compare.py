@@ -10,9 +10,10 @@ the raw rounds (with --normalize, times x the GEMM FLOP/s each run measured of i
      c. between runs (within-run statistics understate run-to-run noise; the cases themselves measure it). With m
         the median of all cases' l and sigma = 1.4826 x their median absolute deviation, ONE of:
         - alone: the case stands out, |l - m| > k * sigma (k = 4);
-        - group: it is past the threshold from 0 and from m, and the "clean" cases (a and b hold) that are past it
-          lean to its side: one-sided Wilcoxon signed-rank on their l - m, p < alpha. Unchanged code moves cases
-          past the threshold as much one way as the other; a lean is a (partial) regression;
+        - group: it is past the threshold from 0 and from m, and the "clean" cases (a and b hold) past the threshold
+          from m lean to its side: one-sided Wilcoxon signed-rank on their l - m, p < alpha (m, and the cases, of its
+          class where that has its own noise: bench.regress.noise). Unchanged code moves cases past the threshold as
+          much one way as the other; a lean is a (partial) regression;
         - global: m itself is past the threshold on the case's side, and the clean cases past the threshold lean
           that way (signed-rank on their l, p < alpha): the whole run moved.
      d. passes: when either side pooled several runs, every current pass is past the threshold from every
@@ -174,7 +175,8 @@ def _time_verdict(t: _Timed, within: tuple[float | None, list[str]], noise: Nois
     center, sigma = noise.of(cls)  # the case's own class's noise (noise_class) where it has enough cases
     apart = d * (l - center)
     alone = apart > noise.k * sigma
-    in_group = noise.group_shift == d and d * (l - noise.center) > thr  # the group test is over all cases
+    group_center, lean = noise.group_of(cls)  # the lean of the case's class, where it has its own
+    in_group = lean == d and d * (l - group_center) > thr
     if not (alone or in_group or noise.global_shift == d) and noise.kind == "prior":
         # two runs made apart carry run-to-run noise that only many cases can measure: say so, and what decides
         doubts.append(f"cannot decide: {noise.n_cases} cases are too few to measure the run-to-run noise (a case "

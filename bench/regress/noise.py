@@ -13,8 +13,10 @@ moved, and 1.4826 times their median absolute deviation is the spread of one cas
 Cases of different timing modes meet different noise: a cold case reads its KV cache from memory that the host's
 other tenants contend for, a warm one from its own cache. In three default runs of one commit (2-core AMD EPYC, a KVM
 guest, 2026-12-06) the cold cases' run-to-run sigma was 10-12.5% and the warm ones' 6%. So each mode with at least
-min_cases cases gets its own center and sigma (NoiseModel.classes) for the test of a lone case; the others, and the
-group and global tests, use all cases together.
+min_cases cases gets its own center, sigma and lean (NoiseModel.classes) for the tests of a lone case and of a group;
+the others, and the global test, use all cases together. A lean is the class's own because one run meets more of a
+class's kind of noise than the other: in an A/A of one commit on that AMD (2026-12-07) the second run read memory 11%
+slower (its cases' memory probes) and every mode leaned slower (p 0.001-0.03), the cold ragged batches least.
 A cold ragged batch on a CPU (a serving batch with lengths that differ: a replayed trace's step, its KV caches
 rotated) is a class apart: its one call reads tens of sequences' caches of different lengths, and where those many
 buffers landed in a process moves it between runs while its rounds stay tight. In three default runs of one commit
@@ -29,7 +31,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -70,6 +72,16 @@ class Rule:
     sigma_floor: float = 0.01  # identical synthetic runs have zero spread; never claim under 1% noise
 
 
+class ClassNoise(NamedTuple):
+    """One class's own noise (a timing mode with enough cases: the module docstring)."""
+
+    name: str
+    cases: int
+    center: float
+    sigma: float
+    group_shift: int = 0  # its clean cases past the threshold from its center lean: +1 slower, -1 faster, 0 neither
+
+
 @dataclass(frozen=True)
 class NoiseModel:
     """Run-to-run noise of this comparison, read off the per-case log ratios of all cases timed in both runs."""
@@ -86,7 +98,7 @@ class NoiseModel:
     global_p: float  # signed-rank test that the clean moves past the threshold from 0 lean to the center's side
     global_shift: int  # +1: the whole run is slower past the threshold; -1 faster; 0 neither
     geomean_ratio: float | None  # geometric mean of the ratios of all timed cases (information only)
-    classes: tuple[tuple[str, int, float, float], ...] = ()  # (class, cases, center, sigma) where a class has its own
+    classes: tuple[ClassNoise, ...] = ()  # where a class has its own
 
     @property
     def center_ratio(self) -> float:
@@ -97,12 +109,22 @@ class NoiseModel:
         """How far (as a ratio) a case must stand out of the others to count on its own."""
         return math.exp(self.k * self.sigma)
 
-    def of(self, cls: str | None) -> tuple[float, float]:
-        """(center, sigma) a case of this class stands out of: its class's own where it has one, else its timing
-        mode's (a cold ragged batch's class has too few cases), else all cases'."""
-        own = {name: (center, sigma) for name, _, center, sigma in self.classes}
+    def _own(self, cls: str | None) -> ClassNoise | None:
+        """The class's own noise where it has one, else its timing mode's (a cold ragged batch's class has too few
+        cases), else None (all cases')."""
+        own = {c.name: c for c in self.classes}
         mode = cls.removesuffix(f", {RAGGED}") if cls else cls
-        return own.get(cls) or own.get(mode) or (self.center, self.sigma)
+        return own.get(cls) or own.get(mode)
+
+    def of(self, cls: str | None) -> tuple[float, float]:
+        """(center, sigma) a case of this class stands out of (_own, else all cases')."""
+        own = self._own(cls)
+        return (own.center, own.sigma) if own else (self.center, self.sigma)
+
+    def group_of(self, cls: str | None) -> tuple[float, int]:
+        """(center, lean) of the group a case of this class belongs to (_own, else all cases')."""
+        own = self._own(cls)
+        return (own.center, own.group_shift) if own else (self.center, self.group_shift)
 
     def floor_ratio_of(self, cls: str | None) -> float:
         return math.exp(self.k * self.of(cls)[1])
@@ -153,29 +175,36 @@ def noise_model(log_ratios: Sequence[float], clean: Sequence[bool], rule: Rule,
     # Robust, but a regression of a third of the cases still doubles sigma: the group test below covers that.
     center, sigma = median_mad(x)
     sigma = max(sigma, rule.sigma_floor)
-    # group: moves past the threshold from 0 and from the center (a drift of the whole run is not a group)
-    past = ok & (np.abs(x) > thr) & (np.abs(x - center) > thr) & (np.sign(x) == np.sign(x - center))
-    slower, faster = int(np.sum(past & (x > 0))), int(np.sum(past & (x < 0)))
-    lean = 1 if slower >= faster else -1
-    group_p = _lean_p(x[past] - center, lean)
-    group = lean if group_p < rule.alpha else 0
+    slower, faster, group_p, group = _group(x, ok, center, rule)
     # global: the center itself moved past the threshold, and the clean cases past it lean the same way
     global_p = _lean_p(x[ok & (np.abs(x) > thr)], 1 if center > 0 else -1)
     moved = abs(center) > thr and global_p < rule.alpha
     return NoiseModel("cross-case", n, center, sigma, rule.k, slower, faster, group_p, group, global_p,
-                      int(np.sign(center)) if moved else 0, geomean, _classes(x, classes, rule))
+                      int(np.sign(center)) if moved else 0, geomean, _classes(x, ok, classes, rule))
 
 
-def _classes(x: np.ndarray, classes: Sequence[str | None] | None, rule: Rule
-             ) -> tuple[tuple[str, int, float, float], ...]:
-    """(class, cases, center, sigma) of each class with at least min_cases cases, when there are several classes."""
+def _group(x: np.ndarray, ok: np.ndarray, center: float, rule: Rule) -> tuple[int, int, float, int]:
+    """(slower, faster, p, lean) of the clean moves past the threshold from the center, counted on both sides
+    alike (a drift of the whole run is not a group; counting only those past it from 0 as well favoured the side
+    away from 0: a run that drifted 5% slower leaned slower)."""
+    past = ok & (np.abs(x - center) > math.log1p(rule.threshold))
+    slower, faster = int(np.sum(past & (x > center))), int(np.sum(past & (x < center)))
+    lean = 1 if slower >= faster else -1
+    p = _lean_p(x[past] - center, lean)
+    return slower, faster, p, lean if p < rule.alpha else 0
+
+
+def _classes(x: np.ndarray, ok: np.ndarray, classes: Sequence[str | None] | None, rule: Rule
+             ) -> tuple[ClassNoise, ...]:
+    """The own noise of each class with at least min_cases cases, when there are several classes."""
     if classes is None or len(set(classes)) < 2:
         return ()
     names = np.asarray([str(c) for c in classes])
     out = []
     for name in sorted(set(names)):
-        own = x[names == name]
-        if len(own) >= rule.min_cases:
-            center, sigma = median_mad(own)
-            out.append((name, len(own), center, max(sigma, rule.sigma_floor)))
+        mine = names == name
+        if int(mine.sum()) >= rule.min_cases:
+            center, sigma = median_mad(x[mine])
+            lean = _group(x[mine], ok[mine], center, rule)[3]
+            out.append(ClassNoise(name, int(mine.sum()), center, max(sigma, rule.sigma_floor), lean))
     return tuple(out)

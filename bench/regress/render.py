@@ -50,8 +50,9 @@ def _noise_line(s: Summary) -> str:
     if n.classes:  # each timing mode (cold ragged batches apart) with enough cases has its own noise
         apart = ", cold ragged batches apart" if any(RAGGED in name for name, *_ in n.classes) else ""
         text += f"; by timing mode{apart}: " + ", ".join(
-            f"{name} sigma {sigma:.1%} ({count} cases, stand out by {_ratio(n.floor_ratio_of(name))})"
-            for name, count, _, sigma in n.classes)
+            f"{c.name} sigma {c.sigma:.1%} ({c.cases} cases, stand out by {_ratio(n.floor_ratio_of(c.name))}"
+            + (f", GROUP: lean {'slower' if c.group_shift > 0 else 'faster'}" if c.group_shift else "") + ")"
+            for c in n.classes)
     if n.group_shift:
         text += f"; GROUP: the cases lean {'slower' if n.group_shift > 0 else 'faster'}"
     if n.global_shift:
