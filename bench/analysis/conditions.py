@@ -17,7 +17,11 @@ A condition's word, against its bound (one rule for every claim that judges cond
   one side and is not clearly past the bound on the other), or reaches past twice the band on both sides: deciding
   (bench.engine.decide) spends its blocks there.
 
-The claim's word over its conditions (`combine`):
+The claim's word over its conditions (`combine`). A condition at a bound it may reach counts as holding by a tolerance
+(no run tells its side of the bound), and a tolerance does not turn the other conditions' "does not hold" into
+"depends": it sways the claim only where no condition outside the band decides it (the listing names it with its
+number either way). At a margin to clear, "at its bound" is the claim's own answer (not clearly faster) and counts as
+any failure does. Then:
 - holds: every condition holds; does not hold: every condition fails;
 - depends: some conditions hold and some fail (the numbers name which, each with its ratio);
 - inconclusive: no condition fails against one that holds, but some straddle their bound.
@@ -252,9 +256,14 @@ def pairs_of(rows: Any, top: str, bottom: str = "case_id") -> list[tuple[str, st
 
 def combine(conditions: Iterable[Condition | str]) -> str:
     """The claim's word from its conditions' (Conditions or their words), by the rule in this module's docstring."""
-    words = {c.verdict if isinstance(c, Condition) else c for c in conditions} - {NOT_MEASURED, NOT_JUDGED}
-    if not words:
+    def word_of(c: Condition | str) -> str:
+        return c.verdict if isinstance(c, Condition) else c
+
+    judged_ = [c for c in conditions if word_of(c) not in (NOT_MEASURED, NOT_JUDGED)]
+    if not judged_:
         return NOT_MEASURED
+    placed = [c for c in judged_ if not (isinstance(c, Condition) and c.at_bound and c.verdict == HOLDS)]
+    words = {word_of(c) for c in placed or judged_}
     if words == {HOLDS}:
         return HOLDS
     if words == {FAILS}:

@@ -72,7 +72,7 @@ class Rotating:
         copies, why = copies_for(self.set_bytes, cache_bytes, plan, free)
         with torch.no_grad():
             self.tensors = [self.original] + [tuple(t.clone() for t in self.original) for _ in range(copies - 1)]
-        self.copies = [self._arguments(tensors) for tensors in self.tensors]
+            self.copies = [self._arguments(tensors) for tensors in self.tensors]
         self.turn = 1 % copies
         return Rotation(copies, self.set_bytes, cache_bytes, why)
 
