@@ -20,11 +20,11 @@ its memory bandwidth, which an in-cache product does not see. In two back-to-bac
 read ceiling measured 31.3 and 28.8 GB/s at the first run's start and end, 24.6 and 30.1 GB/s at the second's, its
 GEMM within 2%; the cold cases' times moved between the runs by 0.99-1.10x (median, per eighth of the run) and 25
 of them by 1.12-1.77x, while the warm cases' stayed within 0.96-1.02x. So a cold case's probe also times a read of
-PROBE_READ_BYTES from its own rotation's copies farthest from the next call (memory it reads, out of cache):
+PROBE_READ_BYTES from its own rotation's copies half a rotation from the next call's (memory it reads, out of cache):
 `control_read`, bytes/s, and `bench compare` asks a cold case's change to hold in units of it too. With another
-process copying 256 MiB arrays 4 s of every 8, the read probe's median slowed 1.2x, the cold GQA decode steps beside
-it 1.05-1.1x and a compute-bound bf16 step not at all: a case slows less than the read, so the control is a second
-judge beside the seconds (a change must hold in both), never a correction of them.
+process copying 256 MiB arrays 4 s of every 8, a 2 MiB read's median slowed 1.2x, the cold GQA and MQA decode steps
+beside it 1.02-1.09x and a compute-bound bf16 step not at all: a case slows less than the read, so the control is a
+second judge beside the seconds (a change must hold in both), never a correction of them.
 """
 
 from __future__ import annotations
