@@ -30,7 +30,7 @@ def summary_lines(results: Path, report: Path | None = None) -> list[str]:
         for b in best:
             vs = f", {b['speedup_vs_naive']:.1f}x naive" if b.get("speedup_vs_naive") else ""
             lines.append(f"  {b['family']:<{width}}  {b['best']} ({b['wins']}/{b['shapes']}{vs})")
-    lines.append("claims (conditions holding / judged):")
+    lines.append("claims (conditions holding / judged, and those holding only at their bound):")
     lines += claim_lines(claim_rows(verdicts(frame, info.meta), info.run_id))  # the rows claims.csv holds
 
     lines.append(f"results: {results}")
@@ -40,16 +40,20 @@ def summary_lines(results: Path, report: Path | None = None) -> list[str]:
 
 
 def claim_lines(rows: list[dict]) -> list[str]:
-    """One line per claim from claims.csv's rows: its word, how many of its judged conditions hold, its text and
-    the range it was judged on."""
-    lines = []
+    """One line per claim from claims.csv's rows: its word, how many of its judged conditions hold (those holding
+    only at their bound apart: they sway a claim only where no other condition decides it), its text and the range
+    it was judged on."""
+    found = []
     for key in dict.fromkeys(r["claim"] for r in rows):
         mine = [r for r in rows if r["claim"] == key]
         judged = [r for r in mine if r.get("word") in (HOLDS, FAILS, INCONCLUSIVE)]
-        count = f"{sum(r['word'] == HOLDS for r in judged)}/{len(judged)}" if judged else "–"
+        at = sum(r["word"] == HOLDS and r.get("at_bound") is True for r in judged)
+        count = (f"{sum(r['word'] == HOLDS for r in judged) - at}/{len(judged)}" + (f" +{at} at bound" if at else "")
+                 if judged else "–")
         on = f"  [{mine[0]['judged_on']}]" if mine[0]["judged_on"] else ""
-        lines.append(f"  {mine[0]['claim_verdict']:<13}  {count:>5}  {BY_KEY[key].text}{on}")
-    return lines
+        found.append((mine[0]["claim_verdict"], count, f"{BY_KEY[key].text}{on}"))
+    width = max((len(count) for _, count, _ in found), default=5)
+    return [f"  {word:<13}  {count:>{width}}  {text}" for word, count, text in found]
 
 
 def table_lines(results: Path) -> list[str]:
