@@ -12,7 +12,7 @@ from bench.claims.decode import fused_decode_speedup
 from bench.claims.heads import heads_free_lunch
 from bench.claims.layer import attention_dominates, projected_crossing
 from bench.claims.memory import memory_scaling
-from bench.report.summary import summary_lines
+from bench.report.summary import claim_lines, summary_lines
 from tests.results_factory import make_record, make_run
 from tests.test_layer_scope import share_records
 
@@ -146,3 +146,9 @@ def test_a_compiling_kernel_measured_whole_is_listed_not_judged_beside_one_that_
     assert "not judged: flex" in v.numbers and "a kernel that compiles, measured as time allowed" in v.numbers
     alone = fused_decode_speedup(_frame(tmp_path, flex))  # the only fused kernel there: judged
     assert alone.verdict == HOLDS and [c.fields["backend"] for c in alone.conditions] == ["flex"]
+
+
+def test_the_summary_counts_conditions_holding_only_at_their_bound_apart():
+    rows = [{"claim": "fused-decode", "claim_verdict": FAILS, "judged_on": "", "word": w, "at_bound": at}
+            for w, at in ((HOLDS, True), (FAILS, False), (FAILS, False))]
+    assert "0/3 +1 at bound  GQA/MQA speed up decoding" in claim_lines(rows)[0]
