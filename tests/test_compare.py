@@ -547,10 +547,14 @@ def test_a_side_without_probes_falls_back_to_the_runs_gemm():
     assert {v.case_id for v in cmp.cases if v.verdict == "regressed"} == {case_id(key) for key in SPELL}
 
 
+def _pooled(tmp_path, docs: list[dict]):
+    """A baseline pooled from the runs, written and read back: (its path, its first case)."""
+    path = write(tmp_path, "pooled.json", baseline.merge_passes(docs).to_dict())
+    return path, next(iter(read_run(path).entries()))
+
+
 def test_a_pooled_baseline_keeps_each_pass_probe(tmp_path):
-    pooled = baseline.merge_passes([_probed(sweep(1), lambda key: 8e10), _probed(sweep(3), lambda key: 1e11)])
-    path = write(tmp_path, "pooled.json", pooled.to_dict())
-    entry = next(iter(read_run(path).entries()))
+    path, entry = _pooled(tmp_path, [_probed(sweep(1), lambda key: 8e10), _probed(sweep(3), lambda key: 1e11)])
     assert entry.pass_control == (8e10, 1e11) and entry.record.control_flops == pytest.approx(9e10)
     assert compare_runs(read_run(path), _spell(2, probe_slower=True)).summary.locally_controlled == len(CASES)
 
@@ -589,9 +593,7 @@ def test_slower_cold_code_beside_steady_memory_probes_is_still_caught():
 
 
 def test_a_pooled_baseline_keeps_each_pass_memory_probe(tmp_path):
-    pooled = baseline.merge_passes([_cold(sweep(1), lambda key: 2e10), _cold(sweep(3), lambda key: 4e10)])
-    path = write(tmp_path, "pooled.json", pooled.to_dict())
-    entry = next(iter(read_run(path).entries()))
+    path, entry = _pooled(tmp_path, [_cold(sweep(1), lambda key: 2e10), _cold(sweep(3), lambda key: 4e10)])
     assert entry.pass_read == (2e10, 4e10) and entry.record.control_read == pytest.approx(3e10)
     assert compare_runs(read_run(path), _contended(2, read_slower=True)).summary.exit_code == 0
 
