@@ -211,7 +211,8 @@ def _judge(df: pd.DataFrame, family: str) -> Verdict:
     """Per condition — backend × dtype × GQA/MQA group size, at that condition's longest KV length — the MHA step's
     time over the GQA/MQA step's, its 95% interval from those cases' own timings, and its word against 2×; the
     claim's word is bench.analysis.conditions' rule over them (holds, does not hold, depends, inconclusive). Where
-    some conditions were measured at MIN_KV_LENGTHS lengths or more, the others are listed but not judged."""
+    some conditions were measured at MIN_KV_LENGTHS lengths or more, the others are listed but not judged, and so
+    are a compiling kernel's beside a kernel measured whole that does not compile (_budget_reached)."""
     import pandas as pd
 
     from bench.analysis.frames import dense_rows, ok_rows
