@@ -152,3 +152,16 @@ def test_the_summary_counts_conditions_holding_only_at_their_bound_apart():
     rows = [{"claim": "fused-decode", "claim_verdict": FAILS, "judged_on": "", "word": w, "at_bound": at}
             for w, at in ((HOLDS, True), (FAILS, False), (FAILS, False))]
     assert "0/3 +1 at bound  GQA/MQA speed up decoding" in claim_lines(rows)[0]
+
+
+def test_a_failing_claim_s_answer_names_a_condition_holding_only_at_its_bound():
+    from bench.analysis.conditions import condition
+    from bench.analysis.verdict import Verdict
+    from bench.claims import BY_KEY
+    from bench.report.answers import answer
+
+    at = condition({"backend": "sdpa-flash", "variant": "MQA"}, 1.98, (1.87, 2.02), 2.0, True)
+    short = condition({"backend": "sdpa-flash", "variant": "GQA"}, 1.59, (1.51, 1.66), 2.0, True)
+    v = Verdict("c", FAILS, "", conditions=(at, short))
+    said = answer(v, BY_KEY["fused-decode"])
+    assert said.startswith("None of 2 holds clearly (1 only at its bound); the closest: ") and "1.59×" in said

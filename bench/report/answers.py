@@ -79,8 +79,9 @@ def _lead(v: Verdict, judged: list[Condition]) -> str:
         return "Its one condition"
     if v.verdict == HOLDS:
         return f"All {n} hold; the narrowest"
-    if v.verdict == FAILS:
-        return f"None of {n} holds; the closest"
+    if v.verdict == FAILS:  # a condition holding only at its bound does not sway such a claim (analysis.conditions)
+        at = sum(c.verdict == HOLDS and c.at_bound for c in judged)
+        return f"None of {n} holds" + (f" clearly ({at} only at its bound)" if at else "") + "; the closest"
     if v.verdict == DEPENDS:
         return f"{holds} of {n} hold; the clearest"
     return f"{sum(c.verdict == INCONCLUSIVE for c in judged)} of {n} open; waiting on"
