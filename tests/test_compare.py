@@ -14,9 +14,9 @@ from bench.cli import main
 from bench.measure import environment
 from bench.regress import baseline
 from bench.regress.compare import CompareError, Rule, compare_runs
-from bench.regress.noise import median_mad, noise_model, parse_threshold
+from bench.regress.noise import median_mad, noise_class, noise_model, parse_threshold
 from bench.regress.render import render_text
-from bench.results import read_run, write_atomic
+from bench.results import as_run, read_run, write_atomic
 from tests.results_factory import FINGERPRINT, make_record, make_run
 
 # 24 cases: 3 backends x 4 lengths x (MHA, GQA)
@@ -622,7 +622,7 @@ def test_each_timing_mode_has_its_own_noise():
                              phase="decode")["case_id"]]
     # x1.3 is far out of the warm cases' 2% noise, and within the cold ones' 12%
     assert warm.verdict == "regressed" and cold.verdict == "noisy" and "within run-to-run noise" in cold.reason
-    assert "by timing mode: cold sigma" in render_text(cmp)
+    assert "by timing mode" in render_text(cmp) and "cold sigma" in render_text(cmp)
 
 
 def _ragged(seed: int, moved: dict[str, float] | None = None) -> dict:
@@ -655,6 +655,44 @@ def test_cold_ragged_batches_have_their_own_noise():
     assert cases[grid].verdict == "regressed"
     assert cases[ragged].verdict == "noisy" and "within run-to-run noise" in cases[ragged].reason
     assert "cold, ragged batch sigma" in render_text(cmp)
+
+
+def _materialising(seed: int, moved: dict[str, float] | None = None) -> dict:
+    """The warm prefills of CASES: naive's with 10% run-to-run noise (its scores placed anew by each process's
+    malloc), sdpa's and flex's with 2%."""
+    rng = random.Random(seed)
+    recs = []
+    for backend, seq, hkv in CASES:
+        rec = make_record(backend=backend, seq=seq, n_kv_heads=hkv)
+        sigma = 0.10 if backend == "naive" else 0.02
+        m = 1e-3 * (seq / 256) * math.exp(rng.gauss(0, sigma)) * (moved or {}).get(rec["case_id"], 1.0)
+        samples = [m * math.exp(rng.gauss(0, 0.01)) for _ in range(20)]
+        recs.append(make_record(backend=backend, seq=seq, n_kv_heads=hkv, median_s=statistics.median(samples),
+                                samples=samples, timing_mode="warm"))
+    return make_run(recs, run_id=f"materialising-{seed}")
+
+
+def test_a_materialising_kernels_warm_cases_have_their_own_noise():
+    naive, tiled = (make_record(backend=b, seq=512, n_kv_heads=2)["case_id"] for b in ("naive", "sdpa"))
+    cmp = compare_runs(_materialising(1), _materialising(2, {naive: 1.3, tiled: 1.3}))
+    by_class = {c.name: c.sigma for c in cmp.summary.noise.classes}
+    assert set(by_class) == {"warm", "warm, materialising kernel"}
+    assert by_class["warm, materialising kernel"] > 2 * by_class["warm"]
+    cases = {v.case_id: v for v in cmp.cases}
+    # x1.3 is out of the tiled kernels' noise, and within naive's: one process's malloc, not the code
+    assert cases[tiled].verdict == "regressed"
+    assert cases[naive].verdict == "noisy" and "within run-to-run noise" in cases[naive].reason
+    assert "warm materialising kernels' cases apart" in render_text(cmp)
+
+
+def test_only_a_cpus_warm_cases_of_a_materialising_kernel_are_a_class_apart():
+    def cls(**fields) -> str | None:
+        return noise_class(as_run(make_run([make_record(**fields)])).entries()[0].record)
+    assert cls(backend="naive", timing_mode="warm") == "warm, materialising kernel"
+    assert cls(backend="sdpa-math", timing_mode="warm") == "warm, materialising kernel"
+    assert cls(backend="sdpa", timing_mode="warm") == "warm"
+    assert cls(backend="naive", timing_mode="cold", phase="decode") == "cold"
+    assert cls(backend="naive", timing_mode="warm", device="cuda") == "warm"
 
 
 def test_a_ragged_batch_of_a_class_too_small_for_its_own_noise_is_judged_by_its_timing_mode_s():

@@ -23,7 +23,11 @@ buffers landed in a process moves it between runs while its rounds stay tight. I
 (2-core AMD EPYC, a KVM guest, 2026-12-07) the cold ragged batches' run-to-run sigma was 9.8-14.4% against 4.5-5.4%
 for the other cold cases, and five of them stood out of the cold cases' noise (x1.29-1.62) in three A/A comparisons.
 Warm ones stay in their mode: 3.3-6.6% against 2.9-3.6%, too close, from about twenty cases, to need a sigma of their
-own. A class too small for its own sigma takes its timing mode's (noise_class, NoiseModel.of).
+own. A warm case of a materialising kernel on a CPU (naive, sdpa-math: its Sq x Skv scores allocated afresh on every
+call, placed by glibc wherever that process's heap puts them) is a class apart too: over 13 A/A comparisons of default
+runs (2-core AMD EPYC, a KVM guest, 2026-12-06/07) their run-to-run sigma was 4.8-15% (median 9.7%) against 2.3-13%
+(median 4.7%) for the other warm cases, and every one of the 10 warm cases compare called regressed in those A/As was
+one of them (x1.18-1.77). A class too small for its own sigma takes its timing mode's (noise_class, NoiseModel.of).
 """
 
 from __future__ import annotations
@@ -35,9 +39,11 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from bench.backends import BACKENDS
 from bench.errors import InputError
 
 RAGGED = "ragged batch"  # the class of a CPU's cold ragged batches within their timing mode (noise_class)
+MATERIALISING = "materialising kernel"  # the class of a CPU's warm cases of a materialising kernel (noise_class)
 
 
 class CompareError(InputError):
@@ -113,7 +119,7 @@ class NoiseModel:
         """The class's own noise where it has one, else its timing mode's (a cold ragged batch's class has too few
         cases), else None (all cases')."""
         own = {c.name: c for c in self.classes}
-        mode = cls.removesuffix(f", {RAGGED}") if cls else cls
+        mode = cls.split(", ")[0] if cls else cls
         return own.get(cls) or own.get(mode)
 
     def of(self, cls: str | None) -> tuple[float, float]:
@@ -149,12 +155,18 @@ def _lean_p(moves: np.ndarray, direction: int) -> float:
 
 
 def noise_class(record: Any) -> str | None:
-    """The class whose noise a case is judged against: its timing mode, a cold ragged batch apart (the module
-    docstring)."""
-    serving = getattr(getattr(record, "shape", None), "serving", None)
+    """The class whose noise a case is judged against: its timing mode, on a CPU a cold ragged batch and a warm case
+    of a materialising kernel apart (the module docstring)."""
     mode = getattr(record, "timing_mode", None)
-    ragged = serving is not None and serving.lengths not in (None, "equal")
-    return f"{mode}, {RAGGED}" if ragged and mode == "cold" and getattr(record, "device", "") == "cpu" else mode
+    if getattr(record, "device", "") != "cpu":
+        return mode
+    serving = getattr(getattr(record, "shape", None), "serving", None)
+    if mode == "cold" and serving is not None and serving.lengths not in (None, "equal"):
+        return f"{mode}, {RAGGED}"
+    backend = BACKENDS.get(getattr(record, "backend", ""))
+    if mode == "warm" and backend is not None and backend.memory == "materialising":
+        return f"{mode}, {MATERIALISING}"
+    return mode
 
 
 def noise_model(log_ratios: Sequence[float], clean: Sequence[bool], rule: Rule,

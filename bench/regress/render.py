@@ -8,10 +8,13 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
-from bench.regress.noise import RAGGED
+from bench.regress.noise import MATERIALISING, RAGGED
 from bench.regress.verdicts import VERDICTS, CaseVerdict, Comparison, Summary
 from bench.results import json_safe
 from bench.results.meta import RunMeta
+
+# the classes of cases with a noise of their own within their timing mode, as the noise line names them
+APART = {f"cold, {RAGGED}": "cold ragged batches", f"warm, {MATERIALISING}": "warm materialising kernels' cases"}
 
 
 def _time(value: float | None, normalized: bool) -> str:
@@ -48,7 +51,8 @@ def _noise_line(s: Summary) -> str:
             f"{_ratio(n.center_ratio)}; alone a case must stand out of the others by {_ratio(n.floor_ratio)}; past the "
             f"threshold: {n.n_slower} clean cases slower, {n.n_faster} faster (lean p={n.group_p:.2g})")
     if n.classes:  # each timing mode (cold ragged batches apart) with enough cases has its own noise
-        apart = ", cold ragged batches apart" if any(RAGGED in name for name, *_ in n.classes) else ""
+        names = {name for name, *_ in n.classes}
+        apart = "".join(f", {what} apart" for name, what in APART.items() if name in names)
         text += f"; by timing mode{apart}: " + ", ".join(
             f"{c.name} sigma {c.sigma:.1%} ({c.cases} cases, stand out by {_ratio(n.floor_ratio_of(c.name))}"
             + (f", GROUP: lean {'slower' if c.group_shift > 0 else 'faster'}" if c.group_shift else "") + ")"
