@@ -725,6 +725,25 @@ def test_a_class_with_its_own_noise_leans_on_its_own():
     assert leans == {"warm": 1, "cold": 0}
     assert noise.group_of("warm")[1] == 1 and noise.group_of("cold")[1] == 0
 
+def test_cases_timed_one_after_another_that_move_together_lean_as_one_stretch():
+    # 320 cases in run order (ten stretches): twelve neighbours read x0.7 together (one stretch of the process's
+    # state, as twelve sdpa-math prefills did in an A/A), the rest move +-4%; tested case by case they lean faster
+    rng = np.random.default_rng(2)
+    x = rng.normal(0, 0.04, 320)
+    x[100:112] = math.log(0.7) + rng.normal(0, 0.03, 12)
+    clean, pos = [True] * len(x), list(range(len(x)))
+    assert noise_model(x, clean, Rule()).group_shift == -1
+    assert noise_model(x, clean, Rule(), positions=pos).group_shift == 0
+    # a change of every fourth case shows in every stretch: it still leans
+    y = rng.normal(0, 0.04, 320)
+    y[::4] += math.log(1.2)
+    assert noise_model(y, clean, Rule(), positions=pos).group_shift == 1
+    # 24 cases are one stretch: their test could never reach alpha, so they are tested case by case
+    few = x[104:128]  # eight of them moved
+    assert noise_model(few, clean[:24], Rule()).group_shift == -1
+    assert noise_model(few, clean[:24], Rule(), positions=pos[:24]) == noise_model(few, clean[:24], Rule())
+
+
 def test_a_case_timed_in_a_slow_spell_cannot_regress():
     # memory contention slows a decode step 2x while the GEMM probe slows only 1.25x: in GEMM units it still moved,
     # but its probe ran well under its run's usual speed, so its time says little about the code

@@ -12,8 +12,9 @@ the raw rounds (with --normalize, times x the GEMM FLOP/s each run measured of i
         - alone: the case stands out, |l - m| > k * sigma (k = 4);
         - group: it is past the threshold from 0 and from m, and the "clean" cases (a and b hold) past the threshold
           from m lean to its side: one-sided Wilcoxon signed-rank on their l - m, p < alpha (m, and the cases, of its
-          class where that has its own noise: bench.regress.noise). Unchanged code moves cases past the threshold as
-          much one way as the other; a lean is a (partial) regression;
+          class where that has its own noise: bench.regress.noise), over stretches of 32 cases in the current run's
+          order, each the median of its moves (cases timed one after another move together). Unchanged code moves
+          cases past the threshold as much one way as the other; a lean is a (partial) regression;
         - global: m itself is past the threshold on the case's side, and the clean cases past the threshold lean
           that way (signed-rank on their l, p < alpha): the whole run moved.
      d. passes: when either side pooled several runs, every current pass is past the threshold from every
@@ -299,8 +300,9 @@ def _judge(bcases: dict[str, Entry], ccases: dict[str, Entry], common: list[str]
     # clean or not matters only past the threshold (regress.noise); a case within it is unchanged, its rounds unread
     within = {cid: (None, []) for cid in timed} | _within_all(timed, rule)
     classes = {cid: noise_class(ccases[cid].record) for cid in timed}
+    order = {cid: i for i, cid in enumerate(ccases)}  # the current run's order: neighbours share a stretch
     noise = noise_model([t.log_ratio for t in timed.values()], [not within[cid][1] for cid in timed], rule,
-                        [classes[cid] for cid in timed])
+                        [classes[cid] for cid in timed], [order[cid] for cid in timed])
     return noise, [_case_verdict(cid, bcases[cid], ccases[cid], timed.get(cid), within.get(cid), noise, rule)
                    for cid in common]
 

@@ -42,6 +42,12 @@ import numpy as np
 from bench.backends import BACKENDS
 from bench.errors import InputError
 
+# A lean is tested over stretches of this many cases in the current run's order, each its clean moves' median: the
+# cases of one stretch share the process's state (where its heap has grown, what the host's other tenants do), so
+# they move together. Over 15 A/A comparisons of default runs (2-core AMD EPYC, 2026-12-06/07) the log ratios'
+# correlation with the case 1, 4, 16, 32 and 64 places later was 0.35, 0.19, 0.10, 0.03 and -0.02 (medians), and in
+# one A/A a stretch of 12 sdpa-math prefills, timed one after another, all read x0.59-0.87 and made a lean alone.
+STRETCH = 32
 RAGGED = "ragged batch"  # the class of a CPU's cold ragged batches within their timing mode (noise_class)
 MATERIALISING = "materialising kernel"  # the class of a CPU's warm cases of a materialising kernel (noise_class)
 
@@ -170,12 +176,15 @@ def noise_class(record: Any) -> str | None:
 
 
 def noise_model(log_ratios: Sequence[float], clean: Sequence[bool], rule: Rule,
-                classes: Sequence[str | None] | None = None) -> NoiseModel:
+                classes: Sequence[str | None] | None = None, positions: Sequence[int] | None = None) -> NoiseModel:
     """Between-run noise from the cases themselves: within-run CIs understate it (README: noise on shared CPUs).
 
     clean[i]: case i's own rounds show its move clearly (steps a and b); only such cases count in the group and
     global tests, so that cases with wide or bimodal rounds cannot make or hide a lean. classes[i]: case i's class
     (noise_class); a class of at least min_cases cases gets its own center and sigma (the module docstring).
+    positions[i]: case i's place in the current run's order; given, a lean is tested over stretches of STRETCH cases,
+    where the run has enough of them for the test to reach alpha (7 at 0.01; with fewer, case by case, as if the cases
+    moved independently).
     """
     x = np.asarray(log_ratios, dtype=float)
     ok = np.asarray(clean, dtype=bool)
@@ -187,27 +196,36 @@ def noise_model(log_ratios: Sequence[float], clean: Sequence[bool], rule: Rule,
     # Robust, but a regression of a third of the cases still doubles sigma: the group test below covers that.
     center, sigma = median_mad(x)
     sigma = max(sigma, rule.sigma_floor)
-    slower, faster, group_p, group = _group(x, ok, center, rule)
+    pos = None if positions is None else np.asarray(positions, dtype=int)
+    if pos is not None and len(np.unique(pos // STRETCH)) < math.log2(1 / rule.alpha):
+        pos = None  # too few stretches for their test ever to reach alpha: the cases are tested one by one
+    slower, faster, group_p, group = _group(x, ok, center, rule, pos)
     # global: the center itself moved past the threshold, and the clean cases past it lean the same way
     global_p = _lean_p(x[ok & (np.abs(x) > thr)], 1 if center > 0 else -1)
     moved = abs(center) > thr and global_p < rule.alpha
     return NoiseModel("cross-case", n, center, sigma, rule.k, slower, faster, group_p, group, global_p,
-                      int(np.sign(center)) if moved else 0, geomean, _classes(x, ok, classes, rule))
+                      int(np.sign(center)) if moved else 0, geomean, _classes(x, ok, classes, rule, pos))
 
 
-def _group(x: np.ndarray, ok: np.ndarray, center: float, rule: Rule) -> tuple[int, int, float, int]:
+def _group(x: np.ndarray, ok: np.ndarray, center: float, rule: Rule, pos: np.ndarray | None = None
+           ) -> tuple[int, int, float, int]:
     """(slower, faster, p, lean) of the clean moves past the threshold from the center, counted on both sides
     alike (a drift of the whole run is not a group; counting only those past it from 0 as well favoured the side
-    away from 0: a run that drifted 5% slower leaned slower)."""
+    away from 0: a run that drifted 5% slower leaned slower). With positions, the test is over stretches of the run
+    (STRETCH), each the median of its moves: cases timed one after another move together."""
     past = ok & (np.abs(x - center) > math.log1p(rule.threshold))
     slower, faster = int(np.sum(past & (x > center))), int(np.sum(past & (x < center)))
-    lean = 1 if slower >= faster else -1
-    p = _lean_p(x[past] - center, lean)
+    moves = x[past] - center
+    if pos is not None and len(moves):
+        stretch = pos[past] // STRETCH
+        moves = np.array([np.median(moves[stretch == k]) for k in np.unique(stretch)])
+    lean = 1 if np.sum(moves > 0) >= np.sum(moves < 0) else -1
+    p = _lean_p(moves, lean)
     return slower, faster, p, lean if p < rule.alpha else 0
 
 
-def _classes(x: np.ndarray, ok: np.ndarray, classes: Sequence[str | None] | None, rule: Rule
-             ) -> tuple[ClassNoise, ...]:
+def _classes(x: np.ndarray, ok: np.ndarray, classes: Sequence[str | None] | None, rule: Rule,
+             pos: np.ndarray | None = None) -> tuple[ClassNoise, ...]:
     """The own noise of each class with at least min_cases cases, when there are several classes."""
     if classes is None or len(set(classes)) < 2:
         return ()
@@ -217,6 +235,6 @@ def _classes(x: np.ndarray, ok: np.ndarray, classes: Sequence[str | None] | None
         mine = names == name
         if int(mine.sum()) >= rule.min_cases:
             center, sigma = median_mad(x[mine])
-            lean = _group(x[mine], ok[mine], center, rule)[3]
+            lean = _group(x[mine], ok[mine], center, rule, None if pos is None else pos[mine])[3]
             out.append(ClassNoise(name, int(mine.sum()), center, max(sigma, rule.sigma_floor), lean))
     return tuple(out)
