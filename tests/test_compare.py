@@ -676,20 +676,21 @@ def test_a_materialising_kernels_warm_cases_have_their_own_noise():
     naive, tiled = (make_record(backend=b, seq=512, n_kv_heads=2)["case_id"] for b in ("naive", "sdpa"))
     cmp = compare_runs(_materialising(1), _materialising(2, {naive: 1.3, tiled: 1.3}))
     by_class = {c.name: c.sigma for c in cmp.summary.noise.classes}
-    assert set(by_class) == {"warm", "warm, materialising kernel"}
-    assert by_class["warm, materialising kernel"] > 2 * by_class["warm"]
+    assert set(by_class) == {"warm", "warm, op-by-op kernel"}
+    assert by_class["warm, op-by-op kernel"] > 2 * by_class["warm"]
     cases = {v.case_id: v for v in cmp.cases}
     # x1.3 is out of the tiled kernels' noise, and within naive's: one process's malloc, not the code
     assert cases[tiled].verdict == "regressed"
     assert cases[naive].verdict == "noisy" and "within run-to-run noise" in cases[naive].reason
-    assert "warm materialising kernels' cases apart" in render_text(cmp)
+    assert "warm op-by-op kernels' cases apart" in render_text(cmp)
 
 
-def test_only_a_cpus_warm_cases_of_a_materialising_kernel_are_a_class_apart():
+def test_only_a_cpus_warm_cases_of_an_op_by_op_kernel_are_a_class_apart():
     def cls(**fields) -> str | None:
         return noise_class(as_run(make_run([make_record(**fields)])).entries()[0].record)
-    assert cls(backend="naive", timing_mode="warm") == "warm, materialising kernel"
-    assert cls(backend="sdpa-math", timing_mode="warm") == "warm, materialising kernel"
+    assert cls(backend="naive", timing_mode="warm") == "warm, op-by-op kernel"
+    assert cls(backend="sdpa-math", timing_mode="warm") == "warm, op-by-op kernel"
+    assert cls(backend="hf-gdn", timing_mode="warm") == "warm, op-by-op kernel"  # a linear layer's torch path
     assert cls(backend="sdpa", timing_mode="warm") == "warm"
     assert cls(backend="naive", timing_mode="cold", phase="decode") == "cold"
     assert cls(backend="naive", timing_mode="warm", device="cuda") == "warm"

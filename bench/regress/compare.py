@@ -31,7 +31,7 @@ A case recorded `throttled` (its GPU stayed throttled for power or heat after a 
 regressed or improved in time: it is noisy. Nor can a CPU case whose probe ran under SPELL_SHARE of its run's
 usual probe speed (bench.measure.control): it was timed in a slow spell of the host, which slows a call reading
 memory more than the probe (run it again). A lone case stands out of the noise of its own class, its timing mode with
-a CPU's cold ragged batches and warm materialising kernels' cases apart, where that class has min_cases cases
+a CPU's cold ragged batches and warm op-by-op kernels' cases apart, where that class has min_cases cases
 (bench.regress.noise.noise_class).
 Memory is deterministic enough to need no statistics: peak_mem_bytes up by more than the threshold -> regressed.
 Status: ok -> oom | incorrect | error is always a failure; other status changes are reported, not failed.

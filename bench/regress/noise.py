@@ -23,11 +23,15 @@ buffers landed in a process moves it between runs while its rounds stay tight. I
 (2-core AMD EPYC, a KVM guest, 2026-12-07) the cold ragged batches' run-to-run sigma was 9.8-14.4% against 4.5-5.4%
 for the other cold cases, and five of them stood out of the cold cases' noise (x1.29-1.62) in three A/A comparisons.
 Warm ones stay in their mode: 3.3-6.6% against 2.9-3.6%, too close, from about twenty cases, to need a sigma of their
-own. A warm case of a materialising kernel on a CPU (naive, sdpa-math: its Sq x Skv scores allocated afresh on every
-call, placed by glibc wherever that process's heap puts them) is a class apart too: over 13 A/A comparisons of default
-runs (2-core AMD EPYC, a KVM guest, 2026-12-06/07) their run-to-run sigma was 4.8-15% (median 9.7%) against 2.3-13%
-(median 4.7%) for the other warm cases, and every one of the 10 warm cases compare called regressed in those A/As was
-one of them (x1.18-1.77). A class too small for its own sigma takes its timing mode's (noise_class, NoiseModel.of).
+own. A warm case of an op-by-op kernel on a CPU is a class apart too: a materialising one (naive, sdpa-math: its
+Sq x Skv scores allocated afresh on every call, placed wherever that process's heap puts them) or a linear layer's
+torch path (hf-gdn: its chunks' states, likewise). Over 13 A/A comparisons of default runs (2-core AMD EPYC, a KVM
+guest, 2026-12-06/07) the materialising ones' run-to-run sigma was 4.8-15% (median 9.7%) against 2.3-13% (median
+4.7%) for the other warm cases, and every one of the 10 warm cases compare called regressed in those A/As was one of
+them (x1.18-1.77); per backend, a warm case's median distance from the warm cases' center over 18 comparisons (six
+triples of runs) was 5.1% for naive, 5.8% for sdpa-math and 5.1% for hf-gdn, against 2.5-3.2% for sdpa, sdpa-flash,
+flex and topk-gather (an hf-gdn prefill read x1.31 in one A/A and x0.75 in the next). A class too small for its own
+sigma takes its timing mode's (noise_class, NoiseModel.of).
 """
 
 from __future__ import annotations
@@ -49,7 +53,7 @@ from bench.errors import InputError
 # one A/A a stretch of 12 sdpa-math prefills, timed one after another, all read x0.59-0.87 and made a lean alone.
 STRETCH = 32
 RAGGED = "ragged batch"  # the class of a CPU's cold ragged batches within their timing mode (noise_class)
-MATERIALISING = "materialising kernel"  # the class of a CPU's warm cases of a materialising kernel (noise_class)
+OP_BY_OP = "op-by-op kernel"  # the class of a CPU's warm cases of a kernel that allocates as it goes (noise_class)
 
 
 class CompareError(InputError):
@@ -162,7 +166,7 @@ def _lean_p(moves: np.ndarray, direction: int) -> float:
 
 def noise_class(record: Any) -> str | None:
     """The class whose noise a case is judged against: its timing mode, on a CPU a cold ragged batch and a warm case
-    of a materialising kernel apart (the module docstring)."""
+    of an op-by-op kernel (materialising, or a linear layer's torch path) apart (the module docstring)."""
     mode = getattr(record, "timing_mode", None)
     if getattr(record, "device", "") != "cpu":
         return mode
@@ -170,8 +174,8 @@ def noise_class(record: Any) -> str | None:
     if mode == "cold" and serving is not None and serving.lengths not in (None, "equal"):
         return f"{mode}, {RAGGED}"
     backend = BACKENDS.get(getattr(record, "backend", ""))
-    if mode == "warm" and backend is not None and backend.memory == "materialising":
-        return f"{mode}, {MATERIALISING}"
+    if mode == "warm" and backend is not None and (backend.memory == "materialising" or backend.linear):
+        return f"{mode}, {OP_BY_OP}"
     return mode
 
 

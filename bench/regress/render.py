@@ -8,13 +8,13 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
-from bench.regress.noise import MATERIALISING, RAGGED
+from bench.regress.noise import OP_BY_OP, RAGGED
 from bench.regress.verdicts import VERDICTS, CaseVerdict, Comparison, Summary
 from bench.results import json_safe
 from bench.results.meta import RunMeta
 
 # the classes of cases with a noise of their own within their timing mode, as the noise line names them
-APART = {f"cold, {RAGGED}": "cold ragged batches", f"warm, {MATERIALISING}": "warm materialising kernels' cases"}
+APART = {f"cold, {RAGGED}": "cold ragged batches", f"warm, {OP_BY_OP}": "warm op-by-op kernels' cases"}
 
 
 def _time(value: float | None, normalized: bool) -> str:
