@@ -27,11 +27,11 @@ own. A warm case of an op-by-op kernel on a CPU is a class apart too: a material
 Sq x Skv scores allocated afresh on every call, placed wherever that process's heap puts them) or a linear layer's
 torch path (hf-gdn: its chunks' states, likewise). Over 13 A/A comparisons of default runs (2-core AMD EPYC, a KVM
 guest, 2026-12-06/07) the materialising ones' run-to-run sigma was 4.8-15% (median 9.7%) against 2.3-13% (median
-4.7%) for the other warm cases, and every one of the 10 warm cases compare called regressed in those A/As was one of
-them (x1.18-1.77); per backend, a warm case's median distance from the warm cases' center over 18 comparisons (six
-triples of runs) was 5.1% for naive, 5.8% for sdpa-math and 5.1% for hf-gdn, against 2.5-3.2% for sdpa, sdpa-flash,
-flex and topk-gather (an hf-gdn prefill read x1.31 in one A/A and x0.75 in the next). A class too small for its own
-sigma takes its timing mode's (noise_class, NoiseModel.of).
+4.7%) for the other warm cases, and of the 10 warm cases compare called regressed in those A/As nine were theirs
+and one hf-gdn's (x1.18-1.40); per backend, a warm case's median distance from the warm cases' center over 18
+comparisons (six triples of runs) was 5.1% for naive, 5.8% for sdpa-math and 5.1% for hf-gdn, against 2.5-3.2% for
+sdpa, sdpa-flash, flex and topk-gather (an hf-gdn prefill read x1.31 in one A/A and x0.75 in the next). A class too
+small for its own sigma takes its timing mode's (noise_class, NoiseModel.of).
 """
 
 from __future__ import annotations
