@@ -176,6 +176,11 @@ class Condition:
     def fields(self) -> dict[str, Any]:
         return dict(self.key)
 
+    @property
+    def holds_by_tolerance(self) -> bool:
+        """It holds only because its estimate is at a bound it may reach: no run tells its side (combine)."""
+        return self.at_bound and self.verdict == HOLDS
+
     def as_dict(self) -> dict[str, Any]:
         return {"condition": self.name, "key": dict(self.key), "ratio": self.ratio, "unit": self.unit,
                 "low": self.low, "high": self.high, "verdict": self.verdict, "why": self.why, "basis": self.basis,
@@ -259,11 +264,11 @@ def combine(conditions: Iterable[Condition | str]) -> str:
     def word_of(c: Condition | str) -> str:
         return c.verdict if isinstance(c, Condition) else c
 
-    judged_ = [c for c in conditions if word_of(c) not in (NOT_MEASURED, NOT_JUDGED)]
-    if not judged_:
+    measured = [c for c in conditions if word_of(c) not in (NOT_MEASURED, NOT_JUDGED)]
+    if not measured:
         return NOT_MEASURED
-    placed = [c for c in judged_ if not (isinstance(c, Condition) and c.at_bound and c.verdict == HOLDS)]
-    words = {word_of(c) for c in placed or judged_}
+    placed = [c for c in measured if not (isinstance(c, Condition) and c.holds_by_tolerance)]
+    words = {word_of(c) for c in placed or measured}
     if words == {HOLDS}:
         return HOLDS
     if words == {FAILS}:

@@ -80,7 +80,7 @@ def _lead(v: Verdict, judged: list[Condition]) -> str:
     if v.verdict == HOLDS:
         return f"All {n} hold; the narrowest"
     if v.verdict == FAILS:  # a condition holding only at its bound does not sway such a claim (analysis.conditions)
-        at = sum(c.verdict == HOLDS and c.at_bound for c in judged)
+        at = sum(c.holds_by_tolerance for c in judged)
         return f"None of {n} holds" + (f" clearly ({at} only at its bound)" if at else "") + "; the closest"
     if v.verdict == DEPENDS:
         return f"{holds} of {n} hold; the clearest"
