@@ -51,8 +51,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         f"{DEFAULT_TIME_S:g}); the first blocks of every case are always measured")
     p.add_argument("--seed", type=int, help="seed of the blocks' random order (default: a fresh one, printed)")
     p.add_argument("--malloc", choices=["default", "tuned"], default="tuned",
-                   help="glibc malloc of both sides (CPU): tuned (default) keeps large blocks in the heap, so "
-                        "naive/math attention's timings do not flip between processes")
+                   help="allocator of both sides (CPU): tuned (default) keeps large blocks in glibc's heap and puts "
+                        "torch's blocks of 2 MiB or more on huge pages, so timings do not flip between processes")
     p.add_argument("--metric", choices=list(METRICS), default="median", help="statistic of the rounds compared")
     p.add_argument("--threshold", default=DEFAULT_THRESHOLD,
                    help="smallest change that counts: 5%% or 0.05 (default 5%%, half of compare's 10%%: both sides run "

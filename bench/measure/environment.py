@@ -64,6 +64,24 @@ def last_level_cache_bytes(device: str) -> int | None:
     return sizes[max(sizes)] if sizes else None
 
 
+THP_MODE = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+
+
+def allocator_settings() -> dict[str, str]:
+    """What decides where a measuring process's large blocks live: glibc's MALLOC_* and LD_PRELOAD, torch's
+    THP_MEM_ALLOC_ENABLE, and the kernel's transparent huge page mode (the bracketed word of THP_MODE, where the
+    OS has one: with `never`, THP_MEM_ALLOC_ENABLE changes nothing)."""
+    found = {k: v for k, v in os.environ.items()
+             if k.startswith("MALLOC_") or k in ("LD_PRELOAD", "THP_MEM_ALLOC_ENABLE")}
+    try:
+        mode = re.search(r"\[(\w+)\]", THP_MODE.read_text())
+    except OSError:
+        mode = None
+    if mode:
+        found["transparent_hugepage"] = mode.group(1)
+    return found
+
+
 def git_commit() -> str | None:
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
@@ -197,7 +215,7 @@ def environment(device: str, profile: str) -> dict[str, Any]:
         "gpu_capability": list(torch.cuda.get_device_capability()) if cuda else None,
         "device_memory_bytes": torch.cuda.get_device_properties(0).total_memory if cuda else memory_bytes(),
         "llc_bytes": last_level_cache_bytes("cuda" if cuda else "cpu"),
-        "allocator": {k: v for k, v in os.environ.items() if k.startswith("MALLOC_") or k == "LD_PRELOAD"},
+        "allocator": allocator_settings(),
         "nvml": nvml_state(),
         "git_commit": git_commit(),
         "python": platform.python_version(),

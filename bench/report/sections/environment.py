@@ -19,7 +19,8 @@ def env_text(key: str, value: Any) -> str:
     if key == "device_memory_bytes" and isinstance(value, (int, float)):
         return fmt_bytes(value)
     if key == "allocator" and isinstance(value, dict):
-        return ", ".join(f"{k}={v}" for k, v in value.items()) or "default (no MALLOC_* or LD_PRELOAD set)"
+        return (", ".join(f"{k}={v}" for k, v in value.items())
+                or "default (no MALLOC_*, LD_PRELOAD or THP_MEM_ALLOC_ENABLE set)")
     if key == "nvml" and isinstance(value, dict):
         if not value.get("available"):
             return f"unavailable ({value.get('reason', 'no reason given')})"

@@ -1,0 +1,55 @@
+"""The tuned allocator of the processes that measure: torch's large blocks on transparent huge pages, and the
+results' environment saying what the allocator was."""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.commands.run import TUNED_MALLOC
+from bench.measure import environment
+from bench.measure.environment import allocator_settings
+
+PROBE = ("import torch\nx = torch.ones(64 << 20, dtype=torch.uint8)\n"
+         "print(sum(int(l.split()[1]) for l in open('/proc/self/smaps') if l.startswith('AnonHugePages')))")
+
+
+def _huge_kib(env: dict[str, str]) -> int:
+    clean = {k: v for k, v in os.environ.items() if k not in TUNED_MALLOC}
+    out = subprocess.run([sys.executable, "-c", PROBE], env={**clean, **env}, capture_output=True, text=True,
+                         check=True, timeout=120)
+    return int(out.stdout.split()[-1])
+
+
+def _thp_mode() -> str | None:
+    try:
+        found = re.search(r"\[(\w+)\]", Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text())
+    except OSError:
+        return None
+    return found.group(1) if found else None
+
+
+@pytest.mark.skipif(_thp_mode() != "madvise", reason="the kernel's THP mode is not madvise: only there does the "
+                                                     "setting alone decide")
+def test_tuned_allocator_puts_a_large_block_on_huge_pages():
+    assert _huge_kib({}) == 0  # madvise: nothing on huge pages unless asked
+    assert _huge_kib(TUNED_MALLOC) >= 32 << 10  # most of the 64 MiB block
+
+
+def test_allocator_settings_name_the_variables_and_the_kernel_mode(monkeypatch, tmp_path):
+    for key in list(os.environ):
+        if key.startswith("MALLOC_") or key in ("LD_PRELOAD", "THP_MEM_ALLOC_ENABLE"):
+            monkeypatch.delenv(key)
+    monkeypatch.setenv("THP_MEM_ALLOC_ENABLE", "1")
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "7")
+    monkeypatch.setenv("UNRELATED", "x")
+    mode = tmp_path / "enabled"
+    mode.write_text("always [madvise] never\n")
+    monkeypatch.setattr(environment, "THP_MODE", mode)
+    assert allocator_settings() == {"THP_MEM_ALLOC_ENABLE": "1", "MALLOC_TRIM_THRESHOLD_": "7",
+                                    "transparent_hugepage": "madvise"}
+    monkeypatch.setattr(environment, "THP_MODE", tmp_path / "absent")  # not Linux, or no THP: no mode to say
+    assert "transparent_hugepage" not in allocator_settings()
