@@ -154,3 +154,16 @@ def test_no_figure_cuts_its_text_or_squeezes_its_panels(run, tmp_path):
         panels = [ax for ax in fig.axes if ax.get_label() != "<colorbar>"]
         assert all(ax.bbox.width > 150 and ax.bbox.height > 100 for ax in panels), name
 
+
+
+def test_a_backend_outside_every_panels_slice_is_not_in_the_legend_and_is_named(tmp_path):
+    from bench.report.figures.decode import decode
+
+    recs = [make_record("sdpa", 8, 8, seq, phase="decode", median_s=1e-4 * seq / 256) for seq in (256, 512, 1024)]
+    recs += [make_record("naive", 8, 8, seq, phase="decode", median_s=2e-4 * seq / 256) for seq in (256, 512, 1024)]
+    recs.append(make_record("sdpa-math", 8, 8, 512, phase="decode", batch=4))  # another configuration only
+    fig = decode(_frame(recs, tmp_path))
+    legend = [t.get_text() for lg in fig.legends for t in lg.get_texts()]
+    assert "sdpa" in legend and "naive" in legend and "sdpa-math" not in legend
+    title = " ".join(lg.get_title().get_text() for lg in fig.legends).replace("\n", " ")
+    assert "sdpa-math ran only at other configurations" in title

@@ -240,10 +240,12 @@ def facet_grid(df: pd.DataFrame, title: str, draw: Callable[[Axes, pd.DataFrame,
     left_out = f"No case ran for {', '.join(dropped)}: no panel (see 'Cases that did not run')." if dropped else ""
     out = Facets(fig, [b for b in sorted_backends(df["backend"]) if b not in never], never, left_out=left_out)
     offsets = jitter(out.backends)
+    shown: set[str] = set()  # backends with a case in some panel's slice (a line or a not-run marker)
     for r, dtype in enumerate(dtypes):
         for c, variant in enumerate(names):
             ax = axes[r, c]
             rows, desc = modal_slice(df[(df["dtype"] == dtype) & (df["variant"] == variant)], free)
+            shown |= set(rows["backend"])
             ax.set_title(f"{variant_label(variant)} · {dtype}\n{desc}", fontsize=9)
             out.noisy |= bool(draw(ax, rows, Panel(dtype, variant, c, offsets)))
             out.statuses |= mark_not_ok(ax, rows, "seq_kv", offsets, frozenset(never))
@@ -254,4 +256,11 @@ def facet_grid(df: pd.DataFrame, title: str, draw: Callable[[Axes, pd.DataFrame,
             elif not (rows["status"] == "ok").any():  # only the bands of cases that did not run: say so
                 empty_note(ax, "no case ran here")
     reserve_bands(axes)
+    # a backend whose cases all lie outside the panels' configurations (transformers' decode runs at a model's heads,
+    # llama-3-8b's 32 x 128, the panels at the sweep's) has no mark here: the legend would name a line no panel has
+    elsewhere = [b for b in out.backends if b not in shown]
+    out.backends = [b for b in out.backends if b in shown]
+    if elsewhere:
+        out.left_out = " ".join(filter(None, [out.left_out, f"{', '.join(elsewhere)} ran only at other "
+                                              "configurations than the panels' (see the tables)."]))
     return out
