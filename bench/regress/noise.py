@@ -22,6 +22,9 @@ rotated) is a class apart: its one call reads tens of sequences' caches of diffe
 buffers landed in a process moves it between runs while its rounds stay tight. In three default runs of one commit
 (2-core AMD EPYC, a KVM guest, 2026-12-07) the cold ragged batches' run-to-run sigma was 9.8-14.4% against 4.5-5.4%
 for the other cold cases, and five of them stood out of the cold cases' noise (x1.29-1.62) in three A/A comparisons.
+Most of that was 4 KiB pages: since the tuned allocator puts torch's large blocks on huge pages (bench.commands.run),
+two such triples (same AMD, 2026-12-07) read the ragged batches' sigma 1.9-4.5% against 4.7-8.1% for the other cold
+cases: still their own noise, and results written with `--malloc default` meet the old one.
 Warm ones stay in their mode: 3.3-6.6% against 2.9-3.6%, too close, from about twenty cases, to need a sigma of their
 own. A warm case of an op-by-op kernel on a CPU is a class apart too: a materialising one (naive, sdpa-math: its
 Sq x Skv scores allocated afresh on every call, placed wherever that process's heap puts them) or a linear layer's
