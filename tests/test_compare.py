@@ -766,3 +766,21 @@ def test_a_memory_regression_in_a_slow_spell_still_fails():
             entry["extra_info"]["peak_mem_bytes"] *= 1.5  # memory needs no timing: a spell cannot explain it
     cmp = compare_runs(_probed(sweep(1)), run)
     assert {v.case_id for v in cmp.cases if v.verdict == "regressed"} == spell
+
+
+def test_a_change_of_allocator_is_warned_about_and_an_unrecorded_thp_mode_is_not():
+    from bench.regress.compare import allocator_warnings
+
+    tuned = {"MALLOC_MMAP_THRESHOLD_": "4294967296"}
+    base, cur = make_run(_recs(1)), make_run(_recs(2))
+    base["machine_info"]["attnbench"]["allocator"] = dict(tuned)  # written before the THP variable and mode
+    cur["machine_info"]["attnbench"]["allocator"] = {**tuned, "THP_MEM_ALLOC_ENABLE": "1",
+                                                     "transparent_hugepage": "madvise"}
+    warned = [w for w in compare_runs(base, cur).summary.warnings if "allocator differs" in w]
+    assert warned == [allocator_warnings(base["machine_info"]["attnbench"]["allocator"],
+                                         cur["machine_info"]["attnbench"]["allocator"])[0]]
+    assert "THP_MEM_ALLOC_ENABLE unset (baseline) vs 1 (current)" in warned[0]
+    assert "transparent_hugepage" not in warned[0]  # the baseline did not record the kernel's mode
+    assert allocator_warnings({**tuned, "transparent_hugepage": "never"},
+                              {**tuned, "transparent_hugepage": "madvise"}) != []
+    assert allocator_warnings(tuned, dict(tuned)) == [] and allocator_warnings(None, tuned) == []
