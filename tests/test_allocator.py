@@ -2,10 +2,8 @@
 results' environment saying what the allocator was."""
 
 import os
-import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -24,16 +22,8 @@ def _huge_kib(env: dict[str, str]) -> int:
     return int(out.stdout.split()[-1])
 
 
-def _thp_mode() -> str | None:
-    try:
-        found = re.search(r"\[(\w+)\]", Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text())
-    except OSError:
-        return None
-    return found.group(1) if found else None
-
-
-@pytest.mark.skipif(_thp_mode() != "madvise", reason="the kernel's THP mode is not madvise: only there does the "
-                                                     "setting alone decide")
+@pytest.mark.skipif(allocator_settings().get(environment.THP_KEY) != "madvise",
+                    reason="the kernel's THP mode is not madvise: only there does the setting alone decide")
 def test_tuned_allocator_puts_a_large_block_on_huge_pages():
     assert _huge_kib({}) == 0  # madvise: nothing on huge pages unless asked
     assert _huge_kib(TUNED_MALLOC) >= 32 << 10  # most of the 64 MiB block

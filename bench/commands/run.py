@@ -27,7 +27,7 @@ from bench.results import ResultsError, read_run
 # large intermediates take one time in one worker and 2-4x it in the next. The MALLOC_* settings keep them in the heap.
 # THP_MEM_ALLOC_ENABLE asks torch to put its blocks of 2 MiB or more on transparent huge pages (where the kernel's
 # mode is madvise or always): on 4 KiB pages a ragged decode batch over its cold copies of a paged KV cache read a
-# different time in every process (between six fresh processes, log-sd 6-11%; on huge pages 3-6%, and 10-23% faster),
+# different time in every process (between six fresh processes, log-sd 6-11%; on huge pages 3-6%, and 7-23% faster),
 # as the TLB and where the pages land in the cache change with each allocation. A serving engine's KV pool is one
 # large block allocated once, as these are.
 TUNED_MALLOC = {"MALLOC_MMAP_THRESHOLD_": "4294967296", "MALLOC_TRIM_THRESHOLD_": "68719476736",

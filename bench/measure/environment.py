@@ -65,6 +65,7 @@ def last_level_cache_bytes(device: str) -> int | None:
 
 
 THP_MODE = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+THP_KEY = "transparent_hugepage"  # the kernel's mode, as allocator_settings records it
 
 
 def allocator_settings() -> dict[str, str]:
@@ -78,7 +79,7 @@ def allocator_settings() -> dict[str, str]:
     except OSError:
         mode = None
     if mode:
-        found["transparent_hugepage"] = mode.group(1)
+        found[THP_KEY] = mode.group(1)
     return found
 
 

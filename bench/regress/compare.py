@@ -47,7 +47,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bench.measure.environment import fingerprint_diff
+from bench.measure.environment import THP_KEY, fingerprint_diff
 from bench.regress.inrun import controlled, in_spell, own_control, positive, segments, spell_checked
 from bench.regress.noise import CompareError, NoiseModel, Rule, noise_class, noise_model
 from bench.regress.verdicts import VERDICTS, CaseVerdict, Comparison, Summary
@@ -293,8 +293,7 @@ def allocator_warnings(baseline: object, current: object) -> list[str]:
     absent is unset; the kernel's THP mode counts only where both runs recorded it (results before it did not)."""
     if not isinstance(baseline, dict) or not isinstance(current, dict):
         return []
-    mode = "transparent_hugepage"
-    keys = sorted(k for k in {*baseline, *current} if k != mode or (k in baseline and k in current))
+    keys = sorted(k for k in {*baseline, *current} if k != THP_KEY or (k in baseline and k in current))
     differ = [f"{k} {baseline.get(k, 'unset')} (baseline) vs {current.get(k, 'unset')} (current)"
               for k in keys if baseline.get(k) != current.get(k)]
     return [f"the allocator differs: {'; '.join(differ)}; cases that allocate large blocks (KV caches and their cold "
