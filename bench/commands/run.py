@@ -20,6 +20,7 @@ from bench.errors import UsageError
 from bench.launch import devices as devices_mod
 from bench.launch import slurm
 from bench.launch.spec import launch_spec
+from bench.measure.environment import THP_KEY, THP_MODE, allocator_settings
 from bench.results import ResultsError, read_run
 
 # glibc malloc returns big blocks to the OS on free and page-faults them in again on the next call; whether a block
@@ -95,6 +96,8 @@ def run(args: argparse.Namespace) -> int:
     kept = slurm.kept_cases(out, spec.shards) if spec.launcher else len(plan.done)
     print(f"{len(plan.cases)} cases ({len(plan.cases) - kept} to run), profile {plan.profile} on "
           f"{where} -> {out}", flush=True)
+    if plan.device == "cpu" and (note := huge_pages_note(allocator_settings())):
+        print(f"note: {note}", flush=True)
     if spec.launcher:
         code, merged = slurm.launch(plan, spec, out, request.trace)
         if not merged:
@@ -171,6 +174,16 @@ def interrupted_line(request: options.RunRequest, plan: options.Plan, out: Path,
     return f"interrupted: {kept} of {len(plan.cases)} cases kept in {out}; resume with: {command} --resume"
 
 
+def huge_pages_note(allocator: dict[str, str]) -> str | None:
+    """A line where torch was asked for huge pages (the tuned allocator) but the kernel's THP mode is `never`: the large
+    blocks stay on 4 KiB pages, so cases that read scattered large blocks (a cold ragged batch) carry their noise."""
+    if allocator.get("THP_MEM_ALLOC_ENABLE") != "1" or allocator.get(THP_KEY) != "never":
+        return None
+    return (f"transparent huge pages are off on this machine ({THP_MODE} reads never): torch's large blocks stay on "
+            "4 KiB pages, where a cold ragged batch's time moves between processes (log-sd 6-11% against 3-6% on huge "
+            f"pages, 2-core AMD EPYC); `echo madvise > {THP_MODE}` as root turns them on")
+
+
 def _tune_malloc(in_process: bool, asked: bool) -> None:
     """The tuned allocator where cases run (glibc reads MALLOC_* only at a process's start): each worker inherits it
     from this process's environment; a run in this process restarts it with them set. Called from Python, a run in this
@@ -183,7 +196,11 @@ def _tune_malloc(in_process: bool, asked: bool) -> None:
 
 
 def _restartable() -> bool:
-    return sys.argv[0].endswith(("__main__.py", "attnbench"))  # `python -m bench` or the console script
+    """Started as `python -m bench` or the console script; not another program's `python -m` (pytest's), which a
+    restart as `python -m bench` would replace."""
+    arg0 = Path(sys.argv[0])
+    own = Path(__file__).resolve().parents[1] / "__main__.py"
+    return arg0.name == "attnbench" or (arg0.name == "__main__.py" and arg0.resolve() == own)
 
 
 def _restart_with(env: dict[str, str]) -> None:
