@@ -167,3 +167,15 @@ def test_a_backend_outside_every_panels_slice_is_not_in_the_legend_and_is_named(
     assert "sdpa" in legend and "naive" in legend and "sdpa-math" not in legend
     title = " ".join(lg.get_title().get_text() for lg in fig.legends).replace("\n", " ")
     assert "sdpa-math ran only at other configurations" in title
+
+
+def test_a_dtype_and_variant_the_sweep_never_paired_gets_no_empty_axes(tmp_path):
+    from bench.report.figures.decode import decode
+
+    recs = [make_record("sdpa", 8, kv, seq, phase="decode", dtype=dtype, median_s=1e-4 * seq / 256)
+            for kv, dtype in ((8, "fp32"), (8, "bf16"), (1, "fp32")) for seq in (256, 1024)]  # no MQA in bf16
+    fig = decode(_frame(recs, tmp_path))
+    hidden = [ax for ax in fig.axes if not ax.axison]
+    assert len(hidden) == 1
+    assert [t.get_text() for t in hidden[0].texts] == ["no MQA · bf16 case in this sweep"]
+    assert all(ax.lines for ax in fig.axes if ax.axison)  # every panel shown has its lines
