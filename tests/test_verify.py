@@ -178,9 +178,13 @@ def test_the_claim_s_n_star_is_the_largest_size_every_draft_holds_up_to() -> Non
     v = verify_cost(_steps({4: 1.05, 16: 1.15, 64: 1.6, 128: 2.5}))
     assert v.verdict == "depends" and v.detail[0]["n_star"] == 16
     assert "N* 16" in v.numbers and "N 64: 1.60×" in v.numbers
-    assert v.answer.endswith("at KV 4,096: sdpa fp32 16 (N 64: 1.60×).")  # the report's answer line (Verdict.answer)
+    # the report's answer line (Verdict.answer)
+    assert v.answer == ("sdpa · fp32 at KV 4,096: drafts up to N* = 16 verify within 1.25× of one step; "
+                        "N 64 costs 1.60×.")
     from bench.analysis.claim_rows import claim_rows
 
     assert {row["n_star"] for row in claim_rows([v])} == {16}  # claims.csv holds N* beside each ratio
     assert verify_cost(_steps({4: 1.05, 16: 1.1})).detail[0]["n_star"] == 16
-    assert verify_cost(_steps({4: 1.6})).verdict == "does not hold"
+    none = verify_cost(_steps({4: 1.6}))
+    assert none.verdict == "does not hold"
+    assert none.answer.endswith("no draft verifies within 1.25× of one step; the smallest, N 4, costs 1.60×.")

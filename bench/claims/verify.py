@@ -165,20 +165,27 @@ def verify_cost(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
 
 
 def star_answer(detail: list[dict]) -> str:
-    """'N* (the largest draft within 1.25× of one step) at KV 16,384: sdpa fp32 0, bf16 32; naive fp32 2': N* per
-    backend and dtype (and batch where several ran), the claim's answer in one sentence."""
+    """The claim's answer in one sentence: N* per backend and dtype (and batch where several ran). One backend and
+    dtype: 'sdpa · fp32 at KV 4,096: drafts up to N* = 16 verify within 1.25× of one step; N 64 costs 1.60×.' or
+    '...: no draft verifies within 1.25× of one step; the smallest, N 16, costs 4.27×.'; several: 'N* (the largest
+    draft within 1.25× of one step) at KV 16,384: sdpa fp32 none, bf16 32; naive fp32 2.'"""
     batches = len({d["batch"] for d in detail}) > 1
     by_backend: dict[str, list[str]] = defaultdict(list)
     for d in detail:
         at = f" B {d['batch']}" if batches else ""
-        by_backend[d["backend"]].append(f"{d['dtype']}{at} {d['n_star']}")
+        by_backend[d["backend"]].append(f"{d['dtype']}{at} {d['n_star'] or 'none'}")
     kv = sorted({d["seq_kv"] for d in detail})
     where = f"KV {kv[0]:,}" if len(kv) == 1 else f"KV {kv[0]:,}–{kv[-1]:,}"
-    head = f"N* (the largest draft within {VERIFY_WITHIN:g}× of one step; 0: none) at {where}: "
     if len(detail) == 1 and detail[0]["past"]:  # one backend and dtype: the size past N* and what it costs too
-        n, ratio = detail[0]["past"]
-        return head + f"{detail[0]['backend']} {by_backend[detail[0]['backend']][0]} (N {n}: {ratio:.2f}×)."
-    return head + "; ".join(f"{b} {', '.join(parts)}" for b, parts in by_backend.items()) + "."
+        d, (n, ratio) = detail[0], detail[0]["past"]
+        who = f"{d['backend']} · {d['dtype']} at {where}: "
+        if d["n_star"]:
+            return who + (f"drafts up to N* = {d['n_star']} verify within {VERIFY_WITHIN:g}× of one step; N {n} costs "
+                          f"{ratio:.2f}×.")
+        return who + (f"no draft verifies within {VERIFY_WITHIN:g}× of one step; the smallest, N {n}, costs "
+                      f"{ratio:.2f}×.")
+    return (f"N* (the largest draft within {VERIFY_WITHIN:g}× of one step) at {where}: "
+            + "; ".join(f"{b} {', '.join(parts)}" for b, parts in by_backend.items()) + ".")
 
 
 def star(judged_here: list[tuple[int, object]]) -> int | None:
