@@ -93,3 +93,23 @@ def test_a_whole_run_that_moved_waives_the_overlap_check():
             assert got[cid].verdict in ("regressed", "noisy") and "overlap" not in got[cid].reason
     assert any(got[cid].verdict == "regressed" for cid in waived)
     assert all(v.verdict == "regressed" for cid, v in got.items() if not cid.startswith("naive/"))
+
+
+def test_a_case_whose_rounds_wandered_in_one_run_must_stand_out_of_that_too():
+    # The moved case x1.3, its rounds in the current run wandering +-20% (a disturbed spell of its own), every other
+    # case quiet: its rounds differ significantly and their middle 60% do not overlap, but one run that scattered by
+    # ~13% (1.4826 MAD of the log rounds) knows its level only to within that, so alone it must move x1.68
+    def wandering(spread: float) -> dict:
+        doc = run(2, moved=1.3)
+        cid = make_record(backend=MOVED[0], seq=MOVED[1], n_kv_heads=MOVED[2])["case_id"]
+        for rec in doc["benchmarks"]:
+            if rec["extra_info"]["case_id"] == cid:
+                moved = make_record(backend=MOVED[0], seq=MOVED[1], n_kv_heads=MOVED[2], median_s=1.3e-3,
+                                    spread=spread, seed=2)
+                rec["stats"]["data"] = moved["samples"]
+        return doc
+
+    verdict, reason = verdict_of_moved(compare_runs(run(1), wandering(0.2)))
+    assert verdict == "noisy"
+    assert "stand out of the others by x1.68 as its own rounds scattered 13% in one run" in reason
+    assert verdict_of_moved(compare_runs(run(1), wandering(0.002)))[0] == "regressed"

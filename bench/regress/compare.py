@@ -9,7 +9,13 @@ the raw rounds (with --normalize, times x the GEMM FLOP/s each run measured of i
         that mix two modes, or scatter wider than the move, cannot make it.
      c. between runs (within-run statistics understate run-to-run noise; the cases themselves measure it). With m
         the median of all cases' l and sigma = 1.4826 x their median absolute deviation, ONE of:
-        - alone: the case stands out, |l - m| > k * sigma (k = 4);
+        - alone: the case stands out, |l - m| > k * max(sigma, drift) (k = 4), drift being the wider scatter of the
+          case's own rounds in either run (1.4826 x the MAD of their logs): a case whose level wandered that much
+          within one run is known only to within it. In one A/A of default runs (2-core AMD EPYC, 2026-12-07) an
+          sdpa-math prefill whose rounds scattered 10.5% in one run (3.0-5.5 ms against 2.82-2.89 ms in the other)
+          stood out x1.28 where its class asked x1.26; over 33 A/A comparisons of default runs on that machine the
+          comparisons failing on a lone case fell from 6 to 3 (on huge pages, 9 comparisons: from 1 to 0), and a third
+          of the cases compared had their floor raised by their own scatter (median x1.25, 90th percentile x1.63);
         - group: it is past the threshold from 0 and from m, and the "clean" cases (a and b hold) past the threshold
           from m lean to its side: one-sided Wilcoxon signed-rank on their l - m, p < alpha (m, and the cases, of its
           class where that has its own noise: bench.regress.noise), over stretches of 32 cases in the current run's
@@ -49,7 +55,7 @@ import numpy as np
 
 from bench.measure.environment import THP_KEY, fingerprint_diff
 from bench.regress.inrun import controlled, in_spell, own_control, positive, segments, spell_checked
-from bench.regress.noise import CompareError, NoiseModel, Rule, noise_class, noise_model
+from bench.regress.noise import CompareError, NoiseModel, Rule, median_mad, noise_class, noise_model
 from bench.regress.verdicts import VERDICTS, CaseVerdict, Comparison, Summary
 from bench.results import Entry, RunDocument, as_run
 from bench.results.status import FAILING
@@ -74,6 +80,11 @@ class _Timed:
     @property
     def log_ratio(self) -> float:
         return math.log(self.cur_value / self.base_value)
+
+    @property
+    def drift(self) -> float:
+        """The wider side's scatter of its rounds: 1.4826 x the MAD of their logs."""
+        return max(median_mad(np.log(x))[1] if len(x) > 1 else 0.0 for x in (self.base, self.cur))
 
 
 def _scaled(entry: Entry, scale: float | None, per_pass: bool, local: str | None = None
@@ -174,7 +185,8 @@ def _time_verdict(t: _Timed, within: tuple[float | None, list[str]], noise: Nois
     d = 1 if l > 0 else -1
     said = f"{'slower' if d > 0 else 'faster'} by {_pct(ratio)}"
     p, doubts = within[0], list(within[1])
-    center, sigma = noise.of(cls)  # the case's own class's noise (noise_class) where it has enough cases
+    center, class_sigma = noise.of(cls)  # the case's own class's noise (noise_class) where it has enough cases
+    sigma = max(class_sigma, t.drift)  # a case whose rounds wandered this much in one run is known only to within it
     apart = d * (l - center)
     alone = apart > noise.k * sigma
     group_center, lean = noise.group_of(cls)  # the lean of the case's class, where it has its own
@@ -185,8 +197,9 @@ def _time_verdict(t: _Timed, within: tuple[float | None, list[str]], noise: Nois
                       f"must move x{noise.floor_ratio:.2f} to count); `python -m bench ab REV` decides one case "
                       "from interleaved blocks")
     elif not (alone or in_group or noise.global_shift == d):
+        own = f" as its own rounds scattered {t.drift:.0%} in one run" if t.drift > class_sigma else ""
         doubts.append(f"within run-to-run noise (alone a case must stand out of the others by "
-                      f"x{noise.floor_ratio_of(cls):.2f},"
+                      f"x{math.exp(noise.k * sigma):.2f}{own},"
                       f" and the cases past the threshold do not lean {'slower' if d > 0 else 'faster'})")
     if noise.global_shift == d:
         # The whole run moved this way, past the threshold, with the clean cases leaning the same way (and, with
