@@ -222,3 +222,22 @@ def test_a_decode_line_whose_dense_growth_is_decided_names_its_linear_steps_as_t
                                             "blocks": blocks}]).verdict == FAILS
     (tmp_path / "flat-dense").mkdir()  # dense growth not shown: flatness alone cannot decide it, so no pair
     assert linear_decode(frame(decode_world(1.0, 1.1), tmp_path / "flat-dense")).conditions[0].pairs == ()
+
+
+def test_a_flat_step_read_at_its_bound_holds_there_and_an_open_one_is_left_to_the_blocks(tmp_path):
+    from bench.engine.decide import measurable
+
+    v = linear_decode(frame(decode_world(1.24, 8.0), tmp_path))  # 1.24x against 1.25x, its interval within 5%
+    [c] = v.conditions
+    assert c.verdict == HOLDS and c.at_bound and c.pairs, v.numbers  # the conditions' common rule, not its own
+    (tmp_path / "open").mkdir()
+    recs = decode_world(1.35, 8.0)
+    for rec in recs:  # the linear steps' own CIs +-8%: the flatness's interval straddles 1.25x, outside the band
+        if rec["backend"] == "hf-gdn":
+            rec.update(ci_low_s=0.92 * rec["median_s"], ci_high_s=1.08 * rec["median_s"])
+    v = linear_decode(frame(recs, tmp_path / "open"))
+    [c] = v.conditions
+    assert c.verdict == INCONCLUSIVE and c.low < FLAT_WITHIN < c.high and not c.why, v.numbers
+    from bench.commands.profile import case_from_id
+
+    assert measurable(c, {cid: case_from_id(cid) for pair in c.pairs for cid in pair})  # the deciding gives it blocks

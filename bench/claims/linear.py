@@ -12,13 +12,13 @@ dense kernel at a shape is the fastest twin the run measured there. A line is on
   length's interval is ≤ LINEAR_BEATS (S* exists), does not hold where it is wholly ≥ LINEAR_LOSES over ≥
   MIN_LINEAR_LENGTHS lengths spanning ≥ LINEAR_SPAN× (fewer cannot show it never wins), else is inconclusive.
   Published beside it: flash-linear-attention's crossover (FLA_PUBLISHED).
-- linear-decode: per decode line, the linear step's time at its longest KV over its shortest (flat: the whole
-  interval ≤ FLAT_WITHIN: it does not grow with the context; a step that reads faster at the longest KV is named,
-  not failed: the same state is read at every KV, so that is a first case's warm-up, not the context's doing) and
-  the best dense step's at the same two
-  lengths (growing: the whole interval ≥ DENSE_GROWS), over ≥ MIN_LINEAR_LENGTHS KV lengths spanning ≥ LINEAR_SPAN×.
+- linear-decode: per decode line, the linear step's time at its longest KV over its shortest (flat: ≤ FLAT_WITHIN
+  by the conditions' common rule, at its bound counting as flat: it does not grow with the context; a step that reads
+  faster at the longest KV is named, not failed: the same state is read at every KV, so that is a first case's
+  warm-up, not the context's doing) and the best dense step's at the same two lengths (growing: the whole interval
+  ≥ DENSE_GROWS), over ≥ MIN_LINEAR_LENGTHS KV lengths spanning ≥ LINEAR_SPAN×.
   A condition holds where both hold, does not hold where either is wholly on the wrong side, else is inconclusive.
-  Where the dense growth is decided, the flatness is the condition's ratio to decide: its two cases are the pair a
+  Where the dense growth is decided, the flatness's word is the condition's, and its two cases are the pair a
   run re-measures in interleaved blocks (a step of a fraction of a millisecond moved ×1.9 between runs, timed
   minutes apart).
   The KV from which the linear step is faster (its interval below the best dense step's at that and every longer
@@ -34,10 +34,18 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from bench.analysis.conditions import MORE_ROUNDS, Condition, between, combine, decide_by, spans, undecided_why
+from bench.analysis.conditions import (
+    MORE_ROUNDS,
+    Condition,
+    between,
+    combine,
+    decide_by,
+    spans,
+    undecided_why,
+    word,
+)
 from bench.analysis.verdict import (
     FAILS,
-    HOLDS,
     INCONCLUSIVE,
     NOT_MEASURED,
     Verdict,
@@ -233,23 +241,25 @@ def decode_conditions(rows: pd.DataFrame) -> list[tuple[Condition, dict]]:
         flat_low, flat_high = _interval(_times(last), _times(first))
         grows = float(last["best_dense_median_s"]) / float(first["best_dense_median_s"])
         grow_low, grow_high = _interval(_times(last, "best_dense_"), _times(first, "best_dense_"))
-        why = ""
-        if not spans(lengths, MIN_LINEAR_LENGTHS, LINEAR_SPAN):
+        why, on = "", False
+        spanned = spans(lengths, MIN_LINEAR_LENGTHS, LINEAR_SPAN)
+        flat_word, flat_on = word(flat, flat_low, flat_high, FLAT_WITHIN, holds_above=False)  # the common rule
+        if not spanned:
             verdict, why = INCONCLUSIVE, (f"KV {lengths[0]}–{lengths[-1]} only: ≥ {MIN_LINEAR_LENGTHS} KV lengths "
                                           f"spanning ≥ {LINEAR_SPAN}× decide it")
-        elif flat_high <= FLAT_WITHIN and grow_low >= DENSE_GROWS:
-            verdict = HOLDS
-        elif flat_low > FLAT_WITHIN or grow_high < DENSE_GROWS:
+        elif grow_high < DENSE_GROWS or (flat_word == FAILS and not flat_on):
             verdict = FAILS
+        elif grow_low >= DENSE_GROWS:  # the dense growth decided: the flatness's word is the condition's
+            verdict, on = flat_word, flat_on
         else:
-            verdict, why = INCONCLUSIVE, (f"its flatness {flat_low:.2f}–{flat_high:.2f}× (≤ {FLAT_WITHIN:g}×) or "
-                                          f"dense growth {grow_low:.2f}–{grow_high:.2f}× (≥ {DENSE_GROWS:g}×) "
-                                          "straddles its bound")
+            verdict, why = INCONCLUSIVE, (f"its dense growth {grow_low:.2f}–{grow_high:.2f}× straddles its bound "
+                                          f"(≥ {DENSE_GROWS:g}×)")
         faster = faster_from(line, 1.0)
         # where the dense step's growth is decided, flatness alone decides the word: the run may re-measure the
-        # linear step at the two KV lengths in interleaved blocks (bench.engine.decide)
-        pairs = ((str(last["case_id"]), str(first["case_id"])),) if not why and grow_low >= DENSE_GROWS else ()
+        # linear step at the two KV lengths in interleaved blocks (bench.engine.decide), an open one first
+        pairs = ((str(last["case_id"]), str(first["case_id"])),) if spanned and grow_low >= DENSE_GROWS else ()
         c = Condition(key, flat, flat_low, flat_high, verdict, FLAT_WITHIN, holds_above=False, why=why, pairs=pairs,
+                      at_bound=on,
                       facts={"dense_growth": grows, "dense_growth_low": grow_low, "dense_growth_high": grow_high,
                              "dense_grows_at": DENSE_GROWS, "against": str(last["best_dense"]),
                              "faster_from": faster})
