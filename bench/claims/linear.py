@@ -247,7 +247,7 @@ def decode_conditions(rows: pd.DataFrame) -> list[tuple[Condition, dict]]:
         if not spanned:
             verdict, why = INCONCLUSIVE, (f"KV {lengths[0]}–{lengths[-1]} only: ≥ {MIN_LINEAR_LENGTHS} KV lengths "
                                           f"spanning ≥ {LINEAR_SPAN}× decide it")
-        elif grow_high < DENSE_GROWS or (flat_word == FAILS and not flat_on):
+        elif grow_high < DENSE_GROWS or flat_word == FAILS:  # at its bound, the word is never FAILS
             verdict = FAILS
         elif grow_low >= DENSE_GROWS:  # the dense growth decided: the flatness's word is the condition's
             verdict, on = flat_word, flat_on

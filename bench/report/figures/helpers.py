@@ -253,7 +253,7 @@ def facet_grid(df: pd.DataFrame, title: str, draw: Callable[[Axes, pd.DataFrame,
             ax.set_title(f"{variant_label(variant)} · {dtype}\n{desc}", fontsize=9)
             out.noisy |= bool(draw(ax, rows, Panel(dtype, variant, c, offsets)))
             out.statuses |= mark_not_ok(ax, rows, "seq_kv", offsets, frozenset(never))
-            seq_axis(ax, rows["seq_kv"] if len(rows) else df["seq_kv"], x_label)
+            seq_axis(ax, rows["seq_kv"], x_label)
             ax.grid(alpha=0.3)
             if not (rows["status"] == "ok").any():  # only the bands of cases that did not run: say so
                 empty_note(ax, "no case ran here")
