@@ -189,6 +189,13 @@ def test_a_decode_record_says_its_mode_and_rotation() -> None:
     assert record.median_s == record.timings["cold"]["median_s"] and "warm" in record.timings
     prefill = runner.run(_decode(phase="prefill")).record
     assert prefill.timing_mode == "warm" and prefill.cold_copies is None
+    assert record.setup_s > 0 and prefill.setup_s > 0  # what a deciding block's fresh worker pays again
+
+
+def test_a_fill_says_how_long_its_copies_took() -> None:
+    call = kind_of(_decode()).timed_call(_decode(), None)
+    rotation = call.fill(CPU_CACHE_FLOOR, ColdPlan(multiple=0.5))
+    assert rotation.copies >= 2 and rotation.fill_s > 0
 
 
 def test_the_cost_model_counts_the_copies_and_the_warm_mode() -> None:

@@ -179,6 +179,17 @@ def test_a_block_s_seconds_are_guessed_from_its_cases_records_before_one_has_run
     assert decide.guess_block_s([("a", "missing")], frame) == 0.0  # unknown: the flat guess per pair stands
 
 
+def test_a_block_s_guess_counts_its_cases_setup_again_as_a_fresh_worker_pays_it():
+    import pandas as pd
+
+    # a cold decode step: its inputs and 24 copies of its K/V built in 0.02 s in the sweep; a file before setup_s: nan
+    frame = pd.DataFrame({"case_id": ["cold", "older"], "first_call_s": [0.003, 0.003], "median_s": [0.002, 0.002],
+                          "setup_s": [0.02, float("nan")]}).set_index("case_id")
+    with_setup, without = (decide.guess_block_s([(case, case)], frame) for case in ("cold", "older"))
+    assert with_setup == pytest.approx(without + 2 * decide.SETUP_FACTOR * 0.02)
+    assert without == pytest.approx(2 * (decide.SETUP_FACTOR * 0.003 + 2 * decide.SLICE_FLOOR_S))
+
+
 def test_a_condition_whose_blocks_straddle_its_bound_within_five_percent_of_it_meets_it(monkeypatch):
     _open(monkeypatch)
     flip = FakeWorkers({"mha": 2e-3, "gqa": 1e-3})

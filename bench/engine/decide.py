@@ -63,7 +63,10 @@ NEAR_BOUND = 1.10
 NEAR_PIVOTAL = 2.0
 BLOCK_GUESS_S = 1.5  # a pair's block before one has run, where the sweep's records do not say (guess_block_s)
 # a case's first call in a fresh worker over its first call in the sweep (whose process had compiled others): flex's
-# paged decode took 0.6 s in the sweep and 2.5 s in a fresh worker, its block-sparse prefill 1 s and 4.7 s
+# paged decode took 0.6 s in the sweep and 2.5 s in a fresh worker, its block-sparse prefill 1 s and 4.7 s. Its set-up
+# too (its inputs, call and cold copies: setup_s): a fresh worker's pages are new, where the sweep's process reuses
+# freed ones. A fp32 MHA decode step at KV 16,384 (64 MiB of K/V, 3 copies) took 0.08 s in the sweep and 0.22 s in a
+# fresh process, its MQA twin (8 MiB, 24 copies) 0.018 s and 0.11 s (2-core AMD EPYC)
 SETUP_FACTOR = 3.0
 SLICE_FLOOR_S = 0.1  # a slice's seconds at least: its rotation's fill and the timer's rounds
 ROUND_GUESS_S = 5.0  # a round's start-up before one has run, guessed high: 0.1-0.2 s forked, seconds if new
@@ -138,22 +141,23 @@ def in_turns(ranked: list[tuple[bool, OpenCondition]]) -> list[OpenCondition]:
 
 def guess_block_s(pairs: Any, records: Any) -> float:
     """A block's seconds before one has run, from the sweep's records of its cases (records: the run's frame indexed
-    by case_id): per case, its setup in a fresh worker (SETUP_FACTOR times its first call in the sweep) and two
-    slices, each SLICE_FLOOR_S to SLICE_BUDGET_S as the timer's rounds of its calls need (MIN_ROUNDS,
-    LONG_CALL_MIN_ROUNDS for a long one); 0 where a case's record is missing."""
+    by case_id): per case, its setup in a fresh worker (SETUP_FACTOR times the sweep's first call and its setup_s:
+    its inputs, call and cold copies built again, on new pages) and two slices, each SLICE_FLOOR_S to SLICE_BUDGET_S
+    as the timer's rounds of its calls need (MIN_ROUNDS, LONG_CALL_MIN_ROUNDS for a long one); 0 where a case's
+    record is missing."""
     from bench.measure.timer import LONG_CALL_MIN_ROUNDS, MIN_ROUND_S, MIN_ROUNDS
 
     total = 0.0
     for case in (case for pair in pairs for case in pair):
         if case not in records.index:
             return 0.0
-        first, median = (float(records.at[case, name]) if name in records else math.nan
-                         for name in ("first_call_s", "median_s"))
+        first, median, built = (float(records.at[case, name]) if name in records else math.nan
+                                for name in ("first_call_s", "median_s", "setup_s"))
         if not median > 0:
             return 0.0
         one = max(SLICE_FLOOR_S, min(SLICE_BUDGET_S, MIN_ROUNDS * max(median, MIN_ROUND_S)),
                   LONG_CALL_MIN_ROUNDS * median)
-        total += SETUP_FACTOR * (first if first > 0 else 0.0) + 2 * one
+        total += SETUP_FACTOR * sum(s for s in (first, built) if s > 0) + 2 * one
     return total
 
 

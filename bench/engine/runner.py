@@ -12,6 +12,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import re
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -125,7 +126,9 @@ class Runner:
         if why := get_backend(case.backend).pass_reason(case.pass_):
             raise Unsupported(why)
         kind = kind_of(shape)
+        started = time.perf_counter()
         setup = kind.setup(case)  # what the check and the timed call share (weights, a backend)
+        built_s = time.perf_counter() - started
         interrupt.stage("check")
         check, check_call_s = kind.check(case, setup, self.references)
         found["max_abs_err"] = check.max_abs_err
@@ -139,7 +142,9 @@ class Runner:
 
         if device == "cuda":  # throttling during the case shows as clock-event reasons and lower clocks after it
             found["gpu_before"] = gpu_reading(torch.cuda.current_device())
+        started = time.perf_counter()
         fn = kind.timed_call(case, setup)
+        found["setup_s"] = built_s + time.perf_counter() - started  # with_modes adds the cold copies' fill
         # every timing mode (bench.measure.modes); the warm-up compiles flex, builds plans
         gpu = Gpu.open(torch.cuda.current_device()) if device == "cuda" else None
         interrupt.stage("time")

@@ -33,6 +33,7 @@ class Rotation:
     set_bytes: int  # the cold inputs of one call
     cache_bytes: int  # the cache the copies had to exceed `multiple` times
     partly_warm: str = ""  # why the copies fell short of their target, or empty
+    fill_s: float = 0.0  # seconds the copies took to make
 
 
 def copies_for(set_bytes: int, cache_bytes: int, plan: ColdPlan, free_bytes: int | None) -> tuple[int, str]:

@@ -16,6 +16,7 @@ gives every call the original inputs again: the warm mode, timed beside.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -70,11 +71,14 @@ class Rotating:
         """Copies of the cold inputs until the plan's target (or its cap); the next call reads the first copy."""
         free = _free_bytes(self.device)
         copies, why = copies_for(self.set_bytes, cache_bytes, plan, free)
+        started = time.perf_counter()
         with torch.no_grad():
             self.tensors = [self.original] + [tuple(t.clone() for t in self.original) for _ in range(copies - 1)]
             self.copies = [self._arguments(tensors) for tensors in self.tensors]
         self.turn = 1 % copies
-        return Rotation(copies, self.set_bytes, cache_bytes, why)
+        if self.device.type == "cuda":  # the copies are queued: their seconds are the stream's
+            torch.cuda.synchronize(self.device)
+        return Rotation(copies, self.set_bytes, cache_bytes, why, time.perf_counter() - started)
 
     def hold(self) -> None:
         """Warm from now on: the original inputs on every call; the copies are freed."""

@@ -87,6 +87,8 @@ MEASURED_DOCS: dict[str, str] = {
                    "seconds, made before it ran (bench.plan.cost)",
     "wall_s": "the case's measured wall time, seconds, to set beside predicted_s (0 for a skipped case)",
     "first_call_s": "time of the first (untimed: compile, autotune) call, seconds",
+    "setup_s": "seconds to build the case's inputs and its call, and to fill its cold copies once (the check and the "
+               "first call aside): what a fresh worker pays again before it times the case",
     "timer": "which timer measured the case",
     "calls_per_round": "calls averaged in one timed round",
     "kv_cache_bytes": "one layer's K and V cache that a decode step reads, bytes (decode cases)",
@@ -190,6 +192,7 @@ class Record:
     predicted_s: float | None = None
     wall_s: float | None = None
     first_call_s: float | None = None
+    setup_s: float | None = None
     timer: str | None = None
     calls_per_round: int | None = None
     kv_cache_bytes: int | None = None
@@ -306,7 +309,8 @@ def with_modes(record: Record, case_timing: Any, spec_bytes_per_s: float | None 
     tokens = record.shape.batch * record.shape.seq_q
     rotation = case_timing.rotation
     cold = {"cold_copies": rotation.copies, "cold_set_bytes": rotation.set_bytes, "cache_bytes": rotation.cache_bytes,
-            "partly_warm": bool(rotation.partly_warm)} if rotation else {}
+            "partly_warm": bool(rotation.partly_warm),
+            "setup_s": (record.setup_s or 0.0) + rotation.fill_s} if rotation else {}
     return dataclasses.replace(
         record, reason=notes, timings=case_timing.timings(), timing_mode=case_timing.headline_mode, **cold,
         control_flops=case_timing.control_flops, control_read=case_timing.control_read,
