@@ -10,6 +10,7 @@ from bench.analysis.verdict import FAILS, INCONCLUSIVE
 from bench.engine import decide
 from bench.engine.execute import RunnerSetup
 from bench.engine.outcome import Outcome
+from bench.engine.remeasure import remeasure_suspects
 from bench.results.meta import Calibration
 from bench.results.record import new_record
 
@@ -152,6 +153,18 @@ def test_conditions_whose_word_could_turn_their_claim_s_are_pivotal():
     twin = condition({"backend": "d"}, 1.25, (1.2, 1.28), 1.3, holds_above=False)
     far = condition({"backend": "e"}, 3.0, (2.9, 3.1), 1.3, holds_above=False)
     assert decide.pivotal(close, [close, twin, far])  # the two near kernels failing together turn depends to fails
+
+
+def test_pivotal_conditions_nearest_their_bound_take_blocks_before_the_farther_ones():
+    # a loud host's run: paging's pages of 16 at 1.33x against 1.3x got five blocks of six, heads' 2.33x six
+    straddles = condition({"backend": "sparse"}, 0.6, (0.44, 0.61), 0.5, holds_above=False)
+    near = condition({"backend": "paging"}, 1.33, (1.27, 1.37), 1.3, holds_above=False)
+    far = condition({"backend": "heads"}, 2.33, (2.07, 2.80), 1.5, holds_above=False)
+    assert [decide.tier(c, True) for c in (straddles, near, far)] == [0, 0, 1]
+    assert decide.tier(near, False) == 2  # not pivotal: last, however near
+    cheap_far = decide.OpenCondition("heads", far, guess_s=0.5)
+    costly_near = decide.OpenCondition("paging", near, guess_s=6.0)
+    assert decide.in_turns([(1, cheap_far), (0, costly_near)]) == [costly_near, cheap_far]
 
 
 def test_claims_take_turns_so_one_with_many_near_conditions_cannot_take_every_block():
@@ -344,12 +357,12 @@ def test_cases_timed_in_a_slow_spell_are_re_measured_after_the_stalled_ones_with
     monkeypatch.setattr(suspects, "suspects", lambda df: [{"case_id": "stalled", "reason": "flat"}])
     workers = ProbedWorkers({c: 1e-3 for c in probes})
     clock = iter([100.0, 100.0, 100.0, 79.0])  # the first spell's run leaves less than 80% of the time
-    out = decide.remeasure_suspects(frame, {c: FakeCase(c) for c in probes}, workers, lambda: next(clock),
+    out = remeasure_suspects(frame, {c: FakeCase(c) for c in probes}, workers, lambda: next(clock),
                                     lambda line: None, behind=frozenset({"slower"}))
     # "slow" ran in a spell too, but "slower" is behind a claim's condition: it goes first
     assert [(r["case_id"], r["kind"]) for r in out] == [("stalled", "stalled"), ("slower", "spell")]
     clock = iter([100.0, 100.0, 100.0, 79.0])
-    out = decide.remeasure_suspects(frame, {c: FakeCase(c) for c in probes}, ProbedWorkers(workers.seconds),
+    out = remeasure_suspects(frame, {c: FakeCase(c) for c in probes}, ProbedWorkers(workers.seconds),
                                     lambda: next(clock), lambda line: None, behind=frozenset({"slow"}))
     assert [r["case_id"] for r in out] == ["stalled", "slow"]
     assert out[1]["again_share"] == pytest.approx(8.6e10 / 8.55e10) and out[1]["first_s"] == 2e-3

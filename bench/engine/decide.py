@@ -13,20 +13,18 @@ round is a fresh worker process that takes one block of every condition still be
 worker's state (where its buffers landed, what it compiled) is part of the spread across rounds, not a constant that
 reads as a difference, and its start-up is paid once per round, not once per block; the worker is forked from a server
 that imported torch, the compiler and transformers once (bench.engine.forked), so that start-up is its cases' own builds
-and compiles. Conditions join in order (those whose word could turn their claim's first, the claims taking turns; the
-straddling ones first among a claim's, then the least decided) while each of them could still get MIN_DECIDE_BLOCKS
-blocks in the time left, at the costs the rounds so far have shown (a round: its start-up, then each block's usual
-seconds); the last to join leaves first when they cannot. One leaves once its blocks decide it (bench.analysis.decided:
-at least MIN_DECIDE_BLOCKS, judged by their signed-rank interval; at its bound is decided too:
-bench.analysis.conditions), show it on its bound, or reach MAX_BLOCKS, and the next joins.
-A condition open for a stated reason (a cache on-chip, too few lengths) is not
-re-measured: more rounds cannot decide it. The blocks go into the run's metadata (RunMeta.decided), with the seconds
-spent on each condition; the report judges those conditions on their blocks.
+and compiles. Conditions join in order (those whose word could turn their claim's first, the nearest their bound
+before the farther, the claims taking turns; the straddling ones first among a claim's, then the least decided) while
+each of them could still get MIN_DECIDE_BLOCKS blocks in the time left, at the costs the rounds so far have shown (a
+round: its start-up, then each block's usual seconds); the last to join leaves first when they cannot. One leaves once
+its blocks decide it (bench.analysis.decided: at least MIN_DECIDE_BLOCKS, judged by their signed-rank interval; at its
+bound is decided too: bench.analysis.conditions), show it on its bound, or reach MAX_BLOCKS, and the next joins. A
+condition open for a stated reason (a cache on-chip, too few lengths) is not re-measured: more rounds cannot decide
+it. The blocks go into the run's metadata (RunMeta.decided), with the seconds spent on each condition; the report
+judges those conditions on their blocks.
 
-Before that, each timing that looks stalled (bench.analysis.suspects: flat against its work, or a jump against its
-neighbour), then each timed in a slow spell of the host (its probe well under the run's usual speed), is measured once
-more in a fresh worker (RunMeta.suspects); the report takes the second measurement where it shows the first was
-stalled, or ran in the spell, and names the case.
+Before that, the timings that look stalled or ran in a slow spell of the host are measured once more
+(bench.engine.remeasure).
 
 The frame the claims' judges read needs pandas: it is loaded here, once the sweep is over (the planner imports none).
 """
@@ -47,6 +45,7 @@ from bench.claims import CLAIMS, verdicts
 from bench.engine.execute import RunnerSetup
 from bench.engine.forked import preload
 from bench.engine.isolate import Isolated
+from bench.engine.remeasure import remeasure_suspects
 from bench.problem.case import Case
 
 SLICE_BUDGET_S = 0.25  # timing seconds of one slice (a block has four per pair)
@@ -70,13 +69,6 @@ BLOCK_GUESS_S = 1.5  # a pair's block before one has run, where the sweep's reco
 SETUP_FACTOR = 3.0
 SLICE_FLOOR_S = 0.1  # a slice's seconds at least: its rotation's fill and the timer's rounds
 ROUND_GUESS_S = 5.0  # a round's start-up before one has run, guessed high: 0.1-0.2 s forked, seconds if new
-# cases timed in a slow spell re-measured at most, and the share of the deciding time they may take: a spell covers
-# about a tenth of a default run's cases on a shared host, and the open conditions need most of the time (a default
-# run flagged 32 or more every time and spent a fifth of its deciding time, 20 s, on them: as much as three conditions'
-# blocks, where a case behind a condition that gets its blocks is judged on those anyway)
-MAX_SPELLS = 32
-SPELL_SHARE_OF_DECIDING = 0.1
-MAX_SUSPECTS = 8  # stalled-looking timings re-measured at most: more means the machine, not a case, is the problem
 
 
 @dataclass(frozen=True)
@@ -108,7 +100,8 @@ class OpenCondition:
 def open_conditions(doc: Any, path: Any, by_id: dict[str, Case]) -> list[OpenCondition]:
     """The run's conditions worth blocks, whose cases this run has: those whose interval straddles their bound,
     those within NEAR_PIVOTAL of it whose word could turn their claim's (pivotal), those within NEAR_BOUND of it.
-    Pivotal ones first, then the rest; within each group the claims take turns (in_turns)."""
+    In three tiers (tier): pivotal ones near their bound, then the other pivotal ones, then the rest; within each
+    the claims take turns (in_turns)."""
     from bench.analysis.load import doc_frame
 
     frame, info = doc_frame(doc, path)
@@ -121,21 +114,33 @@ def open_conditions(doc: Any, path: Any, by_id: dict[str, Case]) -> list[OpenCon
             cond, turns = OpenCondition(spec.key, c, guess_block_s(c.pairs, records)), pivotal(c, verdict.conditions)
             far = _far(c)
             if c.verdict == INCONCLUSIVE or far < math.log(NEAR_BOUND) or (turns and far < math.log(NEAR_PIVOTAL)):
-                found.append((not turns, c.verdict != INCONCLUSIVE, -cond.openness, far, cond))
-    return in_turns([(not_pivotal, o) for not_pivotal, *_, o in sorted(found, key=lambda item: item[:4])])
+                found.append((tier(c, turns), c.verdict != INCONCLUSIVE, -cond.openness, far, cond))
+    return in_turns([(rank, o) for rank, *_, o in sorted(found, key=lambda item: item[:4])])
 
 
-def in_turns(ranked: list[tuple[bool, OpenCondition]]) -> list[OpenCondition]:
-    """(not pivotal, condition) in their order (straddling first, then the least decided) reordered so that
-    the claims take turns: every claim's first pivotal condition, the cheapest block first, then every claim's
-    second, and so on, then the others the same way. A claim with many conditions near its bound (auto-choice has
-    eighteen) would otherwise take the deciding time from claims that one or two blocked conditions settle, and one
-    costly block (a block-sparse FlexAttention prefill's, 6 s) the time that five cheap ones need."""
-    seen: dict[tuple[str, bool], int] = {}
+def tier(c: Any, turns: bool) -> int:
+    """0: its word could turn its claim's and its interval straddles the bound, or its ratio is within NEAR_BOUND
+    of it; 1: its word could turn its claim's, farther from the bound (a worker's CI can miss by that much, seldom);
+    2: the rest. Where the time cannot decide them all (a loud host: 19 pivotal of 26 open, 89 s for them) the
+    nearest are the likeliest to change word: that run left paging's pages of 16 at 1.33x against 1.3x with five
+    blocks and sparse-ideal's straddling one with none, and gave six each to heads' 2.33x (2.07-2.80x) against 1.5x
+    and cascade's 1.45x (1.39-1.55x) against 0.95x."""
+    if not turns:
+        return 2
+    return 0 if c.verdict == INCONCLUSIVE or _far(c) < math.log(NEAR_BOUND) else 1
+
+
+def in_turns(ranked: list[tuple[int, OpenCondition]]) -> list[OpenCondition]:
+    """(tier, condition) in their order (straddling first, then the least decided) reordered so that, tier by tier,
+    the claims take turns: every claim's first condition of the tier, the cheapest block first, then every claim's
+    second, and so on. A claim with many conditions near its bound (auto-choice has eighteen) would otherwise take
+    the deciding time from claims that one or two blocked conditions settle, and one costly block (a block-sparse
+    FlexAttention prefill's, 6 s) the time that five cheap ones need."""
+    seen: dict[tuple[str, int], int] = {}
     turns = []
-    for place, (not_pivotal, cond) in enumerate(ranked):
-        turn = seen[cond.claim, not_pivotal] = seen.get((cond.claim, not_pivotal), -1) + 1
-        turns.append(((not_pivotal, turn, cond.block_guess_s, place), cond))
+    for place, (rank, cond) in enumerate(ranked):
+        turn = seen[cond.claim, rank] = seen.get((cond.claim, rank), -1) + 1
+        turns.append(((rank, turn, cond.block_guess_s, place), cond))
     return [cond for _, cond in sorted(turns, key=lambda item: item[0])]
 
 
@@ -209,41 +214,6 @@ def block(executor: Isolated, cond: OpenCondition, by_id: dict[str, Case], rng: 
         bottoms.append(slices["B"])
     return {"ratio": block_ratio(tops, bottoms), "worker": worker, "order": order, "top_s": tops,
             "bottom_s": bottoms}
-
-
-def remeasure_suspects(frame: Any, by_id: dict[str, Case], executor: Isolated,
-                       seconds_left: Callable[[], float], say: Callable[[str], None],
-                       behind: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
-    """Each timing that looks stalled, then each timed in a slow spell of the host (bench.analysis.suspects),
-    measured once more, in a fresh worker; the spells take at most SPELL_SHARE_OF_DECIDING of the time left, those
-    behind a claim's condition (`behind`: their case ids) first, the quickest first among each, so that the time
-    re-measures as many as it can of those that move an answer."""
-    from bench.analysis.suspects import spells, suspects, usual_probe
-
-    stalled = [s for s in suspects(frame) if s["case_id"] in by_id][:MAX_SUSPECTS]
-    seen = {s["case_id"] for s in stalled}
-    first = dict(zip(frame["case_id"], frame["median_s"], strict=True))
-    spelled = sorted((s for s in spells(frame) if s["case_id"] in by_id and s["case_id"] not in seen),
-                     key=lambda s: (s["case_id"] not in behind, first[s["case_id"]]))[:MAX_SPELLS]
-    if stalled or spelled:
-        say(f"re-measuring {len(stalled)} timing(s) that look stalled and {len(spelled)} timed in a slow spell of the "
-            "host, in a fresh worker:")
-    usual = usual_probe(frame)
-    spell_until = seconds_left() * (1 - SPELL_SHARE_OF_DECIDING)
-    out = []
-    executor.close()  # not the worker they stalled in
-    for s in stalled + spelled:
-        if seconds_left() <= (spell_until if s.get("kind") == "spell" else 0):
-            break
-        record = executor.run(by_id[s["case_id"]], None).record
-        if record.status != "ok" or not record.median_s:
-            continue
-        share = record.control_flops / usual if record.control_flops and usual else None
-        out.append({"kind": "stalled", **s, "first_s": float(first[s["case_id"]]), "again_s": record.median_s,
-                    "again_low_s": record.ci_low_s, "again_high_s": record.ci_high_s, "again_share": share})
-        say(f"  {s['case_id']}: {s['reason']}; again {record.median_s * 1e3:.2f} ms"
-            + (f" (probe at {share:.2f})" if share else ""))
-    return out
 
 
 def decide(doc: Any, path: Any, by_id: dict[str, Case], setup: RunnerSetup, threads: int | None,
