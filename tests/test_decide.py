@@ -165,6 +165,11 @@ def test_pivotal_conditions_nearest_their_bound_take_blocks_before_the_farther_o
     cheap_far = decide.OpenCondition("heads", far, guess_s=0.5)
     costly_near = decide.OpenCondition("paging", near, guess_s=6.0)
     assert decide.in_turns([(1, cheap_far), (0, costly_near)]) == [costly_near, cheap_far]
+    # within tier 1, nearest first: a fused-decode step at 1.0x against 2x waits for one at 1.7x, whatever its claim
+    fused = [decide.OpenCondition("fused", condition({"backend": f"f{r}"}, r, (r - 0.05, r + 0.05), 2.0, True))
+             for r in (1.0, 1.7)]
+    wrapper = decide.OpenCondition("wrapper", condition({"backend": "w"}, 1.4, (1.35, 1.45), 1.2, False))
+    assert decide.in_turns([(1, fused[0]), (1, wrapper), (1, fused[1])]) == [wrapper, fused[1], fused[0]]
 
 
 def test_claims_take_turns_so_one_with_many_near_conditions_cannot_take_every_block():

@@ -60,6 +60,10 @@ NEAR_BOUND = 1.10
 # transformers' masked prefill over torch's kernel 1.75x in one worker where four other runs read 1.09-1.11x (bound
 # 1.2x). The least decided go first, so the far ones take only what the near ones leave.
 NEAR_PIVOTAL = 2.0
+# ... taking blocks in steps of this log distance from it, the nearest first: over 51 saved default runs the blocks
+# changed the word of 13 of 204 pivotal conditions within 1.1-1.22x of their bound (their CI's ratio), of 4 of 138
+# at 1.22-1.35x, and of 1 of 132 farther (to inconclusive), which had taken 823 s of blocks, 17 s a run
+FAR_STEP = 0.1
 BLOCK_GUESS_S = 1.5  # a pair's block before one has run, where the sweep's records do not say (guess_block_s)
 # a case's first call in a fresh worker over its first call in the sweep (whose process had compiled others): flex's
 # paged decode took 0.6 s in the sweep and 2.5 s in a fresh worker, its block-sparse prefill 1 s and 4.7 s. Its set-up
@@ -122,8 +126,8 @@ def tier(c: Any, turns: bool) -> int:
     """0: its word could turn its claim's and its interval straddles the bound, or its ratio is within NEAR_BOUND
     of it; 1: its word could turn its claim's, farther from the bound (a worker's CI can miss by that much, seldom);
     2: the rest. Where the time cannot decide them all (a loud host's run: 19 pivotal of 26 open, 89 s for them) the
-    nearest are the likeliest to change word: over 48 default runs on a 2-core AMD EPYC, the blocks changed the word
-    of 55 of 180 tier-0 conditions they judged (32 to the other word), of 16 of 445 in tier 1 (10) and of none of 35
+    nearest are the likeliest to change word: over 51 default runs on a 2-core AMD EPYC, the blocks changed the word
+    of 56 of 193 tier-0 conditions they judged (33 to the other word), of 18 of 474 in tier 1 (11) and of none of 36
     in tier 2. That loud run had left paging's pages of 16 at 1.33x against 1.3x with five blocks and sparse-ideal's
     straddling one with none, and given six each to heads' 2.33x (2.07-2.80x) against 1.5x and cascade's 1.45x
     against 0.95x. The farther ones are not left out: a worker's CI missed FlexAttention's score variants by 30% on
@@ -136,14 +140,16 @@ def tier(c: Any, turns: bool) -> int:
 def in_turns(ranked: list[tuple[int, OpenCondition]]) -> list[OpenCondition]:
     """(tier, condition) in their order (straddling first, then the least decided) reordered so that, tier by tier,
     the claims take turns: every claim's first condition of the tier, the cheapest block first, then every claim's
-    second, and so on. A claim with many conditions near its bound (auto-choice has eighteen) would otherwise take
-    the deciding time from claims that one or two blocked conditions settle, and one costly block (a block-sparse
-    FlexAttention prefill's, 6 s) the time that five cheap ones need."""
-    seen: dict[tuple[str, int], int] = {}
+    second, and so on; tier 1 in steps of FAR_STEP from the bound, the nearest step first. A claim with many
+    conditions near its bound (auto-choice has eighteen) would otherwise take the deciding time from claims that one
+    or two blocked conditions settle, and one costly block (a block-sparse FlexAttention prefill's, 6 s) the time
+    that five cheap ones need."""
+    seen: dict[tuple[str, int, int], int] = {}
     turns = []
     for place, (rank, cond) in enumerate(ranked):
-        turn = seen[cond.claim, rank] = seen.get((cond.claim, rank), -1) + 1
-        turns.append(((rank, turn, cond.block_guess_s, place), cond))
+        step = int(min(_far(cond.condition), 10.0) / FAR_STEP) if rank == 1 else 0
+        turn = seen[cond.claim, rank, step] = seen.get((cond.claim, rank, step), -1) + 1
+        turns.append(((rank, step, turn, cond.block_guess_s, place), cond))
     return [cond for _, cond in sorted(turns, key=lambda item: item[0])]
 
 
