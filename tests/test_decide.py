@@ -370,6 +370,12 @@ def test_cases_timed_in_a_slow_spell_are_re_measured_after_the_stalled_ones_with
     out = remeasure_suspects(frame, {c: FakeCase(c) for c in probes}, ProbedWorkers(workers.seconds),
                                     lambda: next(clock), lambda line: None, behind=frozenset({"slow"}))
     assert [r["case_id"] for r in out] == ["stalled", "slow"]
+    clock = iter([100.0, 100.0, 100.0, 79.0])
+    out_first = remeasure_suspects(frame, {c: FakeCase(c) for c in probes}, ProbedWorkers(workers.seconds),
+                                   lambda: next(clock), lambda line: None, behind=frozenset({"slower", "slow"}),
+                                   first=frozenset({"slow"}))
+    # both behind a condition, but the spell may have turned the word of "slow"'s: it goes first
+    assert [r["case_id"] for r in out_first] == ["stalled", "slow"]
     assert out[1]["again_share"] == pytest.approx(8.6e10 / 8.55e10) and out[1]["first_s"] == 2e-3
     assert set(suspects.again_by_case(out)) == {"stalled", "slow"}
 

@@ -3,7 +3,9 @@
 import pandas as pd
 import pytest
 
-from bench.analysis.suspects import again_by_case, note, spells, suspects, usual_probe
+from bench.analysis.conditions import condition
+from bench.analysis.suspects import again_by_case, note, spells, suspects, turning, usual_probe
+from bench.analysis.verdict import FAILS, HOLDS, INCONCLUSIVE
 
 
 def _line(times_ms, backend="flex", kvs=(1024, 4096, 16384)):
@@ -53,3 +55,31 @@ def test_a_spell_s_re_measurement_is_taken_only_when_faster_at_the_usual_speed()
     text = note(remeasured)
     assert "1 timing(s) ran in a slow spell of the host" in text and "taken (4.00 → 3.00 ms)" in text
     assert "2 suspect timing(s) measured alike again" in text
+
+
+def test_the_spelled_cases_re_measured_first_are_those_whose_condition_s_word_the_spell_may_have_turned():
+    # usual probe 8.6e10; "variant" and "plain2" ran in a spell at 0.8 of it
+    probes = {"plain": 8.6e10, "variant": 6.88e10, "far": 6.88e10, "plain2": 6.88e10, "other": 8.6e10,
+              "x": 8.6e10, "y": 8.6e10}
+    times = {"plain": 10e-3, "variant": 15e-3, "far": 30e-3, "plain2": 10e-3, "other": 11.5e-3, "x": 1e-3, "y": 1e-3}
+    frame = pd.DataFrame([{"case_id": c, "status": "ok", "median_s": times[c], "control_flops": probes[c]}
+                          for c in probes])
+
+    def within(name, top, bottom, why=""):  # a "within 1.3x" condition on top / bottom
+        r = times[top] / times[bottom]
+        return condition({"name": name}, r, (r * 0.97, r * 1.03), 1.3, holds_above=False, pairs=[(top, bottom)],
+                         why=why)
+
+    slowed = within("variant", "variant", "plain")  # 1.5x: fails; 1.2x with the spell taken out: holds
+    assert slowed.verdict == FAILS and turning([slowed], frame) == {"variant"}
+    lifted = within("other", "other", "plain2")  # 1.15x: holds; its bottom at the usual speed, 1.44x: fails
+    assert lifted.verdict == HOLDS and turning([lifted], frame) == {"plain2"}
+    far = within("far", "far", "plain")  # 3x, or 2.4x: fails either way
+    alike = within("alike", "variant", "plain2")  # both sides in the spell: 1.5x either way
+    sinking = within("sinking", "y", "plain2")  # 0.1x, or 0.125x: holds either way
+    assert turning([far, alike, sinking], frame) == frozenset()
+    assert turning([slowed, far, lifted], frame) == {"variant", "plain2"}
+    on_chip = condition({"name": "on-chip"}, 1.3, (1.0, 1.6), 1.3, holds_above=False, pairs=[("variant", "plain")],
+                        why="a cache on-chip")  # open for a stated reason: a time cannot decide it
+    assert on_chip.verdict == INCONCLUSIVE and turning([on_chip], frame) == frozenset()
+    assert turning([slowed], frame.drop(columns="control_flops")) == frozenset()  # a file from before the probe

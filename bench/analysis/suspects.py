@@ -20,12 +20,14 @@ usual speed (again_share, its probe's share of the first run's usual).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import statistics
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import pandas as pd
 
 from bench.analysis.frames import SHAPE_KEYS, dense_rows, ok_rows
+from bench.analysis.verdict import FAILS, HOLDS, INCONCLUSIVE
 from bench.measure.control import SPELL_SHARE, spell_shares
 
 FLAT, FLAT_FLOOR_S, MIN_WORK_STEP = 1.15, 1e-3, 2.0
@@ -62,6 +64,37 @@ def spells(df: pd.DataFrame) -> list[dict[str, Any]]:
     return [{"case_id": c, "kind": "spell", "reason": f"timed in a slow spell of the host (its probe at {share:.2f} of "
                                                      "the run's usual speed)"}
             for c, share in sorted(shares.items(), key=lambda item: item[1])]
+
+
+def turning(conditions: Iterable[Any], df: pd.DataFrame) -> frozenset[str]:
+    """The cases timed in a slow spell behind a condition whose word would turn were each such case's time scaled
+    by its probe's share of the usual speed (time x share: the spell taken out as it slowed the probe): those whose
+    re-measurement could change an answer, which bench.engine.remeasure takes first. A guess that orders the
+    re-measures, never a time the report uses. Over 53 saved default runs (18 triples of one commit each, a 2-core
+    AMD EPYC), 85 conditions turned so; of the 79 whose triple's two other runs agreed, the scaled word was theirs in
+    62 and the first word in 14, and re-measuring the quickest first had left a case of 19 of the 85 unmeasured.
+    conditions: the claims' (bench.analysis.conditions.Condition: pairs, ratio, interval, judged); one open for a
+    stated reason (a cache on-chip) is left out, as a time cannot decide it."""
+    if "control_flops" not in df:
+        return frozenset()
+    ok = ok_rows(df)
+    shares = spell_shares(dict(zip(ok["case_id"], pd.to_numeric(ok["control_flops"], errors="coerce"), strict=True)))
+    if not shares:
+        return frozenset()
+    times = dict(zip(ok["case_id"], pd.to_numeric(ok["median_s"], errors="coerce"), strict=True))
+    found: set[str] = set()
+    for c in conditions:
+        spelled = {case for pair in c.pairs for case in pair if case in shares}
+        pairs = [(times[t], times[b], shares.get(t, 1.0), shares.get(b, 1.0)) for t, b in c.pairs
+                 if times.get(t, 0) > 0 and times.get(b, 0) > 0]
+        if not spelled or not pairs or c.verdict not in (HOLDS, FAILS, INCONCLUSIVE) or \
+                (c.why and c.verdict == INCONCLUSIVE):
+            continue
+        factor = (statistics.median(t * st / (b * sb) for t, b, st, sb in pairs)
+                  / statistics.median(t / b for t, b, _, _ in pairs))
+        if c.judged(c.ratio * factor, c.low * factor, c.high * factor).verdict != c.verdict:
+            found |= spelled
+    return frozenset(found)
 
 
 def usual_probe(df: pd.DataFrame) -> float | None:

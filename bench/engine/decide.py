@@ -234,17 +234,20 @@ def decide(doc: Any, path: Any, by_id: dict[str, Case], setup: RunnerSetup, thre
     processes with the run's threads, each slice SLICE_BUDGET_S of timing)."""
     from bench.analysis.load import doc_frame
 
-    frame, behind = None, frozenset()
+    frame, behind, first = None, frozenset(), frozenset()
     if doc is not None:
+        from bench.analysis.suspects import turning
+
         frame, info = doc_frame(doc, path)
-        behind = frozenset(case for verdict in verdicts(frame, info.meta) for c in verdict.conditions
-                           for pair in c.pairs for case in pair)
+        found = [c for verdict in verdicts(frame, info.meta) for c in verdict.conditions]
+        behind = frozenset(case for c in found for pair in c.pairs for case in pair)
+        first = turning(found, frame)
     # each round's fresh worker forked from a server that has imported what the claims' cases need (bench.engine.forked)
     executor = executor or Isolated(threads, preload(by_id[case].backend for case in behind if case in by_id))
     executor.start(RunnerSetup(setup.calibration, setup.gpu_name, SLICE_BUDGET_S, None, threads))
     try:
         if frame is not None:
-            doc.meta.suspects = remeasure_suspects(frame, by_id, executor, seconds_left, say, behind) or None
+            doc.meta.suspects = remeasure_suspects(frame, by_id, executor, seconds_left, say, behind, first) or None
         decided = _decide_open(doc, path, by_id, executor, seconds_left, say)
     finally:
         executor.close()

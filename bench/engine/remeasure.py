@@ -23,18 +23,21 @@ MAX_SUSPECTS = 8  # stalled-looking timings re-measured at most: more means the 
 
 def remeasure_suspects(frame: Any, by_id: dict[str, Case], executor: Isolated,
                        seconds_left: Callable[[], float], say: Callable[[str], None],
-                       behind: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
+                       behind: frozenset[str] = frozenset(),
+                       first: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
     """Each timing that looks stalled, then each timed in a slow spell of the host (bench.analysis.suspects),
-    measured once more, in a fresh worker; the spells take at most SPELL_SHARE_OF_DECIDING of the time left, those
-    behind a claim's condition (`behind`: their case ids) first, the quickest first among each, so that the time
-    re-measures as many as it can of those that move an answer."""
+    measured once more, in a fresh worker; the spells take at most SPELL_SHARE_OF_DECIDING of the time left: first
+    those whose condition's word the spell may have turned (`first`: bench.analysis.suspects.turning), then the others
+    behind a claim's condition (`behind`: their case ids), then the rest, the quickest first among each, so that the
+    time re-measures as many as it can of those that move an answer."""
     from bench.analysis.suspects import spells, suspects, usual_probe
 
     stalled = [s for s in suspects(frame) if s["case_id"] in by_id][:MAX_SUSPECTS]
     seen = {s["case_id"] for s in stalled}
-    first = dict(zip(frame["case_id"], frame["median_s"], strict=True))
+    timed = dict(zip(frame["case_id"], frame["median_s"], strict=True))
     spelled = sorted((s for s in spells(frame) if s["case_id"] in by_id and s["case_id"] not in seen),
-                     key=lambda s: (s["case_id"] not in behind, first[s["case_id"]]))[:MAX_SPELLS]
+                     key=lambda s: (s["case_id"] not in first, s["case_id"] not in behind,
+                                    timed[s["case_id"]]))[:MAX_SPELLS]
     if stalled or spelled:
         say(f"re-measuring {len(stalled)} timing(s) that look stalled and {len(spelled)} timed in a slow spell of the "
             "host, in a fresh worker:")
@@ -49,7 +52,7 @@ def remeasure_suspects(frame: Any, by_id: dict[str, Case], executor: Isolated,
         if record.status != "ok" or not record.median_s:
             continue
         share = record.control_flops / usual if record.control_flops and usual else None
-        out.append({"kind": "stalled", **s, "first_s": float(first[s["case_id"]]), "again_s": record.median_s,
+        out.append({"kind": "stalled", **s, "first_s": float(timed[s["case_id"]]), "again_s": record.median_s,
                     "again_low_s": record.ci_low_s, "again_high_s": record.ci_high_s, "again_share": share})
         say(f"  {s['case_id']}: {s['reason']}; again {record.median_s * 1e3:.2f} ms"
             + (f" (probe at {share:.2f})" if share else ""))
