@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -26,6 +27,26 @@ def test_preload_names_the_compiler_for_a_compiling_backend_and_a_backends_own_i
     with_flex = forked.preload(["flex", "hf-sdpa", "no-such-backend"])
     assert set(forked.COMPILER) <= set(with_flex) and "transformers.modeling_utils" in with_flex
     assert len(with_flex) == len(set(with_flex))  # each once, however many backends name it
+    # on a CPU the server also runs the compiler's ISA probes, once, for every worker it forks; on CUDA it has none
+    assert set(forked.CPU_COMPILER) <= set(with_flex)
+    assert not set(forked.CPU_COMPILER) & set(forked.preload(["flex"], "cuda"))
+    assert not set(forked.CPU_COMPILER) & set(forked.preload(["naive"], "cpu"))
+
+
+def test_the_server_imports_a_module_and_calls_a_named_function_and_a_failure_is_left_to_the_worker(monkeypatch):
+    import types
+
+    calls = []
+    module = types.ModuleType("warm_up_for_test")
+    module.probe = lambda: calls.append("probed")
+    module.broken = lambda: 1 / 0
+    monkeypatch.setitem(sys.modules, "warm_up_for_test", module)
+    forked.load("warm_up_for_test:probe")
+    forked.load("warm_up_for_test")  # imported only
+    forked.load("warm_up_for_test:broken")  # the worker will call it and say why
+    forked.load("warm_up_for_test:missing")
+    forked.load("no_such_module_anywhere:probe")
+    assert calls == ["probed"]
 
 
 def test_a_forked_worker_times_a_slice_and_a_case_it_cannot_run_gives_none():

@@ -243,7 +243,8 @@ def decide(doc: Any, path: Any, by_id: dict[str, Case], setup: RunnerSetup, thre
         behind = frozenset(case for c in found for pair in c.pairs for case in pair)
         first = turning(found, frame)
     # each round's fresh worker forked from a server that has imported what the claims' cases need (bench.engine.forked)
-    executor = executor or Isolated(threads, preload(by_id[case].backend for case in behind if case in by_id))
+    cases = [by_id[case] for case in behind if case in by_id]
+    executor = executor or Isolated(threads, preload((c.backend for c in cases), cases[0].device if cases else "cpu"))
     executor.start(RunnerSetup(setup.calibration, setup.gpu_name, SLICE_BUDGET_S, None, threads))
     try:
         if frame is not None:

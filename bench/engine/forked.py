@@ -5,14 +5,16 @@ A fresh interpreter pays its imports again: on a 2-core Xeon, torch and attnbenc
 FlexAttention's first call needs 3 s more, and transformers 4 s, more than a round's blocks take. A worker forked
 from the server starts in a few milliseconds. What makes a worker one draw among the rounds' is still its own: every
 tensor a case allocates lands on pages first touched after the fork, and its kernels are compiled or loaded there
-(the server imports modules and never runs a kernel, so it has no thread pool to fork).
+(the server imports modules, and on a CPU runs the compiler's ISA probes, CPU_COMPILER, but never a kernel, so it
+has no thread pool to fork).
 
-The server (`python -m bench.engine.forked MODULE...`) takes requests on a Unix socket: the worker's argv and
-environment, with its stdin, stdout and stderr pipes and a status pipe passed as file descriptors; it forks, answers
-the child's pid, and writes the child's exit code (negative: the signal) to its status pipe when it ends. It exits
-when the socket closes, so it never outlives the run. `ForkedProcess` gives the parent the calls of a
-`subprocess.Popen` of `python -m bench.engine.worker` (stdin, stdout, stderr; poll, wait, kill): bench.engine.isolate
-takes either. Python's own forkserver is not used: it runs the parent's __main__ again in every child.
+The server (`python -m bench.engine.forked MODULE[:FUNCTION]...`: each module imported, each function called) takes
+requests on a Unix socket: the worker's argv and environment, with its stdin, stdout and stderr pipes and a status
+pipe passed as file descriptors; it forks, answers the child's pid, and writes the child's exit code (negative: the
+signal) to its status pipe when it ends. It exits when the socket closes, so it never outlives the run.
+`ForkedProcess` gives the parent the calls of a `subprocess.Popen` of `python -m bench.engine.worker` (stdin, stdout,
+stderr; poll, wait, kill): bench.engine.isolate takes either. Python's own forkserver is not used: it runs the
+parent's __main__ again in every child.
 """
 
 from __future__ import annotations
@@ -34,20 +36,27 @@ from typing import IO
 BASE = ("bench.engine.worker", "bench.engine.runner", "bench.kinds", "bench.measure.modes")
 # what a backend that compiles (Backend.compiles) imports at its first call: dynamo, inductor, FlexAttention
 COMPILER = ("torch._dynamo", "torch._inductor.compile_fx", "torch.nn.attention.flex_attention")
+# ... and on a CPU, what its first compile runs: inductor's probes of the CPU's vector ISAs (per ISA a build, then a
+# Python process that loads it). Run once in the server ("module:function": imported, then called), every forked
+# worker inherits the answers: a flex first call in a forked worker took 0.9-1.0 s with them, 2.1-2.6 s without,
+# the compile cache warm (2-core AMD EPYC)
+CPU_COMPILER = ("torch._inductor.cpu_vec_isa:valid_vec_isa_list",)
 MESSAGE_BYTES = 1 << 16  # a request (argv and environment) or an answer at most
 STATUS = struct.Struct("i")  # an exit code on the status pipe
 
 
-def preload(backends: Iterable[str]) -> tuple[str, ...]:
-    """The modules the server imports for workers that run these backends (Backend.compiles, Backend.imports); an
-    unknown name adds nothing (its cases fail in the worker, with their own error)."""
+def preload(backends: Iterable[str], device: str = "cpu") -> tuple[str, ...]:
+    """The modules the server imports (and the probes it runs) for workers that run these backends on this device
+    (Backend.compiles, Backend.imports); an unknown name adds nothing (its cases fail in the worker, with their own
+    error)."""
     from bench.backends import BACKENDS
 
     modules = list(BASE)
     for name in sorted(set(backends)):
         backend = BACKENDS.get(name)
         if backend is not None:
-            modules += [*(COMPILER if backend.compiles else ()), *backend.imports]
+            compiler = (*COMPILER, *(CPU_COMPILER if device == "cpu" else ())) if backend.compiles else ()
+            modules += [*compiler, *backend.imports]
     return tuple(dict.fromkeys(modules))
 
 
@@ -233,12 +242,21 @@ def _reap(status: dict[int, int]) -> None:
             os.close(fd)
 
 
+def load(name: str) -> None:
+    """Import a module, or with "module:function" import it and call the function: a module not installed (an
+    optional extra) or a call that fails leaves the worker to do it, and its cases to say why."""
+    module, _, call = name.partition(":")
+    with contextlib.suppress(Exception):
+        loaded = importlib.import_module(module)
+        if call:
+            getattr(loaded, call)()
+
+
 def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     sock = socket.socket(fileno=int(sys.argv[1]))
     for name in sys.argv[2:]:
-        with contextlib.suppress(ImportError):  # an optional extra not installed: its cases say so themselves
-            importlib.import_module(name)
+        load(name)
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_initialized():  # a forked child cannot use CUDA its parent initialised
         print("bench.engine.forked: an import initialised CUDA, so forked workers could not use it", file=sys.stderr)
