@@ -54,13 +54,18 @@ def suspects(df: pd.DataFrame) -> list[dict[str, Any]]:
     return [{"case_id": c, "reason": r} for c, r in found.items()]
 
 
+def _spell_shares(df: pd.DataFrame) -> dict[str, float]:
+    """{case: its probe's share of the usual speed} for the ok cases timed in a slow spell ({} without probes)."""
+    if "control_flops" not in df:
+        return {}
+    ok = ok_rows(df)
+    return spell_shares(dict(zip(ok["case_id"], pd.to_numeric(ok["control_flops"], errors="coerce"), strict=True)))
+
+
 def spells(df: pd.DataFrame) -> list[dict[str, Any]]:
     """The ok cases timed in a slow spell of the host (the module docstring), the slowest probe first:
     [{"case_id", "reason", "kind": "spell"}] (bench.engine.decide re-orders them by what they move and cost)."""
-    if "control_flops" not in df:
-        return []
-    ok = ok_rows(df)
-    shares = spell_shares(dict(zip(ok["case_id"], pd.to_numeric(ok["control_flops"], errors="coerce"), strict=True)))
+    shares = _spell_shares(df)
     return [{"case_id": c, "kind": "spell", "reason": f"timed in a slow spell of the host (its probe at {share:.2f} of "
                                                      "the run's usual speed)"}
             for c, share in sorted(shares.items(), key=lambda item: item[1])]
@@ -75,12 +80,10 @@ def turning(conditions: Iterable[Any], df: pd.DataFrame) -> frozenset[str]:
     62 and the first word in 14, and re-measuring the quickest first had left a case of 19 of the 85 unmeasured.
     conditions: the claims' (bench.analysis.conditions.Condition: pairs, ratio, interval, judged); one open for a
     stated reason (a cache on-chip) is left out, as a time cannot decide it."""
-    if "control_flops" not in df:
-        return frozenset()
-    ok = ok_rows(df)
-    shares = spell_shares(dict(zip(ok["case_id"], pd.to_numeric(ok["control_flops"], errors="coerce"), strict=True)))
+    shares = _spell_shares(df)
     if not shares:
         return frozenset()
+    ok = ok_rows(df)
     times = dict(zip(ok["case_id"], pd.to_numeric(ok["median_s"], errors="coerce"), strict=True))
     found: set[str] = set()
     for c in conditions:
