@@ -26,6 +26,7 @@ import pandas as pd
 
 from bench.analysis.frames import attention_rows, dense_rows, geomean, ok_rows, trace_rows
 from bench.analysis.traits import BASELINE
+from bench.traces.buckets import batch_work
 
 FAST_P = (1.0, 1.2, 2.0)
 GEOMETRY = ["n_heads", "n_kv_heads", "head_dim", "dtype", "mask"]
@@ -38,16 +39,25 @@ def bucket_table(workload: dict) -> pd.DataFrame:
 
 
 def trace_times(df: pd.DataFrame, workloads: dict | None) -> pd.DataFrame:
-    """One row per (workload, geometry, backend, bucket) that ran ok: its median_s, steps and time = steps x median."""
+    """One row per (workload, geometry, backend, bucket) that ran ok: its median_s, steps and time = steps x median;
+    and the bucket's time scaled to its real steps' counted work under each work model (time_packed_s: median x the
+    steps' packed work / the batch's; time_padded_s: the same, padded), NaN where the workload does not give the
+    steps' work."""
     rows = ok_rows(df[trace_rows(df)]) if not df.empty else df
     out = []
     for name, w in (workloads or {}).items():
         buckets = bucket_table(w)
         if buckets.empty or rows.empty:
             continue
-        merged = rows.merge(buckets[["phase", "lengths", "steps"]], on=["phase", "lengths"], how="inner")
+        buckets = buckets.rename(columns={"packed": "steps_packed", "padded": "steps_padded"})
+        merged = rows.merge(buckets[["phase", "lengths", "steps", "steps_packed", "steps_padded"]],
+                            on=["phase", "lengths"], how="inner")
         merged["workload"] = name
         merged["time_s"] = merged["steps"] * merged["median_s"]
+        work = np.array([batch_work(lengths) for lengths in merged["lengths"]], dtype=float).reshape(-1, 2)
+        for i, model in enumerate(("packed", "padded")):
+            steps_work = pd.to_numeric(merged.pop(f"steps_{model}"), errors="coerce").to_numpy(float)
+            merged[f"time_{model}_s"] = merged["median_s"].to_numpy(float) * steps_work / work[:, i]
         out.append(merged)
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
 
@@ -137,12 +147,15 @@ def grid_winner(df: pd.DataFrame, geometry: dict, backends: set[str]) -> tuple[s
     return str(score.index[0]), shapes
 
 
-CHECK_COLUMNS = ["workload", *GEOMETRY, "backend", "index", "kind", "measured_s", "predicted_s", "error"]
+CHECK_COLUMNS = ["workload", *GEOMETRY, "backend", "index", "kind", "measured_s", "predicted_s", "error",
+                 "predicted_packed_s", "predicted_padded_s"]
 
 
 def step_checks(df: pd.DataFrame, workloads: dict | None) -> pd.DataFrame:
     """One row per (workload, geometry, backend, sampled step) whose halves and their buckets all ran ok: the step's
-    measured_s (its halves' exact times), predicted_s (its halves' buckets' times), error = predicted / measured - 1."""
+    measured_s (its halves' exact times), predicted_s (its halves' buckets' times), error = predicted / measured - 1;
+    and predicted_packed_s, predicted_padded_s: each half's bucket's time scaled by the half's counted work over the
+    bucket's batch's, under each work model (what trace_times' time_packed_s and time_padded_s sum over every step)."""
     rows = ok_rows(df[trace_rows(df)]) if not df.empty else df
     out: list[dict] = []
     if rows.empty:
@@ -158,9 +171,13 @@ def step_checks(df: pd.DataFrame, workloads: dict | None) -> pd.DataFrame:
                 predicted = [time.get((*key, phase, bucket)) for phase, _, bucket in halves]
                 if None in measured or None in predicted:
                     continue  # a half, or its bucket, did not run ok here
+                scaled = [(t * np.array(batch_work(exact), float) / np.array(batch_work(bucket), float))
+                          for t, (_, exact, bucket) in zip(predicted, halves, strict=True)]
                 out.append({"workload": name, **dict(zip(keys, key, strict=True)), "index": c["index"],
                             "kind": c["kind"], "measured_s": sum(measured), "predicted_s": sum(predicted),
-                            "error": sum(predicted) / sum(measured) - 1})
+                            "error": sum(predicted) / sum(measured) - 1,
+                            "predicted_packed_s": float(sum(x[0] for x in scaled)),
+                            "predicted_padded_s": float(sum(x[1] for x in scaled))})
     return pd.DataFrame(out, columns=CHECK_COLUMNS)
 
 

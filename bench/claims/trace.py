@@ -12,6 +12,7 @@ import math
 from typing import TYPE_CHECKING
 
 from bench.analysis.conditions import MORE_ROUNDS, Condition, combine, condition, decide_by, undecided_why
+from bench.analysis.sampled_steps import FIT_STEPS
 from bench.analysis.verdict import FAILS, INCONCLUSIVE, NO_FACTS, NOT_MEASURED, Verdict, judged
 from bench.claims.question import Context, Question, plain
 from bench.claims.spec import ClaimSpec
@@ -60,21 +61,25 @@ QUESTIONS = (Question("trace", picks, least),)
 
 # -- the judge ------------------------------------------------------------------------------------------------------
 RULE = (f"per trace, the grid's winner's time to serve over the fastest other backend's (the runner-up's where the "
-        f"grid's winner serves it fastest), each the buckets' time corrected by the error they make on the sampled "
-        f"real steps timed exactly (per kind of step, its steps times the sample's mean error); 95% interval from "
-        f"each bucket's time drawn within its CI and weighted by its steps, and the sample resampled within each kind "
-        f"(without a sample for every backend: widened by how differently the buckets predict them instead); holds "
-        f"when the whole interval is ≤ {TRACE_CLOSE:g}×, does not hold when it is wholly above")
+        f"grid's winner serves it fastest), each estimated from the buckets and the sampled real steps timed exactly "
+        f"(with {FIT_STEPS} steps or more, each backend's steps fitted to their buckets' times scaled by their own "
+        f"packed and padded work, the fit summed over every step plus the sample's residuals; else the buckets plus, "
+        f"per kind of step, its steps times the sample's mean error); 95% interval from each bucket's time drawn "
+        f"within its CI and weighted by its steps, and the sample resampled within each kind (without a sample for "
+        f"every backend: widened by how differently the buckets predict them instead); holds when the whole interval "
+        f"is ≤ {TRACE_CLOSE:g}×, does not hold when it is wholly above")
 
 
 def grid_vs_trace(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     """The claim: the backend fastest on the synthetic grid is the one that serves the real trace fastest, judged per
     trace (workload × geometry): ratio = the grid's winner's time to serve / the fastest other backend's (below 1
-    where it is the fastest), each time the buckets' corrected by their error on the sampled real steps (`corrected`),
-    its 95% interval from each bucket's CI weighted by the bucket's steps and the sample resampled; without a sample
+    where it is the fastest), each time estimated from the buckets and the sampled real steps
+    (bench.analysis.sampled_steps: a regression on the steps' counted work, or the difference estimator), its 95%
+    interval from each bucket's CI weighted by the bucket's steps and the sample resampled; without a sample
     for every backend (results written before), the buckets' times, the interval widened by the buckets' checked
     error in time instead (widened_ratios). Against TRACE_CLOSE; a grid winner that cannot serve every bucket does
     not hold. The claim's word is bench.analysis.conditions' rule over the traces."""
+    from bench.analysis.sampled_steps import estimated
     from bench.analysis.time_to_serve import (
         GEOMETRY,
         at_geometry,
@@ -134,10 +139,10 @@ def grid_vs_trace(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
         errors = dict(zip(checked["backend"], checked["total"], strict=True))
         buckets = dict(zip(complete["backend"].astype(str), complete["served_s"].astype(float), strict=True))
         sample = at_geometry(steps[steps["workload"] == name], geometry)
-        fixed = corrected(buckets, draws, sample, run.workloads[name].get("kinds") or {})
-        served = buckets
+        fixed = estimated(buckets, draws, sample, run.workloads[name].get("kinds") or {}, work_totals(mine))
+        served, estimator = buckets, None
         if fixed is not None:  # the sampled real steps take the buckets' error out of each backend's time
-            served, draws = fixed
+            served, draws, estimator = fixed
         rival = min((b for b in served if b != grid), key=served.__getitem__)
         grid_s, rival_s = served[grid], served[rival]
         factors = {b: 1.0 for b in served if b != grid} if fixed else pair_factors(errors, grid, [
@@ -146,7 +151,8 @@ def grid_vs_trace(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
         # at its bound (within the band of 5% slower than the best) the grid's winner serves about as fast: holds
         found.append(condition(key, grid_s / rival_s, (low, high), TRACE_CLOSE, holds_above=False,
                                facts={"grid_winner": grid, "against": rival, "grid_served_s": grid_s,
-                                      "against_served_s": rival_s, "corrected": fixed is not None}))
+                                      "against_served_s": rival_s, "corrected": fixed is not None,
+                                      "estimator": estimator}))
         detail.append({"workload": name, **geometry, "grid": grid, "rival": rival, "check_errors": errors,
                        "corrected": fixed is not None, **found[-1].as_dict()})
         worst = max(factors, key=lambda b: factors[b])
@@ -193,43 +199,10 @@ def served_draws(times: pd.DataFrame) -> dict[str, np.ndarray]:
     return {str(b): draws[:, (times["backend"] == b).to_numpy()].sum(axis=1) for b in times["backend"].unique()}
 
 
-def corrected(served: dict[str, float], draws: dict[str, np.ndarray], sample: pd.DataFrame,
-              kinds: dict[str, int]) -> tuple[dict[str, float], dict[str, np.ndarray]] | None:
-    """Each backend's time to serve with the buckets' error on the sampled real steps taken out (the difference
-    estimator of survey sampling): the buckets' time plus, per kind of step, the kind's steps in the trace times the
-    mean of (measured - predicted) over its sampled steps; unbiased however far the buckets are off, as the steps
-    were drawn uniformly within each kind (bench.traces.sample). Its draws: the buckets' draws plus, per draw, the
-    same with the sample resampled within each kind (the same steps for every backend: the pair's error is what
-    varies; deviations scaled by sqrt(n / (n - 1)), the bootstrap's small-sample correction); a kind sampled whole
-    is exact. None where some backend lacks a sampled step the others have (the caller widens instead)."""
-    import numpy as np
-
-    backends = list(served)
-    if sample.empty or set(backends) - set(sample["backend"]):
-        return None
-    wide = sample[sample["backend"].isin(backends)].pivot_table(index=["index", "kind"], columns="backend",
-                                                                values=["measured_s", "predicted_s"])
-    residual = (wide["measured_s"] - wide["predicted_s"])[backends]
-    if residual.isna().any().any():
-        return None
-    rng = np.random.default_rng(0)
-    rounds = len(next(iter(draws.values())))
-    points, more = dict(served), {b: np.array(draws[b], dtype=float) for b in backends}
-    for kind, grp in residual.groupby(level="kind"):
-        r, n, total = grp.to_numpy(float), len(grp), int(kinds.get(str(kind), len(grp)))
-        mean = r.mean(axis=0)
-        for i, b in enumerate(backends):
-            points[b] += total * float(mean[i])
-        if n >= total or n < 2:  # sampled whole: exact; one step: no spread to resample
-            for i, b in enumerate(backends):
-                more[b] += total * float(mean[i])
-            continue
-        scaled = mean + (r - mean) * math.sqrt(n / (n - 1))
-        picks = rng.integers(0, n, size=(rounds, n))
-        for i, b in enumerate(backends):
-            more[b] += total * scaled[picks, i].mean(axis=1)
-    tiny = 1e-9  # a correction past the buckets' whole time: the sample says little, the draw stays positive
-    return ({b: max(v, tiny) for b, v in points.items()}, {b: np.maximum(v, tiny) for b, v in more.items()})
+def work_totals(times: pd.DataFrame) -> dict[str, tuple[float, float]]:
+    """{backend: (time_packed_s, time_padded_s) summed over its buckets} (NaN where a bucket lacks its steps' work)."""
+    return {str(b): (float(g["time_packed_s"].to_numpy(float).sum()), float(g["time_padded_s"].to_numpy(float).sum()))
+            for b, g in times.groupby("backend")}
 
 
 def pair_factors(errors: dict[str, float], grid: str, others: list[str]) -> dict[str, float]:

@@ -2,8 +2,9 @@
 about each question (bench.claims.QUESTIONS; the rules: bench.engine.questions) before the first case.
 
 Order: the cases this device cannot run at all (recorded `unsupported` at once, one console line for all), then
-the least of every question that fits (cheapest question first, each one's cases cheapest first; a question whose
-least would overrun the budget is not funded, and the plan says how much more time would fund it), then the rest
+the least of every question that fits (cheapest question first, each one's cases cheapest first with a shape's
+backends side by side: `side_by_side`; a question whose least would overrun the budget is not funded, and the plan
+says how much more time would fund it), then the rest
 of what the questions pick (depth, round-robin over the questions, cheapest first), then everything else (breadth,
 round-robin over case families: bench.engine.budget.priority_order). Cases of a dtype this CPU emulates that no
 question's least asked for are left out: they are recorded `skipped` with that reason (`--dtype` set by hand, or
@@ -103,7 +104,7 @@ def make_agenda(cases: list[Case], ctx: Context, time_budget_s: float, elapsed_s
     found = []
     for q in QUESTIONS:
         picked = [c for c in runnable if q.picks(c)]
-        least = sorted(q.least(picked, ctx), key=lambda c: cost(c.id, 0.0))
+        least = side_by_side(q.least(picked, ctx), ctx)
         found.append((sum(cost(c.id, 0.0) for c in least), q, picked, least))
     for _, q, picked, least in sorted(found, key=lambda item: item[0]):
         ans = Answer(q, least, len(picked))
@@ -159,6 +160,23 @@ def _emulated_reason(ctx: Context, case_id: str, cases: list[Case]) -> str:
     if gemm and main:
         share = f" (GEMM at {100 * gemm / main:.1f}% of fp32's)"
     return f"{dtype} is emulated on this CPU{share}: one shape per question; --dtype {dtype} runs all"
+
+
+def side_by_side(cases: list[Case], ctx: Context) -> list[Case]:
+    """Cheapest first, each shape's backends next to each other (a shape taking its cheapest backend's place): a
+    claim that sets backends against each other sums many cases timed a minute apart (a replayed trace: every
+    bucket and sampled step of each), and cheapest first had timed one backend's cases in one stretch and the
+    other's in another, so that a slow spell of the host slowed one side only (over 63 saved default runs of a
+    2-core AMD EPYC, the trace's two backends' ratio went down to 1.0x where 17-18 of naive's 36 cases ran in a
+    spell and sdpa-flash's 1-3, and up to 1.4-1.5x the other way round, against 1.2-1.3x otherwise)."""
+    def cost(c: Case) -> float:
+        return ctx.predicted.get(c.id, 0.0)
+
+    shapes: dict[tuple, list[Case]] = defaultdict(list)
+    for c in cases:
+        shapes[(c.shape, c.phase, c.pass_, c.device)].append(c)
+    groups = sorted((sorted(g, key=cost) for g in shapes.values()), key=lambda g: cost(g[0]))
+    return [c for g in groups for c in g]
 
 
 def _round_robin(groups: list[list[Case]], ctx: Context) -> list[Case]:

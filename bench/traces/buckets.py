@@ -121,10 +121,21 @@ class Bucket:
     def work(self) -> tuple[float, float]:
         """(packed, padded) work of the representative batch (its lengths once made, which may be another
         schedule's: shared_buckets), once."""
-        groups = parse_rows(self.lengths) if self.lengths else self.groups()
-        packed = sum(n * visible(q, k) for n, q, k in groups)
-        rows = sum(n for n, _, _ in groups)
-        return packed, rows * visible(max(q for _, q, _ in groups), max(k for _, _, k in groups))
+        return groups_work(parse_rows(self.lengths) if self.lengths else self.groups())
+
+
+def groups_work(groups: list[tuple[int, int, int]]) -> tuple[int, int]:
+    """(packed, padded) work of a batch given as (rows, queries, keys) groups: the (query, key) pairs a causal mask
+    leaves, and every row at the batch's longest."""
+    packed = sum(n * visible(q, k) for n, q, k in groups)
+    rows = sum(n for n, _, _ in groups)
+    return packed, rows * visible(max(q for _, q, _ in groups), max(k for _, _, k in groups))
+
+
+@functools.lru_cache(maxsize=1 << 12)  # the report asks it of every bucket and sampled step, for every backend
+def batch_work(lengths: str) -> tuple[int, int]:
+    """(packed, padded) work of a batch written as explicit rows (rows:...)."""
+    return groups_work(parse_rows(lengths))
 
 
 Sums = dict[tuple[str, tuple[int, ...]], list[float]]  # (phase, key) -> Bucket's fields from steps on
