@@ -234,3 +234,19 @@ def test_a_budgeted_run_says_its_plan_records_every_case_and_keeps_the_plan(tmp_
                                                             "paging", "variants", "sparse", "sparse-ideal", "trace",
                                                             "wrapper", "linear", "linear-decode", "cascade",
                                                             "auto-choice", "verify"]
+
+
+def test_a_questions_cases_run_cheapest_first_with_each_shapes_backends_side_by_side(cpu_default):
+    """The replayed trace sums each backend's buckets and sampled steps: timed as one stretch per backend, a slow
+    spell of the host slowed one side of the ratio only."""
+    _, agenda, ctx = cpu_default
+    trace = {c.id for c in _answer(agenda, "trace").least if c.shape.serving is not None}
+    order = [c for c in agenda.order if c.id in trace]
+    shape = [(c.shape, c.phase, c.pass_) for c in order]
+    assert len({c.backend for c in order}) >= 2 and len(set(shape)) < len(order)
+    for i, key in enumerate(shape):  # a shape's backends are next to each other
+        later = [j for j in range(i + 1, len(shape)) if shape[j] == key]
+        assert later == list(range(i + 1, i + 1 + len(later)))
+    first = [min(ctx.predicted[c.id] for c in order if (c.shape, c.phase, c.pass_) == key)
+             for key in dict.fromkeys(shape)]
+    assert first == sorted(first)  # the shapes by their cheapest backend's prediction

@@ -15,6 +15,7 @@ from bench.analysis import time_to_serve
 from bench.analysis.load import read_results
 from bench.analysis.verdict import DEPENDS, FAILS, HOLDS, INCONCLUSIVE, NO_FACTS, NOT_MEASURED
 from bench.claims.trace import TRACE_CLOSE, grid_vs_trace
+from bench.problem.masks import CAUSAL
 from bench.problem.shapes import parse_rows
 from tests.results_factory import make_record, make_run
 
@@ -242,6 +243,26 @@ def test_a_bucket_that_under_predicts_its_steps_by_30_percent_reports_it_and_the
     assert "flex: median -30%, worst -30%, total -28%" in verdict.numbers
     assert "the buckets' prediction of 3 sampled real steps" in verdict.numbers
     assert "the buckets alone say sdpa-flash 0.1 s, naive 0.12 s" in verdict.numbers
+
+
+def test_the_buckets_times_scaled_to_each_steps_counted_work_and_summed_over_the_trace(tmp_path):
+    """What the claim's regression fits: a sampled step's bucket time x its own packed (and padded) work over the
+    bucket's batch's; and the same over every step of the trace, from the work the replay counted (none recorded:
+    NaN)."""
+    counted = {**CHECKED.workloads["w"], "buckets": [
+        {"phase": "prefill", "lengths": PREFILL, "steps": 10, "packed": 50_000.0, "padded": 60_000.0},
+        {"phase": "decode", "lengths": DECODE, "steps": 100, "packed": 230_000.0, "padded": 260_000.0}]}
+    df = frame([*TRACE[:2], *steps_as_predicted("naive", 2e-3, 1e-3)], tmp_path)
+    steps = time_to_serve.step_checks(df, {"w": counted}).set_index("index")
+    # STEP_DECODE's rows read 300 + 3 x 600 keys (packed) and 4 x 600 padded; DECODE's 4 x 512 either way
+    assert steps.loc[40, "predicted_packed_s"] == pytest.approx(1e-3 * 2_100 / 2_048)
+    assert steps.loc[40, "predicted_padded_s"] == pytest.approx(1e-3 * 2_400 / 2_048)
+    times = time_to_serve.trace_times(df, {"w": counted}).set_index("phase")
+    assert times.loc["decode", "time_packed_s"] == pytest.approx(1e-3 * 230_000 / 2_048)
+    prefill_pairs = 2 * CAUSAL.pairs(64, 64)  # PREFILL: 2 rows of 64 queries over 64 keys
+    assert times.loc["prefill", "time_padded_s"] == pytest.approx(2e-3 * 60_000 / prefill_pairs)
+    uncounted = time_to_serve.trace_times(df, CHECKED.workloads)
+    assert uncounted["time_packed_s"].isna().all() and uncounted["time_s"].notna().all()
 
 
 def test_real_steps_far_slower_than_their_buckets_for_the_grid_s_winner_fail_the_claim_with_their_spread(tmp_path):
