@@ -243,6 +243,7 @@ def test_a_bucket_that_under_predicts_its_steps_by_30_percent_reports_it_and_the
     assert "flex: median -30%, worst -30%, total -28%" in verdict.numbers
     assert "the buckets' prediction of 3 sampled real steps" in verdict.numbers
     assert "the buckets alone say sdpa-flash 0.1 s, naive 0.12 s" in verdict.numbers
+    assert "(difference): holds" in verdict.numbers  # three sampled steps: too few to fit
 
 
 def test_the_buckets_times_scaled_to_each_steps_counted_work_and_summed_over_the_trace(tmp_path):
@@ -263,6 +264,36 @@ def test_the_buckets_times_scaled_to_each_steps_counted_work_and_summed_over_the
     assert times.loc["prefill", "time_padded_s"] == pytest.approx(2e-3 * 60_000 / prefill_pairs)
     uncounted = time_to_serve.trace_times(df, CHECKED.workloads)
     assert uncounted["time_packed_s"].isna().all() and uncounted["time_s"].notna().all()
+
+
+def test_with_enough_sampled_steps_the_claim_takes_each_backends_time_from_the_regression_on_their_work(tmp_path):
+    """Eight decode steps of 2-5 rows: sdpa-flash's take its bucket's time x their padded work over the batch's, naive's
+    x their packed work; the trace's decode steps read 230,000 keys (packed) and 400,000 (padded) over 100 steps
+    against the bucket's 100 x 2,048: each backend serves in prefill + its own model's total, which the difference
+    estimator (the drawn steps' mean error x the steps) would miss."""
+    lengths = ["rows:1x1:100+1x1:900", "rows:2x1:300+1x1:700", "rows:1x1:50+2x1:400+1x1:1000",
+               "rows:3x1:500+2x1:600", "rows:1x1:200+1x1:800", "rows:4x1:450", "rows:1x1:120+2x1:640",
+               "rows:2x1:333+1x1:999"]
+    checks = [{"index": 10 * i, "kind": "decode", "prefill": "", "decode": rows, "prefill_bucket": "",
+               "decode_bucket": DECODE} for i, rows in enumerate(lengths)]
+    workload = {**WORKLOAD, "checks": checks, "kinds": {"prefill": 10, "decode": 100, "mixed": 0}, "buckets": [
+        {"phase": "prefill", "lengths": PREFILL, "steps": 10, "packed": 41_600.0, "padded": 41_600.0},
+        {"phase": "decode", "lengths": DECODE, "steps": 100, "packed": 230_000.0, "padded": 400_000.0}]}
+    bucket_s = {"naive": 1e-3, "sdpa-flash": 0.9e-3}
+    timed = []
+    for backend, model in (("naive", 0), ("sdpa-flash", 1)):
+        for rows in lengths:
+            groups = parse_rows(rows)
+            work = (sum(n * k for n, _, k in groups), sum(n for n, _, _ in groups) * max(k for _, _, k in groups))
+            timed.append(step(backend, rows, bucket_s[backend] * work[model] / 2_048))
+    run = dataclasses.replace(NO_FACTS, workloads={"w": workload})
+    verdict = grid_vs_trace(frame([*TRACE[:4], *GRID_FLASH_WINS[:4], *timed], tmp_path), run)
+    (row,) = verdict.detail
+    naive, flash = 10 * 2e-3 + 1e-3 * 230_000 / 2_048, 10 * 1e-3 + 0.9e-3 * 400_000 / 2_048
+    assert row["estimator"] == "regression on counted work" and row["rival"] == "naive"
+    assert row["ratio"] == pytest.approx(flash / naive)
+    assert row["low"] == pytest.approx(flash / naive) and row["high"] == pytest.approx(flash / naive)  # exact fits
+    assert verdict.verdict == FAILS and "(regression on counted work): does not hold" in verdict.numbers
 
 
 def test_real_steps_far_slower_than_their_buckets_for_the_grid_s_winner_fail_the_claim_with_their_spread(tmp_path):

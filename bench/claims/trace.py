@@ -154,12 +154,12 @@ def grid_vs_trace(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
                                       "against_served_s": rival_s, "corrected": fixed is not None,
                                       "estimator": estimator}))
         detail.append({"workload": name, **geometry, "grid": grid, "rival": rival, "check_errors": errors,
-                       "corrected": fixed is not None, **found[-1].as_dict()})
+                       "corrected": fixed is not None, "estimator": estimator, **found[-1].as_dict()})
         worst = max(factors, key=lambda b: factors[b])
         if found[-1].verdict == INCONCLUSIVE and factors[worst] > 1:
             off.append(f"{where}: its interval is widened by the buckets' error on real steps (they predict {grid} "
                        f"against {worst} off by {factors[worst]:.2f}×)")
-        told = (f"95% {low:.2f}–{high:.2f}×: {found[-1].verdict}"
+        told = (f"95% {low:.2f}–{high:.2f}×{f' ({estimator})' if estimator else ''}: {found[-1].verdict}"
                 + (f"; the buckets alone say {grid} {_s(buckets[grid])}, {rival} {_s(buckets[rival])}" if fixed else "")
                 + _checked(checked, list(complete["backend"]), len(run.workloads[name].get("checks") or ())))
         if grid_s <= rival_s:
