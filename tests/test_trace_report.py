@@ -14,9 +14,10 @@ import pytest
 from bench.analysis import time_to_serve
 from bench.analysis.load import read_results
 from bench.analysis.verdict import DEPENDS, FAILS, HOLDS, INCONCLUSIVE, NO_FACTS, NOT_MEASURED
-from bench.claims.trace import TRACE_CLOSE, grid_vs_trace
+from bench.claims.trace import SPECS, TRACE_CLOSE, grid_vs_trace
 from bench.problem.masks import CAUSAL
 from bench.problem.shapes import parse_rows
+from bench.report.answers import conditions_blocks
 from tests.results_factory import make_record, make_run
 
 PREFILL, DECODE = "rows:2x64:64", "rows:4x1:512"
@@ -294,6 +295,8 @@ def test_with_enough_sampled_steps_the_claim_takes_each_backends_time_from_the_r
     assert row["ratio"] == pytest.approx(flash / naive)
     assert row["low"] == pytest.approx(flash / naive) and row["high"] == pytest.approx(flash / naive)  # exact fits
     assert verdict.verdict == FAILS and "(regression on counted work): does not hold" in verdict.numbers
+    (table,) = conditions_blocks(SPECS[0], [("", c) for c in verdict.conditions])
+    assert table.rows[0][table.headers.index("estimated by")] == "regression on counted work"  # the reader sees it
 
 
 def test_real_steps_far_slower_than_their_buckets_for_the_grid_s_winner_fail_the_claim_with_their_spread(tmp_path):
