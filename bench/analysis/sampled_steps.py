@@ -82,6 +82,12 @@ def estimated(served: dict[str, float], draws: dict[str, np.ndarray], sample: pd
     return points, more, "regression on counted work" if fit else "difference"
 
 
+def work_totals(times: pd.DataFrame) -> dict[str, tuple[float, float]]:
+    """{backend: its TOTALS summed over its buckets} from time_to_serve.trace_times' rows (NaN where a bucket lacks
+    its steps' work: the difference estimator then)."""
+    return {str(b): tuple(float(g[c].to_numpy(float).sum()) for c in TOTALS) for b, g in times.groupby("backend")}
+
+
 def _greg(y: np.ndarray, z: np.ndarray, known: np.ndarray, weight: np.ndarray, size: np.ndarray, fit: bool
           ) -> tuple[np.ndarray, np.ndarray]:
     """Per row of (rounds, steps): the estimate sum(b x known) + sum(weight x (y - z b)) and the residuals, b fitted

@@ -79,7 +79,7 @@ def grid_vs_trace(df: pd.DataFrame, run: RunMeta | None = None) -> Verdict:
     for every backend (results written before), the buckets' times, the interval widened by the buckets' checked
     error in time instead (widened_ratios). Against TRACE_CLOSE; a grid winner that cannot serve every bucket does
     not hold. The claim's word is bench.analysis.conditions' rule over the traces."""
-    from bench.analysis.sampled_steps import estimated
+    from bench.analysis.sampled_steps import estimated, work_totals
     from bench.analysis.time_to_serve import (
         GEOMETRY,
         at_geometry,
@@ -197,12 +197,6 @@ def served_draws(times: pd.DataFrame) -> dict[str, np.ndarray]:
 
     draws = drawn(times) * times["steps"].to_numpy(float)
     return {str(b): draws[:, (times["backend"] == b).to_numpy()].sum(axis=1) for b in times["backend"].unique()}
-
-
-def work_totals(times: pd.DataFrame) -> dict[str, tuple[float, float]]:
-    """{backend: (time_packed_s, time_padded_s) summed over its buckets} (NaN where a bucket lacks its steps' work)."""
-    return {str(b): (float(g["time_packed_s"].to_numpy(float).sum()), float(g["time_padded_s"].to_numpy(float).sum()))
-            for b, g in times.groupby("backend")}
 
 
 def pair_factors(errors: dict[str, float], grid: str, others: list[str]) -> dict[str, float]:

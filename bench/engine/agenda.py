@@ -4,9 +4,9 @@ about each question (bench.claims.QUESTIONS; the rules: bench.engine.questions) 
 Order: the cases this device cannot run at all (recorded `unsupported` at once, one console line for all), then
 the least of every question that fits (cheapest question first, each one's cases cheapest first with a shape's
 backends side by side: `side_by_side`; a question whose least would overrun the budget is not funded, and the plan
-says how much more time would fund it), then the rest
-of what the questions pick (depth, round-robin over the questions, cheapest first), then everything else (breadth,
-round-robin over case families: bench.engine.budget.priority_order). Cases of a dtype this CPU emulates that no
+says how much more time would fund it), then the rest of what the questions pick (depth, round-robin over the
+questions, cheapest first), then everything else (breadth, round-robin over case families:
+bench.engine.budget.priority_order). Cases of a dtype this CPU emulates that no
 question's least asked for are left out: they are recorded `skipped` with that reason (`--dtype` set by hand, or
 `--time-budget none`, runs them).
 """
