@@ -106,16 +106,12 @@ def _greg(y: np.ndarray, z: np.ndarray, known: np.ndarray, weight: np.ndarray, s
 
 
 def _picks(kind: list[str], kinds: dict[str, int], rounds: int) -> np.ndarray:
-    """(rounds, steps) indices: each kind's steps resampled within it (seeded), a kind sampled whole or with one
-    step kept as it is."""
+    """(rounds, steps) indices: each resampled kind's steps resampled within it (seeded), the others kept."""
     import numpy as np
 
     rng = np.random.default_rng(0)
     picks = np.tile(np.arange(len(kind)), (rounds, 1))
-    for k in sorted(set(kind)):
-        mine = np.flatnonzero(np.array(kind) == k)
-        if len(mine) >= kinds.get(k, len(mine)) or len(mine) < 2:
-            continue
+    for mine in _resampled(kind, kinds):
         picks[:, mine] = mine[rng.integers(0, len(mine), size=(rounds, len(mine)))]
     return picks
 
@@ -126,10 +122,20 @@ def _widen(residual: np.ndarray, kind: list[str], kinds: dict[str, int]) -> np.n
     import numpy as np
 
     out = np.zeros_like(residual)
-    for k in set(kind):
-        mine = np.flatnonzero(np.array(kind) == k)
+    for mine in _resampled(kind, kinds):
         n = len(mine)
-        if n >= kinds.get(k, n) or n < 2:
-            continue
         out[mine] = (residual[mine] - residual[mine].mean()) * (math.sqrt(n / (n - 1)) - 1)
+    return out
+
+
+def _resampled(kind: list[str], kinds: dict[str, int]) -> list[np.ndarray]:
+    """The sampled steps' indices of each kind the bootstrap resamples, by kind name: not one sampled whole (exact),
+    nor one with a single step (no spread to resample)."""
+    import numpy as np
+
+    out = []
+    for k in sorted(set(kind)):
+        mine = np.flatnonzero(np.array(kind) == k)
+        if 2 <= len(mine) < kinds.get(k, len(mine)):
+            out.append(mine)
     return out
