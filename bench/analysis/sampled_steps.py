@@ -52,7 +52,7 @@ def estimated(served: dict[str, float], draws: dict[str, np.ndarray], sample: pd
     backends = list(served)
     if sample.empty or set(backends) - set(sample["backend"]):
         return None
-    columns = ["measured_s", "predicted_s", *[c for c in COVARIATES if c in sample]]
+    columns = ["measured_s", "predicted_s", *COVARIATES]
     wide = sample[sample["backend"].isin(backends)].pivot_table(index=["index", "kind"], columns="backend",
                                                                 values=columns)
     if wide[["measured_s", "predicted_s"]].isna().any().any():
@@ -60,8 +60,7 @@ def estimated(served: dict[str, float], draws: dict[str, np.ndarray], sample: pd
     kind = [str(k) for k in wide.index.get_level_values("kind")]
     n = Counter(kind)
     weight = np.array([max(1.0, kinds.get(k, n[k]) / n[k]) for k in kind])
-    fit = (len(kind) >= FIT_STEPS and totals is not None and all(c in wide for c in COVARIATES)
-           and not wide[list(COVARIATES)].isna().any().any()
+    fit = (len(kind) >= FIT_STEPS and totals is not None and not wide[list(COVARIATES)].isna().any().any()
            and all(b in totals and all(math.isfinite(t) and t > 0 for t in totals[b]) for b in backends))
     rounds = len(next(iter(draws.values())))
     picks = _picks(kind, kinds, rounds)
